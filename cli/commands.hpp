@@ -1,0 +1,31 @@
+// Subcommands of `sluice`: each module adds its commands to the CLI11 app and returns the
+// action to run once parsing has picked one.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace sluice::cli {
+
+// Conventional exit codes.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;     // a stage failed, a capture is damaged, ...
+inline constexpr int kExitUsage = 2;       // bad command line or invalid configuration
+inline constexpr int kExitInterrupted = 130;
+
+struct Commands {
+  std::vector<std::pair<CLI::App*, std::function<int()>>> actions;
+  void add(CLI::App* command, std::function<int()> action) { actions.emplace_back(command, std::move(action)); }
+};
+
+void add_pipeline_commands(CLI::App& app, Commands& commands);  // run, validate, stages
+
+// Installs SIGINT/SIGTERM handlers: the first asks for a clean stop, the second exits at once.
+void install_stop_signals();
+bool stop_signalled();
+
+}  // namespace sluice::cli

@@ -1,0 +1,81 @@
+# Required dependencies fail the configure step with the package to install;
+# optional hardware stacks (CUDA, RDMA) are switched off with a message saying what is left out.
+find_package(PkgConfig REQUIRED)
+find_package(Threads REQUIRED)
+
+macro(sluice_require_pkg target module debian_package)
+  pkg_check_modules(${target} IMPORTED_TARGET ${module})
+  if(NOT ${target}_FOUND)
+    message(FATAL_ERROR "${module} not found: install ${debian_package} (scripts/setup.sh does this)")
+  endif()
+endmacro()
+
+sluice_require_pkg(URING liburing liburing-dev)
+sluice_require_pkg(FFTW3F fftw3f libfftw3-dev)
+
+find_package(yaml-cpp REQUIRED)          # libyaml-cpp-dev
+find_package(nlohmann_json 3 REQUIRED)   # nlohmann-json3-dev
+find_package(CLI11 REQUIRED)             # libcli11-dev
+find_package(spdlog REQUIRED)            # libspdlog-dev
+find_package(GTest REQUIRED)             # libgtest-dev libgmock-dev
+if(SLUICE_BUILD_BENCH)
+  find_package(benchmark REQUIRED)       # libbenchmark-dev
+endif()
+# yaml-cpp 0.7 exports "yaml-cpp", 0.8 exports "yaml-cpp::yaml-cpp".
+if(TARGET yaml-cpp::yaml-cpp)
+  set(SLUICE_YAML_TARGET yaml-cpp::yaml-cpp)
+else()
+  set(SLUICE_YAML_TARGET yaml-cpp)
+endif()
+
+# CUDA: the toolkit lives outside PATH on most machines; look where it is installed.
+set(SLUICE_HAVE_CUDA OFF)
+if(SLUICE_WITH_CUDA)
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      # Hopper (H100/H200) natively, plus PTX for anything newer.
+      set(CMAKE_CUDA_ARCHITECTURES 90)
+    endif()
+    enable_language(CUDA)
+    find_package(CUDAToolkit)
+    if(TARGET CUDA::cudart AND TARGET CUDA::cufft)
+      set(SLUICE_HAVE_CUDA ON)
+    endif()
+  endif()
+  if(NOT SLUICE_HAVE_CUDA)
+    message(STATUS "CUDA toolkit with cuFFT not found: building without device memory and GPU stages")
+  endif()
+else()
+  message(STATUS "SLUICE_WITH_CUDA=OFF: building without device memory and GPU stages")
+endif()
+
+set(SLUICE_HAVE_RDMA OFF)
+if(SLUICE_WITH_RDMA)
+  pkg_check_modules(IBVERBS IMPORTED_TARGET libibverbs)
+  pkg_check_modules(RDMACM IMPORTED_TARGET librdmacm)
+  if(IBVERBS_FOUND AND RDMACM_FOUND)
+    set(SLUICE_HAVE_RDMA ON)
+  else()
+    message(STATUS "rdma-core (libibverbs-dev, librdmacm-dev) not found: building without the RoCE link")
+  endif()
+else()
+  message(STATUS "SLUICE_WITH_RDMA=OFF: building without the RoCE link")
+endif()
+
+# Tests: one line each. LABELS: unit, e2e, vm (Soft-RoCE VM), gpu (skips without a GPU).
+include(GoogleTest)
+function(sluice_add_test name)
+  cmake_parse_arguments(ARG "" "LABEL;TIMEOUT" "SOURCES;LIBS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gtest_main sluice_warnings)
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 120)
+  endif()
+  gtest_discover_tests(${name} PROPERTIES LABELS "${ARG_LABEL}" TIMEOUT ${ARG_TIMEOUT}
+    SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]" DISCOVERY_TIMEOUT 60)
+endfunction()

@@ -1,0 +1,89 @@
+// A chunk: one fixed-size block of sample bytes from a pool, plus what downstream stages
+// need to know about it (position in the stream, source timestamp, gaps, where it lives).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string_view>
+
+#include "pipeline/memory.hpp"
+
+namespace sluice {
+
+class Pool;
+
+// Sample formats on the wire and in chunks (little-endian in memory, as SigMF names them).
+enum class SampleFormat : std::uint8_t { ci8, ci16, cf32, rf32 };
+
+std::string_view to_string(SampleFormat format);  // "ci16", ...
+std::optional<SampleFormat> sample_format_from_string(std::string_view text);
+constexpr std::size_t bytes_per_sample(SampleFormat format) {
+  switch (format) {
+    case SampleFormat::ci8: return 2;
+    case SampleFormat::ci16: return 4;
+    case SampleFormat::cf32: return 8;
+    case SampleFormat::rf32: return 4;
+  }
+  return 1;
+}
+
+// VRT-style source time: integer seconds (UTC) and fractional picoseconds.
+struct Timestamp {
+  std::uint64_t seconds = 0;
+  std::uint64_t picoseconds = 0;
+  bool valid = false;
+};
+
+// Samples lost before they reached Sluice: `length` samples starting at absolute stream
+// sample index `first_sample`. Recorded so captures show holes instead of splicing.
+struct Gap {
+  std::uint64_t first_sample = 0;
+  std::uint64_t length = 0;
+};
+
+struct Chunk {
+  static constexpr std::size_t kMaxGaps = 32;
+
+  // Fixed at pool creation.
+  std::byte* data = nullptr;
+  std::size_t capacity = 0;
+  MemoryKind memory = MemoryKind::host;
+  Pool* pool = nullptr;
+  std::uint32_t index = 0;  // position in the pool: io_uring fixed-buffer index, MR offset
+
+  // Set by whoever fills the chunk.
+  std::size_t size = 0;            // valid bytes
+  std::uint32_t lane = 0;
+  std::uint64_t sequence = 0;      // per-lane chunk counter from the source
+  std::uint64_t first_sample = 0;  // absolute index of the first sample in the stream
+  std::uint64_t sample_count = 0;
+  SampleFormat format = SampleFormat::ci16;
+  Timestamp timestamp;             // of the first sample
+  std::uint32_t packets = 0;       // network packets that filled it (0 for non-network sources)
+  std::uint64_t created_ns = 0;    // steady clock when acquired: chunk latency starts here
+  std::uint32_t gap_count = 0;
+  std::array<Gap, kMaxGaps> gaps{};
+
+  // False when the gap table is full: the producer must hand this chunk on and record
+  // the gap in the next one, so that no gap is ever forgotten.
+  bool add_gap(std::uint64_t first, std::uint64_t length) noexcept {
+    if (gap_count == kMaxGaps) return false;
+    gaps[gap_count++] = Gap{first, length};
+    return true;
+  }
+  // Copies everything but the fixed pool fields (data, capacity, memory, pool, index).
+  void copy_metadata_from(const Chunk& other) noexcept;
+  // Clears what a producer sets; called when the chunk returns to its pool.
+  void reset_metadata() noexcept;
+};
+
+struct ChunkReleaser {
+  void operator()(Chunk* chunk) const noexcept;
+};
+// The one owner of a chunk in flight; destroying it returns the chunk to its pool.
+using ChunkPtr = std::unique_ptr<Chunk, ChunkReleaser>;
+
+}  // namespace sluice

@@ -1,0 +1,333 @@
+// Pipeline file loading: YAML syntax, --set overrides, lane template expansion, stage
+// construction and role checks — every error collected with its location.
+#include "pipeline/config.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace sluice {
+namespace {
+
+std::string join(const std::vector<std::string>& words) {
+  std::string text;
+  for (const auto& word : words) text += (text.empty() ? "" : ", ") + word;
+  return text;
+}
+
+// The element of a sequence that `segment` names: a number, or the element's name/type.
+YAML::Node sequence_element(YAML::Node sequence, const std::string& segment) {
+  if (!segment.empty() && std::all_of(segment.begin(), segment.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    const std::size_t index = std::stoul(segment);
+    return index < sequence.size() ? sequence[index] : YAML::Node(YAML::NodeType::Undefined);
+  }
+  for (std::size_t i = 0; i < sequence.size(); ++i) {
+    YAML::Node element = sequence[i];
+    if (!element.IsMap()) continue;
+    const YAML::Node name = element["name"] ? element["name"] : element["type"];
+    if (name && name.IsScalar() && name.Scalar() == segment) return element;
+  }
+  return YAML::Node(YAML::NodeType::Undefined);
+}
+
+void apply_override(YAML::Node& root, const std::string& text, ConfigSource& source, ConfigErrors& errors) {
+  const auto equals = text.find('=');
+  if (equals == std::string::npos || equals == 0) {
+    errors.add({"--set " + text, "", "expected key.path=value", "e.g. --set lanes.port0.source.rate=2GB/s"});
+    return;
+  }
+  const std::string path = text.substr(0, equals);
+  const std::string value_text = text.substr(equals + 1);
+  std::vector<std::string> segments;
+  std::stringstream stream(path);
+  for (std::string segment; std::getline(stream, segment, '.');) segments.push_back(segment);
+  YAML::Node value;
+  try {
+    value = YAML::Load(value_text);
+  } catch (const YAML::Exception& error) {
+    errors.add({"--set " + text, path, "value is not valid YAML: " + error.msg, ""});
+    return;
+  }
+  if (!value || value.IsNull()) value = YAML::Node(value_text);
+  YAML::Node node = root;
+  for (std::size_t i = 0; i < segments.size(); ++i) {
+    const bool last = i + 1 == segments.size();
+    const std::string& segment = segments[i];
+    if (node.IsSequence()) {
+      YAML::Node element = sequence_element(node, segment);
+      if (!element.IsDefined()) {
+        errors.add({"--set " + text, path, "no element '" + segment + "' in this list", "use its name or index"});
+        return;
+      }
+      if (last) {
+        errors.add({"--set " + text, path, "cannot replace a whole list element", ""});
+        return;
+      }
+      node.reset(element);
+      continue;
+    }
+    if (!node.IsMap() && !node.IsNull() && node.IsDefined()) {
+      errors.add({"--set " + text, path, "'" + segment + "' is below a scalar", ""});
+      return;
+    }
+    if (last) {
+      node[segment] = value;
+      source.add_override(node[segment], text);
+      return;
+    }
+    YAML::Node child = node[segment];
+    if (!child.IsDefined() || child.IsNull()) node[segment] = YAML::Node(YAML::NodeType::Map);
+    YAML::Node next = node[segment];
+    node.reset(next);
+  }
+}
+
+void check_duplicate_keys(const YAML::Node& node, const std::string& path, const ConfigSource& source,
+                          ConfigErrors& errors) {
+  if (node.IsMap()) {
+    std::set<std::string> seen;
+    for (const auto& entry : node) {
+      const std::string key = entry.first.Scalar();
+      if (!seen.insert(key).second) {
+        errors.add({source.locate(entry.first), path + "." + key, "duplicate key '" + key + "'", "later ones would silently win"});
+      }
+      check_duplicate_keys(entry.second, path.empty() ? key : path + "." + key, source, errors);
+    }
+  } else if (node.IsSequence()) {
+    for (std::size_t i = 0; i < node.size(); ++i) {
+      check_duplicate_keys(node[i], path + "[" + std::to_string(i) + "]", source, errors);
+    }
+  }
+}
+
+StageDefinition make_stage(std::vector<SettingsLayer> layers, const std::string& default_name, const ConfigSource& source,
+                           ConfigErrors& errors, const PipelineSettings& pipeline, const StageRegistry& registry) {
+  StageDefinition definition;
+  SettingsReader reader(std::move(layers), source, errors);
+  definition.type = reader.required_string("type", "stage type (sluice stages lists them)");
+  definition.name = reader.string("name", default_name.empty() ? definition.type : default_name, "stage name, unique in its lane");
+  definition.cpu = static_cast<int>(reader.integer("cpu", -1, "core to pin this stage's thread to (-1: not pinned)", -1, 4095));
+  definition.on_full = reader.choice("on_full", OverflowPolicy::block,
+                                     "when the next stage's queue is full: block (backpressure) or drop (count and release)",
+                                     {{"block", OverflowPolicy::block}, {"drop", OverflowPolicy::drop}});
+  definition.queue_depth = static_cast<std::uint64_t>(reader.integer("queue_depth", static_cast<std::int64_t>(pipeline.queue_depth),
+                                          "chunks queued in front of this stage", 1, 65536));
+  if (!definition.type.empty()) {
+    const StageType* type = registry.find(definition.type);
+    if (type == nullptr) {
+      std::string hint = "known types: " + join(registry.names());
+      if (auto match = closest_match(definition.type, registry.names())) hint = "did you mean '" + *match + "'?";
+      reader.error("type", "unknown stage type '" + definition.type + "'", hint);
+    } else {
+      definition.role = type->role;
+      try {
+        definition.stage = type->create(reader, pipeline);
+      } catch (const std::exception& error) {
+        reader.error("type", std::string("cannot create stage: ") + error.what());
+      }
+    }
+  }
+  reader.finish();
+  return definition;
+}
+
+}  // namespace
+
+PipelineSettings read_pipeline_settings(SettingsReader& reader) {
+  PipelineSettings settings;
+  settings.name = reader.string("name", settings.name, "pipeline name, shown in reports");
+  settings.duration = reader.duration("duration", settings.duration, "stop after this long (0: run until end of stream or Ctrl-C)");
+  settings.chunk_bytes = reader.bytes("chunk", settings.chunk_bytes, "default chunk size for every pool", 4096, 1ULL << 30);
+  settings.chunk_count = static_cast<std::uint64_t>(
+      reader.integer("chunks", static_cast<std::int64_t>(settings.chunk_count), "default number of chunks in each pool", 2, 65536));
+  settings.queue_depth = static_cast<std::uint64_t>(
+      reader.integer("queue_depth", static_cast<std::int64_t>(settings.queue_depth), "default depth of the queue between stages", 1, 65536));
+  settings.progress_interval = reader.duration("progress_interval", settings.progress_interval,
+                                               "period of progress lines when not on a terminal");
+  settings.cuda_device = static_cast<int>(reader.integer("cuda_device", 0, "CUDA device for device memory and GPU stages", 0, 64));
+  if (settings.chunk_bytes % 4096 != 0) {
+    reader.error("chunk", "chunk size " + std::to_string(settings.chunk_bytes) + " is not a multiple of 4096",
+                 "O_DIRECT recording and RDMA registration need page-sized chunks");
+  }
+  return settings;
+}
+
+YAML::Node parse_yaml(const std::string& text, ConfigSource& source, const std::vector<std::string>& overrides) {
+  ConfigErrors errors;
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& error) {
+    errors.add({source.file() + ":" + std::to_string(error.mark.line + 1) + ":" + std::to_string(error.mark.column + 1), "",
+                "YAML syntax error: " + error.msg, ""});
+    throw ConfigException(std::move(errors));
+  }
+  if (!root.IsMap()) {
+    errors.add({source.file() + ":1:1", "", "expected a YAML map with 'pipeline', 'template' and 'lanes'", ""});
+    throw ConfigException(std::move(errors));
+  }
+  check_duplicate_keys(root, "", source, errors);
+  for (const auto& text_override : overrides) apply_override(root, text_override, source, errors);
+  if (!errors.empty()) throw ConfigException(std::move(errors));
+  return root;
+}
+
+PipelineDefinition load_pipeline_text(const std::string& yaml, const std::string& name,
+                                      const std::vector<std::string>& overrides, const StageRegistry& registry) {
+  ConfigSource source(name);
+  YAML::Node root = parse_yaml(yaml, source, overrides);
+  ConfigErrors errors;
+  PipelineDefinition definition;
+  definition.file = name;
+  definition.root = root;
+
+  for (const auto& entry : root) {
+    const std::string key = entry.first.Scalar();
+    static const std::vector<std::string> kTopLevel{"pipeline", "template", "lanes", "emulator"};
+    if (std::find(kTopLevel.begin(), kTopLevel.end(), key) == kTopLevel.end()) {
+      auto match = closest_match(key, kTopLevel);
+      errors.add({source.locate(entry.first), key, "unknown top-level key '" + key + "'",
+                  match ? "did you mean '" + *match + "'?" : "top-level keys: " + join(kTopLevel)});
+    }
+  }
+
+  {
+    YAML::Node section = root["pipeline"];
+    if (section && !section.IsMap()) errors.add({source.locate(section), "pipeline", "expected a map", ""});
+    SettingsReader reader({SettingsLayer{section && section.IsMap() ? section : YAML::Node(), "pipeline"}}, source, errors);
+    definition.settings = read_pipeline_settings(reader);
+    reader.finish();
+  }
+  const PipelineSettings& settings = definition.settings;
+
+  YAML::Node templ = root["template"];
+  if (templ && !templ.IsSequence()) {
+    errors.add({source.locate(templ), "template", "expected a list of stages", "each item a map with at least 'type'"});
+    templ = YAML::Node();
+  }
+  std::vector<std::string> template_names;
+  if (templ) {
+    for (std::size_t i = 0; i < templ.size(); ++i) {
+      const YAML::Node stage = templ[i];
+      const YAML::Node label = stage.IsMap() ? (stage["name"] ? stage["name"] : stage["type"]) : YAML::Node();
+      template_names.push_back(label && label.IsScalar() ? label.Scalar() : "#" + std::to_string(i));
+    }
+  }
+
+  YAML::Node lanes = root["lanes"];
+  if (!lanes || !lanes.IsSequence() || lanes.size() == 0) {
+    errors.add({lanes ? source.locate(lanes) : source.file() + ":1:1", "lanes", "a pipeline needs a non-empty list of lanes",
+                "lanes: [{name: port0}]"});
+    throw ConfigException(std::move(errors));
+  }
+  std::set<std::string> lane_names;
+  for (std::size_t lane_index = 0; lane_index < lanes.size(); ++lane_index) {
+    const YAML::Node entry = lanes[lane_index];
+    std::string lane_path = "lanes[" + std::to_string(lane_index) + "]";
+    if (!entry.IsMap()) {
+      errors.add({source.locate(entry), lane_path, "expected a map with at least 'name'", ""});
+      continue;
+    }
+    LaneDefinition lane;
+    if (!entry["name"] || !entry["name"].IsScalar()) {
+      errors.add({source.locate(entry), lane_path + ".name", "every lane needs a name", "name: port0"});
+    } else {
+      lane.name = entry["name"].Scalar();
+      lane_path = "lanes." + lane.name;
+      if (!lane_names.insert(lane.name).second) {
+        errors.add({source.locate(entry["name"]), lane_path, "two lanes are named '" + lane.name + "'", ""});
+      }
+    }
+    for (const auto& item : entry) {
+      const std::string key = item.first.Scalar();
+      if (key == "name" || key == "stages") continue;
+      if (std::find(template_names.begin(), template_names.end(), key) == template_names.end()) {
+        auto match = closest_match(key, template_names);
+        errors.add({source.locate(item.first), lane_path + "." + key, "'" + key + "' is not a stage of the template",
+                    match ? "did you mean '" + *match + "'?"
+                          : "lane entries take name, stages, or a template stage name (" + join(template_names) + ")"});
+      } else if (!item.second.IsMap()) {
+        errors.add({source.locate(item.second), lane_path + "." + key, "expected a map of settings overriding stage '" + key + "'", ""});
+      }
+    }
+
+    std::vector<std::vector<SettingsLayer>> stage_layers;
+    std::vector<std::string> default_names;
+    if (entry["stages"]) {
+      const YAML::Node stages = entry["stages"];
+      if (!stages.IsSequence()) {
+        errors.add({source.locate(stages), lane_path + ".stages", "expected a list of stages", ""});
+        continue;
+      }
+      for (std::size_t i = 0; i < stages.size(); ++i) {
+        stage_layers.push_back({SettingsLayer{stages[i], lane_path + ".stages[" + std::to_string(i) + "]"}});
+        default_names.emplace_back();
+      }
+    } else if (templ) {
+      for (std::size_t i = 0; i < templ.size(); ++i) {
+        std::vector<SettingsLayer> layers{SettingsLayer{templ[i], "template." + template_names[i]}};
+        const YAML::Node override_map = entry[template_names[i]];
+        if (override_map && override_map.IsMap()) layers.push_back(SettingsLayer{override_map, lane_path + "." + template_names[i]});
+        stage_layers.push_back(std::move(layers));
+        default_names.emplace_back();
+      }
+    } else {
+      errors.add({source.locate(entry), lane_path, "lane has no stages", "add a 'template' list or give the lane 'stages'"});
+      continue;
+    }
+
+    std::set<std::string> stage_names;
+    for (std::size_t i = 0; i < stage_layers.size(); ++i) {
+      const YAML::Node anchor = stage_layers[i].front().map;
+      const std::string stage_path = stage_layers[i].front().path;
+      if (!anchor.IsMap()) {
+        errors.add({source.locate(anchor), stage_path, "expected a stage map with at least 'type'", ""});
+        continue;
+      }
+      StageDefinition stage = make_stage(stage_layers[i], default_names[i], source, errors, settings, registry);
+      stage.location = source.locate(anchor);
+      if (!stage_names.insert(stage.name).second) {
+        errors.add({stage.location, stage_path, "two stages in lane '" + lane.name + "' are named '" + stage.name + "'",
+                    "give each a distinct 'name'"});
+      }
+      const bool first = i == 0;
+      const bool last = i + 1 == stage_layers.size();
+      if (!stage.type.empty() && registry.find(stage.type) != nullptr) {
+        const std::string what = "stage '" + stage.name + "' (" + stage.type + ", a " + std::string(to_string(stage.role)) + ")";
+        if (first && stage.role != StageRole::source) {
+          errors.add({stage.location, stage_path, what + " cannot start a lane", "the first stage must be a source"});
+        } else if (!first && stage.role == StageRole::source) {
+          errors.add({stage.location, stage_path, what + " can only be the first stage of a lane", ""});
+        } else if (last && stage.role == StageRole::transform) {
+          errors.add({stage.location, stage_path, what + " cannot end a lane", "add a sink after it (null, file, record)"});
+        } else if (!last && stage.role == StageRole::sink) {
+          errors.add({stage.location, stage_path, what + " must be the last stage of its lane", ""});
+        } else if (stage_layers.size() == 1) {
+          errors.add({stage.location, stage_path, "a lane needs a source and a sink", ""});
+        }
+      }
+      lane.stages.push_back(std::move(stage));
+    }
+    definition.lanes.push_back(std::move(lane));
+  }
+  if (!errors.empty()) throw ConfigException(std::move(errors));
+  return definition;
+}
+
+PipelineDefinition load_pipeline_file(const std::string& path, const std::vector<std::string>& overrides,
+                                      const StageRegistry& registry) {
+  std::ifstream file(path);
+  if (!file) {
+    ConfigErrors errors;
+    errors.add({path, "", std::string("cannot open pipeline file: ") + std::strerror(errno), ""});
+    throw ConfigException(std::move(errors));
+  }
+  std::stringstream text;
+  text << file.rdbuf();
+  return load_pipeline_text(text.str(), path, overrides, registry);
+}
+
+}  // namespace sluice

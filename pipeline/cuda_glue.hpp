@@ -1,0 +1,20 @@
+// The few CUDA runtime calls the core runtime needs, behind plain C++ so that only
+// cuda_glue_cuda.cpp (CUDA builds) or cuda_glue_none.cpp (CPU-only builds) sees CUDA.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace sluice::cuda_glue {
+
+int device_count() noexcept;              // 0 when no CUDA build, no driver or no device
+std::string unavailable_reason();         // why device_count() is 0
+void* allocate_pinned(std::size_t bytes);  // throws naming cudaHostAlloc
+void free_pinned(void* pointer) noexcept;
+void* allocate_device(std::size_t bytes, int device);  // throws naming cudaMalloc; memory is zeroed
+void free_device(void* pointer) noexcept;
+std::string copy(void* destination, const void* source, std::size_t bytes, void* stream) noexcept;
+void* create_stream(int device);          // throws naming cudaStreamCreateWithFlags
+void destroy_stream(void* stream) noexcept;
+
+}  // namespace sluice::cuda_glue

@@ -1,0 +1,98 @@
+// CUDA runtime implementation of cuda_glue (built only where the CUDA toolkit was found).
+#include <cuda_runtime_api.h>
+
+#include <stdexcept>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "pipeline/cuda_glue.hpp"
+
+namespace sluice::cuda_glue {
+namespace {
+
+std::string describe(const char* call, cudaError_t error) {
+  return std::string(call) + ": " + cudaGetErrorName(error) + " (" + cudaGetErrorString(error) + ")";
+}
+
+void check(const char* call, cudaError_t error) {
+  if (error != cudaSuccess) throw std::runtime_error(describe(call, error));
+}
+
+}  // namespace
+
+int device_count() noexcept {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no driver" error
+    return 0;
+  }
+  return count;
+}
+
+std::string unavailable_reason() {
+  int count = 0;
+  cudaError_t error = cudaGetDeviceCount(&count);
+  if (error != cudaSuccess) {
+    cudaGetLastError();
+    return describe("cudaGetDeviceCount", error);
+  }
+  return count == 0 ? "no CUDA device present" : "";
+}
+
+void* allocate_pinned(std::size_t bytes) {
+  void* pointer = nullptr;
+  check("cudaHostAlloc", cudaHostAlloc(&pointer, bytes, cudaHostAllocPortable));
+  return pointer;
+}
+
+void free_pinned(void* pointer) noexcept {
+  if (cudaError_t error = cudaFreeHost(pointer); error != cudaSuccess) {
+    spdlog::warn("{}", describe("cudaFreeHost", error));
+  }
+}
+
+void* allocate_device(std::size_t bytes, int device) {
+  check("cudaSetDevice", cudaSetDevice(device));
+  void* pointer = nullptr;
+  check("cudaMalloc", cudaMalloc(&pointer, bytes));
+  // Touch every page now so the first chunk does not pay for mapping.
+  if (cudaError_t error = cudaMemset(pointer, 0, bytes); error != cudaSuccess) {
+    cudaFree(pointer);
+    throw std::runtime_error(describe("cudaMemset", error));
+  }
+  return pointer;
+}
+
+void free_device(void* pointer) noexcept {
+  if (cudaError_t error = cudaFree(pointer); error != cudaSuccess) {
+    spdlog::warn("{}", describe("cudaFree", error));
+  }
+}
+
+std::string copy(void* destination, const void* source, std::size_t bytes, void* stream) noexcept {
+  auto cuda_stream = static_cast<cudaStream_t>(stream);
+  if (cudaError_t error = cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDefault, cuda_stream);
+      error != cudaSuccess) {
+    return describe("cudaMemcpyAsync", error);
+  }
+  if (cudaError_t error = cudaStreamSynchronize(cuda_stream); error != cudaSuccess) {
+    return describe("cudaStreamSynchronize", error);
+  }
+  return {};
+}
+
+void* create_stream(int device) {
+  check("cudaSetDevice", cudaSetDevice(device));
+  cudaStream_t stream = nullptr;
+  check("cudaStreamCreateWithFlags", cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  return stream;
+}
+
+void destroy_stream(void* stream) noexcept {
+  if (cudaError_t error = cudaStreamDestroy(static_cast<cudaStream_t>(stream)); error != cudaSuccess) {
+    spdlog::warn("{}", describe("cudaStreamDestroy", error));
+  }
+}
+
+}  // namespace sluice::cuda_glue

@@ -1,0 +1,27 @@
+// cuda_glue for builds without the CUDA toolkit: configuration validation refuses device and
+// pinned memory before anything starts, so reaching these throws a clear error.
+#include <stdexcept>
+#include <string>
+
+#include "pipeline/cuda_glue.hpp"
+
+namespace sluice::cuda_glue {
+namespace {
+[[noreturn]] void no_cuda(const char* what) {
+  throw std::runtime_error(std::string(what) + ": this build of Sluice has no CUDA (configure found no CUDA toolkit)");
+}
+}  // namespace
+
+int device_count() noexcept { return 0; }
+std::string unavailable_reason() { return "this build of Sluice has no CUDA"; }
+void* allocate_pinned(std::size_t) { no_cuda("host_pinned memory"); }
+void free_pinned(void*) noexcept {}
+void* allocate_device(std::size_t, int) { no_cuda("device memory"); }
+void free_device(void*) noexcept {}
+std::string copy(void*, const void*, std::size_t, void*) noexcept {
+  return "device copy: this build of Sluice has no CUDA";
+}
+void* create_stream(int) { no_cuda("CUDA stream"); }
+void destroy_stream(void*) noexcept {}
+
+}  // namespace sluice::cuda_glue

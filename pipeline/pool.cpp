@@ -1,0 +1,58 @@
+// Pool: one slab carved into equal chunks; a free stack with a condition variable for waiters.
+#include "pipeline/pool.hpp"
+
+#include <stdexcept>
+
+#include "pipeline/clock.hpp"
+
+namespace sluice {
+
+Pool::Pool(std::string name, const PoolSpec& spec)
+    : name_(std::move(name)),
+      chunk_bytes_(spec.chunk_bytes),
+      region_(spec.memory, spec.chunk_bytes * spec.chunk_count, spec.cuda_device) {
+  if (spec.chunk_bytes == 0 || spec.chunk_count == 0) throw std::runtime_error("pool " + name_ + ": empty pool");
+  chunks_.resize(spec.chunk_count);
+  free_.reserve(spec.chunk_count);
+  for (std::size_t index = 0; index < spec.chunk_count; ++index) {
+    Chunk& chunk = chunks_[index];
+    chunk.data = region_.data() + index * spec.chunk_bytes;
+    chunk.capacity = spec.chunk_bytes;
+    chunk.memory = region_.kind();
+    chunk.pool = this;
+    chunk.index = static_cast<std::uint32_t>(index);
+  }
+  // Hand out low indices first (stack order), which keeps a small working set warm.
+  for (std::size_t index = spec.chunk_count; index-- > 0;) free_.push_back(&chunks_[index]);
+}
+
+Pool::~Pool() = default;
+
+ChunkPtr Pool::acquire(std::chrono::microseconds timeout) noexcept {
+  std::unique_lock lock(mutex_);
+  if (free_.empty()) {
+    if (timeout.count() <= 0) return nullptr;
+    if (!available_cv_.wait_for(lock, timeout, [this] { return !free_.empty(); })) return nullptr;
+  }
+  Chunk* chunk = free_.back();
+  free_.pop_back();
+  lock.unlock();
+  chunk->created_ns = monotonic_ns();
+  return ChunkPtr(chunk);
+}
+
+void Pool::release(Chunk* chunk) noexcept {
+  chunk->reset_metadata();
+  {
+    std::lock_guard lock(mutex_);
+    free_.push_back(chunk);
+  }
+  available_cv_.notify_one();
+}
+
+std::size_t Pool::available() const {
+  std::lock_guard lock(mutex_);
+  return free_.size();
+}
+
+}  // namespace sluice

@@ -1,0 +1,48 @@
+// What people see: the live progress line per lane, the end-of-run summary table and the
+// JSON report (the same numbers, for scripts and CI).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pipeline/metrics.hpp"
+#include "pipeline/runtime.hpp"
+
+namespace sluice {
+
+// One line per lane: source rate, samples, drops, queue fill.
+std::vector<std::string> progress_lines(const Pipeline& pipeline);
+// The per-stage table printed at the end of a run.
+std::string summary_table(const Pipeline& pipeline);
+nlohmann::json report_json(const Pipeline& pipeline, int exit_code);
+
+// Rates over a stage's own active time.
+struct StageRates {
+  double seconds = 0;
+  double bytes_per_second = 0;
+  double samples_per_second = 0;
+  double busy_fraction = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t chunks = 0;
+  std::uint64_t samples = 0;
+};
+StageRates stage_rates(const StageMetrics& metrics);
+
+// Keeps progress output on a terminal in place (redraws) and off one as periodic log lines.
+class ProgressPrinter {
+ public:
+  ProgressPrinter(const Pipeline& pipeline, bool terminal, double log_interval_seconds);
+  void tick();
+  void finish();  // leaves the last lines on screen
+
+ private:
+  const Pipeline* pipeline_;
+  bool terminal_;
+  double log_interval_;
+  double last_print_ = -1;
+  std::size_t lines_on_screen_ = 0;
+};
+
+}  // namespace sluice

@@ -1,0 +1,112 @@
+// The runtime: builds each lane's queues and contexts, starts every stage (upstream
+// first), runs one thread per stage, and stops by draining so no accepted chunk is lost.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "pipeline/config.hpp"
+#include "pipeline/memory.hpp"
+#include "pipeline/pool.hpp"
+#include "pipeline/stage.hpp"
+
+namespace sluice {
+
+// What a lane owns besides its stages: pools (in creation order), its CUDA stream.
+class LaneResources {
+ public:
+  LaneResources(std::string name, std::uint32_t index, const std::atomic<bool>& stop, int cuda_device)
+      : name_(std::move(name)), index_(index), stop_(&stop), cuda_device_(cuda_device) {}
+  [[nodiscard]] const std::string& name() const { return name_; }
+  [[nodiscard]] std::uint32_t index() const { return index_; }
+  [[nodiscard]] bool stop_requested() const noexcept { return stop_->load(std::memory_order_acquire); }
+  Pool& add_pool(std::unique_ptr<Pool> pool) { return *pools_.emplace_back(std::move(pool)); }
+  [[nodiscard]] std::vector<Pool*> pools() const;
+  void* cuda_stream();
+  [[nodiscard]] int cuda_device() const { return cuda_device_; }
+
+ private:
+  std::string name_;
+  std::uint32_t index_;
+  const std::atomic<bool>* stop_;
+  int cuda_device_;
+  // The stream is declared before the pools so that it outlives none of them: pools
+  // (device memory) are freed first, then the stream.
+  CudaStream stream_;
+  std::deque<std::unique_ptr<Pool>> pools_;
+};
+
+// Thrown when start fails; names the lane, the stage and the cause.
+class PipelineError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct StageFailure {
+  std::string lane;
+  std::string stage;
+  std::string type;
+  std::string message;
+};
+
+class Pipeline {
+ public:
+  explicit Pipeline(PipelineDefinition definition);
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+  ~Pipeline();
+
+  // Starts every stage; on any failure stops the ones already started (in reverse) and
+  // throws PipelineError "lane L, stage S (type): cause".
+  void start();
+  // Runs the stage threads until every lane has drained (end of stream, request_stop() or
+  // the configured duration). `tick` runs on the calling thread about every 50 ms.
+  void run(const std::function<void()>& tick = {});
+  // Asks every source to end its stream; downstream stages drain what is queued. Safe from any thread.
+  void request_stop() noexcept { stop_.store(true, std::memory_order_release); }
+  [[nodiscard]] bool stop_requested() const noexcept { return stop_.load(std::memory_order_acquire); }
+
+  [[nodiscard]] const PipelineDefinition& definition() const { return definition_; }
+  [[nodiscard]] const std::vector<StageFailure>& failures() const { return failures_; }
+  // Every stage's metrics, lane by lane in data-flow order.
+  [[nodiscard]] std::vector<const StageMetrics*> metrics() const;
+  [[nodiscard]] std::vector<std::vector<const StageMetrics*>> metrics_by_lane() const;
+  [[nodiscard]] double elapsed_seconds() const;
+  // Samples queue occupancy into each stage's metrics (the runtime does this every tick).
+  void sample_queues();
+
+ private:
+  struct Slot {
+    StageDefinition* definition = nullptr;
+    std::unique_ptr<StageMetrics> metrics;
+    std::unique_ptr<SpscQueue<Chunk*>> input_queue;  // null for the first stage
+    std::unique_ptr<InputPort> input;
+    std::unique_ptr<OutputPort> output;
+    std::unique_ptr<StageContext> context;
+    bool started = false;
+    std::thread thread;
+  };
+  struct Lane {
+    std::unique_ptr<LaneResources> resources;
+    std::vector<Slot> slots;
+  };
+
+  void run_stage(Lane& lane, std::size_t index) noexcept;
+  void record_failure(const Slot& slot, const std::string& lane, std::string message);
+
+  PipelineDefinition definition_;
+  std::atomic<bool> stop_{false};
+  std::deque<Lane> lanes_;
+  std::mutex failures_mutex_;
+  std::vector<StageFailure> failures_;
+  std::uint64_t started_ns_ = 0;
+  std::atomic<std::uint64_t> finished_ns_{0};
+};
+
+}  // namespace sluice

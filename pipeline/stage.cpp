@@ -1,0 +1,176 @@
+// Ports, the stage context and the stage registry.
+#include "pipeline/stage.hpp"
+
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "pipeline/clock.hpp"
+#include "pipeline/config.hpp"
+#include "pipeline/runtime.hpp"
+
+namespace sluice {
+namespace {
+
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Spin briefly (a hand-off is usually nanoseconds away), then yield, then sleep in short
+// steps so an idle stage costs little CPU while adding at most ~50 µs of latency.
+class Backoff {
+ public:
+  void wait(std::uint64_t remaining_ns) noexcept {
+    if (step_ < 64) {
+      cpu_relax();
+    } else if (step_ < 96) {
+      std::this_thread::yield();
+    } else {
+      const std::uint64_t sleep_ns = remaining_ns < 50'000 ? remaining_ns : 50'000;
+      std::this_thread::sleep_for(std::chrono::nanoseconds(sleep_ns));
+    }
+    ++step_;
+  }
+
+ private:
+  unsigned step_ = 0;
+};
+
+}  // namespace
+
+ChunkPtr InputPort::pop(std::chrono::microseconds timeout) noexcept {
+  if (auto chunk = queue_->try_pop()) {
+    metrics_->in.add(**chunk);
+    return ChunkPtr(*chunk);
+  }
+  if (timeout.count() <= 0) return nullptr;
+  const std::uint64_t begin = monotonic_ns();
+  const std::uint64_t deadline = begin + static_cast<std::uint64_t>(timeout.count()) * 1000;
+  Backoff backoff;
+  ChunkPtr result;
+  for (;;) {
+    const bool closed = queue_->closed();  // read before the pop: a push before close is then seen
+    if (auto chunk = queue_->try_pop()) {
+      metrics_->in.add(**chunk);
+      result.reset(*chunk);
+      break;
+    }
+    const std::uint64_t now = monotonic_ns();
+    if (closed || now >= deadline) break;
+    backoff.wait(deadline - now);
+  }
+  metrics_->wait_ns.fetch_add(monotonic_ns() - begin, std::memory_order_relaxed);
+  return result;
+}
+
+bool OutputPort::push(ChunkPtr chunk) noexcept {
+  Chunk* raw = chunk.get();
+  // Read what we count before the hand-off: once queued, the consumer owns the chunk.
+  const std::uint64_t bytes = raw->size;
+  const std::uint64_t samples = raw->sample_count;
+  const std::uint64_t created = raw->created_ns;
+  if (!queue_->try_push(raw)) {
+    if (policy_ == OverflowPolicy::drop) {
+      drops_->add();
+      return false;  // `chunk` goes back to its pool here
+    }
+    const std::uint64_t begin = monotonic_ns();
+    Backoff backoff;
+    while (!queue_->try_push(raw)) backoff.wait(1'000'000);
+    metrics_->wait_ns.fetch_add(monotonic_ns() - begin, std::memory_order_relaxed);
+  }
+  chunk.release();
+  metrics_->out.bytes.fetch_add(bytes, std::memory_order_relaxed);
+  metrics_->out.chunks.fetch_add(1, std::memory_order_relaxed);
+  metrics_->out.samples.fetch_add(samples, std::memory_order_relaxed);
+  metrics_->latency.record(monotonic_ns() - created);
+  return true;
+}
+
+StageContext::StageContext(LaneResources& lane, StageMetrics& metrics, const PipelineSettings& pipeline,
+                           std::string stage_name)
+    : lane_(&lane), metrics_(&metrics), pipeline_(&pipeline), stage_name_(std::move(stage_name)) {}
+
+const std::string& StageContext::lane_name() const { return lane_->name(); }
+std::uint32_t StageContext::lane_index() const { return lane_->index(); }
+bool StageContext::stop_requested() const noexcept { return lane_->stop_requested(); }
+void StageContext::fail(std::string message) { failure_ = std::move(message); }
+std::vector<Pool*> StageContext::lane_pools() const { return lane_->pools(); }
+void* StageContext::cuda_stream() { return lane_->cuda_stream(); }
+
+Pool& StageContext::create_pool(const std::string& name, PoolSpec spec) {
+  const MemoryKind wanted = spec.memory;
+  if (wanted != MemoryKind::host && !cuda_available()) {
+    spec.memory = MemoryKind::host;
+    const std::string note = "memory " + std::string(to_string(wanted)) + " → host: " + cuda_unavailable_reason();
+    spdlog::info("lane {} stage {}: {}", lane_name(), stage_name_, note);
+    metrics_->notes.push_back(note);
+  }
+  const std::string full_name = lane_name() + "." + stage_name_ + "." + name;
+  return lane_->add_pool(std::make_unique<Pool>(full_name, spec));
+}
+
+ChunkPtr StageContext::acquire(Pool& pool, std::chrono::microseconds timeout) noexcept {
+  ChunkPtr chunk = pool.try_acquire();
+  if (!chunk && timeout.count() > 0) {
+    const std::uint64_t begin = monotonic_ns();
+    chunk = pool.acquire(timeout);
+    metrics_->wait_ns.fetch_add(monotonic_ns() - begin, std::memory_order_relaxed);
+  }
+  if (chunk) chunk->lane = lane_index();
+  return chunk;
+}
+
+bool StageContext::emit(ChunkPtr chunk) noexcept {
+  if (output_ != nullptr) return output_->push(std::move(chunk));
+  metrics_->out.add(*chunk);
+  metrics_->latency.record(monotonic_ns() - chunk->created_ns);
+  return true;  // released to its pool as `chunk` goes out of scope
+}
+
+PoolSettings read_pool_settings(SettingsReader& reader, const PipelineSettings& pipeline, MemoryKind default_memory) {
+  PoolSettings settings;
+  settings.chunk_bytes = reader.bytes("chunk", pipeline.chunk_bytes, "chunk size of this stage's pool", 4096, 1ULL << 30);
+  settings.chunk_count = static_cast<std::uint64_t>(
+      reader.integer("chunks", static_cast<std::int64_t>(pipeline.chunk_count), "chunks in this stage's pool", 2, 65536));
+  settings.memory = reader.choice("memory", default_memory,
+                                  "where this stage's chunks live: host, host_pinned or device (falls back to host without a GPU)",
+                                  {{"host", MemoryKind::host}, {"host_pinned", MemoryKind::host_pinned}, {"device", MemoryKind::device}});
+  if (settings.chunk_bytes % 4096 != 0) {
+    reader.error("chunk", "chunk size " + std::to_string(settings.chunk_bytes) + " is not a multiple of 4096",
+                 "O_DIRECT recording and RDMA registration need page-sized chunks");
+  }
+  return settings;
+}
+
+void StageRegistry::add(StageType type) {
+  const std::string name = type.name;
+  types_.insert_or_assign(name, std::move(type));
+}
+
+const StageType* StageRegistry::find(const std::string& name) const {
+  auto it = types_.find(name);
+  return it == types_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> StageRegistry::names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, type] : types_) names.push_back(name);
+  return names;
+}
+
+std::string_view to_string(StageRole role) {
+  switch (role) {
+    case StageRole::source: return "source";
+    case StageRole::transform: return "transform";
+    case StageRole::sink: return "sink";
+    case StageRole::tap: return "tap";
+  }
+  return "?";
+}
+
+}  // namespace sluice

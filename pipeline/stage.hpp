@@ -1,0 +1,197 @@
+// The stage contract. A stage reads and validates its settings in its constructor (nothing
+// opened yet), opens and registers in start(), moves chunks in process() — which never
+// throws and never allocates — and flushes in stop(). The runtime gives each stage its own
+// thread, its ports and a StageContext.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pipeline/chunk.hpp"
+#include "pipeline/metrics.hpp"
+#include "pipeline/pool.hpp"
+#include "pipeline/settings.hpp"
+#include "pipeline/spsc_queue.hpp"
+
+namespace sluice {
+
+enum class StageStatus : std::uint8_t {
+  ok,             // did work; call again
+  idle,           // nothing to do right now (already waited briefly); call again
+  end_of_stream,  // finished: sources after a stop request or the end of their input, others once drained
+  error,          // failed: the reason was given to StageContext::fail()
+};
+
+// Where a stage may sit in a lane.
+enum class StageRole : std::uint8_t {
+  source,     // first: no input
+  transform,  // middle: input and output
+  sink,       // last: no output
+  tap,        // anywhere after the source: passes chunks on when something follows, else ends them
+};
+
+// What the source says about the samples flowing in a lane; each stage may refine it for
+// the stages after it (an FFT turns samples into spectra). Read downstream at start().
+struct StreamInfo {
+  double sample_rate = 0;          // samples (or spectra rows × fft_size) per second; 0 = unknown
+  SampleFormat format = SampleFormat::ci16;
+  double center_frequency = 0;     // Hz
+  std::string description;         // "generator tone", "VITA-49 stream 0x1 on 127.0.0.1:50000"
+  std::size_t fft_size = 0;        // non-zero for spectra
+  std::string window;              // FFT window name
+  std::size_t averaging = 0;       // spectra averaged per output row
+  Timestamp start_time;            // of the first sample, when the source knows it at start
+};
+
+struct PipelineSettings;
+
+class InputPort {
+ public:
+  InputPort(SpscQueue<Chunk*>& queue, StageMetrics& metrics) : queue_(&queue), metrics_(&metrics) {}
+  // The next chunk, or null after waiting up to `timeout` (also null once finished()).
+  ChunkPtr pop(std::chrono::microseconds timeout) noexcept;
+  // Upstream closed and everything it sent has been popped.
+  [[nodiscard]] bool finished() const noexcept { return queue_->finished(); }
+  [[nodiscard]] std::size_t queued() const noexcept { return queue_->size(); }
+
+ private:
+  SpscQueue<Chunk*>* queue_;
+  StageMetrics* metrics_;
+};
+
+enum class OverflowPolicy : std::uint8_t { block, drop };
+
+class OutputPort {
+ public:
+  OutputPort(SpscQueue<Chunk*>& queue, StageMetrics& metrics, OverflowPolicy policy, NamedCounter& drops)
+      : queue_(&queue), metrics_(&metrics), policy_(policy), drops_(&drops) {}
+  // Hands the chunk downstream. `block` waits for room (downstream always drains, even
+  // after failing); `drop` releases the chunk and counts it as dropped "queue_full".
+  bool push(ChunkPtr chunk) noexcept;
+  void close() noexcept { queue_->close(); }
+
+ private:
+  SpscQueue<Chunk*>* queue_;
+  StageMetrics* metrics_;
+  OverflowPolicy policy_;
+  NamedCounter* drops_;
+};
+
+class LaneResources;
+
+class StageContext {
+ public:
+  StageContext(LaneResources& lane, StageMetrics& metrics, const PipelineSettings& pipeline, std::string stage_name);
+  StageContext(const StageContext&) = delete;
+  StageContext& operator=(const StageContext&) = delete;
+
+  [[nodiscard]] const std::string& lane_name() const;
+  [[nodiscard]] std::uint32_t lane_index() const;
+  [[nodiscard]] const std::string& stage_name() const { return stage_name_; }
+  [[nodiscard]] StageMetrics& metrics() { return *metrics_; }
+  [[nodiscard]] const PipelineSettings& pipeline() const { return *pipeline_; }
+
+  [[nodiscard]] bool has_input() const { return input_ != nullptr; }
+  [[nodiscard]] bool has_output() const { return output_ != nullptr; }
+  [[nodiscard]] InputPort& input() { return *input_; }
+  [[nodiscard]] OutputPort& output() { return *output_; }
+
+  // Setup only. A pool owned by the lane; where `spec.memory` cannot be had here (no GPU),
+  // the next best kind is taken, logged in one line and noted in this stage's summary.
+  Pool& create_pool(const std::string& name, PoolSpec spec);
+  // Every pool created so far in this lane, upstream stages' first: what a downstream stage
+  // registers with verbs or io_uring so that it can read any chunk that reaches it.
+  [[nodiscard]] std::vector<Pool*> lane_pools() const;
+  // The lane's CUDA stream, created on first use (setup only; throws without CUDA).
+  void* cuda_stream();
+
+  // A free chunk from `pool`, or null after `timeout`; the wait counts as backpressure.
+  ChunkPtr acquire(Pool& pool, std::chrono::microseconds timeout) noexcept;
+  // The stage is done with `chunk`: hand it downstream, or end it here when nothing follows
+  // (a sink, or a tap at the end of its lane). Counts it and its latency. False if dropped.
+  bool emit(ChunkPtr chunk) noexcept;
+
+  // Sources end their stream (return end_of_stream) once this is true.
+  [[nodiscard]] bool stop_requested() const noexcept;
+  // Records why process() is about to return StageStatus::error (hot path may allocate here:
+  // the stage is failing anyway).
+  void fail(std::string message);
+  [[nodiscard]] const std::string& failure() const { return failure_; }
+
+  // What flows into this stage (from upstream) and out of it (downstream sees this).
+  StreamInfo stream;
+
+  // Wiring, set by the runtime.
+  void attach(InputPort* input, OutputPort* output) {
+    input_ = input;
+    output_ = output;
+  }
+
+ private:
+  LaneResources* lane_;
+  StageMetrics* metrics_;
+  const PipelineSettings* pipeline_;
+  std::string stage_name_;
+  InputPort* input_ = nullptr;
+  OutputPort* output_ = nullptr;
+  std::string failure_;
+};
+
+class Stage {
+ public:
+  virtual ~Stage() = default;
+  // Open, allocate, register. Throws an error naming the failed call and its cause.
+  virtual void start(StageContext& context) = 0;
+  // Move chunks. Never throws.
+  virtual StageStatus process() = 0;
+  // Flush and release what start() took. Called once, on the stage's thread, after the last
+  // process(). Must not throw.
+  virtual void stop() noexcept = 0;
+};
+
+// Settings every producing stage shares: how big its chunks are, how many, and where.
+struct PoolSettings {
+  std::uint64_t chunk_bytes = 0;
+  std::uint64_t chunk_count = 0;
+  MemoryKind memory = MemoryKind::host;
+  [[nodiscard]] PoolSpec spec(int cuda_device) const {
+    return PoolSpec{static_cast<std::size_t>(chunk_bytes), static_cast<std::size_t>(chunk_count), memory, cuda_device};
+  }
+};
+PoolSettings read_pool_settings(SettingsReader& reader, const PipelineSettings& pipeline,
+                                MemoryKind default_memory = MemoryKind::host);
+
+// Stage types, created from their YAML `type`.
+struct StageType {
+  std::string name;
+  StageRole role;
+  std::string summary;
+  // Reads and validates the settings (through the reader, which collects errors); opens nothing.
+  std::function<std::unique_ptr<Stage>(SettingsReader&, const PipelineSettings&)> create;
+};
+
+class StageRegistry {
+ public:
+  // The registry with every built-in stage (defined in stages/builtin.cpp: link sluice_stages).
+  static const StageRegistry& builtin();
+  void add(StageType type);
+  [[nodiscard]] const StageType* find(const std::string& name) const;
+  [[nodiscard]] std::vector<std::string> names() const;
+  [[nodiscard]] const std::map<std::string, StageType>& all() const { return types_; }
+
+ private:
+  std::map<std::string, StageType> types_;
+};
+
+// Defined in stages/builtin.cpp: one line per stage module.
+void register_builtin_stages(StageRegistry& registry);
+
+std::string_view to_string(StageRole role);
+
+}  // namespace sluice

@@ -1,0 +1,26 @@
+// The built-in stage types: one registration call per stage module.
+#include "pipeline/stage.hpp"
+#include "stages/generator/generator.hpp"
+#include "stages/link/local_link.hpp"
+#include "stages/sinks/file_sink.hpp"
+#include "stages/sinks/null_sink.hpp"
+
+namespace sluice {
+
+void register_builtin_stages(StageRegistry& registry) {
+  register_generator_stage(registry);
+  register_null_sink_stage(registry);
+  register_file_sink_stage(registry);
+  register_link_stage(registry);
+}
+
+const StageRegistry& StageRegistry::builtin() {
+  static const StageRegistry registry = [] {
+    StageRegistry built;
+    register_builtin_stages(built);
+    return built;
+  }();
+  return registry;
+}
+
+}  // namespace sluice
