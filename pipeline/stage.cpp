@@ -140,7 +140,7 @@ PoolSettings read_pool_settings(SettingsReader& reader, const PipelineSettings& 
   settings.memory = reader.choice("memory", default_memory,
                                   "where this stage's chunks live: host, host_pinned or device (falls back to host without a GPU)",
                                   {{"host", MemoryKind::host}, {"host_pinned", MemoryKind::host_pinned}, {"device", MemoryKind::device}});
-  if (settings.chunk_bytes % 4096 != 0) {
+  if (reader.has("chunk") && settings.chunk_bytes % 4096 != 0) {  // the pipeline default is checked once, there
     reader.error("chunk", "chunk size " + std::to_string(settings.chunk_bytes) + " is not a multiple of 4096",
                  "O_DIRECT recording and RDMA registration need page-sized chunks");
   }

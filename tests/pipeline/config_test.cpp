@@ -1,0 +1,240 @@
+// Pipeline files: every class of error names file:line:column and the key path, several are
+// reported at once, and lane templates, per-lane overrides and --set resolve as documented.
+#include "pipeline/config.hpp"
+
+#include <gtest/gtest.h>
+
+#include "stages/generator/generator.hpp"
+
+namespace sluice {
+namespace {
+
+constexpr const char* kGood = R"(pipeline:
+  name: two-port
+  chunk: 1MiB
+template:
+  - name: source
+    type: generator
+    rate: 1GB/s
+  - name: sink
+    type: null
+lanes:
+  - name: port0
+  - name: port1
+    source: {rate: 2GB/s, signal: ramp}
+)";
+
+std::vector<ConfigError> errors_of(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  try {
+    load_pipeline_text(yaml, "test.yaml", overrides);
+  } catch (const ConfigException& error) {
+    return error.errors().all();
+  }
+  ADD_FAILURE() << "expected the configuration to be rejected";
+  return {};
+}
+
+const GeneratorSettings& generator_of(const PipelineDefinition& definition, std::size_t lane) {
+  return dynamic_cast<const GeneratorStage&>(*definition.lanes.at(lane).stages.at(0).stage).settings();
+}
+
+TEST(Config, TemplateWithPerLaneOverrides) {
+  const PipelineDefinition definition = load_pipeline_text(kGood, "test.yaml");
+  EXPECT_EQ(definition.settings.name, "two-port");
+  EXPECT_EQ(definition.settings.chunk_bytes, 1U << 20);
+  ASSERT_EQ(definition.lanes.size(), 2U);
+  EXPECT_EQ(definition.lanes[1].name, "port1");
+  ASSERT_EQ(definition.lanes[1].stages.size(), 2U);
+  EXPECT_EQ(definition.lanes[1].stages[0].name, "source");
+  EXPECT_EQ(definition.lanes[1].stages[1].type, "null");
+  EXPECT_DOUBLE_EQ(generator_of(definition, 0).rate, 1e9);
+  EXPECT_EQ(generator_of(definition, 0).signal, GeneratorSignal::tone);
+  EXPECT_DOUBLE_EQ(generator_of(definition, 1).rate, 2e9);
+  EXPECT_EQ(generator_of(definition, 1).signal, GeneratorSignal::ramp);
+  // The pool chunk size defaults to the pipeline's.
+  EXPECT_EQ(generator_of(definition, 0).pool.chunk_bytes, 1U << 20);
+}
+
+TEST(Config, SetOverridesAnySettingByPath) {
+  const PipelineDefinition definition = load_pipeline_text(
+      kGood, "test.yaml", {"lanes.port0.source.rate=3GB/s", "template.source.signal=noise", "pipeline.duration=2s"});
+  EXPECT_DOUBLE_EQ(generator_of(definition, 0).rate, 3e9);
+  EXPECT_EQ(generator_of(definition, 0).signal, GeneratorSignal::noise);
+  EXPECT_EQ(generator_of(definition, 1).signal, GeneratorSignal::ramp);  // the lane's own override still wins
+  EXPECT_EQ(definition.settings.duration, std::chrono::seconds(2));
+}
+
+TEST(Config, BadSetValueNamesTheCommandLine) {
+  const auto errors = errors_of(kGood, {"lanes.port1.source.rate=fast"});
+  ASSERT_EQ(errors.size(), 1U);
+  EXPECT_EQ(errors[0].location, "--set lanes.port1.source.rate=fast");
+  EXPECT_EQ(errors[0].key_path, "lanes.port1.source.rate");
+}
+
+TEST(Config, SetWithoutEqualsOrUnknownLaneIsAnError) {
+  EXPECT_EQ(errors_of(kGood, {"pipeline.duration"}).size(), 1U);
+  const auto errors = errors_of(kGood, {"lanes.port9.source.rate=1GB/s"});
+  ASSERT_EQ(errors.size(), 1U);
+  EXPECT_NE(errors[0].message.find("port9"), std::string::npos);
+}
+
+TEST(Config, SyntaxErrorNamesLineAndColumn) {
+  const auto errors = errors_of("pipeline:\n  name: [unclosed\nlanes: []\n");
+  ASSERT_EQ(errors.size(), 1U);
+  EXPECT_EQ(errors[0].location.rfind("test.yaml:", 0), 0U);
+  EXPECT_NE(errors[0].message.find("YAML syntax error"), std::string::npos);
+}
+
+TEST(Config, UnknownKeyWithDidYouMeanHint) {
+  const auto errors = errors_of(R"(lanes:
+  - name: a
+    stages:
+      - type: generator
+        rat: 1GB/s
+      - type: null
+)");
+  ASSERT_EQ(errors.size(), 1U);
+  EXPECT_EQ(errors[0].location, "test.yaml:5:9");
+  EXPECT_EQ(errors[0].key_path, "lanes.a.stages[0].rat");
+  EXPECT_NE(errors[0].message.find("unknown setting 'rat'"), std::string::npos);
+  EXPECT_EQ(errors[0].hint, "did you mean 'rate'?");
+}
+
+TEST(Config, WrongTypeNamesTheExpectedForm) {
+  const auto errors = errors_of(R"(lanes:
+  - name: a
+    stages:
+      - type: generator
+        rate: [1, 2]
+        chunk: lots
+      - type: null
+)");
+  ASSERT_EQ(errors.size(), 2U);
+  EXPECT_EQ(errors[0].location, "test.yaml:5:15");
+  EXPECT_EQ(errors[0].key_path, "lanes.a.stages[0].rate");
+  EXPECT_NE(errors[0].message.find("expected a rate"), std::string::npos);
+  EXPECT_EQ(errors[1].location, "test.yaml:6:16");
+  EXPECT_NE(errors[1].message.find("'lots'"), std::string::npos);
+}
+
+TEST(Config, MissingRequiredSettingPointsAtTheStage) {
+  const auto errors = errors_of(R"(lanes:
+  - name: a
+    stages:
+      - type: generator
+      - type: file
+)");
+  ASSERT_EQ(errors.size(), 1U);
+  EXPECT_EQ(errors[0].location, "test.yaml:5:9");
+  EXPECT_EQ(errors[0].key_path, "lanes.a.stages[1].path");
+  EXPECT_NE(errors[0].message.find("required setting 'path' is missing"), std::string::npos);
+}
+
+TEST(Config, OutOfRangeValues) {
+  const auto errors = errors_of(R"(pipeline:
+  queue_depth: 0
+lanes:
+  - name: a
+    stages:
+      - type: generator
+        amplitude: 1.5
+      - type: null
+)");
+  ASSERT_EQ(errors.size(), 2U);
+  EXPECT_EQ(errors[0].key_path, "pipeline.queue_depth");
+  EXPECT_EQ(errors[0].location, "test.yaml:2:16");
+  EXPECT_NE(errors[0].message.find("out of range"), std::string::npos);
+  EXPECT_EQ(errors[1].key_path, "lanes.a.stages[0].amplitude");
+}
+
+TEST(Config, ImpossibleCombinations) {
+  const auto errors = errors_of(R"(lanes:
+  - name: a
+    stages:
+      - type: generator
+        sample_rate: 10MHz
+        frequency: 8MHz
+        chunk: 6000
+      - type: null
+)");
+  ASSERT_EQ(errors.size(), 2U);
+  EXPECT_EQ(errors[0].key_path, "lanes.a.stages[0].chunk");
+  EXPECT_NE(errors[0].hint.find("O_DIRECT"), std::string::npos);
+  EXPECT_EQ(errors[1].key_path, "lanes.a.stages[0].frequency");
+  EXPECT_NE(errors[1].message.find("Nyquist"), std::string::npos);
+}
+
+TEST(Config, UnknownStageTypeSuggestsTheNearestOne) {
+  const auto errors = errors_of("lanes:\n  - name: a\n    stages:\n      - type: generatr\n      - type: null\n");
+  ASSERT_EQ(errors.size(), 1U);
+  EXPECT_EQ(errors[0].key_path, "lanes.a.stages[0].type");
+  EXPECT_EQ(errors[0].hint, "did you mean 'generator'?");
+}
+
+TEST(Config, StageOrderMustRunSourceToSink) {
+  const auto errors = errors_of(R"(lanes:
+  - name: a
+    stages:
+      - type: null
+      - type: generator
+  - name: b
+    stages:
+      - type: generator
+      - type: link
+)");
+  ASSERT_EQ(errors.size(), 3U);
+  EXPECT_NE(errors[0].message.find("cannot start a lane"), std::string::npos);
+  EXPECT_NE(errors[1].message.find("only be the first stage"), std::string::npos);
+  EXPECT_NE(errors[2].message.find("cannot end a lane"), std::string::npos);
+  EXPECT_EQ(errors[2].location, "test.yaml:9:9");
+}
+
+TEST(Config, LaneEntriesAreChecked) {
+  const auto errors = errors_of(R"(template:
+  - {name: source, type: generator}
+  - {name: sink, type: null}
+lanes:
+  - name: a
+  - name: a
+    sorce: {rate: 1GB/s}
+  - {}
+)");
+  ASSERT_EQ(errors.size(), 3U);
+  EXPECT_NE(errors[0].message.find("two lanes are named 'a'"), std::string::npos);
+  EXPECT_EQ(errors[1].hint, "did you mean 'source'?");
+  EXPECT_EQ(errors[1].location, "test.yaml:7:5");
+  EXPECT_NE(errors[2].message.find("needs a name"), std::string::npos);
+}
+
+TEST(Config, DuplicateKeysAreNotSilentlyMerged) {
+  const auto errors = errors_of("pipeline:\n  chunk: 1MiB\n  chunk: 2MiB\nlanes: [{name: a, stages: [{type: generator}, {type: null}]}]\n");
+  ASSERT_EQ(errors.size(), 1U);
+  EXPECT_EQ(errors[0].location, "test.yaml:3:3");
+  EXPECT_NE(errors[0].message.find("duplicate key"), std::string::npos);
+}
+
+TEST(Config, ManyErrorsAreReportedTogether) {
+  const auto errors = errors_of(R"(pipelin: {}
+pipeline:
+  chunk: 3MB
+lanes:
+  - name: a
+    stages:
+      - type: generator
+        rate: quick
+        signal: square
+      - type: file
+)");
+  EXPECT_EQ(errors.size(), 5U);
+  ConfigErrors collected;
+  for (const auto& error : errors) collected.add(error);
+  EXPECT_NE(collected.to_string().find("did you mean 'pipeline'?"), std::string::npos);
+  EXPECT_NE(collected.to_string().find("one of: tone, ramp, noise"), std::string::npos);
+}
+
+TEST(Config, MissingFileIsAnError) {
+  EXPECT_THROW(load_pipeline_file("/nonexistent/pipeline.yaml"), ConfigException);
+}
+
+}  // namespace
+}  // namespace sluice

@@ -1,0 +1,256 @@
+// Lifecycle on the real runtime: end of stream, stop while running, duration, a stage that
+// fails at start or mid-run, and the block/drop overflow policies. Every run checks that
+// what the source handed on is what arrived (no accepted chunk lost).
+#include "pipeline/runtime.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "pipeline/config.hpp"
+
+namespace sluice {
+namespace {
+
+std::atomic<int> g_tracking_stops{0};
+
+class FailingStartSink final : public Stage {
+ public:
+  FailingStartSink(SettingsReader&, const PipelineSettings&) {}
+  void start(StageContext&) override { throw std::runtime_error("open(/dev/sluice0): No such device"); }
+  StageStatus process() override { return StageStatus::error; }
+  void stop() noexcept override {}
+};
+
+class TrackingSink final : public Stage {
+ public:
+  TrackingSink(SettingsReader&, const PipelineSettings&) {}
+  void start(StageContext& context) override { context_ = &context; }
+  StageStatus process() override {
+    ChunkPtr chunk = context_->input().pop(std::chrono::milliseconds(10));
+    if (!chunk) return context_->input().finished() ? StageStatus::end_of_stream : StageStatus::idle;
+    context_->emit(std::move(chunk));
+    return StageStatus::ok;
+  }
+  void stop() noexcept override { g_tracking_stops.fetch_add(1); }
+
+ private:
+  StageContext* context_ = nullptr;
+};
+
+// Passes `after` chunks on, then fails before taking another.
+class FailAfter final : public Stage {
+ public:
+  FailAfter(SettingsReader& reader, const PipelineSettings&) : after_(reader.integer("after", 5, "chunks before failing", 0)) {}
+  void start(StageContext& context) override { context_ = &context; }
+  StageStatus process() override {
+    if (passed_ == after_) {
+      context_->fail("simulated device error after " + std::to_string(after_) + " chunks");
+      return StageStatus::error;
+    }
+    ChunkPtr chunk = context_->input().pop(std::chrono::milliseconds(10));
+    if (!chunk) return context_->input().finished() ? StageStatus::end_of_stream : StageStatus::idle;
+    ++passed_;
+    context_->emit(std::move(chunk));
+    return StageStatus::ok;
+  }
+  void stop() noexcept override {}
+
+ private:
+  std::int64_t after_;
+  std::int64_t passed_ = 0;
+  StageContext* context_ = nullptr;
+};
+
+// A sink slower than its source, to fill queues.
+class SlowSink final : public Stage {
+ public:
+  SlowSink(SettingsReader& reader, const PipelineSettings&)
+      : delay_(reader.duration("delay", std::chrono::milliseconds(2), "time spent per chunk")) {}
+  void start(StageContext& context) override { context_ = &context; }
+  StageStatus process() override {
+    ChunkPtr chunk = context_->input().pop(std::chrono::milliseconds(10));
+    if (!chunk) return context_->input().finished() ? StageStatus::end_of_stream : StageStatus::idle;
+    std::this_thread::sleep_for(delay_);
+    context_->emit(std::move(chunk));
+    return StageStatus::ok;
+  }
+  void stop() noexcept override {}
+
+ private:
+  std::chrono::nanoseconds delay_;
+  StageContext* context_ = nullptr;
+};
+
+const StageRegistry& test_registry() {
+  static const StageRegistry registry = [] {
+    StageRegistry built;
+    register_builtin_stages(built);
+    auto add = [&built]<typename T>(const char* name, StageRole role, T*) {
+      built.add(StageType{name, role, "test stage", [](SettingsReader& reader, const PipelineSettings& pipeline) {
+                            return std::unique_ptr<Stage>(std::make_unique<T>(reader, pipeline));
+                          }});
+    };
+    add("failing_start", StageRole::sink, static_cast<FailingStartSink*>(nullptr));
+    add("tracking", StageRole::sink, static_cast<TrackingSink*>(nullptr));
+    add("fail_after", StageRole::transform, static_cast<FailAfter*>(nullptr));
+    add("slow", StageRole::sink, static_cast<SlowSink*>(nullptr));
+    return built;
+  }();
+  return registry;
+}
+
+std::unique_ptr<Pipeline> make(const std::string& yaml) {
+  return std::make_unique<Pipeline>(load_pipeline_text(yaml, "lifecycle.yaml", {}, test_registry()));
+}
+
+std::uint64_t counter(const StageMetrics& metrics, const std::string& name) {
+  for (const auto& drop : metrics.drops()) {
+    if (drop.name == name) return drop.get();
+  }
+  return 0;
+}
+
+// Waits (bounded) for a condition the test needs before acting; not a timing assertion.
+template <typename Condition>
+bool await(Condition condition) {
+  for (int i = 0; i < 2000 && !condition(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return condition();
+}
+
+TEST(Lifecycle, EndOfStreamDeliversEveryByte) {
+  auto pipeline = make(R"(pipeline: {chunk: 256KiB, chunks: 8}
+lanes:
+  - name: a
+    stages: [{type: generator, stop_after: 64MiB, signal: ramp}, {type: link}, {type: null}]
+  - name: b
+    stages: [{type: generator, stop_after: 10MiB}, {type: null}]
+)");
+  pipeline->start();
+  pipeline->run();
+  EXPECT_TRUE(pipeline->failures().empty());
+  const auto lanes = pipeline->metrics_by_lane();
+  EXPECT_EQ(lanes[0][0]->out.bytes, 64U << 20);
+  EXPECT_EQ(lanes[0][1]->in.bytes, 64U << 20);
+  EXPECT_EQ(lanes[0][1]->out.bytes, 64U << 20);
+  EXPECT_EQ(lanes[0][2]->in.bytes, 64U << 20);
+  EXPECT_EQ(lanes[0][2]->in.samples, (64U << 20) / 4);
+  EXPECT_EQ(lanes[1][1]->in.bytes, 10U << 20);
+}
+
+TEST(Lifecycle, StopWhileRunningDrainsQueues) {
+  auto pipeline = make(R"(pipeline: {chunk: 64KiB, chunks: 32, queue_depth: 16}
+lanes:
+  - name: a
+    stages: [{type: generator}, {type: link}, {type: slow, delay: 1ms}]
+)");
+  pipeline->start();
+  std::thread stopper([&] {
+    const auto lanes = pipeline->metrics_by_lane();
+    EXPECT_TRUE(await([&] { return lanes[0][2]->in.chunks.load() >= 20; }));
+    pipeline->request_stop();
+  });
+  pipeline->run();
+  stopper.join();
+  const auto lanes = pipeline->metrics_by_lane();
+  EXPECT_TRUE(pipeline->failures().empty());
+  EXPECT_GE(lanes[0][2]->in.chunks, 20U);
+  EXPECT_EQ(lanes[0][0]->out.chunks, lanes[0][2]->in.chunks);  // queued chunks were drained, not dropped
+  EXPECT_EQ(lanes[0][0]->total_drops() + lanes[0][1]->total_drops() + lanes[0][2]->total_drops(), 0U);
+}
+
+TEST(Lifecycle, DurationEndsTheRun) {
+  auto pipeline = make(R"(pipeline: {chunk: 64KiB, duration: 200ms}
+lanes: [{name: a, stages: [{type: generator, rate: 100MB/s}, {type: null}]}]
+)");
+  pipeline->start();
+  pipeline->run();
+  const auto lanes = pipeline->metrics_by_lane();
+  EXPECT_GT(lanes[0][1]->in.bytes, 0U);
+  EXPECT_EQ(lanes[0][0]->out.bytes, lanes[0][1]->in.bytes);
+  EXPECT_GE(pipeline->elapsed_seconds(), 0.2);
+}
+
+TEST(Lifecycle, StartFailureNamesTheStageAndStopsWhatStarted) {
+  g_tracking_stops = 0;
+  auto pipeline = make(R"(lanes:
+  - {name: a, stages: [{type: generator}, {type: tracking}]}
+  - {name: b, stages: [{type: generator}, {name: capture, type: failing_start}]}
+)");
+  try {
+    pipeline->start();
+    FAIL() << "start should have failed";
+  } catch (const PipelineError& error) {
+    EXPECT_STREQ(error.what(), "lane b, stage capture (failing_start): open(/dev/sluice0): No such device");
+  }
+  EXPECT_EQ(g_tracking_stops.load(), 1);  // lane a's sink had started and was stopped again
+}
+
+TEST(Lifecycle, MidRunFailureStopsEverythingWithoutDeadlock) {
+  auto pipeline = make(R"(pipeline: {chunk: 64KiB, chunks: 4, queue_depth: 2}
+lanes:
+  - {name: a, stages: [{type: generator}, {name: dsp, type: fail_after, after: 5}, {type: null}]}
+  - {name: b, stages: [{type: generator}, {type: null}]}
+)");
+  pipeline->start();
+  pipeline->run();  // returns: the failure stopped every source and the failed stage drained its input
+  ASSERT_EQ(pipeline->failures().size(), 1U);
+  EXPECT_EQ(pipeline->failures()[0].lane, "a");
+  EXPECT_EQ(pipeline->failures()[0].stage, "dsp");
+  EXPECT_EQ(pipeline->failures()[0].message, "simulated device error after 5 chunks");
+  const auto lanes = pipeline->metrics_by_lane();
+  EXPECT_EQ(lanes[0][1]->out.chunks, 5U);
+  EXPECT_EQ(lanes[0][2]->in.chunks, 5U);
+  // Everything the source handed on was either passed or counted as arriving after the failure.
+  EXPECT_EQ(lanes[0][0]->out.chunks, lanes[0][1]->in.chunks);
+  EXPECT_EQ(lanes[0][1]->in.chunks, 5U + counter(*lanes[0][1], "after_stage_end"));
+  // The healthy lane was stopped too and drained cleanly.
+  EXPECT_EQ(lanes[1][0]->out.chunks, lanes[1][1]->in.chunks);
+}
+
+TEST(Lifecycle, DropPolicyCountsInsteadOfBlocking) {
+  auto pipeline = make(R"(pipeline: {chunk: 64KiB, chunks: 64}
+lanes:
+  - name: a
+    stages: [{type: generator, on_full: drop}, {type: slow, delay: 2ms, queue_depth: 2}]
+)");
+  pipeline->start();
+  std::thread stopper([&] {
+    const auto lanes = pipeline->metrics_by_lane();
+    EXPECT_TRUE(await([&] { return lanes[0][1]->in.chunks.load() >= 10; }));
+    pipeline->request_stop();
+  });
+  pipeline->run();
+  stopper.join();
+  const auto lanes = pipeline->metrics_by_lane();
+  EXPECT_GT(counter(*lanes[0][0], "queue_full"), 0U);
+  EXPECT_EQ(lanes[0][0]->out.chunks, lanes[0][1]->in.chunks);  // every accepted chunk arrived
+}
+
+TEST(Lifecycle, BlockPolicyLosesNothingBehindASlowSink) {
+  auto pipeline = make(R"(pipeline: {chunk: 64KiB, chunks: 8}
+lanes:
+  - name: a
+    stages: [{type: generator, stop_after: 2MiB}, {type: slow, delay: 1ms, queue_depth: 2}]
+)");
+  pipeline->start();
+  pipeline->run();
+  const auto lanes = pipeline->metrics_by_lane();
+  EXPECT_EQ(lanes[0][1]->in.bytes, 2U << 20);
+  EXPECT_EQ(lanes[0][0]->total_drops(), 0U);
+  EXPECT_GT(lanes[0][0]->wait_ns.load(), 0U);  // the source felt the backpressure
+}
+
+TEST(Lifecycle, PinningToACpuThisProcessCannotUseFailsAtStart) {
+  auto pipeline = make("lanes: [{name: a, stages: [{type: generator, cpu: 4000}, {type: null}]}]\n");
+  try {
+    pipeline->start();
+    FAIL() << "start should have failed";
+  } catch (const PipelineError& error) {
+    EXPECT_NE(std::string(error.what()).find("cannot pin to cpu 4000"), std::string::npos) << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace sluice

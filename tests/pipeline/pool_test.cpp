@@ -1,0 +1,89 @@
+// Pools: one aligned slab carved into chunks, acquire as backpressure, release from any thread.
+#include "pipeline/pool.hpp"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <thread>
+
+namespace sluice {
+namespace {
+
+TEST(Pool, CarvesOneAlignedSlabIntoDisjointChunks) {
+  Pool pool("test", PoolSpec{64 * 1024, 8, MemoryKind::host});
+  EXPECT_EQ(pool.chunk_count(), 8U);
+  EXPECT_EQ(pool.region().size(), 8U * 64 * 1024);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(pool.region().data()) % 4096, 0U);
+  std::set<std::byte*> starts;
+  for (std::size_t i = 0; i < pool.chunk_count(); ++i) {
+    Chunk& chunk = pool.chunk(i);
+    EXPECT_EQ(chunk.data, pool.region().data() + i * 64 * 1024);
+    EXPECT_EQ(chunk.capacity, 64U * 1024);
+    EXPECT_EQ(chunk.index, i);
+    starts.insert(chunk.data);
+  }
+  EXPECT_EQ(starts.size(), 8U);
+}
+
+TEST(Pool, EmptyPoolIsBackpressureNotAllocation) {
+  Pool pool("test", PoolSpec{4096, 2, MemoryKind::host});
+  ChunkPtr first = pool.try_acquire();
+  ChunkPtr second = pool.try_acquire();
+  ASSERT_TRUE(first && second);
+  EXPECT_NE(first.get(), second.get());
+  EXPECT_FALSE(pool.try_acquire());
+  EXPECT_FALSE(pool.acquire(std::chrono::milliseconds(5)));
+  EXPECT_EQ(pool.available(), 0U);
+  first.reset();
+  EXPECT_EQ(pool.available(), 1U);
+  EXPECT_TRUE(pool.try_acquire());
+}
+
+TEST(Pool, ReleaseResetsMetadataAndStampsCreationTime) {
+  Pool pool("test", PoolSpec{4096, 1, MemoryKind::host});
+  {
+    ChunkPtr chunk = pool.try_acquire();
+    ASSERT_TRUE(chunk);
+    EXPECT_GT(chunk->created_ns, 0U);
+    chunk->size = 100;
+    chunk->sample_count = 25;
+    EXPECT_TRUE(chunk->add_gap(10, 5));
+  }
+  ChunkPtr again = pool.try_acquire();
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->size, 0U);
+  EXPECT_EQ(again->sample_count, 0U);
+  EXPECT_EQ(again->gap_count, 0U);
+}
+
+TEST(Pool, WaiterWakesWhenAnotherThreadReleases) {
+  Pool pool("test", PoolSpec{4096, 1, MemoryKind::host});
+  ChunkPtr held = pool.try_acquire();
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    held.reset();
+  });
+  ChunkPtr got = pool.acquire(std::chrono::seconds(10));
+  releaser.join();
+  EXPECT_TRUE(got);
+}
+
+TEST(Chunk, GapTableRefusesOverflowSoProducersHandOnInstead) {
+  Chunk chunk;
+  for (std::size_t i = 0; i < Chunk::kMaxGaps; ++i) EXPECT_TRUE(chunk.add_gap(i * 10, 1));
+  EXPECT_FALSE(chunk.add_gap(1000, 1));
+  EXPECT_EQ(chunk.gap_count, Chunk::kMaxGaps);
+}
+
+TEST(Memory, DeviceOrPinnedWithoutCudaIsAClearError) {
+  if (cuda_available()) GTEST_SKIP() << "a CUDA device is present; covered by memory_gpu_test";
+  try {
+    MemoryRegion region(MemoryKind::device, 4096);
+    FAIL() << "device memory allocated without a device";
+  } catch (const std::runtime_error& error) {
+    EXPECT_NE(std::string(error.what()).find("CUDA"), std::string::npos) << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace sluice
