@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <spdlog/cfg/env.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.hpp"
@@ -33,6 +34,8 @@ bool stop_signalled() { return g_signals > 0; }
 
 int main(int argc, char** argv) {
   using namespace sluice::cli;
+  // Logs and progress go to stderr; stdout carries results (summary, validate, info).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("sluice"));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
   spdlog::cfg::load_env_levels();  // SPDLOG_LEVEL=debug
 

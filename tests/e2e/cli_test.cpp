@@ -1,0 +1,163 @@
+// The `sluice` binary as users run it: every shipped config runs and conserves bytes,
+// errors give conventional exit codes and locations, Ctrl-C drains, --report is complete.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include "process.hpp"
+
+namespace sluice {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::Process;
+using testing::run_process;
+
+const std::string kSluice = SLUICE_BINARY;
+
+fs::path temp_path(const std::string& name) {
+  return fs::temp_directory_path() / ("sluice_e2e_" + std::to_string(getpid()) + "_" + name);
+}
+
+nlohmann::json read_json(const fs::path& path) {
+  std::ifstream file(path);
+  return nlohmann::json::parse(file);
+}
+
+// Every lane delivered what its source produced, and nothing was dropped anywhere.
+void expect_conserved(const nlohmann::json& report) {
+  ASSERT_FALSE(report["lanes"].empty());
+  for (const auto& lane : report["lanes"]) {
+    const auto& stages = lane["stages"];
+    const std::uint64_t produced = stages.front()["out"]["bytes"];
+    const std::uint64_t arrived = stages.back()["in"]["bytes"];
+    EXPECT_GT(produced, 0U) << lane["name"];
+    EXPECT_EQ(arrived, produced) << lane["name"];
+    for (const auto& stage : stages) EXPECT_EQ(stage["drops_total"], 0U) << lane["name"] << "/" << stage["name"];
+  }
+}
+
+class ShippedConfig : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ShippedConfig, RunsAndDeliversEveryByte) {
+  const fs::path config = fs::path(SLUICE_SOURCE_DIR) / "configs" / GetParam();
+  const fs::path report = temp_path(GetParam() + ".json");
+  auto result = run_process({kSluice, "run", config.string(), "--duration", "2s", "--report", report.string()});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto json = read_json(report);
+  EXPECT_EQ(json["exit_code"], 0);
+  expect_conserved(json);
+  fs::remove(report);
+}
+
+std::vector<std::string> shipped_configs() {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(fs::path(SLUICE_SOURCE_DIR) / "configs")) {
+    if (entry.path().extension() != ".yaml") continue;
+    // Configs that need a sender (an `emulator:` section) run in the socket tests instead.
+    if (YAML::LoadFile(entry.path().string())["emulator"]) continue;
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, ShippedConfig, ::testing::ValuesIn(shipped_configs()),
+                         [](const auto& param_info) {
+                           std::string name = param_info.param.substr(0, param_info.param.size() - 5);
+                           for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           return name;
+                         });
+
+TEST(Cli, HelpAndVersionExitZero) {
+  auto help = run_process({kSluice, "--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("validate"), std::string::npos);
+  auto run_help = run_process({kSluice, "run", "--help"});
+  EXPECT_EQ(run_help.exit_code, 0);
+  EXPECT_NE(run_help.out.find("--set"), std::string::npos);
+  auto version = run_process({kSluice, "--version"});
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_NE(version.out.find("sluice "), std::string::npos);
+}
+
+TEST(Cli, UsageErrorsExitTwo) {
+  EXPECT_EQ(run_process({kSluice}).exit_code, 2);
+  EXPECT_EQ(run_process({kSluice, "frobnicate"}).exit_code, 2);
+  EXPECT_EQ(run_process({kSluice, "run", "/nonexistent.yaml"}).exit_code, 2);
+}
+
+TEST(Cli, ValidateReportsEveryErrorWithItsLocation) {
+  const fs::path config = temp_path("bad.yaml");
+  std::ofstream(config) << "pipeline:\n  chunk: 4MiB\nlanes:\n  - name: a\n    stages:\n      - type: generator\n"
+                           "        rate: quick\n      - type: nul\n";
+  auto result = run_process({kSluice, "validate", config.string()});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.err.find("(2 errors)"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find(config.string() + ":7:15: lanes.a.stages[0].rate"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find(config.string() + ":8:15: lanes.a.stages[1].type: unknown stage type 'nul'"), std::string::npos)
+      << result.err;
+  fs::remove(config);
+}
+
+TEST(Cli, ValidateAcceptsTheDemo) {
+  auto result = run_process({kSluice, "validate", std::string(SLUICE_SOURCE_DIR) + "/configs/demo.yaml"});
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("port1: source (generator) → link (link) → sink (null)"), std::string::npos) << result.out;
+}
+
+TEST(Cli, StartFailureExitsOneNamingTheStage) {
+  const fs::path config = temp_path("start.yaml");
+  std::ofstream(config) << "lanes: [{name: a, stages: [{type: generator}, {name: out, type: file, path: /proc/nope/x}]}]\n";
+  auto result = run_process({kSluice, "run", config.string()});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.err.find("lane a, stage out (file): open(/proc/nope/x)"), std::string::npos) << result.err;
+  fs::remove(config);
+}
+
+TEST(Cli, CtrlCDrainsAndExitsZero) {
+  const fs::path config = fs::path(SLUICE_SOURCE_DIR) / "configs" / "demo.yaml";
+  const fs::path report = temp_path("sigint.json");
+  Process process({kSluice, "run", config.string(), "--duration", "60s", "--set", "pipeline.progress_interval=100ms",
+                   "--report", report.string()});
+  ASSERT_TRUE(process.wait_for_stderr("port1", std::chrono::seconds(30)));
+  process.send_signal(SIGINT);
+  auto result = process.wait(std::chrono::seconds(30));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.err.find("stopping: draining queues"), std::string::npos);
+  EXPECT_NE(result.out.find("lane"), std::string::npos);  // the summary table
+  const auto json = read_json(report);
+  EXPECT_LT(json["elapsed_seconds"].get<double>(), 30.0);
+  expect_conserved(json);
+  fs::remove(report);
+}
+
+TEST(Cli, ReportHasEveryStageMetric) {
+  const fs::path config = temp_path("report.yaml");
+  std::ofstream(config) << "pipeline: {name: r, chunk: 64KiB}\n"
+                           "lanes: [{name: a, stages: [{type: generator, stop_after: 8MiB}, {type: null}]}]\n";
+  const fs::path report = temp_path("report.json");
+  auto result = run_process({kSluice, "run", config.string(), "--report", report.string(), "-q"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto json = read_json(report);
+  EXPECT_EQ(json["pipeline"], "r");
+  const auto& sink = json["lanes"][0]["stages"][1];
+  EXPECT_EQ(sink["in"]["bytes"], 8U << 20);
+  EXPECT_EQ(sink["in"]["chunks"], 128U);
+  EXPECT_EQ(sink["latency_ns"]["count"], 128U);
+  EXPECT_GE(sink["latency_ns"]["p99"], sink["latency_ns"]["p50"]);
+  EXPECT_TRUE(sink.contains("busy_fraction"));
+  EXPECT_TRUE(sink["queue"].contains("high_water"));
+  fs::remove(config);
+  fs::remove(report);
+}
+
+}  // namespace
+}  // namespace sluice
