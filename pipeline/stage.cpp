@@ -25,9 +25,9 @@ inline void cpu_relax() noexcept {
 class Backoff {
  public:
   void wait(std::uint64_t remaining_ns) noexcept {
-    if (step_ < 64) {
+    if (step_ < 16) {
       cpu_relax();
-    } else if (step_ < 96) {
+    } else if (step_ < 24) {
       std::this_thread::yield();
     } else {
       const std::uint64_t sleep_ns = remaining_ns < 50'000 ? remaining_ns : 50'000;

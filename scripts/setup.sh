@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what Sluice needs on Debian 12 or Ubuntu 24.04 (as root or through sudo), then
+# configures and builds it. Safe to run again: it installs only what is missing.
+#   scripts/setup.sh [BUILD_DIR] [extra cmake arguments...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build_dir=${1:-build}
+shift || true
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  liburing-dev libyaml-cpp-dev libfftw3-dev
+  libibverbs-dev librdmacm-dev rdma-core
+  nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  clang fio python3 python3-jsonschema
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if ((${#missing[@]})); then
+  echo "sluice setup: installing ${missing[*]}"
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The CUDA toolkit is optional: CMake finds it under /usr/local/cuda when it is there.
+cmake -S . -B "$build_dir" -G Ninja "$@" >/dev/null
+cmake --build "$build_dir" -j "$(nproc)"
