@@ -21,6 +21,7 @@ struct RunOptions {
   std::vector<std::string> overrides;
   std::string duration;
   std::string report;
+  std::string plot;
   bool quiet = false;
 };
 
@@ -91,6 +92,14 @@ int run_pipeline(const RunOptions& options) {
       return kExitFailure;
     }
   }
+  if (!options.plot.empty()) {
+    std::ofstream plot(options.plot);
+    plot << rate_plot_svg(pipeline);
+    if (!plot) {
+      std::cerr << "sluice: cannot write plot " << options.plot << "\n";
+      return kExitFailure;
+    }
+  }
   return exit_code;
 }
 
@@ -149,6 +158,7 @@ void add_pipeline_commands(CLI::App& app, Commands& commands) {
   run->add_option("--set", options->overrides, "override a setting: key.path=value (repeatable)");
   run->add_option("--duration", options->duration, "stop after this long (overrides pipeline.duration)");
   run->add_option("--report", options->report, "write the summary as JSON to this file");
+  run->add_option("--plot", options->plot, "write each lane's rate over time as an SVG chart to this file");
   run->add_flag("--quiet,-q", options->quiet, "no progress lines");
   commands.add(run, [options] { return run_pipeline(*options); });
 

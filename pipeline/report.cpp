@@ -1,6 +1,8 @@
 // Progress lines, summary table and JSON report built from StageMetrics.
 #include "pipeline/report.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cstdio>
 #include <sstream>
 
@@ -122,6 +124,12 @@ nlohmann::json report_json(const Pipeline& pipeline, int exit_code) {
   for (const auto& failure : pipeline.failures()) {
     report["failures"].push_back({{"lane", failure.lane}, {"stage", failure.stage}, {"type", failure.type}, {"message", failure.message}});
   }
+  nlohmann::json timeline = nlohmann::json::array();
+  for (const auto& point : pipeline.timeline()) {
+    timeline.push_back({{"seconds", point.seconds}, {"source_bytes", point.source_bytes}, {"sink_bytes", point.sink_bytes},
+                        {"drops", point.drops}});
+  }
+  report["timeline"] = timeline;
   report["lanes"] = nlohmann::json::array();
   for (const auto& lane : pipeline.metrics_by_lane()) {
     nlohmann::json lane_json;
@@ -161,6 +169,70 @@ nlohmann::json report_json(const Pipeline& pipeline, int exit_code) {
     report["lanes"].push_back(lane_json);
   }
   return report;
+}
+
+std::string rate_plot_svg(const Pipeline& pipeline) {
+  const auto& timeline = pipeline.timeline();
+  const auto lanes = pipeline.metrics_by_lane();
+  constexpr double kWidth = 900, kHeight = 420, kLeft = 95, kRight = 160, kTop = 40, kBottom = 50;
+  const double plot_width = kWidth - kLeft - kRight;
+  const double plot_height = kHeight - kTop - kBottom;
+  // Rate of each lane's sink between consecutive samples.
+  std::vector<std::vector<std::pair<double, double>>> series(lanes.size());
+  double max_rate = 0;
+  double max_time = timeline.empty() ? 1 : std::max(timeline.back().seconds, 1e-3);
+  for (std::size_t i = 1; i < timeline.size(); ++i) {
+    const double dt = timeline[i].seconds - timeline[i - 1].seconds;
+    if (dt < 0.05) continue;  // the final sample can come right after the last periodic one
+    for (std::size_t lane = 0; lane < lanes.size() && lane < timeline[i].sink_bytes.size(); ++lane) {
+      const double rate = static_cast<double>(timeline[i].sink_bytes[lane] - timeline[i - 1].sink_bytes[lane]) / dt;
+      series[lane].emplace_back(timeline[i].seconds, rate);
+      max_rate = std::max(max_rate, rate);
+    }
+  }
+  if (max_rate <= 0) max_rate = 1;
+  max_rate *= 1.1;
+  static constexpr std::array<const char*, 8> kColours{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
+                                                       "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+  std::ostringstream svg;
+  svg << printf_string(R"(<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">)",
+                       kWidth, kHeight)
+      << "\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+      << "<text x=\"" << kLeft << "\" y=\"22\" font-size=\"15\">" << pipeline.definition().settings.name
+      << ": rate into each lane's last stage</text>\n";
+  for (int tick = 0; tick <= 5; ++tick) {
+    const double value = max_rate * tick / 5;
+    const double y = kTop + plot_height - plot_height * tick / 5;
+    svg << printf_string(R"(<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ddd"/>)", kLeft, y, kLeft + plot_width, y)
+        << printf_string(R"(<text x="%.1f" y="%.1f" text-anchor="end">%s</text>)", kLeft - 6, y + 4,
+                         format_byte_rate(value).c_str())
+        << "\n";
+  }
+  for (int tick = 0; tick <= 5; ++tick) {
+    const double seconds = max_time * tick / 5;
+    const double x = kLeft + plot_width * tick / 5;
+    svg << printf_string(R"(<text x="%.1f" y="%.1f" text-anchor="middle">%.1f s</text>)", x, kTop + plot_height + 18, seconds)
+        << "\n";
+  }
+  svg << printf_string(R"(<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#444"/>)", kLeft, kTop,
+                       plot_width, plot_height)
+      << "\n";
+  for (std::size_t lane = 0; lane < series.size(); ++lane) {
+    const char* colour = kColours[lane % kColours.size()];
+    svg << "<polyline fill=\"none\" stroke-width=\"2\" stroke=\"" << colour << "\" points=\"";
+    for (const auto& [seconds, rate] : series[lane]) {
+      svg << printf_string("%.1f,%.1f ", kLeft + plot_width * seconds / max_time, kTop + plot_height - plot_height * rate / max_rate);
+    }
+    svg << "\"/>\n";
+    const std::string label = lanes[lane].empty() ? "" : lanes[lane].front()->lane();
+    svg << printf_string(R"(<rect x="%.1f" y="%.1f" width="14" height="4" fill="%s"/>)", kLeft + plot_width + 14,
+                         kTop + 10 + 20.0 * static_cast<double>(lane), colour)
+        << printf_string(R"(<text x="%.1f" y="%.1f">%s</text>)", kLeft + plot_width + 34, kTop + 16 + 20.0 * static_cast<double>(lane),
+                         label.c_str())
+        << "\n";
+  }
+  svg << "</svg>\n";
+  return svg.str();
 }
 
 ProgressPrinter::ProgressPrinter(const Pipeline& pipeline, bool terminal, double log_interval_seconds)

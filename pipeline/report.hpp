@@ -17,6 +17,8 @@ std::vector<std::string> progress_lines(const Pipeline& pipeline);
 // The per-stage table printed at the end of a run.
 std::string summary_table(const Pipeline& pipeline);
 nlohmann::json report_json(const Pipeline& pipeline, int exit_code);
+// An SVG chart of each lane's rate over time (from Pipeline::timeline()).
+std::string rate_plot_svg(const Pipeline& pipeline);
 
 // Rates over a stage's own active time.
 struct StageRates {

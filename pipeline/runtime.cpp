@@ -178,6 +178,7 @@ void Pipeline::run(const std::function<void()>& tick) {
   while (finished.load(std::memory_order_acquire) < threads) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     sample_queues();
+    sample_timeline();
     if (duration.count() > 0 && monotonic_ns() - started_ns_ >= static_cast<std::uint64_t>(duration.count())) request_stop();
     if (tick) tick();
   }
@@ -185,6 +186,22 @@ void Pipeline::run(const std::function<void()>& tick) {
     for (auto& slot : lane.slots) slot.thread.join();
   }
   finished_ns_ = monotonic_ns();
+  sample_timeline();
+}
+
+void Pipeline::sample_timeline() {
+  const double now = elapsed_seconds();
+  if (!timeline_.empty() && finished_ns_ == 0 && now - timeline_.back().seconds < 0.25) return;
+  TimelinePoint point;
+  point.seconds = now;
+  for (const auto& lane : lanes_) {
+    point.source_bytes.push_back(lane.slots.front().metrics->out.bytes.load(std::memory_order_relaxed));
+    point.sink_bytes.push_back(lane.slots.back().metrics->in.bytes.load(std::memory_order_relaxed));
+    std::uint64_t drops = 0;
+    for (const auto& slot : lane.slots) drops += slot.metrics->total_drops();
+    point.drops.push_back(drops);
+  }
+  timeline_.push_back(std::move(point));
 }
 
 void Pipeline::sample_queues() {

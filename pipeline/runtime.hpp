@@ -81,6 +81,15 @@ class Pipeline {
   // Samples queue occupancy into each stage's metrics (the runtime does this every tick).
   void sample_queues();
 
+  // Rates over time, sampled by the monitoring thread about four times a second.
+  struct TimelinePoint {
+    double seconds = 0;
+    std::vector<std::uint64_t> source_bytes;  // per lane: what the first stage has handed on
+    std::vector<std::uint64_t> sink_bytes;    // per lane: what the last stage has taken in
+    std::vector<std::uint64_t> drops;         // per lane: all drops so far
+  };
+  [[nodiscard]] const std::vector<TimelinePoint>& timeline() const { return timeline_; }
+
  private:
   struct Slot {
     StageDefinition* definition = nullptr;
@@ -107,6 +116,8 @@ class Pipeline {
   std::vector<StageFailure> failures_;
   std::uint64_t started_ns_ = 0;
   std::atomic<std::uint64_t> finished_ns_{0};
+  std::vector<TimelinePoint> timeline_;
+  void sample_timeline();
 };
 
 }  // namespace sluice

@@ -5,4 +5,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh build
-exec build/cli/sluice run configs/demo.yaml --report build/demo-report.json "$@"
+exec build/cli/sluice run configs/demo.yaml --report build/demo-report.json --plot build/demo-rates.svg "$@"

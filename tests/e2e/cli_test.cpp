@@ -144,9 +144,19 @@ TEST(Cli, ReportHasEveryStageMetric) {
   std::ofstream(config) << "pipeline: {name: r, chunk: 64KiB}\n"
                            "lanes: [{name: a, stages: [{type: generator, stop_after: 8MiB}, {type: null}]}]\n";
   const fs::path report = temp_path("report.json");
-  auto result = run_process({kSluice, "run", config.string(), "--report", report.string(), "-q"});
+  const fs::path plot = temp_path("rates.svg");
+  auto result = run_process({kSluice, "run", config.string(), "--report", report.string(), "--plot", plot.string(), "-q"});
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const auto json = read_json(report);
+  // The timeline ends with everything delivered, and the plot draws one line per lane.
+  ASSERT_FALSE(json["timeline"].empty());
+  EXPECT_EQ(json["timeline"].back()["sink_bytes"][0], 8U << 20);
+  std::ifstream plot_file(plot);
+  const std::string svg((std::istreambuf_iterator<char>(plot_file)), {});
+  EXPECT_EQ(svg.rfind("<svg", 0), 0U);
+  EXPECT_NE(svg.find("<polyline"), std::string::npos);
+  EXPECT_NE(svg.find(">a</text>"), std::string::npos);
+  fs::remove(plot);
   EXPECT_EQ(json["pipeline"], "r");
   const auto& sink = json["lanes"][0]["stages"][1];
   EXPECT_EQ(sink["in"]["bytes"], 8U << 20);
