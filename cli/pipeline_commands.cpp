@@ -53,15 +53,8 @@ int run_pipeline(const RunOptions& options) {
     }
     definition.settings.duration = *duration;
   }
-  spdlog::info("pipeline {} from {}: {} lane(s), {} stage(s); CUDA: {}; RDMA: {}", definition.settings.name,
-               options.file, definition.lanes.size(), stage_count(definition),
-               cuda_available() ? "yes" : cuda_unavailable_reason(),
-#ifdef SLUICE_HAVE_RDMA
-               "built in"
-#else
-               "not in this build"
-#endif
-  );
+  spdlog::info("pipeline {} from {}: {} lane(s), {} stage(s); GPU: {}", definition.settings.name, options.file,
+               definition.lanes.size(), stage_count(definition), cuda_available() ? "yes" : cuda_unavailable_reason());
   install_stop_signals();
   Pipeline pipeline(std::move(definition));
   try {

@@ -35,7 +35,7 @@ std::string unavailable_reason() {
   cudaError_t error = cudaGetDeviceCount(&count);
   if (error != cudaSuccess) {
     cudaGetLastError();
-    return describe("cudaGetDeviceCount", error);
+    return std::string("no usable CUDA device (cudaGetDeviceCount: ") + cudaGetErrorName(error) + ")";
   }
   return count == 0 ? "no CUDA device present" : "";
 }
