@@ -7,6 +7,7 @@ export LD_LIBRARY_PATH="$PWD/.device/lib:/usr/local/cuda/lib64:/usr/local/cuda/l
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+export SLUICE_BINARY="$PWD/.device/bin/sluice" SLUICE_SOURCE_DIR="$PWD"
 status=0
 for test in .device/bin/*_test; do
   name=$(basename "$test")

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -20,7 +21,13 @@ namespace fs = std::filesystem;
 using testing::Process;
 using testing::run_process;
 
-const std::string kSluice = SLUICE_BINARY;
+// Built-in paths, overridable where the tests run from another tree (the lent GPU machine).
+std::string from_env(const char* name, const char* fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : fallback;
+}
+const std::string kSluice = from_env("SLUICE_BINARY", SLUICE_BINARY);
+const std::string kSourceDir = from_env("SLUICE_SOURCE_DIR", SLUICE_SOURCE_DIR);
 
 fs::path temp_path(const std::string& name) {
   return fs::temp_directory_path() / ("sluice_e2e_" + std::to_string(getpid()) + "_" + name);
@@ -47,7 +54,7 @@ void expect_conserved(const nlohmann::json& report) {
 class ShippedConfig : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ShippedConfig, RunsAndDeliversEveryByte) {
-  const fs::path config = fs::path(SLUICE_SOURCE_DIR) / "configs" / GetParam();
+  const fs::path config = fs::path(kSourceDir) / "configs" / GetParam();
   const fs::path report = temp_path(GetParam() + ".json");
   auto result = run_process({kSluice, "run", config.string(), "--duration", "2s", "--report", report.string()});
   ASSERT_EQ(result.exit_code, 0) << result.err;
@@ -59,7 +66,7 @@ TEST_P(ShippedConfig, RunsAndDeliversEveryByte) {
 
 std::vector<std::string> shipped_configs() {
   std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(fs::path(SLUICE_SOURCE_DIR) / "configs")) {
+  for (const auto& entry : fs::directory_iterator(fs::path(kSourceDir) / "configs")) {
     if (entry.path().extension() != ".yaml") continue;
     // Configs that need a sender (an `emulator:` section) run in the socket tests instead.
     if (YAML::LoadFile(entry.path().string())["emulator"]) continue;
@@ -108,7 +115,7 @@ TEST(Cli, ValidateReportsEveryErrorWithItsLocation) {
 }
 
 TEST(Cli, ValidateAcceptsTheDemo) {
-  auto result = run_process({kSluice, "validate", std::string(SLUICE_SOURCE_DIR) + "/configs/demo.yaml"});
+  auto result = run_process({kSluice, "validate", kSourceDir + "/configs/demo.yaml"});
   EXPECT_EQ(result.exit_code, 0) << result.err;
   EXPECT_NE(result.out.find("port1: source (generator) → link (link) → sink (null)"), std::string::npos) << result.out;
 }
@@ -123,7 +130,7 @@ TEST(Cli, StartFailureExitsOneNamingTheStage) {
 }
 
 TEST(Cli, CtrlCDrainsAndExitsZero) {
-  const fs::path config = fs::path(SLUICE_SOURCE_DIR) / "configs" / "demo.yaml";
+  const fs::path config = fs::path(kSourceDir) / "configs" / "demo.yaml";
   const fs::path report = temp_path("sigint.json");
   Process process({kSluice, "run", config.string(), "--duration", "60s", "--set", "pipeline.progress_interval=100ms",
                    "--report", report.string()});
