@@ -1,5 +1,6 @@
 // The built-in stage types: one registration call per stage module.
 #include "pipeline/stage.hpp"
+#include "stages/fft/fft_stage.hpp"
 #include "stages/generator/generator.hpp"
 #include "stages/link/local_link.hpp"
 #include "stages/sinks/file_sink.hpp"
@@ -12,6 +13,7 @@ void register_builtin_stages(StageRegistry& registry) {
   register_null_sink_stage(registry);
   register_file_sink_stage(registry);
   register_link_stage(registry);
+  register_fft_stage(registry);
 }
 
 const StageRegistry& StageRegistry::builtin() {

@@ -1,0 +1,101 @@
+// `fft` transform: complex samples (ci8, ci16, cf32) in, spectra out — one row of `size`
+// values per `size × average` input samples, fftshifted (DC at index size/2), as power in dB,
+// linear power or complex bins. Rows are packed whole into chunks of the stage's own pool.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "pipeline/stage.hpp"
+#include "stages/fft/fft_backend.hpp"
+#include "stages/fft/window.hpp"
+
+namespace sluice {
+
+struct FftSettings {
+  std::size_t size = 1024;                // FFT length: samples per frame and values per output row
+  WindowKind window = WindowKind::hann;   // applied to each frame before the transform
+  std::size_t average = 1;                // consecutive frames averaged (in power) into one output row
+  FftOutput output = FftOutput::power_db;
+  PoolSettings pool;                      // the stage's output chunks
+};
+
+// Output chunk metadata convention (the spectrum stream's own index space):
+//   first_sample = index of the chunk's first output value = first row index × size,
+//   sample_count = values in the chunk = rows × size (a value is one float, or one complex for cf32),
+//   timestamp    = time of the first input sample of the chunk's first row,
+//   gaps         = output values of rows that contain lost input (whole rows: {row × size, rows × size}).
+// Every absolute input sample index belongs to exactly one row: the input after the previous
+// row's last sample up to this row's last sample. A row is marked when an input gap overlaps
+// that range, so a gap that falls between rows (input that skips ahead) marks the row after it.
+class FftStage final : public Stage {
+ public:
+  FftStage(SettingsReader& reader, const PipelineSettings& pipeline);
+  ~FftStage() override;
+  void start(StageContext& context) override;
+  StageStatus process() override;
+  void stop() noexcept override;
+  [[nodiscard]] const FftSettings& settings() const { return settings_; }
+
+ private:
+  struct FrameInfo {
+    std::uint64_t first_sample = 0;  // absolute input index of the frame's first sample
+    std::uint64_t end_sample = 0;    // absolute input index after its last sample
+    Timestamp timestamp;             // of its first sample
+    std::uint64_t created_ns = 0;    // of the input chunk its first sample came in
+  };
+  struct PendingGap {
+    std::uint64_t first = 0;
+    std::uint64_t end = 0;
+  };
+  static constexpr std::size_t kPendingGaps = 4 * Chunk::kMaxGaps;
+
+  void consume(const Chunk& chunk, const std::byte* samples) noexcept;  // sets failed_ on error
+  bool flush_batch() noexcept;           // transform loaded frames, emit the rows they complete, carry a partial frame
+  bool finish_row(const FrameInfo& last_frame) noexcept;
+  void ensure_output() noexcept;         // an output chunk with room for one row
+  void emit_output() noexcept;
+  void remember_gap(const Gap& gap) noexcept;
+  [[nodiscard]] Timestamp timestamp_at(const Chunk& chunk, std::size_t offset) const noexcept;
+
+  FftSettings settings_;
+  StageContext* context_ = nullptr;
+  Pool* pool_ = nullptr;
+  std::unique_ptr<FftBackend> backend_;
+  MemoryRegion input_staging_;   // host copy of device-memory input chunks (allocated only when upstream has some)
+  MemoryRegion output_staging_;  // host rows for an output pool in device memory
+  std::size_t row_bytes_ = 0;
+  std::size_t rows_per_chunk_ = 0;
+  double sample_rate_ = 0;
+
+  // Framing: frames [0, loaded_) of the backend's batch are whole; frame loaded_ holds fill_ samples.
+  std::vector<FrameInfo> frames_;
+  std::size_t loaded_ = 0;
+  std::size_t fill_ = 0;
+  std::size_t frames_in_row_ = 0;  // transformed frames already folded into the row being built
+  FrameInfo row_first_frame_;
+  bool started_input_ = false;
+  std::uint64_t owned_from_ = 0;   // absolute input index where the next row's share of the input starts
+
+  std::array<PendingGap, kPendingGaps> pending_{};
+  std::size_t pending_count_ = 0;
+
+  // Output in progress.
+  ChunkPtr out_;
+  std::size_t out_rows_ = 0;
+  Timestamp out_timestamp_;
+  std::uint64_t next_row_ = 0;
+  std::uint64_t out_sequence_ = 0;
+
+  NamedCounter* rows_counter_ = nullptr;
+  NamedCounter* gap_rows_counter_ = nullptr;
+  NamedCounter* not_complex_drops_ = nullptr;
+  NamedCounter* tail_counter_ = nullptr;
+  bool failed_ = false;  // a copy failed; the reason went to StageContext::fail()
+};
+
+void register_fft_stage(StageRegistry& registry);
+
+}  // namespace sluice

@@ -1,0 +1,192 @@
+// The FFTW backend: single-precision, in place, on 64-byte aligned frames. Plans are made once
+// at construction under one process-wide mutex, because FFTW's planner is not thread-safe and
+// every lane plans on its own thread; fftwf_execute* is thread-safe and runs unlocked.
+#include <fftw3.h>
+
+#include <algorithm>
+#include <cmath>
+#include <complex>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "stages/fft/fft_backend.hpp"
+
+namespace sluice {
+namespace {
+
+// FFTW_MEASURE up to this length. Measured here (both plans of one backend, cold wisdom):
+// 1024 points 0.12 s, 4096 0.22 s, 16384 0.7 s, 65536 1.5 s, 262144 2.4 s; so past 8192 points
+// planning would no longer stay well under a second and FFTW_ESTIMATE is used. Wisdom is
+// process-wide: a second lane of the same size plans in microseconds.
+constexpr std::size_t kMeasureLimit = 8192;
+// Frames per batch: about 256 KiB of complex floats, so a batch stays in L2 between load and transform.
+constexpr std::size_t kBatchSamples = 32768;
+// A row of zero power would read -inf dB; clamp to this floor (-300 dB) so files stay finite.
+constexpr float kPowerFloor = 1e-30F;
+
+std::mutex& planner_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+struct PlanDeleter {
+  void operator()(fftwf_plan_s* plan) const noexcept {
+    const std::lock_guard lock(planner_mutex());  // fftwf_destroy_plan touches planner state too
+    fftwf_destroy_plan(plan);
+  }
+};
+using Plan = std::unique_ptr<fftwf_plan_s, PlanDeleter>;
+
+struct FftwFree {
+  void operator()(fftwf_complex* memory) const noexcept { fftwf_free(memory); }
+};
+
+class FftwBackend final : public FftBackend {
+ public:
+  explicit FftwBackend(const FftBackendSpec& spec)
+      : size_(spec.size),
+        stride_((spec.size + 7) / 8 * 8),  // 8 complex floats = 64 bytes: every frame starts aligned
+        batch_(std::max<std::size_t>(1, std::min(spec.batch_frames, kBatchSamples / stride_))),
+        output_(spec.output),
+        window_(spec.size),
+        accumulator_(spec.size) {
+    fill_window(spec.window, window_);
+    const double amplitude_scale = 1.0 / (static_cast<double>(size_) * coherent_gain(window_));
+    amplitude_scale_ = static_cast<float>(amplitude_scale);
+    power_scale_ = static_cast<float>(amplitude_scale * amplitude_scale);
+
+    frames_.reset(static_cast<fftwf_complex*>(fftwf_malloc(sizeof(fftwf_complex) * stride_ * batch_)));
+    if (!frames_) {
+      throw std::runtime_error("fftwf_malloc(" + std::to_string(sizeof(fftwf_complex) * stride_ * batch_) +
+                               " bytes) failed: out of memory");
+    }
+    std::memset(frames_.get(), 0, sizeof(fftwf_complex) * stride_ * batch_);  // touch now, not on the hot path
+
+    const unsigned flags = fftw_planner_flags(size_);
+    const int length = static_cast<int>(size_);
+    const std::lock_guard lock(planner_mutex());
+    single_.reset(fftwf_plan_dft_1d(length, frames_.get(), frames_.get(), FFTW_FORWARD, flags));
+    if (!single_) throw std::runtime_error("fftwf_plan_dft_1d(" + std::to_string(size_) + ") returned no plan");
+    batched_.reset(fftwf_plan_many_dft(1, &length, static_cast<int>(batch_), frames_.get(), nullptr, 1,
+                                       static_cast<int>(stride_), frames_.get(), nullptr, 1, static_cast<int>(stride_),
+                                       FFTW_FORWARD, flags));
+    if (!batched_) {
+      throw std::runtime_error("fftwf_plan_many_dft(" + std::to_string(size_) + " x " + std::to_string(batch_) +
+                               ") returned no plan");
+    }
+  }
+
+  [[nodiscard]] std::string_view name() const override { return "FFTW"; }
+  [[nodiscard]] MemoryKind memory() const override { return MemoryKind::host; }
+  [[nodiscard]] std::size_t batch_frames() const override { return batch_; }
+
+  void load(std::size_t frame, std::size_t offset, const std::byte* input, SampleFormat format,
+            std::size_t count) noexcept override {
+    float* out = reinterpret_cast<float*>(frames_.get() + frame * stride_ + offset);  // fftwf_complex is float[2]
+    const float* window = window_.data() + offset;
+    switch (format) {
+      case SampleFormat::ci8: convert<std::int8_t>(input, count, window, 1.0F / 128.0F, out); break;
+      case SampleFormat::ci16: convert<std::int16_t>(input, count, window, 1.0F / 32768.0F, out); break;
+      case SampleFormat::cf32: convert<float>(input, count, window, 1.0F, out); break;
+      case SampleFormat::rf32: break;  // refused at start: real samples have no I/Q pairs to transform
+    }
+  }
+
+  void transform(std::size_t frames) noexcept override {
+    if (frames == batch_) {
+      fftwf_execute(batched_.get());
+      return;
+    }
+    for (std::size_t frame = 0; frame < frames; ++frame) {
+      fftwf_complex* data = frames_.get() + frame * stride_;
+      fftwf_execute_dft(single_.get(), data, data);
+    }
+  }
+
+  void carry(std::size_t from, std::size_t count) noexcept override {
+    if (from != 0) std::memmove(frames_.get(), frames_.get() + from * stride_, count * sizeof(fftwf_complex));
+  }
+
+  void accumulate(std::size_t frame, bool first_of_row) noexcept override {
+    const fftwf_complex* bins = frames_.get() + frame * stride_;
+    if (output_ == FftOutput::complex) {
+      complex_frame_ = frame;
+      accumulated_ = 1;
+      return;
+    }
+    float* sum = accumulator_.data();
+    if (first_of_row) {
+      for (std::size_t k = 0; k < size_; ++k) sum[k] = bins[k][0] * bins[k][0] + bins[k][1] * bins[k][1];
+      accumulated_ = 1;
+    } else {
+      for (std::size_t k = 0; k < size_; ++k) sum[k] += bins[k][0] * bins[k][0] + bins[k][1] * bins[k][1];
+      ++accumulated_;
+    }
+  }
+
+  void write_row(std::byte* row) noexcept override {
+    // fftshift: bin k goes to (k + size/2) mod size, so negative frequencies come first and DC sits at size/2.
+    const std::size_t half = size_ / 2;
+    const std::size_t upper = size_ - half;  // bins [0, upper) land at [half, size)
+    if (output_ == FftOutput::complex) {
+      const fftwf_complex* bins = frames_.get() + complex_frame_ * stride_;
+      float* out = reinterpret_cast<float*>(row);  // cf32: interleaved I/Q floats
+      for (std::size_t k = 0; k < size_; ++k) {
+        const std::size_t to = k < upper ? k + half : k - upper;
+        out[2 * to] = bins[k][0] * amplitude_scale_;
+        out[2 * to + 1] = bins[k][1] * amplitude_scale_;
+      }
+      return;
+    }
+    float* out = reinterpret_cast<float*>(row);
+    const float scale = power_scale_ / static_cast<float>(accumulated_);
+    const float* sum = accumulator_.data();
+    if (output_ == FftOutput::power) {
+      for (std::size_t k = 0; k < upper; ++k) out[k + half] = sum[k] * scale;
+      for (std::size_t k = upper; k < size_; ++k) out[k - upper] = sum[k] * scale;
+      return;
+    }
+    // 10·log10(p) as (10 / log2(10))·log2(p): glibc's log2f is several times faster than log10f.
+    constexpr float kDecibelsPerOctave = 3.0102999566398120F;
+    for (std::size_t k = 0; k < upper; ++k) out[k + half] = kDecibelsPerOctave * std::log2(std::max(sum[k] * scale, kPowerFloor));
+    for (std::size_t k = upper; k < size_; ++k) out[k - upper] = kDecibelsPerOctave * std::log2(std::max(sum[k] * scale, kPowerFloor));
+  }
+
+ private:
+  template <typename Component>
+  static void convert(const std::byte* input, std::size_t count, const float* window, float scale, float* out) noexcept {
+    for (std::size_t i = 0; i < count; ++i) {
+      Component pair[2];
+      std::memcpy(pair, input + i * sizeof(pair), sizeof(pair));
+      const float weight = window[i] * scale;
+      out[2 * i] = static_cast<float>(pair[0]) * weight;
+      out[2 * i + 1] = static_cast<float>(pair[1]) * weight;
+    }
+  }
+
+  std::size_t size_;
+  std::size_t stride_;
+  std::size_t batch_;
+  FftOutput output_;
+  std::vector<float> window_;
+  std::vector<float> accumulator_;
+  float amplitude_scale_ = 1;
+  float power_scale_ = 1;
+  std::size_t accumulated_ = 0;
+  std::size_t complex_frame_ = 0;
+  // The buffer before the plans made on it, so the plans are destroyed first.
+  std::unique_ptr<fftwf_complex, FftwFree> frames_;
+  Plan single_;
+  Plan batched_;
+};
+
+}  // namespace
+
+unsigned fftw_planner_flags(std::size_t size) { return size <= kMeasureLimit ? FFTW_MEASURE : FFTW_ESTIMATE; }
+
+std::unique_ptr<FftBackend> make_fftw_backend(const FftBackendSpec& spec) { return std::make_unique<FftwBackend>(spec); }
+
+}  // namespace sluice
