@@ -77,5 +77,7 @@ function(sluice_add_test name)
     set(ARG_TIMEOUT 120)
   endif()
   gtest_discover_tests(${name} PROPERTIES LABELS "${ARG_LABEL}" TIMEOUT ${ARG_TIMEOUT}
-    SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]" DISCOVERY_TIMEOUT 60)
+    SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]" DISCOVERY_TIMEOUT 60
+    # Listed when CTest runs, so parameterised tests over configs/ see files added since the build.
+    DISCOVERY_MODE PRE_TEST)
 endfunction()
