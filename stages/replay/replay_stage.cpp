@@ -34,7 +34,7 @@ ReplayStage::ReplayStage(SettingsReader& reader, const PipelineSettings& pipelin
   settings_.pace = reader.choice("pace", ReplayPace::recorded, "recorded: at the capture's sample rate; fast: as fast as possible",
                                  {{"recorded", ReplayPace::recorded}, {"fast", ReplayPace::fast}});
   settings_.loop = reader.boolean("loop", false, "start again at the end (stream indices and timestamps keep increasing)");
-  settings_.read_ahead = static_cast<unsigned>(reader.integer("read_ahead", 8, "reads in flight", 1, 1024));
+  settings_.read_ahead = static_cast<unsigned>(reader.integer("read_ahead", 4, "reads in flight (fewer than chunks)", 1, 1024));
   settings_.direct = reader.boolean("direct", true, "read with O_DIRECT (off for filesystems that refuse it)");
   settings_.pool = read_pool_settings(reader, pipeline);
   if (settings_.pool.chunk_count < settings_.read_ahead + 1) {

@@ -20,7 +20,7 @@ struct ReplaySettings {
   std::string lane;            // lane of the capture; empty: the pipeline lane's name if recorded, else the first
   ReplayPace pace = ReplayPace::recorded;
   bool loop = false;
-  unsigned read_ahead = 8;     // reads in flight
+  unsigned read_ahead = 4;     // reads in flight
   bool direct = true;          // O_DIRECT reads
   PoolSettings pool;
 };
