@@ -27,7 +27,7 @@ struct RecorderSettings {
   std::uint64_t rotate_bytes = 0;           // start a new file set once a data file would pass this; 0 = never
   std::uint64_t preallocate_bytes = 1ULL << 30;  // fallocate ahead of the writes, this much at a time; 0 = off
   unsigned queue_depth = 8;                 // writes in flight
-  bool direct = true;                       // O_DIRECT (tmpfs and some filesystems refuse it)
+  bool direct = true;                       // O_DIRECT (some filesystems refuse it)
   std::string recorder_name = "sluice";     // core:recorder
 };
 

@@ -23,7 +23,7 @@ RecordStage::RecordStage(SettingsReader& reader, const PipelineSettings& pipelin
   settings_.preallocate_bytes =
       reader.bytes("preallocate", 1ULL << 30, "fallocate data files this far ahead of the writes (0: off)");
   settings_.queue_depth = static_cast<unsigned>(reader.integer("io_depth", 8, "writes in flight (io_uring queue depth)", 1, 4096));
-  settings_.direct = reader.boolean("direct", true, "write with O_DIRECT (turn off for filesystems that refuse it, e.g. tmpfs)");
+  settings_.direct = reader.boolean("direct", true, "write with O_DIRECT (turn off for filesystems that refuse it)");
   if (settings_.directories.empty() && !reader.docs_only()) {
     reader.error("directory", "record needs a directory to write into", "directory: /data/captures");
   }

@@ -216,7 +216,9 @@ StageStatus ReplayStage::process() {
   // Keep the read-ahead full.
   bool queued = false;
   while (!exhausted_ && in_flight_ < reads_.size()) {
-    ChunkPtr chunk = context_->acquire(*pool_, std::chrono::microseconds(0));
+    // Wait for a free chunk only when nothing is in flight (downstream holds them all).
+    ChunkPtr chunk = context_->acquire(*pool_, in_flight_ == 0 ? std::chrono::microseconds(10'000)
+                                                               : std::chrono::microseconds(0));
     if (!chunk) break;
     if (!plan_next(*chunk)) {
       exhausted_ = true;
@@ -234,11 +236,7 @@ StageStatus ReplayStage::process() {
     context_->fail(error_);
     return StageStatus::error;
   }
-  if (in_flight_ == 0) {
-    if (exhausted_) return StageStatus::end_of_stream;
-    ChunkPtr wait = context_->acquire(*pool_, std::chrono::milliseconds(10));  // backpressure: downstream holds them all
-    return StageStatus::idle;
-  }
+  if (in_flight_ == 0) return exhausted_ ? StageStatus::end_of_stream : StageStatus::idle;
   Read& read = reads_[head_];
   if (read.pending || read.done < read.chunk->size) {
     reap(std::chrono::milliseconds(10));
