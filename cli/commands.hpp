@@ -23,6 +23,7 @@ struct Commands {
 };
 
 void add_pipeline_commands(CLI::App& app, Commands& commands);  // run, validate, stages
+void add_capture_commands(CLI::App& app, Commands& commands);   // capture info|repair, play
 
 // Installs SIGINT/SIGTERM handlers: the first asks for a clean stop, the second exits at once.
 void install_stop_signals();

@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")->capture_default_str();
   Commands commands;
   add_pipeline_commands(app, commands);
+  add_capture_commands(app, commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

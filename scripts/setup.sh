@@ -13,7 +13,7 @@ packages=(
   liburing-dev libyaml-cpp-dev libfftw3-dev
   libibverbs-dev librdmacm-dev rdma-core
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libssl-dev
   clang fio python3 python3-jsonschema
 )
 

@@ -3,6 +3,8 @@
 #include "stages/fft/fft_stage.hpp"
 #include "stages/generator/generator.hpp"
 #include "stages/link/local_link.hpp"
+#include "stages/record/record_stage.hpp"
+#include "stages/replay/replay_stage.hpp"
 #include "stages/sinks/file_sink.hpp"
 #include "stages/sinks/null_sink.hpp"
 
@@ -14,6 +16,8 @@ void register_builtin_stages(StageRegistry& registry) {
   register_file_sink_stage(registry);
   register_link_stage(registry);
   register_fft_stage(registry);
+  register_record_stage(registry);
+  register_replay_stage(registry);
 }
 
 const StageRegistry& StageRegistry::builtin() {

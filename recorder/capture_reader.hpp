@@ -1,0 +1,71 @@
+// Reading captures back: a SigMF recording or a Sluice collection (lanes, stripes, rotated
+// segments) as, per lane, an ordered list of contiguous sample runs plus the gaps between
+// and inside them. Used by `replay`, `sluice capture info`, and meant for the emulator to
+// send a capture out again (segments give the bytes, timestamps and stream indices).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pipeline/chunk.hpp"
+
+namespace sluice::recorder {
+
+// A run of samples that are contiguous both in one data file and in the stream.
+struct CaptureSegment {
+  std::string data_path;
+  std::uint64_t file_offset = 0;   // bytes
+  std::uint64_t sample_count = 0;
+  std::uint64_t global_index = 0;  // stream index of its first sample
+  Timestamp time;                  // of its first sample (invalid when the capture has none)
+};
+
+struct CaptureGap {
+  std::uint64_t global_index = 0;  // first lost stream sample
+  std::uint64_t length = 0;
+  bool filled = false;             // the source filled the hole: those samples are in the file
+};
+
+struct CaptureLane {
+  std::string name;
+  std::vector<std::string> recordings;  // bases (path without .sigmf-meta)
+  std::string datatype;                 // core:datatype as written
+  std::optional<SampleFormat> format;   // when Sluice can replay it
+  std::size_t sample_bytes = 0;
+  double sample_rate = 0;
+  double frequency = 0;
+  std::string description;
+  std::size_t fft_size = 0;
+  std::string window;
+  std::size_t averaging = 0;
+  bool complete = true;                 // every recording finished (not provisional)
+  std::vector<CaptureSegment> segments; // ordered by global_index
+  std::vector<CaptureGap> gaps;         // ordered by global_index
+  std::uint64_t total_samples = 0;      // in the data files
+  std::uint64_t total_bytes = 0;
+  std::uint64_t lost_samples = 0;
+  std::vector<std::string> journals;    // leftover journals: the capture needs `sluice capture repair`
+};
+
+struct Capture {
+  std::string path;
+  bool collection = false;
+  std::vector<CaptureLane> lanes;
+  [[nodiscard]] const CaptureLane* lane(const std::string& name) const;
+};
+
+// Opens PATH.sigmf-collection, PATH.sigmf-meta, PATH.sigmf-data or a base path. Throws
+// std::runtime_error naming the file and what is wrong with it.
+Capture open_capture(const std::string& path);
+
+// Reads `count` samples of `segment` starting `sample_offset` samples into it (pread; for
+// tools and the emulator, not the hot path). Returns the samples read.
+std::uint64_t read_segment(const CaptureLane& lane, const CaptureSegment& segment, std::uint64_t sample_offset,
+                           std::uint64_t count, std::byte* out);
+
+// The time of stream sample `index` given its segment's start time and the sample rate.
+Timestamp time_of_sample(const CaptureSegment& segment, std::uint64_t index, double sample_rate);
+
+}  // namespace sluice::recorder

@@ -1,0 +1,126 @@
+// Repair finds the recordings of a capture (the collection's streams, plus any journal of
+// the same name beside them that the collection had not listed yet) and finishes each one
+// exactly as a clean stop would have: the same finalize_recording().
+#include "recorder/capture_tools.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "pipeline/units.hpp"
+#include "recorder/journal.hpp"
+#include "recorder/recording_writer.hpp"
+#include "recorder/sigmf.hpp"
+
+namespace sluice::recorder {
+namespace {
+namespace fs = std::filesystem;
+
+bool ends_with(const std::string& text, std::string_view suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+RepairReport repair_capture(const std::string& path) {
+  RepairReport report;
+  const std::string base = strip_capture_suffix(path);
+  std::set<std::string> bases;
+  std::vector<std::string> directories;
+  std::string collection_name;
+  const std::string collection_file = base + std::string(kCollectionSuffix);
+  if (ends_with(path, kCollectionSuffix) || (fs::exists(collection_file) && !fs::exists(base + std::string(kMetaSuffix)) &&
+                                             !fs::exists(base + std::string(kJournalSuffix)))) {
+    std::ifstream in(collection_file);
+    const nlohmann::json document = nlohmann::json::parse(in, nullptr, false);
+    if (document.is_discarded() || !document.contains("collection")) {
+      throw std::runtime_error(collection_file + " is not a SigMF collection");
+    }
+    const fs::path home = fs::path(collection_file).parent_path();
+    collection_name = fs::path(base).filename().string();
+    directories.push_back(home.empty() ? std::string(".") : home.string());
+    for (const auto& stream : document["collection"].value("core:streams", nlohmann::json::array())) {
+      const std::string name = stream.is_object() ? stream.value("name", std::string()) : stream.at(0).get<std::string>();
+      const fs::path stream_base = (home / name).lexically_normal();
+      bases.insert(stream_base.string());
+      const std::string parent = stream_base.parent_path().string();
+      if (std::find(directories.begin(), directories.end(), parent) == directories.end()) directories.push_back(parent);
+    }
+    // Journals of this capture the collection did not list yet (cut during a rotation).
+    for (const auto& directory : directories) {
+      for (const auto& item : fs::directory_iterator(directory)) {
+        const std::string file = item.path().string();
+        if (item.path().filename().string().rfind(collection_name + "-", 0) == 0 && ends_with(file, kJournalSuffix)) {
+          bases.insert(strip_capture_suffix(file));
+        }
+      }
+    }
+  } else {
+    if (!fs::exists(base + std::string(kMetaSuffix)) && !fs::exists(base + std::string(kJournalSuffix))) {
+      throw std::runtime_error("no capture at " + path);
+    }
+    bases.insert(base);
+  }
+  for (const auto& each : bases) {
+    if (!fs::exists(each + std::string(kJournalSuffix))) continue;
+    const FinalizeResult result = finalize_recording(each);
+    report.repaired.push_back(each);
+    report.bytes_kept += result.bytes;
+    report.records_discarded += result.discarded;
+    report.lines.push_back(each + ": kept " + std::to_string(result.records) + " chunk(s), " + format_bytes(static_cast<double>(result.bytes)) +
+                           (result.discarded > 0 ? ", dropped " + std::to_string(result.discarded) + " incomplete record(s)"
+                                                 : std::string()));
+  }
+  if (!collection_name.empty()) refresh_collection(directories, collection_name);
+  return report;
+}
+
+std::string describe_capture(const Capture& capture) {
+  std::ostringstream out;
+  out << capture.path << ": " << (capture.collection ? "SigMF collection" : "SigMF recording") << ", "
+      << capture.lanes.size() << " lane(s)\n";
+  for (const auto& lane : capture.lanes) {
+    const double duration = lane.sample_rate > 0 ? static_cast<double>(lane.total_samples) / lane.sample_rate : 0;
+    std::uint64_t span = 0;
+    if (!lane.segments.empty()) {
+      const auto& last = lane.segments.back();
+      span = last.global_index + last.sample_count - lane.segments.front().global_index;
+    }
+    out << "  lane " << lane.name << ": " << lane.recordings.size() << " recording(s)\n";
+    out << "    format:   " << lane.datatype
+        << (lane.fft_size > 0 ? " spectra (FFT " + std::to_string(lane.fft_size) + ", " + lane.window + " window, " +
+                                    std::to_string(lane.averaging) + " averaged)"
+                              : std::string())
+        << "\n";
+    out << "    rate:     " << (lane.sample_rate > 0 ? format_frequency(lane.sample_rate) : std::string("unknown")) << "\n";
+    out << "    samples:  " << lane.total_samples << " (" << lane.segments.size() << " segment(s))\n";
+    out << "    duration: "
+        << format_duration(std::chrono::nanoseconds(static_cast<std::int64_t>(duration * 1e9)));
+    if (lane.sample_rate > 0 && span != lane.total_samples) {
+      out << " recorded, "
+          << format_duration(std::chrono::nanoseconds(
+                 static_cast<std::int64_t>(static_cast<double>(span) / lane.sample_rate * 1e9)))
+          << " spanned";
+    }
+    out << "\n";
+    if (!lane.segments.empty() && lane.segments.front().time.valid) {
+      out << "    start:    " << iso8601(lane.segments.front().time) << "\n";
+    }
+    out << "    gaps:     " << lane.gaps.size() << " (" << lane.lost_samples << " samples lost)\n";
+    out << "    size:     " << format_bytes(static_cast<double>(lane.total_bytes)) << " (" << lane.total_bytes
+        << " bytes)\n";
+    if (!lane.complete || !lane.journals.empty()) {
+      out << "    state:    INCOMPLETE (recording was cut off): run `sluice capture repair " << capture.path << "`\n";
+    } else {
+      out << "    state:    complete\n";
+    }
+  }
+  return out.str();
+}
+
+}  // namespace sluice::recorder

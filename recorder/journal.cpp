@@ -1,0 +1,134 @@
+// Journal writing and reading: the header is "SLUICEJ1" + length + global JSON, padded so
+// records start at a fixed offset; a record is valid when its magic and checksum match.
+#include "recorder/journal.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+
+#include <spdlog/spdlog.h>
+
+namespace sluice::recorder {
+namespace {
+
+constexpr std::uint64_t kRecordMagic = 0x31524a45434955'4cULL;  // arbitrary, fixed
+constexpr std::string_view kHeaderMagic = "SLUICEJ1";
+
+std::uint64_t checksum_of(const JournalRecord& record) noexcept {
+  // FNV-1a over the bytes before the checksum field: cheap and enough to spot a torn write.
+  const auto* bytes = reinterpret_cast<const unsigned char*>(&record);
+  std::uint64_t hash = 0xcbf29ce484222325ULL;
+  for (std::size_t i = 0; i < offsetof(JournalRecord, checksum); ++i) {
+    hash ^= bytes[i];
+    hash *= 0x100000001b3ULL;
+  }
+  return hash;
+}
+
+std::runtime_error errno_error(const std::string& call, const std::string& path, int error) {
+  return std::runtime_error(call + "(" + path + "): " + std::strerror(error));
+}
+
+}  // namespace
+
+JournalRecord make_journal_record(const Chunk& chunk, std::uint64_t file_offset, std::uint64_t bytes) noexcept {
+  JournalRecord record;
+  record.magic = kRecordMagic;
+  record.file_offset = file_offset;
+  record.bytes = bytes;
+  record.first_sample = chunk.first_sample;
+  record.sample_count = chunk.sample_count;
+  record.sequence = chunk.sequence;
+  record.timestamp_seconds = chunk.timestamp.seconds;
+  record.timestamp_picoseconds = chunk.timestamp.picoseconds;
+  record.timestamp_valid = chunk.timestamp.valid ? 1 : 0;
+  record.gap_count = chunk.gap_count;
+  record.gaps = chunk.gaps;
+  record.checksum = checksum_of(record);
+  return record;
+}
+
+JournalWriter::JournalWriter(const std::string& path, const nlohmann::json& global) : path_(path) {
+  const std::string text = global.dump();
+  if (text.size() + 16 > kJournalHeaderBytes) throw std::runtime_error("journal header too large for " + path);
+  std::string header(kJournalHeaderBytes, '\0');
+  std::memcpy(header.data(), kHeaderMagic.data(), kHeaderMagic.size());
+  const auto length = static_cast<std::uint64_t>(text.size());
+  std::memcpy(header.data() + 8, &length, sizeof(length));
+  std::memcpy(header.data() + 16, text.data(), text.size());
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw errno_error("open", path, errno);
+  std::size_t written = 0;
+  while (written < header.size()) {
+    const ssize_t result = ::write(fd_, header.data() + written, header.size() - written);
+    if (result < 0 && errno == EINTR) continue;
+    if (result < 0) throw errno_error("write", path, errno);
+    written += static_cast<std::size_t>(result);
+  }
+}
+
+JournalWriter::JournalWriter(JournalWriter&& other) noexcept : path_(std::move(other.path_)), fd_(other.fd_) { other.fd_ = -1; }
+
+JournalWriter& JournalWriter::operator=(JournalWriter&& other) noexcept {
+  if (this != &other) {
+    close();
+    path_ = std::move(other.path_);
+    fd_ = other.fd_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+JournalWriter::~JournalWriter() { close(); }
+
+void JournalWriter::close() noexcept {
+  if (fd_ >= 0 && ::close(fd_) != 0) spdlog::warn("close({}): {}", path_, std::strerror(errno));
+  fd_ = -1;
+}
+
+int JournalWriter::append(const JournalRecord& record) noexcept {
+  const auto* data = reinterpret_cast<const char*>(&record);
+  std::size_t written = 0;
+  while (written < sizeof(record)) {
+    const ssize_t result = ::write(fd_, data + written, sizeof(record) - written);
+    if (result < 0 && errno == EINTR) continue;
+    if (result < 0) return errno;
+    written += static_cast<std::size_t>(result);
+  }
+  return 0;
+}
+
+JournalContents read_journal(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot open journal " + path);
+  std::string header(kJournalHeaderBytes, '\0');
+  in.read(header.data(), static_cast<std::streamsize>(header.size()));
+  if (in.gcount() != static_cast<std::streamsize>(header.size()) || header.compare(0, 8, kHeaderMagic) != 0) {
+    throw std::runtime_error(path + " is not a Sluice journal (bad or short header)");
+  }
+  std::uint64_t length = 0;
+  std::memcpy(&length, header.data() + 8, sizeof(length));
+  if (length + 16 > kJournalHeaderBytes) throw std::runtime_error(path + ": journal header length is corrupt");
+  JournalContents contents;
+  contents.global = nlohmann::json::parse(header.substr(16, length));
+  JournalRecord record;
+  std::uint64_t expected_offset = 0;
+  bool broken = false;
+  while (in.read(reinterpret_cast<char*>(&record), sizeof(record))) {
+    if (broken || record.magic != kRecordMagic || record.checksum != checksum_of(record) ||
+        record.file_offset != expected_offset || record.gap_count > Chunk::kMaxGaps) {
+      broken = true;
+      ++contents.discarded;
+      continue;
+    }
+    expected_offset += record.bytes;
+    contents.records.push_back(record);
+  }
+  return contents;
+}
+
+}  // namespace sluice::recorder

@@ -1,0 +1,72 @@
+// The recording journal: an append-only sidecar (`BASE.sluice-journal`) beside each data
+// file. Its header holds the SigMF global object; one fixed-size record follows per chunk
+// once that chunk's bytes are on the disk, in file order. It is what makes a capture cut by
+// kill -9 repairable: the metadata is rebuilt from it, up to the last whole record.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pipeline/chunk.hpp"
+
+namespace sluice::recorder {
+
+inline constexpr std::size_t kJournalHeaderBytes = 64 * 1024;
+inline constexpr std::string_view kJournalSuffix = ".sluice-journal";
+
+// One chunk as it reached the data file. Plain old data, written as it is in memory
+// (the journal is read back on the machine that wrote it).
+struct JournalRecord {
+  std::uint64_t magic = 0;
+  std::uint64_t file_offset = 0;   // byte offset of the chunk in the data file
+  std::uint64_t bytes = 0;
+  std::uint64_t first_sample = 0;  // absolute stream index of its first sample
+  std::uint64_t sample_count = 0;
+  std::uint64_t sequence = 0;
+  std::uint64_t timestamp_seconds = 0;
+  std::uint64_t timestamp_picoseconds = 0;
+  std::uint32_t timestamp_valid = 0;
+  std::uint32_t gap_count = 0;
+  std::array<Gap, Chunk::kMaxGaps> gaps{};
+  std::uint64_t checksum = 0;  // over every field before it: a torn record is detected, not trusted
+};
+
+JournalRecord make_journal_record(const Chunk& chunk, std::uint64_t file_offset, std::uint64_t bytes) noexcept;
+
+// Appends records with write(2) on an O_APPEND descriptor (one small syscall per chunk,
+// no allocation). Owns the descriptor.
+class JournalWriter {
+ public:
+  JournalWriter() = default;
+  // Creates the journal (fails if it exists) and writes the header. Throws naming the call.
+  JournalWriter(const std::string& path, const nlohmann::json& global);
+  JournalWriter(JournalWriter&& other) noexcept;
+  JournalWriter& operator=(JournalWriter&& other) noexcept;
+  JournalWriter(const JournalWriter&) = delete;
+  JournalWriter& operator=(const JournalWriter&) = delete;
+  ~JournalWriter();
+
+  // 0 on success, else the errno. Hot path.
+  int append(const JournalRecord& record) noexcept;
+  [[nodiscard]] const std::string& path() const { return path_; }
+  void close() noexcept;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+struct JournalContents {
+  nlohmann::json global;
+  std::vector<JournalRecord> records;  // the valid prefix: contiguous in the file, checksums good
+  std::size_t discarded = 0;           // records after the first bad or non-contiguous one
+};
+
+// Throws std::runtime_error when the file cannot be read or its header is not a journal's.
+JournalContents read_journal(const std::string& path);
+
+}  // namespace sluice::recorder

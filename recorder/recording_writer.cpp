@@ -1,0 +1,445 @@
+// The recorder's write engine. A chunk becomes one O_DIRECT write from its registered
+// buffer, plus one buffered write for a tail that is not a whole block (O_DIRECT needs
+// aligned offsets and lengths); once a file has an unaligned end, later chunks of that file
+// are written buffered, so the data file always holds exactly the recorded bytes.
+#include "recorder/recording_writer.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <tuple>
+
+#include <spdlog/spdlog.h>
+
+#include "recorder/sigmf.hpp"
+
+namespace sluice::recorder {
+namespace {
+
+constexpr std::uint64_t kBlock = 4096;  // O_DIRECT alignment of offsets, lengths and buffers
+
+bool aligned(std::uint64_t value) { return value % kBlock == 0; }
+
+bool is_disk_full(int error) { return error == ENOSPC || error == EFBIG || error == EDQUOT; }
+
+std::string two_digits(std::uint32_t value, int width) {
+  std::string text = std::to_string(value);
+  return std::string(static_cast<std::size_t>(std::max(0, width - static_cast<int>(text.size()))), '0') + text;
+}
+
+}  // namespace
+
+struct RecordingWriter::File {
+  std::string base;
+  FileDescriptor direct_fd;    // O_DIRECT (the buffered one when direct is off)
+  FileDescriptor buffered_fd;  // for tails that are not whole blocks
+  JournalWriter journal;
+  std::uint64_t next_offset = 0;
+  std::uint64_t preallocated = 0;
+  std::size_t outstanding = 0;  // slots in flight that write into this file
+  bool unaligned = false;
+  bool closing = false;
+};
+
+struct RecordingWriter::Stripe {
+  std::string directory;
+  std::uint32_t index = 0;
+  std::uint32_t segment = 0;
+  std::unique_ptr<File> file;
+  std::vector<std::unique_ptr<File>> closing;  // rotated out, finished once their last write retires
+};
+
+std::string collection_path(const RecorderSettings& settings) {
+  return (std::filesystem::path(settings.directories.front()) / (settings.name + std::string(kCollectionSuffix))).string();
+}
+
+void refresh_collection(const std::vector<std::string>& directories, const std::string& name) {
+  namespace fs = std::filesystem;
+  const std::string& first = directories.front();
+  const int lock_fd = ::open(first.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (lock_fd < 0) throw std::runtime_error("open(" + first + "): " + std::strerror(errno));
+  FileDescriptor lock(lock_fd, first);
+  if (::flock(lock.get(), LOCK_EX) != 0) throw std::runtime_error("flock(" + first + "): " + std::strerror(errno));
+  struct Entry {
+    std::string lane;
+    std::int64_t segment;
+    std::int64_t stripe;
+    std::string base;
+  };
+  std::vector<Entry> entries;
+  const std::string prefix = name + "-";
+  for (const auto& directory : directories) {
+    for (const auto& item : fs::directory_iterator(directory)) {
+      const std::string file = item.path().filename().string();
+      if (file.rfind(prefix, 0) != 0 || item.path().extension() != kMetaSuffix) continue;
+      std::ifstream in(item.path());
+      nlohmann::json meta = nlohmann::json::parse(in, nullptr, false);
+      if (meta.is_discarded() || !meta.contains("global")) continue;
+      const auto& global = meta["global"];
+      entries.push_back(Entry{global.value("sluice:lane", std::string()), global.value("sluice:segment", std::int64_t{0}),
+                              global.value("sluice:stripe", std::int64_t{0}), strip_capture_suffix(item.path().string())});
+    }
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return std::tie(a.lane, a.segment, a.stripe) < std::tie(b.lane, b.segment, b.stripe);
+  });
+  std::vector<std::string> bases;
+  nlohmann::json lanes = nlohmann::json::object();
+  const fs::path home = fs::path(collection_path(RecorderSettings{directories, name})).parent_path();
+  for (const auto& entry : entries) {
+    bases.push_back(entry.base);
+    lanes[entry.lane].push_back(fs::relative(fs::path(entry.base), home).string());
+  }
+  write_collection(collection_path(RecorderSettings{directories, name}), bases, lanes,
+                   "sluice capture " + name + ": " + std::to_string(lanes.size()) + " lane(s), " +
+                       std::to_string(bases.size()) + " recording(s)");
+}
+
+FinalizeResult finalize_recording(const std::string& base) {
+  const std::string journal_path = base + std::string(kJournalSuffix);
+  const std::string data_path = base + std::string(kDataSuffix);
+  JournalContents contents = read_journal(journal_path);
+  FinalizeResult result;
+  result.records = contents.records.size();
+  result.discarded = contents.discarded;
+  for (const auto& record : contents.records) result.bytes += record.bytes;
+  {
+    FileDescriptor data = open_file(data_path, O_WRONLY);
+    // Drops bytes of writes that never got a journal record and the preallocated tail.
+    if (::ftruncate(data.get(), static_cast<off_t>(result.bytes)) != 0) {
+      throw std::runtime_error("ftruncate(" + data_path + "): " + std::strerror(errno));
+    }
+    if (::fsync(data.get()) != 0) throw std::runtime_error("fsync(" + data_path + "): " + std::strerror(errno));
+  }
+  const nlohmann::json meta = build_meta(contents.global, contents.records, true);
+  write_file_durably(base + std::string(kMetaSuffix), meta.dump(2) + "\n");
+  if (::unlink(journal_path.c_str()) != 0) {
+    throw std::runtime_error("unlink(" + journal_path + "): " + std::strerror(errno));
+  }
+  return result;
+}
+
+RecordingWriter::RecordingWriter(RecorderSettings settings, StreamInfo stream, std::string lane)
+    : settings_(std::move(settings)), stream_(std::move(stream)), lane_(std::move(lane)) {}
+
+RecordingWriter::~RecordingWriter() {
+  if (!finished_ && !stripes_.empty()) finish();
+}
+
+std::string RecordingWriter::open(const std::vector<Pool*>& pools) {
+  namespace fs = std::filesystem;
+  if (settings_.directories.empty()) throw std::runtime_error("no directory to record into");
+  if (settings_.queue_depth == 0) throw std::runtime_error("queue depth must be at least 1");
+  const std::string prefix = settings_.name + "-" + lane_ + "-";
+  for (const auto& directory : settings_.directories) {
+    std::error_code error;
+    fs::create_directories(directory, error);
+    if (error) throw std::runtime_error("mkdir(" + directory + "): " + error.message());
+    for (const auto& item : fs::directory_iterator(directory)) {
+      const std::string file = item.path().filename().string();
+      if (file.rfind(prefix, 0) != 0) continue;
+      if (!settings_.overwrite) {
+        throw std::runtime_error("capture " + item.path().string() +
+                                 " exists: a capture is never overwritten (set overwrite: true, or choose another name)");
+      }
+      fs::remove(item.path(), error);
+      if (error) throw std::runtime_error("unlink(" + item.path().string() + "): " + error.message());
+    }
+  }
+  ring_ = Uring(static_cast<unsigned>(settings_.queue_depth * 2));
+  slots_.resize(settings_.queue_depth);
+  std::string note;
+  if (std::string why = ring_.register_pools(pools); !why.empty()) {
+    note = "fixed buffers off (" + why + "): plain io_uring writes";
+  }
+  for (std::uint32_t i = 0; i < settings_.directories.size(); ++i) {
+    auto stripe = std::make_unique<Stripe>();
+    stripe->directory = settings_.directories[i];
+    stripe->index = i;
+    stripes_.push_back(std::move(stripe));
+  }
+  for (auto& stripe : stripes_) open_file_set(*stripe);
+  refresh_collection(settings_.directories, settings_.name);
+  return note;
+}
+
+void RecordingWriter::open_file_set(Stripe& stripe) {
+  auto file = std::make_unique<File>();
+  const bool striped = stripes_.size() > 1;
+  file->base = (std::filesystem::path(stripe.directory) /
+                (settings_.name + "-" + lane_ + (striped ? "-s" + std::to_string(stripe.index) : std::string()) + "-" +
+                 two_digits(stripe.segment, 4)))
+                   .string();
+  const std::string data_path = file->base + std::string(kDataSuffix);
+  file->buffered_fd = open_file(data_path, O_WRONLY | O_CREAT | O_EXCL);
+  file->direct_fd = settings_.direct ? open_file(data_path, O_WRONLY | O_DIRECT) : open_file(data_path, O_WRONLY);
+  const nlohmann::json global =
+      make_global(stream_, lane_, settings_.recorder_name, stripe.index, static_cast<std::uint32_t>(stripes_.size()),
+                  stripe.segment);
+  // Provisional meta first: a valid (empty) capture exists from the first moment, and the
+  // journal beside it is what `sluice capture repair` completes it from.
+  write_file_durably(file->base + std::string(kMetaSuffix), build_meta(global, {}, false).dump(2) + "\n");
+  file->journal = JournalWriter(file->base + std::string(kJournalSuffix), global);
+  if (settings_.preallocate_bytes > 0) {
+    const std::uint64_t first = settings_.rotate_bytes > 0 ? std::min(settings_.rotate_bytes, settings_.preallocate_bytes)
+                                                           : settings_.preallocate_bytes;
+    if (::fallocate(file->direct_fd.get(), FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(first)) == 0) {
+      file->preallocated = first;
+    } else {
+      spdlog::debug("fallocate({}): {}; writing without preallocation", data_path, std::strerror(errno));
+    }
+  }
+  bases_.push_back(file->base);
+  stripe.file = std::move(file);
+  ++stripe.segment;
+}
+
+void RecordingWriter::close_file_set(Stripe& stripe) noexcept {
+  for (auto& file : stripe.closing) {
+    if (!file || file->outstanding > 0) continue;
+    try {
+      if (::fsync(file->direct_fd.get()) != 0) {
+        set_error(errno, "fsync(" + file->base + std::string(kDataSuffix) + "): " + std::strerror(errno));
+      }
+      file->direct_fd.close();
+      file->buffered_fd.close();
+      file->journal.close();
+      finalize_recording(file->base);
+    } catch (const std::exception& error) {
+      set_error(EIO, std::string("finishing ") + file->base + ": " + error.what() +
+                         " (the journal is kept: run `sluice capture repair`)");
+    }
+    file.reset();
+  }
+  std::erase_if(stripe.closing, [](const std::unique_ptr<File>& file) { return !file; });
+}
+
+void RecordingWriter::set_error(int code, const std::string& message) noexcept {
+  if (error_ != 0) return;  // the first cause is the one to report
+  error_ = code;
+  try {
+    error_message_ = message;
+  } catch (...) {
+  }
+}
+
+bool RecordingWriter::queue(std::size_t slot_index, std::size_t operation_index) noexcept {
+  Slot& slot = slots_[slot_index];
+  Operation& operation = slot.operations[operation_index];
+  io_uring_sqe* sqe = io_uring_get_sqe(ring_.get());
+  if (sqe == nullptr) {
+    io_uring_submit(ring_.get());
+    sqe = io_uring_get_sqe(ring_.get());
+    if (sqe == nullptr) {
+      set_error(EBUSY, "io_uring submission queue full");
+      return false;
+    }
+  }
+  const std::uint64_t offset = operation.offset + operation.done;
+  const std::uint64_t remaining = operation.length - operation.done;
+  // A short O_DIRECT write may leave an unaligned rest: that rest goes through the page cache.
+  const bool direct = operation.direct && aligned(offset) && aligned(remaining);
+  const int fd = direct ? slot.file->direct_fd.get() : slot.file->buffered_fd.get();
+  const std::byte* data = operation.data + operation.done;
+  if (slot.buffer_index >= 0) {
+    io_uring_prep_write_fixed(sqe, fd, data, static_cast<unsigned>(remaining), offset, slot.buffer_index);
+  } else {
+    io_uring_prep_write(sqe, fd, data, static_cast<unsigned>(remaining), offset);
+  }
+  io_uring_sqe_set_data64(sqe, slot_index * 2 + operation_index);
+  operation.pending = true;
+  return true;
+}
+
+bool RecordingWriter::submit(ChunkPtr chunk, ChunkPtr bounce) noexcept {
+  if (!has_room()) return false;
+  Stripe& stripe = *stripes_[chunk_counter_ % stripes_.size()];
+  const std::uint64_t size = chunk->size;
+  try {
+    if (settings_.rotate_bytes > 0 && stripe.file->next_offset > 0 &&
+        stripe.file->next_offset + size > settings_.rotate_bytes) {
+      stripe.file->closing = true;
+      stripe.closing.push_back(std::move(stripe.file));
+      open_file_set(stripe);
+      refresh_collection(settings_.directories, settings_.name);
+      if (stripe.closing.back()->outstanding == 0) close_file_set(stripe);
+    }
+  } catch (const std::exception& error) {
+    set_error(EIO, std::string("rotating to a new file set: ") + error.what());
+    return false;
+  }
+  File& file = *stripe.file;
+  if (settings_.preallocate_bytes > 0 && file.preallocated > 0 && file.next_offset + size > file.preallocated) {
+    const std::uint64_t grow = std::max<std::uint64_t>(settings_.preallocate_bytes, size);
+    // Failure here is not an error: the write itself reports a full disk.
+    if (::fallocate(file.direct_fd.get(), FALLOC_FL_KEEP_SIZE, static_cast<off_t>(file.preallocated),
+                    static_cast<off_t>(grow)) == 0) {
+      file.preallocated += grow;
+    } else {
+      file.preallocated = 0;  // stop trying
+    }
+  }
+  const std::size_t index = (head_ + in_flight_) % slots_.size();
+  Slot& slot = slots_[index];
+  const Chunk& source = bounce ? *bounce : *chunk;
+  slot.file = &file;
+  slot.offset = file.next_offset;
+  slot.bytes = size;
+  slot.failed = false;
+  slot.buffer_index = ring_.buffer_index(source);
+  const std::uint64_t direct_part = (!settings_.direct || file.unaligned || !aligned(file.next_offset)) ? 0 : size / kBlock * kBlock;
+  slot.operations[0] = Operation{file.next_offset, source.data, direct_part, 0, true, false};
+  slot.operations[1] = Operation{file.next_offset + direct_part, source.data + direct_part, size - direct_part, 0, false, false};
+  if (direct_part != size) file.unaligned = true;
+  slot.chunk = std::move(chunk);
+  slot.bounce = std::move(bounce);
+  file.next_offset += size;
+  ++file.outstanding;
+  ++in_flight_;
+  ++chunk_counter_;
+  for (std::size_t op = 0; op < 2; ++op) {
+    if (slot.operations[op].length > 0 && !queue(index, op)) return false;
+  }
+  if (const int result = io_uring_submit(ring_.get()); result < 0) {
+    set_error(-result, std::string("io_uring_submit: ") + std::strerror(-result));
+    return false;
+  }
+  return true;
+}
+
+void RecordingWriter::complete(std::uint64_t user_data, int result) noexcept {
+  const std::size_t index = static_cast<std::size_t>(user_data / 2);
+  Slot& slot = slots_[index];
+  Operation& operation = slot.operations[user_data % 2];
+  operation.pending = false;
+  if (result == -EAGAIN || result == -EINTR) {
+    queue(index, user_data % 2);  // normal control flow: try again
+    return;
+  }
+  if (result <= 0) {
+    const int code = result == 0 ? EIO : -result;
+    slot.failed = true;
+    const std::string where = slot.file->base + std::string(kDataSuffix);
+    set_error(code, (is_disk_full(code) ? "disk full: recording stopped writing " : "write failed: ") + where +
+                        " at byte " + std::to_string(operation.offset + operation.done) + ": " +
+                        (result == 0 ? std::string("wrote 0 bytes") : std::string(std::strerror(code))));
+    return;
+  }
+  operation.done += static_cast<std::uint64_t>(result);
+  if (operation.done < operation.length) queue(index, user_data % 2);  // short write: the rest, now
+}
+
+bool RecordingWriter::poll(std::chrono::microseconds timeout) noexcept {
+  io_uring_cqe* cqe = nullptr;
+  unsigned seen = 0;
+  unsigned head = 0;
+  io_uring_for_each_cqe(ring_.get(), head, cqe) {
+    complete(io_uring_cqe_get_data64(cqe), cqe->res);
+    ++seen;
+  }
+  if (seen > 0) {
+    io_uring_cq_advance(ring_.get(), seen);
+  } else if (timeout.count() > 0 && in_flight_ > 0) {
+    __kernel_timespec wait{};
+    wait.tv_sec = timeout.count() / 1'000'000;
+    wait.tv_nsec = (timeout.count() % 1'000'000) * 1000;
+    if (io_uring_wait_cqe_timeout(ring_.get(), &cqe, &wait) == 0) {
+      complete(io_uring_cqe_get_data64(cqe), cqe->res);
+      io_uring_cqe_seen(ring_.get(), cqe);
+    }
+  }
+  if (io_uring_sq_ready(ring_.get()) > 0) {
+    if (const int result = io_uring_submit(ring_.get()); result < 0) {
+      set_error(-result, std::string("io_uring_submit: ") + std::strerror(-result));
+    }
+  }
+  return !failed();
+}
+
+ChunkPtr RecordingWriter::take_done() noexcept {
+  if (in_flight_ == 0) return nullptr;
+  Slot& slot = slots_[head_];
+  if (slot.failed || slot.operations[0].pending || slot.operations[1].pending) return nullptr;
+  if (slot.operations[0].done < slot.operations[0].length || slot.operations[1].done < slot.operations[1].length) {
+    return nullptr;  // a short write is being completed
+  }
+  File& file = *slot.file;
+  if (const int error = file.journal.append(make_journal_record(*slot.chunk, slot.offset, slot.bytes)); error != 0) {
+    slot.failed = true;
+    set_error(error, "write(" + file.journal.path() + "): " + std::strerror(error));
+    return nullptr;
+  }
+  bytes_written_ += slot.bytes;
+  slot.bounce.reset();
+  ChunkPtr done = std::move(slot.chunk);
+  slot.file = nullptr;
+  head_ = (head_ + 1) % slots_.size();
+  --in_flight_;
+  if (--file.outstanding == 0 && file.closing) {
+    // The last write of a rotated-out file: finish it now (rare, so the fsync is affordable).
+    for (auto& stripe : stripes_) {
+      for (const auto& closing : stripe->closing) {
+        if (closing.get() == &file) {
+          close_file_set(*stripe);
+          break;
+        }
+      }
+    }
+  }
+  return done;
+}
+
+bool RecordingWriter::drain() noexcept {
+  // Waits until nothing is pending in the ring (writes completed or failed).
+  for (;;) {
+    bool pending = false;
+    for (std::size_t i = 0; i < in_flight_; ++i) {
+      const Slot& slot = slots_[(head_ + i) % slots_.size()];
+      pending = pending || slot.operations[0].pending || slot.operations[1].pending;
+    }
+    if (!pending) return !failed();
+    poll(std::chrono::milliseconds(10));
+  }
+}
+
+void RecordingWriter::finish(std::size_t* abandoned) noexcept {
+  if (finished_) return;
+  finished_ = true;
+  drain();
+  std::size_t dropped = 0;
+  while (in_flight_ > 0) {
+    if (ChunkPtr done = take_done()) continue;  // written but not emitted: the caller took what it wanted first
+    // The head failed (or its journal did): nothing after it is kept.
+    for (std::size_t i = 0; i < in_flight_; ++i) {
+      Slot& slot = slots_[(head_ + i) % slots_.size()];
+      slot.chunk.reset();
+      slot.bounce.reset();
+      if (slot.file != nullptr) --slot.file->outstanding;
+      slot.file = nullptr;
+      ++dropped;
+    }
+    in_flight_ = 0;
+  }
+  if (abandoned != nullptr) *abandoned = dropped;
+  for (auto& stripe : stripes_) {
+    if (stripe->file) {
+      stripe->file->closing = true;
+      stripe->closing.push_back(std::move(stripe->file));
+    }
+    close_file_set(*stripe);
+  }
+  try {
+    refresh_collection(settings_.directories, settings_.name);
+  } catch (const std::exception& error) {
+    set_error(EIO, std::string("writing the collection: ") + error.what());
+  }
+}
+
+}  // namespace sluice::recorder

@@ -1,0 +1,133 @@
+// The io_uring recorder of one lane: O_DIRECT writes from registered chunk buffers, several
+// in flight, into SigMF file sets that rotate at a set size and stripe across directories.
+// Chunks retire in the order they were submitted, each once its bytes are in the file and
+// its journal record is written.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pipeline/chunk.hpp"
+#include "pipeline/pool.hpp"
+#include "pipeline/stage.hpp"
+#include "recorder/journal.hpp"
+#include "recorder/uring.hpp"
+
+namespace sluice::recorder {
+
+struct RecorderSettings {
+  std::vector<std::string> directories;     // one per drive: a lane's chunks go round-robin across them
+  std::string name = "capture";             // capture base name: NAME.sigmf-collection, NAME-LANE-....sigmf-*
+  bool overwrite = false;                   // replace an existing capture of this name and lane
+  std::uint64_t rotate_bytes = 0;           // start a new file set once a data file would pass this; 0 = never
+  std::uint64_t preallocate_bytes = 1ULL << 30;  // fallocate ahead of the writes, this much at a time; 0 = off
+  unsigned queue_depth = 8;                 // writes in flight
+  bool direct = true;                       // O_DIRECT (some filesystems refuse it)
+  std::string recorder_name = "sluice";     // core:recorder
+};
+
+// The collection path for a capture: first directory / NAME.sigmf-collection.
+std::string collection_path(const RecorderSettings& settings);
+
+// Rewrites NAME.sigmf-collection from every NAME-*.sigmf-meta found in `directories`
+// (under an exclusive flock on the first directory: lanes finish concurrently).
+void refresh_collection(const std::vector<std::string>& directories, const std::string& name);
+
+// Finishes one recording (data + journal): truncates the data file to the journal's valid
+// prefix, writes the final meta, removes the journal. Returns the records kept and discarded.
+struct FinalizeResult {
+  std::size_t records = 0;
+  std::size_t discarded = 0;
+  std::uint64_t bytes = 0;
+};
+FinalizeResult finalize_recording(const std::string& base);
+
+class RecordingWriter {
+ public:
+  // Opens nothing.
+  RecordingWriter(RecorderSettings settings, StreamInfo stream, std::string lane);
+  RecordingWriter(const RecordingWriter&) = delete;
+  RecordingWriter& operator=(const RecordingWriter&) = delete;
+  ~RecordingWriter();
+
+  // Setup: refuses to overwrite, creates the ring, registers `pools`, opens the first file
+  // set of every stripe. Throws naming the failed call. Returns a note when it fell back
+  // (no fixed buffers, no O_DIRECT), else an empty string.
+  std::string open(const std::vector<Pool*>& pools);
+
+  // Hot path. True when another chunk may be submitted now.
+  [[nodiscard]] bool has_room() const noexcept { return in_flight_ < slots_.size() && !failed(); }
+  [[nodiscard]] std::size_t in_flight() const noexcept { return in_flight_; }
+  // Queues the chunk's bytes (from `bounce` when given: a pinned copy of a device chunk).
+  // False when it failed (see error()).
+  bool submit(ChunkPtr chunk, ChunkPtr bounce) noexcept;
+  // Reaps completions, waiting up to `timeout` for one when none is ready; resubmits short
+  // writes and EAGAIN. False once a write failed.
+  bool poll(std::chrono::microseconds timeout) noexcept;
+  // The oldest chunk once it is written and journaled, else null.
+  ChunkPtr take_done() noexcept;
+
+  [[nodiscard]] bool failed() const noexcept { return error_ != 0; }
+  [[nodiscard]] int error_code() const noexcept { return error_; }
+  [[nodiscard]] const std::string& error() const { return error_message_; }
+  [[nodiscard]] std::uint64_t bytes_written() const noexcept { return bytes_written_; }
+
+  // Waits until no write is pending in the ring (each completed or failed). Not hot path.
+  void wait_all() noexcept { drain(); }
+  // Waits for every write in flight, then finishes every file set (truncate, fsync, final
+  // meta, collection). Chunks still held are released (counted by `abandoned`). Not hot path.
+  void finish(std::size_t* abandoned = nullptr) noexcept;
+  // Every data file base written (for tests and the summary).
+  [[nodiscard]] const std::vector<std::string>& bases() const { return bases_; }
+
+ private:
+  struct File;
+  struct Stripe;
+  struct Operation {
+    std::uint64_t offset = 0;   // in the file
+    const std::byte* data = nullptr;
+    std::uint64_t length = 0;
+    std::uint64_t done = 0;
+    bool direct = false;
+    bool pending = false;
+  };
+  struct Slot {
+    ChunkPtr chunk;
+    ChunkPtr bounce;
+    File* file = nullptr;
+    std::uint64_t offset = 0;
+    std::uint64_t bytes = 0;
+    int buffer_index = -1;
+    std::array<Operation, 2> operations{};
+    bool failed = false;
+  };
+
+  void open_file_set(Stripe& stripe);
+  void close_file_set(Stripe& stripe) noexcept;
+  bool queue(std::size_t slot_index, std::size_t operation_index) noexcept;
+  void complete(std::uint64_t user_data, int result) noexcept;
+  void set_error(int code, const std::string& message) noexcept;
+  bool drain() noexcept;
+
+  RecorderSettings settings_;
+  StreamInfo stream_;
+  std::string lane_;
+  Uring ring_;
+  std::vector<std::unique_ptr<Stripe>> stripes_;
+  std::vector<Slot> slots_;
+  std::size_t head_ = 0;  // oldest slot in flight
+  std::size_t in_flight_ = 0;
+  std::uint64_t chunk_counter_ = 0;
+  std::uint64_t bytes_written_ = 0;
+  int error_ = 0;
+  std::string error_message_;
+  std::vector<std::string> bases_;
+  bool finished_ = false;
+};
+
+}  // namespace sluice::recorder

@@ -1,0 +1,264 @@
+// SigMF writing. Lost samples are never spliced silently: a jump in the stream index opens
+// a new capture segment (core:global_index says where it resumes) and each gap the source
+// reported becomes an annotation labelled "gap" with sluice:lost_samples.
+#include "recorder/sigmf.hpp"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <stdexcept>
+
+#include "pipeline/stage.hpp"
+
+namespace sluice::recorder {
+namespace {
+
+std::runtime_error errno_error(const std::string& call, const std::string& path, int error) {
+  return std::runtime_error(call + "(" + path + "): " + std::strerror(error));
+}
+
+void write_all(int fd, const std::string& path, const std::string& text) {
+  std::size_t written = 0;
+  while (written < text.size()) {
+    const ssize_t result = ::write(fd, text.data() + written, text.size() - written);
+    if (result < 0 && errno == EINTR) continue;
+    if (result < 0) throw errno_error("write", path, errno);
+    written += static_cast<std::size_t>(result);
+  }
+}
+
+class FdCloser {
+ public:
+  explicit FdCloser(int fd) : fd_(fd) {}
+  FdCloser(const FdCloser&) = delete;
+  FdCloser& operator=(const FdCloser&) = delete;
+  ~FdCloser() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+std::string sigmf_datatype(SampleFormat format) {
+  switch (format) {
+    case SampleFormat::ci8: return "ci8";  // one byte per component: no byte order
+    case SampleFormat::ci16: return "ci16_le";
+    case SampleFormat::cf32: return "cf32_le";
+    case SampleFormat::rf32: return "rf32_le";
+  }
+  return "ci16_le";
+}
+
+std::optional<SampleFormat> format_from_datatype(std::string_view datatype) {
+  if (datatype == "ci8") return SampleFormat::ci8;
+  if (datatype == "ci16_le") return SampleFormat::ci16;
+  if (datatype == "cf32_le") return SampleFormat::cf32;
+  if (datatype == "rf32_le") return SampleFormat::rf32;
+  return std::nullopt;
+}
+
+std::string iso8601(const Timestamp& timestamp) {
+  const auto seconds = static_cast<std::time_t>(timestamp.seconds);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  std::array<char, 80> text{};
+  const int length = std::snprintf(text.data(), text.size(), "%04d-%02d-%02dT%02d:%02d:%02d.%012lluZ", utc.tm_year + 1900,
+                                   utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec,
+                                   static_cast<unsigned long long>(timestamp.picoseconds % 1'000'000'000'000ULL));
+  return std::string(text.data(), static_cast<std::size_t>(length));
+}
+
+std::optional<Timestamp> parse_iso8601(std::string_view text) {
+  std::tm utc{};
+  int year = 0;
+  int consumed = 0;
+  const std::string copy(text);
+  if (std::sscanf(copy.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &year, &utc.tm_mon, &utc.tm_mday, &utc.tm_hour, &utc.tm_min,
+                  &utc.tm_sec, &consumed) != 6) {
+    return std::nullopt;
+  }
+  utc.tm_year = year - 1900;
+  utc.tm_mon -= 1;
+  Timestamp result;
+  result.seconds = static_cast<std::uint64_t>(timegm(&utc));
+  std::size_t position = static_cast<std::size_t>(consumed);
+  if (position < copy.size() && (copy[position] == '.' || copy[position] == ',')) {
+    std::uint64_t scale = 100'000'000'000ULL;
+    for (++position; position < copy.size() && std::isdigit(static_cast<unsigned char>(copy[position])); ++position) {
+      result.picoseconds += static_cast<std::uint64_t>(copy[position] - '0') * scale;
+      scale /= 10;
+    }
+  }
+  result.valid = true;
+  return result;
+}
+
+nlohmann::json make_global(const StreamInfo& stream, const std::string& lane, const std::string& recorder_name,
+                           std::uint32_t stripe, std::uint32_t stripes, std::uint32_t segment) {
+  nlohmann::json global;
+  global["core:datatype"] = sigmf_datatype(stream.format);
+  global["core:version"] = std::string(kSigmfVersion);
+  if (stream.sample_rate >= 1) global["core:sample_rate"] = stream.sample_rate;
+  global["core:recorder"] = recorder_name;
+  global["core:num_channels"] = 1;
+  global["core:extensions"] = nlohmann::json::array(
+      {{{"name", std::string(kExtensionName)}, {"version", std::string(kExtensionVersion)}, {"optional", true}}});
+  std::string description = stream.description.empty() ? "sluice lane " + lane : stream.description;
+  if (stream.fft_size > 0) {
+    // Spectra: say exactly what a row is so nobody reads them as time-domain samples.
+    description += "; power spectra: each row is " + std::to_string(stream.fft_size) + " " +
+                   sigmf_datatype(stream.format) + " values from a " + std::to_string(stream.fft_size) + "-point FFT, " +
+                   (stream.window.empty() ? std::string("unknown") : stream.window) + " window, " +
+                   std::to_string(stream.averaging) +
+                   " transform(s) averaged per row; core:sample_rate counts values (rows x FFT size) per second";
+    global["sluice:fft_size"] = stream.fft_size;
+    global["sluice:window"] = stream.window;
+    global["sluice:averaging"] = stream.averaging;
+  }
+  global["core:description"] = description;
+  global["sluice:lane"] = lane;
+  global["sluice:stripe"] = stripe;
+  global["sluice:stripes"] = stripes;
+  global["sluice:segment"] = segment;
+  global["sluice:center_frequency"] = stream.center_frequency;
+  if (stream.start_time.valid) global["sluice:start_time"] = iso8601(stream.start_time);
+  return global;
+}
+
+nlohmann::json build_meta(const nlohmann::json& global_in, const std::vector<JournalRecord>& records, bool complete) {
+  nlohmann::json global = global_in;
+  global["sluice:complete"] = complete;
+  const auto format = format_from_datatype(global.value("core:datatype", std::string("ci16_le")));
+  const std::uint64_t sample_bytes = bytes_per_sample(format.value_or(SampleFormat::ci16));
+  const double frequency = global.value("sluice:center_frequency", 0.0);
+  nlohmann::json captures = nlohmann::json::array();
+  nlohmann::json annotations = nlohmann::json::array();
+  std::uint64_t expected_next = 0;
+  std::uint64_t lost_total = 0;
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const JournalRecord& record = records[i];
+    const std::uint64_t file_sample = record.file_offset / sample_bytes;
+    if (i == 0 || record.first_sample != expected_next) {
+      nlohmann::json capture;
+      capture["core:sample_start"] = file_sample;
+      capture["core:global_index"] = record.first_sample;
+      capture["core:frequency"] = frequency;
+      if (record.timestamp_valid != 0) {
+        capture["core:datetime"] = iso8601(Timestamp{record.timestamp_seconds, record.timestamp_picoseconds, true});
+      }
+      captures.push_back(std::move(capture));
+    }
+    expected_next = record.first_sample + record.sample_count;
+    for (std::uint32_t g = 0; g < record.gap_count; ++g) {
+      const Gap& gap = record.gaps[g];
+      // A gap inside the chunk's index range was filled by the source (its samples are in
+      // the file and the annotation covers them); one before it is absent from the file.
+      const bool inside = gap.first_sample >= record.first_sample && gap.first_sample < expected_next;
+      const std::uint64_t start = inside ? file_sample + (gap.first_sample - record.first_sample) : file_sample;
+      const std::uint64_t present = inside ? std::min(gap.length, expected_next - gap.first_sample) : 0;
+      nlohmann::json annotation;
+      annotation["core:sample_start"] = start;
+      annotation["core:sample_count"] = present;
+      annotation["core:label"] = "gap";
+      annotation["core:comment"] = std::to_string(gap.length) + " samples lost (stream samples " +
+                                   std::to_string(gap.first_sample) + " to " +
+                                   std::to_string(gap.first_sample + gap.length - 1) + ")" +
+                                   (inside ? ", filled by the source" : ", absent from the data file");
+      annotation["core:generator"] = "sluice";
+      annotation["sluice:lost_samples"] = gap.length;
+      annotation["sluice:global_index"] = gap.first_sample;
+      annotations.push_back(std::move(annotation));
+      lost_total += gap.length;
+    }
+  }
+  if (captures.empty()) captures.push_back({{"core:sample_start", 0}, {"core:frequency", frequency}});
+  if (!records.empty()) global["sluice:first_sample"] = records.front().first_sample;
+  global["sluice:lost_samples"] = lost_total;
+  return nlohmann::json{{"global", global}, {"captures", captures}, {"annotations", annotations}};
+}
+
+void write_file_durably(const std::string& path, const std::string& text) {
+  const std::string temporary = path + ".tmp";
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw errno_error("open", temporary, errno);
+  {
+    FdCloser closer(fd);
+    write_all(fd, temporary, text);
+    if (::fsync(fd) != 0) throw errno_error("fsync", temporary, errno);
+  }
+  if (::rename(temporary.c_str(), path.c_str()) != 0) throw errno_error("rename", temporary, errno);
+  const std::string directory = std::filesystem::path(path).parent_path().empty()
+                                    ? std::string(".")
+                                    : std::filesystem::path(path).parent_path().string();
+  const int directory_fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (directory_fd < 0) throw errno_error("open", directory, errno);
+  FdCloser closer(directory_fd);
+  if (::fsync(directory_fd) != 0) throw errno_error("fsync", directory, errno);
+}
+
+std::string sha512_of_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+  if (!context || EVP_DigestInit_ex(context.get(), EVP_sha512(), nullptr) != 1) {
+    throw std::runtime_error("EVP_DigestInit_ex(sha512) failed");
+  }
+  std::array<char, 65536> buffer{};
+  while (in) {
+    in.read(buffer.data(), buffer.size());
+    if (in.gcount() > 0 && EVP_DigestUpdate(context.get(), buffer.data(), static_cast<std::size_t>(in.gcount())) != 1) {
+      throw std::runtime_error("EVP_DigestUpdate failed");
+    }
+  }
+  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+  unsigned int length = 0;
+  if (EVP_DigestFinal_ex(context.get(), digest.data(), &length) != 1) throw std::runtime_error("EVP_DigestFinal_ex failed");
+  std::string hex;
+  for (unsigned int i = 0; i < length; ++i) {
+    std::array<char, 3> pair{};
+    std::snprintf(pair.data(), pair.size(), "%02x", digest[i]);
+    hex += pair.data();
+  }
+  return hex;
+}
+
+void write_collection(const std::string& collection_path, const std::vector<std::string>& stream_bases,
+                      const nlohmann::json& lanes, const std::string& description) {
+  namespace fs = std::filesystem;
+  const fs::path directory = fs::path(collection_path).parent_path();
+  nlohmann::json streams = nlohmann::json::array();
+  for (const auto& base : stream_bases) {
+    const std::string name = fs::relative(fs::path(base), directory.empty() ? fs::path(".") : directory).string();
+    streams.push_back({{"name", name}, {"hash", sha512_of_file(base + std::string(kMetaSuffix))}});
+  }
+  nlohmann::json collection;
+  collection["core:version"] = std::string(kSigmfVersion);
+  collection["core:description"] = description;
+  collection["core:extensions"] = nlohmann::json::array(
+      {{{"name", std::string(kExtensionName)}, {"version", std::string(kExtensionVersion)}, {"optional", true}}});
+  collection["core:streams"] = streams;
+  collection["sluice:lanes"] = lanes;
+  write_file_durably(collection_path, nlohmann::json{{"collection", collection}}.dump(2) + "\n");
+}
+
+std::string strip_capture_suffix(const std::string& path) {
+  for (std::string_view suffix : {kMetaSuffix, kDataSuffix, kCollectionSuffix, kJournalSuffix}) {
+    if (path.size() > suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      return path.substr(0, path.size() - suffix.size());
+    }
+  }
+  return path;
+}
+
+}  // namespace sluice::recorder

@@ -1,0 +1,58 @@
+// SigMF metadata: datatypes, ISO-8601 times, the `.sigmf-meta` built from a recording's
+// journal, and `.sigmf-collection` files that tie lanes, stripes and rotated segments together.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pipeline/chunk.hpp"
+#include "recorder/journal.hpp"
+
+namespace sluice {
+struct StreamInfo;
+}
+
+namespace sluice::recorder {
+
+inline constexpr std::string_view kSigmfVersion = "1.2.5";
+inline constexpr std::string_view kExtensionName = "sluice";  // our namespace: sluice:*
+inline constexpr std::string_view kExtensionVersion = "1.0.0";
+inline constexpr std::string_view kMetaSuffix = ".sigmf-meta";
+inline constexpr std::string_view kDataSuffix = ".sigmf-data";
+inline constexpr std::string_view kCollectionSuffix = ".sigmf-collection";
+
+std::string sigmf_datatype(SampleFormat format);  // "ci16_le", "cf32_le", "ci8", "rf32_le"
+std::optional<SampleFormat> format_from_datatype(std::string_view datatype);
+
+// "2026-11-22T14:47:18.123456789012Z" (UTC, picosecond digits kept).
+std::string iso8601(const Timestamp& timestamp);
+std::optional<Timestamp> parse_iso8601(std::string_view text);
+
+// The global object of a recording of `stream` on `lane` (provisional until finished).
+nlohmann::json make_global(const StreamInfo& stream, const std::string& lane, const std::string& recorder_name,
+                           std::uint32_t stripe, std::uint32_t stripes, std::uint32_t segment);
+
+// A whole `.sigmf-meta` document from the global object and the journal's valid records:
+// a capture at every discontinuity (with core:global_index), an annotation for every gap.
+nlohmann::json build_meta(const nlohmann::json& global, const std::vector<JournalRecord>& records, bool complete);
+
+// Writes `text` to `path` through a temporary file, fsync and rename, then fsyncs the
+// directory: a reader sees the old file or the new one, never half of one. Throws naming the call.
+void write_file_durably(const std::string& path, const std::string& text);
+
+std::string sha512_of_file(const std::string& path);  // lowercase hex; throws when unreadable
+
+// Writes `collection_path` listing `stream_bases` (paths without suffix). Names are written
+// relative to the collection's directory. `lanes` maps lane names to their stream names.
+void write_collection(const std::string& collection_path, const std::vector<std::string>& stream_bases,
+                      const nlohmann::json& lanes, const std::string& description);
+
+// `dir/name` without the suffix that `path` ends with (.sigmf-meta, -data, -collection, journal).
+std::string strip_capture_suffix(const std::string& path);
+
+}  // namespace sluice::recorder

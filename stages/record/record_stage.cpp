@@ -1,0 +1,147 @@
+// Record stage: keeps up to io_depth writes in flight; a chunk is handed on (or ended) only
+// after its write completed and its journal record is down, in arrival order. A full disk
+// ends the lane with the reason while the capture keeps everything written before it.
+#include "stages/record/record_stage.hpp"
+
+#include <csignal>
+#include <stdexcept>
+
+#include <spdlog/spdlog.h>
+
+#include "pipeline/config.hpp"
+#include "pipeline/units.hpp"
+
+namespace sluice {
+
+RecordStage::RecordStage(SettingsReader& reader, const PipelineSettings& pipeline) {
+  settings_.directories = reader.strings("directory", {},
+                                         "directory to record into; a list stripes the lane's chunks across them "
+                                         "(one directory per drive)");
+  settings_.name = reader.string("capture_name", pipeline.name, "capture name: NAME.sigmf-collection, NAME-LANE-....sigmf-*");
+  settings_.overwrite = reader.boolean("overwrite", false, "replace an existing capture of this name (otherwise refuse to start)");
+  settings_.rotate_bytes = reader.bytes("rotate", 0, "start a new file set when a data file would pass this size (0: never)");
+  settings_.preallocate_bytes =
+      reader.bytes("preallocate", 1ULL << 30, "fallocate data files this far ahead of the writes (0: off)");
+  settings_.queue_depth = static_cast<unsigned>(reader.integer("io_depth", 8, "writes in flight (io_uring queue depth)", 1, 4096));
+  settings_.direct = reader.boolean("direct", true, "write with O_DIRECT (turn off for filesystems that refuse it)");
+  if (settings_.directories.empty() && !reader.docs_only()) {
+    reader.error("directory", "record needs a directory to write into", "directory: /data/captures");
+  }
+  for (const auto& directory : settings_.directories) {
+    if (directory.empty()) reader.error("directory", "empty directory name");
+  }
+  if (settings_.name.empty() || settings_.name.find('/') != std::string::npos) {
+    reader.error("capture_name", "capture name must be a plain file name (no '/')");
+  }
+}
+
+void RecordStage::start(StageContext& context) {
+  context_ = &context;
+  // Past RLIMIT_FSIZE the kernel sends SIGXFSZ, which would kill the process mid-write;
+  // ignored, the write fails with EFBIG and the recording stops cleanly like a full disk.
+  struct sigaction current {};
+  if (sigaction(SIGXFSZ, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) std::signal(SIGXFSZ, SIG_IGN);
+
+  std::size_t device_chunk_bytes = 0;
+  for (Pool* pool : context.lane_pools()) {
+    if (pool->memory() == MemoryKind::device) device_chunk_bytes = std::max(device_chunk_bytes, pool->chunk_bytes());
+  }
+  if (device_chunk_bytes > 0) {
+    // GPU chunks are copied here on the lane's stream, then written like host chunks.
+    bounce_ = &context.create_pool("bounce", PoolSpec{device_chunk_bytes, settings_.queue_depth, MemoryKind::host_pinned,
+                                                     context.pipeline().cuda_device});
+    context.cuda_stream();
+  }
+  not_recorded_ = &context.metrics().drop_counter("not_recorded");
+  writer_ = std::make_unique<recorder::RecordingWriter>(settings_, context.stream, context.lane_name());
+  const std::string note = writer_->open(context.lane_pools());
+  if (!note.empty()) {
+    spdlog::info("lane {} stage {}: {}", context.lane_name(), context.stage_name(), note);
+    context.metrics().notes.push_back(note);
+  }
+  context.metrics().notes.push_back("capture " + recorder::collection_path(settings_));
+}
+
+StageStatus RecordStage::stop_on_failure() {
+  // Hand on what did reach the disk, then finish the files up to it.
+  writer_->wait_all();
+  while (ChunkPtr done = writer_->take_done()) context_->emit(std::move(done));
+  std::size_t abandoned = 0;
+  writer_->finish(&abandoned);
+  finished_ = true;
+  not_recorded_->add(abandoned);
+  context_->fail(writer_->error() + "; the capture " + recorder::collection_path(settings_) + " keeps the " +
+                 format_bytes(static_cast<double>(writer_->bytes_written())) + " written before it and is valid");
+  return StageStatus::error;
+}
+
+StageStatus RecordStage::process() {
+  if (writer_->failed()) return stop_on_failure();
+  writer_->poll(std::chrono::microseconds(0));
+  bool progressed = false;
+  while (ChunkPtr done = writer_->take_done()) {
+    context_->emit(std::move(done));
+    progressed = true;
+  }
+  if (writer_->failed()) return stop_on_failure();
+  if (writer_->has_room()) {
+    ChunkPtr chunk = context_->input().pop(writer_->in_flight() > 0 ? std::chrono::microseconds(0)
+                                                                     : std::chrono::microseconds(10'000));
+    if (chunk) {
+      if (chunk->size == 0) {
+        context_->emit(std::move(chunk));
+        return StageStatus::ok;
+      }
+      ChunkPtr bounce;
+      if (chunk->memory == MemoryKind::device) {
+        bounce = context_->acquire(*bounce_, std::chrono::milliseconds(100));
+        if (!bounce || bounce->capacity < chunk->size) {
+          context_->fail("no pinned bounce buffer for a device chunk");
+          not_recorded_->add();
+          return StageStatus::error;
+        }
+        if (std::string error = copy_memory(bounce->data, bounce->memory, chunk->data, chunk->memory, chunk->size,
+                                            context_->cuda_stream());
+            !error.empty()) {
+          context_->fail(error);
+          not_recorded_->add();
+          return StageStatus::error;
+        }
+        bounce->copy_metadata_from(*chunk);
+      }
+      if (!writer_->submit(std::move(chunk), std::move(bounce))) return stop_on_failure();
+      return StageStatus::ok;
+    }
+    if (writer_->in_flight() == 0) {
+      if (!context_->input().finished()) return progressed ? StageStatus::ok : StageStatus::idle;
+      writer_->finish();
+      finished_ = true;
+      if (writer_->failed()) {
+        context_->fail(writer_->error());
+        return StageStatus::error;
+      }
+      return StageStatus::end_of_stream;
+    }
+  }
+  writer_->poll(std::chrono::microseconds(progressed ? 0 : 1000));
+  return progressed ? StageStatus::ok : StageStatus::idle;
+}
+
+void RecordStage::stop() noexcept {
+  if (!writer_ || finished_) return;
+  std::size_t abandoned = 0;
+  writer_->finish(&abandoned);
+  finished_ = true;
+  if (not_recorded_ != nullptr) not_recorded_->add(abandoned);
+  if (writer_->failed()) spdlog::error("record: {}", writer_->error());
+}
+
+void register_record_stage(StageRegistry& registry) {
+  registry.add(StageType{"record", StageRole::tap,
+                         "writes chunks to a SigMF capture (io_uring, O_DIRECT, rotation, striping); passes them on",
+                         [](SettingsReader& reader, const PipelineSettings& pipeline) -> std::unique_ptr<Stage> {
+                           return std::make_unique<RecordStage>(reader, pipeline);
+                         }});
+}
+
+}  // namespace sluice

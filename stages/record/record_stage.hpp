@@ -1,0 +1,32 @@
+// `record` tap: writes every chunk that passes into a SigMF capture through io_uring with
+// O_DIRECT, and hands it on (or ends it) only once its bytes are in the file.
+#pragma once
+
+#include <memory>
+
+#include "pipeline/stage.hpp"
+#include "recorder/recording_writer.hpp"
+
+namespace sluice {
+
+class RecordStage final : public Stage {
+ public:
+  RecordStage(SettingsReader& reader, const PipelineSettings& pipeline);
+  void start(StageContext& context) override;
+  StageStatus process() override;
+  void stop() noexcept override;
+
+ private:
+  StageStatus stop_on_failure();
+
+  recorder::RecorderSettings settings_;
+  StageContext* context_ = nullptr;
+  std::unique_ptr<recorder::RecordingWriter> writer_;
+  Pool* bounce_ = nullptr;  // pinned copies of device chunks
+  NamedCounter* not_recorded_ = nullptr;
+  bool finished_ = false;
+};
+
+void register_record_stage(StageRegistry& registry);
+
+}  // namespace sluice

@@ -1,0 +1,279 @@
+// Replay: each chunk is filled from one segment only, so a chunk's samples are contiguous in
+// the stream and its timestamp and gaps are exact; gaps are attached to the first chunk
+// that reaches past them. Reads complete in any order and leave in capture order.
+#include "stages/replay/replay_stage.hpp"
+
+#include <fcntl.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <stdexcept>
+#include <thread>
+
+#include "pipeline/clock.hpp"
+#include "pipeline/config.hpp"
+
+namespace sluice {
+namespace {
+
+constexpr std::uint64_t kBlock = 4096;
+
+Timestamp shifted(const Timestamp& time, std::uint64_t samples, double rate) {
+  if (samples == 0 || !time.valid) return time;
+  recorder::CaptureSegment origin;
+  origin.time = time;
+  return recorder::time_of_sample(origin, samples, rate);
+}
+
+}  // namespace
+
+ReplayStage::ReplayStage(SettingsReader& reader, const PipelineSettings& pipeline) {
+  settings_.capture = reader.required_string("capture", "capture to replay: NAME.sigmf-collection, .sigmf-meta or base path");
+  settings_.lane = reader.string("lane", "", "lane of the capture to replay (default: this lane's name if recorded, else the first)");
+  settings_.pace = reader.choice("pace", ReplayPace::recorded, "recorded: at the capture's sample rate; fast: as fast as possible",
+                                 {{"recorded", ReplayPace::recorded}, {"fast", ReplayPace::fast}});
+  settings_.loop = reader.boolean("loop", false, "start again at the end (stream indices and timestamps keep increasing)");
+  settings_.read_ahead = static_cast<unsigned>(reader.integer("read_ahead", 4, "reads in flight (fewer than chunks)", 1, 1024));
+  settings_.direct = reader.boolean("direct", true, "read with O_DIRECT (off for filesystems that refuse it)");
+  settings_.pool = read_pool_settings(reader, pipeline);
+  if (settings_.pool.chunk_count < settings_.read_ahead + 1) {
+    reader.error("read_ahead", "read_ahead must be smaller than chunks (the pool also feeds downstream)");
+  }
+}
+
+void ReplayStage::start(StageContext& context) {
+  context_ = &context;
+  const recorder::Capture capture = recorder::open_capture(settings_.capture);
+  const std::string wanted = !settings_.lane.empty() ? settings_.lane
+                             : capture.lane(context.lane_name()) != nullptr ? context.lane_name()
+                                                                            : capture.lanes.front().name;
+  const recorder::CaptureLane* lane = capture.lane(wanted);
+  if (lane == nullptr) throw std::runtime_error("capture " + settings_.capture + " has no lane '" + wanted + "'");
+  lane_ = *lane;
+  if (lane_.segments.empty()) throw std::runtime_error("capture " + settings_.capture + " lane " + wanted + " holds no samples");
+  if (!lane_.journals.empty()) {
+    throw std::runtime_error("capture " + settings_.capture + " was cut off: run `sluice capture repair " +
+                             settings_.capture + "` first");
+  }
+  if (settings_.pace == ReplayPace::recorded && lane_.sample_rate <= 0) {
+    throw std::runtime_error("capture has no core:sample_rate: replay it with pace: fast");
+  }
+  if (settings_.pool.chunk_bytes < lane_.sample_bytes) throw std::runtime_error("chunk smaller than one sample");
+  std::map<std::string, std::size_t> file_index;
+  for (const auto& segment : lane_.segments) {
+    auto [it, added] = file_index.emplace(segment.data_path, files_.size());
+    if (added) {
+      Files files;
+      files.buffered = recorder::open_file(segment.data_path, O_RDONLY);
+      files.direct = settings_.direct ? recorder::open_file(segment.data_path, O_RDONLY | O_DIRECT)
+                                      : recorder::open_file(segment.data_path, O_RDONLY);
+      files_.push_back(std::move(files));
+    }
+    segment_file_.push_back(it->second);
+  }
+  const auto& last = lane_.segments.back();
+  span_ = last.global_index + last.sample_count - lane_.segments.front().global_index;
+  first_index_ = lane_.segments.front().global_index;
+
+  pool_ = &context.create_pool("out", settings_.pool.spec(context.pipeline().cuda_device));
+  ring_ = recorder::Uring(settings_.read_ahead * 2);
+  if (pool_->memory() != MemoryKind::device) {
+    if (std::string why = ring_.register_pools({pool_}); !why.empty()) {
+      context.metrics().notes.push_back("fixed buffers off (" + why + ")");
+    }
+  }
+  reads_.resize(settings_.read_ahead);
+
+  context.stream.sample_rate = lane_.sample_rate;
+  context.stream.format = *lane_.format;
+  context.stream.center_frequency = lane_.frequency;
+  context.stream.description = "replay of " + settings_.capture + " lane " + lane_.name;
+  context.stream.fft_size = lane_.fft_size;
+  context.stream.window = lane_.window;
+  context.stream.averaging = lane_.averaging;
+  context.stream.start_time = lane_.segments.front().time;
+}
+
+bool ReplayStage::plan_next(Chunk& chunk) noexcept {
+  if (segment_ >= lane_.segments.size()) {
+    if (!settings_.loop) return false;
+    segment_ = 0;
+    segment_offset_ = 0;
+    gap_ = 0;
+    loop_shift_ += span_;
+  }
+  const recorder::CaptureSegment& segment = lane_.segments[segment_];
+  const std::uint64_t capacity_samples = chunk.capacity / lane_.sample_bytes;
+  const std::uint64_t count = std::min(capacity_samples, segment.sample_count - segment_offset_);
+  const std::uint64_t first = segment.global_index + segment_offset_;
+  chunk.format = *lane_.format;
+  chunk.first_sample = first + loop_shift_;
+  chunk.sample_count = count;
+  chunk.size = static_cast<std::size_t>(count * lane_.sample_bytes);
+  chunk.sequence = sequence_++;
+  chunk.timestamp = shifted(recorder::time_of_sample(segment, first, lane_.sample_rate), loop_shift_, lane_.sample_rate);
+  while (gap_ < lane_.gaps.size() && lane_.gaps[gap_].global_index < first + count) {
+    if (!chunk.add_gap(lane_.gaps[gap_].global_index + loop_shift_, lane_.gaps[gap_].length)) break;  // next chunk
+    ++gap_;
+  }
+  Read& read = reads_[(head_ + in_flight_) % reads_.size()];
+  read.file = segment_file_[segment_];
+  read.offset = segment.file_offset + segment_offset_ * lane_.sample_bytes;
+  read.direct = settings_.direct && read.offset % kBlock == 0;
+  // O_DIRECT reads whole blocks: the rounded-up length fits (chunks are whole pages) and
+  // anything past the wanted bytes is ignored.
+  read.length = read.direct ? (chunk.size + kBlock - 1) / kBlock * kBlock : chunk.size;
+  read.done = 0;
+  segment_offset_ += count;
+  if (segment_offset_ >= segment.sample_count) {
+    ++segment_;
+    segment_offset_ = 0;
+  }
+  return true;
+}
+
+bool ReplayStage::queue(std::size_t index) noexcept {
+  Read& read = reads_[index];
+  io_uring_sqe* sqe = io_uring_get_sqe(ring_.get());
+  if (sqe == nullptr) {
+    error_ = "io_uring submission queue full";
+    return false;
+  }
+  const std::uint64_t offset = read.offset + read.done;
+  const bool direct = read.direct && offset % kBlock == 0 && read.done % kBlock == 0;
+  const int fd = direct ? files_[read.file].direct.get() : files_[read.file].buffered.get();
+  std::byte* destination = read.chunk->data + read.done;
+  const auto length = static_cast<unsigned>(read.length - read.done);
+  const int buffer = ring_.buffer_index(*read.chunk);
+  if (buffer >= 0) {
+    io_uring_prep_read_fixed(sqe, fd, destination, length, offset, buffer);
+  } else {
+    io_uring_prep_read(sqe, fd, destination, length, offset);
+  }
+  io_uring_sqe_set_data64(sqe, index);
+  read.pending = true;
+  return true;
+}
+
+void ReplayStage::reap(std::chrono::microseconds timeout) noexcept {
+  io_uring_cqe* cqe = nullptr;
+  unsigned seen = 0;
+  unsigned head = 0;
+  auto handle = [this](std::uint64_t index, int result) {
+    Read& read = reads_[index];
+    read.pending = false;
+    if (result == -EAGAIN || result == -EINTR) {
+      queue(index);
+      return;
+    }
+    if (result < 0) {
+      error_ = "read(" + lane_.segments.front().data_path + "): " + std::strerror(-result);
+      return;
+    }
+    read.done += static_cast<std::uint64_t>(result);
+    if (read.done >= read.chunk->size) return;
+    if (result == 0) {
+      error_ = "data file ends early (truncated capture?): run `sluice capture info " + settings_.capture + "`";
+      return;
+    }
+    queue(index);  // short read: the rest
+  };
+  io_uring_for_each_cqe(ring_.get(), head, cqe) {
+    handle(io_uring_cqe_get_data64(cqe), cqe->res);
+    ++seen;
+  }
+  if (seen > 0) {
+    io_uring_cq_advance(ring_.get(), seen);
+  } else if (timeout.count() > 0 && in_flight_ > 0) {
+    __kernel_timespec wait{};
+    wait.tv_sec = timeout.count() / 1'000'000;
+    wait.tv_nsec = (timeout.count() % 1'000'000) * 1000;
+    if (io_uring_wait_cqe_timeout(ring_.get(), &cqe, &wait) == 0) {
+      handle(io_uring_cqe_get_data64(cqe), cqe->res);
+      io_uring_cqe_seen(ring_.get(), cqe);
+    }
+  }
+  if (io_uring_sq_ready(ring_.get()) > 0) io_uring_submit(ring_.get());
+}
+
+void ReplayStage::drain() noexcept {
+  for (;;) {
+    bool pending = false;
+    for (const auto& read : reads_) pending = pending || read.pending;
+    if (!pending) break;
+    reap(std::chrono::milliseconds(10));
+  }
+  for (auto& read : reads_) read.chunk.reset();
+  in_flight_ = 0;
+}
+
+StageStatus ReplayStage::process() {
+  if (context_->stop_requested()) {
+    drain();
+    return StageStatus::end_of_stream;
+  }
+  // Keep the read-ahead full.
+  bool queued = false;
+  while (!exhausted_ && in_flight_ < reads_.size()) {
+    // Wait for a free chunk only when nothing is in flight (downstream holds them all).
+    ChunkPtr chunk = context_->acquire(*pool_, in_flight_ == 0 ? std::chrono::microseconds(10'000)
+                                                               : std::chrono::microseconds(0));
+    if (!chunk) break;
+    if (!plan_next(*chunk)) {
+      exhausted_ = true;
+      break;
+    }
+    const std::size_t index = (head_ + in_flight_) % reads_.size();
+    reads_[index].chunk = std::move(chunk);
+    ++in_flight_;
+    if (!queue(index)) break;
+    queued = true;
+  }
+  if (queued) io_uring_submit(ring_.get());
+  if (!error_.empty()) {
+    drain();
+    context_->fail(error_);
+    return StageStatus::error;
+  }
+  if (in_flight_ == 0) return exhausted_ ? StageStatus::end_of_stream : StageStatus::idle;
+  Read& read = reads_[head_];
+  if (read.pending || read.done < read.chunk->size) {
+    reap(std::chrono::milliseconds(10));
+    if (!error_.empty()) {
+      drain();
+      context_->fail(error_);
+      return StageStatus::error;
+    }
+    if (read.pending || read.done < read.chunk->size) return StageStatus::idle;
+  }
+  if (settings_.pace == ReplayPace::recorded) {
+    const std::uint64_t now = monotonic_ns();
+    if (start_ns_ == 0) start_ns_ = now;
+    const double offset = static_cast<double>(read.chunk->first_sample - first_index_) / lane_.sample_rate;
+    const std::uint64_t due = start_ns_ + static_cast<std::uint64_t>(offset * 1e9);
+    if (due > now) {
+      std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<std::uint64_t>(due - now, 10'000'000)));
+      return StageStatus::idle;
+    }
+  }
+  ChunkPtr chunk = std::move(read.chunk);
+  head_ = (head_ + 1) % reads_.size();
+  --in_flight_;
+  context_->emit(std::move(chunk));
+  return StageStatus::ok;
+}
+
+void ReplayStage::stop() noexcept {
+  if (ring_.valid()) drain();
+}
+
+void register_replay_stage(StageRegistry& registry) {
+  registry.add(StageType{"replay", StageRole::source,
+                         "reads a SigMF capture back into a lane (io_uring, O_DIRECT, paced or fast, once or looped)",
+                         [](SettingsReader& reader, const PipelineSettings& pipeline) -> std::unique_ptr<Stage> {
+                           return std::make_unique<ReplayStage>(reader, pipeline);
+                         }});
+}
+
+}  // namespace sluice

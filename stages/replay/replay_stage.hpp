@@ -1,0 +1,81 @@
+// `replay` source: reads one lane of a capture back into a pipeline through io_uring
+// (O_DIRECT, several reads ahead), paced at the recorded rate or as fast as possible,
+// once or looped, with the recorded gaps and timestamps restored on each chunk.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pipeline/stage.hpp"
+#include "recorder/capture_reader.hpp"
+#include "recorder/uring.hpp"
+
+namespace sluice {
+
+enum class ReplayPace { recorded, fast };
+
+struct ReplaySettings {
+  std::string capture;         // .sigmf-collection, .sigmf-meta or base path
+  std::string lane;            // lane of the capture; empty: the pipeline lane's name if recorded, else the first
+  ReplayPace pace = ReplayPace::recorded;
+  bool loop = false;
+  unsigned read_ahead = 4;     // reads in flight
+  bool direct = true;          // O_DIRECT reads
+  PoolSettings pool;
+};
+
+class ReplayStage final : public Stage {
+ public:
+  ReplayStage(SettingsReader& reader, const PipelineSettings& pipeline);
+  void start(StageContext& context) override;
+  StageStatus process() override;
+  void stop() noexcept override;
+
+ private:
+  struct Read {
+    ChunkPtr chunk;
+    std::size_t file = 0;       // index into files_
+    std::uint64_t offset = 0;   // in the file
+    std::uint64_t length = 0;   // bytes to request (block-rounded for O_DIRECT)
+    std::uint64_t done = 0;
+    bool direct = false;
+    bool pending = false;
+  };
+  struct Files {
+    recorder::FileDescriptor direct;
+    recorder::FileDescriptor buffered;
+  };
+
+  bool plan_next(Chunk& chunk) noexcept;
+  bool queue(std::size_t index) noexcept;
+  void reap(std::chrono::microseconds timeout) noexcept;
+  void drain() noexcept;
+
+  ReplaySettings settings_;
+  StageContext* context_ = nullptr;
+  Pool* pool_ = nullptr;
+  recorder::CaptureLane lane_;
+  std::vector<Files> files_;
+  std::vector<std::size_t> segment_file_;  // segment -> files_ index
+  recorder::Uring ring_;
+  std::vector<Read> reads_;
+  std::size_t head_ = 0;
+  std::size_t in_flight_ = 0;
+  // Cursor into the capture.
+  std::size_t segment_ = 0;
+  std::uint64_t segment_offset_ = 0;  // samples into the current segment
+  std::size_t gap_ = 0;
+  std::uint64_t loop_shift_ = 0;      // added to stream indices on each loop
+  std::uint64_t span_ = 0;            // stream samples from first to last recorded sample
+  std::uint64_t sequence_ = 0;
+  bool exhausted_ = false;
+  // Pacing.
+  std::uint64_t start_ns_ = 0;
+  std::uint64_t first_index_ = 0;
+  std::string error_;
+};
+
+void register_replay_stage(StageRegistry& registry);
+
+}  // namespace sluice

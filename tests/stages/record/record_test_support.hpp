@@ -1,0 +1,67 @@
+// Shared helpers for the record/replay tests: temp directories, running a YAML pipeline,
+// the expected ramp bytes, SigMF schema validation and test-only stages (a source that
+// produces gaps, a sink that keeps what it saw).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "pipeline/config.hpp"
+#include "pipeline/runtime.hpp"
+#include "pipeline/stage.hpp"
+
+namespace sluice::test {
+
+class TempDir {
+ public:
+  TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir();
+  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+  [[nodiscard]] std::string str(const std::string& child = {}) const { return (path_ / child).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Runs the pipeline to its end; returns the failure messages (empty: success).
+std::vector<std::string> run_pipeline(const std::string& yaml, const StageRegistry& registry = StageRegistry::builtin());
+
+// The bytes a `generator` with `signal: ramp` and `format` emits for samples [first, first + count).
+std::vector<std::byte> ramp_bytes(SampleFormat format, double sample_rate, std::uint64_t first, std::uint64_t count);
+
+std::vector<std::byte> read_file(const std::string& path);
+
+// Runs tests/recorder/validate_sigmf.py: 0 valid, 1 invalid, 77 cannot validate here.
+int validate_sigmf(const std::vector<std::string>& files);
+
+// Every .sigmf-meta and .sigmf-collection under `directory`.
+std::vector<std::string> sigmf_files(const std::string& directory);
+
+// What CollectSink saw of one chunk.
+struct SeenChunk {
+  std::uint64_t first_sample = 0;
+  std::uint64_t sample_count = 0;
+  Timestamp timestamp;
+  std::vector<Gap> gaps;
+  std::vector<std::byte> bytes;
+};
+
+struct Collected {
+  std::mutex mutex;
+  std::vector<SeenChunk> chunks;
+};
+Collected& collected(const std::string& key);
+
+// The builtin stages plus `gappy` (a ramp source that loses samples: some chunks start after
+// a hole, some carry a filled hole inside) and `collect` (a sink; `key:` names its store).
+const StageRegistry& test_registry();
+
+// The chunks `gappy` emits with the given settings (the same function builds them).
+std::vector<SeenChunk> gappy_expected(std::uint64_t chunk_bytes, std::uint64_t chunks, double sample_rate);
+
+}  // namespace sluice::test
