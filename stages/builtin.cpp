@@ -4,6 +4,8 @@
 #include "stages/link/local_link.hpp"
 #include "stages/sinks/file_sink.hpp"
 #include "stages/sinks/null_sink.hpp"
+#include "stages/socket/tcp_source.hpp"
+#include "stages/socket/udp_source.hpp"
 
 namespace sluice {
 
@@ -12,6 +14,8 @@ void register_builtin_stages(StageRegistry& registry) {
   register_null_sink_stage(registry);
   register_file_sink_stage(registry);
   register_link_stage(registry);
+  register_udp_source_stage(registry);
+  register_tcp_source_stage(registry);
 }
 
 const StageRegistry& StageRegistry::builtin() {
