@@ -52,6 +52,7 @@ UdpSource::UdpSource(SettingsReader& reader, const PipelineSettings& pipeline) {
 void UdpSource::start(StageContext& context) {
   context_ = &context;
   rate_ = static_cast<std::uint64_t>(settings_.sample_rate);
+  samples_per_picosecond_ = settings_.sample_rate / 1e12;
   const auto address = wire::parse_endpoint(settings_.address);
   socket_.reset(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   if (!socket_.valid()) throw std::runtime_error(wire::errno_message("socket(AF_INET, SOCK_DGRAM)"));
@@ -178,7 +179,7 @@ StageStatus UdpSource::process() {
       }
     }
     if ((header.msg_flags & MSG_TRUNC) != 0) {
-      context_->metrics().packets.fetch_add(1, std::memory_order_relaxed);
+      ++batch_packets_;
       drop_truncated_->add();
       continue;
     }
@@ -187,11 +188,14 @@ StageStatus UdpSource::process() {
       handle_datagram(data + offset, std::min(segment, length - offset));
     }
   }
+  // One atomic add per receive call rather than per packet.
+  context_->metrics().packets.fetch_add(batch_packets_, std::memory_order_relaxed);
+  batch_packets_ = 0;
   return StageStatus::ok;
 }
 
 void UdpSource::handle_datagram(const std::byte* data, std::size_t bytes) noexcept {
-  context_->metrics().packets.fetch_add(1, std::memory_order_relaxed);
+  ++batch_packets_;
   const vita49::DecodeStatus status = vita49::decode(std::span<const std::byte>(data, bytes), packet_);
   switch (status) {
     case vita49::DecodeStatus::ok: break;
@@ -225,7 +229,23 @@ void UdpSource::handle_datagram(const std::byte* data, std::size_t bytes) noexce
       drop_bad_payload_->add();
       return;
     }
-    epoch_index = vita49::sample_index(packet_.integer_timestamp, packet_.fractional_timestamp, rate_);
+    const std::uint64_t seconds = packet_.integer_timestamp;
+    const std::uint64_t picoseconds = packet_.fractional_timestamp;
+    if (have_last_time_ && seconds - last_seconds_ <= 1 && seconds >= last_seconds_) {
+      // Within a second of the last one: the difference in picoseconds times the rate, in a
+      // double, is exact to far below half a sample.
+      const auto delta = static_cast<double>(static_cast<std::int64_t>((seconds - last_seconds_) * vita49::kPicosecondsPerSecond) +
+                                             (static_cast<std::int64_t>(picoseconds) - static_cast<std::int64_t>(last_picoseconds_)));
+      epoch_index = last_epoch_index_ + static_cast<std::uint64_t>(std::llround(delta * samples_per_picosecond_));
+    } else {
+      epoch_index = vita49::sample_index(seconds, picoseconds, rate_);
+    }
+    if (epoch_index >= last_epoch_index_ || !have_last_time_) {
+      last_seconds_ = seconds;
+      last_picoseconds_ = picoseconds;
+      last_epoch_index_ = epoch_index;
+      have_last_time_ = true;
+    }
   } else if (header.tsf == vita49::Tsf::sample_count && header.tsi != vita49::Tsi::none) {
     epoch_index = static_cast<std::uint64_t>(packet_.integer_timestamp) * rate_ + packet_.fractional_timestamp;
   } else if (header.tsf == vita49::Tsf::free_running) {
@@ -266,7 +286,8 @@ void UdpSource::handle_samples(std::uint64_t index, const std::byte* payload, st
     }
     return;
   }
-  for (const Pending& pending : pending_) {
+  for (std::size_t slot = 0; pending_count_ > 0 && slot < pending_.size(); ++slot) {
+    const Pending& pending = pending_[slot];
     if (pending.used && pending.index == index) {
       duplicates_->add();
       drop_duplicate_->add();

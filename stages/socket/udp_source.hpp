@@ -79,6 +79,14 @@ class UdpSource final : public Stage {
   std::uint8_t next_count_ = 0;
   std::uint64_t untimed_next_ = 0;
   std::uint64_t rate_ = 0;
+  double samples_per_picosecond_ = 0;
+  // The last real-time timestamp converted, so the next one is a small exact difference
+  // instead of a 128-bit division.
+  std::uint64_t last_seconds_ = 0;
+  std::uint64_t last_picoseconds_ = 0;
+  std::uint64_t last_epoch_index_ = 0;
+  bool have_last_time_ = false;
+  std::uint64_t batch_packets_ = 0;
   NamedCounter* duplicates_ = nullptr;
   NamedCounter* reordered_ = nullptr;
   NamedCounter* drop_truncated_ = nullptr;
