@@ -229,7 +229,12 @@ void BM_UdpStagePacedNoLoss(benchmark::State& state) {
   state.counters["lost_samples"] = static_cast<double>(stage.lost_samples);
   state.counters["lost_packets"] = static_cast<double>(stage.lost_packets);
   state.counters["drops"] = static_cast<double>(stage.drops);
-  if (stage.lost_samples != 0 || stage.drops != 0) state.SkipWithError("samples lost at 0.8x the bare receive rate");
+  if (stage.lost_samples != 0 || stage.drops != 0) {
+    static std::string message;
+    message = "lost at 0.8x the bare receive rate: " + std::to_string(stage.lost_samples) + " samples, " +
+              std::to_string(stage.lost_packets) + " packets of " + std::to_string(stage.packets);
+    state.SkipWithError(message.c_str());
+  }
 }
 BENCHMARK(BM_UdpStagePacedNoLoss)->Arg(1472)->Arg(8192)->Iterations(1)->Unit(benchmark::kSecond);
 
