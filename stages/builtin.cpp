@@ -7,6 +7,8 @@
 #include "stages/replay/replay_stage.hpp"
 #include "stages/sinks/file_sink.hpp"
 #include "stages/sinks/null_sink.hpp"
+#include "stages/socket/tcp_source.hpp"
+#include "stages/socket/udp_source.hpp"
 
 namespace sluice {
 
@@ -18,6 +20,8 @@ void register_builtin_stages(StageRegistry& registry) {
   register_fft_stage(registry);
   register_record_stage(registry);
   register_replay_stage(registry);
+  register_udp_source_stage(registry);
+  register_tcp_source_stage(registry);
 }
 
 const StageRegistry& StageRegistry::builtin() {

@@ -1,0 +1,244 @@
+// udp stage vs a bare recvmmsg loop on loopback, fed by sluice-emulator running unpaced in
+// another process. The bare loop uses the same batch size, receive buffer and GRO setting
+// but neither parses nor copies: the ratio is what validation, loss accounting and the one
+// copy into chunks cost. Then a paced run at 0.8x the bare rate must lose nothing.
+//   socket_bench [--benchmark_repetitions=N]
+//   SLUICE_BENCH_PACED_SECONDS=30 socket_bench --benchmark_filter=Paced   (the 30 s run)
+#include <benchmark/benchmark.h>
+
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "pipeline/clock.hpp"
+#include "pipeline/config.hpp"
+#include "pipeline/runtime.hpp"
+#include "stages/socket/udp_source.hpp"
+#include "wire/socket.hpp"
+
+extern char** environ;
+
+namespace sluice {
+namespace {
+
+constexpr double kWarmupSeconds = 0.3;
+constexpr double kMeasureSeconds = 1.0;
+// Bare and stage runs alternate this many times; the medians are reported, so that a
+// neighbour's burst on a shared machine does not decide the ratio.
+constexpr int kRounds = 3;
+constexpr std::size_t kBatch = 64;
+
+// The emulator in its own process; killed and reaped by the destructor.
+class EmulatorProcess {
+ public:
+  EmulatorProcess(std::uint16_t port, std::size_t payload, double seconds, double rate) {
+    // SLUICE_EMULATOR: where the program is when the benchmark runs on another machine.
+    const char* program = std::getenv("SLUICE_EMULATOR");
+    std::vector<std::string> args{program != nullptr ? program : SLUICE_EMULATOR_PATH, "--to", "127.0.0.1:" + std::to_string(port),
+                                  "--payload", std::to_string(payload), "--duration",
+                                  std::to_string(static_cast<int>(seconds * 1000)) + "ms", "--batch", "64", "-q"};
+    if (rate > 0) {
+      args.emplace_back("--rate");
+      args.push_back(std::to_string(static_cast<std::uint64_t>(rate)));
+    }
+    std::vector<char*> argv;
+    for (auto& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    if (::posix_spawn(&pid_, argv[0], nullptr, nullptr, argv.data(), environ) != 0) pid_ = -1;
+  }
+  EmulatorProcess(const EmulatorProcess&) = delete;
+  EmulatorProcess& operator=(const EmulatorProcess&) = delete;
+  ~EmulatorProcess() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+  [[nodiscard]] bool running() const { return pid_ > 0; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// Bare receive: recvmmsg with GRO, counting datagrams (segments), nothing else.
+double bare_packet_rate(std::size_t payload) {
+  wire::UniqueFd socket(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  const int buffer = 256 << 20;
+  if (::setsockopt(socket.get(), SOL_SOCKET, SO_RCVBUFFORCE, &buffer, sizeof(buffer)) != 0) {
+    (void)::setsockopt(socket.get(), SOL_SOCKET, SO_RCVBUF, &buffer, sizeof(buffer));
+  }
+  const timeval timeout{0, 10'000};
+  (void)::setsockopt(socket.get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  const int one = 1;
+  const bool gro = ::setsockopt(socket.get(), SOL_UDP, UDP_GRO, &one, sizeof(one)) == 0;
+  sockaddr_in address = *wire::parse_endpoint("127.0.0.1:0");
+  if (::bind(socket.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) return 0;
+  socklen_t length = sizeof(address);
+  ::getsockname(socket.get(), reinterpret_cast<sockaddr*>(&address), &length);
+
+  const std::size_t slot = gro ? 65536 : 9000;
+  std::vector<std::byte> buffers(kBatch * slot);
+  std::vector<iovec> iovs(kBatch);
+  std::vector<mmsghdr> messages(kBatch);
+  std::vector<std::byte> controls(kBatch * CMSG_SPACE(sizeof(int)));
+  EmulatorProcess emulator(ntohs(address.sin_port), payload, kWarmupSeconds + kMeasureSeconds + 0.5, 0);
+  if (!emulator.running()) return 0;
+  std::uint64_t packets = 0;
+  std::uint64_t begin_ns = 0;
+  std::uint64_t start_ns = monotonic_ns();
+  const auto warmup_ns = static_cast<std::uint64_t>(kWarmupSeconds * 1e9);
+  const auto measure_ns = static_cast<std::uint64_t>(kMeasureSeconds * 1e9);
+  for (;;) {
+    const std::uint64_t now = monotonic_ns();
+    if (begin_ns == 0 && now - start_ns >= warmup_ns) {
+      begin_ns = now;
+      packets = 0;
+    }
+    if (begin_ns != 0 && now - begin_ns >= measure_ns) break;
+    if (now - start_ns > 10'000'000'000ULL) return 0;
+    for (std::size_t i = 0; i < kBatch; ++i) {
+      iovs[i] = {buffers.data() + i * slot, slot};
+      messages[i].msg_hdr = {};
+      messages[i].msg_hdr.msg_iov = &iovs[i];
+      messages[i].msg_hdr.msg_iovlen = 1;
+      messages[i].msg_hdr.msg_control = controls.data() + i * CMSG_SPACE(sizeof(int));
+      messages[i].msg_hdr.msg_controllen = CMSG_SPACE(sizeof(int));
+    }
+    const int got = ::recvmmsg(socket.get(), messages.data(), kBatch, MSG_WAITFORONE, nullptr);
+    if (got <= 0) continue;
+    for (int i = 0; i < got; ++i) {
+      const msghdr& header = messages[static_cast<std::size_t>(i)].msg_hdr;
+      std::size_t segment = messages[static_cast<std::size_t>(i)].msg_len;
+      for (cmsghdr* control = CMSG_FIRSTHDR(&header); control != nullptr;
+           control = CMSG_NXTHDR(const_cast<msghdr*>(&header), control)) {
+        if (control->cmsg_level == SOL_UDP && control->cmsg_type == UDP_GRO) {
+          int size = 0;
+          std::memcpy(&size, CMSG_DATA(control), sizeof(size));
+          segment = static_cast<std::size_t>(size);
+        }
+      }
+      const std::size_t bytes = messages[static_cast<std::size_t>(i)].msg_len;
+      packets += segment == 0 ? 1 : (bytes + segment - 1) / segment;
+    }
+  }
+  return static_cast<double>(packets) / kMeasureSeconds;
+}
+
+struct StageResult {
+  double packet_rate = 0;
+  std::uint64_t packets = 0;
+  std::uint64_t lost_samples = 0;
+  std::uint64_t lost_packets = 0;
+  std::uint64_t drops = 0;
+};
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values.empty() ? 0 : values[values.size() / 2];
+}
+
+std::uint64_t named(const std::deque<NamedCounter>& counters, const std::string& name) {
+  for (const auto& counter : counters) {
+    if (counter.name == name) return counter.get();
+  }
+  return 0;
+}
+
+// The udp stage into a null sink; `rate` 0 = emulator unpaced, measured over the window.
+StageResult stage_run(std::size_t payload, double rate, double seconds) {
+  const std::string yaml =
+      "pipeline: {chunk: 4MiB, chunks: 32}\n"
+      "template:\n"
+      "  - {name: source, type: udp, address: 127.0.0.1:0, batch: 64, max_datagram: 9000, receive_buffer: 256MiB}\n"
+      "  - {name: sink, type: \"null\"}\n"
+      "lanes: [{name: port0}]\n";
+  Pipeline pipeline(load_pipeline_text(yaml, "<bench>"));
+  pipeline.start();
+  auto* stage = dynamic_cast<UdpSource*>(pipeline.definition().lanes[0].stages[0].stage.get());
+  std::thread runner([&] { pipeline.run(); });
+  StageResult result;
+  const StageMetrics& metrics = *pipeline.metrics().front();
+  {
+    EmulatorProcess emulator(stage->port(), payload, kWarmupSeconds + seconds + 0.5, rate);
+    std::this_thread::sleep_for(std::chrono::duration<double>(kWarmupSeconds));
+    const std::uint64_t before = metrics.packets.load();
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    result.packet_rate = static_cast<double>(metrics.packets.load() - before) / seconds;
+  }  // the emulator has finished (or is stopped) here
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  pipeline.request_stop();
+  runner.join();
+  result.packets = metrics.packets.load();
+  result.lost_samples = named(metrics.counters(), "lost_samples");
+  result.lost_packets = named(metrics.counters(), "lost_packets");
+  result.drops = metrics.total_drops();
+  return result;
+}
+
+void BM_UdpStageVsBareReceive(benchmark::State& state) {
+  const auto payload = static_cast<std::size_t>(state.range(0));
+  double bare = 0;
+  StageResult stage;
+  std::vector<double> ratios;
+  for (auto _ : state) {
+    std::vector<double> bares;
+    std::vector<double> stages;
+    for (int round = 0; round < kRounds; ++round) {
+      bares.push_back(bare_packet_rate(payload));
+      stages.push_back(stage_run(payload, 0, kMeasureSeconds).packet_rate);
+      ratios.push_back(bares.back() > 0 ? stages.back() / bares.back() : 0);
+    }
+    bare = median(bares);
+    stage.packet_rate = median(stages);
+  }
+  if (bare <= 0) {
+    state.SkipWithError("bare receive loop got no packets (emulator did not start?)");
+    return;
+  }
+  state.counters["bare_Mpps"] = bare / 1e6;
+  state.counters["stage_Mpps"] = stage.packet_rate / 1e6;
+  state.counters["stage_GBps"] = stage.packet_rate * static_cast<double>(payload) / 1e9;
+  state.counters["ratio"] = median(ratios);  // target >= 0.9: median of the per-round ratios
+}
+BENCHMARK(BM_UdpStageVsBareReceive)->Arg(1472)->Arg(8192)->Iterations(1)->Unit(benchmark::kSecond);
+
+void BM_UdpStagePacedNoLoss(benchmark::State& state) {
+  const auto payload = static_cast<std::size_t>(state.range(0));
+  double seconds = 3;
+  if (const char* text = std::getenv("SLUICE_BENCH_PACED_SECONDS"); text != nullptr) seconds = std::atof(text);
+  double bare = 0;
+  StageResult stage;
+  for (auto _ : state) {
+    bare = bare_packet_rate(payload);
+    stage = stage_run(payload, 0.8 * bare * static_cast<double>(payload), seconds);
+  }
+  state.counters["bare_Mpps"] = bare / 1e6;
+  state.counters["paced_Mpps"] = stage.packet_rate / 1e6;
+  state.counters["seconds"] = seconds;
+  state.counters["lost_samples"] = static_cast<double>(stage.lost_samples);
+  state.counters["lost_packets"] = static_cast<double>(stage.lost_packets);
+  state.counters["drops"] = static_cast<double>(stage.drops);
+  if (stage.lost_samples != 0 || stage.drops != 0) {
+    static std::string message;
+    message = "lost at 0.8x the bare receive rate: " + std::to_string(stage.lost_samples) + " samples, " +
+              std::to_string(stage.lost_packets) + " packets of " + std::to_string(stage.packets);
+    state.SkipWithError(message.c_str());
+  }
+}
+BENCHMARK(BM_UdpStagePacedNoLoss)->Arg(1472)->Arg(8192)->Iterations(1)->Unit(benchmark::kSecond);
+
+}  // namespace
+}  // namespace sluice
+
+BENCHMARK_MAIN();

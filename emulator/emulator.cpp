@@ -1,0 +1,634 @@
+// Emulator: settings from YAML, packet building, fault plan, pacing and the send loops.
+#include "emulator/emulator.hpp"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <netinet/udp.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <array>
+#include <optional>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "pipeline/clock.hpp"
+#include "pipeline/config.hpp"
+#include "pipeline/units.hpp"
+#include "wire/raw_tcp.hpp"
+#include "wire/samples.hpp"
+#include "wire/socket.hpp"
+#include "wire/vita49.hpp"
+
+namespace sluice::emulator {
+namespace {
+
+using wire::errno_message;
+using wire::UniqueFd;
+
+std::uint64_t mix(std::uint64_t value) {  // splitmix64 finaliser
+  value += 0x9E3779B97F4A7C15ULL;
+  value = (value ^ (value >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  value = (value ^ (value >> 27)) * 0x94D049BB133111EBULL;
+  return value ^ (value >> 31);
+}
+
+// The VITA OUI (00-12-A2) with Sluice's own packet class codes: 1 = ci16, 2 = cf32.
+constexpr std::uint32_t kOui = 0x0012A2;
+constexpr std::size_t kMaxGsoBytes = 65000;
+constexpr std::size_t kMaxGsoSegments = 64;
+
+vita49::Packet packet_template(std::uint32_t stream_id, SampleFormat format) {
+  vita49::Packet packet;
+  packet.header.type = vita49::PacketType::if_data_stream_id;
+  packet.header.has_class_id = true;
+  packet.header.has_trailer = true;
+  packet.header.tsi = vita49::Tsi::utc;
+  packet.header.tsf = vita49::Tsf::real_time;
+  packet.stream_id = stream_id;
+  packet.class_id = {kOui, 0, static_cast<std::uint16_t>(format == SampleFormat::cf32 ? 2 : 1)};
+  packet.trailer.valid_data_enable = true;
+  packet.trailer.valid_data = true;
+  return packet;
+}
+
+FaultSpec read_fault(SettingsReader& parent, const YAML::Node& section, const std::string& key, const ConfigSource& source,
+                     ConfigErrors& errors) {
+  FaultSpec spec;
+  const YAML::Node node = section[key];
+  if (!node) return spec;
+  SettingsReader reader({SettingsLayer{node, "emulator.faults." + key}}, source, errors);
+  if (!node.IsMap()) {
+    parent.error(key, "expected a map {probability: P, packets: [N, ...]}");
+    return spec;
+  }
+  spec.probability = reader.number("probability", 0, "chance per packet", 0, 1);
+  for (double number : reader.numbers("packets", {}, "packet numbers (from 0, per stream)")) {
+    if (number < 0 || number != std::floor(number)) {
+      reader.error("packets", "packet numbers are whole numbers from 0");
+      continue;
+    }
+    spec.packets.push_back(static_cast<std::uint64_t>(number));
+  }
+  reader.finish();
+  return spec;
+}
+
+// The map without the keys that own sub-sections, so the parent reader's unknown-key check
+// does not flag them (each sub-section gets its own reader).
+YAML::Node without(const YAML::Node& map, std::initializer_list<std::string_view> keys) {
+  YAML::Node filtered(YAML::NodeType::Map);
+  if (!map || !map.IsMap()) return filtered;
+  for (const auto& entry : map) {
+    const std::string key = entry.first.Scalar();
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) filtered[entry.first] = entry.second;
+  }
+  return filtered;
+}
+
+}  // namespace
+
+const FaultSpec& FaultSettings::spec(FaultKind kind) const {
+  switch (kind) {
+    case FaultKind::drop: return drop;
+    case FaultKind::duplicate: return duplicate;
+    case FaultKind::reorder: return reorder;
+    case FaultKind::truncate: return truncate;
+    case FaultKind::corrupt: return corrupt;
+  }
+  return drop;
+}
+
+bool FaultSettings::applies(FaultKind kind, std::uint32_t stream, std::uint64_t packet) const {
+  const FaultSpec& fault = spec(kind);
+  if (std::find(fault.packets.begin(), fault.packets.end(), packet) != fault.packets.end()) return true;
+  if (fault.probability <= 0) return false;
+  const std::uint64_t hash = mix(seed ^ mix(static_cast<std::uint64_t>(kind) << 32 ^ stream) ^ mix(packet));
+  return static_cast<double>(hash >> 11) * 0x1.0p-53 < fault.probability;
+}
+
+std::size_t EmulatorSettings::samples_per_packet() const {
+  const vita49::Packet packet = packet_template(0, signal.format);
+  const std::size_t overhead = vita49::packet_bytes(packet.header, 0);
+  return payload > overhead ? (payload - overhead) / bytes_per_sample(signal.format) : 0;
+}
+
+EmulatorSettings read_emulator_settings(const YAML::Node& section, const ConfigSource& source, ConfigErrors& errors) {
+  EmulatorSettings settings;
+  if (section && !section.IsMap()) {
+    errors.add({source.locate(section), "emulator", "expected a map", ""});
+    return settings;
+  }
+  SettingsReader reader({SettingsLayer{without(section, {"streams", "signal", "faults"}), "emulator"}}, source, errors);
+  settings.transport = reader.choice("transport", Transport::udp, "udp (VITA-49) or tcp (raw framing)",
+                                     {{"udp", Transport::udp}, {"tcp", Transport::tcp}});
+  settings.tcp_role = reader.choice("tcp_role", TcpRole::client, "tcp: connect to the stage (client) or listen (server)",
+                                    {{"client", TcpRole::client}, {"server", TcpRole::server}});
+  settings.signal.sample_rate = reader.frequency("sample_rate", 100e6, "samples per second (whole Hz)", 1, 1e11);
+  if (settings.signal.sample_rate != std::floor(settings.signal.sample_rate)) {
+    reader.error("sample_rate", "sample rate must be a whole number of Hz", "timestamps are exact sample counts");
+  }
+  settings.signal.format = reader.choice("format", SampleFormat::ci16, "sample format",
+                                         {{"ci16", SampleFormat::ci16}, {"cf32", SampleFormat::cf32}});
+  settings.payload = reader.bytes("payload", 1472, "UDP datagram bytes (1472 standard, 8972 jumbo)", 64, 65000);
+  settings.rate = reader.byte_rate("rate", 0, "bytes/s per stream; 0 = as fast as possible");
+  settings.count = static_cast<std::uint64_t>(reader.integer("count", 0, "packets per stream, then stop (0: no limit)", 0));
+  settings.duration = reader.duration("duration", std::chrono::nanoseconds(0), "stop after this long (0: no limit)");
+  settings.batch = static_cast<std::size_t>(reader.integer("batch", 32, "packets per sendmmsg", 1, 1024));
+  settings.gso = reader.boolean("gso", true, "UDP GSO (UDP_SEGMENT) where the kernel has it");
+  settings.report_interval = reader.duration("report_interval", std::chrono::seconds(1), "period of progress lines");
+  settings.start_seconds = static_cast<std::uint64_t>(reader.integer("start_seconds", 0, "UTC second of sample 0 (0: now)", 0));
+  reader.finish();
+
+  const YAML::Node streams = section["streams"];
+  if (streams) {
+    if (!streams.IsSequence() || streams.size() == 0) {
+      errors.add({source.locate(streams), "emulator.streams", "expected a non-empty list of {address, stream_id}", ""});
+    } else {
+      settings.streams.clear();
+      for (std::size_t i = 0; i < streams.size(); ++i) {
+        SettingsReader stream({SettingsLayer{streams[i], "emulator.streams[" + std::to_string(i) + "]"}}, source, errors);
+        StreamTarget target;
+        target.address = stream.string("address", "127.0.0.1:" + std::to_string(50000 + i), "destination host:port");
+        target.stream_id = static_cast<std::uint32_t>(stream.integer("stream_id", static_cast<std::int64_t>(i + 1),
+                                                                     "VITA-49 stream ID", 0, 0xFFFFFFFFLL));
+        if (!wire::parse_endpoint(target.address)) stream.error("address", "expected IPv4 host:port", "127.0.0.1:50000");
+        stream.finish();
+        settings.streams.push_back(target);
+      }
+    }
+  }
+
+  const YAML::Node signal = section["signal"];
+  if (signal) {
+    SettingsReader sig({SettingsLayer{without(signal, {"tones", "chirp"}), "emulator.signal"}}, source, errors);
+    settings.signal.noise_snr_db = sig.number("noise_snr_db", std::numeric_limits<double>::quiet_NaN(),
+                                              "Gaussian noise at this SNR in dB (absent: no noise)", -100, 300);
+    settings.signal.seed = static_cast<std::uint64_t>(sig.integer("seed", 1, "noise seed", 0));
+    sig.finish();
+    const YAML::Node tones = signal["tones"];
+    if (tones) {
+      if (!tones.IsSequence()) {
+        errors.add({source.locate(tones), "emulator.signal.tones", "expected a list of {frequency, amplitude}", ""});
+      } else {
+        for (std::size_t i = 0; i < tones.size(); ++i) {
+          SettingsReader tone({SettingsLayer{tones[i], "emulator.signal.tones[" + std::to_string(i) + "]"}}, source, errors);
+          Tone value;
+          value.frequency = tone.frequency("frequency", 1e6, "tone frequency", -1e11, 1e11);
+          value.amplitude = tone.number("amplitude", 0.5, "amplitude, fraction of full scale", 0, 1);
+          tone.finish();
+          settings.signal.tones.push_back(value);
+        }
+      }
+    }
+    const YAML::Node chirp = signal["chirp"];
+    if (chirp) {
+      SettingsReader sweep({SettingsLayer{chirp, "emulator.signal.chirp"}}, source, errors);
+      settings.signal.chirp_start = sweep.frequency("start", 0, "start frequency", -1e11, 1e11);
+      settings.signal.chirp_stop = sweep.frequency("stop", settings.signal.sample_rate / 4, "stop frequency", -1e11, 1e11);
+      settings.signal.chirp_amplitude = sweep.number("amplitude", 0.5, "amplitude, fraction of full scale", 0, 1);
+      sweep.finish();
+    }
+  } else {
+    settings.signal.tones.push_back(Tone{settings.signal.sample_rate / 16, 0.5});
+  }
+
+  const YAML::Node faults = section["faults"];
+  if (faults) {
+    SettingsReader fault({SettingsLayer{without(faults, {"drop", "duplicate", "reorder", "truncate", "corrupt"}),
+                                        "emulator.faults"}},
+                         source, errors);
+    settings.faults.seed = static_cast<std::uint64_t>(fault.integer("seed", 1, "seed of the fault plan", 0));
+    fault.finish();
+    settings.faults.drop = read_fault(fault, faults, "drop", source, errors);
+    settings.faults.duplicate = read_fault(fault, faults, "duplicate", source, errors);
+    settings.faults.reorder = read_fault(fault, faults, "reorder", source, errors);
+    settings.faults.truncate = read_fault(fault, faults, "truncate", source, errors);
+    settings.faults.corrupt = read_fault(fault, faults, "corrupt", source, errors);
+  }
+  if (settings.samples_per_packet() == 0) {
+    errors.add({source.locate(section), "emulator.payload", "payload too small for the VITA-49 header", ""});
+  }
+  if (settings.transport == Transport::tcp && settings.faults.truncate.enabled()) {
+    errors.add({source.locate(section), "emulator.faults.truncate", "truncate applies to UDP only",
+                "a cut TCP frame would desynchronise the stream, which corrupt already tests"});
+  }
+  return settings;
+}
+
+EmulatorSettings load_emulator_text(const std::string& yaml, const std::string& name) {
+  ConfigSource source(name);
+  YAML::Node root = parse_yaml(yaml, source, {});
+  ConfigErrors errors;
+  EmulatorSettings settings = read_emulator_settings(root["emulator"], source, errors);
+  if (!errors.empty()) throw ConfigException(std::move(errors));
+  return settings;
+}
+
+EmulatorSettings load_emulator_file(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream file(path);
+  if (!file) {
+    ConfigErrors errors;
+    errors.add({path, "", std::string("cannot open: ") + std::strerror(errno), ""});
+    throw ConfigException(std::move(errors));
+  }
+  std::stringstream text;
+  text << file.rdbuf();
+  ConfigSource source(path);
+  YAML::Node root = parse_yaml(text.str(), source, overrides);
+  ConfigErrors errors;
+  EmulatorSettings settings = read_emulator_settings(root["emulator"], source, errors);
+  if (!errors.empty()) throw ConfigException(std::move(errors));
+  return settings;
+}
+
+struct Emulator::Impl {
+  struct Stream {
+    sockaddr_in destination{};
+    UniqueFd listener;  // TCP server role
+    UniqueFd socket;
+    std::uint64_t next_packet = 0;
+    bool done = false;
+  };
+  std::unique_ptr<SampleSource> source;
+  std::vector<Stream> streams;
+  std::vector<std::byte> wire_table;   // one period (+ one packet) of samples in wire order
+  std::vector<std::byte> local_table;  // the same, little-endian (TCP frames)
+  std::size_t period = 0;
+  std::size_t samples_per_packet = 0;
+  std::size_t packet_bytes = 0;
+  std::size_t prefix_bytes = 0;
+  std::vector<std::vector<std::byte>> slots;
+  bool gso = false;
+  EmulatorReport report;
+};
+
+Emulator::Emulator(EmulatorSettings settings, std::unique_ptr<SampleSource> source)
+    : settings_(std::move(settings)), impl_(std::make_unique<Impl>()) {
+  impl_->source = source ? std::move(source) : std::make_unique<SignalSource>(settings_.signal);
+}
+
+Emulator::~Emulator() = default;
+
+std::uint16_t Emulator::local_port(std::size_t index) const {
+  const auto& stream = impl_->streams.at(index);
+  const int fd = stream.listener.valid() ? stream.listener.get() : stream.socket.get();
+  sockaddr_in address{};
+  socklen_t length = sizeof(address);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return 0;
+  return ntohs(address.sin_port);
+}
+
+void Emulator::open() {
+  Impl& impl = *impl_;
+  const SampleFormat format = impl.source->format();
+  const std::size_t size = bytes_per_sample(format);
+  impl.samples_per_packet = settings_.samples_per_packet();
+  if (impl.samples_per_packet == 0) throw std::runtime_error("emulator: payload too small for a VITA-49 packet");
+  const vita49::Packet packet = packet_template(0, format);
+  impl.prefix_bytes = vita49::prefix_words(packet.header) * 4;
+  impl.packet_bytes = vita49::packet_bytes(packet.header, impl.samples_per_packet * size);
+  impl.period = impl.source->period();
+  if (impl.period != 0) {
+    impl.local_table.resize((impl.period + impl.samples_per_packet) * size);
+    impl.source->fill(0, impl.local_table);
+    impl.wire_table.resize(impl.local_table.size());
+    wire::copy_swapped(format, impl.local_table.data(), impl.wire_table.data(), impl.local_table.size());
+  }
+  impl.slots.assign(settings_.batch + 1, std::vector<std::byte>(std::max(impl.packet_bytes, raw_tcp::kHeaderBytes)));
+  impl.gso = settings_.transport == Transport::udp && settings_.gso && !settings_.faults.any();
+  if (settings_.transport == Transport::udp && settings_.gso && settings_.faults.any()) {
+    std::fprintf(stderr, "emulator: faults configured: GSO off so each datagram can be altered on its own\n");
+  }
+
+  impl.streams.clear();
+  impl.streams.resize(settings_.streams.size());
+  for (std::size_t i = 0; i < settings_.streams.size(); ++i) {
+    Impl::Stream& stream = impl.streams[i];
+    const auto destination = wire::parse_endpoint(settings_.streams[i].address);
+    if (!destination) throw std::runtime_error("emulator: bad address '" + settings_.streams[i].address + "'");
+    stream.destination = *destination;
+    if (settings_.transport == Transport::udp) {
+      stream.socket.reset(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+      if (!stream.socket.valid()) throw std::runtime_error(errno_message("socket(AF_INET, SOCK_DGRAM)"));
+      const int buffer = 8 << 20;
+      if (::setsockopt(stream.socket.get(), SOL_SOCKET, SO_SNDBUF, &buffer, sizeof(buffer)) != 0) {
+        throw std::runtime_error(errno_message("setsockopt(SO_SNDBUF)"));
+      }
+      if (::connect(stream.socket.get(), reinterpret_cast<const sockaddr*>(&stream.destination), sizeof(sockaddr_in)) != 0) {
+        throw std::runtime_error(errno_message("connect(" + wire::to_string(stream.destination) + ")"));
+      }
+      if (impl.gso) {
+        const int segment = static_cast<int>(impl.packet_bytes);
+        if (::setsockopt(stream.socket.get(), SOL_UDP, UDP_SEGMENT, &segment, sizeof(segment)) != 0) {
+          std::fprintf(stderr, "emulator: UDP GSO unavailable (%s): sending one datagram per message\n", std::strerror(errno));
+          impl.gso = false;
+        }
+      }
+    } else if (settings_.tcp_role == TcpRole::server) {
+      stream.listener.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+      if (!stream.listener.valid()) throw std::runtime_error(errno_message("socket(AF_INET, SOCK_STREAM)"));
+      const int one = 1;
+      if (::setsockopt(stream.listener.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) {
+        throw std::runtime_error(errno_message("setsockopt(SO_REUSEADDR)"));
+      }
+      if (::bind(stream.listener.get(), reinterpret_cast<const sockaddr*>(&stream.destination), sizeof(sockaddr_in)) != 0) {
+        throw std::runtime_error(errno_message("bind(" + wire::to_string(stream.destination) + ")"));
+      }
+      if (::listen(stream.listener.get(), 1) != 0) throw std::runtime_error(errno_message("listen"));
+    }
+  }
+  impl.report.gso_used = impl.gso;
+}
+
+namespace {
+
+bool send_all(int fd, iovec* iov, int count) {
+  while (count > 0) {
+    msghdr message{};
+    message.msg_iov = iov;
+    message.msg_iovlen = static_cast<std::size_t>(count);
+    const ssize_t sent = ::sendmsg(fd, &message, MSG_NOSIGNAL);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    auto remaining = static_cast<std::size_t>(sent);
+    while (count > 0 && remaining >= iov->iov_len) {
+      remaining -= iov->iov_len;
+      ++iov;
+      --count;
+    }
+    if (count > 0) {
+      iov->iov_base = static_cast<std::byte*>(iov->iov_base) + remaining;
+      iov->iov_len -= remaining;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+EmulatorReport Emulator::run(const std::atomic<bool>* stop, bool progress) {
+  Impl& impl = *impl_;
+  if (impl.streams.empty()) open();
+  const SampleFormat format = impl.source->format();
+  const std::size_t size = bytes_per_sample(format);
+  const std::size_t spp = impl.samples_per_packet;
+  const auto rate = static_cast<std::uint64_t>(settings_.signal.sample_rate);
+  std::uint64_t start_seconds = settings_.start_seconds;
+  if (start_seconds == 0) {
+    start_seconds = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+  }
+  std::vector<std::byte> scratch(impl.period == 0 ? spp * size : 0);
+
+  if (settings_.transport == Transport::tcp) {
+    for (std::size_t i = 0; i < impl.streams.size(); ++i) {
+      Impl::Stream& stream = impl.streams[i];
+      if (settings_.tcp_role == TcpRole::server) {
+        stream.socket.reset(::accept4(stream.listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+        if (!stream.socket.valid()) throw std::runtime_error(errno_message("accept"));
+      } else {
+        stream.socket.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        if (!stream.socket.valid()) throw std::runtime_error(errno_message("socket(AF_INET, SOCK_STREAM)"));
+        // The stage may still be starting: retry a refused connection for a few seconds.
+        int attempts = 0;
+        while (::connect(stream.socket.get(), reinterpret_cast<const sockaddr*>(&stream.destination), sizeof(sockaddr_in)) != 0) {
+          if (errno != ECONNREFUSED || ++attempts > 500 || (stop != nullptr && stop->load())) {
+            throw std::runtime_error(errno_message("connect(" + wire::to_string(stream.destination) + ")"));
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          stream.socket.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        }
+      }
+    }
+  }
+
+  // Writes packet k's samples (wire order for UDP, little-endian for TCP) to `out`.
+  auto samples_of = [&](std::uint64_t packet, bool wire_order, std::byte* out) {
+    const std::uint64_t first = packet * spp;
+    if (impl.period != 0) {
+      const auto& table = wire_order ? impl.wire_table : impl.local_table;
+      std::memcpy(out, table.data() + static_cast<std::size_t>(first % impl.period) * size, spp * size);
+    } else {
+      impl.source->fill(first, scratch);
+      if (wire_order) {
+        wire::copy_swapped(format, scratch.data(), out, spp * size);
+      } else {
+        std::memcpy(out, scratch.data(), spp * size);
+      }
+    }
+  };
+  auto timestamp_of = [&](std::uint64_t sample, std::uint64_t& seconds, std::uint64_t& picoseconds) {
+    vita49::timestamp_of(sample, rate, seconds, picoseconds);
+    seconds += start_seconds;
+  };
+
+  struct Send {
+    std::size_t slot;
+    std::size_t bytes;
+  };
+  std::vector<Send> order;
+  order.reserve(2 * settings_.batch + 4);
+  std::vector<iovec> iovs(2 * settings_.batch + 4);
+  std::vector<mmsghdr> messages(2 * settings_.batch + 4);
+  const std::size_t segments_per_message =
+      impl.gso ? std::max<std::size_t>(1, std::min(kMaxGsoSegments, kMaxGsoBytes / impl.packet_bytes)) : 1;
+
+  const Pacer pacer(settings_.rate * static_cast<double>(impl.streams.size()));
+  const std::uint64_t start_ns = monotonic_ns();
+  std::uint64_t next_report_ns = start_ns + static_cast<std::uint64_t>(settings_.report_interval.count());
+  std::uint64_t last_report_packets = 0;
+  std::uint64_t last_report_ns = start_ns;
+  EmulatorReport& report = impl.report;
+
+  for (;;) {
+    const std::uint64_t now = monotonic_ns();
+    if (stop != nullptr && stop->load(std::memory_order_relaxed)) break;
+    if (settings_.duration.count() > 0 && now - start_ns >= static_cast<std::uint64_t>(settings_.duration.count())) break;
+    if (std::all_of(impl.streams.begin(), impl.streams.end(), [](const Impl::Stream& s) { return s.done; })) break;
+    if (progress && settings_.report_interval.count() > 0 && now >= next_report_ns) {
+      const double interval = static_cast<double>(now - last_report_ns) * 1e-9;
+      std::fprintf(stderr, "emulator: %.1f s  %.3f Mpkt/s  %s  sent %llu packets, %s\n", static_cast<double>(now - start_ns) * 1e-9,
+                   static_cast<double>(report.packets - last_report_packets) / interval / 1e6,
+                   format_byte_rate(static_cast<double>(report.bytes) / (static_cast<double>(now - start_ns) * 1e-9)).c_str(),
+                   static_cast<unsigned long long>(report.packets), format_bytes(static_cast<double>(report.bytes)).c_str());
+      last_report_packets = report.packets;
+      last_report_ns = now;
+      next_report_ns = now + static_cast<std::uint64_t>(settings_.report_interval.count());
+    }
+    if (const std::uint64_t wait = pacer.wait_ns(report.bytes, now - start_ns); wait > 0) {
+      // Sleep for the bulk, spin the last stretch: sleeps overshoot by tens of microseconds.
+      if (wait > 200'000) {
+        std::this_thread::sleep_for(std::chrono::nanoseconds(wait - 100'000));
+      } else {
+        std::this_thread::yield();
+      }
+      continue;
+    }
+
+    for (std::uint32_t index = 0; index < impl.streams.size(); ++index) {
+      Impl::Stream& stream = impl.streams[index];
+      if (stream.done) continue;
+      const std::uint32_t stream_id = settings_.streams[index].stream_id;
+      vita49::Packet packet = packet_template(stream_id, format);
+      order.clear();
+      std::size_t used_slots = 0;
+      std::optional<Send> held;  // a packet to send after the next one (reorder)
+      const auto& faults = settings_.faults;
+      while ((order.size() < settings_.batch || held) && used_slots < impl.slots.size()) {
+        const std::uint64_t k = stream.next_packet;
+        if (settings_.count != 0 && k >= settings_.count) {
+          stream.done = true;
+          break;
+        }
+        ++stream.next_packet;
+        report.samples += spp;
+        if (faults.any() && faults.applies(FaultKind::drop, index, k)) {
+          ++report.dropped;
+          continue;
+        }
+        const std::size_t slot = used_slots++;
+        std::byte* buffer = impl.slots[slot].data();
+        std::uint64_t seconds = 0;
+        std::uint64_t picoseconds = 0;
+        timestamp_of(k * spp, seconds, picoseconds);
+        std::size_t bytes = 0;
+        if (settings_.transport == Transport::udp) {
+          packet.header.packet_count = static_cast<std::uint8_t>(k & 0xF);
+          packet.integer_timestamp = static_cast<std::uint32_t>(seconds);
+          packet.fractional_timestamp = picoseconds;
+          bytes = vita49::encode_around_payload(packet, spp * size, impl.slots[slot]);
+          samples_of(k, true, buffer + impl.prefix_bytes);
+        } else {
+          raw_tcp::FrameHeader header;
+          header.format = format;
+          header.sequence = k;
+          header.first_sample = k * spp;
+          header.sample_count = static_cast<std::uint32_t>(spp);
+          header.payload_bytes = static_cast<std::uint32_t>(spp * size);
+          header.seconds = seconds;
+          header.picoseconds = picoseconds;
+          raw_tcp::encode_header(header, std::span<std::byte, raw_tcp::kHeaderBytes>(buffer, raw_tcp::kHeaderBytes));
+          bytes = raw_tcp::kHeaderBytes;  // the payload goes out from the table (second iovec)
+        }
+        if (faults.any() && faults.applies(FaultKind::truncate, index, k) && settings_.transport == Transport::udp) {
+          bytes = bytes / 2 / 4 * 4;
+          ++report.truncated;
+        }
+        if (faults.any() && faults.applies(FaultKind::corrupt, index, k)) {
+          ++report.corrupted;
+          if (settings_.transport == Transport::tcp) {
+            buffer[0] = std::byte{0xEE};  // magic
+          } else {
+            switch (k % 3) {
+              case 0: buffer[0] = std::byte{0x70} | (buffer[0] & std::byte{0x0F}); break;  // reserved packet type
+              case 1: buffer[3] = static_cast<std::byte>(std::to_integer<unsigned>(buffer[3]) - 1U); break;  // size - 1
+              default: buffer[7] = buffer[7] ^ std::byte{0x5A}; break;  // stream ID
+            }
+          }
+        }
+        const Send send{slot, bytes};
+        if (faults.any() && !held && faults.applies(FaultKind::reorder, index, k)) {
+          held = send;
+          ++report.reordered;
+          continue;
+        }
+        order.push_back(send);
+        if (held) {
+          order.push_back(*held);
+          held.reset();
+        }
+        if (faults.any() && faults.applies(FaultKind::duplicate, index, k)) {
+          order.push_back(send);
+          ++report.duplicated;
+        }
+      }
+      if (held) order.push_back(*held);
+      if (order.empty()) continue;
+
+      if (settings_.transport == Transport::tcp) {
+        for (const Send& send : order) {
+          // The frame's sequence is its packet number (still readable when the magic is corrupt).
+          std::uint64_t k = 0;
+          std::memcpy(&k, impl.slots[send.slot].data() + 8, sizeof(k));
+          std::array<iovec, 2> frame{};
+          frame[0] = {impl.slots[send.slot].data(), send.bytes};
+          const std::uint64_t first = k * spp;
+          std::byte* payload = impl.period != 0
+                                   ? impl.local_table.data() + static_cast<std::size_t>(first % impl.period) * size
+                                   : (impl.source->fill(first, scratch), scratch.data());
+          frame[1] = {payload, spp * size};
+          if (!send_all(stream.socket.get(), frame.data(), 2)) {
+            if (errno == EPIPE || errno == ECONNRESET) {
+              stream.done = true;
+              break;
+            }
+            throw std::runtime_error(errno_message("sendmsg(tcp)"));
+          }
+          ++report.packets;
+          report.bytes += send.bytes + spp * size;
+        }
+        continue;
+      }
+
+      // UDP: one message per datagram, or with GSO one message per run of equal datagrams.
+      std::size_t message_count = 0;
+      for (std::size_t i = 0; i < order.size();) {
+        const std::size_t take = std::min(segments_per_message, order.size() - i);
+        for (std::size_t j = 0; j < take; ++j) iovs[i + j] = {impl.slots[order[i + j].slot].data(), order[i + j].bytes};
+        mmsghdr& message = messages[message_count++];
+        message = {};
+        message.msg_hdr.msg_iov = &iovs[i];
+        message.msg_hdr.msg_iovlen = take;
+        i += take;
+      }
+      std::size_t done = 0;
+      while (done < message_count) {
+        const int sent = ::sendmmsg(stream.socket.get(), messages.data() + done, static_cast<unsigned>(message_count - done), 0);
+        if (sent < 0) {
+          // Nobody listening yet on loopback: the datagrams are gone, as on a real wire.
+          if (errno == ECONNREFUSED) {
+            done = message_count;
+            break;
+          }
+          if (errno == EINTR || errno == ENOBUFS || errno == EAGAIN) continue;
+          throw std::runtime_error(errno_message("sendmmsg"));
+        }
+        done += static_cast<std::size_t>(sent);
+      }
+      report.packets += order.size();
+      for (const Send& send : order) report.bytes += send.bytes;
+    }
+  }
+  report.seconds = static_cast<double>(monotonic_ns() - start_ns) * 1e-9;
+  for (auto& stream : impl.streams) {
+    if (settings_.transport == Transport::tcp) stream.socket.reset();  // EOF tells the stage the stream ended
+  }
+  return report;
+}
+
+std::string format_report(const EmulatorReport& report) {
+  char text[512];
+  std::snprintf(text, sizeof(text),
+                "emulator: sent %llu packets (%s) in %.2f s, %.3f Mpkt/s, %s; samples %llu; faults: dropped %llu, "
+                "duplicated %llu, reordered %llu, truncated %llu, corrupted %llu; GSO %s",
+                static_cast<unsigned long long>(report.packets), format_bytes(static_cast<double>(report.bytes)).c_str(),
+                report.seconds, report.seconds > 0 ? static_cast<double>(report.packets) / report.seconds / 1e6 : 0.0,
+                format_byte_rate(report.seconds > 0 ? static_cast<double>(report.bytes) / report.seconds : 0).c_str(),
+                static_cast<unsigned long long>(report.samples), static_cast<unsigned long long>(report.dropped),
+                static_cast<unsigned long long>(report.duplicated), static_cast<unsigned long long>(report.reordered),
+                static_cast<unsigned long long>(report.truncated), static_cast<unsigned long long>(report.corrupted),
+                report.gso_used ? "on" : "off");
+  return text;
+}
+
+}  // namespace sluice::emulator

@@ -1,0 +1,150 @@
+// The emulated FPGA digitizer: streams VITA-49 IF Data over UDP (or the raw TCP framing)
+// from a SampleSource, paced or unpaced, with deterministic fault injection. Used by the
+// `sluice-emulator` program and, in-process, by tests and benchmarks.
+//
+// YAML (the `emulator:` section of a pipeline file; every key optional but streams):
+//   emulator:
+//     transport: udp            # udp (VITA-49) | tcp (raw framing)
+//     tcp_role: client          # tcp only: client (connects) | server (listens, one peer per stream)
+//     streams:                  # one per lane / NIC port
+//       - {address: 127.0.0.1:50000, stream_id: 1}
+//     sample_rate: 100Msps      # whole Hz: timestamps are exact sample counts
+//     format: ci16              # ci16 | cf32
+//     payload: 1472             # UDP datagram bytes (header + samples); 8972 for jumbo frames
+//     rate: 400MB/s             # datagram bytes/s per stream; 0 = as fast as possible
+//     count: 0                  # packets per stream, then stop; 0 = no limit
+//     duration: 0s              # stop after this long; 0 = no limit
+//     batch: 32                 # packets per sendmmsg
+//     gso: true                 # UDP GSO (UDP_SEGMENT) where the kernel has it
+//     report_interval: 1s
+//     signal: {tones: [{frequency: 1MHz, amplitude: 0.5}], chirp: {start: 0Hz, stop: 10MHz, amplitude: 0.2},
+//              noise_snr_db: 30, seed: 1}
+//     faults: {seed: 1, drop: {probability: 0.001, packets: [10, 20]}, duplicate: {...}, reorder: {...},
+//              truncate: {...}, corrupt: {...}}
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "emulator/signal.hpp"
+#include "pipeline/settings.hpp"
+
+namespace sluice::emulator {
+
+enum class Transport : std::uint8_t { udp, tcp };
+enum class TcpRole : std::uint8_t { client, server };
+
+struct StreamTarget {
+  std::string address = "127.0.0.1:50000";
+  std::uint32_t stream_id = 1;
+};
+
+// A fault applied to packet k (counted from 0 per stream) when k is listed or when a hash
+// of (seed, kind, stream, k) falls under `probability`: the same packets every run.
+struct FaultSpec {
+  double probability = 0;
+  std::vector<std::uint64_t> packets;
+  [[nodiscard]] bool enabled() const { return probability > 0 || !packets.empty(); }
+};
+
+enum class FaultKind : std::uint8_t { drop, duplicate, reorder, truncate, corrupt };
+
+struct FaultSettings {
+  std::uint64_t seed = 1;
+  FaultSpec drop;       // packet not sent
+  FaultSpec duplicate;  // packet sent twice in a row
+  FaultSpec reorder;    // packet sent after the next one
+  FaultSpec truncate;   // UDP only: datagram cut to half its length (size field unchanged)
+  FaultSpec corrupt;    // header made invalid: packet type, size field or stream ID (UDP), magic (TCP)
+  [[nodiscard]] bool any() const {
+    return drop.enabled() || duplicate.enabled() || reorder.enabled() || truncate.enabled() || corrupt.enabled();
+  }
+  [[nodiscard]] bool applies(FaultKind kind, std::uint32_t stream, std::uint64_t packet) const;
+  [[nodiscard]] const FaultSpec& spec(FaultKind kind) const;
+};
+
+struct EmulatorSettings {
+  Transport transport = Transport::udp;
+  TcpRole tcp_role = TcpRole::client;
+  std::vector<StreamTarget> streams{StreamTarget{}};
+  SignalSettings signal;                 // sample_rate and format live here
+  std::size_t payload = 1472;            // UDP datagram bytes; TCP frames carry the same samples
+  double rate = 0;                       // bytes/s per stream; 0 = unpaced
+  std::uint64_t count = 0;               // packets per stream; 0 = unlimited
+  std::chrono::nanoseconds duration{0};  // 0 = unlimited
+  std::size_t batch = 32;
+  bool gso = true;
+  std::chrono::nanoseconds report_interval{std::chrono::seconds(1)};
+  FaultSettings faults;
+  std::uint64_t start_seconds = 0;       // UTC second of sample 0; 0 = now
+
+  // Samples in one packet: as many whole samples as fit after the VITA-49 prefix and trailer.
+  [[nodiscard]] std::size_t samples_per_packet() const;
+};
+
+// Reads the `emulator:` section (errors collected with file:line:column).
+EmulatorSettings read_emulator_settings(const YAML::Node& section, const ConfigSource& source, ConfigErrors& errors);
+// Loads the `emulator:` section of a pipeline YAML file; throws ConfigException.
+EmulatorSettings load_emulator_file(const std::string& path, const std::vector<std::string>& overrides = {});
+EmulatorSettings load_emulator_text(const std::string& yaml, const std::string& name = "<text>");
+
+// When the next byte may leave: bytes are due at `rate` from the first send. Pure, for tests.
+class Pacer {
+ public:
+  explicit Pacer(double bytes_per_second) : rate_(bytes_per_second) {}
+  // Nanoseconds to wait before sending more, given what was sent `elapsed_ns` after the start.
+  [[nodiscard]] std::uint64_t wait_ns(std::uint64_t sent_bytes, std::uint64_t elapsed_ns) const {
+    if (rate_ <= 0) return 0;
+    const auto due_ns = static_cast<std::uint64_t>(static_cast<double>(sent_bytes) / rate_ * 1e9);
+    return due_ns > elapsed_ns ? due_ns - elapsed_ns : 0;
+  }
+
+ private:
+  double rate_;
+};
+
+struct EmulatorReport {
+  std::uint64_t packets = 0;   // datagrams/frames sent (duplicates included)
+  std::uint64_t bytes = 0;
+  std::uint64_t samples = 0;   // distinct samples generated (dropped ones included)
+  std::uint64_t dropped = 0;
+  std::uint64_t duplicated = 0;
+  std::uint64_t reordered = 0;
+  std::uint64_t truncated = 0;
+  std::uint64_t corrupted = 0;
+  double seconds = 0;
+  bool gso_used = false;
+};
+
+class Emulator {
+ public:
+  // `source` null: a SignalSource from settings.signal.
+  explicit Emulator(EmulatorSettings settings, std::unique_ptr<SampleSource> source = nullptr);
+  Emulator(const Emulator&) = delete;
+  Emulator& operator=(const Emulator&) = delete;
+  ~Emulator();
+  // Opens the sockets (TCP server role: listens; the peer is accepted in run()). Throws
+  // std::runtime_error naming the call and errno.
+  void open();
+  // Local port of stream `index` (TCP server role: where to connect).
+  [[nodiscard]] std::uint16_t local_port(std::size_t index) const;
+  // Sends until count/duration is reached or `stop` becomes true. `progress` false: no
+  // periodic lines (the summary is the caller's to print).
+  EmulatorReport run(const std::atomic<bool>* stop = nullptr, bool progress = true);
+  [[nodiscard]] const EmulatorSettings& settings() const { return settings_; }
+
+ private:
+  struct Impl;
+  EmulatorSettings settings_;
+  std::unique_ptr<Impl> impl_;
+};
+
+std::string format_report(const EmulatorReport& report);
+
+}  // namespace sluice::emulator

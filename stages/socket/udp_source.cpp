@@ -1,0 +1,382 @@
+// The udp source. Reordering is repaired inside a small window: a packet that arrives
+// ahead of a hole is held (copied aside) until the hole fills or the window overflows;
+// only then is the hole declared lost, so a swapped pair costs nothing and a dropped packet
+// is counted exactly once, with its exact sample count.
+#include "stages/socket/udp_source.hpp"
+
+#include <netinet/in.h>
+#include <netinet/udp.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include <spdlog/spdlog.h>
+
+#include "pipeline/clock.hpp"
+#include "pipeline/config.hpp"
+#include "pipeline/units.hpp"
+
+namespace sluice {
+namespace {
+
+constexpr std::size_t kGroBytes = 65536;  // a GRO super-datagram is at most 64 KiB
+
+}  // namespace
+
+UdpSource::UdpSource(SettingsReader& reader, const PipelineSettings& pipeline) {
+  settings_.address = reader.string("address", settings_.address, "host:port to bind (loopback by default)");
+  settings_.stream_id = reader.integer("stream_id", -1, "VITA-49 stream ID to accept; -1: lock onto the first one seen", -1,
+                                       0xFFFFFFFFLL);
+  settings_.format = reader.choice("format", SampleFormat::ci16, "sample format of the payload",
+                                   {{"ci16", SampleFormat::ci16}, {"cf32", SampleFormat::cf32}});
+  settings_.sample_rate = reader.frequency("sample_rate", 100e6, "sample rate (whole Hz); maps timestamps to sample indices", 1, 1e11);
+  settings_.receive_buffer = reader.bytes("receive_buffer", settings_.receive_buffer, "socket receive buffer (SO_RCVBUF)", 4096,
+                                          1ULL << 31);
+  settings_.batch = static_cast<std::size_t>(reader.integer("batch", 64, "datagrams per recvmmsg", 1, 1024));
+  settings_.gro = reader.boolean("gro", true, "UDP GRO: receive coalesced datagrams and split them (where the kernel has it)");
+  settings_.max_datagram = reader.bytes("max_datagram", 9000, "largest datagram expected without GRO", 64, 65535);
+  settings_.reorder_window = static_cast<std::size_t>(
+      reader.integer("reorder_window", 16, "packets held waiting for a late one before declaring it lost", 1, 1024));
+  settings_.flush_after = reader.duration("flush_after", settings_.flush_after,
+                                          "hand on a partly filled chunk after this long without packets");
+  settings_.pool = read_pool_settings(reader, pipeline);
+  if (settings_.sample_rate != std::floor(settings_.sample_rate)) {
+    reader.error("sample_rate", "sample rate must be a whole number of Hz", "timestamps are converted to exact sample counts");
+  }
+  if (!wire::parse_endpoint(settings_.address)) reader.error("address", "expected IPv4 host:port", "127.0.0.1:50000");
+}
+
+void UdpSource::start(StageContext& context) {
+  context_ = &context;
+  rate_ = static_cast<std::uint64_t>(settings_.sample_rate);
+  samples_per_picosecond_ = settings_.sample_rate / 1e12;
+  const auto address = wire::parse_endpoint(settings_.address);
+  socket_.reset(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!socket_.valid()) throw std::runtime_error(wire::errno_message("socket(AF_INET, SOCK_DGRAM)"));
+  // SO_RCVBUFFORCE goes past net.core.rmem_max but needs CAP_NET_ADMIN; SO_RCVBUF is capped.
+  const int wanted = static_cast<int>(std::min<std::uint64_t>(settings_.receive_buffer, 1ULL << 30));
+  std::string how = "SO_RCVBUFFORCE";
+  if (::setsockopt(socket_.get(), SOL_SOCKET, SO_RCVBUFFORCE, &wanted, sizeof(wanted)) != 0) {
+    how = "SO_RCVBUF";
+    if (::setsockopt(socket_.get(), SOL_SOCKET, SO_RCVBUF, &wanted, sizeof(wanted)) != 0) {
+      throw std::runtime_error(wire::errno_message("setsockopt(SO_RCVBUF)"));
+    }
+  }
+  int obtained = 0;
+  socklen_t length = sizeof(obtained);
+  if (::getsockopt(socket_.get(), SOL_SOCKET, SO_RCVBUF, &obtained, &length) != 0) {
+    throw std::runtime_error(wire::errno_message("getsockopt(SO_RCVBUF)"));
+  }
+  // The kernel reports double the usable size (it counts bookkeeping).
+  std::string note = "receive buffer " + format_bytes(obtained / 2.0) + " via " + how;
+  if (static_cast<std::uint64_t>(obtained) / 2 < settings_.receive_buffer) {
+    note += " (asked " + format_bytes(static_cast<double>(settings_.receive_buffer)) + "; raise net.core.rmem_max)";
+  }
+  spdlog::info("{}: {}", context.stage_name(), note);
+  context.metrics().notes.push_back(note);
+  const timeval timeout{0, 10'000};  // process() returns now and then to see stop requests
+  if (::setsockopt(socket_.get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout)) != 0) {
+    throw std::runtime_error(wire::errno_message("setsockopt(SO_RCVTIMEO)"));
+  }
+  if (::bind(socket_.get(), reinterpret_cast<const sockaddr*>(&*address), sizeof(sockaddr_in)) != 0) {
+    throw std::runtime_error(wire::errno_message("bind(" + settings_.address + ")"));
+  }
+  sockaddr_in bound{};
+  length = sizeof(bound);
+  if (::getsockname(socket_.get(), reinterpret_cast<sockaddr*>(&bound), &length) != 0) {
+    throw std::runtime_error(wire::errno_message("getsockname"));
+  }
+  port_ = ntohs(bound.sin_port);
+  gro_ = false;
+  if (settings_.gro) {
+    const int one = 1;
+    if (::setsockopt(socket_.get(), SOL_UDP, UDP_GRO, &one, sizeof(one)) == 0) {
+      gro_ = true;
+    } else {
+      const std::string fallback = std::string("UDP GRO unavailable (") + std::strerror(errno) + "): one datagram per receive";
+      spdlog::info("{}: {}", context.stage_name(), fallback);
+      context.metrics().notes.push_back(fallback);
+    }
+  }
+
+  slot_bytes_ = gro_ ? kGroBytes : settings_.max_datagram;
+  buffers_.assign(settings_.batch * slot_bytes_, std::byte{0});
+  iovs_.resize(settings_.batch);
+  messages_.resize(settings_.batch);
+  controls_.assign(settings_.batch * CMSG_SPACE(sizeof(int)), std::byte{0});
+  pending_data_.assign(settings_.reorder_window * settings_.max_datagram, std::byte{0});
+  pending_.assign(settings_.reorder_window, Pending{});
+
+  duplicates_ = &context.metrics().counter("duplicates");
+  reordered_ = &context.metrics().counter("reordered");
+  drop_truncated_ = &context.metrics().drop_counter("truncated");
+  drop_bad_size_ = &context.metrics().drop_counter("bad_size_field");
+  drop_unknown_type_ = &context.metrics().drop_counter("unknown_type");
+  drop_wrong_stream_ = &context.metrics().drop_counter("wrong_stream_id");
+  drop_bad_payload_ = &context.metrics().drop_counter("bad_payload");
+  drop_late_ = &context.metrics().drop_counter("late");
+  drop_duplicate_ = &context.metrics().drop_counter("duplicate");
+  locked_ = settings_.stream_id >= 0;
+  stream_id_ = locked_ ? static_cast<std::uint32_t>(settings_.stream_id) : 0;
+
+  Pool& pool = context.create_pool("out", settings_.pool.spec(context.pipeline().cuda_device));
+  assembler_.start(context, pool, settings_.format, rate_, true);
+  context.stream.sample_rate = settings_.sample_rate;
+  context.stream.format = settings_.format;
+  context.stream.description = "VITA-49 on " + wire::to_string(bound) + (gro_ ? " (GRO)" : "");
+  last_packet_ns_ = monotonic_ns();
+}
+
+StageStatus UdpSource::process() {
+  if (context_->stop_requested()) {
+    while (release_oldest_pending()) {
+    }
+    assembler_.flush();
+    return StageStatus::end_of_stream;
+  }
+  for (std::size_t i = 0; i < settings_.batch; ++i) {
+    iovs_[i] = {buffers_.data() + i * slot_bytes_, slot_bytes_};
+    msghdr& header = messages_[i].msg_hdr;
+    header = {};
+    header.msg_iov = &iovs_[i];
+    header.msg_iovlen = 1;
+    if (gro_) {
+      header.msg_control = controls_.data() + i * CMSG_SPACE(sizeof(int));
+      header.msg_controllen = CMSG_SPACE(sizeof(int));
+    }
+  }
+  const int received = ::recvmmsg(socket_.get(), messages_.data(), static_cast<unsigned>(settings_.batch), MSG_WAITFORONE, nullptr);
+  if (received <= 0) {
+    if (received < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      context_->fail(wire::errno_message("recvmmsg"));
+      return StageStatus::error;
+    }
+    if (monotonic_ns() - last_packet_ns_ >= static_cast<std::uint64_t>(settings_.flush_after.count())) {
+      // The stream paused: whatever waited for a late packet is released, the chunk goes on.
+      while (release_oldest_pending()) {
+      }
+      assembler_.flush();
+    }
+    return StageStatus::idle;
+  }
+  last_packet_ns_ = monotonic_ns();
+  for (int i = 0; i < received; ++i) {
+    const msghdr& header = messages_[static_cast<std::size_t>(i)].msg_hdr;
+    const std::size_t length = messages_[static_cast<std::size_t>(i)].msg_len;
+    const std::byte* data = buffers_.data() + static_cast<std::size_t>(i) * slot_bytes_;
+    std::size_t segment = length;
+    if (gro_) {
+      for (cmsghdr* control = CMSG_FIRSTHDR(&header); control != nullptr;
+           control = CMSG_NXTHDR(const_cast<msghdr*>(&header), control)) {
+        if (control->cmsg_level == SOL_UDP && control->cmsg_type == UDP_GRO) {
+          int size = 0;
+          std::memcpy(&size, CMSG_DATA(control), sizeof(size));
+          if (size > 0) segment = static_cast<std::size_t>(size);
+        }
+      }
+    }
+    if ((header.msg_flags & MSG_TRUNC) != 0) {
+      ++batch_packets_;
+      drop_truncated_->add();
+      continue;
+    }
+    // A coalesced datagram holds equal segments (the last may be shorter): split it back.
+    for (std::size_t offset = 0; offset < length; offset += segment) {
+      handle_datagram(data + offset, std::min(segment, length - offset));
+    }
+  }
+  // One atomic add per receive call rather than per packet.
+  context_->metrics().packets.fetch_add(batch_packets_, std::memory_order_relaxed);
+  batch_packets_ = 0;
+  return StageStatus::ok;
+}
+
+void UdpSource::handle_datagram(const std::byte* data, std::size_t bytes) noexcept {
+  ++batch_packets_;
+  const vita49::DecodeStatus status = vita49::decode(std::span<const std::byte>(data, bytes), packet_);
+  switch (status) {
+    case vita49::DecodeStatus::ok: break;
+    case vita49::DecodeStatus::truncated: drop_truncated_->add(); return;
+    case vita49::DecodeStatus::bad_size_field: drop_bad_size_->add(); return;
+    case vita49::DecodeStatus::unknown_type: drop_unknown_type_->add(); return;
+  }
+  const bool has_id = packet_.header.type == vita49::PacketType::if_data_stream_id;
+  if (!locked_) {
+    locked_ = true;
+    stream_id_ = packet_.stream_id;
+  }
+  if ((has_id ? packet_.stream_id : 0) != stream_id_) {
+    drop_wrong_stream_->add();
+    return;
+  }
+  const std::size_t sample_bytes = bytes_per_sample(settings_.format);
+  const std::size_t payload = packet_.payload.size();
+  if (payload == 0 || payload % sample_bytes != 0 || payload > settings_.max_datagram) {
+    drop_bad_payload_->add();
+    return;
+  }
+  const std::size_t samples = payload / sample_bytes;
+
+  // Where the packet sits in the stream, in samples since the timestamp epoch.
+  std::uint64_t epoch_index = 0;
+  bool timed = true;
+  const auto& header = packet_.header;
+  if (header.tsf == vita49::Tsf::real_time && header.tsi != vita49::Tsi::none) {
+    if (packet_.fractional_timestamp >= vita49::kPicosecondsPerSecond) {
+      drop_bad_payload_->add();
+      return;
+    }
+    const std::uint64_t seconds = packet_.integer_timestamp;
+    const std::uint64_t picoseconds = packet_.fractional_timestamp;
+    if (have_last_time_ && seconds - last_seconds_ <= 1 && seconds >= last_seconds_) {
+      // Within a second of the last one: the difference in picoseconds times the rate, in a
+      // double, is exact to far below half a sample.
+      const auto delta = static_cast<double>(static_cast<std::int64_t>((seconds - last_seconds_) * vita49::kPicosecondsPerSecond) +
+                                             (static_cast<std::int64_t>(picoseconds) - static_cast<std::int64_t>(last_picoseconds_)));
+      epoch_index = last_epoch_index_ + static_cast<std::uint64_t>(std::llround(delta * samples_per_picosecond_));
+    } else {
+      epoch_index = vita49::sample_index(seconds, picoseconds, rate_);
+    }
+    if (epoch_index >= last_epoch_index_ || !have_last_time_) {
+      last_seconds_ = seconds;
+      last_picoseconds_ = picoseconds;
+      last_epoch_index_ = epoch_index;
+      have_last_time_ = true;
+    }
+  } else if (header.tsf == vita49::Tsf::sample_count && header.tsi != vita49::Tsi::none) {
+    epoch_index = static_cast<std::uint64_t>(packet_.integer_timestamp) * rate_ + packet_.fractional_timestamp;
+  } else if (header.tsf == vita49::Tsf::free_running) {
+    epoch_index = packet_.fractional_timestamp;
+  } else {
+    // No usable timestamp: the 4-bit packet count is all there is; missing counts are
+    // assumed to be packets as long as this one.
+    timed = false;
+    const auto skipped = static_cast<std::uint64_t>((header.packet_count - next_count_) & 0xF);
+    epoch_index = have_origin_ ? untimed_next_ + skipped * samples : 0;
+    next_count_ = static_cast<std::uint8_t>((header.packet_count + 1) & 0xF);
+    untimed_next_ = epoch_index + samples;
+  }
+  if (!have_origin_) {
+    have_origin_ = true;
+    origin_ = epoch_index;
+    highest_seen_ = 0;
+    assembler_.set_origin(origin_, timed);
+  }
+  if (epoch_index < origin_) {
+    drop_late_->add();
+    return;
+  }
+  handle_samples(epoch_index - origin_, packet_.payload.data(), samples);
+}
+
+void UdpSource::handle_samples(std::uint64_t index, const std::byte* payload, std::size_t samples) noexcept {
+  const std::uint64_t expected = assembler_.expected();
+  const bool behind_a_later_one = index < highest_seen_;
+  if (index < expected) {
+    if (seen(index)) {
+      duplicates_->add();
+      drop_duplicate_->add();
+    } else {
+      // Came after its hole was declared lost: its samples stay counted as lost.
+      reordered_->add();
+      drop_late_->add();
+    }
+    return;
+  }
+  for (std::size_t slot = 0; pending_count_ > 0 && slot < pending_.size(); ++slot) {
+    const Pending& pending = pending_[slot];
+    if (pending.used && pending.index == index) {
+      duplicates_->add();
+      drop_duplicate_->add();
+      return;
+    }
+  }
+  if (behind_a_later_one) reordered_->add();
+  highest_seen_ = std::max(highest_seen_, index);
+  if (index == expected) {
+    commit(index, payload, samples);
+    drain_pending();
+    return;
+  }
+  // Ahead of a hole: hold it, unless the window is full — then the oldest hole is lost.
+  if (samples * bytes_per_sample(settings_.format) > settings_.max_datagram) return;
+  while (pending_count_ == pending_.size()) {
+    if (!release_oldest_pending()) break;
+  }
+  if (index == assembler_.expected()) {
+    commit(index, payload, samples);
+    drain_pending();
+    return;
+  }
+  for (std::size_t slot = 0; slot < pending_.size(); ++slot) {
+    if (pending_[slot].used) continue;
+    pending_[slot] = Pending{index, samples, true};
+    std::memcpy(pending_data_.data() + slot * settings_.max_datagram, payload, samples * bytes_per_sample(settings_.format));
+    ++pending_count_;
+    return;
+  }
+}
+
+void UdpSource::commit(std::uint64_t index, const std::byte* payload, std::size_t samples) noexcept {
+  if (assembler_.append(index, payload, samples)) remember(index);
+}
+
+void UdpSource::drain_pending() noexcept {
+  bool progressed = true;
+  while (progressed && pending_count_ > 0) {
+    progressed = false;
+    for (std::size_t slot = 0; slot < pending_.size(); ++slot) {
+      Pending& pending = pending_[slot];
+      if (!pending.used || pending.index != assembler_.expected()) continue;
+      commit(pending.index, pending_data_.data() + slot * settings_.max_datagram, pending.samples);
+      pending.used = false;
+      --pending_count_;
+      progressed = true;
+    }
+  }
+}
+
+bool UdpSource::release_oldest_pending() noexcept {
+  if (pending_count_ == 0) return false;
+  std::size_t oldest = pending_.size();
+  for (std::size_t slot = 0; slot < pending_.size(); ++slot) {
+    if (pending_[slot].used && (oldest == pending_.size() || pending_[slot].index < pending_[oldest].index)) oldest = slot;
+  }
+  Pending& pending = pending_[oldest];
+  commit(pending.index, pending_data_.data() + oldest * settings_.max_datagram, pending.samples);
+  pending.used = false;
+  --pending_count_;
+  drain_pending();
+  return true;
+}
+
+void UdpSource::remember(std::uint64_t index) noexcept {
+  history_[history_count_ % history_.size()] = index;
+  ++history_count_;
+}
+
+bool UdpSource::seen(std::uint64_t index) const noexcept {
+  const std::size_t count = std::min(history_count_, history_.size());
+  for (std::size_t i = 0; i < count; ++i) {
+    if (history_[i] == index) return true;
+  }
+  return false;
+}
+
+void UdpSource::stop() noexcept {
+  while (release_oldest_pending()) {
+  }
+  assembler_.flush();
+}
+
+void register_udp_source_stage(StageRegistry& registry) {
+  registry.add(StageType{"udp", StageRole::source, "VITA-49 IF Data over UDP (recvmmsg, GRO) with loss accounting",
+                         [](SettingsReader& reader, const PipelineSettings& pipeline) -> std::unique_ptr<Stage> {
+                           return std::make_unique<UdpSource>(reader, pipeline);
+                         }});
+}
+
+}  // namespace sluice

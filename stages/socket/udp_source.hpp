@@ -1,0 +1,103 @@
+// `udp` source: VITA-49 IF Data off a UDP socket (recvmmsg batches, UDP GRO where the
+// kernel has it), every header validated, loss/duplicate/reorder accounting from the
+// timestamps, samples byte-swapped into chunks in the one copy.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pipeline/stage.hpp"
+#include "stages/socket/assembler.hpp"
+#include "wire/socket.hpp"
+#include "wire/vita49.hpp"
+
+namespace sluice {
+
+struct UdpSourceSettings {
+  std::string address = "127.0.0.1:50000";  // bind here
+  std::int64_t stream_id = -1;               // accept only this stream ID; -1: the first one seen
+  SampleFormat format = SampleFormat::ci16;
+  double sample_rate = 100e6;                // whole Hz: turns real-time timestamps into sample indices
+  std::uint64_t receive_buffer = 256ULL << 20;
+  std::size_t batch = 64;                    // datagrams per recvmmsg
+  bool gro = true;
+  std::size_t max_datagram = 9000;           // without GRO
+  std::size_t reorder_window = 16;           // packets held while waiting for an earlier one
+  std::chrono::nanoseconds flush_after{std::chrono::milliseconds(20)};
+  PoolSettings pool;
+};
+
+class UdpSource final : public Stage {
+ public:
+  UdpSource(SettingsReader& reader, const PipelineSettings& pipeline);
+  void start(StageContext& context) override;
+  StageStatus process() override;
+  void stop() noexcept override;
+  // The bound port (after start), for tests that bind port 0.
+  [[nodiscard]] std::uint16_t port() const { return port_; }
+
+ private:
+  struct Pending {
+    std::uint64_t index = 0;
+    std::size_t samples = 0;
+    bool used = false;
+  };
+  void handle_datagram(const std::byte* data, std::size_t bytes) noexcept;
+  void handle_samples(std::uint64_t index, const std::byte* payload, std::size_t samples) noexcept;
+  void commit(std::uint64_t index, const std::byte* payload, std::size_t samples) noexcept;
+  void drain_pending() noexcept;
+  bool release_oldest_pending() noexcept;
+  void remember(std::uint64_t index) noexcept;
+  [[nodiscard]] bool seen(std::uint64_t index) const noexcept;
+
+  UdpSourceSettings settings_;
+  StageContext* context_ = nullptr;
+  wire::UniqueFd socket_;
+  std::uint16_t port_ = 0;
+  bool gro_ = false;
+  std::size_t slot_bytes_ = 0;
+  std::vector<std::byte> buffers_;
+  std::vector<iovec> iovs_;
+  std::vector<mmsghdr> messages_;
+  std::vector<std::byte> controls_;
+  std::vector<std::byte> pending_data_;
+  std::vector<Pending> pending_;
+  std::size_t pending_count_ = 0;
+  std::array<std::uint64_t, 64> history_{};  // start indices of recently committed packets
+  std::size_t history_count_ = 0;
+  ChunkAssembler assembler_;
+  vita49::Packet packet_;
+  bool locked_ = false;
+  std::uint32_t stream_id_ = 0;
+  bool have_origin_ = false;
+  std::uint64_t origin_ = 0;
+  std::uint64_t highest_seen_ = 0;
+  std::uint64_t last_packet_ns_ = 0;
+  std::uint8_t next_count_ = 0;
+  std::uint64_t untimed_next_ = 0;
+  std::uint64_t rate_ = 0;
+  double samples_per_picosecond_ = 0;
+  // The last real-time timestamp converted, so the next one is a small exact difference
+  // instead of a 128-bit division.
+  std::uint64_t last_seconds_ = 0;
+  std::uint64_t last_picoseconds_ = 0;
+  std::uint64_t last_epoch_index_ = 0;
+  bool have_last_time_ = false;
+  std::uint64_t batch_packets_ = 0;
+  NamedCounter* duplicates_ = nullptr;
+  NamedCounter* reordered_ = nullptr;
+  NamedCounter* drop_truncated_ = nullptr;
+  NamedCounter* drop_bad_size_ = nullptr;
+  NamedCounter* drop_unknown_type_ = nullptr;
+  NamedCounter* drop_wrong_stream_ = nullptr;
+  NamedCounter* drop_bad_payload_ = nullptr;
+  NamedCounter* drop_late_ = nullptr;
+  NamedCounter* drop_duplicate_ = nullptr;
+};
+
+void register_udp_source_stage(StageRegistry& registry);
+
+}  // namespace sluice

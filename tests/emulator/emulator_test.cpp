@@ -1,0 +1,147 @@
+// Emulator settings from YAML (errors with file:line:column), the pacing arithmetic, the
+// deterministic fault plan, and the packet sizes for standard and jumbo payloads.
+#include "emulator/emulator.hpp"
+
+#include <gtest/gtest.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "pipeline/settings.hpp"
+#include "wire/socket.hpp"
+#include "wire/vita49.hpp"
+
+namespace sluice::emulator {
+namespace {
+
+TEST(EmulatorSettings, ReadsTheEmulatorSection) {
+  const EmulatorSettings settings = load_emulator_text(R"(
+emulator:
+  streams:
+    - {address: 127.0.0.1:50000, stream_id: 7}
+    - {address: 127.0.0.1:50001}
+  sample_rate: 122.88Msps
+  format: cf32
+  payload: 8972
+  rate: 1GB/s
+  count: 10
+  signal:
+    tones: [{frequency: 1MHz, amplitude: 0.3}]
+    chirp: {start: 0Hz, stop: 5MHz, amplitude: 0.1}
+    noise_snr_db: 25
+    seed: 9
+  faults:
+    seed: 4
+    drop: {packets: [1, 2]}
+    corrupt: {probability: 0.5}
+)");
+  ASSERT_EQ(settings.streams.size(), 2U);
+  EXPECT_EQ(settings.streams[0].stream_id, 7U);
+  EXPECT_EQ(settings.streams[1].stream_id, 2U);
+  EXPECT_EQ(settings.signal.sample_rate, 122.88e6);
+  EXPECT_EQ(settings.signal.format, SampleFormat::cf32);
+  EXPECT_EQ(settings.payload, 8972U);
+  EXPECT_EQ(settings.rate, 1e9);
+  ASSERT_EQ(settings.signal.tones.size(), 1U);
+  EXPECT_EQ(settings.signal.tones[0].frequency, 1e6);
+  EXPECT_EQ(settings.signal.chirp_stop, 5e6);
+  EXPECT_EQ(settings.signal.noise_snr_db, 25);
+  EXPECT_EQ(settings.faults.drop.packets, (std::vector<std::uint64_t>{1, 2}));
+  EXPECT_EQ(settings.faults.corrupt.probability, 0.5);
+}
+
+TEST(EmulatorSettings, ErrorsNameFileLineAndColumn) {
+  try {
+    load_emulator_text("emulator:\n  sample_rate: 1.5Hz\n  payloda: 10\n  faults: {drop: {probability: 2}}\n", "em.yaml");
+    FAIL() << "expected a ConfigException";
+  } catch (const ConfigException& error) {
+    const std::string text = error.what();
+    EXPECT_NE(text.find("em.yaml:2:16: emulator.sample_rate"), std::string::npos) << text;
+    EXPECT_NE(text.find("em.yaml:3:3: emulator.payloda: unknown setting"), std::string::npos) << text;
+    EXPECT_NE(text.find("did you mean 'payload'"), std::string::npos) << text;
+    EXPECT_NE(text.find("emulator.faults.drop.probability"), std::string::npos) << text;
+  }
+}
+
+TEST(EmulatorSettings, SamplesPerPacketFillStandardAndJumboDatagrams) {
+  EmulatorSettings settings;
+  settings.payload = 1472;  // 32 bytes of header/trailer, then 1440 bytes of ci16
+  EXPECT_EQ(settings.samples_per_packet(), 360U);
+  settings.payload = 8972;
+  EXPECT_EQ(settings.samples_per_packet(), 2235U);
+  settings.signal.format = SampleFormat::cf32;
+  EXPECT_EQ(settings.samples_per_packet(), 1117U);
+}
+
+TEST(Pacer, WaitsUntilTheBytesAreDue) {
+  const Pacer pacer(1e9);  // 1 byte per ns
+  EXPECT_EQ(pacer.wait_ns(0, 0), 0U);
+  EXPECT_EQ(pacer.wait_ns(1000, 0), 1000U);
+  EXPECT_EQ(pacer.wait_ns(1000, 400), 600U);
+  EXPECT_EQ(pacer.wait_ns(1000, 5000), 0U);  // behind: send at once, catch up
+  // Over 10 s at 400 MB/s the schedule is exact to the nanosecond.
+  const Pacer slow(400e6);
+  EXPECT_EQ(slow.wait_ns(4'000'000'000ULL, 0), 10'000'000'000ULL);
+  EXPECT_EQ(Pacer(0).wait_ns(1ULL << 40, 0), 0U);  // unpaced
+}
+
+TEST(FaultPlan, ListedPacketsAndProbabilityAreDeterministic) {
+  FaultSettings faults;
+  faults.seed = 11;
+  faults.drop.packets = {3, 9};
+  faults.duplicate.probability = 0.1;
+  EXPECT_TRUE(faults.applies(FaultKind::drop, 0, 3));
+  EXPECT_FALSE(faults.applies(FaultKind::drop, 0, 4));
+  std::size_t hits = 0;
+  for (std::uint64_t k = 0; k < 100000; ++k) {
+    const bool hit = faults.applies(FaultKind::duplicate, 0, k);
+    EXPECT_EQ(hit, faults.applies(FaultKind::duplicate, 0, k));
+    hits += hit ? 1U : 0U;
+  }
+  EXPECT_NEAR(static_cast<double>(hits), 10000.0, 400.0);
+  FaultSettings other = faults;
+  other.seed = 12;
+  std::size_t differences = 0;
+  for (std::uint64_t k = 0; k < 1000; ++k) {
+    differences += faults.applies(FaultKind::duplicate, 0, k) != other.applies(FaultKind::duplicate, 0, k) ? 1U : 0U;
+  }
+  EXPECT_GT(differences, 50U);
+}
+
+TEST(Emulator, SendsValidPacketsWithTimestampsThatAdvanceWithTheSampleCount) {
+  wire::UniqueFd receiver(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(receiver.valid());
+  sockaddr_in address = *wire::parse_endpoint("127.0.0.1:0");
+  ASSERT_EQ(::bind(receiver.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(::getsockname(receiver.get(), reinterpret_cast<sockaddr*>(&address), &length), 0);
+
+  EmulatorSettings settings;
+  settings.streams = {{wire::to_string(address), 42}};
+  settings.signal.sample_rate = 100e6;
+  settings.count = 20;
+  settings.gso = false;
+  settings.start_seconds = 1'700'000'000;
+  Emulator emulator(settings);
+  emulator.open();
+  const EmulatorReport report = emulator.run(nullptr, false);
+  EXPECT_EQ(report.packets, 20U);
+
+  std::vector<std::byte> datagram(2048);
+  for (std::uint64_t k = 0; k < 20; ++k) {
+    const ssize_t got = ::recv(receiver.get(), datagram.data(), datagram.size(), 0);
+    ASSERT_EQ(got, 1472);
+    vita49::Packet packet;
+    ASSERT_EQ(vita49::decode(std::span<const std::byte>(datagram.data(), 1472), packet), vita49::DecodeStatus::ok);
+    EXPECT_EQ(packet.stream_id, 42U);
+    EXPECT_EQ(packet.header.packet_count, k % 16);
+    EXPECT_EQ(packet.payload.size(), 1440U);
+    EXPECT_EQ(vita49::sample_index(packet.integer_timestamp, packet.fractional_timestamp, 100'000'000) -
+                  1'700'000'000ULL * 100'000'000ULL,
+              k * 360);
+    EXPECT_TRUE(packet.trailer.valid_data);
+  }
+}
+
+}  // namespace
+}  // namespace sluice::emulator

@@ -1,0 +1,303 @@
+// emulator → udp stage → capture sink on loopback, through the real Pipeline: every fault
+// kind with exact counts, sample contents and gap records; GRO-coalesced and jumbo
+// datagrams; random garbage at a running stage.
+#include "stages/socket/udp_source.hpp"
+
+#include <gtest/gtest.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <functional>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "emulator/emulator.hpp"
+#include "capture_sink.hpp"
+#include "wire/socket.hpp"
+
+namespace sluice {
+namespace {
+
+using test_support::counter;
+using test_support::drops;
+
+struct UdpRun {
+  emulator::EmulatorReport sent;
+  test_support::Capture capture;
+  std::uint64_t packets = 0;
+  std::uint64_t lost_packets = 0;
+  std::uint64_t lost_samples = 0;
+  std::uint64_t duplicates = 0;
+  std::uint64_t reordered = 0;
+  std::uint64_t samples_out = 0;
+  std::map<std::string, std::uint64_t> drops;
+  std::size_t samples_per_packet = 0;
+};
+
+constexpr std::uint64_t kStartSeconds = 1'700'000'000;
+
+// Runs `settings` (destination filled in) against a udp stage; `extra` runs after the
+// emulator, with the stage's port (garbage senders).
+void run_udp(emulator::EmulatorSettings settings, UdpRun& run, const std::string& stage_settings = "",
+             const std::function<std::uint64_t(std::uint16_t)>& extra = {}) {
+  test_support::current_capture() = &run.capture;
+  const std::string yaml =
+      "pipeline: {chunk: 64KiB, chunks: 64}\n"
+      "template:\n"
+      "  - {name: source, type: udp, address: 127.0.0.1:0, stream_id: 1, sample_rate: 100Msps, format: " +
+      std::string(to_string(settings.signal.format)) + stage_settings +
+      "}\n"
+      "  - {name: sink, type: capture}\n"
+      "lanes: [{name: port0}]\n";
+  Pipeline pipeline(load_pipeline_text(yaml, "<test>", {}, test_support::test_registry()));
+  pipeline.start();
+  auto* stage = dynamic_cast<UdpSource*>(pipeline.definition().lanes[0].stages[0].stage.get());
+  ASSERT_NE(stage, nullptr);
+  std::thread runner([&] { pipeline.run(); });
+
+  settings.streams = {{"127.0.0.1:" + std::to_string(stage->port()), 1}};
+  settings.signal.sample_rate = 100e6;
+  settings.start_seconds = kStartSeconds;
+  if (settings.rate == 0) settings.rate = 200e6;  // paced: loopback buffers never overflow
+  emulator::Emulator emulator(settings);
+  emulator.open();
+  run.samples_per_packet = settings.samples_per_packet();
+  run.sent = emulator.run(nullptr, false);
+  std::uint64_t expected_datagrams = run.sent.packets;
+  if (extra) expected_datagrams += extra(stage->port());
+
+  const StageMetrics& metrics = test_support::source_metrics(pipeline);
+  EXPECT_TRUE(test_support::wait_for([&] { return metrics.packets.load() >= expected_datagrams; }))
+      << metrics.packets.load() << " of " << expected_datagrams;
+  pipeline.request_stop();
+  runner.join();
+  run.packets = metrics.packets.load();
+  run.lost_packets = counter(metrics, "lost_packets");
+  run.lost_samples = counter(metrics, "lost_samples");
+  run.duplicates = counter(metrics, "duplicates");
+  run.reordered = counter(metrics, "reordered");
+  run.samples_out = metrics.out.samples.load();
+  for (const auto& named : metrics.drops()) run.drops[named.name] = named.get();
+  test_support::current_capture() = nullptr;
+}
+
+// The chunks hold exactly the samples not listed as lost, in order, equal to the source's,
+// with each hole recorded once.
+void expect_stream(const UdpRun& run, const emulator::EmulatorSettings& settings, std::uint64_t total_samples,
+                   const std::vector<Gap>& expected_gaps) {
+  emulator::SignalSettings signal = settings.signal;
+  signal.sample_rate = 100e6;
+  emulator::SignalSource source(signal);
+  const std::size_t size = bytes_per_sample(signal.format);
+  std::uint64_t next = 0;
+  const std::vector<Gap> gaps = test_support::walk_stream(run.capture, size, [&](std::uint64_t first, std::uint64_t count) {
+    std::vector<std::byte> bytes(count * size);
+    source.fill(first, bytes);
+    return bytes;
+  }, next);
+  std::uint64_t received = 0;
+  for (const auto& chunk : run.capture.chunks) {
+    received += chunk.sample_count;
+    if (chunk.sample_count == 0) continue;
+    ASSERT_TRUE(chunk.timestamp.valid);
+    // Timestamp of the chunk's first sample: start second + first_sample / rate.
+    const std::uint64_t epoch = kStartSeconds * 100'000'000ULL + chunk.first_sample;
+    EXPECT_EQ(chunk.timestamp.seconds, epoch / 100'000'000ULL);
+    EXPECT_EQ(chunk.timestamp.picoseconds, (epoch % 100'000'000ULL) * 10'000ULL);
+  }
+  EXPECT_EQ(next, total_samples);
+  EXPECT_EQ(received + run.lost_samples, total_samples);
+  ASSERT_EQ(gaps.size(), expected_gaps.size());
+  for (std::size_t i = 0; i < gaps.size(); ++i) {
+    EXPECT_EQ(gaps[i].first_sample, expected_gaps[i].first_sample) << i;
+    EXPECT_EQ(gaps[i].length, expected_gaps[i].length) << i;
+  }
+}
+
+emulator::EmulatorSettings with_count(std::uint64_t count) {
+  emulator::EmulatorSettings settings;
+  settings.count = count;
+  settings.signal.tones = {{3e6, 0.4}};
+  settings.signal.noise_snr_db = 30;
+  return settings;
+}
+
+TEST(UdpSource, CleanStreamArrivesWholeAndInOrder) {
+  auto settings = with_count(3000);
+  UdpRun run;
+  run_udp(settings, run);
+  const std::uint64_t total = 3000 * run.samples_per_packet;
+  EXPECT_EQ(run.packets, 3000U);
+  EXPECT_EQ(run.lost_packets, 0U);
+  EXPECT_EQ(run.lost_samples, 0U);
+  EXPECT_EQ(run.duplicates, 0U);
+  EXPECT_EQ(run.reordered, 0U);
+  EXPECT_EQ(run.samples_out, total);
+  expect_stream(run, settings, total, {});
+}
+
+TEST(UdpSource, GsoCoalescedDatagramsAreSplitBackIntoPackets) {
+  auto settings = with_count(4000);
+  settings.gso = true;
+  settings.batch = 64;
+  UdpRun run;
+  run_udp(settings, run);
+  if (!run.sent.gso_used) GTEST_SKIP() << "kernel without UDP GSO";
+  EXPECT_EQ(run.packets, 4000U);
+  EXPECT_EQ(run.lost_samples, 0U);
+  expect_stream(run, settings, 4000 * run.samples_per_packet, {});
+}
+
+TEST(UdpSource, JumboCf32Datagrams) {
+  auto settings = with_count(500);
+  settings.payload = 8972;
+  settings.signal.format = SampleFormat::cf32;
+  UdpRun run;
+  run_udp(settings, run, ", max_datagram: 9000");
+  EXPECT_EQ(run.samples_per_packet, 1117U);
+  EXPECT_EQ(run.lost_samples, 0U);
+  expect_stream(run, settings, 500 * run.samples_per_packet, {});
+}
+
+TEST(UdpSource, DroppedPacketsAreExactGaps) {
+  auto settings = with_count(1000);
+  settings.faults.drop.packets = {10, 500, 501, 999};
+  UdpRun run;
+  run_udp(settings, run);
+  const std::uint64_t spp = run.samples_per_packet;
+  EXPECT_EQ(run.sent.dropped, 4U);
+  EXPECT_EQ(run.lost_packets, 3U);  // packet 999 was the last: nothing after it shows its loss
+  EXPECT_EQ(run.lost_samples, 3 * spp);
+  EXPECT_EQ(run.duplicates, 0U);
+  expect_stream(run, settings, 999 * spp, {{10 * spp, spp}, {500 * spp, 2 * spp}});
+}
+
+TEST(UdpSource, DropsByProbabilityAreCountedExactly) {
+  auto settings = with_count(2000);
+  settings.faults.drop.probability = 0.02;
+  settings.faults.seed = 5;
+  UdpRun run;
+  run_udp(settings, run);
+  const std::uint64_t spp = run.samples_per_packet;
+  std::vector<Gap> gaps;
+  std::uint64_t last_sent = 0;
+  for (std::uint64_t k = 0; k < 2000; ++k) {
+    if (!settings.faults.applies(emulator::FaultKind::drop, 0, k)) {
+      last_sent = k;
+      continue;
+    }
+    if (!gaps.empty() && gaps.back().first_sample + gaps.back().length == k * spp) {
+      gaps.back().length += spp;
+    } else {
+      gaps.push_back({k * spp, spp});
+    }
+  }
+  while (!gaps.empty() && gaps.back().first_sample >= last_sent * spp) gaps.pop_back();
+  ASSERT_GT(gaps.size(), 10U);
+  ASSERT_EQ(gaps.front().first_sample > 0, true);
+  std::uint64_t lost = 0;
+  for (const Gap& gap : gaps) lost += gap.length;
+  EXPECT_EQ(run.lost_samples, lost);
+  EXPECT_EQ(run.lost_packets, lost / spp);
+  expect_stream(run, settings, (last_sent + 1) * spp, gaps);
+}
+
+TEST(UdpSource, MoreGapsThanOneChunkHoldsAreAllRecorded) {
+  auto settings = with_count(401);
+  for (std::uint64_t k = 1; k < 400; k += 2) settings.faults.drop.packets.push_back(k);  // 200 holes
+  UdpRun run;
+  run_udp(settings, run, ", chunk: 1MiB, reorder_window: 1");
+  const std::uint64_t spp = run.samples_per_packet;
+  std::vector<Gap> gaps;
+  for (std::uint64_t k = 1; k < 400; k += 2) gaps.push_back({k * spp, spp});
+  EXPECT_EQ(run.lost_packets, 200U);
+  EXPECT_EQ(run.lost_samples, 200 * spp);
+  EXPECT_GT(run.capture.chunks.size(), 200 / Chunk::kMaxGaps);  // the gap table filled up: more chunks
+  expect_stream(run, settings, 401 * spp, gaps);
+}
+
+TEST(UdpSource, DuplicatesAreCountedAndDropped) {
+  auto settings = with_count(1000);
+  settings.faults.duplicate.packets = {5, 600};
+  UdpRun run;
+  run_udp(settings, run);
+  EXPECT_EQ(run.packets, 1002U);
+  EXPECT_EQ(run.duplicates, 2U);
+  EXPECT_EQ(run.drops["duplicate"], 2U);
+  EXPECT_EQ(run.lost_samples, 0U);
+  expect_stream(run, settings, 1000 * run.samples_per_packet, {});
+}
+
+TEST(UdpSource, ReorderedPacketsArePutBackInOrder) {
+  auto settings = with_count(1000);
+  settings.faults.reorder.packets = {7, 300, 301};
+  UdpRun run;
+  run_udp(settings, run);
+  EXPECT_EQ(run.sent.reordered, 2U);  // 301 travels with 300 already held
+  EXPECT_EQ(run.reordered, 2U);
+  EXPECT_EQ(run.lost_samples, 0U);
+  EXPECT_EQ(run.lost_packets, 0U);
+  expect_stream(run, settings, 1000 * run.samples_per_packet, {});
+}
+
+TEST(UdpSource, TruncatedPacketsAreDroppedAndTheirSamplesCountedLost) {
+  auto settings = with_count(800);
+  settings.faults.truncate.packets = {100, 400};
+  UdpRun run;
+  run_udp(settings, run);
+  const std::uint64_t spp = run.samples_per_packet;
+  EXPECT_EQ(run.drops["truncated"], 2U);
+  EXPECT_EQ(run.lost_packets, 2U);
+  EXPECT_EQ(run.lost_samples, 2 * spp);
+  expect_stream(run, settings, 800 * spp, {{100 * spp, spp}, {400 * spp, spp}});
+}
+
+TEST(UdpSource, CorruptHeadersAreDroppedByReason) {
+  auto settings = with_count(800);
+  settings.faults.corrupt.packets = {30, 31, 32};  // k % 3: packet type, size field, stream ID
+  UdpRun run;
+  run_udp(settings, run);
+  const std::uint64_t spp = run.samples_per_packet;
+  EXPECT_EQ(run.drops["unknown_type"], 1U);
+  EXPECT_EQ(run.drops["bad_size_field"], 1U);
+  EXPECT_EQ(run.drops["wrong_stream_id"], 1U);
+  EXPECT_EQ(run.lost_packets, 3U);
+  EXPECT_EQ(run.lost_samples, 3 * spp);
+  expect_stream(run, settings, 800 * spp, {{30 * spp, 3 * spp}});
+}
+
+TEST(UdpSource, RandomGarbageNeverCorruptsTheStream) {
+  auto settings = with_count(1500);
+  UdpRun run;
+  const std::uint64_t garbage = 3000;
+  run_udp(settings, run, "", [&](std::uint16_t port) -> std::uint64_t {
+    wire::UniqueFd sender(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    const sockaddr_in address = *wire::parse_endpoint("127.0.0.1:" + std::to_string(port));
+    std::mt19937_64 random(17);
+    std::vector<std::byte> datagram(9000);
+    for (std::uint64_t i = 0; i < garbage; ++i) {
+      const std::size_t length = 1 + random() % 2000;
+      for (std::size_t j = 0; j < length; ++j) datagram[j] = static_cast<std::byte>(random());
+      // Every few, a plausible header: IF Data with a size field matching or not.
+      if (i % 4 == 0 && length >= 8) {
+        datagram[0] = std::byte{0x1C};
+        datagram[2] = static_cast<std::byte>((length / 4) >> 8);
+        datagram[3] = static_cast<std::byte>(length / 4);
+      }
+      EXPECT_EQ(::sendto(sender.get(), datagram.data(), length, 0, reinterpret_cast<const sockaddr*>(&address), sizeof(address)),
+                static_cast<ssize_t>(length));
+      if (i % 64 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    return garbage;
+  });
+  std::uint64_t dropped = 0;
+  for (const auto& [reason, count] : run.drops) dropped += count;
+  EXPECT_EQ(dropped, garbage);
+  EXPECT_EQ(run.lost_samples, 0U);
+  expect_stream(run, settings, 1500 * run.samples_per_packet, {});
+}
+
+}  // namespace
+}  // namespace sluice

@@ -1,0 +1,174 @@
+// VITA-49 encode/decode against byte vectors worked out by hand from the standard's layout,
+// and one test per malformed class.
+#include "wire/vita49.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "wire/samples.hpp"
+
+namespace sluice::vita49 {
+namespace {
+
+std::vector<std::byte> bytes(std::initializer_list<unsigned> values) {
+  std::vector<std::byte> out;
+  for (unsigned value : values) out.push_back(static_cast<std::byte>(value));
+  return out;
+}
+
+// type 1, C, T, TSI UTC, TSF real-time, count 5, 9 words; stream 0x12345678; class OUI 00-12-A2
+// info 1 packet 2; integer 0x5F5E1000; fractional 0x0000000102030405; one ci16 sample (1, -2);
+// trailer valid-data enable (bit 30) + indicator (bit 18).
+const std::vector<std::byte> kFullPacket = bytes({
+    0x1C, 0x65, 0x00, 0x09,  // header
+    0x12, 0x34, 0x56, 0x78,  // stream ID
+    0x00, 0x00, 0x12, 0xA2,  // OUI
+    0x00, 0x01, 0x00, 0x02,  // information / packet class codes
+    0x5F, 0x5E, 0x10, 0x00,  // integer timestamp
+    0x00, 0x00, 0x00, 0x01, 0x02, 0x03, 0x04, 0x05,  // fractional timestamp
+    0x00, 0x01, 0xFF, 0xFE,  // payload: I = 1, Q = -2 (big-endian)
+    0x40, 0x04, 0x00, 0x00,  // trailer
+});
+
+Packet full_packet() {
+  Packet packet;
+  packet.header.type = PacketType::if_data_stream_id;
+  packet.header.has_class_id = true;
+  packet.header.has_trailer = true;
+  packet.header.tsi = Tsi::utc;
+  packet.header.tsf = Tsf::real_time;
+  packet.header.packet_count = 5;
+  packet.stream_id = 0x12345678;
+  packet.class_id = {0x0012A2, 1, 2};
+  packet.integer_timestamp = 0x5F5E1000;
+  packet.fractional_timestamp = 0x0000000102030405ULL;
+  packet.trailer.valid_data_enable = true;
+  packet.trailer.valid_data = true;
+  return packet;
+}
+
+TEST(Vita49, EncodesEveryFieldWhereTheStandardPutsIt) {
+  const auto payload = bytes({0x00, 0x01, 0xFF, 0xFE});
+  Packet packet = full_packet();
+  packet.payload = payload;
+  std::vector<std::byte> out(64);
+  ASSERT_EQ(encode(packet, out), 36U);
+  out.resize(36);
+  EXPECT_EQ(out, kFullPacket);
+}
+
+TEST(Vita49, DecodesEveryField) {
+  Packet packet;
+  ASSERT_EQ(decode(kFullPacket, packet), DecodeStatus::ok);
+  EXPECT_EQ(packet.header.type, PacketType::if_data_stream_id);
+  EXPECT_TRUE(packet.header.has_class_id);
+  EXPECT_TRUE(packet.header.has_trailer);
+  EXPECT_EQ(packet.header.tsi, Tsi::utc);
+  EXPECT_EQ(packet.header.tsf, Tsf::real_time);
+  EXPECT_EQ(packet.header.packet_count, 5);
+  EXPECT_EQ(packet.header.size_words, 9);
+  EXPECT_EQ(packet.stream_id, 0x12345678U);
+  EXPECT_EQ(packet.class_id.oui, 0x0012A2U);
+  EXPECT_EQ(packet.class_id.information_class, 1);
+  EXPECT_EQ(packet.class_id.packet_class, 2);
+  EXPECT_EQ(packet.integer_timestamp, 0x5F5E1000U);
+  EXPECT_EQ(packet.fractional_timestamp, 0x0000000102030405ULL);
+  ASSERT_EQ(packet.payload.size(), 4U);
+  EXPECT_EQ(packet.payload.data(), kFullPacket.data() + 28);
+  EXPECT_TRUE(packet.trailer.valid_data_enable);
+  EXPECT_TRUE(packet.trailer.valid_data);
+  EXPECT_FALSE(packet.trailer.sample_loss_enable);
+  EXPECT_EQ(packet.trailer.raw, 0x40040000U);
+}
+
+TEST(Vita49, TrailerSampleLossAndOverRangeBits) {
+  // Over-range: enable bit 25, indicator bit 13; sample loss: enable bit 24, indicator bit 12.
+  const auto packet_bytes = bytes({0x04, 0x00, 0x00, 0x02, 0x03, 0x00, 0x30, 0x00});
+  Packet packet;
+  ASSERT_EQ(decode(packet_bytes, packet), DecodeStatus::ok);
+  EXPECT_EQ(packet.header.type, PacketType::if_data);
+  EXPECT_TRUE(packet.payload.empty());
+  EXPECT_TRUE(packet.trailer.over_range_enable);
+  EXPECT_TRUE(packet.trailer.over_range);
+  EXPECT_TRUE(packet.trailer.sample_loss_enable);
+  EXPECT_TRUE(packet.trailer.sample_loss);
+  EXPECT_FALSE(packet.trailer.valid_data_enable);
+
+  Packet encoded;
+  encoded.header.type = PacketType::if_data;
+  encoded.header.has_trailer = true;
+  encoded.trailer.over_range_enable = encoded.trailer.over_range = true;
+  encoded.trailer.sample_loss_enable = encoded.trailer.sample_loss = true;
+  std::vector<std::byte> out(8);
+  ASSERT_EQ(encode(encoded, out), 8U);
+  EXPECT_EQ(out, packet_bytes);
+}
+
+TEST(Vita49, MinimalPacketWithoutOptionalFields) {
+  // type 0, no C/T/TSI/TSF, count 15, 2 words: header + one payload word.
+  const auto packet_bytes = bytes({0x00, 0x0F, 0x00, 0x02, 0xDE, 0xAD, 0xBE, 0xEF});
+  Packet packet;
+  ASSERT_EQ(decode(packet_bytes, packet), DecodeStatus::ok);
+  EXPECT_EQ(packet.header.packet_count, 15);
+  EXPECT_EQ(packet.stream_id, 0U);
+  EXPECT_EQ(packet.payload.size(), 4U);
+  EXPECT_EQ(prefix_words(packet.header), 1U);
+}
+
+TEST(Vita49, TruncatedDatagrams) {
+  Packet packet;
+  EXPECT_EQ(decode(std::span<const std::byte>(kFullPacket.data(), 3), packet), DecodeStatus::truncated);
+  EXPECT_EQ(decode(std::span<const std::byte>(kFullPacket.data(), 32), packet), DecodeStatus::truncated);
+  EXPECT_EQ(decode(std::span<const std::byte>(kFullPacket.data(), 0), packet), DecodeStatus::truncated);
+}
+
+TEST(Vita49, SizeFieldThatDisagreesWithTheDatagram) {
+  Packet packet;
+  auto longer = kFullPacket;
+  longer.insert(longer.end(), 4, std::byte{0});
+  EXPECT_EQ(decode(longer, packet), DecodeStatus::bad_size_field);
+  auto too_small = kFullPacket;
+  too_small[3] = std::byte{0x07};  // 7 words cannot hold the 8 fixed words this header declares
+  EXPECT_EQ(decode(std::span<const std::byte>(too_small.data(), 28), packet), DecodeStatus::bad_size_field);
+}
+
+TEST(Vita49, NonDataPacketTypesAreUnknown) {
+  Packet packet;
+  for (unsigned type : {2U, 3U, 4U, 5U, 6U, 15U}) {
+    auto changed = kFullPacket;
+    changed[0] = static_cast<std::byte>(type << 4 | 0x0C);
+    EXPECT_EQ(decode(changed, packet), DecodeStatus::unknown_type) << "type " << type;
+  }
+}
+
+TEST(Vita49, SampleIndexAndTimestampAreExactInverses) {
+  const std::uint64_t rate = 122'880'000;
+  for (std::uint64_t index : {0ULL, 1ULL, 359ULL, 122'879'999ULL, 122'880'000ULL, 1'700'000'000ULL * 122'880'000ULL + 12345}) {
+    std::uint64_t seconds = 0;
+    std::uint64_t picoseconds = 0;
+    timestamp_of(index, rate, seconds, picoseconds);
+    EXPECT_LT(picoseconds, kPicosecondsPerSecond);
+    EXPECT_EQ(sample_index(seconds, picoseconds, rate), index);
+  }
+}
+
+TEST(Samples, SwapTurnsBigEndianComponentsIntoLittleEndian) {
+  // ci16: three samples (odd count exercises the half-word tail).
+  const auto wire_ci16 = bytes({0x00, 0x01, 0xFF, 0xFE, 0x12, 0x34, 0x80, 0x00, 0x7F, 0xFF, 0x00, 0x02});
+  std::vector<std::byte> local(wire_ci16.size());
+  wire::copy_swapped(SampleFormat::ci16, wire_ci16.data(), local.data(), local.size());
+  EXPECT_EQ(local, bytes({0x01, 0x00, 0xFE, 0xFF, 0x34, 0x12, 0x00, 0x80, 0xFF, 0x7F, 0x02, 0x00}));
+  // cf32: 1.0f = 0x3F800000, -2.0f = 0xC0000000.
+  const auto wire_cf32 = bytes({0x3F, 0x80, 0x00, 0x00, 0xC0, 0x00, 0x00, 0x00});
+  std::vector<std::byte> floats(8);
+  wire::copy_swapped(SampleFormat::cf32, wire_cf32.data(), floats.data(), floats.size());
+  float values[2] = {};
+  std::memcpy(values, floats.data(), sizeof(values));
+  EXPECT_EQ(values[0], 1.0F);
+  EXPECT_EQ(values[1], -2.0F);
+}
+
+}  // namespace
+}  // namespace sluice::vita49

@@ -1,0 +1,45 @@
+// Small socket helpers shared by the emulator and the socket stages: an owning fd and
+// "host:port" parsing for IPv4 endpoints.
+#pragma once
+
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace sluice::wire {
+
+// The one owner of a file descriptor.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept {
+    if (this != &other) reset(std::exchange(other.fd_, -1));
+    return *this;
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd() { reset(); }
+  void reset(int fd = -1) noexcept {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
+  [[nodiscard]] int get() const noexcept { return fd_; }
+  [[nodiscard]] bool valid() const noexcept { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+// "127.0.0.1:50000" → sockaddr_in; nullopt when malformed.
+std::optional<sockaddr_in> parse_endpoint(std::string_view text);
+std::string to_string(const sockaddr_in& address);
+// "socket: Permission denied" — for setup errors naming the call.
+std::string errno_message(std::string_view call);
+
+}  // namespace sluice::wire

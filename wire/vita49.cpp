@@ -1,0 +1,174 @@
+// VITA 49.0 IF Data encode/decode. Reads go through memcpy + byte swap so that any
+// alignment of the datagram buffer is fine.
+#include "wire/vita49.hpp"
+
+#include <cstring>
+
+namespace sluice::vita49 {
+namespace {
+
+std::uint32_t load_be32(const std::byte* in) {
+  std::uint32_t value = 0;
+  std::memcpy(&value, in, sizeof(value));
+  return __builtin_bswap32(value);
+}
+
+void store_be32(std::byte* out, std::uint32_t value) {
+  value = __builtin_bswap32(value);
+  std::memcpy(out, &value, sizeof(value));
+}
+
+bool has_stream_id(PacketType type) {
+  return type == PacketType::if_data_stream_id || type == PacketType::ext_data_stream_id ||
+         type == PacketType::context || type == PacketType::ext_context;
+}
+
+std::uint32_t trailer_word(const Trailer& trailer) {
+  std::uint32_t word = 0;
+  auto put = [&word](bool enable, bool indicator, unsigned position) {
+    if (enable) word |= 1U << (31 - position);
+    if (indicator) word |= 1U << (19 - position);
+  };
+  put(trailer.valid_data_enable, trailer.valid_data, 1);
+  put(trailer.over_range_enable, trailer.over_range, 6);
+  put(trailer.sample_loss_enable, trailer.sample_loss, 7);
+  return word;
+}
+
+Trailer parse_trailer(std::uint32_t word) {
+  auto bit = [word](unsigned position) { return (word >> position & 1U) != 0; };
+  Trailer trailer;
+  trailer.valid_data_enable = bit(31 - 1);
+  trailer.valid_data = bit(19 - 1);
+  trailer.over_range_enable = bit(31 - 6);
+  trailer.over_range = bit(19 - 6);
+  trailer.sample_loss_enable = bit(31 - 7);
+  trailer.sample_loss = bit(19 - 7);
+  trailer.raw = word;
+  return trailer;
+}
+
+}  // namespace
+
+std::string_view to_string(DecodeStatus status) {
+  switch (status) {
+    case DecodeStatus::ok: return "ok";
+    case DecodeStatus::truncated: return "truncated";
+    case DecodeStatus::bad_size_field: return "bad_size_field";
+    case DecodeStatus::unknown_type: return "unknown_type";
+  }
+  return "?";
+}
+
+std::size_t prefix_words(const Header& header) {
+  std::size_t words = 1;
+  if (has_stream_id(header.type)) words += 1;
+  if (header.has_class_id) words += 2;
+  if (header.tsi != Tsi::none) words += 1;
+  if (header.tsf != Tsf::none) words += 2;
+  return words;
+}
+
+std::size_t packet_bytes(const Header& header, std::size_t payload_bytes) {
+  return (prefix_words(header) + (header.has_trailer ? 1U : 0U)) * 4 + payload_bytes;
+}
+
+std::size_t encode_around_payload(const Packet& packet, std::size_t payload_bytes, std::span<std::byte> out) {
+  const Header& header = packet.header;
+  const std::size_t total = packet_bytes(header, payload_bytes);
+  if (payload_bytes % 4 != 0 || total > out.size() || total / 4 > 0xFFFF) return 0;
+  std::uint32_t word0 = static_cast<std::uint32_t>(header.type) << 28;
+  if (header.has_class_id) word0 |= 1U << 27;
+  if (header.has_trailer) word0 |= 1U << 26;
+  word0 |= static_cast<std::uint32_t>(header.tsi) << 22;
+  word0 |= static_cast<std::uint32_t>(header.tsf) << 20;
+  word0 |= static_cast<std::uint32_t>(header.packet_count & 0xF) << 16;
+  word0 |= static_cast<std::uint32_t>(total / 4);
+  std::byte* cursor = out.data();
+  store_be32(cursor, word0);
+  cursor += 4;
+  if (has_stream_id(header.type)) {
+    store_be32(cursor, packet.stream_id);
+    cursor += 4;
+  }
+  if (header.has_class_id) {
+    store_be32(cursor, packet.class_id.oui & 0x00FFFFFFU);
+    store_be32(cursor + 4, static_cast<std::uint32_t>(packet.class_id.information_class) << 16 | packet.class_id.packet_class);
+    cursor += 8;
+  }
+  if (header.tsi != Tsi::none) {
+    store_be32(cursor, packet.integer_timestamp);
+    cursor += 4;
+  }
+  if (header.tsf != Tsf::none) {
+    store_be32(cursor, static_cast<std::uint32_t>(packet.fractional_timestamp >> 32));
+    store_be32(cursor + 4, static_cast<std::uint32_t>(packet.fractional_timestamp));
+    cursor += 8;
+  }
+  cursor += payload_bytes;
+  if (header.has_trailer) store_be32(cursor, trailer_word(packet.trailer));
+  return total;
+}
+
+std::size_t encode(const Packet& packet, std::span<std::byte> out) {
+  const std::size_t written = encode_around_payload(packet, packet.payload.size(), out);
+  if (written == 0) return 0;
+  if (!packet.payload.empty()) {
+    std::memcpy(out.data() + prefix_words(packet.header) * 4, packet.payload.data(), packet.payload.size());
+  }
+  return written;
+}
+
+DecodeStatus decode(std::span<const std::byte> datagram, Packet& out) {
+  if (datagram.size() < 4) return DecodeStatus::truncated;
+  const std::uint32_t word0 = load_be32(datagram.data());
+  Header& header = out.header;
+  const unsigned type = word0 >> 28;
+  if (type > static_cast<unsigned>(PacketType::ext_context)) return DecodeStatus::unknown_type;
+  header.type = static_cast<PacketType>(type);
+  header.has_class_id = (word0 >> 27 & 1U) != 0;
+  header.has_trailer = (word0 >> 26 & 1U) != 0;
+  header.tsi = static_cast<Tsi>(word0 >> 22 & 3U);
+  header.tsf = static_cast<Tsf>(word0 >> 20 & 3U);
+  header.packet_count = static_cast<std::uint8_t>(word0 >> 16 & 0xFU);
+  header.size_words = static_cast<std::uint16_t>(word0 & 0xFFFFU);
+  // Only IF Data carries samples; context and extension packets are someone else's business.
+  if (header.type != PacketType::if_data && header.type != PacketType::if_data_stream_id) return DecodeStatus::unknown_type;
+
+  const std::size_t fixed_words = prefix_words(header) + (header.has_trailer ? 1U : 0U);
+  const std::size_t declared = static_cast<std::size_t>(header.size_words) * 4;
+  if (header.size_words < fixed_words) return DecodeStatus::bad_size_field;
+  if (datagram.size() < declared) return DecodeStatus::truncated;
+  if (datagram.size() > declared) return DecodeStatus::bad_size_field;
+
+  const std::byte* cursor = datagram.data() + 4;
+  out.stream_id = 0;
+  if (has_stream_id(header.type)) {
+    out.stream_id = load_be32(cursor);
+    cursor += 4;
+  }
+  out.class_id = {};
+  if (header.has_class_id) {
+    out.class_id.oui = load_be32(cursor) & 0x00FFFFFFU;
+    const std::uint32_t codes = load_be32(cursor + 4);
+    out.class_id.information_class = static_cast<std::uint16_t>(codes >> 16);
+    out.class_id.packet_class = static_cast<std::uint16_t>(codes & 0xFFFFU);
+    cursor += 8;
+  }
+  out.integer_timestamp = 0;
+  if (header.tsi != Tsi::none) {
+    out.integer_timestamp = load_be32(cursor);
+    cursor += 4;
+  }
+  out.fractional_timestamp = 0;
+  if (header.tsf != Tsf::none) {
+    out.fractional_timestamp = static_cast<std::uint64_t>(load_be32(cursor)) << 32 | load_be32(cursor + 4);
+    cursor += 8;
+  }
+  const std::size_t payload_bytes = declared - fixed_words * 4;
+  out.payload = std::span<const std::byte>(cursor, payload_bytes);
+  out.trailer = header.has_trailer ? parse_trailer(load_be32(cursor + payload_bytes)) : Trailer{};
+  return DecodeStatus::ok;
+}
+
+}  // namespace sluice::vita49
