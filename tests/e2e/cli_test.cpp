@@ -28,6 +28,7 @@ std::string from_env(const char* name, const char* fallback) {
 }
 const std::string kSluice = from_env("SLUICE_BINARY", SLUICE_BINARY);
 const std::string kSourceDir = from_env("SLUICE_SOURCE_DIR", SLUICE_SOURCE_DIR);
+const std::string kEmulator = from_env("SLUICE_EMULATOR", SLUICE_EMULATOR);
 
 fs::path temp_path(const std::string& name) {
   return fs::temp_directory_path() / ("sluice_e2e_" + std::to_string(getpid()) + "_" + name);
@@ -67,24 +68,50 @@ TEST_P(ShippedConfig, RunsAndDeliversEveryByte) {
   fs::remove(report);
 }
 
-std::vector<std::string> shipped_configs() {
+// Configs with an `emulator:` section: the pipeline runs while sluice-emulator sends it
+// what that section describes, as the file's own comment tells users to do.
+class ShippedConfigWithEmulator : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ShippedConfigWithEmulator, ReceivesEverythingTheEmulatorSends) {
+  const fs::path config = fs::path(kSourceDir) / "configs" / GetParam();
+  const fs::path report = temp_path(GetParam() + ".json");
+  Process pipeline({kSluice, "run", config.string(), "--duration", "5s", "--set", "pipeline.progress_interval=100ms",
+                    "--report", report.string()});
+  // The first progress line comes after every stage started (sockets bound).
+  ASSERT_TRUE(pipeline.wait_for_stderr("port0", std::chrono::seconds(30)));
+  auto emulator = run_process({kEmulator, config.string(), "--set", "emulator.duration=2s", "-q"});
+  ASSERT_EQ(emulator.exit_code, 0) << emulator.err;
+  auto result = pipeline.wait(std::chrono::seconds(60));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto json = read_json(report);
+  expect_conserved(json);
+  for (const auto& lane : json["lanes"]) {
+    const auto& source = lane["stages"][0];
+    EXPECT_GT(source["packets"].get<std::uint64_t>(), 0U);
+    EXPECT_EQ(source["counters"].value("lost_samples", 0U), 0U) << lane["name"];
+  }
+  fs::remove(report);
+}
+
+std::vector<std::string> shipped_configs(bool with_emulator) {
   std::vector<std::string> names;
   for (const auto& entry : fs::directory_iterator(fs::path(kSourceDir) / "configs")) {
     if (entry.path().extension() != ".yaml") continue;
-    // Configs that need a sender (an `emulator:` section) run in the socket tests instead.
-    if (YAML::LoadFile(entry.path().string())["emulator"]) continue;
+    if (static_cast<bool>(YAML::LoadFile(entry.path().string())["emulator"]) != with_emulator) continue;
     names.push_back(entry.path().filename().string());
   }
   std::sort(names.begin(), names.end());
   return names;
 }
 
-INSTANTIATE_TEST_SUITE_P(Configs, ShippedConfig, ::testing::ValuesIn(shipped_configs()),
-                         [](const auto& param_info) {
-                           std::string name = param_info.param.substr(0, param_info.param.size() - 5);
-                           for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-                           return name;
-                         });
+std::string config_test_name(const ::testing::TestParamInfo<std::string>& param_info) {
+  std::string name = param_info.param.substr(0, param_info.param.size() - 5);
+  for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, ShippedConfig, ::testing::ValuesIn(shipped_configs(false)), config_test_name);
+INSTANTIATE_TEST_SUITE_P(Configs, ShippedConfigWithEmulator, ::testing::ValuesIn(shipped_configs(true)), config_test_name);
 
 TEST(Cli, HelpAndVersionExitZero) {
   auto help = run_process({kSluice, "--help"});
