@@ -80,6 +80,20 @@ SLUICE_FFT_CLONES void scale_values(const float* in, std::size_t count, float sc
   for (std::size_t i = 0; i < count; ++i) out[i] = in[i] * scale;
 }
 
+// |X|² · scale (power_values) and its dB (power_decibels_values) straight from interleaved bins: the
+// same operations in the same order as store_power followed by scale_values / decibels_values.
+SLUICE_FFT_CLONES void power_values(const float* bins, std::size_t count, float scale, float* out) noexcept {
+#pragma omp simd
+  for (std::size_t k = 0; k < count; ++k) out[k] = (bins[2 * k] * bins[2 * k] + bins[2 * k + 1] * bins[2 * k + 1]) * scale;
+}
+
+SLUICE_FFT_CLONES void power_decibels_values(const float* bins, std::size_t count, float scale, float* out) noexcept {
+#pragma omp simd
+  for (std::size_t k = 0; k < count; ++k) {
+    out[k] = power_to_decibels((bins[2 * k] * bins[2 * k] + bins[2 * k + 1] * bins[2 * k + 1]) * scale);
+  }
+}
+
 SLUICE_FFT_CLONES void decibels_values(const float* power, std::size_t count, float scale, float* out) noexcept {
 #pragma omp simd
   for (std::size_t k = 0; k < count; ++k) out[k] = power_to_decibels(power[k] * scale);
@@ -92,6 +106,7 @@ class FftwBackend final : public FftBackend {
         stride_((spec.size + 7) / 8 * 8),  // 8 complex floats = 64 bytes: every frame starts aligned
         batch_(std::max<std::size_t>(1, std::min(spec.batch_frames, kBatchSamples / stride_))),
         output_(spec.output),
+        average_(spec.average),
         window_(spec.size),
         weights_(2 * spec.size),
         accumulator_(spec.size) {
@@ -158,8 +173,9 @@ class FftwBackend final : public FftBackend {
   // fftshift happens here, on the way into the accumulator: bin k goes to (k + size/2) mod size, i.e.
   // bins [0, upper) to [half, size) and bins [upper, size) to [0, half) — two contiguous runs, no modulo.
   void accumulate(std::size_t frame, bool first_of_row) noexcept override {
-    if (output_ == FftOutput::complex) {
-      complex_frame_ = frame;
+    if (output_ == FftOutput::complex || average_ == 1) {
+      // One frame per row: write_row (which comes before the batch is reused) reads the bins directly.
+      direct_frame_ = frame;
       accumulated_ = 1;
       return;
     }
@@ -180,12 +196,19 @@ class FftwBackend final : public FftBackend {
 
   void write_row(std::byte* row) noexcept override {
     float* out = reinterpret_cast<float*>(row);  // rf32 values, or cf32 as interleaved I/Q floats
+    const std::size_t half = size_ / 2;
+    const std::size_t upper = size_ - half;
+    const float* bins = reinterpret_cast<const float*>(frames_.get() + direct_frame_ * stride_);
     if (output_ == FftOutput::complex) {
-      const std::size_t half = size_ / 2;
-      const std::size_t upper = size_ - half;
-      const float* bins = reinterpret_cast<const float*>(frames_.get() + complex_frame_ * stride_);
       scale_values(bins, 2 * upper, amplitude_scale_, out + 2 * half);
       scale_values(bins + 2 * upper, 2 * half, amplitude_scale_, out);
+      return;
+    }
+    if (average_ == 1) {
+      // |X|², scale and (for power_db) dB in one pass from the bins to the fftshifted row; no accumulator.
+      const auto values = output_ == FftOutput::power ? power_values : power_decibels_values;
+      values(bins, upper, power_scale_, out + half);
+      values(bins + 2 * upper, half, power_scale_, out);
       return;
     }
     const float scale = power_scale_ / static_cast<float>(accumulated_);
@@ -216,6 +239,7 @@ class FftwBackend final : public FftBackend {
   std::size_t stride_;
   std::size_t batch_;
   FftOutput output_;
+  std::size_t average_;
   std::vector<float> window_;
   std::vector<float> weights_;      // window × input scale per interleaved I/Q value, for weights_format_
   SampleFormat weights_format_ = SampleFormat::ci16;
@@ -223,7 +247,7 @@ class FftwBackend final : public FftBackend {
   float amplitude_scale_ = 1;
   float power_scale_ = 1;
   std::size_t accumulated_ = 0;
-  std::size_t complex_frame_ = 0;
+  std::size_t direct_frame_ = 0;  // the row's only frame (complex output or average 1)
   // The buffer before the plans made on it, so the plans are destroyed first.
   std::unique_ptr<fftwf_complex, FftwFree> frames_;
   Plan single_;
