@@ -65,6 +65,23 @@ SLUICE_FFT_CLONES void convert(const std::byte* input, std::size_t values, const
   }
 }
 
+// Input chunks arrive from another core (the producer just wrote them), and convert() stalls on
+// those reads. Converting in blocks and prefetching the input kPrefetchBlocks ahead hides some of
+// that latency. A prefetch never faults, so hinting past the end of the caller's range is harmless.
+template <typename Component>
+void convert_streaming(const std::byte* input, std::size_t values, const float* weights, float* out) noexcept {
+  constexpr std::size_t kBlockBytes = 2048;
+  constexpr std::size_t kPrefetchBlocks = 4;
+  constexpr std::size_t kBlockValues = kBlockBytes / sizeof(Component);
+  constexpr std::size_t kLine = 64;
+  for (std::size_t done = 0; done < values; done += kBlockValues) {
+    const std::byte* ahead = input + (done + kPrefetchBlocks * kBlockValues) * sizeof(Component);
+    for (std::size_t line = 0; line < kBlockBytes; line += kLine) __builtin_prefetch(ahead + line);
+    const std::size_t block = std::min(kBlockValues, values - done);
+    convert<Component>(input + done * sizeof(Component), block, weights + done, out + done);
+  }
+}
+
 SLUICE_FFT_CLONES void store_power(const float* bins, std::size_t count, float* sum) noexcept {
 #pragma omp simd
   for (std::size_t k = 0; k < count; ++k) sum[k] = bins[2 * k] * bins[2 * k] + bins[2 * k + 1] * bins[2 * k + 1];
@@ -148,9 +165,9 @@ class FftwBackend final : public FftBackend {
     float* out = reinterpret_cast<float*>(frames_.get() + frame * stride_ + offset);  // fftwf_complex is float[2]
     const float* weights = weights_.data() + 2 * offset;
     switch (format) {
-      case SampleFormat::ci8: convert<std::int8_t>(input, 2 * count, weights, out); break;
-      case SampleFormat::ci16: convert<std::int16_t>(input, 2 * count, weights, out); break;
-      case SampleFormat::cf32: convert<float>(input, 2 * count, weights, out); break;
+      case SampleFormat::ci8: convert_streaming<std::int8_t>(input, 2 * count, weights, out); break;
+      case SampleFormat::ci16: convert_streaming<std::int16_t>(input, 2 * count, weights, out); break;
+      case SampleFormat::cf32: convert_streaming<float>(input, 2 * count, weights, out); break;
       case SampleFormat::rf32: break;
     }
   }
