@@ -101,7 +101,9 @@ SLUICE_FFT_CLONES void scale_values(const float* in, std::size_t count, float sc
 // same operations in the same order as store_power followed by scale_values / decibels_values.
 SLUICE_FFT_CLONES void power_values(const float* bins, std::size_t count, float scale, float* out) noexcept {
 #pragma omp simd
-  for (std::size_t k = 0; k < count; ++k) out[k] = (bins[2 * k] * bins[2 * k] + bins[2 * k + 1] * bins[2 * k + 1]) * scale;
+  for (std::size_t k = 0; k < count; ++k) {
+    out[k] = (bins[2 * k] * bins[2 * k] + bins[2 * k + 1] * bins[2 * k + 1]) * scale;
+  }
 }
 
 SLUICE_FFT_CLONES void power_decibels_values(const float* bins, std::size_t count, float scale, float* out) noexcept {
