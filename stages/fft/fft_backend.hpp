@@ -20,6 +20,7 @@ struct FftBackendSpec {
   WindowKind window = WindowKind::hann;
   FftOutput output = FftOutput::power_db;
   std::size_t batch_frames = 64;    // frames loaded before one transform()
+  std::size_t average = 1;          // frames per row (the stage's `average`); 1 lets a backend skip its accumulator
 };
 
 // Output normalisation, shared by every backend: X[k] = sum_n w[n] x[n] e^(-2πi kn/N) is

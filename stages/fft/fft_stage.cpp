@@ -73,7 +73,7 @@ void FftStage::start(StageContext& context) {
   }
   pool_ = &context.create_pool("spectra", settings_.pool.spec(context.pipeline().cuda_device));
 
-  backend_ = make_fftw_backend(FftBackendSpec{settings_.size, settings_.window, settings_.output, 64});
+  backend_ = make_fftw_backend(FftBackendSpec{settings_.size, settings_.window, settings_.output, 64, settings_.average});
   if (device_input_bytes > 0 && backend_->memory() != MemoryKind::device) {
     input_staging_ = MemoryRegion(MemoryKind::host, device_input_bytes);
   }

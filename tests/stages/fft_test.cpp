@@ -295,6 +295,38 @@ TEST(Fft, AveragingReducesTheVarianceOfANoiseSpectrum) {
   EXPECT_NEAR(averaged, 1.0 / 16, 0.02);
 }
 
+TEST(Fft, AveragedRowsAreTheMeanOfSingleFrameRowsInPowerAndDecibels) {
+  // average: 1 takes |X|² straight from the bins to the row; average > 1 sums frames in an
+  // accumulator first. Both must agree: a row of average 2 is the mean power of two single rows.
+  g_feed_format = SampleFormat::ci16;
+  std::mt19937 random(7);
+  std::uniform_int_distribution<int> uniform(-32768, 32767);
+  std::vector<std::byte> bytes(128 * 8 * 4);
+  for (std::size_t i = 0; i < bytes.size(); i += 2) {
+    const auto value = static_cast<std::int16_t>(uniform(random));
+    std::memcpy(bytes.data() + i, &value, 2);
+  }
+  g_feed = {FeedChunk{bytes, 0, {}}};
+  for (const std::string output : {"power", "power_db"}) {
+    run_fft("{type: feed}", "{type: fft, size: 128, window: hann, output: " + output + "}");
+    const auto single = captured_rows(128);
+    run_fft("{type: feed}", "{type: fft, size: 128, window: hann, average: 2, output: " + output + "}");
+    const auto averaged = captured_rows(128);
+    ASSERT_EQ(single.size(), 8U);
+    ASSERT_EQ(averaged.size(), 4U);
+    const bool decibels = output == "power_db";
+    const auto linear = [decibels](float value) {
+      return decibels ? std::pow(10.0, static_cast<double>(value) / 10.0) : static_cast<double>(value);
+    };
+    for (std::size_t row = 0; row < 4; ++row) {
+      for (std::size_t i = 0; i < 128; ++i) {
+        const double mean = (linear(single[2 * row][i]) + linear(single[2 * row + 1][i])) / 2;
+        EXPECT_NEAR(linear(averaged[row][i]), mean, 1e-5 * mean) << output << " row " << row << " index " << i;
+      }
+    }
+  }
+}
+
 TEST(Fft, FramesCarryAcrossChunkBoundariesWithoutSkippingSamples) {
   g_feed_format = SampleFormat::cf32;
   const auto samples = random_samples(10000, 5);
