@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
-#include "process.hpp"
+#include "tests/support/process.hpp"
 
 namespace sluice {
 namespace {
@@ -21,14 +21,10 @@ namespace fs = std::filesystem;
 using testing::Process;
 using testing::run_process;
 
-// Built-in paths, overridable where the tests run from another tree (the lent GPU machine).
-std::string from_env(const char* name, const char* fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? value : fallback;
-}
-const std::string kSluice = from_env("SLUICE_BINARY", SLUICE_BINARY);
-const std::string kSourceDir = from_env("SLUICE_SOURCE_DIR", SLUICE_SOURCE_DIR);
-const std::string kEmulator = from_env("SLUICE_EMULATOR", SLUICE_EMULATOR);
+using testing::path_from_env;
+const std::string kSluice = path_from_env("SLUICE_BINARY", SLUICE_BINARY);
+const std::string kSourceDir = path_from_env("SLUICE_SOURCE_DIR", SLUICE_SOURCE_DIR);
+const std::string kEmulator = path_from_env("SLUICE_EMULATOR", SLUICE_EMULATOR);
 
 fs::path temp_path(const std::string& name) {
   return fs::temp_directory_path() / ("sluice_e2e_" + std::to_string(getpid()) + "_" + name);

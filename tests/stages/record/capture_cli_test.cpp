@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <fstream>
 #include <thread>
 
@@ -17,51 +18,30 @@
 #include "recorder/capture_reader.hpp"
 #include "recorder/journal.hpp"
 #include "tests/stages/record/record_test_support.hpp"
+#include "tests/support/process.hpp"
 
 namespace sluice {
 namespace {
 namespace fs = std::filesystem;
 
-pid_t spawn_sluice(const std::vector<std::string>& arguments) {
-  const pid_t child = ::fork();
-  if (child == 0) {
-    std::vector<char*> argv;
-    std::string binary = SLUICE_BINARY;
-    argv.push_back(binary.data());
-    std::vector<std::string> copies = arguments;
-    for (auto& argument : copies) argv.push_back(argument.data());
-    argv.push_back(nullptr);
-    ::execv(binary.c_str(), argv.data());
-    ::_exit(127);
-  }
-  return child;
-}
+const std::string kSluice = testing::path_from_env("SLUICE_BINARY", SLUICE_BINARY);
+const std::string kSourceDir = testing::path_from_env("SLUICE_SOURCE_DIR", SLUICE_SOURCE_DIR);
 
-int wait_exit(pid_t child) {
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
+// Runs sluice to completion; returns its exit code and, in `output`, stdout then stderr.
 int run_sluice(const std::vector<std::string>& arguments, std::string* output = nullptr) {
-  std::string command = SLUICE_BINARY;
-  for (const auto& argument : arguments) command += " '" + argument + "'";
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return -1;
-  std::array<char, 4096> buffer{};
-  std::string text;
-  while (std::fgets(buffer.data(), buffer.size(), pipe) != nullptr) text += buffer.data();
-  const int status = ::pclose(pipe);
-  if (output != nullptr) *output = text;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  std::vector<std::string> argv{kSluice};
+  argv.insert(argv.end(), arguments.begin(), arguments.end());
+  const testing::ProcessResult result = testing::run_process(argv);
+  if (output != nullptr) *output = result.out + result.err;
+  return result.exit_code;
 }
 
 // Starts the demo recording into `directory` until stopped, and waits until `records`
 // chunks of lane port0 are journaled.
-pid_t start_recording(const std::string& directory, std::size_t records) {
-  const pid_t child = spawn_sluice({"run", SLUICE_SOURCE_DIR "/configs/record_demo.yaml", "-q", "--set",
-                                    "pipeline.duration=0s", "--set", "pipeline.chunk=256KiB", "--set",
-                                    "template.record.directory=" + directory});
+std::unique_ptr<testing::Process> start_recording(const std::string& directory, std::size_t records) {
+  auto child = std::make_unique<testing::Process>(std::vector<std::string>{
+      kSluice, "run", kSourceDir + "/configs/record_demo.yaml", "-q", "--set", "pipeline.duration=0s", "--set",
+      "pipeline.chunk=256KiB", "--set", "template.record.directory=" + directory});
   const std::string journal = directory + "/record_demo-port0-0000.sluice-journal";
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::chrono::steady_clock::now() < deadline &&
@@ -74,9 +54,10 @@ pid_t start_recording(const std::string& directory, std::size_t records) {
 
 TEST(CaptureCli, CtrlCLeavesACompleteCaptureThatPlaysBackInFull) {
   test::TempDir dir;
-  const pid_t child = start_recording(dir.str(), 4);
-  ASSERT_EQ(::kill(child, SIGINT), 0);
-  EXPECT_EQ(wait_exit(child), 0);
+  auto child = start_recording(dir.str(), 4);
+  child->send_signal(SIGINT);
+  const auto stopped = child->wait(std::chrono::seconds(60));
+  EXPECT_EQ(stopped.exit_code, 0) << stopped.err;
   const std::string collection = dir.str("record_demo.sigmf-collection");
   std::string info;
   EXPECT_EQ(run_sluice({"capture", "info", collection}, &info), 0) << info;
@@ -98,9 +79,9 @@ TEST(CaptureCli, CtrlCLeavesACompleteCaptureThatPlaysBackInFull) {
 
 TEST(CaptureCli, KillNineThenRepairGivesACompleteCapture) {
   test::TempDir dir;
-  const pid_t child = start_recording(dir.str(), 4);
-  ASSERT_EQ(::kill(child, SIGKILL), 0);
-  EXPECT_EQ(wait_exit(child), 128 + SIGKILL);
+  auto child = start_recording(dir.str(), 4);
+  child->send_signal(SIGKILL);
+  EXPECT_EQ(child->wait(std::chrono::seconds(60)).signal, SIGKILL);
   const std::string collection = dir.str("record_demo.sigmf-collection");
   std::string info;
   EXPECT_EQ(run_sluice({"capture", "info", collection}, &info), 1) << info;

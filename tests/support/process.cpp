@@ -1,5 +1,5 @@
 // Child processes for e2e tests: fork/exec with pipes, poll-driven reads, bounded waits.
-#include "process.hpp"
+#include "tests/support/process.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -88,6 +89,11 @@ ProcessResult Process::wait(std::chrono::milliseconds timeout) {
   if (WIFEXITED(status)) result_.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) result_.signal = WTERMSIG(status);
   return result_;
+}
+
+std::string path_from_env(const char* variable, const char* built_in) {
+  const char* value = std::getenv(variable);
+  return value != nullptr && *value != '\0' ? value : built_in;
 }
 
 ProcessResult run_process(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
