@@ -14,7 +14,7 @@ status=0
 for test in .device/bin/*_test; do
   name=$(basename "$test")
   echo "===== $name" >> "$out/tests.log"
-  if "$test" --gtest_brief=1 >> "$out/tests.log" 2>&1; then
+  if "$test" >> "$out/tests.log" 2>&1; then
     echo "PASS $name ($(grep -c '^\[  SKIPPED \]' "$out/tests.log") skips so far)"
   else
     echo "FAIL $name"; status=1
