@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <stdexcept>
 #include <utility>
 
@@ -34,6 +35,16 @@ std::optional<MemoryKind> memory_kind_from_string(std::string_view text) {
 namespace {
 constexpr std::size_t kHostAlignment = 4096;  // O_DIRECT and verbs both want page alignment
 constexpr std::size_t kHugePage = 2 << 20;
+
+// SLUICE_HUGE_PAGES=0 keeps host slabs in 4 KiB pages (for hosts that run with THP off for
+// latency reasons, and for page-for-page comparisons with tools such as fio).
+bool huge_pages_wanted() {
+  static const bool wanted = [] {
+    const char* value = std::getenv("SLUICE_HUGE_PAGES");
+    return value == nullptr || std::string_view(value) != "0";
+  }();
+  return wanted;
+}
 }
 
 MemoryRegion::MemoryRegion(MemoryKind kind, std::size_t bytes, int cuda_device)
@@ -45,7 +56,7 @@ MemoryRegion::MemoryRegion(MemoryKind kind, std::size_t bytes, int cuda_device)
       // Slabs of 2 MiB or more are huge-page aligned and advised as such: a 4 MiB O_DIRECT
       // or DMA transfer from huge pages is a few physically contiguous segments instead of
       // 1024 scattered ones (measured here: replay read 1.1 → 2.0 GB/s on the same disk).
-      const std::size_t alignment = bytes >= kHugePage ? kHugePage : kHostAlignment;
+      const std::size_t alignment = bytes >= kHugePage && huge_pages_wanted() ? kHugePage : kHostAlignment;
       const std::size_t rounded = (bytes + alignment - 1) / alignment * alignment;
       if (int error = posix_memalign(&memory, alignment, rounded); error != 0) {
         throw std::runtime_error("posix_memalign(" + std::to_string(rounded) + " bytes): " + std::strerror(error));
