@@ -23,6 +23,7 @@ struct PlayOptions {
   bool loop = false;
   bool no_fft = false;
   std::string report;
+  std::string plot;
   std::vector<std::string> overrides;
 };
 
@@ -83,35 +84,7 @@ int play(const PlayOptions& options) {
     }
     return kExitUsage;
   }
-  install_stop_signals();
-  Pipeline pipeline(std::move(definition));
-  try {
-    pipeline.start();
-  } catch (const PipelineError& error) {
-    std::cerr << "sluice play: cannot start: " << error.what() << "\n";
-    return kExitFailure;
-  }
-  ProgressPrinter progress(pipeline, isatty(STDERR_FILENO) != 0, 1.0);
-  bool announced = false;
-  pipeline.run([&] {
-    if (stop_signalled() && !announced) {
-      announced = true;
-      pipeline.request_stop();
-    }
-    progress.tick();
-  });
-  progress.finish();
-  const int exit_code = pipeline.failures().empty() ? kExitOk : kExitFailure;
-  std::cout << summary_table(pipeline) << std::flush;
-  if (!options.report.empty()) {
-    std::ofstream report(options.report);
-    report << report_json(pipeline, exit_code).dump(2) << "\n";
-    if (!report) {
-      std::cerr << "sluice play: cannot write report " << options.report << "\n";
-      return kExitFailure;
-    }
-  }
-  return exit_code;
+  return run_definition(std::move(definition), RunOutputs{options.report, options.plot, false}, "sluice play");
 }
 
 }  // namespace
@@ -137,6 +110,7 @@ void add_capture_commands(CLI::App& app, Commands& commands) {
   play_command->add_flag("--loop", options->loop, "start again at the end until Ctrl-C");
   play_command->add_flag("--no-fft", options->no_fft, "replay → summary only");
   play_command->add_option("--report", options->report, "write the summary as JSON to this file");
+  play_command->add_option("--plot", options->plot, "write each lane's rate over time as an SVG chart to this file");
   play_command->add_option("--set", options->overrides, "override a setting: key.path=value (repeatable)");
   commands.add(play_command, [options] { return play(*options); });
 }

@@ -9,6 +9,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "pipeline/config.hpp"
+
 namespace sluice::cli {
 
 // Conventional exit codes.
@@ -24,6 +26,18 @@ struct Commands {
 
 void add_pipeline_commands(CLI::App& app, Commands& commands);  // run, validate, stages
 void add_capture_commands(CLI::App& app, Commands& commands);   // capture info|repair, play
+
+// What a run writes besides the summary table.
+struct RunOutputs {
+  std::string report;  // JSON report path, or empty
+  std::string plot;    // SVG rate plot path, or empty
+  bool quiet = false;  // no progress lines
+};
+
+// Starts `definition`, runs it to the end with progress on stderr and Ctrl-C handling,
+// prints the summary table, writes the report and plot; returns the exit code.
+// `command` prefixes messages ("sluice run", "sluice play").
+int run_definition(PipelineDefinition definition, const RunOutputs& outputs, const std::string& command);
 
 // Installs SIGINT/SIGTERM handlers: the first asks for a clean stop, the second exits at once.
 void install_stop_signals();

@@ -55,45 +55,7 @@ int run_pipeline(const RunOptions& options) {
   }
   spdlog::info("pipeline {} from {}: {} lane(s), {} stage(s); GPU: {}", definition.settings.name, options.file,
                definition.lanes.size(), stage_count(definition), cuda_available() ? "yes" : cuda_unavailable_reason());
-  install_stop_signals();
-  Pipeline pipeline(std::move(definition));
-  try {
-    pipeline.start();
-  } catch (const PipelineError& error) {
-    std::cerr << "sluice: cannot start: " << error.what() << "\n";
-    return kExitFailure;
-  }
-  const double interval = std::chrono::duration<double>(pipeline.definition().settings.progress_interval).count();
-  ProgressPrinter progress(pipeline, !options.quiet && isatty(STDERR_FILENO) != 0, options.quiet ? 1e18 : interval);
-  bool announced = false;
-  pipeline.run([&] {
-    if (stop_signalled() && !announced) {
-      announced = true;
-      spdlog::info("stopping: draining queues (Ctrl-C again to abort)");
-      pipeline.request_stop();
-    }
-    progress.tick();
-  });
-  progress.finish();
-  const int exit_code = pipeline.failures().empty() ? kExitOk : kExitFailure;
-  std::cout << summary_table(pipeline) << std::flush;
-  if (!options.report.empty()) {
-    std::ofstream report(options.report);
-    report << report_json(pipeline, exit_code).dump(2) << "\n";
-    if (!report) {
-      std::cerr << "sluice: cannot write report " << options.report << "\n";
-      return kExitFailure;
-    }
-  }
-  if (!options.plot.empty()) {
-    std::ofstream plot(options.plot);
-    plot << rate_plot_svg(pipeline);
-    if (!plot) {
-      std::cerr << "sluice: cannot write plot " << options.plot << "\n";
-      return kExitFailure;
-    }
-  }
-  return exit_code;
+  return run_definition(std::move(definition), RunOutputs{options.report, options.plot, options.quiet}, "sluice run");
 }
 
 int validate(const std::string& file, const std::vector<std::string>& overrides) {
@@ -143,6 +105,42 @@ int list_stages(const std::string& type_name) {
 }
 
 }  // namespace
+
+int run_definition(PipelineDefinition definition, const RunOutputs& outputs, const std::string& command) {
+  install_stop_signals();
+  Pipeline pipeline(std::move(definition));
+  try {
+    pipeline.start();
+  } catch (const PipelineError& error) {
+    std::cerr << command << ": cannot start: " << error.what() << "\n";
+    return kExitFailure;
+  }
+  const double interval = std::chrono::duration<double>(pipeline.definition().settings.progress_interval).count();
+  ProgressPrinter progress(pipeline, !outputs.quiet && isatty(STDERR_FILENO) != 0, outputs.quiet ? 1e18 : interval);
+  bool announced = false;
+  pipeline.run([&] {
+    if (stop_signalled() && !announced) {
+      announced = true;
+      spdlog::info("stopping: draining queues (Ctrl-C again to abort)");
+      pipeline.request_stop();
+    }
+    progress.tick();
+  });
+  progress.finish();
+  const int exit_code = pipeline.failures().empty() ? kExitOk : kExitFailure;
+  std::cout << summary_table(pipeline) << std::flush;
+  auto write_file = [&](const std::string& path, const std::string& text, const char* what) {
+    if (path.empty()) return true;
+    std::ofstream file(path);
+    file << text;
+    if (file.flush()) return true;
+    std::cerr << command << ": cannot write " << what << " " << path << "\n";
+    return false;
+  };
+  const bool written = write_file(outputs.report, report_json(pipeline, exit_code).dump(2) + "\n", "report") &
+                       write_file(outputs.plot, rate_plot_svg(pipeline), "plot");
+  return written ? exit_code : kExitFailure;
+}
 
 void add_pipeline_commands(CLI::App& app, Commands& commands) {
   auto options = std::make_shared<RunOptions>();

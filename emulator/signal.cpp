@@ -9,38 +9,6 @@
 #include <random>
 
 namespace sluice::emulator {
-namespace {
-
-void quantise(SampleFormat format, double in_phase, double quadrature, std::byte* out) {
-  in_phase = std::clamp(in_phase, -1.0, 1.0);
-  quadrature = std::clamp(quadrature, -1.0, 1.0);
-  switch (format) {
-    case SampleFormat::ci8: {
-      const std::array<std::int8_t, 2> value{static_cast<std::int8_t>(std::lround(in_phase * 127)),
-                                             static_cast<std::int8_t>(std::lround(quadrature * 127))};
-      std::memcpy(out, value.data(), sizeof(value));
-      break;
-    }
-    case SampleFormat::ci16: {
-      const std::array<std::int16_t, 2> value{static_cast<std::int16_t>(std::lround(in_phase * 32767)),
-                                              static_cast<std::int16_t>(std::lround(quadrature * 32767))};
-      std::memcpy(out, value.data(), sizeof(value));
-      break;
-    }
-    case SampleFormat::cf32: {
-      const std::array<float, 2> value{static_cast<float>(in_phase), static_cast<float>(quadrature)};
-      std::memcpy(out, value.data(), sizeof(value));
-      break;
-    }
-    case SampleFormat::rf32: {
-      const float value = static_cast<float>(in_phase);
-      std::memcpy(out, &value, sizeof(value));
-      break;
-    }
-  }
-}
-
-}  // namespace
 
 double SignalSource::actual_frequency(double requested) const {
   const double period = static_cast<double>(settings_.period);
@@ -87,7 +55,7 @@ SignalSource::SignalSource(const SignalSettings& settings) : settings_(settings)
   }
   const std::size_t size = bytes_per_sample(settings_.format);
   table_.resize(period * size);
-  for (std::size_t i = 0; i < period; ++i) quantise(settings_.format, values_[i].first, values_[i].second, &table_[i * size]);
+  for (std::size_t i = 0; i < period; ++i) quantise_sample(settings_.format, values_[i].first, values_[i].second, &table_[i * size]);
 }
 
 std::pair<double, double> SignalSource::value(std::uint64_t index) const { return values_[index % settings_.period]; }

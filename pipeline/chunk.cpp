@@ -1,6 +1,11 @@
 // Chunk metadata helpers and the release path back to the owning pool.
 #include "pipeline/chunk.hpp"
 
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+
 #include "pipeline/pool.hpp"
 
 namespace sluice {
@@ -21,6 +26,35 @@ std::optional<SampleFormat> sample_format_from_string(std::string_view text) {
   if (text == "cf32") return SampleFormat::cf32;
   if (text == "rf32") return SampleFormat::rf32;
   return std::nullopt;
+}
+
+void quantise_sample(SampleFormat format, double in_phase, double quadrature, std::byte* out) noexcept {
+  in_phase = std::clamp(in_phase, -1.0, 1.0);
+  quadrature = std::clamp(quadrature, -1.0, 1.0);
+  switch (format) {
+    case SampleFormat::ci8: {
+      const std::array<std::int8_t, 2> value{static_cast<std::int8_t>(std::lround(in_phase * 127)),
+                                             static_cast<std::int8_t>(std::lround(quadrature * 127))};
+      std::memcpy(out, value.data(), sizeof(value));
+      break;
+    }
+    case SampleFormat::ci16: {
+      const std::array<std::int16_t, 2> value{static_cast<std::int16_t>(std::lround(in_phase * 32767)),
+                                              static_cast<std::int16_t>(std::lround(quadrature * 32767))};
+      std::memcpy(out, value.data(), sizeof(value));
+      break;
+    }
+    case SampleFormat::cf32: {
+      const std::array<float, 2> value{static_cast<float>(in_phase), static_cast<float>(quadrature)};
+      std::memcpy(out, value.data(), sizeof(value));
+      break;
+    }
+    case SampleFormat::rf32: {
+      const float value = static_cast<float>(in_phase);
+      std::memcpy(out, &value, sizeof(value));
+      break;
+    }
+  }
 }
 
 void Chunk::copy_metadata_from(const Chunk& other) noexcept {

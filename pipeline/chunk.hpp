@@ -30,6 +30,10 @@ constexpr std::size_t bytes_per_sample(SampleFormat format) {
   return 1;
 }
 
+// Writes one sample (I, Q in [-1, 1], clamped) in `format` at `out`: integers scaled to
+// full scale (127, 32767) and rounded; rf32 keeps I only.
+void quantise_sample(SampleFormat format, double in_phase, double quadrature, std::byte* out) noexcept;
+
 // VRT-style source time: integer seconds (UTC) and fractional picoseconds.
 struct Timestamp {
   std::uint64_t seconds = 0;

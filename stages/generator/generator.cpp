@@ -51,33 +51,6 @@ void sample_value(const GeneratorSettings& settings, std::uint64_t index, double
   }
 }
 
-void store(SampleFormat format, double in_phase, double quadrature, std::byte* out) {
-  switch (format) {
-    case SampleFormat::ci8: {
-      const std::array<std::int8_t, 2> value{static_cast<std::int8_t>(std::lround(in_phase * 127)),
-                                             static_cast<std::int8_t>(std::lround(quadrature * 127))};
-      std::memcpy(out, value.data(), sizeof(value));
-      break;
-    }
-    case SampleFormat::ci16: {
-      const std::array<std::int16_t, 2> value{static_cast<std::int16_t>(std::lround(in_phase * 32767)),
-                                              static_cast<std::int16_t>(std::lround(quadrature * 32767))};
-      std::memcpy(out, value.data(), sizeof(value));
-      break;
-    }
-    case SampleFormat::cf32: {
-      const std::array<float, 2> value{static_cast<float>(in_phase), static_cast<float>(quadrature)};
-      std::memcpy(out, value.data(), sizeof(value));
-      break;
-    }
-    case SampleFormat::rf32: {
-      const float value = static_cast<float>(in_phase);
-      std::memcpy(out, &value, sizeof(value));
-      break;
-    }
-  }
-}
-
 }  // namespace
 
 void generate_signal(const GeneratorSettings& settings, std::uint64_t first, std::size_t samples, std::byte* out) {
@@ -101,7 +74,7 @@ void generate_signal(const GeneratorSettings& settings, std::uint64_t first, std
     } else {
       sample_value(settings, index, cycles, nullptr, in_phase, quadrature);
     }
-    store(settings.format, in_phase, quadrature, out + i * size);
+    quantise_sample(settings.format, in_phase, quadrature, out + i * size);
   }
 }
 
