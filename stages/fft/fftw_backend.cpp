@@ -48,7 +48,9 @@ struct FftwFree {
 // count is unknown. On x86-64 GCC also builds an x86-64-v3 (AVX2) clone of each, picked once at load
 // time by the CPU: twice the vector width of the SSE2 baseline. The file is built with
 // -ffp-contract=off (no fused multiply-add), so both clones give bit-identical results.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// Not under ThreadSanitizer: the loader runs the clones' ifunc resolver while relocating, before
+// the TSan runtime is up, and the instrumented resolver crashes every binary that links this file.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define SLUICE_FFT_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define SLUICE_FFT_CLONES
