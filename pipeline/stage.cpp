@@ -132,14 +132,22 @@ bool StageContext::emit(ChunkPtr chunk) noexcept {
   return true;  // released to its pool as `chunk` goes out of scope
 }
 
-PoolSettings read_pool_settings(SettingsReader& reader, const PipelineSettings& pipeline, MemoryKind default_memory) {
+PoolSettings read_pool_settings(SettingsReader& reader, const PipelineSettings& pipeline, PoolWriter writer) {
   PoolSettings settings;
   settings.chunk_bytes = reader.bytes("chunk", pipeline.chunk_bytes, "chunk size of this stage's pool", 4096, 1ULL << 30);
   settings.chunk_count = static_cast<std::uint64_t>(
       reader.integer("chunks", static_cast<std::int64_t>(pipeline.chunk_count), "chunks in this stage's pool", 2, 65536));
-  settings.memory = reader.choice("memory", default_memory,
-                                  "where this stage's chunks live: host, host_pinned or device (falls back to host without a GPU)",
+  const bool host_writes = writer == PoolWriter::host_writes;
+  settings.memory = reader.choice("memory", MemoryKind::host,
+                                  host_writes ? "where this stage's chunks live: host or host_pinned (pinned falls back to host "
+                                                "without a GPU)"
+                                              : "where this stage's chunks live: host, host_pinned or device (falls back to "
+                                                "host without a GPU)",
                                   {{"host", MemoryKind::host}, {"host_pinned", MemoryKind::host_pinned}, {"device", MemoryKind::device}});
+  if (host_writes && settings.memory == MemoryKind::device) {
+    reader.error("memory", "this stage writes its chunks from the CPU or the kernel, which cannot write GPU memory",
+                 "use host or host_pinned here and put a link with memory: device after it");
+  }
   if (reader.has("chunk") && settings.chunk_bytes % 4096 != 0) {  // the pipeline default is checked once, there
     reader.error("chunk", "chunk size " + std::to_string(settings.chunk_bytes) + " is not a multiple of 4096",
                  "O_DIRECT recording and RDMA registration need page-sized chunks");

@@ -164,8 +164,13 @@ struct PoolSettings {
     return PoolSpec{static_cast<std::size_t>(chunk_bytes), static_cast<std::size_t>(chunk_count), memory, cuda_device};
   }
 };
+// Who writes a stage's chunks. `copy` stages fill them with copy_memory() (memcpy or
+// cudaMemcpyAsync), so any kind works; `host_writes` stages fill them from the CPU or the
+// kernel (recvmmsg, io_uring reads), which cannot write GPU memory: `memory: device` is a
+// configuration error there, and a link with `memory: device` after them lands the chunks.
+enum class PoolWriter : std::uint8_t { copy, host_writes };
 PoolSettings read_pool_settings(SettingsReader& reader, const PipelineSettings& pipeline,
-                                MemoryKind default_memory = MemoryKind::host);
+                                PoolWriter writer = PoolWriter::copy);
 
 // Stage types, created from their YAML `type`.
 struct StageType {

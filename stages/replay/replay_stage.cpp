@@ -36,7 +36,7 @@ ReplayStage::ReplayStage(SettingsReader& reader, const PipelineSettings& pipelin
   settings_.loop = reader.boolean("loop", false, "start again at the end (stream indices and timestamps keep increasing)");
   settings_.read_ahead = static_cast<unsigned>(reader.integer("read_ahead", 4, "reads in flight (fewer than chunks)", 1, 1024));
   settings_.direct = reader.boolean("direct", true, "read with O_DIRECT (off for filesystems that refuse it)");
-  settings_.pool = read_pool_settings(reader, pipeline);
+  settings_.pool = read_pool_settings(reader, pipeline, PoolWriter::host_writes);
   if (settings_.pool.chunk_count < settings_.read_ahead + 1) {
     reader.error("read_ahead", "read_ahead must be smaller than chunks (the pool also feeds downstream)");
   }
@@ -78,10 +78,8 @@ void ReplayStage::start(StageContext& context) {
 
   pool_ = &context.create_pool("out", settings_.pool.spec(context.pipeline().cuda_device));
   ring_ = recorder::Uring(settings_.read_ahead * 2);
-  if (pool_->memory() != MemoryKind::device) {
-    if (std::string why = ring_.register_pools({pool_}); !why.empty()) {
-      context.metrics().notes.push_back("fixed buffers off (" + why + ")");
-    }
+  if (std::string why = ring_.register_pools({pool_}); !why.empty()) {
+    context.metrics().notes.push_back("fixed buffers off (" + why + ")");
   }
   reads_.resize(settings_.read_ahead);
 

@@ -29,7 +29,7 @@ TcpSource::TcpSource(SettingsReader& reader, const PipelineSettings& pipeline) {
   settings_.max_frame = reader.bytes("max_frame", settings_.max_frame, "largest frame payload accepted", 64,
                                      raw_tcp::kMaxPayloadBytes);
   settings_.receive_buffer = reader.bytes("receive_buffer", settings_.receive_buffer, "socket receive buffer", 4096, 1ULL << 30);
-  settings_.pool = read_pool_settings(reader, pipeline);
+  settings_.pool = read_pool_settings(reader, pipeline, PoolWriter::host_writes);
   if (settings_.sample_rate != std::floor(settings_.sample_rate)) reader.error("sample_rate", "sample rate must be a whole number of Hz");
   if (!wire::parse_endpoint(settings_.address)) reader.error("address", "expected IPv4 host:port", "127.0.0.1:50000");
 }

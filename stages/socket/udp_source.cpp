@@ -42,7 +42,7 @@ UdpSource::UdpSource(SettingsReader& reader, const PipelineSettings& pipeline) {
       reader.integer("reorder_window", 16, "packets held waiting for a late one before declaring it lost", 1, 1024));
   settings_.flush_after = reader.duration("flush_after", settings_.flush_after,
                                           "hand on a partly filled chunk after this long without packets");
-  settings_.pool = read_pool_settings(reader, pipeline);
+  settings_.pool = read_pool_settings(reader, pipeline, PoolWriter::host_writes);
   if (settings_.sample_rate != std::floor(settings_.sample_rate)) {
     reader.error("sample_rate", "sample rate must be a whole number of Hz", "timestamps are converted to exact sample counts");
   }

@@ -164,6 +164,21 @@ TEST(Config, ImpossibleCombinations) {
   EXPECT_NE(errors[1].message.find("Nyquist"), std::string::npos);
 }
 
+TEST(Config, SourcesThatWriteFromTheCpuRefuseGpuMemory) {
+  // recvmmsg and io_uring reads cannot land in cudaMalloc memory: that is a link's job.
+  const auto errors = errors_of(R"(lanes:
+  - name: a
+    stages:
+      - {type: udp, memory: device}
+      - {type: link, memory: device}
+      - {type: null}
+)");
+  ASSERT_EQ(errors.size(), 1U);
+  EXPECT_EQ(errors[0].key_path, "lanes.a.stages[0].memory");
+  EXPECT_EQ(errors[0].location, "test.yaml:4:29");  // the value
+  EXPECT_NE(errors[0].hint.find("link with memory: device"), std::string::npos);
+}
+
 TEST(Config, UnknownStageTypeSuggestsTheNearestOne) {
   const auto errors = errors_of("lanes:\n  - name: a\n    stages:\n      - type: generatr\n      - type: null\n");
   ASSERT_EQ(errors.size(), 1U);
