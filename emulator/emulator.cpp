@@ -15,13 +15,16 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
 
+#include "emulator/capture_stream.hpp"
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
 #include "pipeline/units.hpp"
+#include "recorder/capture_reader.hpp"
 #include "wire/raw_tcp.hpp"
 #include "wire/samples.hpp"
 #include "wire/socket.hpp"
@@ -145,6 +148,18 @@ EmulatorSettings read_emulator_settings(const YAML::Node& section, const ConfigS
   settings.gso = reader.boolean("gso", true, "UDP GSO (UDP_SEGMENT) where the kernel has it");
   settings.report_interval = reader.duration("report_interval", std::chrono::seconds(1), "period of progress lines");
   settings.start_seconds = static_cast<std::uint64_t>(reader.integer("start_seconds", 0, "UTC second of sample 0 (0: now)", 0));
+  settings.capture = reader.string("capture", "", "SigMF capture to send instead of a signal (.sigmf-collection, .sigmf-meta)");
+  settings.capture_pace = reader.choice("capture_pace", CapturePace::recorded,
+                                        "recorded: at the capture's timestamps; fast: as fast as possible",
+                                        {{"recorded", CapturePace::recorded}, {"fast", CapturePace::fast}});
+  if (!settings.capture.empty()) {
+    for (const char* key : {"sample_rate", "format", "rate"}) {
+      if (reader.has(key)) {
+        reader.error(key, std::string(key) + " comes from the capture when one is sent",
+                     "capture_pace: fast sends it as fast as possible");
+      }
+    }
+  }
   reader.finish();
 
   const YAML::Node streams = section["streams"];
@@ -159,6 +174,7 @@ EmulatorSettings read_emulator_settings(const YAML::Node& section, const ConfigS
         target.address = stream.string("address", "127.0.0.1:" + std::to_string(50000 + i), "destination host:port");
         target.stream_id = static_cast<std::uint32_t>(stream.integer("stream_id", static_cast<std::int64_t>(i + 1),
                                                                      "VITA-49 stream ID", 0, 0xFFFFFFFFLL));
+        target.lane = stream.string("lane", "", "capture lane this stream sends (default: the lane at its position)");
         if (!wire::parse_endpoint(target.address)) stream.error("address", "expected IPv4 host:port", "127.0.0.1:50000");
         stream.finish();
         settings.streams.push_back(target);
@@ -256,23 +272,29 @@ struct Emulator::Impl {
     UniqueFd socket;
     std::uint64_t next_packet = 0;
     bool done = false;
+    std::unique_ptr<CaptureStream> capture;  // capture mode: what this stream sends
   };
-  std::unique_ptr<SampleSource> source;
+  std::unique_ptr<SampleSource> source;  // signal mode
   std::vector<Stream> streams;
   std::vector<std::byte> wire_table;   // one period (+ one packet) of samples in wire order
   std::vector<std::byte> local_table;  // the same, little-endian (TCP frames)
   std::size_t period = 0;
   std::size_t samples_per_packet = 0;
-  std::size_t packet_bytes = 0;
+  std::size_t packet_bytes = 0;        // a full UDP datagram
   std::size_t prefix_bytes = 0;
   std::vector<std::vector<std::byte>> slots;
+  std::vector<std::byte> scratch;      // one packet's samples, little-endian
   bool gso = false;
   EmulatorReport report;
 };
 
 Emulator::Emulator(EmulatorSettings settings, std::unique_ptr<SampleSource> source)
     : settings_(std::move(settings)), impl_(std::make_unique<Impl>()) {
-  impl_->source = source ? std::move(source) : std::make_unique<SignalSource>(settings_.signal);
+  if (source) {
+    impl_->source = std::move(source);
+  } else if (settings_.capture.empty()) {
+    impl_->source = std::make_unique<SignalSource>(settings_.signal);
+  }
 }
 
 Emulator::~Emulator() = default;
@@ -286,23 +308,71 @@ std::uint16_t Emulator::local_port(std::size_t index) const {
   return ntohs(address.sin_port);
 }
 
+namespace {
+
+// The capture lanes the streams send, in stream order; sets the signal's rate and format to
+// theirs. Throws naming what does not fit (a spectra lane, lanes that disagree, a rate that is
+// not a whole number of Hz).
+std::vector<recorder::CaptureLane> capture_lanes(EmulatorSettings& settings) {
+  const recorder::Capture capture = recorder::open_capture(settings.capture);
+  std::vector<recorder::CaptureLane> lanes;
+  for (std::size_t i = 0; i < settings.streams.size(); ++i) {
+    const std::string& wanted = settings.streams[i].lane;
+    const recorder::CaptureLane* lane = nullptr;
+    if (!wanted.empty()) {
+      lane = capture.lane(wanted);
+      if (lane == nullptr) throw std::runtime_error("capture " + settings.capture + " has no lane '" + wanted + "'");
+    } else if (i < capture.lanes.size()) {
+      lane = &capture.lanes[i];
+    } else {
+      throw std::runtime_error("capture " + settings.capture + " has " + std::to_string(capture.lanes.size()) +
+                               " lane(s) for " + std::to_string(settings.streams.size()) +
+                               " streams: name each stream's lane, or send fewer streams");
+    }
+    if (!lane->format || (*lane->format != SampleFormat::ci16 && *lane->format != SampleFormat::cf32)) {
+      throw std::runtime_error("capture lane " + lane->name + " holds " + lane->datatype +
+                               " samples; the emulator sends complex ci16 or cf32 (spectra cannot go back on the wire)");
+    }
+    if (lane->sample_rate < 1 || lane->sample_rate != std::floor(lane->sample_rate)) {
+      throw std::runtime_error("capture lane " + lane->name + " has sample rate " + std::to_string(lane->sample_rate) +
+                               ": VITA-49 timestamps need a whole number of samples per second");
+    }
+    if (!lanes.empty() && (lane->format != lanes.front().format || lane->sample_rate != lanes.front().sample_rate)) {
+      throw std::runtime_error("capture lanes " + lanes.front().name + " and " + lane->name +
+                               " differ in format or sample rate: send them with one emulator each");
+    }
+    lanes.push_back(*lane);
+  }
+  settings.signal.format = *lanes.front().format;
+  settings.signal.sample_rate = lanes.front().sample_rate;
+  return lanes;
+}
+
+}  // namespace
+
 void Emulator::open() {
   Impl& impl = *impl_;
-  const SampleFormat format = impl.source->format();
+  std::vector<recorder::CaptureLane> lanes;
+  if (!settings_.capture.empty()) lanes = capture_lanes(settings_);
+  const SampleFormat format = impl.source ? impl.source->format() : settings_.signal.format;
+  settings_.signal.format = format;
   const std::size_t size = bytes_per_sample(format);
   impl.samples_per_packet = settings_.samples_per_packet();
   if (impl.samples_per_packet == 0) throw std::runtime_error("emulator: payload too small for a VITA-49 packet");
   const vita49::Packet packet = packet_template(0, format);
   impl.prefix_bytes = vita49::prefix_words(packet.header) * 4;
   impl.packet_bytes = vita49::packet_bytes(packet.header, impl.samples_per_packet * size);
-  impl.period = impl.source->period();
+  impl.period = impl.source ? impl.source->period() : 0;
   if (impl.period != 0) {
     impl.local_table.resize((impl.period + impl.samples_per_packet) * size);
     impl.source->fill(0, impl.local_table);
     impl.wire_table.resize(impl.local_table.size());
     wire::copy_swapped(format, impl.local_table.data(), impl.wire_table.data(), impl.local_table.size());
   }
-  impl.slots.assign(settings_.batch + 1, std::vector<std::byte>(std::max(impl.packet_bytes, raw_tcp::kHeaderBytes)));
+  impl.scratch.assign(impl.samples_per_packet * size, std::byte{0});
+  // A slot holds one UDP datagram, or one TCP frame (header + samples).
+  impl.slots.assign(settings_.batch + 1, std::vector<std::byte>(std::max(impl.packet_bytes,
+                                                                         raw_tcp::kHeaderBytes + impl.samples_per_packet * size)));
   impl.gso = settings_.transport == Transport::udp && settings_.gso && !settings_.faults.any();
   if (settings_.transport == Transport::udp && settings_.gso && settings_.faults.any()) {
     std::fprintf(stderr, "emulator: faults configured: GSO off so each datagram can be altered on its own\n");
@@ -312,6 +382,15 @@ void Emulator::open() {
   impl.streams.resize(settings_.streams.size());
   for (std::size_t i = 0; i < settings_.streams.size(); ++i) {
     Impl::Stream& stream = impl.streams[i];
+    if (!lanes.empty()) {
+      stream.capture = std::make_unique<CaptureStream>(lanes[i]);
+      const recorder::CaptureLane& lane = stream.capture->lane();
+      std::fprintf(stderr, "emulator: stream %u sends capture lane %s: %s at %s, %llu samples, %zu gap(s), %s\n",
+                   settings_.streams[i].stream_id, lane.name.c_str(), lane.datatype.c_str(),
+                   format_frequency(lane.sample_rate).c_str(), static_cast<unsigned long long>(lane.total_samples),
+                   lane.gaps.size(),
+                   settings_.capture_pace == CapturePace::recorded ? "paced by its timestamps" : "as fast as possible");
+    }
     const auto destination = wire::parse_endpoint(settings_.streams[i].address);
     if (!destination) throw std::runtime_error("emulator: bad address '" + settings_.streams[i].address + "'");
     stream.destination = *destination;
@@ -350,45 +429,39 @@ void Emulator::open() {
 
 namespace {
 
-bool send_all(int fd, iovec* iov, int count) {
-  while (count > 0) {
-    msghdr message{};
-    message.msg_iov = iov;
-    message.msg_iovlen = static_cast<std::size_t>(count);
-    const ssize_t sent = ::sendmsg(fd, &message, MSG_NOSIGNAL);
+bool send_all(int fd, const std::byte* data, std::size_t bytes) {
+  while (bytes > 0) {
+    const ssize_t sent = ::send(fd, data, bytes, MSG_NOSIGNAL);
     if (sent < 0) {
       if (errno == EINTR) continue;
       return false;
     }
-    auto remaining = static_cast<std::size_t>(sent);
-    while (count > 0 && remaining >= iov->iov_len) {
-      remaining -= iov->iov_len;
-      ++iov;
-      --count;
-    }
-    if (count > 0) {
-      iov->iov_base = static_cast<std::byte*>(iov->iov_base) + remaining;
-      iov->iov_len -= remaining;
-    }
+    data += sent;
+    bytes -= static_cast<std::size_t>(sent);
   }
   return true;
 }
+
+// Packets due this close to now leave in the current batch: pacing by timestamps then
+// costs one sendmmsg per 250 µs of signal instead of one per packet.
+constexpr std::uint64_t kCaptureLeadNs = 250'000;
 
 }  // namespace
 
 EmulatorReport Emulator::run(const std::atomic<bool>* stop, bool progress) {
   Impl& impl = *impl_;
   if (impl.streams.empty()) open();
-  const SampleFormat format = impl.source->format();
+  const SampleFormat format = settings_.signal.format;
   const std::size_t size = bytes_per_sample(format);
   const std::size_t spp = impl.samples_per_packet;
   const auto rate = static_cast<std::uint64_t>(settings_.signal.sample_rate);
+  const bool capture_mode = !settings_.capture.empty();
+  const bool capture_paced = capture_mode && settings_.capture_pace == CapturePace::recorded;
   std::uint64_t start_seconds = settings_.start_seconds;
   if (start_seconds == 0) {
     start_seconds = static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
   }
-  std::vector<std::byte> scratch(impl.period == 0 ? spp * size : 0);
 
   if (settings_.transport == Transport::tcp) {
     for (std::size_t i = 0; i < impl.streams.size(); ++i) {
@@ -412,24 +485,46 @@ EmulatorReport Emulator::run(const std::atomic<bool>* stop, bool progress) {
     }
   }
 
-  // Writes packet k's samples (wire order for UDP, little-endian for TCP) to `out`.
-  auto samples_of = [&](std::uint64_t packet, bool wire_order, std::byte* out) {
-    const std::uint64_t first = packet * spp;
-    if (impl.period != 0) {
+  // The next packet of a stream, not yet consumed: a capture's next run of recorded samples,
+  // or the synthetic signal's packet k (samples k·spp on, timestamps from start_seconds).
+  auto next_span = [&](Impl::Stream& stream, PacketSpan& span) {
+    if (stream.capture) return stream.capture->peek(spp, span);
+    span.first_sample = stream.next_packet * spp;
+    span.count = spp;
+    span.time.valid = false;
+    span.after_gap = false;
+    return true;
+  };
+  // Writes a span's samples (wire order for UDP, little-endian for TCP) to `out`, consuming it.
+  auto take_samples = [&](Impl::Stream& stream, const PacketSpan& span, bool wire_order, std::byte* out) {
+    const std::size_t bytes = span.count * size;
+    if (stream.capture) {
+      stream.capture->take(span, wire_order ? impl.scratch.data() : out);
+      if (wire_order) wire::copy_swapped(format, impl.scratch.data(), out, bytes);
+    } else if (impl.period != 0) {
       const auto& table = wire_order ? impl.wire_table : impl.local_table;
-      std::memcpy(out, table.data() + static_cast<std::size_t>(first % impl.period) * size, spp * size);
+      std::memcpy(out, table.data() + static_cast<std::size_t>(span.first_sample % impl.period) * size, bytes);
     } else {
-      impl.source->fill(first, scratch);
+      impl.source->fill(span.first_sample, std::span<std::byte>(impl.scratch.data(), bytes));
       if (wire_order) {
-        wire::copy_swapped(format, scratch.data(), out, spp * size);
+        wire::copy_swapped(format, impl.scratch.data(), out, bytes);
       } else {
-        std::memcpy(out, scratch.data(), spp * size);
+        std::memcpy(out, impl.scratch.data(), bytes);
       }
     }
   };
-  auto timestamp_of = [&](std::uint64_t sample, std::uint64_t& seconds, std::uint64_t& picoseconds) {
-    vita49::timestamp_of(sample, rate, seconds, picoseconds);
+  auto timestamp_of = [&](const PacketSpan& span, std::uint64_t& seconds, std::uint64_t& picoseconds) {
+    if (span.time.valid) {
+      seconds = span.time.seconds;
+      picoseconds = span.time.picoseconds;
+      return;
+    }
+    vita49::timestamp_of(span.first_sample, rate, seconds, picoseconds);
     seconds += start_seconds;
+  };
+  // Capture mode, recorded pace: nanoseconds after the start at which a span is due.
+  auto due_ns = [&](const Impl::Stream& stream, const PacketSpan& span) {
+    return static_cast<std::uint64_t>(stream.capture->seconds_until(span) * 1e9);
   };
 
   struct Send {
@@ -443,7 +538,7 @@ EmulatorReport Emulator::run(const std::atomic<bool>* stop, bool progress) {
   const std::size_t segments_per_message =
       impl.gso ? std::max<std::size_t>(1, std::min(kMaxGsoSegments, kMaxGsoBytes / impl.packet_bytes)) : 1;
 
-  const Pacer pacer(settings_.rate * static_cast<double>(impl.streams.size()));
+  const Pacer pacer(capture_mode ? 0 : settings_.rate * static_cast<double>(impl.streams.size()));
   const std::uint64_t start_ns = monotonic_ns();
   std::uint64_t next_report_ns = start_ns + static_cast<std::uint64_t>(settings_.report_interval.count());
   std::uint64_t last_report_packets = 0;
@@ -465,7 +560,23 @@ EmulatorReport Emulator::run(const std::atomic<bool>* stop, bool progress) {
       last_report_ns = now;
       next_report_ns = now + static_cast<std::uint64_t>(settings_.report_interval.count());
     }
-    if (const std::uint64_t wait = pacer.wait_ns(report.bytes, now - start_ns); wait > 0) {
+    std::uint64_t wait = pacer.wait_ns(report.bytes, now - start_ns);
+    if (capture_paced) {
+      // Wait for the stream whose next packet is due first.
+      wait = std::numeric_limits<std::uint64_t>::max();
+      for (Impl::Stream& stream : impl.streams) {
+        PacketSpan span;
+        if (stream.done) continue;
+        if (!next_span(stream, span)) {
+          stream.done = true;
+          continue;
+        }
+        const std::uint64_t due = due_ns(stream, span);
+        wait = std::min(wait, due > now - start_ns ? due - (now - start_ns) : 0);
+      }
+      if (wait == std::numeric_limits<std::uint64_t>::max()) continue;  // every stream ended
+    }
+    if (wait > 0) {
       // Sleep for the bulk, spin the last stretch: sleeps overshoot by tens of microseconds.
       if (wait > 200'000) {
         std::this_thread::sleep_for(std::chrono::nanoseconds(wait - 100'000));
@@ -480,19 +591,25 @@ EmulatorReport Emulator::run(const std::atomic<bool>* stop, bool progress) {
       if (stream.done) continue;
       const std::uint32_t stream_id = settings_.streams[index].stream_id;
       vita49::Packet packet = packet_template(stream_id, format);
+      // A capture tells the receiver where its own holes are, as a digitizer's trailer would.
+      packet.trailer.sample_loss_enable = capture_mode;
       order.clear();
       std::size_t used_slots = 0;
       std::optional<Send> held;  // a packet to send after the next one (reorder)
       const auto& faults = settings_.faults;
+      const std::uint64_t elapsed = monotonic_ns() - start_ns;
       while ((order.size() < settings_.batch || held) && used_slots < impl.slots.size()) {
         const std::uint64_t k = stream.next_packet;
-        if (settings_.count != 0 && k >= settings_.count) {
+        PacketSpan span;
+        if ((settings_.count != 0 && k >= settings_.count) || !next_span(stream, span)) {
           stream.done = true;
           break;
         }
+        if (capture_paced && due_ns(stream, span) > elapsed + kCaptureLeadNs && !held) break;
         ++stream.next_packet;
-        report.samples += spp;
+        report.samples += span.count;
         if (faults.any() && faults.applies(FaultKind::drop, index, k)) {
+          if (stream.capture) stream.capture->take(span, nullptr);
           ++report.dropped;
           continue;
         }
@@ -500,25 +617,27 @@ EmulatorReport Emulator::run(const std::atomic<bool>* stop, bool progress) {
         std::byte* buffer = impl.slots[slot].data();
         std::uint64_t seconds = 0;
         std::uint64_t picoseconds = 0;
-        timestamp_of(k * spp, seconds, picoseconds);
+        timestamp_of(span, seconds, picoseconds);
         std::size_t bytes = 0;
         if (settings_.transport == Transport::udp) {
           packet.header.packet_count = static_cast<std::uint8_t>(k & 0xF);
           packet.integer_timestamp = static_cast<std::uint32_t>(seconds);
           packet.fractional_timestamp = picoseconds;
-          bytes = vita49::encode_around_payload(packet, spp * size, impl.slots[slot]);
-          samples_of(k, true, buffer + impl.prefix_bytes);
+          packet.trailer.sample_loss = span.after_gap;
+          bytes = vita49::encode_around_payload(packet, span.count * size, impl.slots[slot]);
+          take_samples(stream, span, true, buffer + impl.prefix_bytes);
         } else {
           raw_tcp::FrameHeader header;
           header.format = format;
           header.sequence = k;
-          header.first_sample = k * spp;
-          header.sample_count = static_cast<std::uint32_t>(spp);
-          header.payload_bytes = static_cast<std::uint32_t>(spp * size);
+          header.first_sample = span.first_sample;
+          header.sample_count = static_cast<std::uint32_t>(span.count);
+          header.payload_bytes = static_cast<std::uint32_t>(span.count * size);
           header.seconds = seconds;
           header.picoseconds = picoseconds;
           raw_tcp::encode_header(header, std::span<std::byte, raw_tcp::kHeaderBytes>(buffer, raw_tcp::kHeaderBytes));
-          bytes = raw_tcp::kHeaderBytes;  // the payload goes out from the table (second iovec)
+          take_samples(stream, span, false, buffer + raw_tcp::kHeaderBytes);
+          bytes = raw_tcp::kHeaderBytes + span.count * size;
         }
         if (faults.any() && faults.applies(FaultKind::truncate, index, k) && settings_.transport == Transport::udp) {
           bytes = bytes / 2 / 4 * 4;
@@ -557,33 +676,27 @@ EmulatorReport Emulator::run(const std::atomic<bool>* stop, bool progress) {
 
       if (settings_.transport == Transport::tcp) {
         for (const Send& send : order) {
-          // The frame's sequence is its packet number (still readable when the magic is corrupt).
-          std::uint64_t k = 0;
-          std::memcpy(&k, impl.slots[send.slot].data() + 8, sizeof(k));
-          std::array<iovec, 2> frame{};
-          frame[0] = {impl.slots[send.slot].data(), send.bytes};
-          const std::uint64_t first = k * spp;
-          std::byte* payload = impl.period != 0
-                                   ? impl.local_table.data() + static_cast<std::size_t>(first % impl.period) * size
-                                   : (impl.source->fill(first, scratch), scratch.data());
-          frame[1] = {payload, spp * size};
-          if (!send_all(stream.socket.get(), frame.data(), 2)) {
+          if (!send_all(stream.socket.get(), impl.slots[send.slot].data(), send.bytes)) {
             if (errno == EPIPE || errno == ECONNRESET) {
               stream.done = true;
               break;
             }
-            throw std::runtime_error(errno_message("sendmsg(tcp)"));
+            throw std::runtime_error(errno_message("send(tcp)"));
           }
           ++report.packets;
-          report.bytes += send.bytes + spp * size;
+          report.bytes += send.bytes;
         }
         continue;
       }
 
-      // UDP: one message per datagram, or with GSO one message per run of equal datagrams.
+      // UDP: one message per datagram, or with GSO one message per run of full-size datagrams,
+      // which may end with one shorter datagram (the kernel segments at the full size).
       std::size_t message_count = 0;
       for (std::size_t i = 0; i < order.size();) {
-        const std::size_t take = std::min(segments_per_message, order.size() - i);
+        std::size_t take = 1;
+        while (take < segments_per_message && i + take < order.size() && order[i + take - 1].bytes == impl.packet_bytes) {
+          ++take;
+        }
         for (std::size_t j = 0; j < take; ++j) iovs[i + j] = {impl.slots[order[i + j].slot].data(), order[i + j].bytes};
         mmsghdr& message = messages[message_count++];
         message = {};

@@ -1,13 +1,15 @@
 // The emulated FPGA digitizer: streams VITA-49 IF Data over UDP (or the raw TCP framing)
-// from a SampleSource, paced or unpaced, with deterministic fault injection. Used by the
-// `sluice-emulator` program and, in-process, by tests and benchmarks.
+// from a SampleSource or from a recorded SigMF capture, paced or unpaced, with deterministic
+// fault injection. Used by the `sluice-emulator` program and, in-process, by tests and benchmarks.
 //
 // YAML (the `emulator:` section of a pipeline file; every key optional but streams):
 //   emulator:
 //     transport: udp            # udp (VITA-49) | tcp (raw framing)
 //     tcp_role: client          # tcp only: client (connects) | server (listens, one peer per stream)
 //     streams:                  # one per lane / NIC port
-//       - {address: 127.0.0.1:50000, stream_id: 1}
+//       - {address: 127.0.0.1:50000, stream_id: 1, lane: port0}   # lane: capture lane to send
+//     capture: /data/run.sigmf-collection  # send this capture instead of a signal (its rate and format)
+//     capture_pace: recorded    # recorded: at the capture's timestamps | fast: as fast as possible
 //     sample_rate: 100Msps      # whole Hz: timestamps are exact sample counts
 //     format: ci16              # ci16 | cf32
 //     payload: 1472             # UDP datagram bytes (header + samples); 8972 for jumbo frames
@@ -43,7 +45,10 @@ enum class TcpRole : std::uint8_t { client, server };
 struct StreamTarget {
   std::string address = "127.0.0.1:50000";
   std::uint32_t stream_id = 1;
+  std::string lane = {};  // capture mode: the capture lane this stream sends ("": the stream's position)
 };
+
+enum class CapturePace : std::uint8_t { recorded, fast };
 
 // A fault applied to packet k (counted from 0 per stream) when k is listed or when a hash
 // of (seed, kind, stream, k) falls under `probability`: the same packets every run.
@@ -83,6 +88,11 @@ struct EmulatorSettings {
   std::chrono::nanoseconds report_interval{std::chrono::seconds(1)};
   FaultSettings faults;
   std::uint64_t start_seconds = 0;       // UTC second of sample 0; 0 = now
+  // A SigMF capture (collection, meta or base path) to send instead of a synthetic signal:
+  // stream i sends lane `streams[i].lane` (default the i-th lane) with its recorded samples,
+  // timestamps and holes; the capture's sample rate and format replace the signal's.
+  std::string capture;
+  CapturePace capture_pace = CapturePace::recorded;
 
   // Samples in one packet: as many whole samples as fit after the VITA-49 prefix and trailer.
   [[nodiscard]] std::size_t samples_per_packet() const;
@@ -124,13 +134,13 @@ struct EmulatorReport {
 
 class Emulator {
  public:
-  // `source` null: a SignalSource from settings.signal.
+  // `source` null: a SignalSource from settings.signal (unused when settings.capture is set).
   explicit Emulator(EmulatorSettings settings, std::unique_ptr<SampleSource> source = nullptr);
   Emulator(const Emulator&) = delete;
   Emulator& operator=(const Emulator&) = delete;
   ~Emulator();
-  // Opens the sockets (TCP server role: listens; the peer is accepted in run()). Throws
-  // std::runtime_error naming the call and errno.
+  // Opens the capture, if any, and the sockets (TCP server role: listens; the peer is
+  // accepted in run()). Throws std::runtime_error naming the call and errno, or the capture's fault.
   void open();
   // Local port of stream `index` (TCP server role: where to connect).
   [[nodiscard]] std::uint16_t local_port(std::size_t index) const;

@@ -39,6 +39,8 @@ int main(int argc, char** argv) {
   std::vector<std::uint64_t> corrupt;
   double drop_probability = 0;
   bool quiet = false;
+  std::string capture;
+  std::string capture_pace;
   app.add_option("config", config, "pipeline YAML file whose emulator: section to use");
   app.add_option("--set", overrides, "override a YAML key: emulator.rate=1GB/s");
   app.add_option("--to", addresses, "destination host:port, one per stream (stream IDs 1, 2, ...)");
@@ -61,6 +63,8 @@ int main(int argc, char** argv) {
   app.add_option("--reorder", reorder, "packet numbers to send after the next one");
   app.add_option("--truncate", truncate, "packet numbers to cut in half (UDP)");
   app.add_option("--corrupt", corrupt, "packet numbers whose header to corrupt");
+  app.add_option("--capture", capture, "send this SigMF capture (its samples, timestamps and gaps) instead of a signal");
+  app.add_option("--capture-pace", capture_pace, "recorded (default: at the capture's timestamps) | fast");
   app.add_flag("-q,--quiet", quiet, "no periodic lines");
   CLI11_PARSE(app, argc, argv);
 
@@ -93,6 +97,17 @@ int main(int argc, char** argv) {
     if (!format.empty()) {
       if (format != "ci16" && format != "cf32") return fail("--format: ci16 or cf32");
       settings.signal.format = format == "ci16" ? SampleFormat::ci16 : SampleFormat::cf32;
+    }
+    if (!capture.empty()) {
+      if (!sample_rate.empty() || !format.empty() || !rate.empty()) {
+        return fail("--sample-rate, --format and --rate come from the capture (--capture-pace fast: unpaced)");
+      }
+      settings.capture = capture;
+    }
+    if (!capture_pace.empty()) {
+      if (capture_pace != "recorded" && capture_pace != "fast") return fail("--capture-pace: recorded or fast");
+      if (settings.capture.empty()) return fail("--capture-pace needs --capture");
+      settings.capture_pace = capture_pace == "fast" ? emulator::CapturePace::fast : emulator::CapturePace::recorded;
     }
     if (payload != 0) settings.payload = payload;
     if (!rate.empty()) {
