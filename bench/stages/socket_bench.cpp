@@ -1,12 +1,14 @@
 // udp stage vs a bare recvmmsg loop on loopback, fed by sluice-emulator running unpaced in
 // another process. The bare loop uses the same batch size, receive buffer and GRO setting
 // but neither parses nor copies: the ratio is what validation, loss accounting and the one
-// copy into chunks cost. Then a paced run at 0.8x the bare rate must lose nothing.
+// copy into chunks cost. Then a paced run at 0.8x the bare rate must lose nothing. Both
+// receivers run pinned to one core and the emulator to another (see kReceiveCpu).
 //   socket_bench [--benchmark_repetitions=N]
 //   SLUICE_BENCH_PACED_SECONDS=30 socket_bench --benchmark_filter=Paced   (the 30 s run)
 #include <benchmark/benchmark.h>
 
 #include <netinet/in.h>
+#include <sched.h>
 #include <netinet/udp.h>
 #include <signal.h>
 #include <spawn.h>
@@ -37,7 +39,44 @@ constexpr double kMeasureSeconds = 1.0;
 // Bare and stage runs alternate this many times; the medians are reported, so that a
 // neighbour's burst on a shared machine does not decide the ratio.
 constexpr int kRounds = 3;
-constexpr std::size_t kBatch = 64;
+int env_or(const char* name, int fallback) {
+  const char* text = std::getenv(name);
+  return text != nullptr ? std::atoi(text) : fallback;
+}
+
+// Datagrams per recvmmsg, the same for the bare loop and the stage: 0 takes the stage's default
+// (8 GRO buffers, or 64 datagrams without GRO); SLUICE_BENCH_BATCH sets both.
+const auto kBatch = static_cast<std::size_t>(env_or("SLUICE_BENCH_BATCH", 0));
+
+// Both receivers (the bare loop's thread, the stage's thread) run on one core and the emulator
+// on another, so that the scheduler's placement (another L3 domain, a busy sibling) cannot
+// decide the ratio. Defaults: cores 2 and 3 where there are four or more, else 0 and 1;
+// SLUICE_BENCH_RX_CPU / SLUICE_BENCH_TX_CPU override, -1 leaves placement to the scheduler.
+const int kReceiveCpu = env_or("SLUICE_BENCH_RX_CPU", std::thread::hardware_concurrency() >= 4 ? 2 : 0);
+const int kEmulatorCpu = env_or("SLUICE_BENCH_TX_CPU", std::thread::hardware_concurrency() >= 4 ? 3 : 1);
+
+bool pin(pid_t pid, int cpu) {
+  if (cpu < 0) return true;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(static_cast<unsigned>(cpu), &set);
+  return ::sched_setaffinity(pid, sizeof(set), &set) == 0;
+}
+
+// Pins the calling thread for the lifetime of the guard, then restores its affinity.
+class PinnedThread {
+ public:
+  explicit PinnedThread(int cpu) {
+    ::sched_getaffinity(0, sizeof(saved_), &saved_);
+    pin(0, cpu);
+  }
+  PinnedThread(const PinnedThread&) = delete;
+  PinnedThread& operator=(const PinnedThread&) = delete;
+  ~PinnedThread() { ::sched_setaffinity(0, sizeof(saved_), &saved_); }
+
+ private:
+  cpu_set_t saved_{};
+};
 
 // The emulator in its own process; killed and reaped by the destructor.
 class EmulatorProcess {
@@ -56,6 +95,7 @@ class EmulatorProcess {
     for (auto& arg : args) argv.push_back(arg.data());
     argv.push_back(nullptr);
     if (::posix_spawn(&pid_, argv[0], nullptr, nullptr, argv.data(), environ) != 0) pid_ = -1;
+    if (pid_ > 0) pin(pid_, kEmulatorCpu);
   }
   EmulatorProcess(const EmulatorProcess&) = delete;
   EmulatorProcess& operator=(const EmulatorProcess&) = delete;
@@ -88,10 +128,12 @@ double bare_packet_rate(std::size_t payload) {
   ::getsockname(socket.get(), reinterpret_cast<sockaddr*>(&address), &length);
 
   const std::size_t slot = gro ? 65536 : 9000;
-  std::vector<std::byte> buffers(kBatch * slot);
-  std::vector<iovec> iovs(kBatch);
-  std::vector<mmsghdr> messages(kBatch);
-  std::vector<std::byte> controls(kBatch * CMSG_SPACE(sizeof(int)));
+  const std::size_t batch = kBatch != 0 ? kBatch : gro ? 8 : 64;
+  std::vector<std::byte> buffers(batch * slot);
+  std::vector<iovec> iovs(batch);
+  std::vector<mmsghdr> messages(batch);
+  std::vector<std::byte> controls(batch * CMSG_SPACE(sizeof(int)));
+  const PinnedThread pinned(kReceiveCpu);
   EmulatorProcess emulator(ntohs(address.sin_port), payload, kWarmupSeconds + kMeasureSeconds + 0.5, 0);
   if (!emulator.running()) return 0;
   std::uint64_t packets = 0;
@@ -107,7 +149,7 @@ double bare_packet_rate(std::size_t payload) {
     }
     if (begin_ns != 0 && now - begin_ns >= measure_ns) break;
     if (now - start_ns > 10'000'000'000ULL) return 0;
-    for (std::size_t i = 0; i < kBatch; ++i) {
+    for (std::size_t i = 0; i < batch; ++i) {
       iovs[i] = {buffers.data() + i * slot, slot};
       messages[i].msg_hdr = {};
       messages[i].msg_hdr.msg_iov = &iovs[i];
@@ -115,7 +157,7 @@ double bare_packet_rate(std::size_t payload) {
       messages[i].msg_hdr.msg_control = controls.data() + i * CMSG_SPACE(sizeof(int));
       messages[i].msg_hdr.msg_controllen = CMSG_SPACE(sizeof(int));
     }
-    const int got = ::recvmmsg(socket.get(), messages.data(), kBatch, MSG_WAITFORONE, nullptr);
+    const int got = ::recvmmsg(socket.get(), messages.data(), static_cast<unsigned>(batch), MSG_WAITFORONE, nullptr);
     if (got <= 0) continue;
     for (int i = 0; i < got; ++i) {
       const msghdr& header = messages[static_cast<std::size_t>(i)].msg_hdr;
@@ -160,7 +202,9 @@ StageResult stage_run(std::size_t payload, double rate, double seconds) {
   const std::string yaml =
       "pipeline: {chunk: 4MiB, chunks: 32}\n"
       "template:\n"
-      "  - {name: source, type: udp, address: 127.0.0.1:0, batch: 64, max_datagram: 9000, receive_buffer: 256MiB}\n"
+      "  - {name: source, type: udp, address: 127.0.0.1:0, batch: " + std::to_string(kBatch) +
+      ", max_datagram: 9000, receive_buffer: 256MiB" +
+      (kReceiveCpu >= 0 ? ", cpu: " + std::to_string(kReceiveCpu) : std::string()) + "}\n"
       "  - {name: sink, type: \"null\"}\n"
       "lanes: [{name: port0}]\n";
   Pipeline pipeline(load_pipeline_text(yaml, "<bench>"));

@@ -23,6 +23,8 @@ namespace sluice {
 namespace {
 
 constexpr std::size_t kGroBytes = 65536;  // a GRO super-datagram is at most 64 KiB
+constexpr std::size_t kGroBatch = 8;      // 512 KiB of GRO buffers per recvmmsg
+constexpr std::size_t kPlainBatch = 64;   // 64 datagrams of at most 9000 bytes: about the same
 
 }  // namespace
 
@@ -35,7 +37,8 @@ UdpSource::UdpSource(SettingsReader& reader, const PipelineSettings& pipeline) {
   settings_.sample_rate = reader.frequency("sample_rate", 100e6, "sample rate (whole Hz); maps timestamps to sample indices", 1, 1e11);
   settings_.receive_buffer = reader.bytes("receive_buffer", settings_.receive_buffer, "socket receive buffer (SO_RCVBUF)", 4096,
                                           1ULL << 31);
-  settings_.batch = static_cast<std::size_t>(reader.integer("batch", 64, "datagrams per recvmmsg", 1, 1024));
+  settings_.batch = static_cast<std::size_t>(
+      reader.integer("batch", 0, "datagrams per recvmmsg (0: about 512 KiB of buffers: 8 with GRO, 64 without)", 0, 1024));
   settings_.gro = reader.boolean("gro", true, "UDP GRO: receive coalesced datagrams and split them (where the kernel has it)");
   settings_.max_datagram = reader.bytes("max_datagram", 9000, "largest datagram expected without GRO", 64, 65535);
   settings_.reorder_window = static_cast<std::size_t>(
@@ -103,6 +106,10 @@ void UdpSource::start(StageContext& context) {
   }
 
   slot_bytes_ = gro_ ? kGroBytes : settings_.max_datagram;
+  // The kernel writes a batch's buffers and this thread reads them back at once: sized to stay
+  // in L2, they cost one pass less to DRAM. On a 16-core Xeon with 8 KiB datagrams, 8 GRO
+  // buffers (512 KiB) gave the stage 1.02x the bare loop's rate, 64 (4 MiB) 0.86x (PERFORMANCE.md).
+  if (settings_.batch == 0) settings_.batch = gro_ ? kGroBatch : kPlainBatch;
   buffers_.assign(settings_.batch * slot_bytes_, std::byte{0});
   iovs_.resize(settings_.batch);
   messages_.resize(settings_.batch);

@@ -22,7 +22,7 @@ struct UdpSourceSettings {
   SampleFormat format = SampleFormat::ci16;
   double sample_rate = 100e6;                // whole Hz: turns real-time timestamps into sample indices
   std::uint64_t receive_buffer = 256ULL << 20;
-  std::size_t batch = 64;                    // datagrams per recvmmsg
+  std::size_t batch = 0;                     // datagrams per recvmmsg; 0: 8 with GRO, 64 without
   bool gro = true;
   std::size_t max_datagram = 9000;           // without GRO
   std::size_t reorder_window = 16;           // packets held while waiting for an earlier one
