@@ -18,31 +18,29 @@ CaptureStream::CaptureStream(recorder::CaptureLane lane) : lane_(std::move(lane)
   origin_ = lane_.segments.front().global_index;
   const std::size_t samples = std::max<std::size_t>(1, kReadAheadBytes / lane_.sample_bytes);
   buffer_.resize(samples * lane_.sample_bytes);
+  skip_ended_segments();
 }
 
-bool CaptureStream::peek(std::size_t max_samples, PacketSpan& span) const {
-  std::size_t segment = segment_;
-  std::uint64_t offset = offset_;
-  while (segment < lane_.segments.size() && offset >= lane_.segments[segment].sample_count) {
-    ++segment;
-    offset = 0;
-  }
-  if (segment >= lane_.segments.size() || max_samples == 0) return false;
-  const recorder::CaptureSegment& current = lane_.segments[segment];
-  span.first_sample = current.global_index + offset;
-  span.count = static_cast<std::size_t>(std::min<std::uint64_t>(max_samples, current.sample_count - offset));
-  span.time = recorder::time_of_sample(current, span.first_sample, lane_.sample_rate);
-  // A hole lies before this packet when the previous segment ended short of its first sample.
-  span.after_gap = offset == 0 && segment > 0 &&
-                   lane_.segments[segment - 1].global_index + lane_.segments[segment - 1].sample_count < current.global_index;
-  return true;
-}
-
-void CaptureStream::take(const PacketSpan& span, std::byte* out) {
+void CaptureStream::skip_ended_segments() noexcept {
   while (segment_ < lane_.segments.size() && offset_ >= lane_.segments[segment_].sample_count) {
     ++segment_;
     offset_ = 0;
   }
+}
+
+bool CaptureStream::peek(std::size_t max_samples, PacketSpan& span) const {
+  if (segment_ >= lane_.segments.size() || max_samples == 0) return false;
+  const recorder::CaptureSegment& current = lane_.segments[segment_];
+  span.first_sample = current.global_index + offset_;
+  span.count = static_cast<std::size_t>(std::min<std::uint64_t>(max_samples, current.sample_count - offset_));
+  span.time = recorder::time_of_sample(current, span.first_sample, lane_.sample_rate);
+  // A hole lies before this packet when the previous segment ended short of its first sample.
+  const recorder::CaptureSegment* previous = segment_ > 0 ? &lane_.segments[segment_ - 1] : nullptr;
+  span.after_gap = offset_ == 0 && previous != nullptr && previous->global_index + previous->sample_count < current.global_index;
+  return true;
+}
+
+void CaptureStream::take(const PacketSpan& span, std::byte* out) {
   if (segment_ >= lane_.segments.size()) return;
   const recorder::CaptureSegment& current = lane_.segments[segment_];
   if (out != nullptr) {
@@ -60,6 +58,7 @@ void CaptureStream::take(const PacketSpan& span, std::byte* out) {
     std::memcpy(out, buffer_.data() + (offset_ - buffer_offset_) * lane_.sample_bytes, span.count * lane_.sample_bytes);
   }
   offset_ += span.count;
+  skip_ended_segments();
 }
 
 double CaptureStream::seconds_until(const PacketSpan& span) const {

@@ -36,8 +36,11 @@ class CaptureStream {
   [[nodiscard]] const recorder::CaptureLane& lane() const { return lane_; }
 
  private:
+  // Moves past segments that have nothing left to send, so segment_ is the next packet's.
+  void skip_ended_segments() noexcept;
+
   recorder::CaptureLane lane_;
-  std::size_t segment_ = 0;          // segment of the next packet
+  std::size_t segment_ = 0;          // segment of the next packet (past the end: all sent)
   std::uint64_t offset_ = 0;         // samples of that segment already sent
   std::uint64_t origin_ = 0;         // stream index of the first sample
   // Read-ahead: a block of the current segment, so that a packet is a memcpy, not a pread.
