@@ -8,15 +8,17 @@
 #include <benchmark/benchmark.h>
 
 #include <netinet/in.h>
-#include <sched.h>
 #include <netinet/udp.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -45,7 +47,7 @@ int env_or(const char* name, int fallback) {
 }
 
 // Datagrams per recvmmsg, the same for the bare loop and the stage: 0 takes the stage's default
-// (8 GRO buffers, or 64 datagrams without GRO); SLUICE_BENCH_BATCH sets both.
+// (default_udp_batch); SLUICE_BENCH_BATCH sets both.
 const auto kBatch = static_cast<std::size_t>(env_or("SLUICE_BENCH_BATCH", 0));
 
 // Both receivers (the bare loop's thread, the stage's thread) run on one core and the emulator
@@ -55,27 +57,32 @@ const auto kBatch = static_cast<std::size_t>(env_or("SLUICE_BENCH_BATCH", 0));
 const int kReceiveCpu = env_or("SLUICE_BENCH_RX_CPU", std::thread::hardware_concurrency() >= 4 ? 2 : 0);
 const int kEmulatorCpu = env_or("SLUICE_BENCH_TX_CPU", std::thread::hardware_concurrency() >= 4 ? 3 : 1);
 
-bool pin(pid_t pid, int cpu) {
-  if (cpu < 0) return true;
+// A pin that fails is said on stderr: the ratio is then measured unpinned, and whoever reads
+// it must know.
+void pin(pid_t pid, int cpu) {
+  if (cpu < 0) return;
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(static_cast<unsigned>(cpu), &set);
-  return ::sched_setaffinity(pid, sizeof(set), &set) == 0;
+  if (::sched_setaffinity(pid, sizeof(set), &set) != 0) {
+    std::fprintf(stderr, "socket_bench: cannot pin %s to CPU %d: %s; running unpinned\n", pid == 0 ? "the receiver" : "the emulator",
+                 cpu, std::strerror(errno));
+  }
 }
 
 // Pins the calling thread for the lifetime of the guard, then restores its affinity.
 class PinnedThread {
  public:
-  explicit PinnedThread(int cpu) {
-    ::sched_getaffinity(0, sizeof(saved_), &saved_);
-    pin(0, cpu);
-  }
+  explicit PinnedThread(int cpu) : saved_valid_(::sched_getaffinity(0, sizeof(saved_), &saved_) == 0) { pin(0, cpu); }
   PinnedThread(const PinnedThread&) = delete;
   PinnedThread& operator=(const PinnedThread&) = delete;
-  ~PinnedThread() { ::sched_setaffinity(0, sizeof(saved_), &saved_); }
+  ~PinnedThread() {
+    if (saved_valid_) ::sched_setaffinity(0, sizeof(saved_), &saved_);
+  }
 
  private:
   cpu_set_t saved_{};
+  bool saved_valid_;
 };
 
 // The emulator in its own process; killed and reaped by the destructor.
@@ -128,7 +135,7 @@ double bare_packet_rate(std::size_t payload) {
   ::getsockname(socket.get(), reinterpret_cast<sockaddr*>(&address), &length);
 
   const std::size_t slot = gro ? 65536 : 9000;
-  const std::size_t batch = kBatch != 0 ? kBatch : gro ? 8 : 64;
+  const std::size_t batch = kBatch != 0 ? kBatch : default_udp_batch(gro);
   std::vector<std::byte> buffers(batch * slot);
   std::vector<iovec> iovs(batch);
   std::vector<mmsghdr> messages(batch);

@@ -23,10 +23,15 @@ namespace sluice {
 namespace {
 
 constexpr std::size_t kGroBytes = 65536;  // a GRO super-datagram is at most 64 KiB
-constexpr std::size_t kGroBatch = 8;      // 512 KiB of GRO buffers per recvmmsg
-constexpr std::size_t kPlainBatch = 64;   // 64 datagrams of at most 9000 bytes: about the same
 
 }  // namespace
+
+std::size_t default_udp_batch(bool gro) noexcept {
+  // The kernel writes a batch's buffers and the stage reads them straight back: sized to stay
+  // in L2, they cost one pass less to DRAM. On a 16-core Xeon with 8 KiB datagrams, 8 GRO
+  // buffers (512 KiB) gave the stage 1.02x the bare loop's rate, 64 (4 MiB) 0.86x (PERFORMANCE.md).
+  return gro ? 8 : 64;
+}
 
 UdpSource::UdpSource(SettingsReader& reader, const PipelineSettings& pipeline) {
   settings_.address = reader.string("address", settings_.address, "host:port to bind (loopback by default)");
@@ -106,10 +111,7 @@ void UdpSource::start(StageContext& context) {
   }
 
   slot_bytes_ = gro_ ? kGroBytes : settings_.max_datagram;
-  // The kernel writes a batch's buffers and this thread reads them back at once: sized to stay
-  // in L2, they cost one pass less to DRAM. On a 16-core Xeon with 8 KiB datagrams, 8 GRO
-  // buffers (512 KiB) gave the stage 1.02x the bare loop's rate, 64 (4 MiB) 0.86x (PERFORMANCE.md).
-  if (settings_.batch == 0) settings_.batch = gro_ ? kGroBatch : kPlainBatch;
+  if (settings_.batch == 0) settings_.batch = default_udp_batch(gro_);
   buffers_.assign(settings_.batch * slot_bytes_, std::byte{0});
   iovs_.resize(settings_.batch);
   messages_.resize(settings_.batch);
