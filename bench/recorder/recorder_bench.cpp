@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -117,19 +118,26 @@ double replay_read(const std::string& collection) {
   return static_cast<double>(kTotalBytes) / seconds;
 }
 
+// Runs both sides of one repetition; which goes first alternates from one call to the next.
+void alternately(int& round, const std::function<void()>& ours, const std::function<void()>& fio) {
+  if (round++ % 2 == 0) {
+    ours();
+    fio();
+  } else {
+    fio();
+    ours();
+  }
+}
+
 void BM_RecorderWriteVsFio(benchmark::State& state) {
   const std::string directory = bench_directory();
   double ours = 0;
   double fio = 0;
   static int round = 0;
   for (auto _ : state) {
-    if (round++ % 2 == 0) {
-      ours = recorder_write(directory, "write");
-      fio = run_fio("write", directory + "/fio-write.dat", kTotalBytes);
-    } else {
-      fio = run_fio("write", directory + "/fio-write.dat", kTotalBytes);
-      ours = recorder_write(directory, "write");
-    }
+    alternately(
+        round, [&] { ours = recorder_write(directory, "write"); },
+        [&] { fio = run_fio("write", directory + "/fio-write.dat", kTotalBytes); });
     fs::remove_all(directory);
     fs::create_directories(directory);
   }
@@ -150,13 +158,9 @@ void BM_ReplayReadVsFio(benchmark::State& state) {
   double fio = 0;
   static int round = 0;
   for (auto _ : state) {
-    if (round++ % 2 == 0) {
-      ours = replay_read(directory + "/read.sigmf-collection");
-      fio = run_fio("read", data, kTotalBytes);
-    } else {
-      fio = run_fio("read", data, kTotalBytes);
-      ours = replay_read(directory + "/read.sigmf-collection");
-    }
+    alternately(
+        round, [&] { ours = replay_read(directory + "/read.sigmf-collection"); },
+        [&] { fio = run_fio("read", data, kTotalBytes); });
   }
   fs::remove_all(directory);
   state.counters["replay_MBps"] = ours / 1e6;

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include "pipeline/memory.hpp"
-#include "recorder/capture_reader.hpp"
 #include "tests/stages/record/record_test_support.hpp"
 
 namespace sluice {
