@@ -81,12 +81,9 @@ for dir in bin sbin lib lib64; do
   fi
 done
 
+# The guest links busybox's applets itself (--install never replaces a file copied here).
 cp "$cache/busybox" "$root/bin/busybox"
-while read -r applet; do
-  [ "$applet" = "bin/busybox" ] && continue
-  mkdir -p "$root/$(dirname "$applet")"
-  ln -sf /bin/busybox "$root/$applet"
-done < <("$cache/busybox" --list-full)
+ln -s busybox "$root/bin/sh"
 
 mkdir -p "$root/lib/sluice-vm"
 cp "$cache"/modules/*.ko "$cache/modules/order" "$root/lib/sluice-vm/"
@@ -119,7 +116,7 @@ find_program() {
   local name=$1
   case $name in
     */*) [ -f "$name" ] && realpath -s "$name" ;;
-    *) PATH=$PATH:/usr/local/sbin:/usr/sbin:/sbin command -v "$name" ;;
+    *) PATH=$PATH:/usr/local/sbin:/usr/sbin:/sbin type -P "$name" ;;
   esac
 }
 
@@ -147,11 +144,11 @@ done
 program=$(find_program "$1" || true)
 if [ -n "$program" ]; then
   copy_with_libraries "$program"
-elif [ ! -e "$root/bin/$1" ] && [ ! -e "$root/sbin/$1" ]; then
+elif ! "$cache/busybox" --list | grep -qx -- "$1"; then
   vm_fail "command '$1' is neither a program here nor a busybox applet"
 fi
 for arg in "${@:2}"; do
-  if [[ $arg == /* || $arg == ./* || $arg == ../* ]] && [ -f "$arg" ]; then
+  if [ -f "$arg" ]; then
     copy_with_libraries "$(realpath -s "$arg")"
   fi
 done
@@ -169,6 +166,7 @@ mkdir -p "$root$PWD"
 cat > "$root/init" <<'EOF'
 #!/bin/sh
 # PID 1 of the test VM: mounts, RDMA modules, dummy0 + rxe0, the command, a result marker.
+/bin/busybox --install -s
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
 export SLUICE_IN_VM=1 SLUICE_VM_ADDRESS=192.0.2.1
 fail() {
