@@ -15,6 +15,8 @@ packages=(
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev libssl-dev
   clang fio python3 python3-jsonschema
+  # The Soft-RoCE test VM (tests/vm/): qemu, an initramfs, verbs tools run inside it.
+  qemu-system-x86 busybox-static cpio xz-utils perftest ibverbs-providers ibverbs-utils iproute2
 )
 
 missing=()

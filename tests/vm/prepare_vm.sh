@@ -20,6 +20,9 @@ modules=(configfs crc32_generic ib_core ib_uverbs iw_cm ib_cm rdma_cm rdma_ucm
 
 die() { echo "prepare_vm: $*" >&2; exit 1; }
 
+# Two test runs may prepare the same cache at once: the second waits, then finds it ready.
+exec 9>"$cache/.lock"
+flock 9
 if [ -f "$cache/ready" ]; then
   exit 0
 fi
@@ -30,26 +33,38 @@ if ldd "$busybox_path" >/dev/null 2>&1; then
   die "$busybox_path is dynamically linked; the initramfs needs busybox-static"
 fi
 
+# The versioned image package a meta package depends on (linux-image-6.1.0-56-amd64 on
+# Debian 12; on Ubuntu linux-image-generic, whose modules come in linux-modules*-VERSION).
+image_package_of() {
+  apt-cache depends "$1" 2>/dev/null |
+    awk '/Depends: linux-image-(unsigned-)?[0-9]/ && !found { print $2; found = 1 }'
+}
 package=${SLUICE_VM_KERNEL_PACKAGE:-}
-if [ -z "$package" ]; then
-  # The meta package's first dependency is the versioned image, e.g. linux-image-6.1.0-56-amd64.
-  package=$(apt-cache depends linux-image-amd64 2>/dev/null |
-            awk '/Depends: linux-image-[0-9]/ { print $2; exit }')
-  [ -n "$package" ] || die "apt-cache knows no linux-image-amd64 (a Debian archive in sources.list is needed, or set SLUICE_VM_KERNEL_PACKAGE)"
-fi
+[ -n "$package" ] || package=$(image_package_of linux-image-amd64)
+[ -n "$package" ] || package=$(image_package_of linux-image-generic)
+[ -n "$package" ] || die "apt-cache knows neither linux-image-amd64 nor linux-image-generic (a Debian or Ubuntu archive in sources.list is needed, or set SLUICE_VM_KERNEL_PACKAGE)"
+packages=("$package")
+version=${package#linux-image-}
+version=${version#unsigned-}
+for extra in "linux-modules-$version" "linux-modules-extra-$version"; do
+  if apt-cache show "$extra" >/dev/null 2>&1; then packages+=("$extra"); fi
+done
 
 work=$(mktemp -d "$cache/prepare.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-echo "prepare_vm: downloading $package into $cache" >&2
+echo "prepare_vm: downloading ${packages[*]} into $cache" >&2
 # apt-get download writes into the current directory; _apt may not be able to write there,
 # which apt reports as a warning and then downloads as root.
-(cd "$work" && apt-get download -q "$package" 2>&1 | grep -v '^W: Download is performed unsandboxed' >&2) ||
-  die "apt-get download $package failed"
-deb=$(ls "$work"/*.deb 2>/dev/null | head -n1)
-[ -n "$deb" ] || die "apt-get download $package produced no .deb"
-dpkg -x "$deb" "$work/x"
+(cd "$work" && apt-get download -q "${packages[@]}" 2>&1 |
+                { grep -v '^W: Download is performed unsandboxed' >&2 || true; }) ||
+  die "apt-get download ${packages[*]} failed"
+for deb in "$work"/*.deb; do
+  [ -f "$deb" ] || die "apt-get download ${packages[*]} produced no .deb"
+  dpkg -x "$deb" "$work/x"
+done
 
-vmlinuz=$(ls "$work"/x/boot/vmlinuz-* 2>/dev/null | head -n1)
+vmlinuz=$(compgen -G "$work/x/boot/vmlinuz-*" || true)
+vmlinuz=${vmlinuz%%$'\n'*}
 [ -n "$vmlinuz" ] || die "$package has no /boot/vmlinuz-*"
 version=${vmlinuz##*/vmlinuz-}
 
@@ -62,7 +77,7 @@ extract_vmlinux() {
     magic=${pair%%:*}
     tool=${pair#*:}
     command -v "${tool%% *}" >/dev/null || continue
-    for offset in $(LC_ALL=C grep -obUaP "$magic" "$image" | cut -d: -f1 | head -n 5); do
+    for offset in $(LC_ALL=C grep -obUaP "$magic" "$image" | cut -d: -f1 | sed -n 1,5p); do
       tail -c +$(( offset + 1 )) "$image" | $tool > "$out" 2>/dev/null || true
       if [ "$(head -c 4 "$out" | od -An -tx1 | tr -d ' ')" = "7f454c46" ]; then
         return 0
@@ -76,7 +91,7 @@ extract_vmlinux "$vmlinuz" "$work/vmlinux" || die "could not extract an ELF vmli
 mkdir -p "$work/modules"
 order=()
 for module in "${modules[@]}"; do
-  file=$(find "$work/x/lib/modules/$version" -name "$module.ko*" | head -n1)
+  file=$(find "$work/x/lib/modules/$version" -name "$module.ko*" -print -quit)
   [ -n "$file" ] || die "$package has no module $module"
   case $file in
     *.ko) cp "$file" "$work/modules/$module.ko" ;;

@@ -14,7 +14,9 @@
 #    77  qemu cannot run on this machine at all (a skip; under CI=true this is 125 instead)
 # Environment: SLUICE_VM_CACHE (cache dir), SLUICE_VM_ADDRESS is set to 192.0.2.1 in the guest,
 # SLUICE_IN_VM=1 tells tests inside that a missing RDMA device is a failure, not a skip.
-set -euo pipefail
+set -Eeuo pipefail
+# A harness step that fails unexpectedly is a VM failure, said aloud, never a silent exit 1.
+trap 'echo "run_in_vm: unexpected failure at line $LINENO (exit $?)" >&2; exit 125' ERR
 
 here=$(cd "$(dirname "$0")" && pwd)
 readonly kVmFailed=125 kSkip=77
@@ -107,8 +109,10 @@ copy_with_libraries() {
   while read -r lib; do
     [ -n "$lib" ] && copy_file "$lib"
   done < <(ldd "$path" 2>/dev/null | awk '/=> \// { print $3 } /^\t\/[^ ]+ \(/ { print $1 }')
-  if ldd "$path" 2>/dev/null | grep -q 'not found'; then
-    ldd "$path" | grep 'not found' >&2
+  local missing
+  missing=$(ldd "$path" 2>/dev/null | grep 'not found' || true)
+  if [ -n "$missing" ]; then
+    echo "$missing" >&2
     vm_fail "$path needs libraries this machine lacks"
   fi
 }
@@ -122,10 +126,12 @@ find_program() {
 
 # What verbs needs beyond ldd's view: glibc dlopens libgcc_s for unwinding and thread
 # cancellation, libibverbs dlopens its provider (rxe) named by /etc/libibverbs.d/rxe.driver.
-libgcc=$(ldconfig -p | awk '/libgcc_s.so.1 .*x86-64/ { print $NF; exit }')
+# (No early exit in these pipelines: under pipefail the writer's SIGPIPE would fail them.)
+libgcc=$(ldconfig -p | awk '/libgcc_s.so.1 .*x86-64/ && !found { print $NF; found = 1 }')
 [ -n "$libgcc" ] || vm_fail "libgcc_s.so.1 not found (ldconfig -p)"
 copy_file "$libgcc"
-provider=$(ls /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so /usr/lib64/libibverbs/librxe-rdmav*.so 2>/dev/null | head -n1 || true)
+provider=$(compgen -G '/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so' || compgen -G '/usr/lib64/libibverbs/librxe-rdmav*.so' || true)
+provider=${provider%%$'\n'*}
 [ -n "$provider" ] || vm_fail "the rxe verbs provider is missing (apt-get install ibverbs-providers)"
 copy_with_libraries "$provider"
 [ -f /etc/libibverbs.d/rxe.driver ] || vm_fail "/etc/libibverbs.d/rxe.driver is missing (apt-get install ibverbs-providers)"
@@ -141,11 +147,12 @@ for file in "${extra_files[@]}"; do
   [ -f "$file" ] || vm_fail "--file $file: no such file"
   copy_file "$(realpath -s "$file")"
 done
-program=$(find_program "$1" || true)
-if [ -n "$program" ]; then
+# A bare name that busybox provides (sh, awk, ...) runs as busybox's applet; a path, or --bin,
+# brings the host's program instead.
+applets=$("$cache/busybox" --list)
+if [[ $1 == */* ]] || ! grep -qx -- "$1" <<< "$applets"; then
+  program=$(find_program "$1") || vm_fail "command '$1' is neither a program here nor a busybox applet"
   copy_with_libraries "$program"
-elif ! "$cache/busybox" --list | grep -qx -- "$1"; then
-  vm_fail "command '$1' is neither a program here nor a busybox applet"
 fi
 for arg in "${@:2}"; do
   if [ -f "$arg" ]; then
@@ -167,7 +174,7 @@ cat > "$root/init" <<'EOF'
 #!/bin/sh
 # PID 1 of the test VM: mounts, RDMA modules, dummy0 + rxe0, the command, a result marker.
 /bin/busybox --install -s
-export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb
 export SLUICE_IN_VM=1 SLUICE_VM_ADDRESS=192.0.2.1
 fail() {
   echo "SLUICE_VM_SETUP_FAILED: $*"
