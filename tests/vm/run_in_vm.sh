@@ -12,8 +12,8 @@
 # Exit status: the command's own, or
 #   125  the VM failed: qemu error, guest panic, set-up failure in the guest, or timeout
 #    77  qemu cannot run on this machine at all (a skip; under CI=true this is 125 instead)
-# Environment: SLUICE_VM_CACHE (cache dir), SLUICE_VM_ADDRESS is set to 192.0.2.1 in the guest,
-# SLUICE_IN_VM=1 tells tests inside that a missing RDMA device is a failure, not a skip.
+# Environment: SLUICE_VM_CACHE (cache dir), SLUICE_VM_QEMU (the qemu binary). In the guest,
+# SLUICE_VM_ADDRESS=192.0.2.1 and SLUICE_IN_VM=1 (a missing RDMA device is a failure there).
 set -Eeuo pipefail
 # A harness step that fails unexpectedly is a VM failure, said aloud, never a silent exit 1.
 trap 'echo "run_in_vm: unexpected failure at line $LINENO (exit $?)" >&2; exit 125' ERR
@@ -28,11 +28,13 @@ show_console=0
 extra_bins=()
 extra_files=()
 
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 vm_fail() { echo "run_in_vm: $*" >&2; exit $kVmFailed; }
 
 while (($#)); do
   case $1 in
+    --cpus|--mem|--timeout|--cache|--bin|--file)
+      (($# >= 2)) || { echo "run_in_vm: $1 needs a value" >&2; exit 2; } ;;&
     --cpus) cpus=$2; shift 2 ;;
     --mem) mem=$2; shift 2 ;;
     --timeout) timeout_s=$2; shift 2 ;;
@@ -50,8 +52,10 @@ done
 [[ $mem =~ ^[1-9][0-9]*$ ]] || { echo "run_in_vm: --mem wants MiB as a positive integer, got '$mem'" >&2; exit 2; }
 [[ $timeout_s =~ ^[1-9][0-9]*$ ]] || { echo "run_in_vm: --timeout wants seconds, got '$timeout_s'" >&2; exit 2; }
 
-qemu=$(command -v qemu-system-x86_64 || true)
-if [ -z "$qemu" ] || ! "$qemu" -accel help 2>/dev/null | grep -qx tcg; then
+qemu=$(command -v "${SLUICE_VM_QEMU:-qemu-system-x86_64}" || true)
+accelerators=""
+if [ -n "$qemu" ]; then accelerators=$("$qemu" -accel help 2>/dev/null || true); fi
+if ! grep -qx tcg <<< "$accelerators"; then
   reason="qemu-system-x86_64 with TCG is not available here (apt-get install qemu-system-x86)"
   if [ "${CI:-}" = "true" ]; then
     vm_fail "$reason; CI=true, so this is a failure, not a skip"
@@ -70,6 +74,8 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+# CTest's timeout or Ctrl-C: leave through the EXIT trap, so qemu does not outlive us.
+trap 'exit 125' TERM INT HUP
 root=$work/root
 
 # The initramfs mirrors the host's merged-/usr layout, so a path ldd prints (/lib/...) and the
