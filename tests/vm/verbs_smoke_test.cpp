@@ -167,6 +167,25 @@ ibv_qp_init_attr rc_qp_attributes(ibv_cq* cq) {
   return attributes;
 }
 
+// PD, MR over `buffer`, CQ and an RC QP on an rdma_cm id; declared in creation order, so
+// the QP goes first and the PD last.
+struct Endpoint {
+  Endpoint(rdma_cm_id* id, std::vector<std::uint8_t>& buffer, unsigned access)
+      : pd(check_ptr(ibv_alloc_pd(id->verbs), "ibv_alloc_pd")),
+        mr(check_ptr(ibv_reg_mr(pd.get(), buffer.data(), buffer.size(), access), "ibv_reg_mr")),
+        cq(check_ptr(ibv_create_cq(id->verbs, 16, nullptr, nullptr, 0), "ibv_create_cq")),
+        qp(create_qp(id)) {}
+  CmQp create_qp(rdma_cm_id* id) {
+    ibv_qp_init_attr attributes = rc_qp_attributes(cq.get());
+    check(rdma_create_qp(id, pd.get(), &attributes), "rdma_create_qp");
+    return CmQp(id);
+  }
+  Pd pd;
+  Mr mr;
+  Cq cq;
+  CmQp qp;
+};
+
 int device_count() {
   int count = 0;
   DeviceList list(ibv_get_device_list(&count));
@@ -229,16 +248,9 @@ Received receive_one(std::promise<std::uint16_t>& port_ready) {
   rdma_cm_id* request = nullptr;
   expect_event(channel.get(), RDMA_CM_EVENT_CONNECT_REQUEST, &request);
   CmId connection(request);
-  Pd pd(check_ptr(ibv_alloc_pd(connection->verbs), "ibv_alloc_pd"));
   Received received;
   received.bytes.assign(kMessageBytes, 0);
-  Mr mr(check_ptr(ibv_reg_mr(pd.get(), received.bytes.data(), received.bytes.size(),
-                             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
-                  "ibv_reg_mr(landing)"));
-  Cq cq(check_ptr(ibv_create_cq(connection->verbs, 16, nullptr, nullptr, 0), "ibv_create_cq"));
-  ibv_qp_init_attr attributes = rc_qp_attributes(cq.get());
-  check(rdma_create_qp(connection.get(), pd.get(), &attributes), "rdma_create_qp");
-  CmQp qp(connection.get());
+  Endpoint endpoint(connection.get(), received.bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 
   // A WRITE WITH IMMEDIATE consumes one receive; it needs no buffer of its own.
   ibv_recv_wr receive{};
@@ -246,7 +258,7 @@ Received receive_one(std::promise<std::uint16_t>& port_ready) {
   ibv_recv_wr* bad_receive = nullptr;
   check(ibv_post_recv(connection->qp, &receive, &bad_receive), "ibv_post_recv");
 
-  const Landing landing{reinterpret_cast<std::uintptr_t>(received.bytes.data()), mr->rkey,
+  const Landing landing{reinterpret_cast<std::uintptr_t>(received.bytes.data()), endpoint.mr->rkey,
                         static_cast<std::uint32_t>(kMessageBytes)};
   rdma_conn_param accept{};
   accept.private_data = &landing;
@@ -254,7 +266,7 @@ Received receive_one(std::promise<std::uint16_t>& port_ready) {
   check(rdma_accept(connection.get(), &accept), "rdma_accept");
   expect_event(channel.get(), RDMA_CM_EVENT_ESTABLISHED);
 
-  const ibv_wc completion = poll_one(cq.get());
+  const ibv_wc completion = poll_one(endpoint.cq.get());
   if (completion.status != IBV_WC_SUCCESS) {
     throw std::runtime_error(std::string("receive completion: ") + ibv_wc_status_str(completion.status));
   }
@@ -293,14 +305,9 @@ TEST(VerbsSmoke, RdmaWriteWithImmediateLandsThroughRdmaCm) {
   check(rdma_resolve_route(id.get(), 5000), "rdma_resolve_route");
   expect_event(channel.get(), RDMA_CM_EVENT_ROUTE_RESOLVED);
 
-  Pd pd(check_ptr(ibv_alloc_pd(id->verbs), "ibv_alloc_pd"));
   std::vector<std::uint8_t> source(kMessageBytes);
   for (std::size_t i = 0; i < source.size(); ++i) source[i] = pattern_byte(i);
-  Mr mr(check_ptr(ibv_reg_mr(pd.get(), source.data(), source.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr(source)"));
-  Cq cq(check_ptr(ibv_create_cq(id->verbs, 16, nullptr, nullptr, 0), "ibv_create_cq"));
-  ibv_qp_init_attr attributes = rc_qp_attributes(cq.get());
-  check(rdma_create_qp(id.get(), pd.get(), &attributes), "rdma_create_qp");
-  CmQp qp(id.get());
+  Endpoint endpoint(id.get(), source, IBV_ACCESS_LOCAL_WRITE);
 
   rdma_conn_param connect{};
   connect.retry_count = 7;
@@ -311,7 +318,8 @@ TEST(VerbsSmoke, RdmaWriteWithImmediateLandsThroughRdmaCm) {
   std::memcpy(&landing, accepted.data(), sizeof(landing));
   ASSERT_EQ(landing.length, kMessageBytes);
 
-  ibv_sge gather{reinterpret_cast<std::uintptr_t>(source.data()), static_cast<std::uint32_t>(source.size()), mr->lkey};
+  ibv_sge gather{reinterpret_cast<std::uintptr_t>(source.data()), static_cast<std::uint32_t>(source.size()),
+                 endpoint.mr->lkey};
   ibv_send_wr write{};
   write.wr_id = 7;
   write.sg_list = &gather;
@@ -323,7 +331,7 @@ TEST(VerbsSmoke, RdmaWriteWithImmediateLandsThroughRdmaCm) {
   write.wr.rdma.rkey = landing.rkey;
   ibv_send_wr* bad_write = nullptr;
   check(ibv_post_send(id->qp, &write, &bad_write), "ibv_post_send");
-  const ibv_wc sent = poll_one(cq.get());
+  const ibv_wc sent = poll_one(endpoint.cq.get());
   EXPECT_EQ(sent.status, IBV_WC_SUCCESS) << ibv_wc_status_str(sent.status);
   EXPECT_EQ(sent.opcode, IBV_WC_RDMA_WRITE);
   EXPECT_EQ(sent.wr_id, 7u);
