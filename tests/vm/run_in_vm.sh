@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs one command inside a throw-away qemu VM whose kernel has Soft-RoCE (rdma_rxe), so verbs
 # code runs against a real RDMA stack on a machine whose own kernel has none.
-#   tests/vm/run_in_vm.sh [--cpus N] [--mem MiB] [--timeout S] [--cache DIR] [--bin PATH]...
+#   tests/vm/run_in_vm.sh [--cpus N (2)] [--mem MiB (fits the initramfs, >= 128)] [--timeout S] [--cache DIR] [--bin PATH]...
 #                         [--file PATH]... [--console] -- COMMAND [ARG]...
 # The guest boots Debian's kernel (tests/vm/prepare_vm.sh) under TCG with a busybox initramfs,
 # loads the RDMA modules, makes dummy0 (MTU 9000, 192.0.2.1/24) and rxe0 on it, then runs
@@ -21,7 +21,7 @@ trap 'echo "run_in_vm: unexpected failure at line $LINENO (exit $?)" >&2; exit 1
 here=$(cd "$(dirname "$0")" && pwd)
 readonly kVmFailed=125 kSkip=77
 cpus=2
-mem=128
+mem=""  # MiB; by default sized to the initramfs below
 timeout_s=300
 cache=${SLUICE_VM_CACHE:-$here/../../build/vm-cache}
 show_console=0
@@ -49,7 +49,7 @@ while (($#)); do
 done
 (($#)) || { echo "run_in_vm: no command given" >&2; usage; }
 [[ $cpus =~ ^[1-9][0-9]*$ ]] || { echo "run_in_vm: --cpus wants a positive integer, got '$cpus'" >&2; exit 2; }
-[[ $mem =~ ^[1-9][0-9]*$ ]] || { echo "run_in_vm: --mem wants MiB as a positive integer, got '$mem'" >&2; exit 2; }
+[[ -z $mem || $mem =~ ^[1-9][0-9]*$ ]] || { echo "run_in_vm: --mem wants MiB as a positive integer, got '$mem'" >&2; exit 2; }
 [[ $timeout_s =~ ^[1-9][0-9]*$ ]] || { echo "run_in_vm: --timeout wants seconds, got '$timeout_s'" >&2; exit 2; }
 
 qemu=$(command -v "${SLUICE_VM_QEMU:-qemu-system-x86_64}" || true)
@@ -214,6 +214,15 @@ chmod +x "$root/init"
 (cd "$root" && find . -print0 | cpio --null -o -H newc --quiet) > "$work/initramfs.cpio" ||
   vm_fail "building the initramfs failed"
 
+# The guest holds the initramfs twice while unpacking it (the image and its files) beside a
+# kernel that needs ~90 MiB to run perftest at 4 MiB messages: 128 MiB for a small one, more
+# for, say, a sanitizer build whose libraries alone are 17 MiB.
+initramfs_mib=$(( ($(stat -c %s "$work/initramfs.cpio") + 1048575) / 1048576 ))
+if [ -z "$mem" ]; then
+  mem=$(( 100 + 2 * initramfs_mib ))
+  (( mem >= 128 )) || mem=128
+fi
+
 mkfifo "$work/stdout" "$work/stderr" "$work/console.fifo"
 cat "$work/stdout" &
 cat_out=$!
@@ -265,6 +274,9 @@ result=$(tr -d '\r' < "$work/console" | awk '/^SLUICE_VM_RESULT [0-9]+$/ { print
 if [ -z "$result" ]; then
   if [ -s "$work/qemu.err" ]; then sed 's/^/run_in_vm: qemu: /' "$work/qemu.err" >&2; fi
   console_tail
+  if grep -q 'Initramfs unpacking failed' "$work/console"; then
+    vm_fail "the ${initramfs_mib} MiB initramfs did not fit in ${mem} MiB of guest memory (--mem)"
+  fi
   setup=$(tr -d '\r' < "$work/console" | grep -m1 '^SLUICE_VM_SETUP_FAILED' || true)
   [ -n "$setup" ] && vm_fail "guest set-up failed: ${setup#SLUICE_VM_SETUP_FAILED: }"
   vm_fail "the VM stopped without a result (qemu exit $qemu_rc; a guest panic or crash)"
