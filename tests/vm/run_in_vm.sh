@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs one command inside a throw-away qemu VM whose kernel has Soft-RoCE (rdma_rxe), so verbs
 # code runs against a real RDMA stack on a machine whose own kernel has none.
-#   tests/vm/run_in_vm.sh [--cpus N (2)] [--mem MiB (fits the initramfs, >= 128)] [--timeout S] [--cache DIR] [--bin PATH]...
+#   tests/vm/run_in_vm.sh [--cpus N] [--mem MiB] [--timeout S] [--cache DIR] [--bin PATH]...
 #                         [--file PATH]... [--console] -- COMMAND [ARG]...
+#   tests/vm/run_in_vm.sh [--cache DIR] --prepare     (only fetch the kernel; same exit codes)
+# Defaults: 2 vCPUs, memory sized to the initramfs (at least 128 MiB), a 300 s timeout.
 # The guest boots Debian's kernel (tests/vm/prepare_vm.sh) under TCG with a busybox initramfs,
 # loads the RDMA modules, makes dummy0 (MTU 9000, 192.0.2.1/24) and rxe0 on it, then runs
 # COMMAND as root in the same working directory as here. COMMAND, every argument that names an
@@ -25,10 +27,11 @@ mem=""  # MiB; by default sized to the initramfs below
 timeout_s=300
 cache=${SLUICE_VM_CACHE:-$here/../../build/vm-cache}
 show_console=0
+prepare_only=0
 extra_bins=()
 extra_files=()
 
-usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 vm_fail() { echo "run_in_vm: $*" >&2; exit $kVmFailed; }
 
 while (($#)); do
@@ -42,12 +45,13 @@ while (($#)); do
     --bin) extra_bins+=("$2"); shift 2 ;;
     --file) extra_files+=("$2"); shift 2 ;;
     --console) show_console=1; shift ;;
+    --prepare) prepare_only=1; shift ;;
     --) shift; break ;;
     -h|--help) usage ;;
     *) echo "run_in_vm: unknown option '$1' (the command goes after --)" >&2; usage ;;
   esac
 done
-(($#)) || { echo "run_in_vm: no command given" >&2; usage; }
+(($# || prepare_only)) || { echo "run_in_vm: no command given" >&2; usage; }
 [[ $cpus =~ ^[1-9][0-9]*$ ]] || { echo "run_in_vm: --cpus wants a positive integer, got '$cpus'" >&2; exit 2; }
 [[ -z $mem || $mem =~ ^[1-9][0-9]*$ ]] || { echo "run_in_vm: --mem wants MiB as a positive integer, got '$mem'" >&2; exit 2; }
 [[ $timeout_s =~ ^[1-9][0-9]*$ ]] || { echo "run_in_vm: --timeout wants seconds, got '$timeout_s'" >&2; exit 2; }
@@ -66,6 +70,7 @@ fi
 
 "$here/prepare_vm.sh" "$cache" || vm_fail "preparing the kernel failed (tests/vm/prepare_vm.sh $cache)"
 cache=$(cd "$cache" && pwd)
+((prepare_only)) && exit 0
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/sluice-vm.XXXXXX")
 qemu_pid=""
