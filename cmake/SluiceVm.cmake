@@ -3,7 +3,8 @@
 #                      [TIMEOUT seconds] [CPUS n] [MEM MiB])
 # PROGRAM is a target (its file is copied into the VM with its libraries) or a program name.
 # BINS are more programs the command runs, FILES more files it reads; both land at their own
-# paths. Exit 77 (qemu cannot run here) is a skip, except under CI=true where the runner fails.
+# paths and take generator expressions, e.g. a test that starts Sluice as two processes:
+#   sluice_add_vm_test(roce_link_vm roce_link_test BINS $<TARGET_FILE:sluice> FILES ${cfg}) Exit 77 (qemu cannot run here) is a skip, except under CI=true where the runner fails.
 set(SLUICE_VM_RUNNER ${PROJECT_SOURCE_DIR}/tests/vm/run_in_vm.sh)
 set(SLUICE_VM_CACHE ${CMAKE_BINARY_DIR}/vm-cache CACHE PATH
     "Where tests/vm/prepare_vm.sh keeps the VM's kernel, modules and busybox")
