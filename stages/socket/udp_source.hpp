@@ -1,6 +1,7 @@
 // `udp` source: VITA-49 IF Data off a UDP socket (recvmmsg batches, UDP GRO where the
 // kernel has it), every header validated, loss/duplicate/reorder accounting from the
-// timestamps, samples byte-swapped into chunks in the one copy.
+// timestamps, a single stray timestamp never moving the stream (JumpGuard), samples
+// byte-swapped into chunks in the one copy.
 #pragma once
 
 #include <sys/socket.h>
@@ -11,6 +12,7 @@
 
 #include "pipeline/stage.hpp"
 #include "stages/socket/assembler.hpp"
+#include "stages/socket/jump_guard.hpp"
 #include "wire/socket.hpp"
 #include "wire/vita49.hpp"
 
@@ -27,6 +29,8 @@ struct UdpSourceSettings {
   std::size_t max_datagram = 9000;           // without GRO
   std::size_t reorder_window = 16;           // packets held while waiting for an earlier one
   std::chrono::nanoseconds flush_after{std::chrono::milliseconds(20)};
+  std::chrono::nanoseconds max_jump{std::chrono::seconds(1)};  // further from the stream: an outlier
+  std::size_t resync_after = 4;              // agreeing outliers in a row that make a resynchronisation
   PoolSettings pool;
 };
 
@@ -51,6 +55,8 @@ class UdpSource final : public Stage {
     bool used = false;
   };
   void handle_datagram(const std::byte* data, std::size_t bytes) noexcept;
+  void place(std::uint64_t epoch_index, const std::byte* payload, std::size_t samples) noexcept;
+  void resynchronise() noexcept;
   void handle_samples(std::uint64_t index, const std::byte* payload, std::size_t samples) noexcept;
   void commit(std::uint64_t index, const std::byte* payload, std::size_t samples) noexcept;
   void drain_pending() noexcept;
@@ -74,11 +80,13 @@ class UdpSource final : public Stage {
   std::array<std::uint64_t, 64> history_{};  // start indices of recently committed packets
   std::size_t history_count_ = 0;
   ChunkAssembler assembler_;
+  JumpGuard guard_;
   vita49::Packet packet_;
   bool locked_ = false;
   std::uint32_t stream_id_ = 0;
   bool have_origin_ = false;
-  std::uint64_t origin_ = 0;
+  bool timed_ = true;
+  std::uint64_t origin_ = 0;  // epoch index of stream index 0 (modulo 2^64 after a backward resync)
   std::uint64_t highest_seen_ = 0;
   std::uint64_t last_packet_ns_ = 0;
   std::uint8_t next_count_ = 0;
@@ -95,6 +103,7 @@ class UdpSource final : public Stage {
   NamedCounter* duplicates_ = nullptr;
   NamedCounter* reordered_ = nullptr;
   NamedCounter* drop_truncated_ = nullptr;
+  NamedCounter* drop_empty_ = nullptr;
   NamedCounter* drop_bad_size_ = nullptr;
   NamedCounter* drop_unknown_type_ = nullptr;
   NamedCounter* drop_wrong_stream_ = nullptr;

@@ -32,6 +32,8 @@ struct UdpRun {
   std::uint64_t duplicates = 0;
   std::uint64_t reordered = 0;
   std::uint64_t samples_out = 0;
+  std::uint64_t resyncs = 0;
+  std::uint64_t resync_samples = 0;
   std::map<std::string, std::uint64_t> drops;
   std::size_t samples_per_packet = 0;
 };
@@ -79,6 +81,8 @@ void run_udp(emulator::EmulatorSettings settings, UdpRun& run, const std::string
   run.duplicates = counter(metrics, "duplicates");
   run.reordered = counter(metrics, "reordered");
   run.samples_out = metrics.out.samples.load();
+  run.resyncs = counter(metrics, "resyncs");
+  run.resync_samples = counter(metrics, "resync_samples");
   for (const auto& named : metrics.drops()) run.drops[named.name] = named.get();
   test_support::current_capture() = nullptr;
 }
@@ -297,6 +301,134 @@ TEST(UdpSource, RandomGarbageNeverCorruptsTheStream) {
   EXPECT_EQ(dropped, garbage);
   EXPECT_EQ(run.lost_samples, 0U);
   expect_stream(run, settings, 1500 * run.samples_per_packet, {});
+}
+
+// Packets [from, to) claim a position `by` samples away, as a sender whose clock jumped would.
+emulator::EmulatorSettings with_shift(std::uint64_t count, std::uint64_t from, std::uint64_t to, std::int64_t by) {
+  auto settings = with_count(count);
+  for (std::uint64_t k = from; k < to; ++k) settings.faults.shift.packets.push_back(k);
+  settings.faults.shift_by = by;
+  return settings;
+}
+
+constexpr std::int64_t kHourAt100Msps = 3600LL * 100'000'000LL;
+
+TEST(UdpSource, OneTimestampAnHourAheadDoesNotMoveTheStream) {
+  const auto settings = with_shift(1000, 500, 501, kHourAt100Msps);
+  UdpRun run;
+  run_udp(settings, run);
+  const std::uint64_t spp = run.samples_per_packet;
+  EXPECT_EQ(run.sent.shifted, 1U);
+  EXPECT_EQ(run.drops["outlier"], 1U);
+  EXPECT_EQ(run.resyncs, 0U);
+  // The outlier's samples are missing at its true place, and nothing else moved.
+  EXPECT_EQ(run.lost_packets, 1U);
+  EXPECT_EQ(run.lost_samples, spp);
+  expect_stream(run, settings, 1000 * spp, {{500 * spp, spp}});
+}
+
+TEST(UdpSource, FewerAgreeingOutliersThanResyncAfterAreOutliers) {
+  // Three packets an hour back, in a row: resync_after is 4, so they are outliers too.
+  const auto settings = with_shift(1000, 200, 203, -kHourAt100Msps);
+  UdpRun run;
+  run_udp(settings, run);
+  const std::uint64_t spp = run.samples_per_packet;
+  EXPECT_EQ(run.drops["outlier"], 3U);
+  EXPECT_EQ(run.resyncs, 0U);
+  expect_stream(run, settings, 1000 * spp, {{200 * spp, 3 * spp}});
+}
+
+// Walks the capture of a stream whose sender jumped by `by` samples at stream index `at`:
+// samples after it are the emulator's from `at` on, placed `by` later.
+std::vector<Gap> walk_jumped(const UdpRun& run, const emulator::EmulatorSettings& settings, std::uint64_t at,
+                             std::uint64_t by, std::uint64_t& end) {
+  emulator::SignalSettings signal = settings.signal;
+  signal.sample_rate = 100e6;
+  emulator::SignalSource source(signal);
+  return test_support::walk_stream(run.capture, 4, [&](std::uint64_t first, std::uint64_t count) {
+    std::vector<std::byte> bytes(count * 4);
+    source.fill(first >= at + by ? first - by : first, bytes);
+    return bytes;
+  }, end);
+}
+
+TEST(UdpSource, SustainedJumpAheadIsOneResynchronisationWithAGapAtItsPlace) {
+  const std::uint64_t jump = static_cast<std::uint64_t>(kHourAt100Msps);
+  const auto settings = with_shift(1000, 500, 1000, kHourAt100Msps);
+  UdpRun run;
+  run_udp(settings, run);
+  const std::uint64_t spp = run.samples_per_packet;
+  EXPECT_EQ(run.resyncs, 1U);
+  EXPECT_EQ(run.resync_samples, jump);
+  EXPECT_EQ(run.drops["outlier"], 0U);
+  // The packets that confirmed the jump are kept: nothing is lost.
+  EXPECT_EQ(run.lost_samples, 0U);
+  EXPECT_EQ(run.samples_out, 1000 * spp);
+  std::uint64_t end = 0;
+  const std::vector<Gap> gaps = walk_jumped(run, settings, 500 * spp, jump, end);
+  EXPECT_EQ(end, 1000 * spp + jump);
+  ASSERT_EQ(gaps.size(), 1U);
+  EXPECT_EQ(gaps[0].first_sample, 500 * spp);
+  EXPECT_EQ(gaps[0].length, jump);
+  // Chunk times follow the sender's clock on both sides of the jump.
+  for (const auto& chunk : run.capture.chunks) {
+    if (chunk.sample_count == 0) continue;
+    const std::uint64_t epoch = kStartSeconds * 100'000'000ULL + chunk.first_sample;
+    EXPECT_EQ(chunk.timestamp.seconds, epoch / 100'000'000ULL);
+  }
+}
+
+TEST(UdpSource, SustainedJumpBackStartsANewSegmentRightAfterTheOldOne) {
+  const auto settings = with_shift(1000, 500, 1000, -kHourAt100Msps);
+  UdpRun run;
+  run_udp(settings, run);
+  const std::uint64_t spp = run.samples_per_packet;
+  EXPECT_EQ(run.resyncs, 1U);
+  EXPECT_EQ(run.drops["outlier"], 0U);
+  EXPECT_EQ(run.drops["late"], 0U);
+  EXPECT_EQ(run.lost_samples, 0U);
+  // The stream index cannot go back: the new segment follows on, in a chunk of its own
+  // whose time is the sender's new time.
+  std::uint64_t end = 0;
+  EXPECT_TRUE(walk_jumped(run, settings, 1000 * spp, 0, end).empty());
+  EXPECT_EQ(end, 1000 * spp);
+  bool found = false;
+  for (const auto& chunk : run.capture.chunks) {
+    const std::uint64_t epoch = kStartSeconds * 100'000'000ULL + chunk.first_sample -
+                                (chunk.first_sample >= 500 * spp ? static_cast<std::uint64_t>(kHourAt100Msps) : 0);
+    EXPECT_EQ(chunk.timestamp.seconds, epoch / 100'000'000ULL) << chunk.first_sample;
+    EXPECT_EQ(chunk.timestamp.picoseconds, (epoch % 100'000'000ULL) * 10'000ULL) << chunk.first_sample;
+    found = found || chunk.first_sample == 500 * spp;
+  }
+  EXPECT_TRUE(found) << "no chunk starts where the sender jumped";
+}
+
+TEST(UdpSource, ZeroLengthDatagramsAreCountedAsMalformed) {
+  auto settings = with_count(300);
+  UdpRun run;
+  run_udp(settings, run, "", [&](std::uint16_t port) -> std::uint64_t {
+    wire::UniqueFd sender(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    const sockaddr_in address = *wire::parse_endpoint("127.0.0.1:" + std::to_string(port));
+    for (int i = 0; i < 5; ++i) {
+      EXPECT_EQ(::sendto(sender.get(), nullptr, 0, 0, reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+    }
+    return 5;
+  });
+  EXPECT_EQ(run.drops["empty"], 5U);
+  EXPECT_EQ(run.packets, 305U);
+  expect_stream(run, settings, 300 * run.samples_per_packet, {});
+}
+
+TEST(UdpSource, MaxJumpIsASettingWithABound) {
+  // 1 ms at 100 Msps is 100,000 samples: a shift of 200,000 is an outlier, 50,000 is a gap.
+  const auto far = with_shift(600, 300, 301, 200'000);
+  UdpRun run;
+  run_udp(far, run, ", max_jump: 1ms");
+  EXPECT_EQ(run.drops["outlier"], 1U);
+  const auto near = with_shift(600, 300, 301, 50'000);
+  UdpRun other;
+  run_udp(near, other, ", max_jump: 1ms");
+  EXPECT_EQ(other.drops["outlier"], 0U);
 }
 
 }  // namespace
