@@ -11,14 +11,14 @@ std::uint64_t distance(std::uint64_t a, std::uint64_t b) noexcept { return a > b
 
 }  // namespace
 
-void JumpGuard::start(StageContext& context, std::uint64_t bound, std::size_t confirm, std::size_t max_bytes) {
+void JumpGuard::start(StageMetrics& metrics, std::uint64_t bound, std::size_t confirm, std::size_t max_bytes) {
   bound_ = bound;
   max_bytes_ = max_bytes;
   slots_.assign(std::max<std::size_t>(confirm, 1), Slot{});
   storage_.assign(slots_.size() * max_bytes, std::byte{0});
   count_ = 0;
-  outliers_ = &context.metrics().drop_counter("outlier");
-  resyncs_ = &context.metrics().counter("resyncs");
+  outliers_ = &metrics.drop_counter("outlier");
+  resyncs_ = &metrics.counter("resyncs");
 }
 
 JumpGuard::Verdict JumpGuard::check(std::uint64_t position, std::size_t samples, std::uint64_t expected,

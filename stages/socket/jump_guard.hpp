@@ -30,7 +30,7 @@ class JumpGuard {
 
   // `bound` samples; `confirm` packets (>= 1) agreeing make a jump; payloads up to `max_bytes`.
   // Counters: drop reason "outlier" (held packets discarded), "resyncs".
-  void start(StageContext& context, std::uint64_t bound, std::size_t confirm, std::size_t max_bytes);
+  void start(StageMetrics& metrics, std::uint64_t bound, std::size_t confirm, std::size_t max_bytes);
   // `expected`: the position where the stream continues. Never allocates.
   Verdict check(std::uint64_t position, std::size_t samples, std::uint64_t expected, std::span<const std::byte> payload,
                 std::uint64_t tag = 0) noexcept;

@@ -23,10 +23,21 @@ TcpSource::TcpSource(SettingsReader& reader, const PipelineSettings& pipeline) {
   settings_.address = reader.string("address", settings_.address, "server: host:port to listen on; client: sender to connect to");
   settings_.mode = reader.choice("mode", TcpMode::server, "server (listen for the sender) or client (connect to it)",
                                  {{"server", TcpMode::server}, {"client", TcpMode::client}});
+  settings_.framing = reader.choice("framing", TcpFraming::raw_tcp,
+                                    "raw_tcp (framed: exact loss) or none (bare samples, e.g. GNU Radio network.tcp_sink: "
+                                    "a loss while disconnected cannot be detected)",
+                                    {{"raw_tcp", TcpFraming::raw_tcp}, {"none", TcpFraming::none}});
+  if (settings_.framing == TcpFraming::none) {
+    for (const char* key : {"max_jump", "resync_after"}) {
+      if (reader.has(key)) {
+        reader.error(key, std::string(key) + " needs frame positions, which framing none does not have", "use framing raw_tcp");
+      }
+    }
+  }
   settings_.format = reader.choice("format", SampleFormat::ci16, "sample format expected in the frames",
                                    {{"ci16", SampleFormat::ci16}, {"cf32", SampleFormat::cf32}});
   settings_.sample_rate = reader.frequency("sample_rate", 100e6, "sample rate (whole Hz), for chunk timestamps", 1, 1e11);
-  settings_.max_frame = reader.bytes("max_frame", settings_.max_frame, "largest frame payload accepted", 64,
+  settings_.max_frame = reader.bytes("max_frame", settings_.max_frame, "largest frame payload accepted (framing none: bytes per receive)", 64,
                                      raw_tcp::kMaxPayloadBytes);
   settings_.receive_buffer = reader.bytes("receive_buffer", settings_.receive_buffer,
                                           "socket receive buffer (SO_RCVBUF, set before listen/connect so it sizes the window)",
@@ -83,6 +94,7 @@ void TcpSource::start(StageContext& context) {
   duplicates_ = &context.metrics().counter("duplicates");
   reordered_ = &context.metrics().counter("reordered");
   drop_bad_magic_ = &context.metrics().drop_counter("bad_magic");
+  drop_partial_sample_ = &context.metrics().drop_counter("partial_sample");
   drop_bad_header_ = &context.metrics().drop_counter("bad_header");
   drop_late_ = &context.metrics().drop_counter("late");
   drop_duplicate_ = &context.metrics().drop_counter("duplicate");
@@ -90,11 +102,17 @@ void TcpSource::start(StageContext& context) {
   Pool& pool = context.create_pool("out", settings_.pool.spec(context.pipeline().cuda_device));
   assembler_.start(context, pool, settings_.format, static_cast<std::uint64_t>(settings_.sample_rate), false);
   const double jump_samples = std::chrono::duration<double>(settings_.max_jump).count() * settings_.sample_rate;
-  guard_.start(context, static_cast<std::uint64_t>(std::max(1.0, jump_samples)), settings_.resync_after, settings_.max_frame);
+  guard_.start(context.metrics(), static_cast<std::uint64_t>(std::max(1.0, jump_samples)), settings_.resync_after, settings_.max_frame);
   context.stream.sample_rate = settings_.sample_rate;
   context.stream.format = settings_.format;
-  context.stream.description = "raw TCP " + std::string(settings_.mode == TcpMode::server ? "from peer of " : "from ") +
-                               settings_.address;
+  const std::string from = std::string(settings_.mode == TcpMode::server ? "from peer of " : "from ") + settings_.address;
+  if (settings_.framing == TcpFraming::raw_tcp) {
+    context.stream.description = "raw TCP " + from;
+  } else {
+    context.stream.description = "bare " + std::string(to_string(settings_.format)) + " samples over TCP " + from +
+                                 ": no timestamps, and a loss while disconnected cannot be detected";
+    context.metrics().notes.push_back("framing none: samples lost while the sender was disconnected cannot be detected");
+  }
 }
 
 bool TcpSource::connect_or_accept() noexcept {
@@ -129,6 +147,7 @@ bool TcpSource::connect_or_accept() noexcept {
 }
 
 StageStatus TcpSource::disconnected() noexcept {
+  if (settings_.framing == TcpFraming::none && have_ != 0) drop_partial_sample_->add();  // the sender cut a sample
   socket_.reset();
   connected_ = false;
   reading_ = Reading::header;
@@ -154,6 +173,7 @@ StageStatus TcpSource::process() {
     return StageStatus::error;
   }
   if (ready <= 0) return StageStatus::idle;
+  if (settings_.framing == TcpFraming::none) return receive_bare();
 
   std::byte* target = nullptr;
   std::size_t wanted = 0;
@@ -197,6 +217,30 @@ StageStatus TcpSource::process() {
   handle_frame();
   reading_ = Reading::header;
   have_ = 0;
+  return StageStatus::ok;
+}
+
+StageStatus TcpSource::receive_bare() noexcept {
+  const ssize_t got = ::recv(socket_.get(), payload_.data() + have_, payload_.size() - have_, 0);
+  if (got == 0) return disconnected();
+  if (got < 0) {
+    if (errno == EINTR || errno == EAGAIN) return StageStatus::idle;
+    if (errno == ECONNRESET || errno == EPIPE || errno == ETIMEDOUT) return disconnected();
+    context_->fail(wire::errno_message("recv"));
+    return StageStatus::error;
+  }
+  have_ += static_cast<std::size_t>(got);
+  valid_frames_ = 1;  // any bytes are samples: this sender is the sensor
+  const std::size_t sample_bytes = bytes_per_sample(settings_.format);
+  const std::size_t whole = have_ / sample_bytes;
+  if (whole > 0) {
+    context_->metrics().packets.fetch_add(1, std::memory_order_relaxed);
+    (void)assembler_.append(assembler_.expected(), payload_.data(), whole);
+  }
+  // A sample cut by the receive boundary waits for its other bytes.
+  const std::size_t rest = have_ - whole * sample_bytes;
+  if (rest != 0) std::memmove(payload_.data(), payload_.data() + whole * sample_bytes, rest);
+  have_ = rest;
   return StageStatus::ok;
 }
 
@@ -285,7 +329,7 @@ void TcpSource::stop() noexcept {
 }
 
 void register_tcp_source_stage(StageRegistry& registry) {
-  registry.add(StageType{"tcp", StageRole::source, "raw TCP frames (fixed header + samples), as server or client",
+  registry.add(StageType{"tcp", StageRole::source, "raw TCP frames (fixed header + samples) or bare samples, as server or client",
                          [](SettingsReader& reader, const PipelineSettings& pipeline) -> std::unique_ptr<Stage> {
                            return std::make_unique<TcpSource>(reader, pipeline);
                          }});

@@ -22,10 +22,14 @@
 namespace sluice {
 
 enum class TcpMode : std::uint8_t { server, client };
+// raw_tcp: wire/raw_tcp.hpp frames; none: a bare byte stream of samples (GNU Radio's
+// network.tcp_sink), whose position is the byte count: a loss across a reconnect is unseen.
+enum class TcpFraming : std::uint8_t { raw_tcp, none };
 
 struct TcpSourceSettings {
   std::string address = "127.0.0.1:50000";
   TcpMode mode = TcpMode::server;
+  TcpFraming framing = TcpFraming::raw_tcp;
   SampleFormat format = SampleFormat::ci16;
   double sample_rate = 100e6;
   std::uint64_t max_frame = 1ULL << 20;  // largest payload accepted
@@ -48,6 +52,7 @@ class TcpSource final : public Stage {
   enum class Reading : std::uint8_t { header, payload };
   bool connect_or_accept() noexcept;
   StageStatus disconnected() noexcept;
+  StageStatus receive_bare() noexcept;
   void handle_frame() noexcept;
   void place(std::uint64_t first_sample, const std::byte* payload, std::size_t samples) noexcept;
   void resynchronise() noexcept;
@@ -78,6 +83,7 @@ class TcpSource final : public Stage {
   NamedCounter* duplicates_ = nullptr;
   NamedCounter* reordered_ = nullptr;
   NamedCounter* drop_bad_magic_ = nullptr;
+  NamedCounter* drop_partial_sample_ = nullptr;
   NamedCounter* drop_bad_header_ = nullptr;
   NamedCounter* drop_late_ = nullptr;
   NamedCounter* drop_duplicate_ = nullptr;

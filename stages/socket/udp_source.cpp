@@ -18,6 +18,7 @@
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
 #include "pipeline/units.hpp"
+#include "wire/gnuradio.hpp"
 
 namespace sluice {
 namespace {
@@ -35,6 +36,24 @@ std::size_t default_udp_batch(bool gro) noexcept {
 
 UdpSource::UdpSource(SettingsReader& reader, const PipelineSettings& pipeline) {
   settings_.address = reader.string("address", settings_.address, "host:port to bind (loopback by default)");
+  settings_.framing = reader.choice("framing", UdpFraming::vita49,
+                                    "vita49 (timestamps: exact loss), gnuradio_seq / gnuradio_seq_size (GNU Radio network.udp_sink "
+                                    "header types: sequence numbers give exact loss), none (bare samples: loss cannot be detected)",
+                                    {{"vita49", UdpFraming::vita49},
+                                     {"none", UdpFraming::none},
+                                     {"gnuradio_seq", UdpFraming::gnuradio_seq},
+                                     {"gnuradio_seq_size", UdpFraming::gnuradio_seq_size}});
+  if (settings_.framing != UdpFraming::vita49 && reader.has("stream_id")) {
+    reader.error("stream_id", "stream_id applies to framing vita49 only", "remove it, or set framing: vita49");
+  }
+  if (settings_.framing == UdpFraming::none) {
+    for (const char* key : {"reorder_window", "max_jump", "resync_after"}) {
+      if (reader.has(key)) {
+        reader.error(key, std::string(key) + " needs packet positions, which framing none does not have",
+                     "use framing vita49 or gnuradio_seq");
+      }
+    }
+  }
   settings_.stream_id = reader.integer("stream_id", -1, "VITA-49 stream ID to accept; -1: lock onto the first one seen", -1,
                                        0xFFFFFFFFLL);
   settings_.format = reader.choice("format", SampleFormat::ci16, "sample format of the payload",
@@ -120,12 +139,31 @@ void UdpSource::start(StageContext& context) {
   stream_id_ = locked_ ? static_cast<std::uint32_t>(settings_.stream_id) : 0;
 
   Pool& pool = context.create_pool("out", settings_.pool.spec(context.pipeline().cuda_device));
-  assembler_.start(context, pool, settings_.format, rate_, true);
+  // VITA-49 payloads are big-endian; the other framings carry the sender's little-endian bytes.
+  assembler_.start(context, pool, settings_.format, rate_, settings_.framing == UdpFraming::vita49);
   const double jump_samples = std::chrono::duration<double>(settings_.max_jump).count() * settings_.sample_rate;
-  guard_.start(context, static_cast<std::uint64_t>(std::max(1.0, jump_samples)), settings_.resync_after, settings_.max_datagram);
+  guard_.start(context.metrics(), static_cast<std::uint64_t>(std::max(1.0, jump_samples)), settings_.resync_after, settings_.max_datagram);
   context.stream.sample_rate = settings_.sample_rate;
   context.stream.format = settings_.format;
-  context.stream.description = "VITA-49 on " + wire::to_string(bound) + (gro_ ? " (GRO)" : "");
+  const std::string where = " on " + wire::to_string(bound) + (gro_ ? " (GRO)" : "");
+  switch (settings_.framing) {
+    case UdpFraming::vita49: context.stream.description = "VITA-49" + where; break;
+    case UdpFraming::gnuradio_seq:
+    case UdpFraming::gnuradio_seq_size:
+      context.stream.description = std::string("GNU Radio udp_sink datagrams (sequence numbers") +
+                                   (settings_.framing == UdpFraming::gnuradio_seq_size ? " and size" : "") + ")" + where +
+                                   "; no timestamps: times are not recorded";
+      break;
+    case UdpFraming::none: {
+      context.stream.description = "bare " + std::string(to_string(settings_.format)) + " samples" + where +
+                                   ": lost datagrams cannot be detected (no sequence numbers or timestamps)";
+      const std::string warning = "framing none: lost datagrams cannot be detected or counted";
+      spdlog::warn("{}: {}", context.stage_name(), warning);
+      context.metrics().notes.push_back(warning);
+      assembler_.set_origin(0, false);
+      break;
+    }
+  }
   last_packet_ns_ = monotonic_ns();
 }
 
@@ -200,6 +238,10 @@ StageStatus UdpSource::process() {
 
 void UdpSource::handle_datagram(const std::byte* data, std::size_t bytes) noexcept {
   ++batch_packets_;
+  if (settings_.framing != UdpFraming::vita49) {
+    handle_gnuradio(data, bytes);
+    return;
+  }
   const vita49::DecodeStatus status = vita49::decode(std::span<const std::byte>(data, bytes), packet_);
   switch (status) {
     case vita49::DecodeStatus::ok: break;
@@ -276,6 +318,50 @@ void UdpSource::handle_datagram(const std::byte* data, std::size_t bytes) noexce
     case JumpGuard::Verdict::confirmed: resynchronise(); return;
   }
   place(epoch_index, packet_.payload.data(), samples);
+}
+
+void UdpSource::handle_gnuradio(const std::byte* data, std::size_t bytes) noexcept {
+  gnuradio::Header header;
+  if (settings_.framing != UdpFraming::none) {
+    switch (gnuradio::decode(std::span<const std::byte>(data, bytes), settings_.framing == UdpFraming::gnuradio_seq_size, header)) {
+      case gnuradio::DecodeStatus::ok: break;
+      case gnuradio::DecodeStatus::truncated: drop_truncated_->add(); return;
+      case gnuradio::DecodeStatus::bad_size_field: drop_bad_size_->add(); return;
+    }
+  }
+  const std::size_t sample_bytes = bytes_per_sample(settings_.format);
+  const std::size_t payload = bytes - header.header_bytes;
+  const std::byte* samples_at = data + header.header_bytes;
+  if (payload == 0 || payload % sample_bytes != 0 || payload > settings_.max_datagram) {
+    drop_bad_payload_->add();
+    return;
+  }
+  const std::size_t samples = payload / sample_bytes;
+  if (settings_.framing == UdpFraming::none) {
+    // Nothing says where a datagram belongs: each follows the last one received.
+    commit(assembler_.expected(), samples_at, samples);
+    return;
+  }
+  // The sink sends equal datagrams, so a sequence number is a position in samples.
+  if (datagram_samples_ == 0) datagram_samples_ = samples;
+  if (samples != datagram_samples_) {
+    drop_bad_payload_->add();
+    return;
+  }
+  const std::uint64_t position = header.sequence * datagram_samples_;
+  if (!have_origin_) {
+    have_origin_ = true;
+    timed_ = false;
+    origin_ = position;
+    highest_seen_ = 0;
+    assembler_.set_origin(0, false);
+  }
+  switch (guard_.check(position, samples, origin_ + assembler_.expected(), std::span<const std::byte>(samples_at, payload))) {
+    case JumpGuard::Verdict::plausible: break;
+    case JumpGuard::Verdict::held: return;
+    case JumpGuard::Verdict::confirmed: resynchronise(); return;
+  }
+  place(position, samples_at, samples);
 }
 
 void UdpSource::place(std::uint64_t epoch_index, const std::byte* payload, std::size_t samples) noexcept {
@@ -420,7 +506,8 @@ void UdpSource::stop() noexcept {
 }
 
 void register_udp_source_stage(StageRegistry& registry) {
-  registry.add(StageType{"udp", StageRole::source, "VITA-49 IF Data over UDP (recvmmsg, GRO) with loss accounting",
+  registry.add(StageType{"udp", StageRole::source,
+                         "VITA-49 IF Data, GNU Radio udp_sink or bare samples over UDP (recvmmsg, GRO) with loss accounting",
                          [](SettingsReader& reader, const PipelineSettings& pipeline) -> std::unique_ptr<Stage> {
                            return std::make_unique<UdpSource>(reader, pipeline);
                          }});

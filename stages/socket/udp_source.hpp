@@ -1,4 +1,5 @@
-// `udp` source: VITA-49 IF Data off a UDP socket (recvmmsg batches, UDP GRO where the
+// `udp` source: VITA-49 IF Data (or bare samples, or GNU Radio's sequence-numbered
+// datagrams) off a UDP socket (recvmmsg batches, UDP GRO where the
 // kernel has it), every header validated, loss/duplicate/reorder accounting from the
 // timestamps, a single stray timestamp never moving the stream (JumpGuard), samples
 // byte-swapped into chunks in the one copy.
@@ -18,7 +19,12 @@
 
 namespace sluice {
 
+// How datagrams are framed: VITA-49 IF Data, bare samples, or GNU Radio's network.udp_sink
+// with a sequence-number header (wire/gnuradio.hpp), with or without its size field.
+enum class UdpFraming : std::uint8_t { vita49, none, gnuradio_seq, gnuradio_seq_size };
+
 struct UdpSourceSettings {
+  UdpFraming framing = UdpFraming::vita49;
   std::string address = "127.0.0.1:50000";  // bind here
   std::int64_t stream_id = -1;               // accept only this stream ID; -1: the first one seen
   SampleFormat format = SampleFormat::ci16;
@@ -55,6 +61,7 @@ class UdpSource final : public Stage {
     bool used = false;
   };
   void handle_datagram(const std::byte* data, std::size_t bytes) noexcept;
+  void handle_gnuradio(const std::byte* data, std::size_t bytes) noexcept;
   void place(std::uint64_t epoch_index, const std::byte* payload, std::size_t samples) noexcept;
   void resynchronise() noexcept;
   void handle_samples(std::uint64_t index, const std::byte* payload, std::size_t samples) noexcept;
@@ -100,6 +107,7 @@ class UdpSource final : public Stage {
   std::uint64_t last_epoch_index_ = 0;
   bool have_last_time_ = false;
   std::uint64_t batch_packets_ = 0;
+  std::size_t datagram_samples_ = 0;  // gnuradio framings: the first datagram's, which all share
   NamedCounter* duplicates_ = nullptr;
   NamedCounter* reordered_ = nullptr;
   NamedCounter* drop_truncated_ = nullptr;

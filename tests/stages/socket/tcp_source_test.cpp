@@ -316,5 +316,34 @@ TEST(TcpSource, ReceiveBufferIsSetBeforeTheHandshakeAndNoted) {
   EXPECT_GT(large_scale, small_scale);
 }
 
+TEST(TcpSource, BareSamplesLikeGnuRadioTcpSinkArriveWhole) {
+  ServerLane lane(", framing: none");
+  emulator::SignalSettings signal;
+  signal.tones = {{3e6, 0.4}};
+  signal.noise_snr_db = 30;  // no two samples alike: a misplaced byte shows
+  emulator::SignalSource source(signal);
+  const std::uint64_t total = 200'000;
+  std::vector<std::byte> samples(total * 4);
+  source.fill(0, samples);
+  {
+    wire::UniqueFd sensor(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    const sockaddr_in address = *wire::parse_endpoint("127.0.0.1:" + std::to_string(lane.stage->port()));
+    ASSERT_EQ(::connect(sensor.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+    // Writes of 1001 bytes: samples cut across receives must be put back together.
+    for (std::size_t offset = 0; offset < samples.size(); offset += 1001) {
+      const std::size_t length = std::min<std::size_t>(1001, samples.size() - offset);
+      ASSERT_EQ(::send(sensor.get(), samples.data() + offset, length, MSG_NOSIGNAL), static_cast<ssize_t>(length));
+    }
+  }
+  lane.runner.join();  // the sensor closed: the stream ends
+  EXPECT_EQ(lane.metrics().out.samples.load(), total);
+  EXPECT_EQ(drops(lane.metrics(), "partial_sample"), 0U);
+  TcpRun run;
+  for (auto& chunk : lane.capture.chunks) run.capture.chunks.push_back(chunk);
+  EXPECT_TRUE(gaps_of(run, signal, total).empty());
+  ASSERT_FALSE(lane.metrics().notes.empty());
+  EXPECT_NE(lane.metrics().notes.back().find("cannot be detected"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace sluice
