@@ -185,15 +185,8 @@ StageStatus TcpSource::process() {
     target = payload_.data() + have_;
     wanted = frame_.payload_bytes - have_;
   }
-  const ssize_t got = ::recv(socket_.get(), target, wanted, 0);
-  if (got == 0) return disconnected();
-  if (got < 0) {
-    if (errno == EINTR || errno == EAGAIN) return StageStatus::idle;
-    if (errno == ECONNRESET || errno == EPIPE || errno == ETIMEDOUT) return disconnected();
-    context_->fail(wire::errno_message("recv"));
-    return StageStatus::error;
-  }
-  have_ += static_cast<std::size_t>(got);
+  StageStatus outcome = StageStatus::ok;
+  if (!receive(target, wanted, outcome)) return outcome;
   if (reading_ == Reading::header) {
     if (have_ < raw_tcp::kHeaderBytes) return StageStatus::ok;
     const raw_tcp::DecodeStatus status = raw_tcp::decode_header(header_bytes_, frame_);
@@ -220,16 +213,26 @@ StageStatus TcpSource::process() {
   return StageStatus::ok;
 }
 
-StageStatus TcpSource::receive_bare() noexcept {
-  const ssize_t got = ::recv(socket_.get(), payload_.data() + have_, payload_.size() - have_, 0);
-  if (got == 0) return disconnected();
-  if (got < 0) {
-    if (errno == EINTR || errno == EAGAIN) return StageStatus::idle;
-    if (errno == ECONNRESET || errno == EPIPE || errno == ETIMEDOUT) return disconnected();
-    context_->fail(wire::errno_message("recv"));
-    return StageStatus::error;
+bool TcpSource::receive(std::byte* target, std::size_t wanted, StageStatus& status) noexcept {
+  const ssize_t got = ::recv(socket_.get(), target, wanted, 0);
+  if (got > 0) {
+    have_ += static_cast<std::size_t>(got);
+    return true;
   }
-  have_ += static_cast<std::size_t>(got);
+  if (got == 0 || errno == ECONNRESET || errno == EPIPE || errno == ETIMEDOUT) {
+    status = disconnected();
+  } else if (errno == EINTR || errno == EAGAIN) {
+    status = StageStatus::idle;
+  } else {
+    context_->fail(wire::errno_message("recv"));
+    status = StageStatus::error;
+  }
+  return false;
+}
+
+StageStatus TcpSource::receive_bare() noexcept {
+  StageStatus outcome = StageStatus::ok;
+  if (!receive(payload_.data() + have_, payload_.size() - have_, outcome)) return outcome;
   valid_frames_ = 1;  // any bytes are samples: this sender is the sensor
   const std::size_t sample_bytes = bytes_per_sample(settings_.format);
   const std::size_t whole = have_ / sample_bytes;

@@ -53,6 +53,9 @@ class TcpSource final : public Stage {
   bool connect_or_accept() noexcept;
   StageStatus disconnected() noexcept;
   StageStatus receive_bare() noexcept;
+  // recv() into `target`: true when bytes arrived (added to have_); otherwise `status` says
+  // what process() returns (idle, the sender closed, or an error).
+  bool receive(std::byte* target, std::size_t wanted, StageStatus& status) noexcept;
   void handle_frame() noexcept;
   void place(std::uint64_t first_sample, const std::byte* payload, std::size_t samples) noexcept;
   void resynchronise() noexcept;
