@@ -105,6 +105,7 @@ const FaultSpec& FaultSettings::spec(FaultKind kind) const {
     case FaultKind::reorder: return reorder;
     case FaultKind::truncate: return truncate;
     case FaultKind::corrupt: return corrupt;
+    case FaultKind::shift: return shift;
   }
   return drop;
 }
@@ -218,16 +219,18 @@ EmulatorSettings read_emulator_settings(const YAML::Node& section, const ConfigS
 
   const YAML::Node faults = section["faults"];
   if (faults) {
-    SettingsReader fault({SettingsLayer{without(faults, {"drop", "duplicate", "reorder", "truncate", "corrupt"}),
+    SettingsReader fault({SettingsLayer{without(faults, {"drop", "duplicate", "reorder", "truncate", "corrupt", "shift"}),
                                         "emulator.faults"}},
                          source, errors);
     settings.faults.seed = static_cast<std::uint64_t>(fault.integer("seed", 1, "seed of the fault plan", 0));
+    settings.faults.shift_by = fault.integer("shift_by", settings.faults.shift_by, "samples a shifted packet's position moves");
     fault.finish();
     settings.faults.drop = read_fault(fault, faults, "drop", source, errors);
     settings.faults.duplicate = read_fault(fault, faults, "duplicate", source, errors);
     settings.faults.reorder = read_fault(fault, faults, "reorder", source, errors);
     settings.faults.truncate = read_fault(fault, faults, "truncate", source, errors);
     settings.faults.corrupt = read_fault(fault, faults, "corrupt", source, errors);
+    settings.faults.shift = read_fault(fault, faults, "shift", source, errors);
   }
   if (settings.samples_per_packet() == 0) {
     errors.add({source.locate(section), "emulator.payload", "payload too small for the VITA-49 header", ""});
@@ -617,7 +620,15 @@ EmulatorReport Emulator::run(const std::atomic<bool>* stop, bool progress) {
         std::byte* buffer = impl.slots[slot].data();
         std::uint64_t seconds = 0;
         std::uint64_t picoseconds = 0;
+        // A sender whose clock or sample counter jumped: this packet claims another position.
+        PacketSpan stamped = span;
         timestamp_of(span, seconds, picoseconds);
+        if (faults.any() && faults.applies(FaultKind::shift, index, k)) {
+          const auto shift = static_cast<std::uint64_t>(faults.shift_by);  // modulo 2^64: back is fine
+          stamped.first_sample += shift;
+          vita49::timestamp_of(vita49::sample_index(seconds, picoseconds, rate) + shift, rate, seconds, picoseconds);
+          ++report.shifted;
+        }
         std::size_t bytes = 0;
         if (settings_.transport == Transport::udp) {
           packet.header.packet_count = static_cast<std::uint8_t>(k & 0xF);
@@ -630,7 +641,7 @@ EmulatorReport Emulator::run(const std::atomic<bool>* stop, bool progress) {
           raw_tcp::FrameHeader header;
           header.format = format;
           header.sequence = k;
-          header.first_sample = span.first_sample;
+          header.first_sample = stamped.first_sample;
           header.sample_count = static_cast<std::uint32_t>(span.count);
           header.payload_bytes = static_cast<std::uint32_t>(span.count * size);
           header.seconds = seconds;

@@ -22,7 +22,7 @@
 //     signal: {tones: [{frequency: 1MHz, amplitude: 0.5}], chirp: {start: 0Hz, stop: 10MHz, amplitude: 0.2},
 //              noise_snr_db: 30, seed: 1}
 //     faults: {seed: 1, drop: {probability: 0.001, packets: [10, 20]}, duplicate: {...}, reorder: {...},
-//              truncate: {...}, corrupt: {...}}
+//              truncate: {...}, corrupt: {...}, shift: {...}, shift_by: 3600000000}
 #pragma once
 
 #include <atomic>
@@ -58,7 +58,7 @@ struct FaultSpec {
   [[nodiscard]] bool enabled() const { return probability > 0 || !packets.empty(); }
 };
 
-enum class FaultKind : std::uint8_t { drop, duplicate, reorder, truncate, corrupt };
+enum class FaultKind : std::uint8_t { drop, duplicate, reorder, truncate, corrupt, shift };
 
 struct FaultSettings {
   std::uint64_t seed = 1;
@@ -67,8 +67,11 @@ struct FaultSettings {
   FaultSpec reorder;    // packet sent after the next one
   FaultSpec truncate;   // UDP only: datagram cut to half its length (size field unchanged)
   FaultSpec corrupt;    // header made invalid: packet type, size field or stream ID (UDP), magic (TCP)
+  FaultSpec shift;      // packet claims a position `shift_by` samples away (timestamp; TCP first_sample too)
+  std::int64_t shift_by = 3'600'000'000;  // samples; a sender whose clock or counter jumped
   [[nodiscard]] bool any() const {
-    return drop.enabled() || duplicate.enabled() || reorder.enabled() || truncate.enabled() || corrupt.enabled();
+    return drop.enabled() || duplicate.enabled() || reorder.enabled() || truncate.enabled() || corrupt.enabled() ||
+           shift.enabled();
   }
   [[nodiscard]] bool applies(FaultKind kind, std::uint32_t stream, std::uint64_t packet) const;
   [[nodiscard]] const FaultSpec& spec(FaultKind kind) const;
@@ -128,6 +131,7 @@ struct EmulatorReport {
   std::uint64_t reordered = 0;
   std::uint64_t truncated = 0;
   std::uint64_t corrupted = 0;
+  std::uint64_t shifted = 0;
   double seconds = 0;
   bool gso_used = false;
 };

@@ -6,11 +6,174 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
+
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
 
 namespace sluice {
 namespace {
+
+// Far above any real pipeline file (a 64-lane file has a few thousand nodes), far below
+// what an alias bomb expands to.
+constexpr std::uint64_t kMaxYamlNodes = 100'000;
+
+struct TextPosition {
+  std::size_t line = 0;    // from 0
+  std::size_t column = 0;  // from 0, in bytes
+};
+
+// The position of the first byte that does not start or continue a valid UTF-8 sequence
+// (overlong forms, surrogates and code points above U+10FFFF included), if any.
+std::optional<TextPosition> first_invalid_utf8(std::string_view text) {
+  TextPosition position;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    std::size_t length = 0;
+    unsigned minimum = 0;
+    unsigned code = 0;
+    if (byte < 0x80) {
+      length = 1;
+      code = byte;
+    } else if ((byte & 0xE0) == 0xC0) {
+      length = 2;
+      code = byte & 0x1FU;
+      minimum = 0x80;
+    } else if ((byte & 0xF0) == 0xE0) {
+      length = 3;
+      code = byte & 0x0FU;
+      minimum = 0x800;
+    } else if ((byte & 0xF8) == 0xF0) {
+      length = 4;
+      code = byte & 0x07U;
+      minimum = 0x10000;
+    } else {
+      return position;
+    }
+    if (i + length > text.size()) return position;
+    for (std::size_t k = 1; k < length; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      if ((next & 0xC0) != 0x80) return position;
+      code = (code << 6) | (next & 0x3FU);
+    }
+    if (code < minimum || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return position;
+    if (byte == '\n') {
+      ++position.line;
+      position.column = 0;
+    } else {
+      position.column += length;
+    }
+    i += length;
+  }
+  return std::nullopt;
+}
+
+// Follows the parser's events: knows the key path being parsed (for syntax errors) and
+// counts the nodes the document expands to, an alias counting its anchor's whole tree.
+class YamlPrecheck final : public YAML::EventHandler {
+ public:
+  struct TooLarge {
+    YAML::Mark mark;
+    std::string path;
+  };
+  explicit YamlPrecheck(std::uint64_t limit) : limit_(limit) {}
+
+  // Where parsing got to, e.g. "lanes[1].source.rate"; never empty.
+  [[nodiscard]] std::string path() const {
+    if (frames_.empty()) return "(document)";
+    const std::string inner = child_path();
+    return inner.empty() ? "(top level)" : inner;
+  }
+
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override { leaf(mark, anchor, 1, {}); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    leaf(mark, 0, anchor < anchor_sizes_.size() ? anchor_sizes_[anchor] : 1, {});
+  }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, const std::string& value) override {
+    leaf(mark, anchor, 1, value);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, YAML::EmitterStyle::value) override {
+    open(mark, anchor, false);
+  }
+  void OnSequenceEnd() override { close(); }
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, YAML::EmitterStyle::value) override {
+    open(mark, anchor, true);
+  }
+  void OnMapEnd() override { close(); }
+
+ private:
+  struct Frame {
+    bool map = false;
+    std::string path;
+    bool key_next = true;
+    std::string key;
+    std::size_t index = 0;
+    std::uint64_t nodes = 1;  // this container and everything below it, aliases expanded
+    YAML::anchor_t anchor = 0;
+  };
+
+  [[nodiscard]] std::string child_path() const {
+    const Frame& top = frames_.back();
+    if (top.map) {
+      if (top.key_next) return top.path;
+      return top.path.empty() ? top.key : top.path + "." + top.key;
+    }
+    return top.path + "[" + std::to_string(top.index) + "]";
+  }
+  void count(const YAML::Mark& mark, std::uint64_t nodes) {
+    expanded_ += nodes;
+    if (expanded_ > limit_) throw TooLarge{mark, path()};
+  }
+  void remember(YAML::anchor_t anchor, std::uint64_t nodes) {
+    if (anchor == 0) return;
+    if (anchor >= anchor_sizes_.size()) anchor_sizes_.resize(anchor + 1, 1);
+    anchor_sizes_[anchor] = nodes;
+  }
+  // A complete node of `nodes` expanded nodes has been read in the current container.
+  void completed(std::uint64_t nodes, const std::string& scalar) {
+    if (frames_.empty()) return;
+    Frame& top = frames_.back();
+    top.nodes += nodes;
+    if (!top.map) {
+      ++top.index;
+    } else if (top.key_next) {
+      top.key = scalar.empty() ? "?" : scalar;
+      top.key_next = false;
+    } else {
+      top.key_next = true;
+    }
+  }
+  void leaf(const YAML::Mark& mark, YAML::anchor_t anchor, std::uint64_t nodes, const std::string& scalar) {
+    count(mark, nodes);
+    remember(anchor, nodes);
+    completed(nodes, scalar);
+  }
+  void open(const YAML::Mark& mark, YAML::anchor_t anchor, bool map) {
+    count(mark, 1);
+    Frame frame;
+    frame.map = map;
+    frame.path = frames_.empty() ? std::string() : child_path();
+    frame.anchor = anchor;
+    frames_.push_back(std::move(frame));
+  }
+  void close() {
+    const Frame done = std::move(frames_.back());
+    frames_.pop_back();
+    remember(done.anchor, done.nodes);
+    completed(done.nodes, {});
+  }
+
+  std::uint64_t limit_;
+  std::uint64_t expanded_ = 0;
+  std::vector<Frame> frames_;
+  std::vector<std::uint64_t> anchor_sizes_;
+};
 
 std::string join(const std::vector<std::string>& words) {
   std::string text;
@@ -157,16 +320,45 @@ PipelineSettings read_pipeline_settings(SettingsReader& reader) {
 
 YAML::Node parse_yaml(const std::string& text, ConfigSource& source, const std::vector<std::string>& overrides) {
   ConfigErrors errors;
+  auto at = [&](std::size_t line, std::size_t column) {
+    return source.file() + ":" + std::to_string(line + 1) + ":" + std::to_string(column + 1);
+  };
+  // yaml-cpp takes any bytes, and a file that is not UTF-8 would fail only when its strings
+  // reach the JSON of a capture's metadata, after the recording has started.
+  if (const auto bad = first_invalid_utf8(text)) {
+    errors.add({at(bad->line, bad->column), "(file)", "not UTF-8: invalid byte sequence",
+                "save the file as UTF-8 (YAML files are UTF-8)"});
+    throw ConfigException(std::move(errors));
+  }
+  // One pass over the parser's events first: syntax errors get the key path they occur at,
+  // and aliases are expanded by count only, so that a small alias bomb is refused at once
+  // instead of being walked node by node.
+  YamlPrecheck precheck(kMaxYamlNodes);
+  try {
+    std::istringstream stream(text);
+    YAML::Parser parser(stream);
+    while (parser.HandleNextDocument(precheck)) {
+    }
+  } catch (const YAML::ParserException& error) {
+    errors.add({at(static_cast<std::size_t>(error.mark.line), static_cast<std::size_t>(error.mark.column)), precheck.path(),
+                "YAML syntax error: " + error.msg, ""});
+    throw ConfigException(std::move(errors));
+  } catch (const YamlPrecheck::TooLarge& error) {
+    errors.add({at(static_cast<std::size_t>(error.mark.line), static_cast<std::size_t>(error.mark.column)), error.path,
+                "aliases expand to more than " + std::to_string(kMaxYamlNodes) + " nodes",
+                "a pipeline file needs far fewer; write the repeated settings in a lane template instead"});
+    throw ConfigException(std::move(errors));
+  }
   YAML::Node root;
   try {
     root = YAML::Load(text);
   } catch (const YAML::ParserException& error) {
-    errors.add({source.file() + ":" + std::to_string(error.mark.line + 1) + ":" + std::to_string(error.mark.column + 1), "",
+    errors.add({at(static_cast<std::size_t>(error.mark.line), static_cast<std::size_t>(error.mark.column)), "(document)",
                 "YAML syntax error: " + error.msg, ""});
     throw ConfigException(std::move(errors));
   }
   if (!root.IsMap()) {
-    errors.add({source.file() + ":1:1", "", "expected a YAML map with 'pipeline', 'template' and 'lanes'", ""});
+    errors.add({source.file() + ":1:1", "(document)", "expected a YAML map with 'pipeline', 'template' and 'lanes'", ""});
     throw ConfigException(std::move(errors));
   }
   check_duplicate_keys(root, "", source, errors);

@@ -2,10 +2,15 @@
 #include "wire/socket.hpp"
 
 #include <arpa/inet.h>
+#include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <stdexcept>
+
+#include "pipeline/units.hpp"
 
 namespace sluice::wire {
 
@@ -28,6 +33,28 @@ std::string to_string(const sockaddr_in& address) {
   char text[INET_ADDRSTRLEN] = {};
   ::inet_ntop(AF_INET, &address.sin_addr, text, sizeof(text));
   return std::string(text) + ":" + std::to_string(ntohs(address.sin_port));
+}
+
+std::string set_receive_buffer(int fd, std::uint64_t bytes) {
+  const int wanted = static_cast<int>(std::min<std::uint64_t>(bytes, 1ULL << 30));
+  std::string how = "SO_RCVBUFFORCE";
+  if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &wanted, sizeof(wanted)) != 0) {
+    how = "SO_RCVBUF";
+    if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &wanted, sizeof(wanted)) != 0) {
+      throw std::runtime_error(errno_message("setsockopt(SO_RCVBUF)"));
+    }
+  }
+  int obtained = 0;
+  socklen_t length = sizeof(obtained);
+  if (::getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &obtained, &length) != 0) {
+    throw std::runtime_error(errno_message("getsockopt(SO_RCVBUF)"));
+  }
+  // The kernel reports double the usable size (it counts bookkeeping).
+  std::string note = "receive buffer " + format_bytes(obtained / 2.0) + " via " + how;
+  if (static_cast<std::uint64_t>(obtained) / 2 < bytes) {
+    note += " (asked " + format_bytes(static_cast<double>(bytes)) + ", capped by the kernel: raise net.core.rmem_max)";
+  }
+  return note;
 }
 
 std::string errno_message(std::string_view call) { return std::string(call) + ": " + std::strerror(errno); }

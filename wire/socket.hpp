@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,6 +40,11 @@ class UniqueFd {
 // "127.0.0.1:50000" → sockaddr_in; nullopt when malformed.
 std::optional<sockaddr_in> parse_endpoint(std::string_view text);
 std::string to_string(const sockaddr_in& address);
+// Sets SO_RCVBUF to `bytes` (SO_RCVBUFFORCE first: it goes past net.core.rmem_max with
+// CAP_NET_ADMIN) and reads back what the kernel granted. Returns a note for the operator,
+// which says so when the kernel capped the size. Throws std::runtime_error naming the call.
+// On a TCP socket, call it before listen()/connect(): the window scale is fixed then.
+std::string set_receive_buffer(int fd, std::uint64_t bytes);
 // "socket: Permission denied" — for setup errors naming the call.
 std::string errno_message(std::string_view call);
 

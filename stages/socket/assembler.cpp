@@ -19,6 +19,7 @@ void ChunkAssembler::start(StageContext& context, Pool& pool, SampleFormat forma
   lost_packets_ = &context.metrics().counter("lost_packets");
   lost_samples_ = &context.metrics().counter("lost_samples");
   gaps_ = &context.metrics().counter("gaps");
+  resync_samples_ = &context.metrics().counter("resync_samples");
   pool_empty_ = &context.metrics().drop_counter("pool_empty");
 }
 
@@ -38,6 +39,28 @@ bool ChunkAssembler::record_gap(std::uint64_t first, std::uint64_t length) noexc
   return chunk_->add_gap(first, length);
 }
 
+bool ChunkAssembler::gap_to(std::uint64_t first) noexcept {
+  if (!record_gap(expected_, first - expected_)) {
+    pool_empty_->add();
+    return false;
+  }
+  gaps_->add();
+  expected_ = first;
+  return true;
+}
+
+bool ChunkAssembler::skip_to(std::uint64_t first) noexcept {
+  if (first <= expected_) return true;
+  if (!ensure_chunk()) {
+    pool_empty_->add();
+    return false;
+  }
+  const std::uint64_t skipped = first - expected_;
+  if (!gap_to(first)) return false;
+  resync_samples_->add(skipped);
+  return true;
+}
+
 bool ChunkAssembler::append(std::uint64_t first, const std::byte* data, std::size_t samples) noexcept {
   if (!ensure_chunk()) {
     pool_empty_->add();
@@ -45,14 +68,9 @@ bool ChunkAssembler::append(std::uint64_t first, const std::byte* data, std::siz
   }
   if (first > expected_) {
     const std::uint64_t gap = first - expected_;
-    if (!record_gap(expected_, gap)) {
-      pool_empty_->add();
-      return false;
-    }
+    if (!gap_to(first)) return false;
     lost_samples_->add(gap);
     lost_packets_->add(samples == 0 ? 1 : (gap + samples - 1) / samples);
-    gaps_->add();
-    expected_ = first;
   }
   const std::size_t usable = chunk_->capacity / sample_bytes_ * sample_bytes_;
   std::size_t done = 0;

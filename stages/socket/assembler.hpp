@@ -25,6 +25,10 @@ class ChunkAssembler {
   // since the last appended sample is recorded as a gap and counted lost. False when no chunk
   // could be had (the pool stayed empty): nothing was appended and expected() is unchanged.
   bool append(std::uint64_t first, const std::byte* data, std::size_t samples) noexcept;
+  // Moves the stream on to `first` (> expected()) after the sender jumped: the span is a gap
+  // downstream (a discontinuity at its exact position) but counted as `resync_samples`, not
+  // as lost. False when no chunk could be had.
+  bool skip_to(std::uint64_t first) noexcept;
   // Hands the partly filled chunk downstream.
   void flush() noexcept;
   [[nodiscard]] std::uint64_t expected() const noexcept { return expected_; }
@@ -32,6 +36,7 @@ class ChunkAssembler {
  private:
   bool ensure_chunk() noexcept;
   bool record_gap(std::uint64_t first, std::uint64_t length) noexcept;
+  bool gap_to(std::uint64_t first) noexcept;
 
   StageContext* context_ = nullptr;
   Pool* pool_ = nullptr;
@@ -47,6 +52,7 @@ class ChunkAssembler {
   NamedCounter* lost_packets_ = nullptr;
   NamedCounter* lost_samples_ = nullptr;
   NamedCounter* gaps_ = nullptr;
+  NamedCounter* resync_samples_ = nullptr;
   NamedCounter* pool_empty_ = nullptr;
 };
 

@@ -23,12 +23,33 @@ TcpSource::TcpSource(SettingsReader& reader, const PipelineSettings& pipeline) {
   settings_.address = reader.string("address", settings_.address, "server: host:port to listen on; client: sender to connect to");
   settings_.mode = reader.choice("mode", TcpMode::server, "server (listen for the sender) or client (connect to it)",
                                  {{"server", TcpMode::server}, {"client", TcpMode::client}});
+  settings_.framing = reader.choice("framing", TcpFraming::raw_tcp,
+                                    "raw_tcp (framed: exact loss) or none (bare samples, e.g. GNU Radio network.tcp_sink: "
+                                    "a loss while disconnected cannot be detected)",
+                                    {{"raw_tcp", TcpFraming::raw_tcp}, {"none", TcpFraming::none}});
+  if (settings_.framing == TcpFraming::none) {
+    for (const char* key : {"max_jump", "resync_after"}) {
+      if (reader.has(key)) {
+        reader.error(key, std::string(key) + " needs frame positions, which framing none does not have", "use framing raw_tcp");
+      }
+    }
+  }
   settings_.format = reader.choice("format", SampleFormat::ci16, "sample format expected in the frames",
                                    {{"ci16", SampleFormat::ci16}, {"cf32", SampleFormat::cf32}});
   settings_.sample_rate = reader.frequency("sample_rate", 100e6, "sample rate (whole Hz), for chunk timestamps", 1, 1e11);
-  settings_.max_frame = reader.bytes("max_frame", settings_.max_frame, "largest frame payload accepted", 64,
+  settings_.max_frame = reader.bytes("max_frame", settings_.max_frame, "largest frame payload accepted (framing none: bytes per receive)", 64,
                                      raw_tcp::kMaxPayloadBytes);
-  settings_.receive_buffer = reader.bytes("receive_buffer", settings_.receive_buffer, "socket receive buffer", 4096, 1ULL << 30);
+  settings_.receive_buffer = reader.bytes("receive_buffer", settings_.receive_buffer,
+                                          "socket receive buffer (SO_RCVBUF, set before listen/connect so it sizes the window)",
+                                          4096, 1ULL << 30);
+  settings_.max_jump = reader.duration("max_jump", settings_.max_jump,
+                                       "a frame further than this from the stream (first_sample) is an outlier, unless resync_after agree");
+  settings_.resync_after = static_cast<std::size_t>(reader.integer(
+      "resync_after", 4, "consecutive agreeing outliers that make a resynchronisation (a new segment)", 1, 64));
+  settings_.reconnect = reader.boolean("reconnect", false,
+                                       "after the sender closes, wait for it to connect again (the frames in between a gap) "
+                                       "instead of ending the stream; a connection without one valid frame never ends it");
+  if (settings_.max_jump.count() <= 0) reader.error("max_jump", "must be above 0", "e.g. 1s");
   settings_.pool = read_pool_settings(reader, pipeline, PoolWriter::host_writes);
   if (settings_.sample_rate != std::floor(settings_.sample_rate)) reader.error("sample_rate", "sample rate must be a whole number of Hz");
   if (!wire::parse_endpoint(settings_.address)) reader.error("address", "expected IPv4 host:port", "127.0.0.1:50000");
@@ -44,6 +65,11 @@ void TcpSource::start(StageContext& context) {
     if (::setsockopt(listener_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) {
       throw std::runtime_error(wire::errno_message("setsockopt(SO_REUSEADDR)"));
     }
+    // Accepted sockets inherit the listener's buffer, and the window scale is fixed in the
+    // handshake: set later, a large buffer could not open the window.
+    const std::string note = wire::set_receive_buffer(listener_.get(), settings_.receive_buffer);
+    spdlog::info("{}: {}", context.stage_name(), note);
+    context.metrics().notes.push_back(note);
     if (::bind(listener_.get(), reinterpret_cast<const sockaddr*>(&*address), sizeof(sockaddr_in)) != 0) {
       throw std::runtime_error(wire::errno_message("bind(" + settings_.address + ")"));
     }
@@ -54,21 +80,39 @@ void TcpSource::start(StageContext& context) {
       throw std::runtime_error(wire::errno_message("getsockname"));
     }
     port_ = ntohs(bound.sin_port);
+  } else {
+    // The client's socket is made here so that a buffer the kernel caps is noted at start.
+    socket_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!socket_.valid()) throw std::runtime_error(wire::errno_message("socket(AF_INET, SOCK_STREAM)"));
+    const std::string note = wire::set_receive_buffer(socket_.get(), settings_.receive_buffer);
+    spdlog::info("{}: {}", context.stage_name(), note);
+    context.metrics().notes.push_back(note);
   }
   payload_.assign(settings_.max_frame, std::byte{0});
+  connections_ = &context.metrics().counter("connections");
+  disconnects_ = &context.metrics().counter("disconnects");
   duplicates_ = &context.metrics().counter("duplicates");
   reordered_ = &context.metrics().counter("reordered");
   drop_bad_magic_ = &context.metrics().drop_counter("bad_magic");
+  drop_partial_sample_ = &context.metrics().drop_counter("partial_sample");
   drop_bad_header_ = &context.metrics().drop_counter("bad_header");
   drop_late_ = &context.metrics().drop_counter("late");
   drop_duplicate_ = &context.metrics().drop_counter("duplicate");
   drop_wrong_format_ = &context.metrics().drop_counter("wrong_format");
   Pool& pool = context.create_pool("out", settings_.pool.spec(context.pipeline().cuda_device));
   assembler_.start(context, pool, settings_.format, static_cast<std::uint64_t>(settings_.sample_rate), false);
+  const double jump_samples = std::chrono::duration<double>(settings_.max_jump).count() * settings_.sample_rate;
+  guard_.start(context.metrics(), static_cast<std::uint64_t>(std::max(1.0, jump_samples)), settings_.resync_after, settings_.max_frame);
   context.stream.sample_rate = settings_.sample_rate;
   context.stream.format = settings_.format;
-  context.stream.description = "raw TCP " + std::string(settings_.mode == TcpMode::server ? "from peer of " : "from ") +
-                               settings_.address;
+  const std::string from = std::string(settings_.mode == TcpMode::server ? "from peer of " : "from ") + settings_.address;
+  if (settings_.framing == TcpFraming::raw_tcp) {
+    context.stream.description = "raw TCP " + from;
+  } else {
+    context.stream.description = "bare " + std::string(to_string(settings_.format)) + " samples over TCP " + from +
+                                 ": no timestamps, and a loss while disconnected cannot be detected";
+    context.metrics().notes.push_back("framing none: samples lost while the sender was disconnected cannot be detected");
+  }
 }
 
 bool TcpSource::connect_or_accept() noexcept {
@@ -76,18 +120,44 @@ bool TcpSource::connect_or_accept() noexcept {
     pollfd waiting{listener_.get(), POLLIN, 0};
     if (::poll(&waiting, 1, 10) <= 0) return false;
     socket_.reset(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (!socket_.valid()) return false;
   } else {
     const auto address = wire::parse_endpoint(settings_.address);
-    socket_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (socket_.valid() && ::connect(socket_.get(), reinterpret_cast<const sockaddr*>(&*address), sizeof(sockaddr_in)) != 0) {
+    if (!socket_.valid()) {
+      // After a failed connect or a closed connection: a fresh socket, its buffer set first.
+      socket_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+      if (!socket_.valid()) return false;
+      try {
+        (void)wire::set_receive_buffer(socket_.get(), settings_.receive_buffer);  // noted at start
+      } catch (const std::exception& error) {
+        spdlog::warn("{}: {}", context_->stage_name(), error.what());
+      }
+    }
+    if (::connect(socket_.get(), reinterpret_cast<const sockaddr*>(&*address), sizeof(sockaddr_in)) != 0) {
       socket_.reset();
       ::poll(nullptr, 0, 10);  // the sender may not be listening yet
+      return false;
     }
   }
-  if (!socket_.valid()) return false;
-  const int buffer = static_cast<int>(settings_.receive_buffer);
-  (void)::setsockopt(socket_.get(), SOL_SOCKET, SO_RCVBUF, &buffer, sizeof(buffer));  // best effort: a hint only
+  valid_frames_ = 0;
+  connected_ = true;
+  connections_->add();
+  spdlog::debug("{}: connected ({})", context_->stage_name(), settings_.address);
   return true;
+}
+
+StageStatus TcpSource::disconnected() noexcept {
+  if (settings_.framing == TcpFraming::none && have_ != 0) drop_partial_sample_->add();  // the sender cut a sample
+  socket_.reset();
+  connected_ = false;
+  reading_ = Reading::header;
+  have_ = 0;
+  resyncing_ = false;
+  disconnects_->add();
+  assembler_.flush();
+  if (valid_frames_ > 0 && !settings_.reconnect) return StageStatus::end_of_stream;  // the sender closed the stream
+  spdlog::warn("{}: connection closed after {} valid frame(s); waiting for the sender", context_->stage_name(), valid_frames_);
+  return StageStatus::idle;
 }
 
 StageStatus TcpSource::process() {
@@ -95,7 +165,7 @@ StageStatus TcpSource::process() {
     assembler_.flush();
     return StageStatus::end_of_stream;
   }
-  if (!socket_.valid()) return connect_or_accept() ? StageStatus::ok : StageStatus::idle;
+  if (!connected_) return connect_or_accept() ? StageStatus::ok : StageStatus::idle;
   pollfd readable{socket_.get(), POLLIN, 0};
   const int ready = ::poll(&readable, 1, 10);
   if (ready < 0 && errno != EINTR) {
@@ -103,6 +173,7 @@ StageStatus TcpSource::process() {
     return StageStatus::error;
   }
   if (ready <= 0) return StageStatus::idle;
+  if (settings_.framing == TcpFraming::none) return receive_bare();
 
   std::byte* target = nullptr;
   std::size_t wanted = 0;
@@ -114,17 +185,8 @@ StageStatus TcpSource::process() {
     target = payload_.data() + have_;
     wanted = frame_.payload_bytes - have_;
   }
-  const ssize_t got = ::recv(socket_.get(), target, wanted, 0);
-  if (got == 0) {
-    assembler_.flush();
-    return StageStatus::end_of_stream;  // the sender closed the stream
-  }
-  if (got < 0) {
-    if (errno == EINTR || errno == EAGAIN) return StageStatus::idle;
-    context_->fail(wire::errno_message("recv"));
-    return StageStatus::error;
-  }
-  have_ += static_cast<std::size_t>(got);
+  StageStatus outcome = StageStatus::ok;
+  if (!receive(target, wanted, outcome)) return outcome;
   if (reading_ == Reading::header) {
     if (have_ < raw_tcp::kHeaderBytes) return StageStatus::ok;
     const raw_tcp::DecodeStatus status = raw_tcp::decode_header(header_bytes_, frame_);
@@ -151,25 +213,75 @@ StageStatus TcpSource::process() {
   return StageStatus::ok;
 }
 
+bool TcpSource::receive(std::byte* target, std::size_t wanted, StageStatus& status) noexcept {
+  const ssize_t got = ::recv(socket_.get(), target, wanted, 0);
+  if (got > 0) {
+    have_ += static_cast<std::size_t>(got);
+    return true;
+  }
+  if (got == 0 || errno == ECONNRESET || errno == EPIPE || errno == ETIMEDOUT) {
+    status = disconnected();
+  } else if (errno == EINTR || errno == EAGAIN) {
+    status = StageStatus::idle;
+  } else {
+    context_->fail(wire::errno_message("recv"));
+    status = StageStatus::error;
+  }
+  return false;
+}
+
+StageStatus TcpSource::receive_bare() noexcept {
+  StageStatus outcome = StageStatus::ok;
+  if (!receive(payload_.data() + have_, payload_.size() - have_, outcome)) return outcome;
+  valid_frames_ = 1;  // any bytes are samples: this sender is the sensor
+  const std::size_t sample_bytes = bytes_per_sample(settings_.format);
+  const std::size_t whole = have_ / sample_bytes;
+  if (whole > 0) {
+    context_->metrics().packets.fetch_add(1, std::memory_order_relaxed);
+    (void)assembler_.append(assembler_.expected(), payload_.data(), whole);
+  }
+  // A sample cut by the receive boundary waits for its other bytes.
+  const std::size_t rest = have_ - whole * sample_bytes;
+  if (rest != 0) std::memmove(payload_.data(), payload_.data() + whole * sample_bytes, rest);
+  have_ = rest;
+  return StageStatus::ok;
+}
+
+std::uint64_t TcpSource::frame_epoch() const noexcept {
+  return frame_.seconds == 0 ? 0 : vita49::sample_index(frame_.seconds, frame_.picoseconds, static_cast<std::uint64_t>(settings_.sample_rate));
+}
+
 void TcpSource::handle_frame() noexcept {
   if (frame_.format != settings_.format) {
     drop_wrong_format_->add();
     return;
   }
+  ++valid_frames_;
   if (frame_.sample_count == 0) return;
   if (!have_origin_) {
     have_origin_ = true;
     origin_ = frame_.first_sample;
-    const auto rate = static_cast<std::uint64_t>(settings_.sample_rate);
     // Chunk timestamps count from the first frame's time, whatever its first_sample was.
-    const std::uint64_t epoch = vita49::sample_index(frame_.seconds, frame_.picoseconds, rate);
-    assembler_.set_origin(epoch, frame_.seconds != 0);
+    assembler_.set_origin(frame_epoch(), frame_.seconds != 0);
   }
-  if (frame_.first_sample < origin_) {
-    drop_late_->add();
+  const std::uint64_t expected = origin_ + assembler_.expected();
+  const std::span<const std::byte> payload(payload_.data(), frame_.payload_bytes);
+  switch (guard_.check(frame_.first_sample, frame_.sample_count, expected, payload, frame_epoch())) {
+    case JumpGuard::Verdict::plausible: break;
+    case JumpGuard::Verdict::held: return;
+    case JumpGuard::Verdict::confirmed: resynchronise(); return;
+  }
+  place(frame_.first_sample, payload_.data(), frame_.sample_count);
+}
+
+void TcpSource::place(std::uint64_t first_sample, const std::byte* payload, std::size_t samples) noexcept {
+  // Within max_jump of the stream (the guard saw to it), so the signed offset is exact.
+  const auto offset = static_cast<std::int64_t>(first_sample - (origin_ + assembler_.expected()));
+  if (offset < 0 && static_cast<std::uint64_t>(-offset) > assembler_.expected()) {
+    drop_late_->add();  // before the stream's first sample
     return;
   }
-  const std::uint64_t index = frame_.first_sample - origin_;
+  const std::uint64_t index = assembler_.expected() + static_cast<std::uint64_t>(offset);
   if (index < assembler_.expected()) {
     const std::size_t count = std::min(history_count_, history_.size());
     if (std::find(history_.begin(), history_.begin() + static_cast<std::ptrdiff_t>(count), index) !=
@@ -184,15 +296,43 @@ void TcpSource::handle_frame() noexcept {
   }
   if (index < highest_seen_) reordered_->add();
   highest_seen_ = std::max(highest_seen_, index);
-  if (assembler_.append(index, payload_.data(), frame_.sample_count)) {
+  if (assembler_.append(index, payload, samples)) {
     history_[history_count_++ % history_.size()] = index;
   }
 }
 
-void TcpSource::stop() noexcept { assembler_.flush(); }
+void TcpSource::resynchronise() noexcept {
+  const JumpGuard::Held first = guard_.held(guard_.lowest());
+  const std::uint64_t expected = assembler_.expected();
+  const std::uint64_t old_position = origin_ + expected;
+  const bool forward = first.position > old_position;
+  // The new segment starts a chunk of its own, so that its timestamp is the sender's.
+  assembler_.flush();
+  // Forward, the stream index keeps counting the sender's samples and the skipped span is a
+  // gap; back (a restarted sensor), the stream index goes on from here.
+  if (!forward) origin_ = first.position - expected;
+  const std::uint64_t start = first.position - origin_;
+  if (first.tag != 0) assembler_.set_origin(first.tag - start, true);
+  if (forward && !assembler_.skip_to(start)) return;
+  highest_seen_ = assembler_.expected();
+  history_count_ = 0;
+  const std::uint64_t jump = forward ? first.position - old_position : old_position - first.position;
+  spdlog::warn("{}: stream resynchronised at sample {}: first_sample jumped {} by {}, confirmed by {} frames",
+               context_->stage_name(), assembler_.expected(), forward ? "ahead" : "back", jump, guard_.held_count());
+  for (std::size_t i = 0; i < guard_.held_count(); ++i) {
+    const JumpGuard::Held held = guard_.held(i);
+    place(held.position, held.payload.data(), held.samples);
+  }
+  guard_.resynchronised();
+}
+
+void TcpSource::stop() noexcept {
+  guard_.discard();  // never confirmed: outliers
+  assembler_.flush();
+}
 
 void register_tcp_source_stage(StageRegistry& registry) {
-  registry.add(StageType{"tcp", StageRole::source, "raw TCP frames (fixed header + samples), as server or client",
+  registry.add(StageType{"tcp", StageRole::source, "raw TCP frames (fixed header + samples) or bare samples, as server or client",
                          [](SettingsReader& reader, const PipelineSettings& pipeline) -> std::unique_ptr<Stage> {
                            return std::make_unique<TcpSource>(reader, pipeline);
                          }});

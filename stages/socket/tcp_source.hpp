@@ -1,30 +1,42 @@
 // `tcp` source: the raw TCP framing (wire/raw_tcp.hpp), as server (listens, takes one
-// sender) or client (connects to the sender). Every header validated; a corrupt header is
-// counted and the stream resynchronised on the next magic; frames dropped, repeated or out
-// of order at the sender are accounted like UDP loss from their first_sample field.
+// sender at a time) or client (connects to the sender). Every header validated; a corrupt
+// header is counted and the stream resynchronised on the next magic; frames dropped,
+// repeated or out of order at the sender are accounted like UDP loss from their
+// first_sample field; a single stray first_sample never moves the stream (JumpGuard). A
+// connection that closes before one valid frame never ends the stream, and with
+// `reconnect` a sender that comes back resumes it, the frames in between a gap.
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "pipeline/stage.hpp"
 #include "stages/socket/assembler.hpp"
+#include "stages/socket/jump_guard.hpp"
 #include "wire/raw_tcp.hpp"
 #include "wire/socket.hpp"
 
 namespace sluice {
 
 enum class TcpMode : std::uint8_t { server, client };
+// raw_tcp: wire/raw_tcp.hpp frames; none: a bare byte stream of samples (GNU Radio's
+// network.tcp_sink), whose position is the byte count: a loss across a reconnect is unseen.
+enum class TcpFraming : std::uint8_t { raw_tcp, none };
 
 struct TcpSourceSettings {
   std::string address = "127.0.0.1:50000";
   TcpMode mode = TcpMode::server;
+  TcpFraming framing = TcpFraming::raw_tcp;
   SampleFormat format = SampleFormat::ci16;
   double sample_rate = 100e6;
   std::uint64_t max_frame = 1ULL << 20;  // largest payload accepted
   std::uint64_t receive_buffer = 16ULL << 20;
+  std::chrono::nanoseconds max_jump{std::chrono::seconds(1)};  // further from the stream: an outlier
+  std::size_t resync_after = 4;   // agreeing outliers in a row that make a resynchronisation
+  bool reconnect = false;         // after the sender closes: wait for it again instead of ending
   PoolSettings pool;
 };
 
@@ -39,7 +51,15 @@ class TcpSource final : public Stage {
  private:
   enum class Reading : std::uint8_t { header, payload };
   bool connect_or_accept() noexcept;
+  StageStatus disconnected() noexcept;
+  StageStatus receive_bare() noexcept;
+  // recv() into `target`: true when bytes arrived (added to have_); otherwise `status` says
+  // what process() returns (idle, the sender closed, or an error).
+  bool receive(std::byte* target, std::size_t wanted, StageStatus& status) noexcept;
   void handle_frame() noexcept;
+  void place(std::uint64_t first_sample, const std::byte* payload, std::size_t samples) noexcept;
+  void resynchronise() noexcept;
+  [[nodiscard]] std::uint64_t frame_epoch() const noexcept;
 
   TcpSourceSettings settings_;
   StageContext* context_ = nullptr;
@@ -53,14 +73,20 @@ class TcpSource final : public Stage {
   raw_tcp::FrameHeader frame_;
   std::vector<std::byte> payload_;
   ChunkAssembler assembler_;
+  JumpGuard guard_;
   bool have_origin_ = false;
-  std::uint64_t origin_ = 0;
+  std::uint64_t origin_ = 0;  // first_sample of stream index 0 (modulo 2^64 after a backward resync)
+  std::uint64_t valid_frames_ = 0;  // on the current connection
+  bool connected_ = false;
   std::uint64_t highest_seen_ = 0;
   std::array<std::uint64_t, 64> history_{};
   std::size_t history_count_ = 0;
+  NamedCounter* connections_ = nullptr;
+  NamedCounter* disconnects_ = nullptr;
   NamedCounter* duplicates_ = nullptr;
   NamedCounter* reordered_ = nullptr;
   NamedCounter* drop_bad_magic_ = nullptr;
+  NamedCounter* drop_partial_sample_ = nullptr;
   NamedCounter* drop_bad_header_ = nullptr;
   NamedCounter* drop_late_ = nullptr;
   NamedCounter* drop_duplicate_ = nullptr;

@@ -18,6 +18,7 @@
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
 #include "pipeline/units.hpp"
+#include "wire/gnuradio.hpp"
 
 namespace sluice {
 namespace {
@@ -35,6 +36,24 @@ std::size_t default_udp_batch(bool gro) noexcept {
 
 UdpSource::UdpSource(SettingsReader& reader, const PipelineSettings& pipeline) {
   settings_.address = reader.string("address", settings_.address, "host:port to bind (loopback by default)");
+  settings_.framing = reader.choice("framing", UdpFraming::vita49,
+                                    "vita49 (timestamps: exact loss), gnuradio_seq / gnuradio_seq_size (GNU Radio network.udp_sink "
+                                    "header types: sequence numbers give exact loss), none (bare samples: loss cannot be detected)",
+                                    {{"vita49", UdpFraming::vita49},
+                                     {"none", UdpFraming::none},
+                                     {"gnuradio_seq", UdpFraming::gnuradio_seq},
+                                     {"gnuradio_seq_size", UdpFraming::gnuradio_seq_size}});
+  if (settings_.framing != UdpFraming::vita49 && reader.has("stream_id")) {
+    reader.error("stream_id", "stream_id applies to framing vita49 only", "remove it, or set framing: vita49");
+  }
+  if (settings_.framing == UdpFraming::none) {
+    for (const char* key : {"reorder_window", "max_jump", "resync_after"}) {
+      if (reader.has(key)) {
+        reader.error(key, std::string(key) + " needs packet positions, which framing none does not have",
+                     "use framing vita49 or gnuradio_seq");
+      }
+    }
+  }
   settings_.stream_id = reader.integer("stream_id", -1, "VITA-49 stream ID to accept; -1: lock onto the first one seen", -1,
                                        0xFFFFFFFFLL);
   settings_.format = reader.choice("format", SampleFormat::ci16, "sample format of the payload",
@@ -50,7 +69,12 @@ UdpSource::UdpSource(SettingsReader& reader, const PipelineSettings& pipeline) {
       reader.integer("reorder_window", 16, "packets held waiting for a late one before declaring it lost", 1, 1024));
   settings_.flush_after = reader.duration("flush_after", settings_.flush_after,
                                           "hand on a partly filled chunk after this long without packets");
+  settings_.max_jump = reader.duration("max_jump", settings_.max_jump,
+                                       "a packet further than this from the stream's time is an outlier, unless resync_after agree");
+  settings_.resync_after = static_cast<std::size_t>(reader.integer(
+      "resync_after", 4, "consecutive agreeing outliers that make a resynchronisation (a new segment)", 1, 64));
   settings_.pool = read_pool_settings(reader, pipeline, PoolWriter::host_writes);
+  if (settings_.max_jump.count() <= 0) reader.error("max_jump", "must be above 0", "e.g. 1s");
   if (settings_.sample_rate != std::floor(settings_.sample_rate)) {
     reader.error("sample_rate", "sample rate must be a whole number of Hz", "timestamps are converted to exact sample counts");
   }
@@ -64,25 +88,7 @@ void UdpSource::start(StageContext& context) {
   const auto address = wire::parse_endpoint(settings_.address);
   socket_.reset(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   if (!socket_.valid()) throw std::runtime_error(wire::errno_message("socket(AF_INET, SOCK_DGRAM)"));
-  // SO_RCVBUFFORCE goes past net.core.rmem_max but needs CAP_NET_ADMIN; SO_RCVBUF is capped.
-  const int wanted = static_cast<int>(std::min<std::uint64_t>(settings_.receive_buffer, 1ULL << 30));
-  std::string how = "SO_RCVBUFFORCE";
-  if (::setsockopt(socket_.get(), SOL_SOCKET, SO_RCVBUFFORCE, &wanted, sizeof(wanted)) != 0) {
-    how = "SO_RCVBUF";
-    if (::setsockopt(socket_.get(), SOL_SOCKET, SO_RCVBUF, &wanted, sizeof(wanted)) != 0) {
-      throw std::runtime_error(wire::errno_message("setsockopt(SO_RCVBUF)"));
-    }
-  }
-  int obtained = 0;
-  socklen_t length = sizeof(obtained);
-  if (::getsockopt(socket_.get(), SOL_SOCKET, SO_RCVBUF, &obtained, &length) != 0) {
-    throw std::runtime_error(wire::errno_message("getsockopt(SO_RCVBUF)"));
-  }
-  // The kernel reports double the usable size (it counts bookkeeping).
-  std::string note = "receive buffer " + format_bytes(obtained / 2.0) + " via " + how;
-  if (static_cast<std::uint64_t>(obtained) / 2 < settings_.receive_buffer) {
-    note += " (asked " + format_bytes(static_cast<double>(settings_.receive_buffer)) + "; raise net.core.rmem_max)";
-  }
+  const std::string note = wire::set_receive_buffer(socket_.get(), settings_.receive_buffer);
   spdlog::info("{}: {}", context.stage_name(), note);
   context.metrics().notes.push_back(note);
   const timeval timeout{0, 10'000};  // process() returns now and then to see stop requests
@@ -93,7 +99,7 @@ void UdpSource::start(StageContext& context) {
     throw std::runtime_error(wire::errno_message("bind(" + settings_.address + ")"));
   }
   sockaddr_in bound{};
-  length = sizeof(bound);
+  socklen_t length = sizeof(bound);
   if (::getsockname(socket_.get(), reinterpret_cast<sockaddr*>(&bound), &length) != 0) {
     throw std::runtime_error(wire::errno_message("getsockname"));
   }
@@ -122,6 +128,7 @@ void UdpSource::start(StageContext& context) {
   duplicates_ = &context.metrics().counter("duplicates");
   reordered_ = &context.metrics().counter("reordered");
   drop_truncated_ = &context.metrics().drop_counter("truncated");
+  drop_empty_ = &context.metrics().drop_counter("empty");
   drop_bad_size_ = &context.metrics().drop_counter("bad_size_field");
   drop_unknown_type_ = &context.metrics().drop_counter("unknown_type");
   drop_wrong_stream_ = &context.metrics().drop_counter("wrong_stream_id");
@@ -132,10 +139,31 @@ void UdpSource::start(StageContext& context) {
   stream_id_ = locked_ ? static_cast<std::uint32_t>(settings_.stream_id) : 0;
 
   Pool& pool = context.create_pool("out", settings_.pool.spec(context.pipeline().cuda_device));
-  assembler_.start(context, pool, settings_.format, rate_, true);
+  // VITA-49 payloads are big-endian; the other framings carry the sender's little-endian bytes.
+  assembler_.start(context, pool, settings_.format, rate_, settings_.framing == UdpFraming::vita49);
+  const double jump_samples = std::chrono::duration<double>(settings_.max_jump).count() * settings_.sample_rate;
+  guard_.start(context.metrics(), static_cast<std::uint64_t>(std::max(1.0, jump_samples)), settings_.resync_after, settings_.max_datagram);
   context.stream.sample_rate = settings_.sample_rate;
   context.stream.format = settings_.format;
-  context.stream.description = "VITA-49 on " + wire::to_string(bound) + (gro_ ? " (GRO)" : "");
+  const std::string where = " on " + wire::to_string(bound) + (gro_ ? " (GRO)" : "");
+  switch (settings_.framing) {
+    case UdpFraming::vita49: context.stream.description = "VITA-49" + where; break;
+    case UdpFraming::gnuradio_seq:
+    case UdpFraming::gnuradio_seq_size:
+      context.stream.description = std::string("GNU Radio udp_sink datagrams (sequence numbers") +
+                                   (settings_.framing == UdpFraming::gnuradio_seq_size ? " and size" : "") + ")" + where +
+                                   "; no timestamps: times are not recorded";
+      break;
+    case UdpFraming::none: {
+      context.stream.description = "bare " + std::string(to_string(settings_.format)) + " samples" + where +
+                                   ": lost datagrams cannot be detected (no sequence numbers or timestamps)";
+      const std::string warning = "framing none: lost datagrams cannot be detected or counted";
+      spdlog::warn("{}: {}", context.stage_name(), warning);
+      context.metrics().notes.push_back(warning);
+      assembler_.set_origin(0, false);
+      break;
+    }
+  }
   last_packet_ns_ = monotonic_ns();
 }
 
@@ -192,6 +220,11 @@ StageStatus UdpSource::process() {
       drop_truncated_->add();
       continue;
     }
+    if (length == 0) {  // a zero-length datagram is malformed like any other
+      ++batch_packets_;
+      drop_empty_->add();
+      continue;
+    }
     // A coalesced datagram holds equal segments (the last may be shorter): split it back.
     for (std::size_t offset = 0; offset < length; offset += segment) {
       handle_datagram(data + offset, std::min(segment, length - offset));
@@ -205,6 +238,10 @@ StageStatus UdpSource::process() {
 
 void UdpSource::handle_datagram(const std::byte* data, std::size_t bytes) noexcept {
   ++batch_packets_;
+  if (settings_.framing != UdpFraming::vita49) {
+    handle_gnuradio(data, bytes);
+    return;
+  }
   const vita49::DecodeStatus status = vita49::decode(std::span<const std::byte>(data, bytes), packet_);
   switch (status) {
     case vita49::DecodeStatus::ok: break;
@@ -249,12 +286,11 @@ void UdpSource::handle_datagram(const std::byte* data, std::size_t bytes) noexce
     } else {
       epoch_index = vita49::sample_index(seconds, picoseconds, rate_);
     }
-    if (epoch_index >= last_epoch_index_ || !have_last_time_) {
-      last_seconds_ = seconds;
-      last_picoseconds_ = picoseconds;
-      last_epoch_index_ = epoch_index;
-      have_last_time_ = true;
-    }
+    // Whatever this packet turns out to be, its conversion is exact: the next one starts from it.
+    last_seconds_ = seconds;
+    last_picoseconds_ = picoseconds;
+    last_epoch_index_ = epoch_index;
+    have_last_time_ = true;
   } else if (header.tsf == vita49::Tsf::sample_count && header.tsi != vita49::Tsi::none) {
     epoch_index = static_cast<std::uint64_t>(packet_.integer_timestamp) * rate_ + packet_.fractional_timestamp;
   } else if (header.tsf == vita49::Tsf::free_running) {
@@ -270,15 +306,102 @@ void UdpSource::handle_datagram(const std::byte* data, std::size_t bytes) noexce
   }
   if (!have_origin_) {
     have_origin_ = true;
+    timed_ = timed;
     origin_ = epoch_index;
     highest_seen_ = 0;
     assembler_.set_origin(origin_, timed);
   }
-  if (epoch_index < origin_) {
-    drop_late_->add();
+  const std::uint64_t expected = origin_ + assembler_.expected();
+  switch (guard_.check(epoch_index, samples, expected, packet_.payload)) {
+    case JumpGuard::Verdict::plausible: break;
+    case JumpGuard::Verdict::held: return;
+    case JumpGuard::Verdict::confirmed: resynchronise(); return;
+  }
+  place(epoch_index, packet_.payload.data(), samples);
+}
+
+void UdpSource::handle_gnuradio(const std::byte* data, std::size_t bytes) noexcept {
+  gnuradio::Header header;
+  if (settings_.framing != UdpFraming::none) {
+    switch (gnuradio::decode(std::span<const std::byte>(data, bytes), settings_.framing == UdpFraming::gnuradio_seq_size, header)) {
+      case gnuradio::DecodeStatus::ok: break;
+      case gnuradio::DecodeStatus::truncated: drop_truncated_->add(); return;
+      case gnuradio::DecodeStatus::bad_size_field: drop_bad_size_->add(); return;
+    }
+  }
+  const std::size_t sample_bytes = bytes_per_sample(settings_.format);
+  const std::size_t payload = bytes - header.header_bytes;
+  const std::byte* samples_at = data + header.header_bytes;
+  if (payload == 0 || payload % sample_bytes != 0 || payload > settings_.max_datagram) {
+    drop_bad_payload_->add();
     return;
   }
-  handle_samples(epoch_index - origin_, packet_.payload.data(), samples);
+  const std::size_t samples = payload / sample_bytes;
+  if (settings_.framing == UdpFraming::none) {
+    // Nothing says where a datagram belongs: each follows the last one received.
+    commit(assembler_.expected(), samples_at, samples);
+    return;
+  }
+  // The sink sends equal datagrams, so a sequence number is a position in samples.
+  if (datagram_samples_ == 0) datagram_samples_ = samples;
+  if (samples != datagram_samples_) {
+    drop_bad_payload_->add();
+    return;
+  }
+  const std::uint64_t position = header.sequence * datagram_samples_;
+  if (!have_origin_) {
+    have_origin_ = true;
+    timed_ = false;
+    origin_ = position;
+    highest_seen_ = 0;
+    assembler_.set_origin(0, false);
+  }
+  switch (guard_.check(position, samples, origin_ + assembler_.expected(), std::span<const std::byte>(samples_at, payload))) {
+    case JumpGuard::Verdict::plausible: break;
+    case JumpGuard::Verdict::held: return;
+    case JumpGuard::Verdict::confirmed: resynchronise(); return;
+  }
+  place(position, samples_at, samples);
+}
+
+void UdpSource::place(std::uint64_t epoch_index, const std::byte* payload, std::size_t samples) noexcept {
+  // Within max_jump of the stream (the guard saw to it), so the signed offset is exact.
+  const auto offset = static_cast<std::int64_t>(epoch_index - (origin_ + assembler_.expected()));
+  if (offset < 0 && static_cast<std::uint64_t>(-offset) > assembler_.expected()) {
+    drop_late_->add();  // before the stream's first sample
+    return;
+  }
+  handle_samples(assembler_.expected() + static_cast<std::uint64_t>(offset), payload, samples);
+}
+
+void UdpSource::resynchronise() noexcept {
+  // Everything from before the jump goes downstream first.
+  while (release_oldest_pending()) {
+  }
+  const JumpGuard::Held first = guard_.held(guard_.lowest());
+  const std::uint64_t expected = assembler_.expected();
+  const std::uint64_t old_position = origin_ + expected;
+  const bool forward = first.position > old_position;
+  if (forward) {
+    // The stream index keeps counting the sender's time: the span it skipped is a gap.
+    if (!assembler_.skip_to(first.position - origin_)) return;
+  } else {
+    // Time went back: the stream index goes on from here; the new chunk carries the new time.
+    assembler_.flush();
+    origin_ = first.position - expected;
+    assembler_.set_origin(origin_, timed_);
+  }
+  highest_seen_ = assembler_.expected();
+  history_count_ = 0;
+  const std::uint64_t jump = forward ? first.position - old_position : old_position - first.position;
+  spdlog::warn("{}: stream resynchronised at sample {}: the sender jumped {} by {} samples ({:.6f} s), confirmed by {} packets",
+               context_->stage_name(), assembler_.expected(), forward ? "ahead" : "back", jump,
+               static_cast<double>(jump) / settings_.sample_rate, guard_.held_count());
+  for (std::size_t i = 0; i < guard_.held_count(); ++i) {
+    const JumpGuard::Held held = guard_.held(i);
+    place(held.position, held.payload.data(), held.samples);
+  }
+  guard_.resynchronised();
 }
 
 void UdpSource::handle_samples(std::uint64_t index, const std::byte* payload, std::size_t samples) noexcept {
@@ -376,13 +499,15 @@ bool UdpSource::seen(std::uint64_t index) const noexcept {
 }
 
 void UdpSource::stop() noexcept {
+  guard_.discard();  // never confirmed: outliers
   while (release_oldest_pending()) {
   }
   assembler_.flush();
 }
 
 void register_udp_source_stage(StageRegistry& registry) {
-  registry.add(StageType{"udp", StageRole::source, "VITA-49 IF Data over UDP (recvmmsg, GRO) with loss accounting",
+  registry.add(StageType{"udp", StageRole::source,
+                         "VITA-49 IF Data, GNU Radio udp_sink or bare samples over UDP (recvmmsg, GRO) with loss accounting",
                          [](SettingsReader& reader, const PipelineSettings& pipeline) -> std::unique_ptr<Stage> {
                            return std::make_unique<UdpSource>(reader, pipeline);
                          }});

@@ -1,6 +1,8 @@
-// `udp` source: VITA-49 IF Data off a UDP socket (recvmmsg batches, UDP GRO where the
+// `udp` source: VITA-49 IF Data (or bare samples, or GNU Radio's sequence-numbered
+// datagrams) off a UDP socket (recvmmsg batches, UDP GRO where the
 // kernel has it), every header validated, loss/duplicate/reorder accounting from the
-// timestamps, samples byte-swapped into chunks in the one copy.
+// timestamps, a single stray timestamp never moving the stream (JumpGuard), samples
+// byte-swapped into chunks in the one copy.
 #pragma once
 
 #include <sys/socket.h>
@@ -11,12 +13,18 @@
 
 #include "pipeline/stage.hpp"
 #include "stages/socket/assembler.hpp"
+#include "stages/socket/jump_guard.hpp"
 #include "wire/socket.hpp"
 #include "wire/vita49.hpp"
 
 namespace sluice {
 
+// How datagrams are framed: VITA-49 IF Data, bare samples, or GNU Radio's network.udp_sink
+// with a sequence-number header (wire/gnuradio.hpp), with or without its size field.
+enum class UdpFraming : std::uint8_t { vita49, none, gnuradio_seq, gnuradio_seq_size };
+
 struct UdpSourceSettings {
+  UdpFraming framing = UdpFraming::vita49;
   std::string address = "127.0.0.1:50000";  // bind here
   std::int64_t stream_id = -1;               // accept only this stream ID; -1: the first one seen
   SampleFormat format = SampleFormat::ci16;
@@ -27,6 +35,8 @@ struct UdpSourceSettings {
   std::size_t max_datagram = 9000;           // without GRO
   std::size_t reorder_window = 16;           // packets held while waiting for an earlier one
   std::chrono::nanoseconds flush_after{std::chrono::milliseconds(20)};
+  std::chrono::nanoseconds max_jump{std::chrono::seconds(1)};  // further from the stream: an outlier
+  std::size_t resync_after = 4;              // agreeing outliers in a row that make a resynchronisation
   PoolSettings pool;
 };
 
@@ -51,6 +61,9 @@ class UdpSource final : public Stage {
     bool used = false;
   };
   void handle_datagram(const std::byte* data, std::size_t bytes) noexcept;
+  void handle_gnuradio(const std::byte* data, std::size_t bytes) noexcept;
+  void place(std::uint64_t epoch_index, const std::byte* payload, std::size_t samples) noexcept;
+  void resynchronise() noexcept;
   void handle_samples(std::uint64_t index, const std::byte* payload, std::size_t samples) noexcept;
   void commit(std::uint64_t index, const std::byte* payload, std::size_t samples) noexcept;
   void drain_pending() noexcept;
@@ -74,11 +87,13 @@ class UdpSource final : public Stage {
   std::array<std::uint64_t, 64> history_{};  // start indices of recently committed packets
   std::size_t history_count_ = 0;
   ChunkAssembler assembler_;
+  JumpGuard guard_;
   vita49::Packet packet_;
   bool locked_ = false;
   std::uint32_t stream_id_ = 0;
   bool have_origin_ = false;
-  std::uint64_t origin_ = 0;
+  bool timed_ = true;
+  std::uint64_t origin_ = 0;  // epoch index of stream index 0 (modulo 2^64 after a backward resync)
   std::uint64_t highest_seen_ = 0;
   std::uint64_t last_packet_ns_ = 0;
   std::uint8_t next_count_ = 0;
@@ -92,9 +107,11 @@ class UdpSource final : public Stage {
   std::uint64_t last_epoch_index_ = 0;
   bool have_last_time_ = false;
   std::uint64_t batch_packets_ = 0;
+  std::size_t datagram_samples_ = 0;  // gnuradio framings: the first datagram's, which all share
   NamedCounter* duplicates_ = nullptr;
   NamedCounter* reordered_ = nullptr;
   NamedCounter* drop_truncated_ = nullptr;
+  NamedCounter* drop_empty_ = nullptr;
   NamedCounter* drop_bad_size_ = nullptr;
   NamedCounter* drop_unknown_type_ = nullptr;
   NamedCounter* drop_wrong_stream_ = nullptr;

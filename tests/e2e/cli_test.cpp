@@ -140,6 +140,38 @@ TEST(Cli, ValidateReportsEveryErrorWithItsLocation) {
   fs::remove(config);
 }
 
+TEST(Cli, BadYamlIsRefusedBeforeAnythingIsCreated) {
+  const fs::path directory = temp_path("never_created");
+  fs::remove_all(directory);
+  const fs::path config = temp_path("latin1.yaml");
+  // A Latin-1 "é" in the pipeline name, which becomes the capture's name.
+  std::ofstream(config) << "pipeline:\n  name: caf\xE9\n  duration: 100ms\nlanes:\n  - name: a\n    stages:\n      - {type: generator}\n"
+                           "      - {type: record, directory: " + directory.string() + "}\n";
+  for (const char* command : {"validate", "run"}) {
+    auto result = run_process({kSluice, command, config.string()});
+    EXPECT_EQ(result.exit_code, 2) << command;
+    EXPECT_NE(result.err.find(config.string() + ":2:12: (file): not UTF-8"), std::string::npos) << result.err;
+    EXPECT_FALSE(fs::exists(directory)) << command << " created " << directory;
+  }
+  // An alias bomb is refused at once, naming where.
+  std::string bomb = "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n";
+  for (char level = 'b'; level <= 'i'; ++level) {
+    bomb += std::string(1, level) + ": &" + level + " [";
+    for (int i = 0; i < 9; ++i) bomb += std::string(i == 0 ? "" : ",") + "*" + static_cast<char>(level - 1);
+    bomb += "]\n";
+  }
+  std::ofstream(config) << bomb;
+  auto result = run_process({kSluice, "validate", config.string()}, std::chrono::seconds(20));
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.err.find("aliases expand to more than"), std::string::npos) << result.err;
+  // A syntax error names its key path.
+  std::ofstream(config) << "pipeline:\n  name: [unclosed\nlanes: []\n";
+  result = run_process({kSluice, "validate", config.string()});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.err.find(": pipeline.name"), std::string::npos) << result.err;
+  fs::remove(config);
+}
+
 TEST(Cli, ValidateAcceptsTheDemo) {
   auto result = run_process({kSluice, "validate", kSourceDir + "/configs/demo.yaml"});
   EXPECT_EQ(result.exit_code, 0) << result.err;

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "stages/generator/generator.hpp"
 
 namespace sluice {
@@ -83,6 +85,70 @@ TEST(Config, SyntaxErrorNamesLineAndColumn) {
   ASSERT_EQ(errors.size(), 1U);
   EXPECT_EQ(errors[0].location.rfind("test.yaml:", 0), 0U);
   EXPECT_NE(errors[0].message.find("YAML syntax error"), std::string::npos);
+}
+
+TEST(Config, SyntaxErrorNamesTheKeyPathItIsUnder) {
+  // The flow sequence under pipeline.name never closes: the parser fails inside it.
+  const auto errors = errors_of("pipeline:\n  name: [unclosed\nlanes: []\n");
+  ASSERT_EQ(errors.size(), 1U);
+  EXPECT_EQ(errors[0].key_path.rfind("pipeline.name", 0), 0U) << errors[0].to_string();
+  // A tab where indentation is expected, deep in a lane.
+  const auto deep = errors_of("lanes:\n  - name: a\n    source:\n      rate: 1GB/s\n     bad: [\n");
+  ASSERT_EQ(deep.size(), 1U);
+  EXPECT_FALSE(deep[0].key_path.empty());
+  EXPECT_EQ(deep[0].location.rfind("test.yaml:", 0), 0U);
+  // Nothing parsed yet: the path still says where.
+  const auto first = errors_of("[: x\n");
+  ASSERT_EQ(first.size(), 1U);
+  EXPECT_FALSE(first[0].key_path.empty());
+}
+
+TEST(Config, TextThatIsNotUtf8IsRejectedWhereItIs) {
+  // Latin-1 "é" (0xE9) in a value on line 2, column 9.
+  std::string yaml = std::string(kGood);
+  yaml.replace(yaml.find("two-port"), 8, std::string("two-p\xE9rt"));
+  const auto errors = errors_of(yaml);
+  ASSERT_EQ(errors.size(), 1U);
+  EXPECT_EQ(errors[0].location, "test.yaml:2:14");
+  EXPECT_NE(errors[0].message.find("UTF-8"), std::string::npos);
+  // Each malformed form: a stray continuation byte, a truncated sequence, an overlong "/",
+  // a UTF-16 surrogate, a code point above U+10FFFF.
+  for (const std::string& bad : {std::string("\x80"), std::string("\xC3"), std::string("\xC0\xAF"),
+                                std::string("\xED\xA0\x80"), std::string("\xF4\x90\x80\x80")}) {
+    const auto each = errors_of("pipeline: {name: " + bad + "}\nlanes: []\n");
+    ASSERT_EQ(each.size(), 1U);
+    EXPECT_EQ(each[0].location, "test.yaml:1:18");
+  }
+  // Well-formed UTF-8 of every length passes this check (and fails only on content).
+  const auto good = errors_of("pipeline: {name: \"\xC3\xA9\xE2\x82\xAC\xF0\x9F\x93\xA1\"}\nlanes: []\n");
+  ASSERT_EQ(good.size(), 1U);
+  EXPECT_EQ(good[0].key_path, "lanes");
+}
+
+TEST(Config, AliasBombIsRejectedAtOnce) {
+  // Billion laughs: nine levels of ten aliases each, 10^9 nodes from under 600 bytes.
+  std::string yaml = "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n";
+  for (char level = 'b'; level <= 'i'; ++level) {
+    const std::string previous(1, static_cast<char>(level - 1));
+    yaml += std::string(1, level) + ": &" + level + " [";
+    for (int i = 0; i < 9; ++i) yaml += std::string(i == 0 ? "" : ",") + "*" + previous;
+    yaml += "]\n";
+  }
+  ASSERT_LT(yaml.size(), 600U);
+  const auto started = std::chrono::steady_clock::now();
+  const auto errors = errors_of(yaml);
+  const auto took = std::chrono::steady_clock::now() - started;
+  ASSERT_EQ(errors.size(), 1U);
+  EXPECT_NE(errors[0].message.find("aliases expand"), std::string::npos) << errors[0].to_string();
+  EXPECT_EQ(errors[0].location.rfind("test.yaml:", 0), 0U);
+  EXPECT_FALSE(errors[0].key_path.empty());
+  // Not a timing test: the limit is 10^5 nodes; walking 10^9 would take tens of seconds.
+  EXPECT_LT(took, std::chrono::seconds(5));
+  // A few aliases (the normal use) are fine.
+  const auto fine = load_pipeline_text(
+      "template:\n  - &gen {name: source, type: generator}\n  - {name: sink, type: null}\nlanes: [{name: a}, {name: b}]\n",
+      "test.yaml");
+  EXPECT_EQ(fine.lanes.size(), 2U);
 }
 
 TEST(Config, UnknownKeyWithDidYouMeanHint) {

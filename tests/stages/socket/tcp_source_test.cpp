@@ -4,10 +4,16 @@
 
 #include <gtest/gtest.h>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <random>
 #include <thread>
 
 #include "capture_sink.hpp"
 #include "emulator/emulator.hpp"
+#include "wire/socket.hpp"
 
 namespace sluice {
 namespace {
@@ -23,6 +29,9 @@ struct TcpRun {
   std::uint64_t samples_out = 0;
   std::uint64_t bad_magic = 0;
   std::uint64_t late = 0;
+  std::uint64_t outliers = 0;
+  std::uint64_t resyncs = 0;
+  std::uint64_t resync_samples = 0;
   std::size_t spp = 0;
   test_support::Capture capture;
 };
@@ -71,6 +80,9 @@ void run_tcp(emulator::EmulatorSettings settings, bool stage_is_server, TcpRun& 
   run.samples_out = metrics.out.samples.load();
   run.bad_magic = drops(metrics, "bad_magic");
   run.late = drops(metrics, "late");
+  run.outliers = drops(metrics, "outlier");
+  run.resyncs = counter(metrics, "resyncs");
+  run.resync_samples = counter(metrics, "resync_samples");
   test_support::current_capture() = nullptr;
 }
 
@@ -129,6 +141,208 @@ TEST(TcpSource, FaultsFromAServerAreCountedExactly) {
   EXPECT_EQ(gaps[1].first_sample, 30 * spp);
   EXPECT_EQ(gaps[2].first_sample, 40 * spp);
   for (const Gap& gap : gaps) EXPECT_EQ(gap.length, spp);
+}
+
+constexpr std::uint64_t k2To40 = 1ULL << 40;
+
+TEST(TcpSource, OneFrameWithFirstSampleOffBy2To40IsAnOutlier) {
+  emulator::EmulatorSettings settings;
+  settings.count = 1000;
+  settings.faults.shift.packets = {300};
+  settings.faults.shift_by = static_cast<std::int64_t>(k2To40);
+  TcpRun run;
+  run_tcp(settings, true, run);
+  const std::uint64_t spp = run.spp;
+  EXPECT_EQ(run.outliers, 1U);
+  EXPECT_EQ(run.late, 0U);
+  EXPECT_EQ(run.resyncs, 0U);
+  EXPECT_EQ(run.lost_samples, spp);
+  EXPECT_EQ(run.samples_out, 999 * spp);
+  const std::vector<Gap> gaps = gaps_of(run, settings.signal, 1000 * spp);
+  ASSERT_EQ(gaps.size(), 1U);
+  EXPECT_EQ(gaps[0].first_sample, 300 * spp);
+  EXPECT_EQ(gaps[0].length, spp);
+}
+
+TEST(TcpSource, SustainedFirstSampleJumpIsOneResynchronisation) {
+  emulator::EmulatorSettings settings;
+  settings.count = 1000;
+  for (std::uint64_t k = 300; k < 1000; ++k) settings.faults.shift.packets.push_back(k);
+  settings.faults.shift_by = static_cast<std::int64_t>(k2To40);
+  TcpRun run;
+  run_tcp(settings, true, run);
+  const std::uint64_t spp = run.spp;
+  EXPECT_EQ(run.resyncs, 1U);
+  EXPECT_EQ(run.resync_samples, k2To40);
+  EXPECT_EQ(run.outliers, 0U);
+  EXPECT_EQ(run.late, 0U);
+  EXPECT_EQ(run.lost_samples, 0U);
+  EXPECT_EQ(run.samples_out, 1000 * spp);
+  emulator::SignalSource source(settings.signal);
+  std::uint64_t end = 0;
+  const std::vector<Gap> gaps = test_support::walk_stream(run.capture, 4, [&](std::uint64_t first, std::uint64_t count) {
+    std::vector<std::byte> bytes(count * 4);
+    source.fill(first >= 300 * spp + k2To40 ? first - k2To40 : first, bytes);
+    return bytes;
+  }, end);
+  EXPECT_EQ(end, 1000 * spp + k2To40);
+  ASSERT_EQ(gaps.size(), 1U);
+  EXPECT_EQ(gaps[0].first_sample, 300 * spp);
+  EXPECT_EQ(gaps[0].length, k2To40);
+}
+
+// Connects to the stage, sends `garbage` random bytes and closes, as a stray client would.
+void send_garbage(std::uint16_t port, std::size_t garbage) {
+  wire::UniqueFd stray(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  const sockaddr_in address = *wire::parse_endpoint("127.0.0.1:" + std::to_string(port));
+  ASSERT_EQ(::connect(stray.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+  std::mt19937_64 random(3);
+  std::vector<std::byte> bytes(garbage);
+  for (auto& byte : bytes) byte = static_cast<std::byte>(random());
+  ASSERT_EQ(::send(stray.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+}
+
+struct ServerLane {
+  test_support::Capture capture;
+  std::unique_ptr<Pipeline> pipeline;
+  std::thread runner;
+  TcpSource* stage = nullptr;
+  explicit ServerLane(const std::string& extra) {
+    test_support::current_capture() = &capture;
+    const std::string yaml = "pipeline: {chunk: 64KiB, chunks: 64}\n"
+                             "template:\n"
+                             "  - {name: source, type: tcp, mode: server, address: 127.0.0.1:0, sample_rate: 100Msps" +
+                             extra + "}\n  - {name: sink, type: capture}\nlanes: [{name: port0}]\n";
+    pipeline = std::make_unique<Pipeline>(load_pipeline_text(yaml, "<test>", {}, test_support::test_registry()));
+    pipeline->start();
+    stage = dynamic_cast<TcpSource*>(pipeline->definition().lanes[0].stages[0].stage.get());
+    runner = std::thread([this] { pipeline->run(); });
+  }
+  ~ServerLane() {
+    pipeline->request_stop();
+    if (runner.joinable()) runner.join();
+    test_support::current_capture() = nullptr;
+  }
+  ServerLane(const ServerLane&) = delete;
+  ServerLane& operator=(const ServerLane&) = delete;
+  emulator::EmulatorReport send(emulator::EmulatorSettings settings) {
+    settings.transport = emulator::Transport::tcp;
+    settings.tcp_role = emulator::TcpRole::client;
+    settings.signal.sample_rate = 100e6;
+    settings.start_seconds = 1'700'000'000;
+    settings.streams = {{"127.0.0.1:" + std::to_string(stage->port()), 1}};
+    emulator::Emulator sender(settings);
+    sender.open();
+    return sender.run(nullptr, false);
+  }
+  [[nodiscard]] const StageMetrics& metrics() const { return test_support::source_metrics(*pipeline); }
+};
+
+TEST(TcpSource, AStrayConnectionDoesNotEndTheRunAndTheSensorGetsIn) {
+  ServerLane lane("");
+  send_garbage(lane.stage->port(), 4096);
+  ASSERT_TRUE(test_support::wait_for([&] { return counter(lane.metrics(), "disconnects") == 1; }));
+  emulator::EmulatorSettings settings;
+  settings.count = 2000;
+  const std::size_t spp = settings.samples_per_packet();
+  lane.send(settings);
+  // The sensor delivered frames and closed: with reconnect off, that ends the stream.
+  lane.runner.join();
+  EXPECT_EQ(counter(lane.metrics(), "connections"), 2U);
+  EXPECT_GE(drops(lane.metrics(), "bad_magic"), 1U);
+  EXPECT_EQ(lane.metrics().out.samples.load(), 2000 * spp);
+  TcpRun run;
+  for (auto& chunk : lane.capture.chunks) run.capture.chunks.push_back(chunk);
+  EXPECT_TRUE(gaps_of(run, settings.signal, 2000 * spp).empty());
+}
+
+TEST(TcpSource, ASensorThatReconnectsResumesWithTheFramesBetweenAsAGap) {
+  ServerLane lane(", reconnect: true");
+  emulator::EmulatorSettings first;
+  first.count = 400;
+  const std::size_t spp = first.samples_per_packet();
+  lane.send(first);
+  ASSERT_TRUE(test_support::wait_for([&] { return counter(lane.metrics(), "disconnects") == 1; }));
+  // The sensor comes back 100 frames later (its frames 400..499 never reached the stage).
+  emulator::EmulatorSettings second;
+  second.count = 1000;
+  for (std::uint64_t k = 0; k < 500; ++k) second.faults.drop.packets.push_back(k);
+  lane.send(second);
+  ASSERT_TRUE(test_support::wait_for([&] { return lane.metrics().out.samples.load() >= 900 * spp; }));
+  EXPECT_EQ(counter(lane.metrics(), "connections"), 2U);
+  lane.pipeline->request_stop();
+  lane.runner.join();
+  EXPECT_EQ(counter(lane.metrics(), "lost_samples"), 100 * spp);
+  EXPECT_EQ(counter(lane.metrics(), "resyncs"), 0U);
+  TcpRun run;
+  for (auto& chunk : lane.capture.chunks) run.capture.chunks.push_back(chunk);
+  const std::vector<Gap> gaps = gaps_of(run, first.signal, 1000 * spp);
+  ASSERT_EQ(gaps.size(), 1U);
+  EXPECT_EQ(gaps[0].first_sample, 400 * spp);
+  EXPECT_EQ(gaps[0].length, 100 * spp);
+}
+
+// The window scale a connecting peer sees from the stage: the receive buffer must be set
+// on the listening socket, before the handshake, to size it.
+int announced_window_scale(std::uint16_t port) {
+  wire::UniqueFd client(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  const sockaddr_in address = *wire::parse_endpoint("127.0.0.1:" + std::to_string(port));
+  EXPECT_EQ(::connect(client.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+  tcp_info info{};
+  socklen_t length = sizeof(info);
+  EXPECT_EQ(::getsockopt(client.get(), IPPROTO_TCP, TCP_INFO, &info, &length), 0);
+  return info.tcpi_snd_wscale;
+}
+
+TEST(TcpSource, ReceiveBufferIsSetBeforeTheHandshakeAndNoted) {
+  int small_scale = 0;
+  int large_scale = 0;
+  {
+    ServerLane lane(", receive_buffer: 8KiB");
+    small_scale = announced_window_scale(lane.stage->port());
+    const auto& notes = lane.metrics().notes;
+    ASSERT_FALSE(notes.empty());
+    EXPECT_NE(notes.front().find("receive buffer"), std::string::npos);
+  }
+  {
+    ServerLane lane(", receive_buffer: 256MiB");
+    large_scale = announced_window_scale(lane.stage->port());
+    const std::string& note = lane.metrics().notes.front();
+    // Granted in full (SO_RCVBUFFORCE with CAP_NET_ADMIN) or the cap is said.
+    const bool granted = note.find("256.00 MiB") != std::string::npos;
+    EXPECT_TRUE(granted || note.find("capped by the kernel") != std::string::npos) << note;
+    if (!granted) GTEST_SKIP() << "kernel capped the buffer (" << note << "): the window cannot grow";
+  }
+  EXPECT_GT(large_scale, small_scale);
+}
+
+TEST(TcpSource, BareSamplesLikeGnuRadioTcpSinkArriveWhole) {
+  ServerLane lane(", framing: none");
+  emulator::SignalSettings signal;
+  signal.tones = {{3e6, 0.4}};
+  signal.noise_snr_db = 30;  // no two samples alike: a misplaced byte shows
+  emulator::SignalSource source(signal);
+  const std::uint64_t total = 200'000;
+  std::vector<std::byte> samples(total * 4);
+  source.fill(0, samples);
+  {
+    wire::UniqueFd sensor(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    const sockaddr_in address = *wire::parse_endpoint("127.0.0.1:" + std::to_string(lane.stage->port()));
+    ASSERT_EQ(::connect(sensor.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+    // Writes of 1001 bytes: samples cut across receives must be put back together.
+    for (std::size_t offset = 0; offset < samples.size(); offset += 1001) {
+      const std::size_t length = std::min<std::size_t>(1001, samples.size() - offset);
+      ASSERT_EQ(::send(sensor.get(), samples.data() + offset, length, MSG_NOSIGNAL), static_cast<ssize_t>(length));
+    }
+  }
+  lane.runner.join();  // the sensor closed: the stream ends
+  EXPECT_EQ(lane.metrics().out.samples.load(), total);
+  EXPECT_EQ(drops(lane.metrics(), "partial_sample"), 0U);
+  TcpRun run;
+  for (auto& chunk : lane.capture.chunks) run.capture.chunks.push_back(chunk);
+  EXPECT_TRUE(gaps_of(run, signal, total).empty());
+  ASSERT_FALSE(lane.metrics().notes.empty());
+  EXPECT_NE(lane.metrics().notes.back().find("cannot be detected"), std::string::npos);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <random>
@@ -32,6 +33,8 @@ struct UdpRun {
   std::uint64_t duplicates = 0;
   std::uint64_t reordered = 0;
   std::uint64_t samples_out = 0;
+  std::uint64_t resyncs = 0;
+  std::uint64_t resync_samples = 0;
   std::map<std::string, std::uint64_t> drops;
   std::size_t samples_per_packet = 0;
 };
@@ -39,15 +42,17 @@ struct UdpRun {
 constexpr std::uint64_t kStartSeconds = 1'700'000'000;
 
 // Runs `settings` (destination filled in) against a udp stage; `extra` runs after the
-// emulator, with the stage's port (garbage senders).
+// emulator, with the stage's port (garbage senders, other framings). A count of 0: no
+// emulator, only `extra`.
 void run_udp(emulator::EmulatorSettings settings, UdpRun& run, const std::string& stage_settings = "",
              const std::function<std::uint64_t(std::uint16_t)>& extra = {}) {
   test_support::current_capture() = &run.capture;
   const std::string yaml =
       "pipeline: {chunk: 64KiB, chunks: 64}\n"
       "template:\n"
-      "  - {name: source, type: udp, address: 127.0.0.1:0, stream_id: 1, sample_rate: 100Msps, format: " +
-      std::string(to_string(settings.signal.format)) + stage_settings +
+      "  - {name: source, type: udp, address: 127.0.0.1:0, sample_rate: 100Msps, format: " +
+      std::string(to_string(settings.signal.format)) +
+      (stage_settings.find("framing") == std::string::npos ? ", stream_id: 1" : "") + stage_settings +
       "}\n"
       "  - {name: sink, type: capture}\n"
       "lanes: [{name: port0}]\n";
@@ -61,10 +66,12 @@ void run_udp(emulator::EmulatorSettings settings, UdpRun& run, const std::string
   settings.signal.sample_rate = 100e6;
   settings.start_seconds = kStartSeconds;
   if (settings.rate == 0) settings.rate = 200e6;  // paced: loopback buffers never overflow
-  emulator::Emulator emulator(settings);
-  emulator.open();
-  run.samples_per_packet = settings.samples_per_packet();
-  run.sent = emulator.run(nullptr, false);
+  if (settings.count != 0) {
+    emulator::Emulator emulator(settings);
+    emulator.open();
+    run.samples_per_packet = settings.samples_per_packet();
+    run.sent = emulator.run(nullptr, false);
+  }
   std::uint64_t expected_datagrams = run.sent.packets;
   if (extra) expected_datagrams += extra(stage->port());
 
@@ -79,6 +86,8 @@ void run_udp(emulator::EmulatorSettings settings, UdpRun& run, const std::string
   run.duplicates = counter(metrics, "duplicates");
   run.reordered = counter(metrics, "reordered");
   run.samples_out = metrics.out.samples.load();
+  run.resyncs = counter(metrics, "resyncs");
+  run.resync_samples = counter(metrics, "resync_samples");
   for (const auto& named : metrics.drops()) run.drops[named.name] = named.get();
   test_support::current_capture() = nullptr;
 }
@@ -297,6 +306,251 @@ TEST(UdpSource, RandomGarbageNeverCorruptsTheStream) {
   EXPECT_EQ(dropped, garbage);
   EXPECT_EQ(run.lost_samples, 0U);
   expect_stream(run, settings, 1500 * run.samples_per_packet, {});
+}
+
+// Packets [from, to) claim a position `by` samples away, as a sender whose clock jumped would.
+emulator::EmulatorSettings with_shift(std::uint64_t count, std::uint64_t from, std::uint64_t to, std::int64_t by) {
+  auto settings = with_count(count);
+  for (std::uint64_t k = from; k < to; ++k) settings.faults.shift.packets.push_back(k);
+  settings.faults.shift_by = by;
+  return settings;
+}
+
+constexpr std::int64_t kHourAt100Msps = 3600LL * 100'000'000LL;
+
+TEST(UdpSource, OneTimestampAnHourAheadDoesNotMoveTheStream) {
+  const auto settings = with_shift(1000, 500, 501, kHourAt100Msps);
+  UdpRun run;
+  run_udp(settings, run);
+  const std::uint64_t spp = run.samples_per_packet;
+  EXPECT_EQ(run.sent.shifted, 1U);
+  EXPECT_EQ(run.drops["outlier"], 1U);
+  EXPECT_EQ(run.resyncs, 0U);
+  // The outlier's samples are missing at its true place, and nothing else moved.
+  EXPECT_EQ(run.lost_packets, 1U);
+  EXPECT_EQ(run.lost_samples, spp);
+  expect_stream(run, settings, 1000 * spp, {{500 * spp, spp}});
+}
+
+TEST(UdpSource, FewerAgreeingOutliersThanResyncAfterAreOutliers) {
+  // Three packets an hour back, in a row: resync_after is 4, so they are outliers too.
+  const auto settings = with_shift(1000, 200, 203, -kHourAt100Msps);
+  UdpRun run;
+  run_udp(settings, run);
+  const std::uint64_t spp = run.samples_per_packet;
+  EXPECT_EQ(run.drops["outlier"], 3U);
+  EXPECT_EQ(run.resyncs, 0U);
+  expect_stream(run, settings, 1000 * spp, {{200 * spp, 3 * spp}});
+}
+
+// Walks the capture of a stream whose sender jumped by `by` samples at stream index `at`:
+// samples after it are the emulator's from `at` on, placed `by` later.
+std::vector<Gap> walk_jumped(const UdpRun& run, const emulator::EmulatorSettings& settings, std::uint64_t at,
+                             std::uint64_t by, std::uint64_t& end) {
+  emulator::SignalSettings signal = settings.signal;
+  signal.sample_rate = 100e6;
+  emulator::SignalSource source(signal);
+  return test_support::walk_stream(run.capture, 4, [&](std::uint64_t first, std::uint64_t count) {
+    std::vector<std::byte> bytes(count * 4);
+    source.fill(first >= at + by ? first - by : first, bytes);
+    return bytes;
+  }, end);
+}
+
+TEST(UdpSource, SustainedJumpAheadIsOneResynchronisationWithAGapAtItsPlace) {
+  const std::uint64_t jump = static_cast<std::uint64_t>(kHourAt100Msps);
+  const auto settings = with_shift(1000, 500, 1000, kHourAt100Msps);
+  UdpRun run;
+  run_udp(settings, run);
+  const std::uint64_t spp = run.samples_per_packet;
+  EXPECT_EQ(run.resyncs, 1U);
+  EXPECT_EQ(run.resync_samples, jump);
+  EXPECT_EQ(run.drops["outlier"], 0U);
+  // The packets that confirmed the jump are kept: nothing is lost.
+  EXPECT_EQ(run.lost_samples, 0U);
+  EXPECT_EQ(run.samples_out, 1000 * spp);
+  std::uint64_t end = 0;
+  const std::vector<Gap> gaps = walk_jumped(run, settings, 500 * spp, jump, end);
+  EXPECT_EQ(end, 1000 * spp + jump);
+  ASSERT_EQ(gaps.size(), 1U);
+  EXPECT_EQ(gaps[0].first_sample, 500 * spp);
+  EXPECT_EQ(gaps[0].length, jump);
+  // Chunk times follow the sender's clock on both sides of the jump.
+  for (const auto& chunk : run.capture.chunks) {
+    if (chunk.sample_count == 0) continue;
+    const std::uint64_t epoch = kStartSeconds * 100'000'000ULL + chunk.first_sample;
+    EXPECT_EQ(chunk.timestamp.seconds, epoch / 100'000'000ULL);
+  }
+}
+
+TEST(UdpSource, SustainedJumpBackStartsANewSegmentRightAfterTheOldOne) {
+  const auto settings = with_shift(1000, 500, 1000, -kHourAt100Msps);
+  UdpRun run;
+  run_udp(settings, run);
+  const std::uint64_t spp = run.samples_per_packet;
+  EXPECT_EQ(run.resyncs, 1U);
+  EXPECT_EQ(run.drops["outlier"], 0U);
+  EXPECT_EQ(run.drops["late"], 0U);
+  EXPECT_EQ(run.lost_samples, 0U);
+  // The stream index cannot go back: the new segment follows on, in a chunk of its own
+  // whose time is the sender's new time.
+  std::uint64_t end = 0;
+  EXPECT_TRUE(walk_jumped(run, settings, 1000 * spp, 0, end).empty());
+  EXPECT_EQ(end, 1000 * spp);
+  bool found = false;
+  for (const auto& chunk : run.capture.chunks) {
+    const std::uint64_t epoch = kStartSeconds * 100'000'000ULL + chunk.first_sample -
+                                (chunk.first_sample >= 500 * spp ? static_cast<std::uint64_t>(kHourAt100Msps) : 0);
+    EXPECT_EQ(chunk.timestamp.seconds, epoch / 100'000'000ULL) << chunk.first_sample;
+    EXPECT_EQ(chunk.timestamp.picoseconds, (epoch % 100'000'000ULL) * 10'000ULL) << chunk.first_sample;
+    found = found || chunk.first_sample == 500 * spp;
+  }
+  EXPECT_TRUE(found) << "no chunk starts where the sender jumped";
+}
+
+TEST(UdpSource, ZeroLengthDatagramsAreCountedAsMalformed) {
+  auto settings = with_count(300);
+  UdpRun run;
+  run_udp(settings, run, "", [&](std::uint16_t port) -> std::uint64_t {
+    wire::UniqueFd sender(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    const sockaddr_in address = *wire::parse_endpoint("127.0.0.1:" + std::to_string(port));
+    for (int i = 0; i < 5; ++i) {
+      EXPECT_EQ(::sendto(sender.get(), nullptr, 0, 0, reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+    }
+    return 5;
+  });
+  EXPECT_EQ(run.drops["empty"], 5U);
+  EXPECT_EQ(run.packets, 305U);
+  expect_stream(run, settings, 300 * run.samples_per_packet, {});
+}
+
+TEST(UdpSource, MaxJumpIsASettingWithABound) {
+  // 1 ms at 100 Msps is 100,000 samples: a shift of 200,000 is an outlier, 50,000 is a gap.
+  const auto far = with_shift(600, 300, 301, 200'000);
+  UdpRun run;
+  run_udp(far, run, ", max_jump: 1ms");
+  EXPECT_EQ(run.drops["outlier"], 1U);
+  const auto near = with_shift(600, 300, 301, 50'000);
+  UdpRun other;
+  run_udp(near, other, ", max_jump: 1ms");
+  EXPECT_EQ(other.drops["outlier"], 0U);
+}
+
+// Sends `count` datagrams of 1472 bytes as GNU Radio 3.10's network.udp_sink does with the
+// given header type (sequence numbers from 1, samples in the host's byte order), leaving out
+// the sequence numbers in `skip`. Returns the datagrams sent and the samples in each.
+std::uint64_t send_like_gnuradio(std::uint16_t port, int header_type, std::uint64_t count, const std::vector<std::uint64_t>& skip,
+                                 const emulator::SignalSettings& signal, std::size_t& samples_per_datagram) {
+  const std::size_t header = header_type == 0 ? 0 : header_type == 1 ? 8 : 16;
+  samples_per_datagram = (1472 - header) / 4;
+  wire::UniqueFd sender(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  const sockaddr_in address = *wire::parse_endpoint("127.0.0.1:" + std::to_string(port));
+  emulator::SignalSource source(signal);
+  std::vector<std::byte> datagram(header + samples_per_datagram * 4);
+  std::uint64_t sent = 0;
+  for (std::uint64_t k = 0; k < count; ++k) {
+    const std::uint64_t sequence = k + 1;
+    if (std::find(skip.begin(), skip.end(), sequence) != skip.end()) continue;
+    // The structs as the sink memcpys them: little-endian uint64, then int16 size and padding.
+    for (std::size_t b = 0; b < 8 && header != 0; ++b) datagram[b] = static_cast<std::byte>(sequence >> (8 * b));
+    if (header == 16) {
+      datagram[8] = static_cast<std::byte>(datagram.size() & 0xFF);
+      datagram[9] = static_cast<std::byte>(datagram.size() >> 8);
+    }
+    source.fill(k * samples_per_datagram, std::span<std::byte>(datagram.data() + header, samples_per_datagram * 4));
+    EXPECT_EQ(::sendto(sender.get(), datagram.data(), datagram.size(), 0, reinterpret_cast<const sockaddr*>(&address),
+                       sizeof(address)),
+              static_cast<ssize_t>(datagram.size()));
+    ++sent;
+    if (sent % 32 == 0) std::this_thread::sleep_for(std::chrono::microseconds(300));
+  }
+  return sent;
+}
+
+// The capture holds the signal's samples with exactly `expected_gaps`, up to `total`.
+void expect_untimed_stream(const UdpRun& run, const emulator::SignalSettings& signal, std::uint64_t total,
+                           const std::vector<Gap>& expected_gaps) {
+  emulator::SignalSource source(signal);
+  std::uint64_t end = 0;
+  const std::vector<Gap> gaps = test_support::walk_stream(run.capture, 4, [&](std::uint64_t first, std::uint64_t count) {
+    std::vector<std::byte> bytes(count * 4);
+    source.fill(first, bytes);
+    return bytes;
+  }, end);
+  EXPECT_EQ(end, total);
+  ASSERT_EQ(gaps.size(), expected_gaps.size());
+  for (std::size_t i = 0; i < gaps.size(); ++i) {
+    EXPECT_EQ(gaps[i].first_sample, expected_gaps[i].first_sample) << i;
+    EXPECT_EQ(gaps[i].length, expected_gaps[i].length) << i;
+  }
+  for (const auto& chunk : run.capture.chunks) EXPECT_FALSE(chunk.timestamp.valid);
+}
+
+TEST(UdpSource, GnuRadioSequenceNumbersGiveExactLoss) {
+  for (const auto& [header_type, framing] : {std::pair{1, "gnuradio_seq"}, std::pair{2, "gnuradio_seq_size"}}) {
+    SCOPED_TRACE(framing);
+    auto settings = with_count(0);
+    UdpRun run;
+    std::size_t spp = 0;
+    // Sequence numbers 11, 500 and 501 never sent; the stream starts at sequence 1.
+    run_udp(settings, run, std::string(", framing: ") + framing, [&](std::uint16_t port) {
+      return send_like_gnuradio(port, header_type, 1000, {11, 500, 501}, settings.signal, spp);
+    });
+    EXPECT_EQ(run.packets, 997U);
+    EXPECT_EQ(run.lost_packets, 3U);
+    EXPECT_EQ(run.lost_samples, 3 * spp);
+    EXPECT_EQ(run.samples_out, 997 * spp);
+    expect_untimed_stream(run, settings.signal, 1000 * spp, {{10 * spp, spp}, {499 * spp, 2 * spp}});
+  }
+}
+
+TEST(UdpSource, GnuRadioSizeFieldIsChecked) {
+  auto settings = with_count(0);
+  UdpRun run;
+  std::size_t spp = 0;
+  run_udp(settings, run, ", framing: gnuradio_seq_size", [&](std::uint16_t port) -> std::uint64_t {
+    std::uint64_t sent = send_like_gnuradio(port, 2, 100, {}, settings.signal, spp);
+    // A datagram whose size field disagrees with its length, and one too short for the header.
+    wire::UniqueFd sender(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    const sockaddr_in address = *wire::parse_endpoint("127.0.0.1:" + std::to_string(port));
+    std::vector<std::byte> bad(64);
+    bad[0] = std::byte{101};
+    bad[8] = std::byte{63};
+    EXPECT_EQ(::sendto(sender.get(), bad.data(), bad.size(), 0, reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 64);
+    EXPECT_EQ(::sendto(sender.get(), bad.data(), 12, 0, reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 12);
+    return sent + 2;
+  });
+  EXPECT_EQ(run.drops["bad_size_field"], 1U);
+  EXPECT_EQ(run.drops["truncated"], 1U);
+  expect_untimed_stream(run, settings.signal, 100 * spp, {});
+}
+
+TEST(UdpSource, BareSamplesArriveWholeAndSayThatLossCannotBeSeen) {
+  auto settings = with_count(0);
+  UdpRun run;
+  std::size_t spp = 0;
+  run_udp(settings, run, ", framing: none", [&](std::uint16_t port) {
+    return send_like_gnuradio(port, 0, 1000, {}, settings.signal, spp);
+  });
+  EXPECT_EQ(spp, 368U);
+  EXPECT_EQ(run.packets, 1000U);
+  EXPECT_EQ(run.lost_samples, 0U);
+  expect_untimed_stream(run, settings.signal, 1000 * spp, {});
+}
+
+TEST(UdpSource, FramingSettingsThatCannotApplyAreErrors) {
+  const auto rejected = [](const std::string& settings) {
+    try {
+      load_pipeline_text("lanes: [{name: a, stages: [{type: udp" + settings + "}, {type: null}]}]\n", "t.yaml");
+    } catch (const ConfigException& error) {
+      return error.errors().to_string();
+    }
+    return std::string();
+  };
+  EXPECT_NE(rejected(", framing: none, stream_id: 3").find("stream_id applies to framing vita49 only"), std::string::npos);
+  EXPECT_NE(rejected(", framing: none, max_jump: 1s").find("framing none does not have"), std::string::npos);
+  EXPECT_NE(rejected(", framing: gnu").find("is not one of"), std::string::npos);
+  EXPECT_EQ(rejected(", framing: gnuradio_seq, reorder_window: 4"), "");
 }
 
 }  // namespace
