@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Fetches Debian's own kernel package and unpacks what the Soft-RoCE test VM boots into a cache
+# directory: an uncompressed vmlinux, the RDMA modules in load order, and busybox. Nothing is
+# installed into this machine's boot; the package is fetched with apt-get download, unpacked
+# with dpkg -x. Safe to run again: it does nothing when the cache is complete.
+#   tests/vm/prepare_vm.sh [CACHE_DIR]        (default: build/vm-cache, or $SLUICE_VM_CACHE)
+# Environment: SLUICE_VM_KERNEL_PACKAGE picks the package (default: what linux-image-amd64
+# depends on, i.e. Debian 12's current kernel).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${1:-${SLUICE_VM_CACHE:-$here/../../build/vm-cache}}
+mkdir -p "$cache"
+cache=$(cd "$cache" && pwd)
+
+# Load order matters: busybox insmod does not resolve dependencies. crc32_generic is needed by
+# rdma_rxe (its ICRC) but not listed in its depends; udp_tunnel/ip6_udp_tunnel carry RoCEv2.
+modules=(configfs crc32_generic ib_core ib_uverbs iw_cm ib_cm rdma_cm rdma_ucm
+         udp_tunnel ip6_udp_tunnel rdma_rxe dummy)
+
+die() { echo "prepare_vm: $*" >&2; exit 1; }
+
+if [ -f "$cache/ready" ]; then
+  exit 0
+fi
+
+command -v busybox >/dev/null || die "busybox not found (apt-get install busybox-static)"
+busybox_path=$(command -v busybox)
+if ldd "$busybox_path" >/dev/null 2>&1; then
+  die "$busybox_path is dynamically linked; the initramfs needs busybox-static"
+fi
+
+package=${SLUICE_VM_KERNEL_PACKAGE:-}
+if [ -z "$package" ]; then
+  # The meta package's first dependency is the versioned image, e.g. linux-image-6.1.0-56-amd64.
+  package=$(apt-cache depends linux-image-amd64 2>/dev/null |
+            awk '/Depends: linux-image-[0-9]/ { print $2; exit }')
+  [ -n "$package" ] || die "apt-cache knows no linux-image-amd64 (a Debian archive in sources.list is needed, or set SLUICE_VM_KERNEL_PACKAGE)"
+fi
+
+work=$(mktemp -d "$cache/prepare.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+echo "prepare_vm: downloading $package into $cache" >&2
+# apt-get download writes into the current directory; _apt may not be able to write there,
+# which apt reports as a warning and then downloads as root.
+(cd "$work" && apt-get download -q "$package" 2>&1 | grep -v '^W: Download is performed unsandboxed' >&2) ||
+  die "apt-get download $package failed"
+deb=$(ls "$work"/*.deb 2>/dev/null | head -n1)
+[ -n "$deb" ] || die "apt-get download $package produced no .deb"
+dpkg -x "$deb" "$work/x"
+
+vmlinuz=$(ls "$work"/x/boot/vmlinuz-* 2>/dev/null | head -n1)
+[ -n "$vmlinuz" ] || die "$package has no /boot/vmlinuz-*"
+version=${vmlinuz##*/vmlinuz-}
+
+# qemu boots an ELF vmlinux through its PVH entry point, which skips the bzImage's own
+# decompressor (slow under TCG). The payload is the first compressed stream in the bzImage
+# whose decompression is an ELF file.
+extract_vmlinux() {
+  local image=$1 out=$2 magic tool offset
+  for pair in '\xfd7zXZ\x00:xz -dc' '\x1f\x8b\x08\x00:gzip -dc' '\x28\xb5\x2f\xfd:zstd -dcq' '\x02\x21\x4c\x18:lz4 -dc'; do
+    magic=${pair%%:*}
+    tool=${pair#*:}
+    command -v "${tool%% *}" >/dev/null || continue
+    for offset in $(LC_ALL=C grep -obUaP "$magic" "$image" | cut -d: -f1 | head -n 5); do
+      tail -c +$(( offset + 1 )) "$image" | $tool > "$out" 2>/dev/null || true
+      if [ "$(head -c 4 "$out" | od -An -tx1 | tr -d ' ')" = "7f454c46" ]; then
+        return 0
+      fi
+    done
+  done
+  return 1
+}
+extract_vmlinux "$vmlinuz" "$work/vmlinux" || die "could not extract an ELF vmlinux from $vmlinuz"
+
+mkdir -p "$work/modules"
+order=()
+for module in "${modules[@]}"; do
+  file=$(find "$work/x/lib/modules/$version" -name "$module.ko*" | head -n1)
+  [ -n "$file" ] || die "$package has no module $module"
+  case $file in
+    *.ko) cp "$file" "$work/modules/$module.ko" ;;
+    *.ko.xz) xz -dc "$file" > "$work/modules/$module.ko" ;;
+    *.ko.zst) zstd -dcq "$file" > "$work/modules/$module.ko" ;;
+    *.ko.gz) gzip -dc "$file" > "$work/modules/$module.ko" ;;
+    *) die "unknown module format: $file" ;;
+  esac
+  order+=("$module")
+done
+
+rm -rf "$cache/vmlinux" "$cache/modules"
+mv "$work/vmlinux" "$cache/vmlinux"
+mv "$work/modules" "$cache/modules"
+printf '%s\n' "${order[@]}" > "$cache/modules/order"
+cp "$busybox_path" "$cache/busybox"
+echo "$package $version" > "$cache/kernel"
+touch "$cache/ready"
+echo "prepare_vm: kernel $version ready in $cache" >&2
