@@ -18,6 +18,8 @@ constexpr std::uint32_t kSignalEvery = 16;        // credit writes per signalled
 constexpr std::uint64_t kSendTag = 1ull << 63;    // wr_id of sends; receives use the buffer index
 constexpr std::size_t kMetadataAlign = 64;
 constexpr std::size_t kPollBatch = 16;
+// How long completions may trail the sender's DISCONNECTED event.
+constexpr std::chrono::milliseconds kDisconnectGrace{500};
 
 std::uint32_t round_up(std::size_t value, std::size_t to) {
   return static_cast<std::uint32_t>((value + to - 1) / to * to);
@@ -147,6 +149,7 @@ bool RdmaReceiver::accept(std::chrono::milliseconds timeout) {
     expect_event(*channel_, RDMA_CM_EVENT_ESTABLISHED, options_.timeout,
                  "RoCE receiver " + describe(options_.address, options_.port));
     last_signal_ = std::chrono::steady_clock::now();
+    peer_gone_at_.reset();
     error_.clear();
   }
   return true;
@@ -216,7 +219,7 @@ ReceiveStatus RdmaReceiver::poll(Arrival& arrival) noexcept {
     }
     if (completion.status == IBV_WC_WR_FLUSH_ERR) {
       // The QP went to error: the sender disconnected or vanished (its DISCONNECTED follows).
-      error_ = "sender disconnected (receives flushed)";
+      if (!peer_gone_at_) error_ = "sender disconnected (receives flushed)";
       return ReceiveStatus::disconnected;
     }
     if (completion.status != IBV_WC_SUCCESS) {
@@ -265,6 +268,9 @@ ReceiveStatus RdmaReceiver::poll(Arrival& arrival) noexcept {
     }
     return fail("unexpected completion opcode " + std::to_string(completion.opcode));
   }
+  if (peer_gone_at_ && std::chrono::steady_clock::now() - *peer_gone_at_ > kDisconnectGrace) {
+    return ReceiveStatus::disconnected;
+  }
   // Idle: look for CM events (a sender that disconnected, a second one knocking).
   std::optional<CmEvent> event;
   try {
@@ -279,8 +285,10 @@ ReceiveStatus RdmaReceiver::poll(Arrival& arrival) noexcept {
     return ReceiveStatus::idle;
   }
   if (event->type == RDMA_CM_EVENT_DISCONNECTED || event->type == RDMA_CM_EVENT_DEVICE_REMOVAL) {
+    // The event can overtake completions still on their way into the CQ: keep taking them
+    // until the receives flush (which follows every real completion) or a grace period ends.
     error_ = std::string("sender ") + (event->type == RDMA_CM_EVENT_DISCONNECTED ? "disconnected" : "device removed");
-    return ReceiveStatus::disconnected;
+    peer_gone_at_ = std::chrono::steady_clock::now();
   }
   return ReceiveStatus::idle;
 }

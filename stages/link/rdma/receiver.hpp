@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,7 @@ class RdmaReceiver {
   [[nodiscard]] const std::string& error() const { return error_; }    // after failed / peer_error / disconnected
   [[nodiscard]] const std::string& landing_path() const { return landing_path_; }
   [[nodiscard]] std::uint64_t arrived() const { return arrived_; }
+  [[nodiscard]] std::size_t slot_bytes() const { return ring_.slot_bytes; }
   [[nodiscard]] std::uint16_t port() const;  // the port bound (useful when options.port was 0)
 
  private:
@@ -103,6 +105,7 @@ class RdmaReceiver {
   std::uint64_t sends_posted_ = 0;
   std::uint64_t sends_completed_ = 0;
   std::chrono::steady_clock::time_point last_signal_{};
+  std::optional<std::chrono::steady_clock::time_point> peer_gone_at_;  // DISCONNECTED seen
 };
 
 // Thrown when GPU landing memory cannot be registered by any path; what() says why.

@@ -271,7 +271,7 @@ bool RdmaSender::finish(std::chrono::milliseconds timeout) noexcept {
 void RdmaSender::fail(std::string_view message) noexcept {
   if (qp_ && !finished_ && post_control(ControlType::error, message)) {
     finished_ = true;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+    const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
     std::array<ibv_wc, kPollBatch> completions{};
     bool sent = false;
     while (!sent && std::chrono::steady_clock::now() < deadline) {
