@@ -24,6 +24,8 @@ struct ConnectRequest {
   std::uint64_t credit_address = 0;  // where the receiver RDMA-WRITEs its released count
   std::uint32_t credit_rkey = 0;
   std::uint32_t metadata_bytes = 0;  // the largest metadata blob the sender will send
+  std::uint32_t lane = 0;            // the lane the sender carries; the receiver refuses another
+  std::uint32_t reserved2 = 0;
 };
 static_assert(sizeof(ConnectRequest) <= 56);
 
@@ -65,10 +67,11 @@ constexpr std::uint32_t make_immediate(std::uint32_t slot, std::uint64_t sequenc
 constexpr std::uint32_t immediate_slot(std::uint32_t immediate) { return immediate & 0xffffu; }
 constexpr std::uint32_t immediate_sequence(std::uint32_t immediate) { return immediate >> 16; }
 
-// SEND messages (sender -> receiver), after every payload write of the stream (RC order).
-enum class ControlType : std::uint32_t { end_of_stream = 1, error = 2 };
+// SEND messages: hello (sender -> receiver, first, the stage's opaque description of the
+// lane), end of stream (after every payload write: RC keeps the order), error (either way).
+enum class ControlType : std::uint32_t { end_of_stream = 1, error = 2, hello = 3 };
 struct ControlMessage {
-  static constexpr std::size_t kTextBytes = 240;
+  static constexpr std::size_t kTextBytes = 4096 - 16;
   ControlType type = ControlType::end_of_stream;
   std::uint32_t text_bytes = 0;
   std::uint64_t chunks = 0;  // chunks sent on this connection before the message

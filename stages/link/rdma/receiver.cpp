@@ -16,6 +16,7 @@ constexpr std::uint32_t kControlReceives = 4;     // EOS / error messages beyond
 constexpr std::uint32_t kSendDepth = 64;          // credit writes and heartbeats
 constexpr std::uint32_t kSignalEvery = 16;        // credit writes per signalled one
 constexpr std::uint64_t kSendTag = 1ull << 63;    // wr_id of sends; receives use the buffer index
+constexpr std::uint64_t kAbortTag = 1ull << 62;   // wr_id (with kSendTag) of the error message
 constexpr std::size_t kMetadataAlign = 64;
 constexpr std::size_t kPollBatch = 16;
 // How long completions may trail the sender's DISCONNECTED event.
@@ -38,9 +39,9 @@ RdmaReceiver::RdmaReceiver(ReceiverOptions options, const LandingRing& ring)
   if (options_.address.empty()) {
     throw std::invalid_argument("the RoCE receiver needs the local address of an RDMA port to listen on");
   }
-  // Metadata slots, then receive buffers, then the 8-byte credit word.
-  host_area_.resize(std::size_t{ring.slot_count} * metadata_slot_bytes_ + std::size_t{receive_depth_} * kControlBytes +
-                    sizeof(std::uint64_t));
+  // Metadata slots, receive buffers, one control message to send, then the 8-byte credit word.
+  host_area_.resize(std::size_t{ring.slot_count} * metadata_slot_bytes_ +
+                    (std::size_t{receive_depth_} + 1) * kControlBytes + sizeof(std::uint64_t));
 
   channel_ = make_event_channel();
   rdma_cm_id* listener = nullptr;
@@ -78,8 +79,7 @@ std::uint16_t RdmaReceiver::port() const { return ntohs(rdma_get_src_port(listen
 
 bool RdmaReceiver::post_receive(std::uint32_t buffer) noexcept {
   ibv_sge sge{};
-  sge.addr = reinterpret_cast<std::uint64_t>(host_area_.data() + std::size_t{ring_.slot_count} * metadata_slot_bytes_ +
-                                             std::size_t{buffer} * kControlBytes);
+  sge.addr = reinterpret_cast<std::uint64_t>(control_buffer(buffer));
   sge.length = kControlBytes;
   sge.lkey = host_mr_->lkey;
   ibv_recv_wr request{};
@@ -110,6 +110,9 @@ bool RdmaReceiver::accept(std::chrono::milliseconds timeout) {
       std::memcpy(&request, event->private_data.data(), sizeof request);
       if (request.magic != kMagic || request.version != kProtocolVersion) {
         refusal = "connect request of another protocol or version";
+      } else if (request.lane != options_.lane) {
+        refusal = "sender carries lane " + std::to_string(request.lane) + ", this receiver lane " +
+                  std::to_string(options_.lane);
       } else if (request.metadata_bytes > options_.metadata_bytes) {
         refusal = "sender's metadata (" + std::to_string(request.metadata_bytes) + " bytes) exceeds the receiver's " +
                   std::to_string(options_.metadata_bytes);
@@ -151,6 +154,32 @@ bool RdmaReceiver::accept(std::chrono::milliseconds timeout) {
     last_signal_ = std::chrono::steady_clock::now();
     peer_gone_at_.reset();
     error_.clear();
+    // The sender's first message is its hello.
+    hello_.clear();
+    const auto hello_deadline = std::chrono::steady_clock::now() + options_.timeout;
+    for (bool have_hello = false; !have_hello;) {
+      if (std::chrono::steady_clock::now() > hello_deadline) {
+        close();
+        throw std::runtime_error("RoCE receiver " + describe(options_.address, options_.port) +
+                                 ": the sender sent no hello within " + std::to_string(options_.timeout.count()) + " ms");
+      }
+      ibv_wc completion{};
+      const int count = ibv_poll_cq(cq_.get(), 1, &completion);
+      if (count < 0) throw std::runtime_error("ibv_poll_cq failed while waiting for the hello");
+      if (count == 0 || (completion.wr_id & kSendTag)) continue;
+      const auto buffer = static_cast<std::uint32_t>(completion.wr_id);
+      ControlMessage message{};
+      std::memcpy(&message, control_buffer(buffer), std::min<std::size_t>(completion.byte_len, sizeof message));
+      if (completion.status != IBV_WC_SUCCESS || completion.opcode != IBV_WC_RECV ||
+          message.type != ControlType::hello || !post_receive(buffer)) {
+        close();
+        throw std::runtime_error("RoCE receiver " + describe(options_.address, options_.port) +
+                                 ": the sender's first message was not a hello");
+      }
+      const auto* text = reinterpret_cast<const std::byte*>(message.text);
+      hello_.assign(text, text + std::min<std::size_t>(message.text_bytes, ControlMessage::kTextBytes));
+      have_hello = true;
+    }
   }
   return true;
 }
@@ -170,7 +199,7 @@ void RdmaReceiver::return_credits() noexcept {
     ++released_;
   }
   const auto now = std::chrono::steady_clock::now();
-  const bool heartbeat = now - last_signal_ >= kHeartbeat;
+  const bool heartbeat = now - last_signal_ >= options_.heartbeat;
   if ((released_ == credited_ && !heartbeat) || sends_posted_ - sends_completed_ >= kSendDepth - 1) return;
   auto* word = reinterpret_cast<std::uint64_t*>(host_area_.data() + host_area_.size() - sizeof(std::uint64_t));
   std::atomic_ref<std::uint64_t>(*word).store(released_, std::memory_order_relaxed);
@@ -211,8 +240,9 @@ ReceiveStatus RdmaReceiver::poll(Arrival& arrival) noexcept {
     const ibv_wc& completion = completions[0];
     if (completion.wr_id & kSendTag) {
       if (completion.status != IBV_WC_SUCCESS) {
-        return fail(std::string("credit write to the sender failed: ") + ibv_wc_status_str(completion.status) +
-                    " (the sender vanished?)");
+        error_ = std::string("credit write to the sender failed: ") + ibv_wc_status_str(completion.status) +
+                 " (the sender vanished)";
+        return ReceiveStatus::disconnected;
       }
       sends_completed_ = completion.wr_id & ~kSendTag;
       continue;
@@ -252,9 +282,7 @@ ReceiveStatus RdmaReceiver::poll(Arrival& arrival) noexcept {
     }
     if (completion.opcode == IBV_WC_RECV) {
       ControlMessage message{};
-      std::memcpy(&message, host_area_.data() + std::size_t{ring_.slot_count} * metadata_slot_bytes_ +
-                                std::size_t{buffer} * kControlBytes,
-                  std::min<std::size_t>(completion.byte_len, sizeof message));
+      std::memcpy(&message, control_buffer(buffer), std::min<std::size_t>(completion.byte_len, sizeof message));
       if (!post_receive(buffer)) return ReceiveStatus::failed;
       if (message.type == ControlType::end_of_stream) {
         if (message.chunks != connection_sequence_) {
@@ -291,6 +319,37 @@ ReceiveStatus RdmaReceiver::poll(Arrival& arrival) noexcept {
     peer_gone_at_ = std::chrono::steady_clock::now();
   }
   return ReceiveStatus::idle;
+}
+
+void RdmaReceiver::abort(std::string_view reason) noexcept {
+  if (qp_) {
+    // The control buffer after the receive buffers.
+    auto* message = reinterpret_cast<ControlMessage*>(control_buffer(receive_depth_));
+    *message = ControlMessage{};
+    message->type = ControlType::error;
+    message->chunks = connection_sequence_;
+    message->text_bytes = static_cast<std::uint32_t>(std::min(reason.size(), ControlMessage::kTextBytes));
+    std::memcpy(message->text, reason.data(), message->text_bytes);
+    ibv_sge sge{reinterpret_cast<std::uint64_t>(message), static_cast<std::uint32_t>(sizeof *message), host_mr_->lkey};
+    ibv_send_wr request{};
+    request.wr_id = kSendTag | kAbortTag;
+    request.opcode = IBV_WR_SEND;
+    request.sg_list = &sge;
+    request.num_sge = 1;
+    request.send_flags = IBV_SEND_SIGNALED;
+    ibv_send_wr* bad = nullptr;
+    if (ibv_post_send(qp_->qp, &request, &bad) == 0) {
+      ++sends_posted_;
+      const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+      for (bool sent = false; !sent && std::chrono::steady_clock::now() < deadline;) {
+        ibv_wc completion{};
+        const int count = ibv_poll_cq(cq_.get(), 1, &completion);
+        if (count < 0) break;
+        sent = count == 1 && completion.wr_id == (kSendTag | kAbortTag);
+      }
+    }
+  }
+  close();
 }
 
 void RdmaReceiver::close() noexcept {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "stages/link/rdma/cm.hpp"
@@ -24,6 +25,8 @@ struct ReceiverOptions {
   std::uint16_t port = 7471;
   std::uint32_t metadata_bytes = 1024;  // largest metadata blob per chunk
   std::chrono::milliseconds timeout{2000};  // connection set-up steps
+  std::chrono::milliseconds heartbeat = kHeartbeat;  // signalled credit write when otherwise idle
+  std::uint32_t lane = 0;               // senders of another lane are refused
 };
 
 // Where the landing slots are: `slot_count` slots of `slot_bytes`, contiguous at `base`.
@@ -63,18 +66,27 @@ class RdmaReceiver {
   ReceiveStatus poll(Arrival& arrival) noexcept;
   // The caller is done with `slot`: its credit goes back (in ring order) at the next poll.
   void release(std::uint32_t slot) noexcept;
+  // Tells the sender (best effort, within options.timeout) that this half fails and why, then closes.
+  void abort(std::string_view reason) noexcept;
   // Disconnects and tears the connection down (listener and ring stay for accept()).
   void close() noexcept;
+  // The sender's hello bytes (after accept()).
+  [[nodiscard]] const std::vector<std::byte>& hello() const { return hello_; }
 
   [[nodiscard]] bool connected() const { return qp_ != nullptr; }
   [[nodiscard]] const std::string& error() const { return error_; }    // after failed / peer_error / disconnected
   [[nodiscard]] const std::string& landing_path() const { return landing_path_; }
+  [[nodiscard]] const ibv_mr& landing_mr() const { return *landing_.mr; }
   [[nodiscard]] std::uint64_t arrived() const { return arrived_; }
   [[nodiscard]] std::size_t slot_bytes() const { return ring_.slot_bytes; }
   [[nodiscard]] std::uint16_t port() const;  // the port bound (useful when options.port was 0)
 
  private:
   bool post_receive(std::uint32_t buffer) noexcept;
+  // Receive buffer `index` (0..receive_depth-1); index receive_depth is the one we send from.
+  std::byte* control_buffer(std::uint32_t index) noexcept {
+    return host_area_.data() + std::size_t{ring_.slot_count} * metadata_slot_bytes_ + std::size_t{index} * kControlBytes;
+  }
   void return_credits() noexcept;
   ReceiveStatus fail(std::string text) noexcept;
 
@@ -97,6 +109,7 @@ class RdmaReceiver {
 
   std::string landing_path_;
   std::string error_;
+  std::vector<std::byte> hello_;
   ConnectRequest peer_{};
   std::uint64_t arrived_ = 0;   // chunks arrived since the receiver started (all connections)
   std::uint64_t released_ = 0;  // of those, released in ring order

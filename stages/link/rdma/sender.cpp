@@ -15,6 +15,7 @@ namespace sluice::rdma {
 
 namespace {
 constexpr std::uint64_t kControlTag = 1ull << 63;  // wr_id of the control SEND; others carry a chunk count
+constexpr std::uint64_t kReceiveTag = 1ull << 62;  // wr_id of the one receive (the receiver's error message)
 constexpr std::size_t kMetadataAlign = 64;
 constexpr std::size_t kPollBatch = 16;
 constexpr std::uint32_t kExtraWork = 8;  // control message and zero-length signals beyond two per chunk
@@ -47,8 +48,13 @@ RdmaSender::RdmaSender(SenderOptions options)
 
   pd_.reset(ibv_alloc_pd(id_->verbs));
   if (!pd_) throw std::runtime_error(errno_text("ibv_alloc_pd"));
-  // Metadata staging slots, one control message, then the credit word (8-byte aligned).
-  host_area_.resize(std::size_t{options_.max_outstanding} * metadata_slot_bytes_ + kControlBytes + sizeof(std::uint64_t));
+  if (options_.hello.size() > ControlMessage::kTextBytes) {
+    throw std::invalid_argument(where + ": hello of " + std::to_string(options_.hello.size()) + " bytes exceeds " +
+                                std::to_string(ControlMessage::kTextBytes));
+  }
+  // Metadata staging slots, a control message to send, one to receive, then the credit word.
+  host_area_.resize(std::size_t{options_.max_outstanding} * metadata_slot_bytes_ + 2 * kControlBytes +
+                    sizeof(std::uint64_t));
   host_mr_.reset(ibv_reg_mr(pd_.get(), host_area_.data(), host_area_.size(),
                             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
   if (!host_mr_) throw std::runtime_error(errno_text("ibv_reg_mr(metadata staging and credit word)"));
@@ -56,11 +62,23 @@ RdmaSender::RdmaSender(SenderOptions options)
   cq_.reset(ibv_create_cq(id_->verbs, static_cast<int>(send_depth_ + 1), nullptr, nullptr, 0));
   if (!cq_) throw std::runtime_error(errno_text("ibv_create_cq"));
   qp_ = create_qp(*id_, *pd_, *cq_, send_depth_, 1);
+  ibv_sge receive_sge{reinterpret_cast<std::uint64_t>(host_area_.data() + host_area_.size() - sizeof(std::uint64_t) -
+                                                      kControlBytes),
+                      static_cast<std::uint32_t>(kControlBytes), host_mr_->lkey};
+  ibv_recv_wr receive{};
+  receive.wr_id = kReceiveTag;
+  receive.sg_list = &receive_sge;
+  receive.num_sge = 1;
+  ibv_recv_wr* bad_receive = nullptr;
+  if (int error = ibv_post_recv(qp_->qp, &receive, &bad_receive); error != 0) {
+    throw std::runtime_error(std::string("ibv_post_recv: ") + std::strerror(error));
+  }
 
   ConnectRequest request;
   request.credit_address = reinterpret_cast<std::uint64_t>(host_area_.data() + host_area_.size() - sizeof(std::uint64_t));
   request.credit_rkey = host_mr_->rkey;
   request.metadata_bytes = options_.metadata_bytes;
+  request.lane = options_.lane;
   rdma_conn_param parameters = connection_parameters(&request, sizeof request);
   if (rdma_connect(id_.get(), &parameters) != 0) throw std::runtime_error(where + ": " + errno_text("rdma_connect"));
   CmEvent established = expect_event(*channel_, RDMA_CM_EVENT_ESTABLISHED, options_.timeout, where);
@@ -76,16 +94,30 @@ RdmaSender::RdmaSender(SenderOptions options)
   std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(request.credit_address))
       .store(advert_.released, std::memory_order_release);
   last_signal_ = std::chrono::steady_clock::now();
+
+  const std::string_view hello(reinterpret_cast<const char*>(options_.hello.data()), options_.hello.size());
+  if (!post_control(ControlType::hello, hello)) throw std::runtime_error(where + ": " + error_);
+  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  for (bool sent = false; !sent;) {
+    ibv_wc completion{};
+    const int count = ibv_poll_cq(cq_.get(), 1, &completion);
+    if (count < 0 || std::chrono::steady_clock::now() > deadline) throw std::runtime_error(where + ": hello not delivered");
+    if (count == 1 && completion.status != IBV_WC_SUCCESS) {
+      throw std::runtime_error(where + ": hello not delivered: " + ibv_wc_status_str(completion.status));
+    }
+    sent = count == 1 && (completion.wr_id & kControlTag) != 0;
+  }
 }
 
 RdmaSender::~RdmaSender() { disconnect(); }
 
-std::uint32_t RdmaSender::register_source(const void* address, std::size_t bytes) {
-  MrPtr mr(ibv_reg_mr(pd_.get(), const_cast<void*>(address), bytes, IBV_ACCESS_LOCAL_WRITE));
-  if (!mr) throw std::runtime_error(errno_text("ibv_reg_mr(chunks to send)"));
-  const std::uint32_t lkey = mr->lkey;
-  sources_.push_back(std::move(mr));
-  return lkey;
+const ibv_mr& RdmaSender::register_source(const void* address, std::size_t bytes, bool device, int cuda_device) {
+  std::string why;
+  std::optional<LandingRegistration> registration =
+      register_landing(*pd_, const_cast<void*>(address), bytes, device, cuda_device, why);
+  if (!registration) throw std::runtime_error("RoCE sender cannot register its source chunks: " + why);
+  sources_.push_back(std::move(*registration));
+  return *sources_.back().mr;
 }
 
 std::uint64_t RdmaSender::credits() const noexcept {
@@ -214,6 +246,15 @@ bool RdmaSender::progress() noexcept {
     if (completion.status != IBV_WC_SUCCESS) {
       error_ = std::string("write to the receiver failed: ") + ibv_wc_status_str(completion.status) +
                (completion.status == IBV_WC_RETRY_EXC_ERR ? " (the receiver vanished)" : "");
+      peer_lost_ = completion.status == IBV_WC_RETRY_EXC_ERR || completion.status == IBV_WC_WR_FLUSH_ERR;
+      return false;
+    }
+    if (completion.wr_id == kReceiveTag) {  // the receiver failed and says why
+      ControlMessage message{};
+      std::memcpy(&message, host_area_.data() + host_area_.size() - sizeof(std::uint64_t) - kControlBytes,
+                  std::min<std::size_t>(completion.byte_len, sizeof message));
+      error_ = "the receiver failed: " +
+               std::string(message.text, std::min<std::size_t>(message.text_bytes, ControlMessage::kTextBytes));
       return false;
     }
     completed_ = std::max(completed_, completion.wr_id & ~kControlTag);
@@ -228,11 +269,12 @@ bool RdmaSender::progress() noexcept {
   }
   if (event && (event->type == RDMA_CM_EVENT_DISCONNECTED || event->type == RDMA_CM_EVENT_DEVICE_REMOVAL)) {
     error_ = std::string("receiver ") + (event->type == RDMA_CM_EVENT_DISCONNECTED ? "disconnected" : "device removed");
+    peer_lost_ = true;
     return false;
   }
   // Nothing signalled is outstanding: cover an unsignalled tail, or send a heartbeat.
   if (completed_ == signalled_ && !finished_ &&
-      (posted_ > signalled_ || std::chrono::steady_clock::now() - last_signal_ >= kHeartbeat)) {
+      (posted_ > signalled_ || std::chrono::steady_clock::now() - last_signal_ >= options_.heartbeat)) {
     return post_signal();
   }
   return true;

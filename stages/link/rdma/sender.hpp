@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "stages/link/rdma/cm.hpp"
+#include "stages/link/rdma/gpu_memory.hpp"
 #include "stages/link/rdma/protocol.hpp"
 
 namespace sluice::rdma {
@@ -24,6 +25,9 @@ struct SenderOptions {
   std::uint32_t max_outstanding = 16;   // chunk writes in flight, at most the receiver's slots
   std::uint32_t signal_every = 4;       // one payload write in this many is signalled
   std::chrono::milliseconds timeout{2000};  // address/route resolution and connection
+  std::chrono::milliseconds heartbeat = kHeartbeat;  // signalled no-op when otherwise idle
+  std::uint32_t lane = 0;
+  std::vector<std::byte> hello;  // first message to the receiver (at most ControlMessage::kTextBytes)
 };
 
 enum class SendStatus { posted, no_credit, failed };
@@ -36,8 +40,9 @@ class RdmaSender {
   RdmaSender& operator=(const RdmaSender&) = delete;
   ~RdmaSender();
 
-  // Registers memory chunks will be sent from (once per pool, at start); returns its lkey.
-  std::uint32_t register_source(const void* address, std::size_t bytes);
+  // Registers memory chunks will be sent from (once per pool, at start); returns its MR
+  // (GPU memory through dma-buf or peermem, as landing buffers are).
+  const ibv_mr& register_source(const void* address, std::size_t bytes, bool device = false, int cuda_device = 0);
 
   // Posts one chunk; `cookie` comes back from completed() once its source may be reused.
   // no_credit: every receiver slot is taken or `max_outstanding` writes are in flight.
@@ -58,6 +63,8 @@ class RdmaSender {
   void fail(std::string_view message) noexcept;
 
   [[nodiscard]] const std::string& error() const { return error_; }
+  // After a failure: true when the receiver vanished or disconnected (not a reported error).
+  [[nodiscard]] bool peer_lost() const { return peer_lost_; }
   [[nodiscard]] std::uint32_t slot_count() const { return advert_.slot_count; }
   [[nodiscard]] std::uint64_t slot_bytes() const { return advert_.slot_bytes; }
   [[nodiscard]] std::uint64_t credits() const noexcept;
@@ -79,7 +86,7 @@ class RdmaSender {
   CmIdPtr id_;
   PdPtr pd_;
   MrPtr host_mr_;
-  std::vector<MrPtr> sources_;
+  std::vector<LandingRegistration> sources_;
   CqPtr cq_;
   QpOnIdPtr qp_;
 
@@ -92,6 +99,7 @@ class RdmaSender {
   std::uint64_t signalled_ = 0;  // chunk count covered by the last signalled work request
   std::uint64_t work_posted_ = 0;  // work requests of any kind, a bound for draining
   bool finished_ = false;
+  bool peer_lost_ = false;
   std::chrono::steady_clock::time_point last_signal_{};
 };
 

@@ -149,7 +149,7 @@ SendResult send_stream(RdmaSender& sender, std::uint64_t first, std::uint64_t co
                        bool finish = true) {
   constexpr std::size_t kSources = 8;
   std::vector<std::byte> sources(kSources * slot_bytes);
-  const std::uint32_t lkey = sender.register_source(sources.data(), sources.size());
+  const std::uint32_t lkey = sender.register_source(sources.data(), sources.size()).lkey;
   std::vector<bool> busy(kSources, false);
   SendResult result;
   std::uint64_t number = first;
@@ -252,7 +252,7 @@ TEST(RdmaTransport, AFullGapTableCrossesIntact) {
   });
   RdmaSender sender(sender_options(receiver.port()));
   std::vector<std::byte> payload(4096);
-  const std::uint32_t lkey = sender.register_source(payload.data(), payload.size());
+  const std::uint32_t lkey = sender.register_source(payload.data(), payload.size()).lkey;
   ASSERT_EQ(sender.send(&metadata, sizeof metadata, payload.data(), payload.size(), lkey, 0), SendStatus::posted);
   EXPECT_TRUE(sender.finish(10s)) << sender.error();
   receiving.join();
@@ -429,7 +429,7 @@ TEST(RdmaTransport, ASenderNoticesItsReceiverKilledMidStream) {
   ASSERT_EQ(::read(peer.output, &port, sizeof port), static_cast<ssize_t>(sizeof port));
   auto sender = connect_with_retries(port);
   std::vector<std::byte> source(16 << 10);
-  const std::uint32_t lkey = sender->register_source(source.data(), source.size());
+  const std::uint32_t lkey = sender->register_source(source.data(), source.size()).lkey;
   std::uint64_t completed = 0;
   std::uint64_t number = 0;
   Clock::time_point killed{};
