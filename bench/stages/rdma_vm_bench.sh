@@ -12,7 +12,8 @@ bench=$(cd "$build" && pwd)/bench/stages/rdma_link_bench
 [ -x "$bench" ] || { echo "rdma_vm_bench: $bench not built" >&2; exit 2; }
 perftest=$(command -v ib_write_bw) || { echo "rdma_vm_bench: ib_write_bw not found (apt-get install perftest)" >&2; exit 2; }
 
-inner=$(mktemp "${TMPDIR:-/tmp}/rdma-vm-bench.XXXXXX.sh")
+# Not under /tmp: the guest mounts a fresh tmpfs there.
+inner=$(cd "$build" && pwd)/rdma-vm-bench-inner.sh
 trap 'rm -f "$inner"' EXIT
 cat >"$inner" <<INNER
 #!/bin/sh
