@@ -21,6 +21,19 @@ constexpr std::chrono::milliseconds kStepTimeout{2000};
 constexpr std::uint32_t kMaxOutstanding = 16;  // chunk writes in flight (see docs/PERFORMANCE.md)
 constexpr std::uint32_t kSignalEvery = 4;
 
+// Waiting for a credit or an arrival: spin briefly, then yield, then sleep in 50 us steps,
+// as the ports do. Busy polling only pays for the first microseconds; beyond them it takes
+// the CPU from whatever moves the data (another lane, or the kernel's soft RoCE).
+void back_off(std::uint32_t& idle_rounds) {
+  ++idle_rounds;
+  if (idle_rounds < 64) return;
+  if (idle_rounds < 128) {
+    std::this_thread::yield();
+    return;
+  }
+  std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
+
 std::chrono::milliseconds heartbeat_for(const TransportSettings& settings) {
   return std::max(std::chrono::milliseconds(10), settings.peer_timeout / 4);
 }
@@ -99,19 +112,29 @@ LinkStatus RoceSender::send(ChunkPtr& chunk, std::chrono::microseconds timeout) 
   std::array<std::byte, kChunkWireBytes> metadata{};
   encode_chunk_metadata(*chunk, std::span<std::byte, kChunkWireBytes>(metadata));
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
+  for (std::uint32_t idle_rounds = 0;;) {
     if (!collect()) return failure();
     const std::uint64_t cookie = sent_ % in_flight_.size();
     switch (sender_->send(metadata.data(), metadata.size(), chunk->data, chunk->size, lkey, cookie)) {
-      case rdma::SendStatus::posted:
+      case rdma::SendStatus::posted: {
+        Pool* pool = chunk->pool;
         in_flight_[cookie] = std::move(chunk);
         ++sent_;
+        // In-flight chunks go back to their pool only while this sender polls, and it polls
+        // only when called with the next chunk: never return with the upstream pool empty
+        // because of us, or upstream would wait for a chunk we wait to be given.
+        const auto give_back_by = std::chrono::steady_clock::now() + kStepTimeout;  // a live peer completes far sooner
+        while (pool->available() == 0 && sender_->in_flight() > 0 && std::chrono::steady_clock::now() < give_back_by) {
+          if (!collect()) return failure();
+          back_off(idle_rounds);
+        }
         return LinkStatus::ok;
+      }
       case rdma::SendStatus::failed: return failure();
       case rdma::SendStatus::no_credit: break;
     }
     if (std::chrono::steady_clock::now() >= deadline) return LinkStatus::idle;
-    std::this_thread::yield();
+    back_off(idle_rounds);
   }
 }
 
@@ -189,7 +212,7 @@ std::vector<std::byte> RoceReceiver::accept() {
 
 LinkStatus RoceReceiver::receive(ChunkPtr& chunk, std::chrono::microseconds timeout) noexcept {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
+  for (std::uint32_t idle_rounds = 0;;) {
     rdma::Arrival arrival;
     switch (receiver_->poll(arrival)) {
       case rdma::ReceiveStatus::arrived: {
@@ -227,7 +250,7 @@ LinkStatus RoceReceiver::receive(ChunkPtr& chunk, std::chrono::microseconds time
         return LinkStatus::error;
     }
     if (std::chrono::steady_clock::now() >= deadline) return LinkStatus::idle;
-    std::this_thread::yield();
+    back_off(idle_rounds);
   }
 }
 
