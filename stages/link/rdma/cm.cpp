@@ -5,6 +5,7 @@
 #include <netdb.h>
 #include <poll.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <stdexcept>
@@ -13,6 +14,24 @@
 namespace sluice::rdma {
 
 std::string errno_text(const char* call) { return std::string(call) + ": " + std::strerror(errno); }
+
+int post_control_message(ibv_qp& qp, ControlMessage& message, std::uint32_t lkey, std::uint64_t wr_id, ControlType type,
+                         std::uint64_t chunks, std::string_view text) noexcept {
+  message = ControlMessage{};
+  message.type = type;
+  message.chunks = chunks;
+  message.text_bytes = static_cast<std::uint32_t>(std::min(text.size(), ControlMessage::kTextBytes));
+  std::memcpy(message.text, text.data(), message.text_bytes);
+  ibv_sge sge{reinterpret_cast<std::uint64_t>(&message), static_cast<std::uint32_t>(sizeof message), lkey};
+  ibv_send_wr request{};
+  request.wr_id = wr_id;
+  request.opcode = IBV_WR_SEND;
+  request.sg_list = &sge;
+  request.num_sge = 1;
+  request.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr* bad = nullptr;
+  return ibv_post_send(&qp, &request, &bad);
+}
 
 EventChannelPtr make_event_channel() {
   EventChannelPtr channel(rdma_create_event_channel());

@@ -11,6 +11,9 @@
 
 #include <sys/socket.h>
 
+#include <string_view>
+
+#include "stages/link/rdma/protocol.hpp"
 #include "stages/link/rdma/verbs_owners.hpp"
 
 namespace sluice::rdma {
@@ -55,6 +58,11 @@ rdma_conn_param connection_parameters(const void* private_data, std::uint8_t pri
 // came back or `limit` passed: what must happen before the QP and CQ are destroyed.
 void drain(rdma_cm_id& id, ibv_cq& cq, std::uint64_t outstanding, std::chrono::milliseconds limit) noexcept;
 
-std::string errno_text(const char* call);  // "call: strerror(errno)"
+std::string errno_text(const char* call);
+
+// Fills `message` (in registered memory under `lkey`) and posts it as a signalled SEND;
+// returns ibv_post_send's error (0 on success).
+int post_control_message(ibv_qp& qp, ControlMessage& message, std::uint32_t lkey, std::uint64_t wr_id, ControlType type,
+                         std::uint64_t chunks, std::string_view text) noexcept;  // "call: strerror(errno)"
 
 }  // namespace sluice::rdma

@@ -325,20 +325,8 @@ void RdmaReceiver::abort(std::string_view reason) noexcept {
   if (qp_) {
     // The control buffer after the receive buffers.
     auto* message = reinterpret_cast<ControlMessage*>(control_buffer(receive_depth_));
-    *message = ControlMessage{};
-    message->type = ControlType::error;
-    message->chunks = connection_sequence_;
-    message->text_bytes = static_cast<std::uint32_t>(std::min(reason.size(), ControlMessage::kTextBytes));
-    std::memcpy(message->text, reason.data(), message->text_bytes);
-    ibv_sge sge{reinterpret_cast<std::uint64_t>(message), static_cast<std::uint32_t>(sizeof *message), host_mr_->lkey};
-    ibv_send_wr request{};
-    request.wr_id = kSendTag | kAbortTag;
-    request.opcode = IBV_WR_SEND;
-    request.sg_list = &sge;
-    request.num_sge = 1;
-    request.send_flags = IBV_SEND_SIGNALED;
-    ibv_send_wr* bad = nullptr;
-    if (ibv_post_send(qp_->qp, &request, &bad) == 0) {
+    if (post_control_message(*qp_->qp, *message, host_mr_->lkey, kSendTag | kAbortTag, ControlType::error,
+                             connection_sequence_, reason) == 0) {
       ++sends_posted_;
       const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
       for (bool sent = false; !sent && std::chrono::steady_clock::now() < deadline;) {

@@ -208,20 +208,8 @@ bool RdmaSender::post_signal() noexcept {
 bool RdmaSender::post_control(ControlType type, std::string_view text) noexcept {
   auto* message = reinterpret_cast<ControlMessage*>(host_area_.data() +
                                                     std::size_t{options_.max_outstanding} * metadata_slot_bytes_);
-  *message = ControlMessage{};
-  message->type = type;
-  message->chunks = posted_;
-  message->text_bytes = static_cast<std::uint32_t>(std::min(text.size(), ControlMessage::kTextBytes));
-  std::memcpy(message->text, text.data(), message->text_bytes);
-  ibv_sge sge{reinterpret_cast<std::uint64_t>(message), static_cast<std::uint32_t>(sizeof *message), host_mr_->lkey};
-  ibv_send_wr request{};
-  request.wr_id = kControlTag | posted_;
-  request.opcode = IBV_WR_SEND;
-  request.sg_list = &sge;
-  request.num_sge = 1;
-  request.send_flags = IBV_SEND_SIGNALED;
-  ibv_send_wr* bad = nullptr;
-  if (int error = ibv_post_send(qp_->qp, &request, &bad); error != 0) {
+  if (int error = post_control_message(*qp_->qp, *message, host_mr_->lkey, kControlTag | posted_, type, posted_, text);
+      error != 0) {
     error_ = std::string("ibv_post_send(control message): ") + std::strerror(error);
     return false;
   }
