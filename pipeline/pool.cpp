@@ -1,6 +1,7 @@
 // Pool: one slab carved into equal chunks; a free stack with a condition variable for waiters.
 #include "pipeline/pool.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "pipeline/clock.hpp"
@@ -45,9 +46,44 @@ void Pool::release(Chunk* chunk) noexcept {
   chunk->reset_metadata();
   {
     std::lock_guard lock(mutex_);
+    if (release_hook_) {
+      release_hook_(*chunk);
+      return;
+    }
     free_.push_back(chunk);
   }
   available_cv_.notify_one();
+}
+
+void Pool::return_to_free_list(Chunk& chunk) noexcept {
+  chunk.reset_metadata();
+  {
+    std::lock_guard lock(mutex_);
+    free_.push_back(&chunk);
+  }
+  available_cv_.notify_one();
+}
+
+void Pool::set_release_hook(PoolReleaseHook hook) noexcept {
+  std::lock_guard lock(mutex_);
+  release_hook_ = std::move(hook);
+}
+
+void Pool::add_registration(PoolRegistration registration) {
+  if (this->registration(registration.owner) != nullptr) {
+    throw std::runtime_error("pool " + name_ + ": already registered by " + registration.owner);
+  }
+  registrations_.push_back(std::move(registration));
+}
+
+void Pool::remove_registration(std::string_view owner) noexcept {
+  std::erase_if(registrations_, [owner](const PoolRegistration& entry) { return entry.owner == owner; });
+}
+
+const PoolRegistration* Pool::registration(std::string_view owner) const {
+  auto it = std::find_if(registrations_.begin(), registrations_.end(),
+                         [owner](const PoolRegistration& entry) { return entry.owner == owner; });
+  return it == registrations_.end() ? nullptr : &*it;
 }
 
 std::size_t Pool::available() const {

@@ -11,7 +11,7 @@ shift || true
 packages=(
   build-essential cmake ninja-build pkg-config git
   liburing-dev libyaml-cpp-dev libfftw3-dev
-  libibverbs-dev librdmacm-dev rdma-core
+  libibverbs-dev librdmacm-dev rdma-core perftest
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev libssl-dev
   clang fio python3 python3-jsonschema

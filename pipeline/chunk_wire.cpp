@@ -1,0 +1,98 @@
+// Chunk metadata wire form: explicit little-endian stores and loads, so the layout is the
+// same whatever the host's byte order and struct padding.
+#include "pipeline/chunk_wire.hpp"
+
+namespace sluice {
+namespace {
+
+template <typename Integer>
+void store(std::byte* out, Integer value) noexcept {
+  for (std::size_t i = 0; i < sizeof(Integer); ++i) {
+    out[i] = static_cast<std::byte>((static_cast<std::uint64_t>(value) >> (8 * i)) & 0xFF);
+  }
+}
+
+template <typename Integer>
+Integer load(const std::byte* in) noexcept {
+  std::uint64_t value = 0;
+  for (std::size_t i = 0; i < sizeof(Integer); ++i) value |= static_cast<std::uint64_t>(in[i]) << (8 * i);
+  return static_cast<Integer>(value);
+}
+
+constexpr std::uint8_t kTimestampValid = 1;
+
+}  // namespace
+
+std::string_view to_string(ChunkWireStatus status) {
+  switch (status) {
+    case ChunkWireStatus::ok: return "ok";
+    case ChunkWireStatus::too_short: return "chunk header too short";
+    case ChunkWireStatus::bad_magic: return "not a chunk header (bad magic)";
+    case ChunkWireStatus::unsupported_version: return "unsupported chunk header version";
+    case ChunkWireStatus::bad_size: return "chunk header size does not match its version";
+    case ChunkWireStatus::bad_format: return "unknown sample format in chunk header";
+    case ChunkWireStatus::bad_flags: return "reserved bits set in chunk header";
+    case ChunkWireStatus::too_many_gaps: return "more than 32 gaps in chunk header";
+  }
+  return "?";
+}
+
+void encode_chunk_metadata(const Chunk& chunk, std::span<std::byte, kChunkWireBytes> out) noexcept {
+  std::byte* p = out.data();
+  store<std::uint32_t>(p + 0, kChunkWireMagic);
+  store<std::uint16_t>(p + 4, kChunkWireVersion);
+  store<std::uint16_t>(p + 6, static_cast<std::uint16_t>(kChunkWireBytes));
+  store<std::uint32_t>(p + 8, chunk.lane);
+  store<std::uint8_t>(p + 12, static_cast<std::uint8_t>(chunk.format));
+  store<std::uint8_t>(p + 13, chunk.timestamp.valid ? kTimestampValid : 0);
+  const std::uint32_t gaps = chunk.gap_count < Chunk::kMaxGaps ? chunk.gap_count : Chunk::kMaxGaps;
+  store<std::uint16_t>(p + 14, static_cast<std::uint16_t>(gaps));
+  store<std::uint64_t>(p + 16, chunk.sequence);
+  store<std::uint64_t>(p + 24, chunk.first_sample);
+  store<std::uint64_t>(p + 32, chunk.sample_count);
+  store<std::uint64_t>(p + 40, chunk.size);
+  store<std::uint64_t>(p + 48, chunk.timestamp.seconds);
+  store<std::uint64_t>(p + 56, chunk.timestamp.picoseconds);
+  store<std::uint32_t>(p + 64, chunk.packets);
+  store<std::uint32_t>(p + 68, 0);
+  for (std::size_t i = 0; i < Chunk::kMaxGaps; ++i) {
+    const Gap gap = i < gaps ? chunk.gaps[i] : Gap{};
+    store<std::uint64_t>(p + kChunkWireFixedBytes + 16 * i, gap.first_sample);
+    store<std::uint64_t>(p + kChunkWireFixedBytes + 16 * i + 8, gap.length);
+  }
+}
+
+ChunkWireStatus decode_chunk_metadata(std::span<const std::byte> in, Chunk& chunk) noexcept {
+  if (in.size() < kChunkWireFixedBytes) return ChunkWireStatus::too_short;
+  const std::byte* p = in.data();
+  if (load<std::uint32_t>(p) != kChunkWireMagic) return ChunkWireStatus::bad_magic;
+  if (load<std::uint16_t>(p + 4) != kChunkWireVersion) return ChunkWireStatus::unsupported_version;
+  if (load<std::uint16_t>(p + 6) != kChunkWireBytes) return ChunkWireStatus::bad_size;
+  if (in.size() < kChunkWireBytes) return ChunkWireStatus::too_short;
+  const auto format = load<std::uint8_t>(p + 12);
+  if (format > static_cast<std::uint8_t>(SampleFormat::rf32)) return ChunkWireStatus::bad_format;
+  const auto flags = load<std::uint8_t>(p + 13);
+  if ((flags & ~kTimestampValid) != 0 || load<std::uint32_t>(p + 68) != 0) return ChunkWireStatus::bad_flags;
+  const auto gap_count = load<std::uint16_t>(p + 14);
+  if (gap_count > Chunk::kMaxGaps) return ChunkWireStatus::too_many_gaps;
+
+  chunk.lane = load<std::uint32_t>(p + 8);
+  chunk.format = static_cast<SampleFormat>(format);
+  chunk.timestamp.valid = (flags & kTimestampValid) != 0;
+  chunk.gap_count = gap_count;
+  chunk.sequence = load<std::uint64_t>(p + 16);
+  chunk.first_sample = load<std::uint64_t>(p + 24);
+  chunk.sample_count = load<std::uint64_t>(p + 32);
+  chunk.size = static_cast<std::size_t>(load<std::uint64_t>(p + 40));
+  chunk.timestamp.seconds = load<std::uint64_t>(p + 48);
+  chunk.timestamp.picoseconds = load<std::uint64_t>(p + 56);
+  chunk.packets = load<std::uint32_t>(p + 64);
+  for (std::size_t i = 0; i < Chunk::kMaxGaps; ++i) {
+    chunk.gaps[i] = i < gap_count ? Gap{load<std::uint64_t>(p + kChunkWireFixedBytes + 16 * i),
+                                        load<std::uint64_t>(p + kChunkWireFixedBytes + 16 * i + 8)}
+                                  : Gap{};
+  }
+  return ChunkWireStatus::ok;
+}
+
+}  // namespace sluice

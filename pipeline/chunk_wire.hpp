@@ -1,0 +1,61 @@
+// The wire form of a chunk's metadata: a fixed-layout, versioned, little-endian header that
+// every link transport (tcp, roce) carries with each chunk's payload, so the receiving half
+// rebuilds the chunk exactly as the sender's upstream filled it.
+//
+// Layout, version 1 (584 bytes, every field little-endian):
+//   offset size field
+//        0    4 magic          "SLCK" (0x4B434C53 read as a little-endian u32)
+//        4    2 version        kChunkWireVersion
+//        6    2 header_bytes   kChunkWireBytes; a reader rejects any other size for its version
+//        8    4 lane           the sender's lane index
+//       12    1 format         SampleFormat (0 ci8, 1 ci16, 2 cf32, 3 rf32)
+//       13    1 flags          bit 0: timestamp valid; other bits zero
+//       14    2 gap_count      0..32
+//       16    8 sequence       per-lane chunk counter from the source
+//       24    8 first_sample   absolute stream index of the first sample
+//       32    8 sample_count
+//       40    8 payload_bytes  valid bytes of the chunk (Chunk::size)
+//       48    8 seconds        timestamp of the first sample: UTC seconds
+//       56    8 picoseconds    and fractional picoseconds
+//       64    4 packets        network packets that filled it
+//       68    4 reserved       zero
+//       72  512 gaps           32 x {u64 first_sample, u64 length}; entries past gap_count zero
+// created_ns is not carried: it is a steady-clock value of the sending host.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "pipeline/chunk.hpp"
+
+namespace sluice {
+
+inline constexpr std::uint32_t kChunkWireMagic = 0x4B434C53;  // "SLCK" in memory order
+inline constexpr std::uint16_t kChunkWireVersion = 1;
+inline constexpr std::size_t kChunkWireFixedBytes = 72;
+inline constexpr std::size_t kChunkWireBytes = kChunkWireFixedBytes + Chunk::kMaxGaps * 16;  // 584
+
+enum class ChunkWireStatus : std::uint8_t {
+  ok,
+  too_short,            // fewer bytes than the header needs
+  bad_magic,            // not a chunk header (stream out of step, or another protocol)
+  unsupported_version,  // a version this build does not read
+  bad_size,             // header_bytes does not match the version's size
+  bad_format,           // unknown sample format
+  bad_flags,            // reserved flag bits or reserved field set
+  too_many_gaps,        // gap_count above 32
+};
+std::string_view to_string(ChunkWireStatus status);
+
+// Writes chunk's metadata (not its payload) into `out`. Never fails.
+void encode_chunk_metadata(const Chunk& chunk, std::span<std::byte, kChunkWireBytes> out) noexcept;
+
+// Reads a header into `chunk`'s metadata (lane, sequence, first_sample, sample_count,
+// format, timestamp, packets, gaps, size = payload_bytes); pool fields and created_ns are
+// left alone. On any status but ok, `chunk` is unchanged. The caller checks size against
+// the landing slot's capacity.
+ChunkWireStatus decode_chunk_metadata(std::span<const std::byte> in, Chunk& chunk) noexcept;
+
+}  // namespace sluice

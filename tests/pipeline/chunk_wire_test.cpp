@@ -1,0 +1,140 @@
+// Chunk metadata wire form against byte vectors written out by hand from the layout table
+// in chunk_wire.hpp (not produced by the encoder), and every rejection path of the decoder.
+#include "pipeline/chunk_wire.hpp"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <vector>
+
+namespace sluice {
+namespace {
+
+std::vector<std::byte> bytes(std::initializer_list<int> values) {
+  std::vector<std::byte> out;
+  for (int value : values) out.push_back(static_cast<std::byte>(value));
+  return out;
+}
+
+// The fixed 72 bytes for the chunk built in sample_chunk(), field by field.
+std::vector<std::byte> expected_fixed_part() {
+  return bytes({
+      0x53, 0x4C, 0x43, 0x4B,                          // magic "SLCK"
+      0x01, 0x00,                                      // version 1
+      0x48, 0x02,                                      // header_bytes 584 = 0x0248
+      0x03, 0x00, 0x00, 0x00,                          // lane 3
+      0x01,                                            // format ci16
+      0x01,                                            // flags: timestamp valid
+      0x02, 0x00,                                      // gap_count 2
+      0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01,  // sequence 0x0102030405060708
+      0x00, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // first_sample 4096
+      0x00, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // sample_count 1024
+      0x00, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // payload_bytes 4096
+      0x80, 0x96, 0x98, 0x00, 0x00, 0x00, 0x00, 0x00,  // seconds 10000000 = 0x989680
+      0xFF, 0xFF, 0xFF, 0xFF, 0x01, 0x00, 0x00, 0x00,  // picoseconds 0x1FFFFFFFF
+      0x07, 0x00, 0x00, 0x00,                          // packets 7
+      0x00, 0x00, 0x00, 0x00,                          // reserved
+  });
+}
+
+Chunk sample_chunk() {
+  Chunk chunk;
+  chunk.lane = 3;
+  chunk.format = SampleFormat::ci16;
+  chunk.sequence = 0x0102030405060708ULL;
+  chunk.first_sample = 4096;
+  chunk.sample_count = 1024;
+  chunk.size = 4096;
+  chunk.timestamp = Timestamp{10000000, 0x1FFFFFFFFULL, true};
+  chunk.packets = 7;
+  chunk.created_ns = 123;  // not carried
+  EXPECT_TRUE(chunk.add_gap(100, 5));
+  EXPECT_TRUE(chunk.add_gap(0xFFFFFFFFFFFFFFFFULL, 0x8000000000000000ULL));
+  return chunk;
+}
+
+TEST(ChunkWire, EncodesTheDocumentedLayout) {
+  std::array<std::byte, kChunkWireBytes> wire{};
+  wire.fill(std::byte{0xEE});
+  encode_chunk_metadata(sample_chunk(), wire);
+  const auto fixed = expected_fixed_part();
+  ASSERT_EQ(fixed.size(), kChunkWireFixedBytes);
+  for (std::size_t i = 0; i < fixed.size(); ++i) EXPECT_EQ(wire[i], fixed[i]) << "byte " << i;
+  const auto gaps = bytes({
+      0x64, 0, 0, 0, 0, 0, 0, 0,                       // gap 0 first_sample 100
+      0x05, 0, 0, 0, 0, 0, 0, 0,                       // gap 0 length 5
+      0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,  // gap 1 first_sample max
+      0, 0, 0, 0, 0, 0, 0, 0x80,                       // gap 1 length 2^63
+  });
+  for (std::size_t i = 0; i < gaps.size(); ++i) EXPECT_EQ(wire[72 + i], gaps[i]) << "gap byte " << i;
+  for (std::size_t i = 72 + gaps.size(); i < kChunkWireBytes; ++i) EXPECT_EQ(wire[i], std::byte{0}) << "byte " << i;
+}
+
+TEST(ChunkWire, DecodesHandWrittenBytes) {
+  std::vector<std::byte> wire = expected_fixed_part();
+  wire.resize(kChunkWireBytes);
+  wire[72] = std::byte{0x64};
+  wire[80] = std::byte{0x05};
+  for (std::size_t i = 0; i < 8; ++i) wire[88 + i] = std::byte{0xFF};
+  wire[96 + 7] = std::byte{0x80};
+  Chunk chunk;
+  chunk.created_ns = 55;
+  ASSERT_EQ(decode_chunk_metadata(wire, chunk), ChunkWireStatus::ok);
+  EXPECT_EQ(chunk.lane, 3U);
+  EXPECT_EQ(chunk.format, SampleFormat::ci16);
+  EXPECT_EQ(chunk.sequence, 0x0102030405060708ULL);
+  EXPECT_EQ(chunk.first_sample, 4096U);
+  EXPECT_EQ(chunk.sample_count, 1024U);
+  EXPECT_EQ(chunk.size, 4096U);
+  EXPECT_TRUE(chunk.timestamp.valid);
+  EXPECT_EQ(chunk.timestamp.seconds, 10000000U);
+  EXPECT_EQ(chunk.timestamp.picoseconds, 0x1FFFFFFFFULL);
+  EXPECT_EQ(chunk.packets, 7U);
+  ASSERT_EQ(chunk.gap_count, 2U);
+  EXPECT_EQ(chunk.gaps[0].first_sample, 100U);
+  EXPECT_EQ(chunk.gaps[0].length, 5U);
+  EXPECT_EQ(chunk.gaps[1].first_sample, 0xFFFFFFFFFFFFFFFFULL);
+  EXPECT_EQ(chunk.gaps[1].length, 0x8000000000000000ULL);
+  EXPECT_EQ(chunk.created_ns, 55U);  // receiver's own clock, untouched
+}
+
+TEST(ChunkWire, FullGapTableRoundTrips) {
+  Chunk chunk;
+  for (std::uint64_t i = 0; i < Chunk::kMaxGaps; ++i) ASSERT_TRUE(chunk.add_gap(i * 1000 + 1, i + 1));
+  std::array<std::byte, kChunkWireBytes> wire{};
+  encode_chunk_metadata(chunk, wire);
+  EXPECT_EQ(wire[14], std::byte{32});
+  Chunk back;
+  ASSERT_EQ(decode_chunk_metadata(wire, back), ChunkWireStatus::ok);
+  ASSERT_EQ(back.gap_count, Chunk::kMaxGaps);
+  for (std::uint64_t i = 0; i < Chunk::kMaxGaps; ++i) {
+    EXPECT_EQ(back.gaps[i].first_sample, i * 1000 + 1);
+    EXPECT_EQ(back.gaps[i].length, i + 1);
+  }
+}
+
+TEST(ChunkWire, RejectsBadHeadersAndLeavesTheChunkAlone) {
+  std::array<std::byte, kChunkWireBytes> good{};
+  encode_chunk_metadata(sample_chunk(), good);
+  const auto check = [&](std::size_t offset, std::byte value, ChunkWireStatus expected) {
+    auto wire = good;
+    wire[offset] = value;
+    Chunk chunk;
+    chunk.sequence = 99;
+    EXPECT_EQ(decode_chunk_metadata(wire, chunk), expected) << "offset " << offset;
+    EXPECT_EQ(chunk.sequence, 99U);
+  };
+  check(0, std::byte{0x54}, ChunkWireStatus::bad_magic);
+  check(4, std::byte{0x02}, ChunkWireStatus::unsupported_version);
+  check(6, std::byte{0x49}, ChunkWireStatus::bad_size);
+  check(12, std::byte{0x04}, ChunkWireStatus::bad_format);
+  check(13, std::byte{0x02}, ChunkWireStatus::bad_flags);
+  check(68, std::byte{0x01}, ChunkWireStatus::bad_flags);
+  check(14, std::byte{33}, ChunkWireStatus::too_many_gaps);
+  Chunk chunk;
+  EXPECT_EQ(decode_chunk_metadata(std::span(good).first(71), chunk), ChunkWireStatus::too_short);
+  EXPECT_EQ(decode_chunk_metadata(std::span(good).first(kChunkWireBytes - 1), chunk), ChunkWireStatus::too_short);
+}
+
+}  // namespace
+}  // namespace sluice
