@@ -80,9 +80,11 @@ PipelineDefinition select_node(PipelineDefinition definition, const std::string&
     local.name = lane.name;
     local.index = lane.index;
     enum class Part { before, inside, after } part = Part::before;  // this node's share is one run of stages
+    std::vector<std::string> placed;  // read before stages are moved out below
+    for (const auto& stage : lane.stages) placed.push_back(stage.node);
     for (std::size_t i = 0; i < lane.stages.size(); ++i) {
       StageDefinition& stage = lane.stages[i];
-      const std::string previous = i > 0 ? lane.stages[i - 1].node : std::string();
+      const std::string& previous = i > 0 ? placed[i - 1] : std::string();
       const bool here = stage.node == node;
       const bool sends_from_here = stage.joins_nodes && previous == node;
       if (!here && !sends_from_here) {

@@ -48,7 +48,7 @@ std::vector<std::byte> encode_stream_info(const StreamInfo& stream) {
       {"averaging", stream.averaging},
       {"start_time", {stream.start_time.seconds, stream.start_time.picoseconds, stream.start_time.valid}},
   };
-  const std::string text = json.dump();
+  const std::string text = json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // descriptions may hold non-UTF-8 bytes
   const auto* begin = reinterpret_cast<const std::byte*>(text.data());
   return {begin, begin + text.size()};
 }

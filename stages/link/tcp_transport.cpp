@@ -420,11 +420,13 @@ void TcpReceiver::read_loop() noexcept {
   while (connection_.read_header(header, stop_)) {
     if (header.type == TcpConnection::Frame::heartbeat) continue;
     if (header.type == TcpConnection::Frame::end) {
+      // Acknowledge before receive() can report the end: the stage closes the connection
+      // right after, and an acknowledgement sent later would be lost with it.
+      connection_.send({TcpConnection::Frame::end_ack, 0, 0});
       {
         std::lock_guard lock(mutex_);
         ended_ = true;
       }
-      connection_.send({TcpConnection::Frame::end_ack, 0, 0});
       break;
     }
     if (header.type == TcpConnection::Frame::error) {

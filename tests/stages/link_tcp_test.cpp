@@ -2,6 +2,7 @@
 // table and order arrive; credits stop the sender while the receiver holds its ring;
 // failures, silence and a closed peer are reported on the other side.
 #include "stages/link/tcp_transport.hpp"
+#include "stages/link/link_halves.hpp"
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -253,6 +254,33 @@ TEST(TcpLink, SenderRetriesUntilTheReceiverListens) {
   receiver.accept();
   connected.get();
   EXPECT_EQ(sender.slot_count(), 2U);
+}
+
+TEST(LinkHello, StreamInfoCrossesIntactAndGarbageIsRefused) {
+  StreamInfo stream;
+  stream.sample_rate = 250e6;
+  stream.format = SampleFormat::cf32;
+  stream.center_frequency = 1.42e9;
+  stream.description = "VITA-49 stream 0x1 on 127.0.0.1:50000";
+  stream.fft_size = 4096;
+  stream.window = "hann";
+  stream.averaging = 8;
+  stream.start_time = Timestamp{1700000000, 123456789, true};
+  const StreamInfo back = decode_stream_info(encode_stream_info(stream));
+  EXPECT_EQ(back.sample_rate, 250e6);
+  EXPECT_EQ(back.format, SampleFormat::cf32);
+  EXPECT_EQ(back.center_frequency, 1.42e9);
+  EXPECT_EQ(back.description, stream.description);
+  EXPECT_EQ(back.fft_size, 4096U);
+  EXPECT_EQ(back.window, "hann");
+  EXPECT_EQ(back.averaging, 8U);
+  EXPECT_EQ(back.start_time.seconds, 1700000000U);
+  EXPECT_EQ(back.start_time.picoseconds, 123456789U);
+  EXPECT_TRUE(back.start_time.valid);
+  const std::string garbage = "{\"version\": 1}";
+  EXPECT_THROW(decode_stream_info(std::as_bytes(std::span(garbage.data(), garbage.size()))), std::runtime_error);
+  const std::string future = "{\"version\": 2}";
+  EXPECT_THROW(decode_stream_info(std::as_bytes(std::span(future.data(), future.size()))), std::runtime_error);
 }
 
 }  // namespace
