@@ -149,12 +149,17 @@ void LinkReceivingHalf::start(StageContext& context) {
 }
 
 StageStatus LinkReceivingHalf::process() {
-  if (context_->stop_requested() && !told_peer_) {
-    // This node stops (signal, duration, or a failure downstream): the sender must not
-    // believe its chunks are still being taken.
-    receiver_->abort("receiving node stopped");
-    told_peer_ = true;
-    return StageStatus::end_of_stream;
+  if (context_->stop_requested()) {
+    // This node stops (signal, duration, or a failure downstream). When the sending node
+    // stops too (the same duration in both), its end of stream arrives within moments:
+    // take it for up to peer_timeout. Otherwise tell the sender, whose chunks are no
+    // longer being taken, and end here.
+    if (stop_seen_ns_ == 0) stop_seen_ns_ = monotonic_ns();
+    const auto grace = static_cast<std::uint64_t>(std::chrono::nanoseconds(settings_.connection.peer_timeout).count());
+    if (monotonic_ns() - stop_seen_ns_ > grace) {
+      receiver_->abort("receiving node stopped");
+      return StageStatus::end_of_stream;
+    }
   }
   ChunkPtr chunk;
   switch (receiver_->receive(chunk, kPoll)) {

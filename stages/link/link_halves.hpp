@@ -53,7 +53,7 @@ class LinkReceivingHalf final : public Stage {
   LinkSettings settings_;
   StageContext* context_ = nullptr;
   std::unique_ptr<LinkReceiver> receiver_;
-  bool told_peer_ = false;
+  std::uint64_t stop_seen_ns_ = 0;  // when this node's stop request was first seen
 };
 
 }  // namespace sluice

@@ -189,6 +189,18 @@ bool TcpConnection::read_exact(std::span<std::byte> out, const std::atomic<bool>
   return true;
 }
 
+void TcpConnection::send_error(std::string_view reason) noexcept {
+  if (!connected()) return;
+  send({Frame::error, 0, reason.size()}, std::as_bytes(std::span(reason.data(), reason.size())));
+  set_failure(LinkStatus::error, std::string(reason));
+}
+
+std::string TcpConnection::read_error_text(const Header& header, const std::atomic<bool>& stop) noexcept {
+  std::string text(std::min<std::uint64_t>(header.value, kMaxErrorBytes), '\0');
+  if (!read_exact(std::as_writable_bytes(std::span(text)), stop)) text = "(reason lost: " + failure() + ")";
+  return text;
+}
+
 bool TcpConnection::read_header(Header& header, const std::atomic<bool>& stop) noexcept {
   std::array<std::byte, kHeaderBytes> head{};
   if (!read_exact(head, stop)) return false;
@@ -236,8 +248,7 @@ void TcpSender::connect(const TransportSettings& settings, std::uint32_t lane, c
   TcpConnection::Header reply;
   if (!connection_.read_header(reply, stop_)) throw std::runtime_error("waiting for the receiver at " + where + ": " + connection_.failure());
   if (reply.type == TcpConnection::Frame::error) {
-    std::string text(std::min<std::uint64_t>(reply.value, kMaxErrorBytes), '\0');
-    connection_.read_exact(std::as_writable_bytes(std::span(text)), stop_);
+    const std::string text = connection_.read_error_text(reply, stop_);
     throw std::runtime_error("receiver at " + where + " refused the link: " + text);
   }
   if (reply.type != TcpConnection::Frame::welcome || reply.aux == 0 || reply.value == 0) {
@@ -263,8 +274,7 @@ void TcpSender::read_loop() noexcept {
       std::lock_guard lock(mutex_);
       end_acknowledged_ = true;
     } else if (header.type == TcpConnection::Frame::error) {
-      std::string text(std::min<std::uint64_t>(header.value, kMaxErrorBytes), '\0');
-      connection_.read_exact(std::as_writable_bytes(std::span(text)), stop_);
+      const std::string text = connection_.read_error_text(header, stop_);
       connection_.set_failure(LinkStatus::error, "receiver failed: " + text);
       break;
     } else if (header.type != TcpConnection::Frame::heartbeat) {
@@ -317,11 +327,7 @@ LinkStatus TcpSender::finish(std::chrono::milliseconds timeout) noexcept {
   return LinkStatus::peer_lost;
 }
 
-void TcpSender::abort(std::string_view reason) noexcept {
-  if (!connection_.connected()) return;
-  connection_.send({TcpConnection::Frame::error, 0, reason.size()}, std::as_bytes(std::span(reason.data(), reason.size())));
-  connection_.set_failure(LinkStatus::error, std::string(reason));
-}
+void TcpSender::abort(std::string_view reason) noexcept { connection_.send_error(reason); }
 
 void TcpSender::close() noexcept {
   stop_.store(true, std::memory_order_release);
@@ -430,8 +436,7 @@ void TcpReceiver::read_loop() noexcept {
       break;
     }
     if (header.type == TcpConnection::Frame::error) {
-      std::string text(std::min<std::uint64_t>(header.value, kMaxErrorBytes), '\0');
-      connection_.read_exact(std::as_writable_bytes(std::span(text)), stop_);
+      const std::string text = connection_.read_error_text(header, stop_);
       connection_.set_failure(LinkStatus::error, "sender failed: " + text);
       break;
     }
@@ -509,11 +514,7 @@ LinkStatus TcpReceiver::receive(ChunkPtr& chunk, std::chrono::microseconds timeo
   return connection_.failure_status() != LinkStatus::ok ? connection_.failure_status() : LinkStatus::idle;
 }
 
-void TcpReceiver::abort(std::string_view reason) noexcept {
-  if (!connection_.connected()) return;
-  connection_.send({TcpConnection::Frame::error, 0, reason.size()}, std::as_bytes(std::span(reason.data(), reason.size())));
-  connection_.set_failure(LinkStatus::error, std::string(reason));
-}
+void TcpReceiver::abort(std::string_view reason) noexcept { connection_.send_error(reason); }
 
 void TcpReceiver::close() noexcept {
   stop_.store(true, std::memory_order_release);

@@ -16,6 +16,8 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -49,6 +51,10 @@ class TcpConnection {
   // Reads exactly out.size() bytes; false on peer loss, silence beyond peer_timeout, or stop.
   bool read_exact(std::span<std::byte> out, const std::atomic<bool>& stop) noexcept;
   bool read_header(Header& header, const std::atomic<bool>& stop) noexcept;
+  // Tells the peer why this side fails (an error frame) and records it as our failure.
+  void send_error(std::string_view reason) noexcept;
+  // The body of an error frame whose header was just read.
+  std::string read_error_text(const Header& header, const std::atomic<bool>& stop) noexcept;
 
   // The first failure seen ("" while healthy), and whether it was peer loss.
   void set_failure(LinkStatus status, std::string message) noexcept;

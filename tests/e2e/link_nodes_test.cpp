@@ -16,6 +16,7 @@
 #include "pipeline/clock.hpp"
 #include "stages/generator/generator.hpp"
 #include "tests/support/process.hpp"
+#include "tests/support/free_port.hpp"
 #include "wire/socket.hpp"
 
 namespace sluice {
@@ -29,22 +30,13 @@ using testing::run_process;
 const std::string kSluice = testing::path_from_env("SLUICE_BINARY", SLUICE_BINARY);
 constexpr std::size_t kChunk = 256 * 1024;
 
-std::uint16_t free_port() {
-  wire::UniqueFd fd(::socket(AF_INET, SOCK_STREAM, 0));
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  socklen_t size = sizeof(address);
-  EXPECT_EQ(::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&address), &size), 0);
-  return ntohs(address.sin_port);
-}
+using testing::free_tcp_port;
 
 class LinkNodes : public ::testing::Test {
  protected:
   fs::path dir_ = fs::temp_directory_path() / ("sluice_link_nodes_" + std::to_string(getpid()) + "_" +
                                                ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  std::uint16_t port_ = free_port();
+  std::uint16_t port_ = free_tcp_port();
   void SetUp() override { fs::create_directories(dir_); }
   void TearDown() override { fs::remove_all(dir_); }
 
@@ -177,6 +169,17 @@ TEST_F(LinkNodes, StoppingTheSenderEndsBothCleanly) {
   const auto b = report("b");
   EXPECT_EQ(a["lanes"][0]["stages"][1]["out"]["bytes"], b["lanes"][0]["stages"][1]["in"]["bytes"]);
   EXPECT_EQ(fs::file_size(dir_ / "received.bin"), b["lanes"][0]["stages"][1]["in"]["bytes"].get<std::uint64_t>());
+}
+
+TEST_F(LinkNodes, StoppingTheReceiverFailsTheSender) {
+  const fs::path file = write_pipeline("pipeline", 0, "50MB/s");
+  Running nodes(node(file, "b"), node(file, "a"));
+  nodes.receiver.send_signal(SIGINT);  // after peer_timeout without an end of stream, b gives up
+  const auto received = nodes.receiver.wait(30s);
+  const auto sent = nodes.sender.wait(30s);
+  EXPECT_NE(received.exit_code, 1) << received.err;
+  EXPECT_EQ(sent.exit_code, 1) << sent.err;
+  EXPECT_NE(sent.err.find("receiver failed: receiving node stopped"), std::string::npos) << sent.err;
 }
 
 TEST_F(LinkNodes, PlacementMistakesAreConfigurationErrors) {

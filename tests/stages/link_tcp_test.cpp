@@ -14,6 +14,7 @@
 
 #include "pipeline/chunk_wire.hpp"
 #include "pipeline/clock.hpp"
+#include "tests/support/free_port.hpp"
 #include "wire/socket.hpp"
 
 namespace sluice {
@@ -21,21 +22,11 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// A port nobody listens on right now (bound to 0 and released), for the receiver.
-std::uint16_t free_port() {
-  wire::UniqueFd fd(::socket(AF_INET, SOCK_STREAM, 0));
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  socklen_t size = sizeof(address);
-  EXPECT_EQ(::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&address), &size), 0);
-  return ntohs(address.sin_port);
-}
+using testing::free_tcp_port;
 
 TransportSettings loopback(std::chrono::milliseconds peer_timeout = 1500ms) {
   TransportSettings settings;
-  settings.endpoint = {"127.0.0.1", free_port()};
+  settings.endpoint = {"127.0.0.1", free_tcp_port()};
   settings.connect_timeout = 10s;
   settings.peer_timeout = peer_timeout;
   return settings;
