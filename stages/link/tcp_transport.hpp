@@ -59,7 +59,11 @@ class TcpConnection {
   // The first failure seen ("" while healthy), and whether it was peer loss.
   void set_failure(LinkStatus status, std::string message) noexcept;
   [[nodiscard]] LinkStatus failure_status() const noexcept { return failure_status_.load(std::memory_order_acquire); }
-  [[nodiscard]] const std::string& failure() const noexcept { return failure_; }
+  // Written once, before the status is published: safe to read from any thread after.
+  [[nodiscard]] const std::string& failure() const noexcept {
+    static const std::string kNone;
+    return failure_status() == LinkStatus::ok ? kNone : failure_;
+  }
   void shutdown() noexcept;
   void close() noexcept { fd_.reset(); }
 
