@@ -9,6 +9,7 @@
 #include "cli/commands.hpp"
 #include "pipeline/config.hpp"
 #include "pipeline/memory.hpp"
+#include "pipeline/placement.hpp"
 #include "pipeline/report.hpp"
 #include "pipeline/runtime.hpp"
 #include "pipeline/units.hpp"
@@ -22,6 +23,7 @@ struct RunOptions {
   std::string duration;
   std::string report;
   std::string plot;
+  std::string node;
   bool quiet = false;
 };
 
@@ -37,10 +39,26 @@ std::size_t stage_count(const PipelineDefinition& definition) {
   return count;
 }
 
+// The file's pipeline, or with --node only that node's part. A file whose lanes span
+// nodes needs --node: running both halves of a link in one process is not a deployment.
+PipelineDefinition load_for_node(const RunOptions& options) {
+  PipelineDefinition definition = load_pipeline_file(options.file, options.overrides);
+  if (!options.node.empty()) return select_node(std::move(definition), options.node);
+  if (spans_nodes(definition)) {
+    std::string nodes;
+    for (const auto& node : pipeline_nodes(definition)) nodes += (nodes.empty() ? "" : ", ") + node;
+    ConfigErrors errors;
+    errors.add({options.file, "--node", "this pipeline places its lanes on several nodes (" + nodes + ")",
+                "run one process per node: sluice run " + options.file + " --node NAME"});
+    throw ConfigException(std::move(errors));
+  }
+  return definition;
+}
+
 int run_pipeline(const RunOptions& options) {
   PipelineDefinition definition;
   try {
-    definition = load_pipeline_file(options.file, options.overrides);
+    definition = load_for_node(options);
   } catch (const ConfigException& error) {
     print_config_errors(error);
     return kExitUsage;
@@ -58,15 +76,22 @@ int run_pipeline(const RunOptions& options) {
   return run_definition(std::move(definition), RunOutputs{options.report, options.plot, options.quiet}, "sluice run");
 }
 
-int validate(const std::string& file, const std::vector<std::string>& overrides) {
+int validate(const RunOptions& options) {
+  const std::string& file = options.file;
   try {
-    const PipelineDefinition definition = load_pipeline_file(file, overrides);
+    const PipelineDefinition definition =
+        options.node.empty() ? load_pipeline_file(file, options.overrides) : load_for_node(options);
     std::cout << file << ": ok: pipeline " << definition.settings.name << ", " << definition.lanes.size() << " lane(s), "
               << stage_count(definition) << " stage(s)\n";
     for (const auto& lane : definition.lanes) {
       std::cout << "  " << lane.name << ":";
       for (std::size_t i = 0; i < lane.stages.size(); ++i) {
-        std::cout << (i == 0 ? " " : " → ") << lane.stages[i].name << " (" << lane.stages[i].type << ")";
+        const StageDefinition& stage = lane.stages[i];
+        std::cout << (i == 0 ? " " : " → ") << stage.name << " (" << stage.type;
+        if (!stage.node.empty() && (i == 0 || stage.joins_nodes || stage.node != lane.stages[i - 1].node)) {
+          std::cout << (stage.joins_nodes ? ", to node " : ", node ") << stage.node;
+        }
+        std::cout << ")";
       }
       std::cout << "\n";
     }
@@ -91,6 +116,7 @@ int list_stages(const std::string& type_name) {
     reader.integer("cpu", -1, "core to pin this stage's thread to (-1: not pinned)");
     reader.string("on_full", "block", "when the next queue is full: block or drop");
     reader.integer("queue_depth", static_cast<std::int64_t>(pipeline.queue_depth), "chunks queued in front of this stage");
+    reader.string("node", "", "node this stage runs on (sluice run --node NAME); default: the previous stage's");
     auto stage = type.create(reader, pipeline);
     for (const auto& doc : docs) {
       std::cout << "  " << doc.key << " (" << doc.type << ", default " << (doc.default_value.empty() ? "none" : doc.default_value)
@@ -150,6 +176,7 @@ void add_pipeline_commands(CLI::App& app, Commands& commands) {
   run->add_option("--duration", options->duration, "stop after this long (overrides pipeline.duration)");
   run->add_option("--report", options->report, "write the summary as JSON to this file");
   run->add_option("--plot", options->plot, "write each lane's rate over time as an SVG chart to this file");
+  run->add_option("--node", options->node, "run only the stages the file places on this node (node: keys)");
   run->add_flag("--quiet,-q", options->quiet, "no progress lines");
   commands.add(run, [options] { return run_pipeline(*options); });
 
@@ -157,7 +184,8 @@ void add_pipeline_commands(CLI::App& app, Commands& commands) {
   CLI::App* check = app.add_subcommand("validate", "Check a pipeline file and report every error with file:line:column");
   check->add_option("file", validate_options->file, "pipeline YAML file")->required();
   check->add_option("--set", validate_options->overrides, "override a setting: key.path=value (repeatable)");
-  commands.add(check, [validate_options] { return validate(validate_options->file, validate_options->overrides); });
+  check->add_option("--node", validate_options->node, "show only the part that runs on this node");
+  commands.add(check, [validate_options] { return validate(*validate_options); });
 
   auto type = std::make_shared<std::string>();
   CLI::App* stages = app.add_subcommand("stages", "List stage types, or one type's settings");

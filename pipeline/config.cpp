@@ -1,6 +1,7 @@
 // Pipeline file loading: YAML syntax, --set overrides, lane template expansion, stage
 // construction and role checks — every error collected with its location.
 #include "pipeline/config.hpp"
+#include "pipeline/placement.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -278,6 +279,7 @@ StageDefinition make_stage(std::vector<SettingsLayer> layers, const std::string&
                                      {{"block", OverflowPolicy::block}, {"drop", OverflowPolicy::drop}});
   definition.queue_depth = static_cast<std::uint64_t>(reader.integer("queue_depth", static_cast<std::int64_t>(pipeline.queue_depth),
                                           "chunks queued in front of this stage", 1, 65536));
+  definition.node = reader.string("node", "", "node this stage runs on (sluice run --node NAME); default: the previous stage's");
   if (!definition.type.empty()) {
     const StageType* type = registry.find(definition.type);
     if (type == nullptr) {
@@ -503,6 +505,8 @@ PipelineDefinition load_pipeline_text(const std::string& yaml, const std::string
       }
       lane.stages.push_back(std::move(stage));
     }
+    place_lane_stages(lane, lane_path, errors);
+    lane.index = static_cast<std::uint32_t>(definition.lanes.size());
     definition.lanes.push_back(std::move(lane));
   }
   if (!errors.empty()) throw ConfigException(std::move(errors));

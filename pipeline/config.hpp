@@ -35,10 +35,14 @@ struct StageDefinition {
   std::uint64_t queue_depth = 16;      // of the queue in front of this stage
   std::string location;                // file:line:column of its YAML, for messages
   std::unique_ptr<Stage> stage;
+  std::string node;                    // where it runs (pipeline/placement.hpp); "" = unplaced
+  bool joins_nodes = false;            // its lane moves from the previous stage's node to `node` here
+  StageHalves halves;                  // when joins_nodes: the two halves that replace it
 };
 
 struct LaneDefinition {
   std::string name;
+  std::uint32_t index = 0;  // position in the file: the lane number chunks carry on every node
   std::vector<StageDefinition> stages;
 };
 

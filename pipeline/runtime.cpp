@@ -24,10 +24,9 @@ void* LaneResources::cuda_stream() {
 }
 
 Pipeline::Pipeline(PipelineDefinition definition) : definition_(std::move(definition)) {
-  std::uint32_t lane_index = 0;
   for (auto& lane_definition : definition_.lanes) {
     Lane& lane = lanes_.emplace_back();
-    lane.resources = std::make_unique<LaneResources>(lane_definition.name, lane_index++, stop_,
+    lane.resources = std::make_unique<LaneResources>(lane_definition.name, lane_definition.index, stop_,
                                                      definition_.settings.cuda_device);
     const std::size_t count = lane_definition.stages.size();
     lane.slots.resize(count);

@@ -143,9 +143,23 @@ class StageContext {
   std::string failure_;
 };
 
+class Stage;
+// A stage that carries a lane from one node to another, cut in two: the sending half ends
+// the lane on the upstream node (a sink), the receiving half starts it on the next (a source).
+struct StageHalves {
+  std::unique_ptr<Stage> sending;
+  std::unique_ptr<Stage> receiving;
+};
+
 class Stage {
  public:
   virtual ~Stage() = default;
+  // Load time, once: whether this stage sits where its lane moves to another node
+  // (pipeline/placement.hpp). Returns why it cannot sit there ("" when it can); a stage
+  // that joins nodes fills `halves`. Only the link joins nodes.
+  virtual std::string place(bool joins_nodes, StageHalves& /*halves*/) {
+    return joins_nodes ? "only a link stage can move a lane to another node" : std::string();
+  }
   // Open, allocate, register. Throws an error naming the failed call and its cause.
   virtual void start(StageContext& context) = 0;
   // Move chunks. Never throws.

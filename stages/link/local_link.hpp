@@ -1,23 +1,27 @@
-// `link` stage, in-process transport: the same contract as the RoCE link — the sender
-// writes each chunk into one of the receiver's landing buffers (a ring it registered at
-// start; taking one is taking a credit) and the chunk's metadata travels with it — but the
-// write is a memcpy / cudaMemcpy. Landing buffers may live in another memory kind (GPU).
+// `link` stage. Within one node it is the in-process transport: the sender writes each
+// chunk into one of the receiver's landing buffers (a ring it allocated at start; taking
+// one is taking a credit) and the chunk's metadata travels with it, but the write is a
+// memcpy / cudaMemcpy; landing buffers may live in another memory kind (GPU). Where its
+// `node:` differs from the stage before it, the link is cut into a sending and a
+// receiving half (link_halves.hpp) that talk over tcp or roce (transport.hpp).
 #pragma once
 
 #include "pipeline/stage.hpp"
+#include "stages/link/transport.hpp"
 
 namespace sluice {
 
-enum class LinkTransport { local };
-
 struct LinkSettings {
   LinkTransport transport = LinkTransport::local;
-  PoolSettings landing;  // the receiver's ring: chunk size, depth (credits) and memory kind
+  TransportSettings connection;  // tcp / roce: the receiving node's address and port, timeouts
+  PoolSettings landing;          // the receiver's ring: chunk size, depth (credits) and memory kind
 };
+LinkSettings read_link_settings(SettingsReader& reader, const PipelineSettings& pipeline);
 
 class LocalLink final : public Stage {
  public:
   LocalLink(SettingsReader& reader, const PipelineSettings& pipeline);
+  std::string place(bool joins_nodes, StageHalves& halves) override;
   void start(StageContext& context) override;
   StageStatus process() override;
   void stop() noexcept override {}

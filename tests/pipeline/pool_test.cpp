@@ -85,5 +85,40 @@ TEST(Memory, DeviceOrPinnedWithoutCudaIsAClearError) {
   }
 }
 
+TEST(Pool, ReleaseHookTakesReleasedChunksInsteadOfTheFreeList) {
+  Pool pool("ring", PoolSpec{4096, 3, MemoryKind::host, 0});
+  std::vector<Chunk*> held;
+  while (ChunkPtr chunk = pool.try_acquire()) held.push_back(chunk.release());
+  std::vector<std::uint32_t> credits;
+  pool.set_release_hook([&](Chunk& chunk) { credits.push_back(chunk.index); });
+  {
+    held[1]->sequence = 9;
+    ChunkPtr lent(held[1]);  // handed downstream, then released there
+  }
+  EXPECT_EQ(credits, std::vector<std::uint32_t>{1});
+  EXPECT_EQ(held[1]->sequence, 0U);  // metadata reset before the hook sees it
+  EXPECT_EQ(pool.available(), 0U);   // not on the free list: the hook's owner holds it
+  pool.set_release_hook({});
+  for (Chunk* chunk : held) pool.return_to_free_list(*chunk);
+  EXPECT_EQ(pool.available(), 3U);
+  { ChunkPtr again = pool.try_acquire(); }
+  EXPECT_EQ(credits.size(), 1U);  // hook cleared: back to the free list
+  EXPECT_EQ(pool.available(), 3U);
+}
+
+TEST(Pool, HoldsRegistrationsByOwner) {
+  Pool pool("ring", PoolSpec{4096, 2, MemoryKind::host, 0});
+  EXPECT_EQ(pool.registration("verbs:rxe0"), nullptr);
+  pool.add_registration({"verbs:rxe0", 0x1234, 0x5678, -1});
+  pool.add_registration({"io_uring:record", 0, 0, 16});
+  ASSERT_NE(pool.registration("verbs:rxe0"), nullptr);
+  EXPECT_EQ(pool.registration("verbs:rxe0")->remote_key, 0x5678U);
+  EXPECT_EQ(pool.registration("io_uring:record")->first_buffer_index, 16);
+  EXPECT_THROW(pool.add_registration({"verbs:rxe0", 1, 1, -1}), std::runtime_error);
+  pool.remove_registration("verbs:rxe0");
+  EXPECT_EQ(pool.registration("verbs:rxe0"), nullptr);
+  EXPECT_EQ(pool.registrations().size(), 1U);
+}
+
 }  // namespace
 }  // namespace sluice

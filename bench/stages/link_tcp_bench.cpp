@@ -1,0 +1,159 @@
+// The tcp link transport against a bare TCP send/recv loop on loopback: the same bytes,
+// the same chunk size, the same socket options (TCP_NODELAY), one sending and one
+// receiving thread each. The bare loop recv()s straight into one buffer and sends from one
+// buffer; the link moves chunks from a pool through credits, frames and metadata into a
+// landing ring whose slots a "null sink" thread releases at once. Runs alternate; the
+// medians and their ratio are printed.
+//   link_tcp_bench [MiB per run, default 1024] [rounds, default 7]
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <future>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "pipeline/clock.hpp"
+#include "stages/link/tcp_transport.hpp"
+#include "wire/socket.hpp"
+
+namespace sluice {
+namespace {
+
+constexpr std::size_t kRingSlots = 8;
+
+std::uint16_t listen_any(wire::UniqueFd& listener) {
+  listener = wire::UniqueFd(::socket(AF_INET, SOCK_STREAM, 0));
+  const int one = 1;
+  ::setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 || ::listen(listener.get(), 1) != 0) {
+    throw std::runtime_error(wire::errno_message("bind/listen"));
+  }
+  socklen_t size = sizeof(address);
+  ::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&address), &size);
+  return ntohs(address.sin_port);
+}
+
+// Bytes per second of a bare send()/recv() loop moving `total` bytes in `chunk`-sized sends.
+double bare_loop(std::size_t chunk, std::size_t total) {
+  wire::UniqueFd listener;
+  const std::uint16_t port = listen_any(listener);
+  std::vector<std::byte> send_buffer(chunk, std::byte{0x5A});
+  std::vector<std::byte> receive_buffer(chunk);
+  const std::uint64_t begin = monotonic_ns();
+  auto receiver = std::async(std::launch::async, [&] {
+    wire::UniqueFd fd(::accept(listener.get(), nullptr, nullptr));
+    const int one = 1;
+    ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    std::size_t got = 0;
+    while (got < total) {
+      const ssize_t n = ::recv(fd.get(), receive_buffer.data(), std::min(chunk, total - got), 0);
+      if (n <= 0) throw std::runtime_error(wire::errno_message("recv"));
+      got += static_cast<std::size_t>(n);
+    }
+    return monotonic_ns();
+  });
+  wire::UniqueFd fd(::socket(AF_INET, SOCK_STREAM, 0));
+  const int one = 1;
+  ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    throw std::runtime_error(wire::errno_message("connect"));
+  }
+  for (std::size_t sent = 0; sent < total;) {
+    const ssize_t n = ::send(fd.get(), send_buffer.data(), std::min(chunk, total - sent), MSG_NOSIGNAL);
+    if (n <= 0) throw std::runtime_error(wire::errno_message("send"));
+    sent += static_cast<std::size_t>(n);
+  }
+  const std::uint64_t end = receiver.get();
+  return static_cast<double>(total) / (static_cast<double>(end - begin) / 1e9);
+}
+
+// Bytes per second of the tcp link transport moving the same bytes in `chunk`-sized chunks.
+double link_transport(std::size_t chunk, std::size_t total) {
+  wire::UniqueFd probe;
+  TransportSettings settings;
+  settings.endpoint = {"127.0.0.1", listen_any(probe)};
+  probe.reset();
+  Pool source("bench.source", PoolSpec{chunk, kRingSlots, MemoryKind::host, 0});
+  Pool landing("bench.landing", PoolSpec{chunk, kRingSlots, MemoryKind::host, 0});
+  TcpReceiver receiver;
+  receiver.listen(settings, 0, landing);
+  auto accepted = std::async(std::launch::async, [&] { return receiver.accept(); });
+  TcpSender sender;
+  sender.connect(settings, 0, {&source}, {});
+  accepted.get();
+  const std::uint64_t begin = monotonic_ns();
+  auto sink = std::async(std::launch::async, [&] {
+    std::size_t got = 0;
+    for (;;) {
+      ChunkPtr chunk_in;
+      const LinkStatus status = receiver.receive(chunk_in, std::chrono::seconds(10));
+      if (status == LinkStatus::end_of_stream) break;
+      if (status != LinkStatus::ok) throw std::runtime_error("receive: " + receiver.error());
+      got += chunk_in->size;  // released here: its credit goes back
+    }
+    if (got != total) throw std::runtime_error("link bench lost bytes");
+    return monotonic_ns();
+  });
+  for (std::size_t sent = 0; sent < total;) {
+    ChunkPtr out = source.acquire(std::chrono::seconds(10));
+    out->size = std::min(chunk, total - sent);
+    sent += out->size;
+    LinkStatus status;
+    while ((status = sender.send(out, std::chrono::seconds(1))) == LinkStatus::idle) {
+    }
+    if (status != LinkStatus::ok) throw std::runtime_error("send: " + sender.error());
+  }
+  if (sender.finish(std::chrono::seconds(10)) != LinkStatus::ok) throw std::runtime_error("finish: " + sender.error());
+  const std::uint64_t end = sink.get();
+  return static_cast<double>(total) / (static_cast<double>(end - begin) / 1e9);
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+}  // namespace
+}  // namespace sluice
+
+int main(int argc, char** argv) {
+  using namespace sluice;
+  spdlog::set_level(spdlog::level::warn);
+  const std::size_t total = (argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 1024) << 20;
+  const int rounds = argc > 2 ? std::atoi(argv[2]) : 7;
+  std::printf("tcp link vs bare TCP loop on loopback, %zu MiB per run, %d interleaved runs each, medians\n", total >> 20, rounds);
+  std::printf("%10s %14s %14s %8s\n", "chunk", "bare GB/s", "link GB/s", "ratio");
+  for (const std::size_t chunk : {std::size_t{1} << 20, std::size_t{4} << 20}) {
+    std::vector<double> bare;
+    std::vector<double> link;
+    for (int round = 0; round < rounds; ++round) {
+      // Alternate which goes first, so a neighbour's burst does not always hit the same side.
+      if (round % 2 == 0) {
+        bare.push_back(bare_loop(chunk, total));
+        link.push_back(link_transport(chunk, total));
+      } else {
+        link.push_back(link_transport(chunk, total));
+        bare.push_back(bare_loop(chunk, total));
+      }
+    }
+    const double bare_median = median(bare);
+    const double link_median = median(link);
+    std::printf("%7zu MiB %14.2f %14.2f %8.2f\n", chunk >> 20, bare_median / 1e9, link_median / 1e9, link_median / bare_median);
+  }
+  return 0;
+}
