@@ -15,6 +15,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev libssl-dev
   clang fio python3 python3-jsonschema
+  e2fsprogs xfsprogs util-linux
 )
 
 missing=()
