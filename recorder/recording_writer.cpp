@@ -32,6 +32,7 @@ namespace sluice::recorder {
 namespace {
 
 constexpr std::uint64_t kBlock = 4096;  // O_DIRECT alignment of offsets, lengths and buffers
+constexpr std::size_t kFinishBacklog = 64;  // rotated-out files (3 descriptors each) awaiting their finish
 
 bool aligned(std::uint64_t value) { return value % kBlock == 0; }
 
@@ -105,7 +106,8 @@ struct RecordingWriter::Rotation {
   std::string error;                          // first failure, for the record thread
   std::atomic<bool> failed{false};
   std::uint64_t waits = 0;                    // rotations that had to wait for their spare
-  std::thread thread;
+  std::thread preparer;  // makes spares: cheap, so a rotation rarely waits
+  std::thread finisher;  // finishes rotated-out files and rewrites the collection: fsyncs
 };
 
 std::string collection_path(const RecorderSettings& settings) {
@@ -293,16 +295,19 @@ std::string RecordingWriter::open(const std::vector<Pool*>& pools) {
       rotation_->next_segment.push_back(stripe->segment);
       rotation_->to_prepare.push_back(stripe->index);
     }
-    rotation_->thread = std::thread([this] {
+    const auto loop = [this](bool preparing) {
       Rotation& work = *rotation_;
       std::unique_lock lock(work.mutex);
       std::uint64_t last_refresh = monotonic_ns();
       for (;;) {
         work.wake.wait_for(lock, std::chrono::milliseconds(500), [&] {
-          return work.stopping || !work.to_prepare.empty() || !work.to_finish.empty();
+          return work.stopping || (preparing ? !work.to_prepare.empty() && work.to_finish.size() <= kFinishBacklog
+                                             : !work.to_finish.empty());
         });
-        // Spares first: a rotation may be waiting for one.
-        while (!work.to_prepare.empty() && !work.failed) {
+        if (preparing && work.stopping) return;
+        // A long backlog of rotated-out files (three descriptors each) holds back new spares:
+        // then the writes wait, which is the honest backpressure.
+        while (preparing && !work.to_prepare.empty() && !work.failed && work.to_finish.size() <= kFinishBacklog) {
           const std::uint32_t stripe = work.to_prepare.back();
           work.to_prepare.pop_back();
           const std::uint32_t segment = work.next_segment[stripe]++;
@@ -322,9 +327,10 @@ std::string RecordingWriter::open(const std::vector<Pool*>& pools) {
           }
           work.ready.notify_all();
         }
+        if (preparing) continue;
         while (!work.to_finish.empty()) {
-          std::unique_ptr<File> file = std::move(work.to_finish.back());
-          work.to_finish.pop_back();
+          std::unique_ptr<File> file = std::move(work.to_finish.front());
+          work.to_finish.erase(work.to_finish.begin());
           lock.unlock();
           std::string error = finish_file(*file);
           file.reset();
@@ -334,6 +340,7 @@ std::string RecordingWriter::open(const std::vector<Pool*>& pools) {
             work.error = error;
             work.failed = true;
           }
+          work.wake.notify_all();  // the preparer may wait for the backlog to shrink
         }
         // The collection lists every file of every lane: rewriting it costs more as the
         // recording grows, so it is refreshed at most every 2 s here (and at the end).
@@ -356,7 +363,9 @@ std::string RecordingWriter::open(const std::vector<Pool*>& pools) {
         }
         if (work.stopping && work.to_finish.empty()) return;
       }
-    });
+    };
+    rotation_->preparer = std::thread(loop, true);
+    rotation_->finisher = std::thread(loop, false);
   }
   return note;
 }
@@ -393,7 +402,7 @@ void RecordingWriter::rotate(Stripe& stripe) {
   if (retiring.outstanding == 0) {
     retire(stripe, retiring);
   } else {
-    rotation_->wake.notify_one();  // prepare the next spare now
+    rotation_->wake.notify_all();  // prepare the next spare now
   }
 }
 
@@ -403,7 +412,7 @@ void RecordingWriter::retire(Stripe& stripe, File& file) noexcept {
     if (rotation_) {
       std::lock_guard lock(rotation_->mutex);
       rotation_->to_finish.push_back(std::move(closing));
-      rotation_->wake.notify_one();
+      rotation_->wake.notify_all();
     } else {
       close_file_set(stripe);
       return;
@@ -426,8 +435,9 @@ std::unique_ptr<RecordingWriter::File> RecordingWriter::make_file_set(std::uint3
       make_global(stream_, lane_, settings_.recorder_name, stripe, static_cast<std::uint32_t>(settings_.directories.size()),
                   segment);
   // Provisional meta first: a valid (empty) capture exists from the first moment, and the
-  // journal beside it is what `sluice capture repair` completes it from.
-  write_file_durably(file->base + std::string(kMetaSuffix), build_meta(global, {}, false).dump(2) + "\n");
+  // journal beside it is what `sluice capture repair` completes it (and the meta) from, so
+  // it needs no fsync: rotation prepares these often.
+  write_file_durably(file->base + std::string(kMetaSuffix), build_meta(global, {}, false).dump(2) + "\n", false);
   file->journal = JournalWriter(file->base + std::string(kJournalSuffix), global);
   if (settings_.preallocate_bytes > 0) {
     const std::uint64_t first = settings_.rotate_bytes > 0 ? std::min(settings_.rotate_bytes, settings_.preallocate_bytes)
@@ -446,9 +456,7 @@ void RecordingWriter::open_file_set(Stripe& stripe) {
 std::string RecordingWriter::finish_file(File& file) noexcept {
   std::string error;
   try {
-    if (::fsync(file.direct_fd.get()) != 0) {
-      error = "fsync(" + file.base + std::string(kDataSuffix) + "): " + std::strerror(errno);
-    }
+    // finalize_recording fsyncs the data once it is truncated to its journaled bytes.
     file.direct_fd.close();
     file.buffered_fd.close();
     file.journal.close();
@@ -686,8 +694,9 @@ void RecordingWriter::finish(std::size_t* abandoned) noexcept {
       rotation_->stopping = true;
       rotation_->to_prepare.clear();
     }
-    rotation_->wake.notify_one();
-    rotation_->thread.join();
+    rotation_->wake.notify_all();
+    rotation_->preparer.join();
+    rotation_->finisher.join();
     take_rotation_error();
     // Spares never written to: not part of the recording.
     for (auto& spare : rotation_->spares) {

@@ -271,16 +271,17 @@ nlohmann::json build_meta(const nlohmann::json& global_in, const std::vector<Jou
   return nlohmann::json{{"global", global}, {"captures", captures}, {"annotations", annotations}};
 }
 
-void write_file_durably(const std::string& path, const std::string& text) {
+void write_file_durably(const std::string& path, const std::string& text, bool sync) {
   const std::string temporary = path + ".tmp";
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw errno_error("open", temporary, errno);
   {
     FdCloser closer(fd);
     write_all(fd, temporary, text);
-    if (::fsync(fd) != 0) throw errno_error("fsync", temporary, errno);
+    if (sync && ::fsync(fd) != 0) throw errno_error("fsync", temporary, errno);
   }
   if (::rename(temporary.c_str(), path.c_str()) != 0) throw errno_error("rename", temporary, errno);
+  if (!sync) return;
   const std::string directory = std::filesystem::path(path).parent_path().empty()
                                     ? std::string(".")
                                     : std::filesystem::path(path).parent_path().string();

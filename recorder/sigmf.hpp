@@ -49,7 +49,9 @@ nlohmann::json build_meta(const nlohmann::json& global, const std::vector<Journa
 
 // Writes `text` to `path` through a temporary file, fsync and rename, then fsyncs the
 // directory: a reader sees the old file or the new one, never half of one. Throws naming the call.
-void write_file_durably(const std::string& path, const std::string& text);
+// `sync` false: the same rename (never half a file) without the fsyncs, for files that
+// something else can rebuild after a crash (a provisional meta beside its journal).
+void write_file_durably(const std::string& path, const std::string& text, bool sync = true);
 
 std::string sha512_of_file(const std::string& path);  // lowercase hex; throws when unreadable
 

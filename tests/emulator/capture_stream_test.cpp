@@ -122,6 +122,18 @@ TEST(CaptureStream, EmulatorRefusesSpectraAndMissingLanes) {
   }
 }
 
+// Waits (at most 20 s) until the source stage has handed on `samples`, then stops the
+// pipeline running on `runner`.
+void stop_once_received(Pipeline& pipeline, std::thread& runner, std::uint64_t samples) {
+  const StageMetrics& metrics = *pipeline.metrics().front();
+  const std::uint64_t deadline = monotonic_ns() + 20'000'000'000ULL;
+  while (metrics.out.samples.load() < samples && monotonic_ns() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  pipeline.request_stop();
+  runner.join();
+}
+
 // Sends the gappy capture through a socket stage into a second recording; returns it.
 recorder::Capture round_trip(const TempDir& dir, const recorder::Capture& original, emulator::Transport transport,
                              emulator::CapturePace pace, double& seconds) {
@@ -151,14 +163,7 @@ recorder::Capture round_trip(const TempDir& dir, const recorder::Capture& origin
   }  // TCP: closing the connection ends the stage's stream
   seconds = report.seconds;
   EXPECT_EQ(report.samples, original.lanes[0].total_samples);
-  const StageMetrics& metrics = *pipeline.metrics().front();
-  const std::uint64_t expected = original.lanes[0].total_samples;
-  const std::uint64_t deadline = monotonic_ns() + 10'000'000'000ULL;
-  while (metrics.out.samples.load() < expected && monotonic_ns() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  pipeline.request_stop();
-  runner.join();
+  stop_once_received(pipeline, runner, original.lanes[0].total_samples);
   EXPECT_TRUE(pipeline.failures().empty()) << pipeline.failures().front().message;
   return recorder::open_capture(dir.str("back/back.sigmf-collection"));
 }
@@ -271,13 +276,7 @@ void expect_drops_recorded_at_their_time(const DropCase& drops) {
   }
   EXPECT_EQ(report.dropped, kPackets - arrived.size());
   const std::uint64_t wanted = arrived.size() * per_packet;
-  const StageMetrics& metrics = *pipeline.metrics().front();
-  const std::uint64_t deadline = monotonic_ns() + 20'000'000'000ULL;
-  while (metrics.out.samples.load() < wanted && monotonic_ns() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  pipeline.request_stop();
-  runner.join();
+  stop_once_received(pipeline, runner, wanted);
   ASSERT_TRUE(pipeline.failures().empty()) << pipeline.failures().front().message;
 
   const recorder::Capture capture = recorder::open_capture(dir.str("drops.sigmf-collection"));
