@@ -57,6 +57,23 @@ void quantise_sample(SampleFormat format, double in_phase, double quadrature, st
   }
 }
 
+std::uint64_t Chunk::end_sample() const noexcept {
+  // Gaps are few and usually in order; a pass per gap keeps this exact for any order.
+  std::uint64_t end = first_sample + sample_count;
+  for (bool grew = true; grew;) {
+    grew = false;
+    std::uint64_t skipped = 0;
+    for (std::uint32_t i = 0; i < gap_count; ++i) {
+      const Gap& gap = gaps[i];
+      if (!gap.in_data && gap.first_sample >= first_sample && gap.first_sample < end) skipped += gap.length;
+    }
+    const std::uint64_t next = first_sample + sample_count + skipped;
+    grew = next != end;
+    end = next;
+  }
+  return end;
+}
+
 void Chunk::copy_metadata_from(const Chunk& other) noexcept {
   size = other.size;
   lane = other.lane;

@@ -43,9 +43,16 @@ struct Timestamp {
 
 // Samples lost before they reached Sluice: `length` samples starting at absolute stream
 // sample index `first_sample`. Recorded so captures show holes instead of splicing.
+// Lost samples are absent from the chunk's bytes (in_data false): the chunk's samples run
+// from first_sample in stream order, skipping every gap at or after it, so a gap inside a
+// chunk is a jump in the stream between two adjacent samples of the chunk. A gap before
+// first_sample says what was lost just ahead of it. in_data true is for derived streams:
+// the chunk does hold values for those indices, but they were computed from input that
+// had lost samples (an FFT row over a hole); they are marked, not missing.
 struct Gap {
   std::uint64_t first_sample = 0;
   std::uint64_t length = 0;
+  bool in_data = false;
 };
 
 struct Chunk {
@@ -73,11 +80,14 @@ struct Chunk {
 
   // False when the gap table is full: the producer must hand this chunk on and record
   // the gap in the next one, so that no gap is ever forgotten.
-  bool add_gap(std::uint64_t first, std::uint64_t length) noexcept {
+  bool add_gap(std::uint64_t first, std::uint64_t length, bool in_data = false) noexcept {
     if (gap_count == kMaxGaps) return false;
-    gaps[gap_count++] = Gap{first, length};
+    gaps[gap_count++] = Gap{first, length, in_data};
     return true;
   }
+  // Stream index after the chunk's last sample: first_sample + sample_count plus every
+  // absent gap that lies between its samples.
+  [[nodiscard]] std::uint64_t end_sample() const noexcept;
   // Copies everything but the fixed pool fields (data, capacity, memory, pool, index).
   void copy_metadata_from(const Chunk& other) noexcept;
   // Clears what a producer sets; called when the chunk returns to its pool.

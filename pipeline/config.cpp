@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <optional>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -508,6 +509,22 @@ PipelineDefinition load_pipeline_text(const std::string& yaml, const std::string
     place_lane_stages(lane, lane_path, errors);
     lane.index = static_cast<std::uint32_t>(definition.lanes.size());
     definition.lanes.push_back(std::move(lane));
+  }
+  // Two stages writing the same files would destroy each other's output (a second record
+  // tap with the same capture name): refused here, before anything is opened.
+  std::map<std::string, std::string> claimed;
+  for (const auto& lane : definition.lanes) {
+    for (const auto& stage : lane.stages) {
+      if (!stage.stage) continue;
+      for (const auto& output : stage.stage->exclusive_outputs(lane.name)) {
+        const std::string who = "lanes." + lane.name + "." + stage.name;
+        auto [it, added] = claimed.emplace(output, who);
+        if (!added) {
+          errors.add({stage.location, who, "stages " + it->second + " and " + who + " would both write " + output + "*",
+                      "give one of them its own capture_name (or directory)"});
+        }
+      }
+    }
   }
   if (!errors.empty()) throw ConfigException(std::move(errors));
   return definition;

@@ -1,6 +1,7 @@
 // Ports, the stage context and the stage registry.
 #include "pipeline/stage.hpp"
 
+#include <algorithm>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -67,28 +68,87 @@ ChunkPtr InputPort::pop(std::chrono::microseconds timeout) noexcept {
   return result;
 }
 
-bool OutputPort::push(ChunkPtr chunk) noexcept {
-  Chunk* raw = chunk.get();
+bool OutputPort::try_hand_off(Chunk* chunk) noexcept {
   // Read what we count before the hand-off: once queued, the consumer owns the chunk.
-  const std::uint64_t bytes = raw->size;
-  const std::uint64_t samples = raw->sample_count;
-  const std::uint64_t created = raw->created_ns;
-  if (!queue_->try_push(raw)) {
-    if (policy_ == OverflowPolicy::drop) {
-      drops_->add();
-      return false;  // `chunk` goes back to its pool here
-    }
-    const std::uint64_t begin = monotonic_ns();
-    Backoff backoff;
-    while (!queue_->try_push(raw)) backoff.wait(1'000'000);
-    metrics_->wait_ns.fetch_add(monotonic_ns() - begin, std::memory_order_relaxed);
-  }
-  chunk.release();
+  const std::uint64_t bytes = chunk->size;
+  const std::uint64_t samples = chunk->sample_count;
+  const std::uint64_t created = chunk->created_ns;
+  if (!queue_->try_push(chunk)) return false;
   metrics_->out.bytes.fetch_add(bytes, std::memory_order_relaxed);
   metrics_->out.chunks.fetch_add(1, std::memory_order_relaxed);
   metrics_->out.samples.fetch_add(samples, std::memory_order_relaxed);
   metrics_->latency.record(monotonic_ns() - created);
   return true;
+}
+
+void OutputPort::remember_dropped(ChunkPtr chunk) noexcept {
+  // Every stream index the chunk covered or reported lost; nothing between the pending gap
+  // and it got through, so the two make one range.
+  std::uint64_t first = chunk->first_sample;
+  std::uint64_t end = chunk->end_sample();
+  for (std::uint32_t i = 0; i < chunk->gap_count; ++i) {
+    const Gap& gap = chunk->gaps[i];
+    if (gap.in_data || gap.length == 0) continue;
+    first = std::min(first, gap.first_sample);
+    end = std::max(end, gap.first_sample + gap.length);
+  }
+  if (carrier_ && carrier_->gap_count > 0) {
+    first = std::min(first, carrier_->gaps[0].first_sample);
+    end = std::max(end, carrier_->gaps[0].first_sample + carrier_->gaps[0].length);
+  }
+  // The dropped chunk itself becomes the carrier: no allocation, and at most one chunk held.
+  const std::uint64_t sequence = chunk->sequence;
+  const std::uint32_t lane = chunk->lane;
+  const SampleFormat format = chunk->format;
+  chunk->reset_metadata();
+  chunk->sequence = sequence;
+  chunk->lane = lane;
+  chunk->format = format;
+  chunk->first_sample = end;
+  chunk->created_ns = monotonic_ns();
+  if (end > first) chunk->add_gap(first, end - first);
+  carrier_ = std::move(chunk);
+}
+
+bool OutputPort::push(ChunkPtr chunk) noexcept {
+  // Only `drop` leaves a carrier: the samples dropped since the last chunk that got through.
+  if (carrier_) {
+    const Gap pending = carrier_->gap_count > 0 ? carrier_->gaps[0] : Gap{};
+    if (pending.length == 0 || chunk->add_gap(pending.first_sample, pending.length)) {
+      carrier_.reset();
+    } else if (try_hand_off(carrier_.get())) {
+      // This chunk's gap table is full: the gap goes downstream on a chunk of its own first.
+      static_cast<void>(carrier_.release());
+    } else {
+      drops_->add();
+      remember_dropped(std::move(chunk));
+      return false;
+    }
+  }
+  Chunk* raw = chunk.get();
+  if (!try_hand_off(raw)) {
+    if (policy_ == OverflowPolicy::drop) {
+      drops_->add();
+      remember_dropped(std::move(chunk));
+      return false;  // its samples are a gap on the next chunk
+    }
+    const std::uint64_t begin = monotonic_ns();
+    Backoff backoff;
+    while (!try_hand_off(raw)) backoff.wait(1'000'000);
+    metrics_->wait_ns.fetch_add(monotonic_ns() - begin, std::memory_order_relaxed);
+  }
+  chunk.release();
+  return true;
+}
+
+void OutputPort::close() noexcept {
+  if (carrier_) {
+    // A loss at the very end of the stream still reaches downstream (which always drains).
+    Backoff backoff;
+    while (!try_hand_off(carrier_.get())) backoff.wait(1'000'000);
+    static_cast<void>(carrier_.release());
+  }
+  queue_->close();
 }
 
 StageContext::StageContext(LaneResources& lane, StageMetrics& metrics, const PipelineSettings& pipeline,

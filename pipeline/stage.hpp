@@ -72,15 +72,27 @@ class OutputPort {
   OutputPort(SpscQueue<Chunk*>& queue, StageMetrics& metrics, OverflowPolicy policy, NamedCounter& drops)
       : queue_(&queue), metrics_(&metrics), policy_(policy), drops_(&drops) {}
   // Hands the chunk downstream. `block` waits for room (downstream always drains, even
-  // after failing); `drop` releases the chunk and counts it as dropped "queue_full".
+  // after failing); `drop` releases the chunk and counts it as dropped "queue_full". A
+  // dropped chunk is a loss like any other: its stream range becomes a gap ahead of the
+  // next chunk pushed (or of a chunk of its own when that one's gap table is full, or at
+  // close()), so every stage after this port sees the hole with its exact sample count.
   bool push(ChunkPtr chunk) noexcept;
-  void close() noexcept { queue_->close(); }
+  // Hands on a pending gap (waiting for room), then ends the stream.
+  void close() noexcept;
 
  private:
+  // Folds a dropped chunk's range into the pending gap, which `chunk` then carries.
+  void remember_dropped(ChunkPtr chunk) noexcept;
+  // Queues the chunk and counts it; false when the queue is full.
+  bool try_hand_off(Chunk* chunk) noexcept;
+
   SpscQueue<Chunk*>* queue_;
   StageMetrics* metrics_;
   OverflowPolicy policy_;
   NamedCounter* drops_;
+  // The last dropped chunk, emptied: it holds the one gap (every sample dropped since the
+  // last chunk that got through) until that gap can go downstream.
+  ChunkPtr carrier_;
 };
 
 class LaneResources;
@@ -167,6 +179,13 @@ class Stage {
   // Flush and release what start() took. Called once, on the stage's thread, after the last
   // process(). Must not throw.
   virtual void stop() noexcept = 0;
+  // Outputs only this stage may write when it runs in lane `lane` (a record stage: the
+  // path prefix of its files). Validation refuses two stages of a pipeline that claim the
+  // same one, so that one never replaces or removes what the other writes.
+  [[nodiscard]] virtual std::vector<std::string> exclusive_outputs(const std::string& lane) const {
+    static_cast<void>(lane);
+    return {};
+  }
 };
 
 // Settings every producing stage shares: how big its chunks are, how many, and where.

@@ -23,7 +23,6 @@
 namespace sluice::recorder {
 namespace {
 namespace fs = std::filesystem;
-__extension__ using Wide = unsigned __int128;  // exact sample-to-picosecond products
 
 nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);
@@ -98,8 +97,8 @@ void add_recording(CaptureLane& lane, const std::string& base) {
     CaptureGap gap;
     gap.global_index = annotation.value("sluice:global_index", std::uint64_t{0});
     gap.length = annotation.value("sluice:lost_samples", std::uint64_t{0});
-    gap.filled = annotation.value("core:sample_count", std::uint64_t{0}) > 0;
-    lane.lost_samples += gap.length;
+    gap.in_data = annotation.value("sluice:in_data", false);
+    (gap.in_data ? lane.marked_values : lane.lost_samples) += gap.length;
     lane.gaps.push_back(gap);
   }
 }
@@ -193,23 +192,7 @@ std::uint64_t read_segment(const CaptureLane& lane, const CaptureSegment& segmen
 }
 
 Timestamp time_of_sample(const CaptureSegment& segment, std::uint64_t index, double sample_rate) {
-  if (!segment.time.valid || sample_rate <= 0) return Timestamp{};
-  const std::uint64_t offset = index >= segment.global_index ? index - segment.global_index : 0;
-  const auto rate = static_cast<std::uint64_t>(sample_rate);
-  // Integer arithmetic where the rate is whole (it nearly always is): exact timestamps back.
-  std::uint64_t seconds = 0;
-  std::uint64_t picoseconds = 0;
-  if (static_cast<double>(rate) == sample_rate) {
-    seconds = offset / rate;
-    picoseconds = static_cast<std::uint64_t>(static_cast<Wide>(offset % rate) * 1'000'000'000'000ULL / rate);
-  } else {
-    const long double elapsed = static_cast<long double>(offset) / static_cast<long double>(sample_rate);
-    seconds = static_cast<std::uint64_t>(elapsed);
-    picoseconds = static_cast<std::uint64_t>((elapsed - static_cast<long double>(seconds)) * 1e12L);
-  }
-  picoseconds += segment.time.picoseconds;
-  return Timestamp{segment.time.seconds + seconds + picoseconds / 1'000'000'000'000ULL,
-                   picoseconds % 1'000'000'000'000ULL, true};
+  return time_after(segment.time, index >= segment.global_index ? index - segment.global_index : 0, sample_rate);
 }
 
 }  // namespace sluice::recorder

@@ -25,7 +25,8 @@ struct CaptureSegment {
 struct CaptureGap {
   std::uint64_t global_index = 0;  // first lost stream sample
   std::uint64_t length = 0;
-  bool filled = false;             // the source filled the hole: those samples are in the file
+  bool in_data = false;            // values for these indices are in the file, computed from input
+                                   // with lost samples (spectra rows over a hole); else absent
 };
 
 struct CaptureLane {
@@ -45,7 +46,8 @@ struct CaptureLane {
   std::vector<CaptureGap> gaps;         // ordered by global_index
   std::uint64_t total_samples = 0;      // in the data files
   std::uint64_t total_bytes = 0;
-  std::uint64_t lost_samples = 0;
+  std::uint64_t lost_samples = 0;       // absent from the files
+  std::uint64_t marked_values = 0;      // in the files, computed from input with lost samples
   std::vector<std::string> journals;    // leftover journals: the capture needs `sluice capture repair`
 };
 

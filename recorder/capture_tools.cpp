@@ -111,7 +111,13 @@ std::string describe_capture(const Capture& capture) {
     if (!lane.segments.empty() && lane.segments.front().time.valid) {
       out << "    start:    " << iso8601(lane.segments.front().time) << "\n";
     }
-    out << "    gaps:     " << lane.gaps.size() << " (" << lane.lost_samples << " samples lost)\n";
+    const auto holes = std::count_if(lane.gaps.begin(), lane.gaps.end(), [](const CaptureGap& gap) { return !gap.in_data; });
+    out << "    gaps:     " << holes << " (" << lane.lost_samples << " samples lost, absent from the data)";
+    if (lane.marked_values > 0) {
+      out << "; " << lane.gaps.size() - static_cast<std::size_t>(holes) << " marked (" << lane.marked_values
+          << " values computed from input with lost samples)";
+    }
+    out << "\n";
     out << "    size:     " << format_bytes(static_cast<double>(lane.total_bytes)) << " (" << lane.total_bytes
         << " bytes)\n";
     if (!lane.complete || !lane.journals.empty()) {

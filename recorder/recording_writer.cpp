@@ -6,28 +6,63 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <stdexcept>
+#include <thread>
 #include <tuple>
 
 #include <spdlog/spdlog.h>
 
+#include "pipeline/clock.hpp"
 #include "recorder/sigmf.hpp"
 
 namespace sluice::recorder {
 namespace {
 
 constexpr std::uint64_t kBlock = 4096;  // O_DIRECT alignment of offsets, lengths and buffers
+constexpr std::size_t kFinishBacklog = 64;  // rotated-out files (3 descriptors each) awaiting their finish
 
 bool aligned(std::uint64_t value) { return value % kBlock == 0; }
 
 bool is_disk_full(int error) { return error == ENOSPC || error == EFBIG || error == EDQUOT; }
+
+// Preallocates [offset, offset + wanted) with KEEP_SIZE, never more than half the space
+// still free (a small volume must still have room for the data and the metadata), and
+// releases what a failed call took: ext4 keeps the blocks a failed fallocate allocated.
+// `empty`: nothing is written to the file yet, so truncating it to 0 is safe. Returns the
+// bytes preallocated (0: none).
+std::uint64_t preallocate(int fd, const std::string& path, std::uint64_t offset, std::uint64_t wanted, bool empty) noexcept {
+  struct statvfs volume {};
+  if (::fstatvfs(fd, &volume) == 0) {
+    const std::uint64_t free_bytes = static_cast<std::uint64_t>(volume.f_bavail) * volume.f_frsize;
+    wanted = std::min(wanted, free_bytes / 2 / kBlock * kBlock);
+  }
+  if (wanted < kBlock) return 0;
+  if (::fallocate(fd, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset), static_cast<off_t>(wanted)) == 0) return wanted;
+  const int error = errno;
+  // ftruncate to the current size frees blocks past the end on ext4 and xfs; a hole punch
+  // does it where writes are in flight (the file's size may be moving).
+  if (empty) {
+    static_cast<void>(::ftruncate(fd, 0));
+  } else {
+    static_cast<void>(::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+                                  static_cast<off_t>(wanted)));
+  }
+  spdlog::debug("fallocate({}, {} bytes at {}): {}; writing without preallocation", path, wanted, offset, std::strerror(error));
+  return 0;
+}
 
 std::string two_digits(std::uint32_t value, int width) {
   std::string text = std::to_string(value);
@@ -51,14 +86,75 @@ struct RecordingWriter::File {
 struct RecordingWriter::Stripe {
   std::string directory;
   std::uint32_t index = 0;
-  std::uint32_t segment = 0;
+  std::uint32_t segment = 0;  // of the next file set to create
   std::unique_ptr<File> file;
   std::vector<std::unique_ptr<File>> closing;  // rotated out, finished once their last write retires
+};
+
+// The rotation thread's work, under `mutex`: spares to prepare (by stripe), files to finish.
+// The record thread only swaps pointers and queues; the files are made and finished here.
+struct RecordingWriter::Rotation {
+  std::mutex mutex;
+  std::condition_variable wake;   // work for the thread
+  std::condition_variable ready;  // a spare is ready (or the thread failed)
+  std::vector<std::unique_ptr<File>> spares;  // by stripe index; null while being prepared
+  std::vector<std::uint32_t> next_segment;    // by stripe index
+  std::vector<std::uint32_t> to_prepare;
+  std::vector<std::unique_ptr<File>> to_finish;
+  bool stopping = false;
+  bool collection_dirty = false;
+  std::string error;                          // first failure, for the record thread
+  std::atomic<bool> failed{false};
+  std::uint64_t waits = 0;                    // rotations that had to wait for their spare
+  std::thread preparer;  // makes spares: cheap, so a rotation rarely waits
+  std::thread finisher;  // finishes rotated-out files and rewrites the collection: fsyncs
 };
 
 std::string collection_path(const RecorderSettings& settings) {
   return (std::filesystem::path(settings.directories.front()) / (settings.name + std::string(kCollectionSuffix))).string();
 }
+
+std::string unwritable_reason(const std::string& directory) {
+  namespace fs = std::filesystem;
+  fs::path path = fs::path(directory);
+  std::error_code error;
+  while (!path.empty() && !fs::exists(path, error)) path = path.parent_path();
+  if (path.empty()) path = ".";
+  if (!fs::is_directory(path, error)) return path.string() + " is not a directory";
+  if (::access(path.c_str(), W_OK | X_OK) != 0) {
+    return "cannot write in " + path.string() + " (access: " + std::strerror(errno) + ")";
+  }
+  return {};
+}
+
+bool collection_has_lane(const std::string& path, const std::string& lane) {
+  std::ifstream in(path);
+  const nlohmann::json document = nlohmann::json::parse(in, nullptr, false);
+  if (document.is_discarded() || !document.contains("collection")) return false;
+  const auto& lanes = document["collection"].value("sluice:lanes", nlohmann::json::object());
+  return lanes.is_object() && lanes.contains(lane);
+}
+
+namespace {
+
+// What refresh_collection learnt from one .sigmf-meta, valid while its size and mtime hold:
+// a rotating recording then re-reads and re-hashes only the files that changed, not every
+// meta of the collection each time.
+struct MetaEntry {
+  std::uint64_t inode = 0;  // write_file_durably renames a new file in: a new inode
+  std::uintmax_t size = 0;
+  std::int64_t mtime_ns = 0;
+  bool usable = false;
+  std::string lane;
+  std::int64_t segment = 0;
+  std::int64_t stripe = 0;
+  std::string hash;
+};
+
+std::mutex g_meta_cache_mutex;
+std::map<std::string, MetaEntry> g_meta_cache;  // by path
+
+}  // namespace
 
 void refresh_collection(const std::vector<std::string>& directories, const std::string& name) {
   namespace fs = std::filesystem;
@@ -72,34 +168,59 @@ void refresh_collection(const std::vector<std::string>& directories, const std::
     std::int64_t segment;
     std::int64_t stripe;
     std::string base;
+    std::string hash;
   };
   std::vector<Entry> entries;
   const std::string prefix = name + "-";
-  for (const auto& directory : directories) {
-    for (const auto& item : fs::directory_iterator(directory)) {
-      const std::string file = item.path().filename().string();
-      if (file.rfind(prefix, 0) != 0 || item.path().extension() != kMetaSuffix) continue;
-      std::ifstream in(item.path());
-      nlohmann::json meta = nlohmann::json::parse(in, nullptr, false);
-      if (meta.is_discarded() || !meta.contains("global")) continue;
-      const auto& global = meta["global"];
-      entries.push_back(Entry{global.value("sluice:lane", std::string()), global.value("sluice:segment", std::int64_t{0}),
-                              global.value("sluice:stripe", std::int64_t{0}), strip_capture_suffix(item.path().string())});
+  {
+    std::lock_guard cache_lock(g_meta_cache_mutex);
+    for (const auto& directory : directories) {
+      for (const auto& item : fs::directory_iterator(directory)) {
+        const std::string file = item.path().filename().string();
+        if (file.rfind(prefix, 0) != 0 || item.path().extension() != kMetaSuffix) continue;
+        const std::string path = item.path().string();
+        struct stat status {};
+        if (::stat(path.c_str(), &status) != 0) continue;  // removed meanwhile
+        const std::int64_t mtime_ns = static_cast<std::int64_t>(status.st_mtim.tv_sec) * 1'000'000'000 + status.st_mtim.tv_nsec;
+        MetaEntry& cached = g_meta_cache[path];
+        if (cached.hash.empty() || cached.inode != status.st_ino || cached.size != static_cast<std::uintmax_t>(status.st_size) ||
+            cached.mtime_ns != mtime_ns) {
+          std::ifstream in(path);
+          const nlohmann::json meta = nlohmann::json::parse(in, nullptr, false);
+          cached = MetaEntry{};
+          cached.inode = status.st_ino;
+          cached.size = static_cast<std::uintmax_t>(status.st_size);
+          cached.mtime_ns = mtime_ns;
+          cached.usable = !meta.is_discarded() && meta.contains("global");
+          if (cached.usable) {
+            const auto& global = meta["global"];
+            cached.lane = global.value("sluice:lane", std::string());
+            cached.segment = global.value("sluice:segment", std::int64_t{0});
+            cached.stripe = global.value("sluice:stripe", std::int64_t{0});
+          }
+          cached.hash = sha512_of_file(path);
+        }
+        if (!cached.usable) continue;
+        entries.push_back(Entry{cached.lane, cached.segment, cached.stripe, strip_capture_suffix(path), cached.hash});
+      }
     }
   }
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
     return std::tie(a.lane, a.segment, a.stripe) < std::tie(b.lane, b.segment, b.stripe);
   });
   std::vector<std::string> bases;
+  std::vector<std::string> hashes;
   nlohmann::json lanes = nlohmann::json::object();
   const fs::path home = fs::path(collection_path(RecorderSettings{directories, name})).parent_path();
   for (const auto& entry : entries) {
     bases.push_back(entry.base);
+    hashes.push_back(entry.hash);
     lanes[entry.lane].push_back(fs::relative(fs::path(entry.base), home).string());
   }
   write_collection(collection_path(RecorderSettings{directories, name}), bases, lanes,
                    "sluice capture " + name + ": " + std::to_string(lanes.size()) + " lane(s), " +
-                       std::to_string(bases.size()) + " recording(s)");
+                       std::to_string(bases.size()) + " recording(s)",
+                   &hashes);
 }
 
 FinalizeResult finalize_recording(const std::string& base) {
@@ -167,55 +288,192 @@ std::string RecordingWriter::open(const std::vector<Pool*>& pools) {
   }
   for (auto& stripe : stripes_) open_file_set(*stripe);
   refresh_collection(settings_.directories, settings_.name);
+  if (settings_.rotate_bytes > 0) {
+    rotation_ = std::make_unique<Rotation>();
+    rotation_->spares.resize(stripes_.size());
+    for (const auto& stripe : stripes_) {
+      rotation_->next_segment.push_back(stripe->segment);
+      rotation_->to_prepare.push_back(stripe->index);
+    }
+    const auto loop = [this](bool preparing) {
+      Rotation& work = *rotation_;
+      std::unique_lock lock(work.mutex);
+      std::uint64_t last_refresh = monotonic_ns();
+      for (;;) {
+        work.wake.wait_for(lock, std::chrono::milliseconds(500), [&] {
+          return work.stopping || (preparing ? !work.to_prepare.empty() && work.to_finish.size() <= kFinishBacklog
+                                             : !work.to_finish.empty());
+        });
+        if (preparing && work.stopping) return;
+        // A long backlog of rotated-out files (three descriptors each) holds back new spares:
+        // then the writes wait, which is the honest backpressure.
+        while (preparing && !work.to_prepare.empty() && !work.failed && work.to_finish.size() <= kFinishBacklog) {
+          const std::uint32_t stripe = work.to_prepare.back();
+          work.to_prepare.pop_back();
+          const std::uint32_t segment = work.next_segment[stripe]++;
+          lock.unlock();
+          std::unique_ptr<File> file;
+          std::string error;
+          try {
+            file = make_file_set(stripe, segment);
+          } catch (const std::exception& failure) {
+            error = std::string("preparing the next file set: ") + failure.what();
+          }
+          lock.lock();
+          if (file) work.spares[stripe] = std::move(file);
+          if (!error.empty() && !work.failed) {
+            work.error = error;
+            work.failed = true;
+          }
+          work.ready.notify_all();
+        }
+        if (preparing) continue;
+        while (!work.to_finish.empty()) {
+          std::unique_ptr<File> file = std::move(work.to_finish.front());
+          work.to_finish.erase(work.to_finish.begin());
+          lock.unlock();
+          std::string error = finish_file(*file);
+          file.reset();
+          lock.lock();
+          work.collection_dirty = true;
+          if (!error.empty() && !work.failed) {
+            work.error = error;
+            work.failed = true;
+          }
+          work.wake.notify_all();  // the preparer may wait for the backlog to shrink
+        }
+        // The collection lists every file of every lane: rewriting it costs more as the
+        // recording grows, so it is refreshed at most every 2 s here (and at the end).
+        const std::uint64_t now = monotonic_ns();
+        if (work.collection_dirty && (now - last_refresh > 2'000'000'000ULL || work.stopping)) {
+          work.collection_dirty = false;
+          last_refresh = now;
+          lock.unlock();
+          std::string error;
+          try {
+            refresh_collection(settings_.directories, settings_.name);
+          } catch (const std::exception& failure) {
+            error = std::string("writing the collection: ") + failure.what();
+          }
+          lock.lock();
+          if (!error.empty() && !work.failed) {
+            work.error = error;
+            work.failed = true;
+          }
+        }
+        if (work.stopping && work.to_finish.empty()) return;
+      }
+    };
+    rotation_->preparer = std::thread(loop, true);
+    rotation_->finisher = std::thread(loop, false);
+  }
   return note;
 }
 
-void RecordingWriter::open_file_set(Stripe& stripe) {
+std::uint64_t RecordingWriter::rotation_waits() const {
+  if (!rotation_) return 0;
+  std::lock_guard lock(rotation_->mutex);
+  return rotation_->waits;
+}
+
+void RecordingWriter::take_rotation_error() noexcept {
+  if (!rotation_ || !rotation_->failed.load(std::memory_order_relaxed) || failed()) return;
+  std::lock_guard lock(rotation_->mutex);
+  set_error(EIO, rotation_->error);
+}
+
+void RecordingWriter::rotate(Stripe& stripe) {
+  std::unique_ptr<File> next;
+  {
+    std::unique_lock lock(rotation_->mutex);
+    if (!rotation_->spares[stripe.index]) ++rotation_->waits;  // prepared too late: the writes wait
+    rotation_->ready.wait(lock, [&] { return rotation_->spares[stripe.index] != nullptr || rotation_->failed; });
+    if (!rotation_->spares[stripe.index]) throw std::runtime_error(rotation_->error);
+    next = std::move(rotation_->spares[stripe.index]);
+    rotation_->to_prepare.push_back(stripe.index);
+  }
+  bases_.push_back(next->base);
+  ++stripe.segment;
+  std::unique_ptr<File> old = std::move(stripe.file);
+  old->closing = true;
+  stripe.file = std::move(next);
+  File& retiring = *old;
+  stripe.closing.push_back(std::move(old));
+  if (retiring.outstanding == 0) {
+    retire(stripe, retiring);
+  } else {
+    rotation_->wake.notify_all();  // prepare the next spare now
+  }
+}
+
+void RecordingWriter::retire(Stripe& stripe, File& file) noexcept {
+  for (auto& closing : stripe.closing) {
+    if (closing.get() != &file) continue;
+    if (rotation_) {
+      std::lock_guard lock(rotation_->mutex);
+      rotation_->to_finish.push_back(std::move(closing));
+      rotation_->wake.notify_all();
+    } else {
+      close_file_set(stripe);
+      return;
+    }
+  }
+  std::erase_if(stripe.closing, [](const std::unique_ptr<File>& each) { return !each; });
+}
+
+std::unique_ptr<RecordingWriter::File> RecordingWriter::make_file_set(std::uint32_t stripe, std::uint32_t segment) {
   auto file = std::make_unique<File>();
-  const bool striped = stripes_.size() > 1;
-  file->base = (std::filesystem::path(stripe.directory) /
-                (settings_.name + "-" + lane_ + (striped ? "-s" + std::to_string(stripe.index) : std::string()) + "-" +
-                 two_digits(stripe.segment, 4)))
+  const bool striped = settings_.directories.size() > 1;
+  file->base = (std::filesystem::path(settings_.directories[stripe]) /
+                (settings_.name + "-" + lane_ + (striped ? "-s" + std::to_string(stripe) : std::string()) + "-" +
+                 two_digits(segment, 4)))
                    .string();
   const std::string data_path = file->base + std::string(kDataSuffix);
   file->buffered_fd = open_file(data_path, O_WRONLY | O_CREAT | O_EXCL);
   file->direct_fd = settings_.direct ? open_file(data_path, O_WRONLY | O_DIRECT) : open_file(data_path, O_WRONLY);
   const nlohmann::json global =
-      make_global(stream_, lane_, settings_.recorder_name, stripe.index, static_cast<std::uint32_t>(stripes_.size()),
-                  stripe.segment);
+      make_global(stream_, lane_, settings_.recorder_name, stripe, static_cast<std::uint32_t>(settings_.directories.size()),
+                  segment);
   // Provisional meta first: a valid (empty) capture exists from the first moment, and the
-  // journal beside it is what `sluice capture repair` completes it from.
-  write_file_durably(file->base + std::string(kMetaSuffix), build_meta(global, {}, false).dump(2) + "\n");
+  // journal beside it is what `sluice capture repair` completes it (and the meta) from, so
+  // it needs no fsync: rotation prepares these often.
+  write_file_durably(file->base + std::string(kMetaSuffix), build_meta(global, {}, false).dump(2) + "\n", false);
   file->journal = JournalWriter(file->base + std::string(kJournalSuffix), global);
   if (settings_.preallocate_bytes > 0) {
     const std::uint64_t first = settings_.rotate_bytes > 0 ? std::min(settings_.rotate_bytes, settings_.preallocate_bytes)
                                                            : settings_.preallocate_bytes;
-    if (::fallocate(file->direct_fd.get(), FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(first)) == 0) {
-      file->preallocated = first;
-    } else {
-      spdlog::debug("fallocate({}): {}; writing without preallocation", data_path, std::strerror(errno));
-    }
+    file->preallocated = preallocate(file->direct_fd.get(), data_path, 0, first, true);
   }
-  bases_.push_back(file->base);
-  stripe.file = std::move(file);
+  return file;
+}
+
+void RecordingWriter::open_file_set(Stripe& stripe) {
+  stripe.file = make_file_set(stripe.index, stripe.segment);
+  bases_.push_back(stripe.file->base);
   ++stripe.segment;
+}
+
+std::string RecordingWriter::finish_file(File& file) noexcept {
+  std::string error;
+  try {
+    // finalize_recording fsyncs the data once it is truncated to its journaled bytes.
+    file.direct_fd.close();
+    file.buffered_fd.close();
+    file.journal.close();
+    finalize_recording(file.base);
+  } catch (const std::exception& failure) {
+    const bool journal_kept = std::filesystem::exists(file.base + std::string(kJournalSuffix));
+    error = std::string("finishing ") + file.base + ": " + failure.what() +
+            (journal_kept ? " (the journal is kept: run `sluice capture repair`)"
+                          : " (its journal is gone: was the capture removed by another process?)");
+  }
+  return error;
 }
 
 void RecordingWriter::close_file_set(Stripe& stripe) noexcept {
   for (auto& file : stripe.closing) {
     if (!file || file->outstanding > 0) continue;
-    try {
-      if (::fsync(file->direct_fd.get()) != 0) {
-        set_error(errno, "fsync(" + file->base + std::string(kDataSuffix) + "): " + std::strerror(errno));
-      }
-      file->direct_fd.close();
-      file->buffered_fd.close();
-      file->journal.close();
-      finalize_recording(file->base);
-    } catch (const std::exception& error) {
-      set_error(EIO, std::string("finishing ") + file->base + ": " + error.what() +
-                         " (the journal is kept: run `sluice capture repair`)");
-    }
+    if (std::string error = finish_file(*file); !error.empty()) set_error(EIO, error);
     file.reset();
   }
   std::erase_if(stripe.closing, [](const std::unique_ptr<File>& file) { return !file; });
@@ -262,14 +520,12 @@ bool RecordingWriter::submit(ChunkPtr chunk, ChunkPtr bounce) noexcept {
   if (!has_room()) return false;
   Stripe& stripe = *stripes_[chunk_counter_ % stripes_.size()];
   const std::uint64_t size = chunk->size;
+  take_rotation_error();
+  if (failed()) return false;
   try {
     if (settings_.rotate_bytes > 0 && stripe.file->next_offset > 0 &&
         stripe.file->next_offset + size > settings_.rotate_bytes) {
-      stripe.file->closing = true;
-      stripe.closing.push_back(std::move(stripe.file));
-      open_file_set(stripe);
-      refresh_collection(settings_.directories, settings_.name);
-      if (stripe.closing.back()->outstanding == 0) close_file_set(stripe);
+      rotate(stripe);
     }
   } catch (const std::exception& error) {
     set_error(EIO, std::string("rotating to a new file set: ") + error.what());
@@ -279,12 +535,8 @@ bool RecordingWriter::submit(ChunkPtr chunk, ChunkPtr bounce) noexcept {
   if (settings_.preallocate_bytes > 0 && file.preallocated > 0 && file.next_offset + size > file.preallocated) {
     const std::uint64_t grow = std::max<std::uint64_t>(settings_.preallocate_bytes, size);
     // Failure here is not an error: the write itself reports a full disk.
-    if (::fallocate(file.direct_fd.get(), FALLOC_FL_KEEP_SIZE, static_cast<off_t>(file.preallocated),
-                    static_cast<off_t>(grow)) == 0) {
-      file.preallocated += grow;
-    } else {
-      file.preallocated = 0;  // stop trying
-    }
+    const std::uint64_t got = preallocate(file.direct_fd.get(), file.base, file.preallocated, grow, false);
+    file.preallocated = got > 0 ? file.preallocated + got : 0;  // 0: stop trying
   }
   const std::size_t index = (head_ + in_flight_) % slots_.size();
   Slot& slot = slots_[index];
@@ -337,6 +589,7 @@ void RecordingWriter::complete(std::uint64_t user_data, int result) noexcept {
 }
 
 bool RecordingWriter::poll(std::chrono::microseconds timeout) noexcept {
+  take_rotation_error();
   io_uring_cqe* cqe = nullptr;
   unsigned seen = 0;
   unsigned head = 0;
@@ -383,13 +636,13 @@ ChunkPtr RecordingWriter::take_done() noexcept {
   head_ = (head_ + 1) % slots_.size();
   --in_flight_;
   if (--file.outstanding == 0 && file.closing) {
-    // The last write of a rotated-out file: finish it now (rare, so the fsync is affordable).
+    // The last write of a rotated-out file: the rotation thread finishes it.
     for (auto& stripe : stripes_) {
-      for (const auto& closing : stripe->closing) {
-        if (closing.get() == &file) {
-          close_file_set(*stripe);
-          break;
-        }
+      const bool here = std::any_of(stripe->closing.begin(), stripe->closing.end(),
+                                    [&](const std::unique_ptr<File>& closing) { return closing.get() == &file; });
+      if (here) {
+        retire(*stripe, file);
+        break;
       }
     }
   }
@@ -434,6 +687,29 @@ void RecordingWriter::finish(std::size_t* abandoned) noexcept {
       stripe->closing.push_back(std::move(stripe->file));
     }
     close_file_set(*stripe);
+  }
+  if (rotation_) {
+    {
+      std::lock_guard lock(rotation_->mutex);
+      rotation_->stopping = true;
+      rotation_->to_prepare.clear();
+    }
+    rotation_->wake.notify_all();
+    rotation_->preparer.join();
+    rotation_->finisher.join();
+    take_rotation_error();
+    // Spares never written to: not part of the recording.
+    for (auto& spare : rotation_->spares) {
+      if (!spare) continue;
+      spare->direct_fd.close();
+      spare->buffered_fd.close();
+      spare->journal.close();
+      for (std::string_view suffix : {kDataSuffix, kMetaSuffix, kJournalSuffix}) {
+        std::error_code ignored;
+        std::filesystem::remove(spare->base + std::string(suffix), ignored);
+      }
+      spare.reset();
+    }
   }
   try {
     refresh_collection(settings_.directories, settings_.name);

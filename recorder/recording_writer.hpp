@@ -34,6 +34,13 @@ struct RecorderSettings {
 // The collection path for a capture: first directory / NAME.sigmf-collection.
 std::string collection_path(const RecorderSettings& settings);
 
+// Why a recording could not be written into `directory` (it, or the nearest parent that
+// exists, is not a directory this process may write), else an empty string. Creates nothing.
+std::string unwritable_reason(const std::string& directory);
+
+// Whether the collection at `path` lists recordings of `lane` (false when it cannot be read).
+bool collection_has_lane(const std::string& path, const std::string& lane);
+
 // Rewrites NAME.sigmf-collection from every NAME-*.sigmf-meta found in `directories`
 // (under an exclusive flock on the first directory: lanes finish concurrently).
 void refresh_collection(const std::vector<std::string>& directories, const std::string& name);
@@ -84,6 +91,8 @@ class RecordingWriter {
   void finish(std::size_t* abandoned = nullptr) noexcept;
   // Every data file base written (for tests and the summary).
   [[nodiscard]] const std::vector<std::string>& bases() const { return bases_; }
+  // Rotations that found their next file set not ready yet and waited for it.
+  [[nodiscard]] std::uint64_t rotation_waits() const;
 
  private:
   struct File;
@@ -107,8 +116,18 @@ class RecordingWriter {
     bool failed = false;
   };
 
+  struct Rotation;
+  // Creates the file set of `segment` of a stripe (data, provisional meta, journal,
+  // preallocation). Throws naming the failed call. Safe on the rotation thread.
+  std::unique_ptr<File> make_file_set(std::uint32_t stripe, std::uint32_t segment);
   void open_file_set(Stripe& stripe);
+  // Finishes a file whose writes all retired (fsync, truncate, final meta); the error, or "".
+  static std::string finish_file(File& file) noexcept;
   void close_file_set(Stripe& stripe) noexcept;
+  // Rotation: swap in the stripe's prepared file set, hand the old one to the rotation thread.
+  void rotate(Stripe& stripe);
+  void retire(Stripe& stripe, File& file) noexcept;  // a closing file's last write retired
+  void take_rotation_error() noexcept;
   bool queue(std::size_t slot_index, std::size_t operation_index) noexcept;
   void complete(std::uint64_t user_data, int result) noexcept;
   void set_error(int code, const std::string& message) noexcept;
@@ -128,6 +147,9 @@ class RecordingWriter {
   std::string error_message_;
   std::vector<std::string> bases_;
   bool finished_ = false;
+  // With rotation: a thread that prepares each stripe's next file set ahead of time and
+  // finishes rotated-out ones (fsyncs, final meta, collection), off the write path.
+  std::unique_ptr<Rotation> rotation_;
 };
 
 }  // namespace sluice::recorder

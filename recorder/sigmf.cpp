@@ -1,6 +1,8 @@
-// SigMF writing. Lost samples are never spliced silently: a jump in the stream index opens
-// a new capture segment (core:global_index says where it resumes) and each gap the source
-// reported becomes an annotation labelled "gap" with sluice:lost_samples.
+// SigMF writing. Lost samples are never spliced silently: every hole, also one between two
+// samples of one chunk, opens a new capture segment (core:global_index and core:datetime
+// say where and when it resumes) and each gap becomes an annotation labelled "gap" with
+// sluice:lost_samples. Nothing is ever described as filled: a chunk's bytes hold only the
+// samples that arrived.
 #include "recorder/sigmf.hpp"
 
 #include <fcntl.h>
@@ -11,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -34,6 +37,8 @@ void write_all(int fd, const std::string& path, const std::string& text) {
     written += static_cast<std::size_t>(result);
   }
 }
+
+__extension__ using Wide = unsigned __int128;  // exact sample-to-picosecond products
 
 class FdCloser {
  public:
@@ -136,68 +141,147 @@ nlohmann::json make_global(const StreamInfo& stream, const std::string& lane, co
   return global;
 }
 
+Timestamp time_after(const Timestamp& time, std::uint64_t samples, double sample_rate) {
+  if (!time.valid || samples == 0) return time;
+  if (sample_rate <= 0) return Timestamp{};
+  const auto rate = static_cast<std::uint64_t>(sample_rate);
+  std::uint64_t seconds = 0;
+  std::uint64_t picoseconds = 0;
+  if (static_cast<double>(rate) == sample_rate) {
+    // Integer arithmetic where the rate is whole (it nearly always is): exact timestamps.
+    seconds = samples / rate;
+    picoseconds = static_cast<std::uint64_t>(static_cast<Wide>(samples % rate) * 1'000'000'000'000ULL / rate);
+  } else {
+    const long double elapsed = static_cast<long double>(samples) / static_cast<long double>(sample_rate);
+    seconds = static_cast<std::uint64_t>(elapsed);
+    picoseconds = static_cast<std::uint64_t>((elapsed - static_cast<long double>(seconds)) * 1e12L);
+  }
+  picoseconds += time.picoseconds;
+  return Timestamp{time.seconds + seconds + picoseconds / 1'000'000'000'000ULL, picoseconds % 1'000'000'000'000ULL, true};
+}
+
 nlohmann::json build_meta(const nlohmann::json& global_in, const std::vector<JournalRecord>& records, bool complete) {
   nlohmann::json global = global_in;
   global["sluice:complete"] = complete;
   const auto format = format_from_datatype(global.value("core:datatype", std::string("ci16_le")));
   const std::uint64_t sample_bytes = bytes_per_sample(format.value_or(SampleFormat::ci16));
   const double frequency = global.value("sluice:center_frequency", 0.0);
+  const double rate = global.value("core:sample_rate", 0.0);
   nlohmann::json captures = nlohmann::json::array();
   nlohmann::json annotations = nlohmann::json::array();
-  std::uint64_t expected_next = 0;
+  bool any_sample = false;
+  std::uint64_t expected_next = 0;  // stream index after the last sample written so far
   std::uint64_t lost_total = 0;
-  for (std::size_t i = 0; i < records.size(); ++i) {
-    const JournalRecord& record = records[i];
+  std::uint64_t marked_total = 0;
+  // One record's samples as runs contiguous in both the file and the stream.
+  struct Run {
+    std::uint64_t file_sample;
+    std::uint64_t stream_index;
+    std::uint64_t count;
+  };
+  std::vector<Run> runs;
+  std::vector<Gap> holes;
+  for (const JournalRecord& record : records) {
     const std::uint64_t file_sample = record.file_offset / sample_bytes;
-    if (i == 0 || record.first_sample != expected_next) {
-      nlohmann::json capture;
-      capture["core:sample_start"] = file_sample;
-      capture["core:global_index"] = record.first_sample;
-      capture["core:frequency"] = frequency;
-      if (record.timestamp_valid != 0) {
-        capture["core:datetime"] = iso8601(Timestamp{record.timestamp_seconds, record.timestamp_picoseconds, true});
-      }
-      captures.push_back(std::move(capture));
-    }
-    expected_next = record.first_sample + record.sample_count;
+    const Timestamp record_time{record.timestamp_seconds, record.timestamp_picoseconds, record.timestamp_valid != 0};
+    // Absent gaps from the record's first sample on lie between its samples (or after the
+    // last one): the stream jumps there. Walk them in stream order.
+    holes.clear();
     for (std::uint32_t g = 0; g < record.gap_count; ++g) {
       const Gap& gap = record.gaps[g];
-      // A gap inside the chunk's index range was filled by the source (its samples are in
-      // the file and the annotation covers them); one before it is absent from the file.
-      const bool inside = gap.first_sample >= record.first_sample && gap.first_sample < expected_next;
-      const std::uint64_t start = inside ? file_sample + (gap.first_sample - record.first_sample) : file_sample;
-      const std::uint64_t present = inside ? std::min(gap.length, expected_next - gap.first_sample) : 0;
+      if (!gap.in_data && gap.length > 0 && gap.first_sample >= record.first_sample) holes.push_back(gap);
+    }
+    std::sort(holes.begin(), holes.end(), [](const Gap& a, const Gap& b) { return a.first_sample < b.first_sample; });
+    runs.clear();
+    std::uint64_t stream = record.first_sample;
+    std::uint64_t file = file_sample;
+    std::uint64_t left = record.sample_count;
+    for (const Gap& hole : holes) {
+      if (left == 0) break;
+      const std::uint64_t before = hole.first_sample > stream ? std::min(hole.first_sample - stream, left) : 0;
+      if (before > 0) runs.push_back(Run{file, stream, before});
+      file += before;
+      stream += before;
+      left -= before;
+      stream = std::max(stream, hole.first_sample + hole.length);
+    }
+    if (left > 0) runs.push_back(Run{file, stream, left});
+    for (const Run& run : runs) {
+      if (!any_sample || run.stream_index != expected_next) {
+        nlohmann::json capture;
+        capture["core:sample_start"] = run.file_sample;
+        capture["core:global_index"] = run.stream_index;
+        capture["core:frequency"] = frequency;
+        const Timestamp time = time_after(record_time, run.stream_index - record.first_sample, rate);
+        if (time.valid) capture["core:datetime"] = iso8601(time);
+        captures.push_back(std::move(capture));
+      }
+      any_sample = true;
+      expected_next = run.stream_index + run.count;
+    }
+    // File position of stream index `index` of this record: in the run holding it, else
+    // where the next sample after it lies (the end of the record's bytes when none does).
+    const auto file_position = [&](std::uint64_t index) {
+      for (const Run& run : runs) {
+        if (index < run.stream_index) return run.file_sample;
+        if (index < run.stream_index + run.count) return run.file_sample + (index - run.stream_index);
+      }
+      return file_sample + record.sample_count;
+    };
+    for (std::uint32_t g = 0; g < record.gap_count; ++g) {
+      const Gap& gap = record.gaps[g];
+      const std::uint64_t last = gap.first_sample + gap.length - 1;
+      const std::string range = " (stream samples " + std::to_string(gap.first_sample) + " to " + std::to_string(last) + ")";
       nlohmann::json annotation;
-      annotation["core:sample_start"] = start;
-      annotation["core:sample_count"] = present;
       annotation["core:label"] = "gap";
-      annotation["core:comment"] = std::to_string(gap.length) + " samples lost (stream samples " +
-                                   std::to_string(gap.first_sample) + " to " +
-                                   std::to_string(gap.first_sample + gap.length - 1) + ")" +
-                                   (inside ? ", filled by the source" : ", absent from the data file");
       annotation["core:generator"] = "sluice";
-      annotation["sluice:lost_samples"] = gap.length;
       annotation["sluice:global_index"] = gap.first_sample;
+      if (gap.in_data) {
+        // Values that are in the file but were computed from input with lost samples.
+        const std::uint64_t start = file_position(gap.first_sample);
+        const std::uint64_t end = std::min(file_position(gap.first_sample + gap.length), file_sample + record.sample_count);
+        annotation["core:sample_start"] = start;
+        annotation["core:sample_count"] = std::max(end, start + 1) - start;
+        annotation["core:comment"] = std::to_string(gap.length) + " values computed from input with lost samples" + range +
+                                     ": present in the data file, marked";
+        annotation["sluice:in_data"] = true;
+        annotation["sluice:marked_values"] = gap.length;
+        marked_total += gap.length;
+      } else {
+        const std::uint64_t resume = file_position(gap.first_sample + gap.length);
+        annotation["core:sample_start"] = resume;
+        annotation["core:sample_count"] = 0;
+        annotation["core:comment"] = std::to_string(gap.length) + " samples lost" + range +
+                                     ": absent from the data file, which goes on at file sample " +
+                                     std::to_string(resume);
+        annotation["sluice:lost_samples"] = gap.length;
+        lost_total += gap.length;
+      }
       annotations.push_back(std::move(annotation));
-      lost_total += gap.length;
     }
   }
   if (captures.empty()) captures.push_back({{"core:sample_start", 0}, {"core:frequency", frequency}});
   if (!records.empty()) global["sluice:first_sample"] = records.front().first_sample;
   global["sluice:lost_samples"] = lost_total;
+  if (marked_total > 0) global["sluice:marked_values"] = marked_total;
+  // SigMF wants annotations ordered by core:sample_start.
+  std::stable_sort(annotations.begin(), annotations.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+    return a["core:sample_start"].get<std::uint64_t>() < b["core:sample_start"].get<std::uint64_t>();
+  });
   return nlohmann::json{{"global", global}, {"captures", captures}, {"annotations", annotations}};
 }
 
-void write_file_durably(const std::string& path, const std::string& text) {
+void write_file_durably(const std::string& path, const std::string& text, bool sync) {
   const std::string temporary = path + ".tmp";
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw errno_error("open", temporary, errno);
   {
     FdCloser closer(fd);
     write_all(fd, temporary, text);
-    if (::fsync(fd) != 0) throw errno_error("fsync", temporary, errno);
+    if (sync && ::fsync(fd) != 0) throw errno_error("fsync", temporary, errno);
   }
   if (::rename(temporary.c_str(), path.c_str()) != 0) throw errno_error("rename", temporary, errno);
+  if (!sync) return;
   const std::string directory = std::filesystem::path(path).parent_path().empty()
                                     ? std::string(".")
                                     : std::filesystem::path(path).parent_path().string();
@@ -234,13 +318,16 @@ std::string sha512_of_file(const std::string& path) {
 }
 
 void write_collection(const std::string& collection_path, const std::vector<std::string>& stream_bases,
-                      const nlohmann::json& lanes, const std::string& description) {
+                      const nlohmann::json& lanes, const std::string& description,
+                      const std::vector<std::string>* hashes) {
   namespace fs = std::filesystem;
   const fs::path directory = fs::path(collection_path).parent_path();
   nlohmann::json streams = nlohmann::json::array();
-  for (const auto& base : stream_bases) {
+  for (std::size_t i = 0; i < stream_bases.size(); ++i) {
+    const std::string& base = stream_bases[i];
     const std::string name = fs::relative(fs::path(base), directory.empty() ? fs::path(".") : directory).string();
-    streams.push_back({{"name", name}, {"hash", sha512_of_file(base + std::string(kMetaSuffix))}});
+    const std::string hash = hashes != nullptr ? (*hashes)[i] : sha512_of_file(base + std::string(kMetaSuffix));
+    streams.push_back({{"name", name}, {"hash", hash}});
   }
   nlohmann::json collection;
   collection["core:version"] = std::string(kSigmfVersion);

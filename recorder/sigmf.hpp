@@ -33,24 +33,34 @@ std::optional<SampleFormat> format_from_datatype(std::string_view datatype);
 std::string iso8601(const Timestamp& timestamp);
 std::optional<Timestamp> parse_iso8601(std::string_view text);
 
+// The time `samples` samples after `time` at `sample_rate` (exact integer arithmetic for a
+// whole rate). Invalid when `time` is, or when the rate is unknown and `samples` is not 0.
+Timestamp time_after(const Timestamp& time, std::uint64_t samples, double sample_rate);
+
 // The global object of a recording of `stream` on `lane` (provisional until finished).
 nlohmann::json make_global(const StreamInfo& stream, const std::string& lane, const std::string& recorder_name,
                            std::uint32_t stripe, std::uint32_t stripes, std::uint32_t segment);
 
 // A whole `.sigmf-meta` document from the global object and the journal's valid records:
-// a capture at every discontinuity (with core:global_index), an annotation for every gap.
+// a capture segment at every hole, also one inside a chunk (core:global_index and
+// core:datetime those of the first sample after it), an annotation for every gap saying
+// what was lost and where.
 nlohmann::json build_meta(const nlohmann::json& global, const std::vector<JournalRecord>& records, bool complete);
 
 // Writes `text` to `path` through a temporary file, fsync and rename, then fsyncs the
 // directory: a reader sees the old file or the new one, never half of one. Throws naming the call.
-void write_file_durably(const std::string& path, const std::string& text);
+// `sync` false: the same rename (never half a file) without the fsyncs, for files that
+// something else can rebuild after a crash (a provisional meta beside its journal).
+void write_file_durably(const std::string& path, const std::string& text, bool sync = true);
 
 std::string sha512_of_file(const std::string& path);  // lowercase hex; throws when unreadable
 
 // Writes `collection_path` listing `stream_bases` (paths without suffix). Names are written
 // relative to the collection's directory. `lanes` maps lane names to their stream names.
+// `hashes`, when given, holds the sha512 of each stream's .sigmf-meta (else they are computed).
 void write_collection(const std::string& collection_path, const std::vector<std::string>& stream_bases,
-                      const nlohmann::json& lanes, const std::string& description);
+                      const nlohmann::json& lanes, const std::string& description,
+                      const std::vector<std::string>* hashes = nullptr);
 
 // `dir/name` without the suffix that `path` ends with (.sigmf-meta, -data, -collection, journal).
 std::string strip_capture_suffix(const std::string& path);

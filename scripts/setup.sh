@@ -17,6 +17,7 @@ packages=(
   clang fio python3 python3-jsonschema
   # The Soft-RoCE test VM (tests/vm/): qemu, an initramfs, verbs tools run inside it.
   qemu-system-x86 busybox-static cpio xz-utils perftest ibverbs-providers ibverbs-utils iproute2
+  e2fsprogs xfsprogs util-linux
 )
 
 missing=()

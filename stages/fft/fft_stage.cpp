@@ -96,7 +96,9 @@ void FftStage::start(StageContext& context) {
   context.stream.fft_size = settings_.size;
   context.stream.window = std::string(to_string(settings_.window));
   context.stream.averaging = settings_.average;
-  // sample_rate stays the input's: one row covers size × average input samples.
+  // One row of `size` values covers size × average input samples: the values run at
+  // input rate / average, so a capture's duration, row times and replay pace match the input's.
+  context.stream.sample_rate = sample_rate_ / static_cast<double>(settings_.average);
   context.stream.description = "spectra (" + std::string(to_string(settings_.output)) + ", " +
                                std::to_string(settings_.size) + "-point " + std::string(backend_->name()) + ", " +
                                context.stream.window + " window, average " + std::to_string(settings_.average) +
@@ -208,13 +210,14 @@ bool FftStage::finish_row(const FrameInfo& last_frame) noexcept {
   if (lost_input) {
     const std::uint64_t first_value = next_row_ * settings_.size;
     Gap* last = out_->gap_count > 0 ? &out_->gaps[out_->gap_count - 1] : nullptr;
-    if (last != nullptr && last->first_sample + last->length == first_value) {
+    // in_data: the row is in the output, computed from input with a hole (marked, not missing).
+    if (last != nullptr && last->in_data && last->first_sample + last->length == first_value) {
       last->length += settings_.size;
-    } else if (!out_->add_gap(first_value, settings_.size)) {
+    } else if (!out_->add_gap(first_value, settings_.size, true)) {
       emit_output();  // the gap table is full: this row starts the next chunk, which records its gap
       if (failed_) return false;
       ensure_output();
-      out_->add_gap(first_value, settings_.size);
+      out_->add_gap(first_value, settings_.size, true);
     }
     gap_rows_counter_->add();
   }

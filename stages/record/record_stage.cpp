@@ -4,6 +4,7 @@
 #include "stages/record/record_stage.hpp"
 
 #include <csignal>
+#include <filesystem>
 #include <stdexcept>
 
 #include <spdlog/spdlog.h>
@@ -27,12 +28,41 @@ RecordStage::RecordStage(SettingsReader& reader, const PipelineSettings& pipelin
   if (settings_.directories.empty() && !reader.docs_only()) {
     reader.error("directory", "record needs a directory to write into", "directory: /data/captures");
   }
+  join_ = reader.boolean("join", false,
+                         "add this pipeline's lanes to an existing capture of this name (otherwise refuse to start "
+                         "when NAME.sigmf-collection exists)");
   for (const auto& directory : settings_.directories) {
-    if (directory.empty()) reader.error("directory", "empty directory name");
+    if (directory.empty()) {
+      reader.error("directory", "empty directory name");
+    } else if (std::string why = recorder::unwritable_reason(directory); !why.empty()) {
+      reader.error("directory", why, "create it, or choose a directory this user may write");
+    }
   }
   if (settings_.name.empty() || settings_.name.find('/') != std::string::npos) {
     reader.error("capture_name", "capture name must be a plain file name (no '/')");
+  } else if (!settings_.directories.empty() && !settings_.directories.front().empty()) {
+    // Checked before anything is created: a capture that exists now is not this run's.
+    const std::string collection = recorder::collection_path(settings_);
+    std::error_code error;
+    joins_existing_ = std::filesystem::exists(collection, error);
+    if (joins_existing_ && !join_ && !settings_.overwrite) {
+      reader.error("capture_name",
+                   "capture " + collection + " exists: a capture is never overwritten or added to unless asked",
+                   "choose another capture_name, set join: true to add lanes to it, or overwrite: true to replace the "
+                   "lanes this pipeline records");
+    }
   }
+}
+
+std::vector<std::string> RecordStage::exclusive_outputs(const std::string& lane) const {
+  std::vector<std::string> prefixes;
+  for (const auto& directory : settings_.directories) {
+    std::error_code error;
+    std::filesystem::path path = std::filesystem::weakly_canonical(directory, error);
+    if (error) path = std::filesystem::absolute(directory, error).lexically_normal();
+    prefixes.push_back((path / (settings_.name + "-" + lane + "-")).string());
+  }
+  return prefixes;
 }
 
 void RecordStage::start(StageContext& context) {
@@ -60,6 +90,12 @@ void RecordStage::start(StageContext& context) {
     context.metrics().notes.push_back(note);
   }
   context.metrics().notes.push_back("capture " + recorder::collection_path(settings_));
+  if (joins_existing_ && !recorder::collection_has_lane(recorder::collection_path(settings_), context.lane_name())) {
+    const std::string joining = "lane " + context.lane_name() + " joins the existing capture " +
+                                recorder::collection_path(settings_) + " (its other lanes are kept)";
+    spdlog::warn("{}", joining);
+    context.metrics().notes.push_back(joining);
+  }
 }
 
 StageStatus RecordStage::stop_on_failure() {
@@ -88,12 +124,14 @@ StageStatus RecordStage::process() {
     ChunkPtr chunk = context_->input().pop(writer_->in_flight() > 0 ? std::chrono::microseconds(0)
                                                                      : std::chrono::microseconds(10'000));
     if (chunk) {
-      if (chunk->size == 0) {
+      if (chunk->size == 0 && chunk->gap_count == 0) {
         context_->emit(std::move(chunk));
         return StageStatus::ok;
       }
+      // A chunk of gaps only (a loss at the end of a stream, a dropped chunk) is journaled
+      // like any other: its gaps belong in the capture.
       ChunkPtr bounce;
-      if (chunk->memory == MemoryKind::device) {
+      if (chunk->memory == MemoryKind::device && chunk->size > 0) {
         bounce = context_->acquire(*bounce_, std::chrono::milliseconds(100));
         if (!bounce || bounce->capacity < chunk->size) {
           context_->fail("no pinned bounce buffer for a device chunk");

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "pipeline/stage.hpp"
 #include "recorder/recording_writer.hpp"
@@ -15,6 +17,7 @@ class RecordStage final : public Stage {
   void start(StageContext& context) override;
   StageStatus process() override;
   void stop() noexcept override;
+  [[nodiscard]] std::vector<std::string> exclusive_outputs(const std::string& lane) const override;
 
  private:
   StageStatus stop_on_failure();
@@ -25,6 +28,8 @@ class RecordStage final : public Stage {
   Pool* bounce_ = nullptr;  // pinned copies of device chunks
   NamedCounter* not_recorded_ = nullptr;
   bool finished_ = false;
+  bool join_ = false;            // asked to add lanes to an existing capture
+  bool joins_existing_ = false;  // NAME.sigmf-collection existed before this run
 };
 
 void register_record_stage(StageRegistry& registry);

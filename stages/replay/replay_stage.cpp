@@ -13,18 +13,12 @@
 
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
+#include "recorder/sigmf.hpp"
 
 namespace sluice {
 namespace {
 
 constexpr std::uint64_t kBlock = 4096;
-
-Timestamp shifted(const Timestamp& time, std::uint64_t samples, double rate) {
-  if (samples == 0 || !time.valid) return time;
-  recorder::CaptureSegment origin;
-  origin.time = time;
-  return recorder::time_of_sample(origin, samples, rate);
-}
 
 }  // namespace
 
@@ -110,9 +104,10 @@ bool ReplayStage::plan_next(Chunk& chunk) noexcept {
   chunk.sample_count = count;
   chunk.size = static_cast<std::size_t>(count * lane_.sample_bytes);
   chunk.sequence = sequence_++;
-  chunk.timestamp = shifted(recorder::time_of_sample(segment, first, lane_.sample_rate), loop_shift_, lane_.sample_rate);
+  chunk.timestamp = recorder::time_after(recorder::time_of_sample(segment, first, lane_.sample_rate), loop_shift_, lane_.sample_rate);
   while (gap_ < lane_.gaps.size() && lane_.gaps[gap_].global_index < first + count) {
-    if (!chunk.add_gap(lane_.gaps[gap_].global_index + loop_shift_, lane_.gaps[gap_].length)) break;  // next chunk
+    const recorder::CaptureGap& gap = lane_.gaps[gap_];
+    if (!chunk.add_gap(gap.global_index + loop_shift_, gap.length, gap.in_data)) break;  // next chunk
     ++gap_;
   }
   Read& read = reads_[(head_ + in_flight_) % reads_.size()];

@@ -6,9 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <thread>
 
 #include "emulator/emulator.hpp"
+#include "emulator/signal.hpp"
 #include "pipeline/clock.hpp"
 #include "recorder/capture_reader.hpp"
 #include "stages/socket/tcp_source.hpp"
@@ -20,9 +22,23 @@ namespace {
 using test::TempDir;
 
 constexpr double kRate = 1e6;
-constexpr std::uint64_t kChunks = 8;  // of 64 Ki samples: holes of 1000 before chunks 1, 4 and 7
+constexpr std::uint64_t kChunks = 8;  // of 64 Ki samples: holes of 1000 before chunks 1, 4 and 7, inside 2, 5 (three), 6
 
-// Records the `gappy` test source (holes the source reported, and holes it filled) to `dir`.
+// Holes in the gappy recording, and the samples they lose.
+std::size_t gappy_holes() {
+  std::size_t holes = 0;
+  for (const auto& chunk : test::gappy_expected(256 << 10, kChunks, kRate)) holes += chunk.gaps.size();
+  return holes;
+}
+std::uint64_t gappy_lost() {
+  std::uint64_t lost = 0;
+  for (const auto& chunk : test::gappy_expected(256 << 10, kChunks, kRate)) {
+    for (const auto& gap : chunk.gaps) lost += gap.length;
+  }
+  return lost;
+}
+
+// Records the `gappy` test source (holes before and between the samples of its chunks) to `dir`.
 recorder::Capture record_gappy(const TempDir& dir) {
   const auto failures = test::run_pipeline("pipeline: {name: orig, chunk: 256KiB, chunks: 8}\n"
                                            "lanes:\n  - name: port0\n    stages:\n"
@@ -46,7 +62,7 @@ std::vector<std::byte> lane_bytes(const recorder::CaptureLane& lane) {
 std::vector<recorder::CaptureGap> holes(const recorder::CaptureLane& lane) {
   std::vector<recorder::CaptureGap> result;
   for (const auto& gap : lane.gaps) {
-    if (!gap.filled) result.push_back(gap);
+    if (!gap.in_data) result.push_back(gap);
   }
   return result;
 }
@@ -56,7 +72,7 @@ TEST(CaptureStream, PacketsStayInsideSegmentsAndCoverEverySampleOnce) {
   const recorder::Capture capture = record_gappy(dir);
   ASSERT_EQ(capture.lanes.size(), 1U);
   const recorder::CaptureLane& lane = capture.lanes[0];
-  ASSERT_EQ(lane.segments.size(), 4U);  // three holes split the recording
+  ASSERT_EQ(lane.segments.size(), gappy_holes() + 1);  // every hole splits the recording
   emulator::CaptureStream stream(lane);
   emulator::PacketSpan span;
   std::vector<std::byte> sent;
@@ -80,7 +96,7 @@ TEST(CaptureStream, PacketsStayInsideSegmentsAndCoverEverySampleOnce) {
     sent.insert(sent.end(), packet.begin(), packet.begin() + static_cast<std::ptrdiff_t>(span.count * 4));
     expected_first = span.first_sample + span.count;
   }
-  EXPECT_EQ(after_gap, 3U);
+  EXPECT_EQ(after_gap, gappy_holes());
   EXPECT_EQ(sent, lane_bytes(lane));
 }
 
@@ -104,6 +120,18 @@ TEST(CaptureStream, EmulatorRefusesSpectraAndMissingLanes) {
   } catch (const std::runtime_error& error) {
     EXPECT_NE(std::string(error.what()).find("no lane 'port7'"), std::string::npos) << error.what();
   }
+}
+
+// Waits (at most 20 s) until the source stage has handed on `samples`, then stops the
+// pipeline running on `runner`.
+void stop_once_received(Pipeline& pipeline, std::thread& runner, std::uint64_t samples) {
+  const StageMetrics& metrics = *pipeline.metrics().front();
+  const std::uint64_t deadline = monotonic_ns() + 20'000'000'000ULL;
+  while (metrics.out.samples.load() < samples && monotonic_ns() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  pipeline.request_stop();
+  runner.join();
 }
 
 // Sends the gappy capture through a socket stage into a second recording; returns it.
@@ -135,14 +163,7 @@ recorder::Capture round_trip(const TempDir& dir, const recorder::Capture& origin
   }  // TCP: closing the connection ends the stage's stream
   seconds = report.seconds;
   EXPECT_EQ(report.samples, original.lanes[0].total_samples);
-  const StageMetrics& metrics = *pipeline.metrics().front();
-  const std::uint64_t expected = original.lanes[0].total_samples;
-  const std::uint64_t deadline = monotonic_ns() + 10'000'000'000ULL;
-  while (metrics.out.samples.load() < expected && monotonic_ns() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  pipeline.request_stop();
-  runner.join();
+  stop_once_received(pipeline, runner, original.lanes[0].total_samples);
   EXPECT_TRUE(pipeline.failures().empty()) << pipeline.failures().front().message;
   return recorder::open_capture(dir.str("back/back.sigmf-collection"));
 }
@@ -150,7 +171,7 @@ recorder::Capture round_trip(const TempDir& dir, const recorder::Capture& origin
 void expect_same_stream(const recorder::CaptureLane& original, const recorder::CaptureLane& back) {
   EXPECT_EQ(back.total_samples, original.total_samples);
   EXPECT_EQ(lane_bytes(back), lane_bytes(original));
-  // The holes come back where they were; holes the source filled travel as ordinary samples.
+  // The holes come back where they were, with every sample at its index.
   const auto want = holes(original);
   const auto got = holes(back);
   ASSERT_EQ(got.size(), want.size());
@@ -166,6 +187,9 @@ void expect_same_stream(const recorder::CaptureLane& original, const recorder::C
     EXPECT_EQ(back.segments[i].time.picoseconds, original.segments[i].time.picoseconds);
   }
   EXPECT_DOUBLE_EQ(back.sample_rate, original.sample_rate);
+  std::vector<std::string> problems;
+  EXPECT_EQ(test::check_every_sample(back, test::ramp_truth(SampleFormat::ci16, kRate), problems), back.total_samples);
+  EXPECT_EQ(problems, std::vector<std::string>{});
 }
 
 // Records the gappy source, sends it back out, and checks the second recording against the
@@ -184,12 +208,129 @@ TEST(CaptureStream, UdpRoundTripAtTheRecordedPaceKeepsSamplesHolesAndTimes) {
   const double seconds = expect_round_trip(emulator::Transport::udp, emulator::CapturePace::recorded);
   // Paced by the timestamps: never faster than the span the capture covers, holes included,
   // less the last packet (366 samples) and the quarter-millisecond send-ahead.
-  const double span = (static_cast<double>(kChunks * (64 << 10) + 3 * 1000 - 366)) / kRate;
+  const double span = (static_cast<double>(kChunks * (64 << 10) + gappy_lost() - 366)) / kRate;
   EXPECT_GE(seconds, span - 0.00025);
 }
 
 TEST(CaptureStream, TcpRoundTripAsFastAsPossibleKeepsSamplesHolesAndTimes) {
   expect_round_trip(emulator::Transport::tcp, emulator::CapturePace::fast);
+}
+
+// The emulator's own signal (tone + seeded noise) sent with dropped packets through the real
+// udp stage into the real record stage. Every recorded sample is compared with the sample
+// the emulator computes for the stream index the SigMF metadata gives it, and the holes
+// are exactly the dropped packets.
+struct DropCase {
+  std::vector<std::uint64_t> packets;  // dropped by number
+  double probability = 0;              // dropped at random (seeded: the same packets every run)
+};
+
+void expect_drops_recorded_at_their_time(const DropCase& drops) {
+  constexpr std::uint64_t kPackets = 2000;
+  constexpr std::uint64_t kStart = 1'700'000'000;
+  TempDir dir;
+  Pipeline pipeline(load_pipeline_text("pipeline: {name: drops, chunk: 64KiB, chunks: 32}\n"
+                                       "lanes:\n  - name: port0\n    stages:\n"
+                                       "      - {name: source, type: udp, address: 127.0.0.1:0, stream_id: 1, "
+                                       "sample_rate: 1Msps, format: ci16}\n"
+                                       "      - {type: record, directory: " + dir.str() + "}\n",
+                                       "<drops>"));
+  pipeline.start();
+  const auto port = dynamic_cast<const UdpSource&>(*pipeline.definition().lanes[0].stages[0].stage).port();
+  std::thread runner([&] { pipeline.run(); });
+
+  emulator::EmulatorSettings settings;
+  settings.streams = {{"127.0.0.1:" + std::to_string(port), 1}};
+  settings.signal.sample_rate = kRate;
+  settings.signal.tones = {{100e3, 0.4}};
+  settings.signal.noise_snr_db = 30;
+  settings.signal.seed = 7;
+  settings.payload = 1056;  // 256 ci16 samples a packet: 64 packets fill a 64 KiB chunk exactly
+  settings.count = kPackets;
+  settings.rate = 20e6;     // paced: the kernel loses nothing, so every hole is a dropped packet
+  settings.start_seconds = kStart;
+  settings.faults.seed = 7;
+  settings.faults.drop.packets = drops.packets;
+  settings.faults.drop.probability = drops.probability;
+  const std::uint64_t per_packet = settings.samples_per_packet();
+  ASSERT_EQ(per_packet, 256U);
+  emulator::EmulatorReport report;
+  {
+    emulator::Emulator emulator(settings);
+    emulator.open();
+    report = emulator.run(nullptr, false);
+  }
+  // The packets that arrive, and the holes between them (drops after the last one that
+  // arrives are invisible to any receiver).
+  std::vector<std::uint64_t> arrived;
+  for (std::uint64_t k = 0; k < kPackets; ++k) {
+    if (!settings.faults.applies(emulator::FaultKind::drop, 0, k)) arrived.push_back(k);
+  }
+  ASSERT_FALSE(arrived.empty());
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> want_holes;  // stream index (receiver's), length
+  const std::uint64_t origin = arrived.front() * per_packet;          // the receiver's sample 0
+  for (std::size_t i = 1; i < arrived.size(); ++i) {
+    if (arrived[i] != arrived[i - 1] + 1) {
+      want_holes.emplace_back((arrived[i - 1] + 1) * per_packet - origin, (arrived[i] - arrived[i - 1] - 1) * per_packet);
+    }
+  }
+  EXPECT_EQ(report.dropped, kPackets - arrived.size());
+  const std::uint64_t wanted = arrived.size() * per_packet;
+  stop_once_received(pipeline, runner, wanted);
+  ASSERT_TRUE(pipeline.failures().empty()) << pipeline.failures().front().message;
+
+  const recorder::Capture capture = recorder::open_capture(dir.str("drops.sigmf-collection"));
+  ASSERT_EQ(capture.lanes.size(), 1U);
+  const recorder::CaptureLane& lane = capture.lanes[0];
+  EXPECT_EQ(lane.total_samples, wanted);
+  // Ground truth: the emulator's signal, computed afresh from its seed.
+  auto source = std::make_shared<emulator::SignalSource>(settings.signal);
+  const test::SampleTruth truth = [source, origin](std::uint64_t first, std::uint64_t count) {
+    std::vector<std::byte> bytes(count * 4);
+    source->fill(origin + first, bytes);
+    return bytes;
+  };
+  std::vector<std::string> problems;
+  EXPECT_EQ(test::check_every_sample(lane, truth, problems), wanted);
+  EXPECT_EQ(problems, std::vector<std::string>{});
+  // The holes are the dropped packets, no more, no fewer, each starting a segment whose
+  // time is that of its first sample.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> got_holes;
+  for (const auto& gap : lane.gaps) {
+    if (gap.in_data) continue;
+    if (!got_holes.empty() && got_holes.back().first + got_holes.back().second == gap.global_index) {
+      got_holes.back().second += gap.length;  // one hole reported in two chunks
+    } else {
+      got_holes.emplace_back(gap.global_index, gap.length);
+    }
+  }
+  EXPECT_EQ(got_holes, want_holes);
+  ASSERT_EQ(lane.segments.size(), want_holes.size() + 1);
+  for (std::size_t i = 0; i < lane.segments.size(); ++i) {
+    const std::uint64_t index = lane.segments[i].global_index;
+    EXPECT_EQ(index, i == 0 ? 0 : want_holes[i - 1].first + want_holes[i - 1].second);
+    const std::uint64_t emulator_index = origin + index;
+    EXPECT_EQ(lane.segments[i].time.seconds, kStart + emulator_index / 1'000'000) << "segment " << i;
+    EXPECT_EQ(lane.segments[i].time.picoseconds, emulator_index % 1'000'000 * 1'000'000) << "segment " << i;
+  }
+}
+
+TEST(CaptureStream, DropsAtListedPacketsAreHolesAtTheirTrueTime) {
+  // 100-102: one hole of three packets; 500: alone.
+  expect_drops_recorded_at_their_time({{100, 101, 102, 500}, 0});
+}
+
+TEST(CaptureStream, RandomDropsAreHolesAtTheirTrueTime) { expect_drops_recorded_at_their_time({{}, 0.01}); }
+
+TEST(CaptureStream, DropsAtChunkEdgesAreHolesAtTheirTrueTime) {
+  // 64 packets fill a chunk: 63 is a chunk's last packet, 64 the next one's first, 191/192
+  // and 320 the same at later edges (shifted by the holes before them).
+  expect_drops_recorded_at_their_time({{63, 64, 191, 192, 320}, 0});
+}
+
+TEST(CaptureStream, SeveralHolesInOneChunkAreEachTheirOwnSegment) {
+  // Packets 700-763 make about one chunk: five holes inside it.
+  expect_drops_recorded_at_their_time({{702, 710, 711, 730, 745, 760}, 0});
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // SigMF metadata and the journal: times round-trip to the picosecond, gaps become
-// annotations (filled or absent), spectra say what they are, a torn journal record is
+// annotations (absent, or marked values), spectra say what they are, a torn journal record is
 // dropped rather than trusted, and the collection schema defect is handled on purpose.
 #include <fcntl.h>
 #include <unistd.h>
@@ -42,30 +42,73 @@ JournalRecord record_of(std::uint64_t offset, std::uint64_t first, std::uint64_t
   Chunk chunk;
   chunk.first_sample = first;
   chunk.sample_count = count;
-  chunk.timestamp = Timestamp{100, first * 1000, true};
-  for (const auto& gap : gaps) chunk.add_gap(gap.first_sample, gap.length);
+  chunk.timestamp = Timestamp{100, first * 1'000'000, true};  // 1 Msps: a sample is 1,000,000 ps
+  for (const auto& gap : gaps) chunk.add_gap(gap.first_sample, gap.length, gap.in_data);
   return make_journal_record(chunk, offset, count * 4);
 }
 
-TEST(Sigmf, GapsBecomeCapturesAndAnnotations) {
+TEST(Sigmf, EveryHoleStartsASegmentAtTheFirstSampleAfterIt) {
   StreamInfo stream;
   stream.sample_rate = 1e6;
   const nlohmann::json global = make_global(stream, "port0", "sluice", 0, 1, 0);
-  // Chunk 2 starts 500 samples after chunk 1 ended (absent); chunk 3 has a filled hole.
+  // Chunk 2 starts 500 samples after chunk 1 ended; chunk 3 holds stream samples 2500..2599,
+  // then (20 lost) 2620..3519: a hole between two of its samples.
   const std::vector<JournalRecord> records{record_of(0, 0, 1000), record_of(4000, 1500, 1000, {{1000, 500}}),
                                            record_of(8000, 2500, 1000, {{2600, 20}})};
   const nlohmann::json meta = build_meta(global, records, true);
-  ASSERT_EQ(meta["captures"].size(), 2U);
+  ASSERT_EQ(meta["captures"].size(), 3U);
   EXPECT_EQ(meta["captures"][1]["core:sample_start"], 1000);
   EXPECT_EQ(meta["captures"][1]["core:global_index"], 1500);
+  EXPECT_EQ(meta["captures"][1]["core:datetime"], "1970-01-01T00:01:40.001500000000Z");
+  EXPECT_EQ(meta["captures"][2]["core:sample_start"], 2100);  // file sample 2100 is stream sample 2620
+  EXPECT_EQ(meta["captures"][2]["core:global_index"], 2620);
+  EXPECT_EQ(meta["captures"][2]["core:datetime"], "1970-01-01T00:01:40.002620000000Z");
   ASSERT_EQ(meta["annotations"].size(), 2U);
   EXPECT_EQ(meta["annotations"][0]["core:sample_start"], 1000);
   EXPECT_EQ(meta["annotations"][0]["core:sample_count"], 0);  // not in the file
   EXPECT_EQ(meta["annotations"][0]["sluice:lost_samples"], 500);
   EXPECT_EQ(meta["annotations"][1]["core:sample_start"], 2100);
-  EXPECT_EQ(meta["annotations"][1]["core:sample_count"], 20);  // filled: in the file, marked
+  EXPECT_EQ(meta["annotations"][1]["core:sample_count"], 0);
+  EXPECT_EQ(meta["annotations"][1]["sluice:global_index"], 2600);
   EXPECT_EQ(meta["annotations"][1]["core:label"], "gap");
+  for (const auto& annotation : meta["annotations"]) {
+    EXPECT_EQ(annotation["core:comment"].get<std::string>().find("fill"), std::string::npos) << annotation;
+  }
   EXPECT_EQ(meta["global"]["sluice:lost_samples"], 520);
+}
+
+TEST(Sigmf, SeveralHolesInOneChunkAndOneAtItsEnd) {
+  StreamInfo stream;
+  stream.sample_rate = 1e6;
+  const nlohmann::json global = make_global(stream, "port0", "sluice", 0, 1, 0);
+  // 100 samples: 0..9, (5 lost) 15..24, (7 lost) 32..111, then 3 lost after the last one;
+  // the next chunk starts right after that trailing hole.
+  const std::vector<JournalRecord> records{record_of(0, 0, 100, {{10, 5}, {25, 7}, {112, 3}}), record_of(400, 115, 10)};
+  const nlohmann::json meta = build_meta(global, records, true);
+  ASSERT_EQ(meta["captures"].size(), 4U);
+  const std::vector<std::pair<int, int>> want{{0, 0}, {10, 15}, {20, 32}, {100, 115}};
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(meta["captures"][i]["core:sample_start"], want[i].first) << i;
+    EXPECT_EQ(meta["captures"][i]["core:global_index"], want[i].second) << i;
+  }
+  EXPECT_EQ(meta["global"]["sluice:lost_samples"], 15);
+}
+
+TEST(Sigmf, ValuesComputedFromLostInputAreMarkedNotCut) {
+  StreamInfo stream;
+  stream.sample_rate = 1e6;
+  stream.format = SampleFormat::rf32;
+  const nlohmann::json global = make_global(stream, "port0", "sluice", 0, 1, 0);
+  // An FFT row of 64 values (128..191) over an input hole: present in the file, marked.
+  const std::vector<JournalRecord> records{record_of(0, 0, 1024, {Gap{128, 64, true}})};
+  const nlohmann::json meta = build_meta(global, records, true);
+  ASSERT_EQ(meta["captures"].size(), 1U);
+  ASSERT_EQ(meta["annotations"].size(), 1U);
+  EXPECT_EQ(meta["annotations"][0]["core:sample_start"], 128);
+  EXPECT_EQ(meta["annotations"][0]["core:sample_count"], 64);
+  EXPECT_EQ(meta["annotations"][0]["sluice:in_data"], true);
+  EXPECT_EQ(meta["global"]["sluice:lost_samples"], 0);
+  EXPECT_EQ(meta["global"]["sluice:marked_values"], 64);
 }
 
 TEST(Sigmf, SpectraAreDescribedWithFftSizeWindowAndAveraging) {

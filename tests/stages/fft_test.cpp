@@ -209,7 +209,9 @@ TEST(Fft, GeneratorToneLandsInItsBinAtItsLevelWithRowMetadata) {
   EXPECT_EQ(g_stream.fft_size, 1024U);
   EXPECT_EQ(g_stream.averaging, 2U);
   EXPECT_EQ(g_stream.window, "hann");
-  EXPECT_EQ(g_stream.sample_rate, 1e6);
+  // Values (rows × size) per second: 1 Msps averaged over 2 frames makes 0.5 M values/s, so
+  // values / rate is the input's duration.
+  EXPECT_EQ(g_stream.sample_rate, 1e6 / 2);
   EXPECT_NE(g_stream.description.find("DC at index size/2"), std::string::npos) << g_stream.description;
   const auto rows = captured_rows(1024);
   ASSERT_EQ(rows.size(), 256U * 1024 / 8 / 2048);  // 32768 samples, 2048 per row
@@ -234,6 +236,8 @@ TEST(Fft, GeneratorToneLandsInItsBinAtItsLevelWithRowMetadata) {
       const double step = static_cast<double>(g_captured[i].timestamp.seconds - previous.timestamp.seconds) +
                           (static_cast<double>(g_captured[i].timestamp.picoseconds) - static_cast<double>(previous.timestamp.picoseconds)) * 1e-12;
       EXPECT_NEAR(step, static_cast<double>(previous.sample_count / 1024 * 2048) / 1e6, 1e-9);
+      // The row times and the stream's rate tell the same story: a chunk lasts its values / rate.
+      EXPECT_NEAR(step, static_cast<double>(previous.sample_count) / g_stream.sample_rate, 1e-9);
     }
   }
 }

@@ -6,8 +6,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -137,13 +141,83 @@ TEST(RecordStage, NeverOverwritesACaptureUnlessAsked) {
   try {
     run_pipeline(generator_yaml(stages, 2ULL << 20));
     ADD_FAILURE() << "a second recording of the same name started";
-  } catch (const PipelineError& error) {
+  } catch (const ConfigException& error) {  // refused at validation, before anything is opened
     EXPECT_NE(std::string(error.what()).find("never overwritten"), std::string::npos) << error.what();
   }
   EXPECT_EQ(read_file(dir.str("cap-port0-0000.sigmf-data")), first);
   const std::string again = "  - {name: rec, type: record, overwrite: true, directory: " + dir.str() + "}\n";
   ASSERT_EQ(run_pipeline(generator_yaml(again, 2ULL << 20)), std::vector<std::string>{});
   EXPECT_EQ(fs::file_size(dir.str("cap-port0-0000.sigmf-data")), 2ULL << 20);
+}
+
+TEST(RecordStage, TwoRecordTapsWithOneCaptureNameAreRefusedBeforeAnythingIsWritten) {
+  TempDir dir;
+  ASSERT_EQ(run_pipeline(generator_yaml("  - {name: rec, type: record, directory: " + dir.str() + "}\n", 1ULL << 20)),
+            std::vector<std::string>{});
+  const auto first = read_file(dir.str("cap-port0-0000.sigmf-data"));
+  // Raw and spectra taps with the default name and overwrite: true once destroyed the raw
+  // recording; now validation names the clash and nothing on disk changes.
+  const std::string both = "  - {name: raw, type: record, overwrite: true, directory: " + dir.str() +
+                           "}\n"
+                           "  - {name: spectra_in, type: record, overwrite: true, directory: " + dir.str() + "/.}\n";
+  try {
+    run_pipeline(generator_yaml(both, 2ULL << 20));
+    ADD_FAILURE() << "two record stages writing the same files validated";
+  } catch (const ConfigException& error) {
+    EXPECT_NE(std::string(error.what()).find("would both write"), std::string::npos) << error.what();
+  }
+  EXPECT_EQ(read_file(dir.str("cap-port0-0000.sigmf-data")), first);
+  // Distinct names record side by side, each complete.
+  TempDir other;
+  const std::string named = "  - {name: raw, type: record, capture_name: raw, directory: " + other.str() +
+                            "}\n"
+                            "  - {name: copy, type: record, capture_name: copy, directory: " + other.str() + "}\n";
+  ASSERT_EQ(run_pipeline(generator_yaml(named, 1ULL << 20)), std::vector<std::string>{});
+  EXPECT_EQ(read_file(other.str("raw-port0-0000.sigmf-data")), ramp_bytes(SampleFormat::ci16, kRate, 0, (1 << 20) / 4));
+  EXPECT_EQ(read_file(other.str("copy-port0-0000.sigmf-data")), ramp_bytes(SampleFormat::ci16, kRate, 0, (1 << 20) / 4));
+}
+
+TEST(RecordStage, JoiningAnExistingCaptureUnderANewLaneNeedsJoin) {
+  TempDir dir;
+  ASSERT_EQ(run_pipeline(generator_yaml("  - {name: rec, type: record, directory: " + dir.str() + "}\n", 1ULL << 20)),
+            std::vector<std::string>{});
+  const std::string lane1 = "pipeline: {name: cap, chunk: 256KiB, chunks: 8}\n"
+                            "template:\n"
+                            "  - {name: source, type: generator, signal: ramp, sample_rate: 10Msps, stop_after: 1MiB}\n"
+                            "  - {name: rec, type: record, directory: " + dir.str() + "JOIN}\n"
+                            "lanes:\n  - name: port1\n";
+  auto with = [&](const std::string& join) { return std::string(lane1).replace(lane1.find("JOIN"), 4, join); };
+  EXPECT_THROW(run_pipeline(with("")), ConfigException);
+  EXPECT_FALSE(fs::exists(dir.str("cap-port1-0000.sigmf-data")));
+  ASSERT_EQ(run_pipeline(with(", join: true")), std::vector<std::string>{});
+  const recorder::Capture capture = recorder::open_capture(dir.str("cap.sigmf-collection"));
+  ASSERT_EQ(capture.lanes.size(), 2U);
+  EXPECT_NE(capture.lane("port0"), nullptr);
+  EXPECT_NE(capture.lane("port1"), nullptr);
+}
+
+TEST(RecordStage, ValidationRefusesADirectoryThatCannotBeWrittenAndCreatesNothing) {
+  TempDir dir;
+  const std::string file = dir.str("plain-file");
+  std::ofstream(file) << "x";
+  try {
+    load_pipeline_text(generator_yaml("  - {name: rec, type: record, directory: " + file + "/sub}\n", 1 << 20), "test");
+    ADD_FAILURE() << "a directory under a plain file validated";
+  } catch (const ConfigException& error) {
+    EXPECT_NE(std::string(error.what()).find("not a directory"), std::string::npos) << error.what();
+  }
+  // A directory that does not exist yet is fine, and validating does not create it.
+  load_pipeline_text(generator_yaml("  - {name: rec, type: record, directory: " + dir.str("new/deeper") + "}\n", 1 << 20),
+                     "test");
+  EXPECT_FALSE(fs::exists(dir.str("new")));
+  if (::geteuid() != 0) {  // root may write anywhere: a read-only directory only stops others
+    fs::create_directory(dir.str("ro"));
+    fs::permissions(dir.str("ro"), fs::perms::owner_read | fs::perms::owner_exec);
+    EXPECT_THROW(load_pipeline_text(generator_yaml("  - {name: rec, type: record, directory: " + dir.str("ro") + "}\n",
+                                                   1 << 20),
+                                    "test"),
+                 ConfigException);
+  }
 }
 
 // Runs `yaml` in a child process with a file size limit; returns its exit status.
@@ -184,6 +258,85 @@ TEST(RecordStage, AFullDiskStopsCleanlyAndKeepsAValidCapture) {
   EXPECT_EQ(lane.total_bytes % (256 * 1024), 0U) << "only whole chunks that reached the disk are kept";
   EXPECT_EQ(lane_bytes(lane), ramp_bytes(SampleFormat::ci16, kRate, 0, lane.total_samples));
   EXPECT_NE(test::validate_sigmf(test::sigmf_files(dir.str())), 1);
+}
+
+// A small file system of `type` in a loop-mounted image file under `dir`; unmounted when
+// destroyed. mounted() is false (with why()) where this process cannot mount.
+class LoopVolume {
+ public:
+  LoopVolume(const TempDir& dir, const std::string& type, const std::string& size) : mount_(dir.str("mnt-" + type)) {
+    fs::create_directories(mount_);
+    const std::string image = dir.str(type + ".img");
+    std::string command;
+    if (type == "tmpfs") {
+      command = "mount -t tmpfs -o size=" + size + " tmpfs '" + mount_ + "'";
+    } else {
+      const std::string mkfs = type == "ext4" ? "mkfs.ext4 -q -F -m 0" : "mkfs.xfs -q -f";
+      command = "truncate -s " + size + " '" + image + "' && " + mkfs + " '" + image + "' && mount -o loop '" + image +
+                "' '" + mount_ + "'";
+    }
+    command += " 2>" + dir.str(type + ".err");
+    mounted_ = std::system(command.c_str()) == 0;
+    if (!mounted_) {
+      const auto error = read_file(dir.str(type + ".err"));
+      why_ = command + ": " + std::string(reinterpret_cast<const char*>(error.data()), error.size());
+    }
+  }
+  LoopVolume(const LoopVolume&) = delete;
+  LoopVolume& operator=(const LoopVolume&) = delete;
+  ~LoopVolume() {
+    if (mounted_) static_cast<void>(std::system(("umount '" + mount_ + "'").c_str()));
+  }
+  [[nodiscard]] bool mounted() const { return mounted_; }
+  [[nodiscard]] const std::string& why() const { return why_; }
+  [[nodiscard]] const std::string& path() const { return mount_; }
+
+ private:
+  std::string mount_;
+  bool mounted_ = false;
+  std::string why_;
+};
+
+// On a volume far smaller than the default 1 GiB preallocation, recording starts, fills
+// the volume, stops with the "disk full" failure and leaves a valid, complete capture of
+// whole chunks that hold the ramp at their true indices.
+void expect_full_volume_stops_cleanly(const std::string& type, const std::string& size, std::uint64_t bytes) {
+  TempDir dir;
+  LoopVolume volume(dir, type, size);
+  if (!volume.mounted()) {
+    const char* ci = std::getenv("CI");
+    if (ci != nullptr && std::string(ci) == "true") FAIL() << "cannot mount a " << type << " volume in CI: " << volume.why();
+    GTEST_SKIP() << "cannot mount a " << type << " volume here (needs root and loop devices): " << volume.why();
+  }
+  const std::string yaml =
+      generator_yaml("  - {name: rec, type: record, directory: " + volume.path() + "/cap}\n", bytes);
+  EXPECT_EQ(run_in_child(yaml, 0), 3) << "expected the clean 'disk full' failure on " << type;
+  const recorder::Capture capture = recorder::open_capture(volume.path() + "/cap/cap.sigmf-collection");
+  ASSERT_EQ(capture.lanes.size(), 1U);
+  const auto& lane = capture.lanes[0];
+  EXPECT_TRUE(lane.complete);
+  EXPECT_TRUE(lane.journals.empty());
+  // Most of the volume holds samples: preallocation took no more than there was room for.
+  std::error_code error;
+  const auto space = fs::space(volume.path(), error);
+  EXPECT_GT(lane.total_bytes, space.capacity / 2) << type;
+  EXPECT_EQ(lane.total_bytes % (256 * 1024), 0U) << "only whole chunks that reached the disk are kept";
+  std::vector<std::string> problems;
+  test::check_every_sample(lane, test::ramp_truth(SampleFormat::ci16, kRate), problems);
+  EXPECT_EQ(problems, std::vector<std::string>{});
+  EXPECT_NE(test::validate_sigmf(test::sigmf_files(volume.path() + "/cap")), 1);
+}
+
+TEST(RecordStage, ASmallExt4VolumeRecordsUntilFullAndStopsCleanly) {
+  expect_full_volume_stops_cleanly("ext4", "64M", 128ULL << 20);
+}
+
+TEST(RecordStage, ASmallXfsVolumeRecordsUntilFullAndStopsCleanly) {
+  expect_full_volume_stops_cleanly("xfs", "320M", 512ULL << 20);  // mkfs.xfs makes nothing under 300 MB
+}
+
+TEST(RecordStage, ASmallTmpfsVolumeRecordsUntilFullAndStopsCleanly) {
+  expect_full_volume_stops_cleanly("tmpfs", "64M", 128ULL << 20);
 }
 
 TEST(RecordStage, KilledMidRecordingIsRepairedUpToTheLastChunkOnDisk) {
@@ -231,6 +384,38 @@ TEST(RecordStage, KilledMidRecordingIsRepairedUpToTheLastChunkOnDisk) {
   EXPECT_TRUE(recorder::repair_capture(dir.str("cap.sigmf-collection")).repaired.empty());
 }
 
+// Every sample the chunks hold with its stream index (a chunk's samples skip its absent
+// gaps), and every absent gap, in stream order.
+struct Flat {
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> samples;  // ci16: one 32-bit word each
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> gaps;
+};
+Flat flatten(const std::vector<test::SeenChunk>& chunks) {
+  Flat flat;
+  for (const auto& chunk : chunks) {
+    std::vector<Gap> holes;
+    for (const auto& gap : chunk.gaps) {
+      if (gap.in_data) continue;
+      flat.gaps.emplace_back(gap.first_sample, gap.length);
+      if (gap.first_sample >= chunk.first_sample) holes.push_back(gap);
+    }
+    std::sort(holes.begin(), holes.end(), [](const Gap& a, const Gap& b) { return a.first_sample < b.first_sample; });
+    std::uint64_t index = chunk.first_sample;
+    std::size_t hole = 0;
+    for (std::uint64_t i = 0; i < chunk.sample_count; ++i) {
+      while (hole < holes.size() && holes[hole].first_sample <= index) {
+        index = std::max(index, holes[hole].first_sample + holes[hole].length);
+        ++hole;
+      }
+      std::uint32_t word = 0;
+      std::memcpy(&word, chunk.bytes.data() + i * 4, 4);
+      flat.samples.emplace_back(index++, word);
+    }
+  }
+  std::sort(flat.gaps.begin(), flat.gaps.end());
+  return flat;
+}
+
 TEST(RecordStage, RecordThenReplayGivesBackSamplesGapsAndTimestamps) {
   TempDir dir;
   const std::uint64_t chunk = 64 * 1024;
@@ -242,6 +427,23 @@ TEST(RecordStage, RecordThenReplayGivesBackSamplesGapsAndTimestamps) {
                              "lanes:\n  - name: port0\n";
   ASSERT_EQ(run_pipeline(record, test::test_registry()), std::vector<std::string>{});
   EXPECT_NE(test::validate_sigmf(test::sigmf_files(dir.str())), 1);
+  const auto expected = test::gappy_expected(chunk, count, 1e6);
+
+  // Every recorded sample is the ramp value of the stream index the metadata gives it.
+  const recorder::Capture capture = recorder::open_capture(dir.str("gaps.sigmf-collection"));
+  std::vector<std::string> problems;
+  EXPECT_EQ(test::check_every_sample(capture.lanes[0], test::ramp_truth(SampleFormat::ci16, 1e6), problems),
+            count * chunk / 4);
+  EXPECT_EQ(problems, std::vector<std::string>{});
+  std::size_t holes = 0;
+  std::uint64_t lost = 0;
+  for (const auto& chunk_seen : expected) {
+    holes += chunk_seen.gaps.size();
+    for (const auto& gap : chunk_seen.gaps) lost += gap.length;
+  }
+  EXPECT_EQ(capture.lanes[0].segments.size(), holes + 1);  // every hole starts a segment
+  EXPECT_EQ(capture.lanes[0].lost_samples, lost);
+  EXPECT_NE(recorder::describe_capture(capture).find(std::to_string(lost) + " samples lost"), std::string::npos);
 
   const std::string replay = "pipeline: {name: back, chunk: 64KiB, chunks: 8}\n"
                              "template:\n"
@@ -250,32 +452,49 @@ TEST(RecordStage, RecordThenReplayGivesBackSamplesGapsAndTimestamps) {
                              "  - {name: sink, type: collect, key: replay-gaps}\n"
                              "lanes:\n  - name: port0\n";
   ASSERT_EQ(run_pipeline(replay, test::test_registry()), std::vector<std::string>{});
-  const auto expected = test::gappy_expected(chunk, count, 1e6);
   auto& store = test::collected("replay-gaps");
   std::lock_guard lock(store.mutex);
-  ASSERT_EQ(store.chunks.size(), expected.size());
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    SCOPED_TRACE("chunk " + std::to_string(i));
-    const auto& got = store.chunks[i];
-    EXPECT_EQ(got.first_sample, expected[i].first_sample);
-    EXPECT_EQ(got.sample_count, expected[i].sample_count);
-    EXPECT_EQ(got.bytes, expected[i].bytes);
-    EXPECT_TRUE(got.timestamp.valid);
-    EXPECT_EQ(got.timestamp.seconds, expected[i].timestamp.seconds);
-    EXPECT_EQ(got.timestamp.picoseconds, expected[i].timestamp.picoseconds);
-    ASSERT_EQ(got.gaps.size(), expected[i].gaps.size());
-    for (std::size_t g = 0; g < got.gaps.size(); ++g) {
-      EXPECT_EQ(got.gaps[g].first_sample, expected[i].gaps[g].first_sample);
-      EXPECT_EQ(got.gaps[g].length, expected[i].gaps[g].length);
-    }
+  // Replay hands back the same samples at the same stream indices with the same holes
+  // (its chunks end at holes, so they are cut differently from the source's).
+  const Flat want = flatten(expected);
+  const Flat got = flatten(store.chunks);
+  EXPECT_EQ(got.samples.size(), want.samples.size());
+  EXPECT_TRUE(got.samples == want.samples);
+  EXPECT_EQ(got.gaps, want.gaps);
+  for (const auto& seen : store.chunks) {
+    // Each chunk's time is its first sample's: 1,700,000,000 s + index µs.
+    EXPECT_TRUE(seen.timestamp.valid);
+    EXPECT_EQ(seen.timestamp.seconds, 1'700'000'000U + seen.first_sample / 1'000'000);
+    EXPECT_EQ(seen.timestamp.picoseconds, seen.first_sample % 1'000'000 * 1'000'000);
   }
-  const recorder::Capture capture = recorder::open_capture(dir.str("gaps.sigmf-collection"));
-  std::uint64_t lost = 0;
-  for (const auto& chunk_seen : expected) {
-    for (const auto& gap : chunk_seen.gaps) lost += gap.length;
-  }
-  EXPECT_EQ(capture.lanes[0].lost_samples, lost);
-  EXPECT_NE(recorder::describe_capture(capture).find(std::to_string(lost) + " samples lost"), std::string::npos);
+}
+
+TEST(RecordStage, OnFullDropLeavesAGapOfTheDroppedSamplesForEveryLaterStage) {
+  TempDir dir;
+  // The generator (a chunk a millisecond) outruns a stage that takes 2 ms a chunk; with
+  // on_full: drop, whole chunks are released at its full queue, between ones that get through. Each becomes a gap, so the capture holds every sample
+  // that got through at its true index, and recorded + lost = generated.
+  const std::uint64_t total_bytes = 8ULL << 20;
+  const std::string yaml = "pipeline: {name: drops, chunk: 64KiB, chunks: 16}\n"
+                           "template:\n"
+                           "  - {name: source, type: generator, signal: ramp, sample_rate: 10Msps, stop_after: " +
+                           std::to_string(total_bytes) + ", rate: 64MB/s, on_full: drop}\n"
+                           "  - {name: slow, type: slow, delay_us: 2000, queue_depth: 2}\n"
+                           "  - {name: rec, type: record, directory: " + dir.str() + "}\n"
+                           "lanes:\n  - name: port0\n";
+  ASSERT_EQ(run_pipeline(yaml, test::test_registry()), std::vector<std::string>{});
+  const recorder::Capture capture = recorder::open_capture(dir.str("drops.sigmf-collection"));
+  const auto& lane = capture.lanes[0];
+  std::vector<std::string> problems;
+  test::check_every_sample(lane, test::ramp_truth(SampleFormat::ci16, kRate), problems);
+  EXPECT_EQ(problems, std::vector<std::string>{});
+  EXPECT_GT(lane.lost_samples, 0U) << "nothing was dropped: the test did not test";
+  EXPECT_GT(lane.segments.size(), 1U);
+  std::uint64_t last_end = 0;
+  for (const auto& gap : lane.gaps) last_end = std::max(last_end, gap.global_index + gap.length);
+  for (const auto& segment : lane.segments) last_end = std::max(last_end, segment.global_index + segment.sample_count);
+  EXPECT_EQ(last_end, total_bytes / 4);  // a drop at the very end is a gap too
+  EXPECT_EQ(lane.total_samples + lane.lost_samples, total_bytes / 4);
 }
 
 TEST(RecordStage, ReplayLoopsAndPacesAtTheRecordedRate) {

@@ -11,7 +11,9 @@
 #include <map>
 #include <memory>
 #include <stdexcept>
+#include <thread>
 
+#include "recorder/capture_reader.hpp"
 #include "stages/generator/generator.hpp"
 
 namespace sluice::test {
@@ -91,8 +93,10 @@ Timestamp time_of(std::uint64_t index, double sample_rate) {
   return Timestamp{kStartSeconds + index / rate, (index % rate) * (1'000'000'000'000ULL / rate), true};
 }
 
-// Chunk k: after a hole of 1000 absent samples when k % 3 == 1; with a 50-sample hole the
-// source filled (samples present, marked lost) when k % 4 == 2.
+// Chunk k: after a hole of 1000 absent samples when k % 3 == 1; with a 50-sample hole
+// between two of its samples when k % 4 == 2; chunk 5 has three holes inside (5, 7 and 1
+// samples), one of them right before its last sample. Holes are absent: the bytes hold
+// only the samples that arrived, each the ramp value of its true stream index.
 std::vector<SeenChunk> plan_gappy(std::uint64_t chunk_bytes, std::uint64_t chunks, double sample_rate) {
   std::vector<SeenChunk> plan;
   const std::uint64_t count = chunk_bytes / 4;
@@ -105,14 +109,48 @@ std::vector<SeenChunk> plan_gappy(std::uint64_t chunk_bytes, std::uint64_t chunk
     }
     chunk.first_sample = next;
     chunk.sample_count = count;
-    if (k % 4 == 2) chunk.gaps.push_back(Gap{next + 100, 50});
     chunk.timestamp = time_of(next, sample_rate);
-    chunk.bytes = ramp_bytes(SampleFormat::ci16, sample_rate, next, count);
-    next += count;
+    // Holes inside: {offset in the chunk's samples, length}.
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> inside;
+    if (k % 4 == 2) inside.push_back({100, 50});
+    if (k == 5) inside = {{10, 5}, {20, 7}, {count - 1, 1}};
+    std::uint64_t done = 0;
+    for (const auto& [offset, length] : inside) {
+      const auto run = ramp_bytes(SampleFormat::ci16, sample_rate, next, offset - done);
+      chunk.bytes.insert(chunk.bytes.end(), run.begin(), run.end());
+      next += offset - done;
+      done = offset;
+      chunk.gaps.push_back(Gap{next, length});
+      next += length;
+    }
+    const auto rest = ramp_bytes(SampleFormat::ci16, sample_rate, next, count - done);
+    chunk.bytes.insert(chunk.bytes.end(), rest.begin(), rest.end());
+    next += count - done;
     plan.push_back(std::move(chunk));
   }
   return plan;
 }
+
+// Passes chunks on after `delay_us` each: a consumer slower than its producer.
+class SlowStage final : public Stage {
+ public:
+  SlowStage(SettingsReader& reader, const PipelineSettings&) {
+    delay_ = std::chrono::microseconds(reader.integer("delay_us", 1000, "microseconds per chunk", 0));
+  }
+  void start(StageContext& context) override { context_ = &context; }
+  StageStatus process() override {
+    ChunkPtr chunk = context_->input().pop(std::chrono::milliseconds(10));
+    if (!chunk) return context_->input().finished() ? StageStatus::end_of_stream : StageStatus::idle;
+    std::this_thread::sleep_for(delay_);
+    context_->emit(std::move(chunk));
+    return StageStatus::ok;
+  }
+  void stop() noexcept override {}
+
+ private:
+  std::chrono::microseconds delay_{1000};
+  StageContext* context_ = nullptr;
+};
 
 class GappySource final : public Stage {
  public:
@@ -142,7 +180,7 @@ class GappySource final : public Stage {
     chunk->first_sample = planned.first_sample;
     chunk->sample_count = planned.sample_count;
     chunk->timestamp = planned.timestamp;
-    for (const auto& gap : planned.gaps) chunk->add_gap(gap.first_sample, gap.length);
+    for (const auto& gap : planned.gaps) chunk->add_gap(gap.first_sample, gap.length, gap.in_data);
     context_->emit(std::move(chunk));
     return StageStatus::ok;
   }
@@ -196,6 +234,10 @@ const StageRegistry& test_registry() {
   static const StageRegistry registry = [] {
     StageRegistry built;
     register_builtin_stages(built);
+    built.add(StageType{"slow", StageRole::transform, "test stage that passes chunks on slowly",
+                        [](SettingsReader& reader, const PipelineSettings& pipeline) -> std::unique_ptr<Stage> {
+                          return std::make_unique<SlowStage>(reader, pipeline);
+                        }});
     built.add(StageType{"gappy", StageRole::source, "test source with gaps",
                         [](SettingsReader& reader, const PipelineSettings& pipeline) -> std::unique_ptr<Stage> {
                           return std::make_unique<GappySource>(reader, pipeline);
@@ -207,6 +249,71 @@ const StageRegistry& test_registry() {
     return built;
   }();
   return registry;
+}
+
+}  // namespace sluice::test
+
+namespace sluice::test {
+
+std::uint64_t check_every_sample(const recorder::CaptureLane& lane, const SampleTruth& truth,
+                                 std::vector<std::string>& problems) {
+  std::uint64_t checked = 0;
+  std::vector<std::byte> got;
+  for (const auto& segment : lane.segments) {
+    got.resize(segment.sample_count * lane.sample_bytes);
+    const std::uint64_t read = recorder::read_segment(lane, segment, 0, segment.sample_count, got.data());
+    if (read != segment.sample_count) {
+      problems.push_back(segment.data_path + ": segment at stream " + std::to_string(segment.global_index) + " short read");
+      continue;
+    }
+    const std::vector<std::byte> want = truth(segment.global_index, segment.sample_count);
+    for (std::uint64_t i = 0; i < segment.sample_count; ++i) {
+      if (std::memcmp(got.data() + i * lane.sample_bytes, want.data() + i * lane.sample_bytes, lane.sample_bytes) != 0) {
+        problems.push_back("segment at stream " + std::to_string(segment.global_index) + ": sample " + std::to_string(i) +
+                           " (stream " + std::to_string(segment.global_index + i) + ", file byte " +
+                           std::to_string(segment.file_offset + i * lane.sample_bytes) +
+                           ") is not the source's sample at that index");
+        break;
+      }
+    }
+    checked += segment.sample_count;
+  }
+  // Each hole between two segments is exactly covered by the absent gaps annotated in it.
+  for (std::size_t i = 1; i < lane.segments.size(); ++i) {
+    const auto& previous = lane.segments[i - 1];
+    const std::uint64_t end = previous.global_index + previous.sample_count;
+    const std::uint64_t next = lane.segments[i].global_index;
+    if (next <= end) {
+      problems.push_back("segment at stream " + std::to_string(next) +
+                         (next == end ? " continues the previous one: no hole there" : " overlaps the previous one"));
+      continue;
+    }
+    std::uint64_t annotated = 0;
+    for (const auto& gap : lane.gaps) {
+      if (!gap.in_data && gap.global_index >= end && gap.global_index < next) annotated += gap.length;
+    }
+    if (annotated != next - end) {
+      problems.push_back("hole of " + std::to_string(next - end) + " samples at stream " + std::to_string(end) +
+                         " but annotations there count " + std::to_string(annotated));
+    }
+  }
+  // Every segment's time is its first sample's (checked against the previous: the rate holds).
+  for (std::size_t i = 1; i < lane.segments.size() && lane.sample_rate > 0; ++i) {
+    const auto& a = lane.segments[i - 1];
+    const auto& b = lane.segments[i];
+    if (!a.time.valid || !b.time.valid) continue;
+    const Timestamp expected = recorder::time_of_sample(a, b.global_index, lane.sample_rate);
+    if (expected.seconds != b.time.seconds || expected.picoseconds != b.time.picoseconds) {
+      problems.push_back("segment at stream " + std::to_string(b.global_index) + " has core:datetime " +
+                         std::to_string(b.time.seconds) + "." + std::to_string(b.time.picoseconds) + ", expected " +
+                         std::to_string(expected.seconds) + "." + std::to_string(expected.picoseconds));
+    }
+  }
+  return checked;
+}
+
+SampleTruth ramp_truth(SampleFormat format, double sample_rate) {
+  return [format, sample_rate](std::uint64_t first, std::uint64_t count) { return ramp_bytes(format, sample_rate, first, count); };
 }
 
 }  // namespace sluice::test

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "pipeline/config.hpp"
 #include "pipeline/runtime.hpp"
 #include "pipeline/stage.hpp"
+#include "recorder/capture_reader.hpp"
 
 namespace sluice::test {
 
@@ -58,10 +60,23 @@ struct Collected {
 Collected& collected(const std::string& key);
 
 // The builtin stages plus `gappy` (a ramp source that loses samples: some chunks start after
-// a hole, some carry a filled hole inside) and `collect` (a sink; `key:` names its store).
+// a hole, some have holes between their samples), `slow` (passes chunks on after delay_us)
+// and `collect` (a sink; `key:` names its store).
 const StageRegistry& test_registry();
 
 // The chunks `gappy` emits with the given settings (the same function builds them).
 std::vector<SeenChunk> gappy_expected(std::uint64_t chunk_bytes, std::uint64_t chunks, double sample_rate);
+
+// The bytes the source sent for stream samples [first, first + count): ground truth that
+// does not come from Sluice's bookkeeping (the generator's ramp, the emulator's signal).
+using SampleTruth = std::function<std::vector<std::byte>(std::uint64_t first, std::uint64_t count)>;
+SampleTruth ramp_truth(SampleFormat format, double sample_rate);
+
+// Compares EVERY sample of `lane` with `truth` at the stream index the capture's metadata
+// gives it (segment core:global_index + offset), checks that the holes between segments
+// are the annotated gaps and that each segment's core:datetime follows from the previous
+// one at the sample rate. Appends what is wrong to `problems`; returns the samples checked.
+std::uint64_t check_every_sample(const recorder::CaptureLane& lane, const SampleTruth& truth,
+                                 std::vector<std::string>& problems);
 
 }  // namespace sluice::test
