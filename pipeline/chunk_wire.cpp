@@ -54,7 +54,11 @@ void encode_chunk_metadata(const Chunk& chunk, std::span<std::byte, kChunkWireBy
   store<std::uint64_t>(p + 48, chunk.timestamp.seconds);
   store<std::uint64_t>(p + 56, chunk.timestamp.picoseconds);
   store<std::uint32_t>(p + 64, chunk.packets);
-  store<std::uint32_t>(p + 68, 0);
+  std::uint32_t in_data_mask = 0;
+  for (std::uint32_t i = 0; i < gaps; ++i) {
+    if (chunk.gaps[i].in_data) in_data_mask |= 1U << i;
+  }
+  store<std::uint32_t>(p + 68, in_data_mask);
   for (std::size_t i = 0; i < Chunk::kMaxGaps; ++i) {
     const Gap gap = i < gaps ? chunk.gaps[i] : Gap{};
     store<std::uint64_t>(p + kChunkWireFixedBytes + 16 * i, gap.first_sample);
@@ -72,9 +76,11 @@ ChunkWireStatus decode_chunk_metadata(std::span<const std::byte> in, Chunk& chun
   const auto format = load<std::uint8_t>(p + 12);
   if (format > static_cast<std::uint8_t>(SampleFormat::rf32)) return ChunkWireStatus::bad_format;
   const auto flags = load<std::uint8_t>(p + 13);
-  if ((flags & ~kTimestampValid) != 0 || load<std::uint32_t>(p + 68) != 0) return ChunkWireStatus::bad_flags;
   const auto gap_count = load<std::uint16_t>(p + 14);
   if (gap_count > Chunk::kMaxGaps) return ChunkWireStatus::too_many_gaps;
+  const auto in_data_mask = load<std::uint32_t>(p + 68);
+  const std::uint32_t valid_mask = gap_count == 32 ? 0xFFFFFFFFU : (1U << gap_count) - 1U;
+  if ((flags & ~kTimestampValid) != 0 || (in_data_mask & ~valid_mask) != 0) return ChunkWireStatus::bad_flags;
 
   chunk.lane = load<std::uint32_t>(p + 8);
   chunk.format = static_cast<SampleFormat>(format);
@@ -89,7 +95,8 @@ ChunkWireStatus decode_chunk_metadata(std::span<const std::byte> in, Chunk& chun
   chunk.packets = load<std::uint32_t>(p + 64);
   for (std::size_t i = 0; i < Chunk::kMaxGaps; ++i) {
     chunk.gaps[i] = i < gap_count ? Gap{load<std::uint64_t>(p + kChunkWireFixedBytes + 16 * i),
-                                        load<std::uint64_t>(p + kChunkWireFixedBytes + 16 * i + 8)}
+                                        load<std::uint64_t>(p + kChunkWireFixedBytes + 16 * i + 8),
+                                        ((in_data_mask >> i) & 1U) != 0}
                                   : Gap{};
   }
   return ChunkWireStatus::ok;

@@ -18,7 +18,8 @@
 //       48    8 seconds        timestamp of the first sample: UTC seconds
 //       56    8 picoseconds    and fractional picoseconds
 //       64    4 packets        network packets that filled it
-//       68    4 reserved       zero
+//       68    4 in_data_mask   bit i: gap i's values are present but computed from lost input
+//                              (Gap::in_data, e.g. spectra rows over a hole); bits >= gap_count zero
 //       72  512 gaps           32 x {u64 first_sample, u64 length}; entries past gap_count zero
 // created_ns is not carried: it is a steady-clock value of the sending host.
 #pragma once

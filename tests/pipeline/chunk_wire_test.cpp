@@ -33,7 +33,7 @@ std::vector<std::byte> expected_fixed_part() {
       0x80, 0x96, 0x98, 0x00, 0x00, 0x00, 0x00, 0x00,  // seconds 10000000 = 0x989680
       0xFF, 0xFF, 0xFF, 0xFF, 0x01, 0x00, 0x00, 0x00,  // picoseconds 0x1FFFFFFFF
       0x07, 0x00, 0x00, 0x00,                          // packets 7
-      0x00, 0x00, 0x00, 0x00,                          // reserved
+      0x00, 0x00, 0x00, 0x00,                          // in_data_mask: neither gap derived
   });
 }
 
@@ -100,16 +100,19 @@ TEST(ChunkWire, DecodesHandWrittenBytes) {
 
 TEST(ChunkWire, FullGapTableRoundTrips) {
   Chunk chunk;
-  for (std::uint64_t i = 0; i < Chunk::kMaxGaps; ++i) ASSERT_TRUE(chunk.add_gap(i * 1000 + 1, i + 1));
+  // Every third gap is a derived one (values present, computed from lost input).
+  for (std::uint64_t i = 0; i < Chunk::kMaxGaps; ++i) ASSERT_TRUE(chunk.add_gap(i * 1000 + 1, i + 1, i % 3 == 0));
   std::array<std::byte, kChunkWireBytes> wire{};
   encode_chunk_metadata(chunk, wire);
   EXPECT_EQ(wire[14], std::byte{32});
+  EXPECT_EQ(wire[68], std::byte{0x49});  // gaps 0, 3, 6: 0b01001001
   Chunk back;
   ASSERT_EQ(decode_chunk_metadata(wire, back), ChunkWireStatus::ok);
   ASSERT_EQ(back.gap_count, Chunk::kMaxGaps);
   for (std::uint64_t i = 0; i < Chunk::kMaxGaps; ++i) {
     EXPECT_EQ(back.gaps[i].first_sample, i * 1000 + 1);
     EXPECT_EQ(back.gaps[i].length, i + 1);
+    EXPECT_EQ(back.gaps[i].in_data, i % 3 == 0) << "gap " << i;
   }
 }
 
@@ -129,7 +132,7 @@ TEST(ChunkWire, RejectsBadHeadersAndLeavesTheChunkAlone) {
   check(6, std::byte{0x49}, ChunkWireStatus::bad_size);
   check(12, std::byte{0x04}, ChunkWireStatus::bad_format);
   check(13, std::byte{0x02}, ChunkWireStatus::bad_flags);
-  check(68, std::byte{0x01}, ChunkWireStatus::bad_flags);
+  check(68, std::byte{0x04}, ChunkWireStatus::bad_flags);  // in_data bit of a gap past gap_count (2)
   check(14, std::byte{33}, ChunkWireStatus::too_many_gaps);
   Chunk chunk;
   EXPECT_EQ(decode_chunk_metadata(std::span(good).first(71), chunk), ChunkWireStatus::too_short);
