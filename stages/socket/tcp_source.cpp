@@ -271,10 +271,10 @@ void TcpSource::handle_frame() noexcept {
     case JumpGuard::Verdict::held: return;
     case JumpGuard::Verdict::confirmed: resynchronise(); return;
   }
-  place(frame_.first_sample, payload_.data(), frame_.sample_count);
+  place_samples(frame_.first_sample, payload_.data(), frame_.sample_count);
 }
 
-void TcpSource::place(std::uint64_t first_sample, const std::byte* payload, std::size_t samples) noexcept {
+void TcpSource::place_samples(std::uint64_t first_sample, const std::byte* payload, std::size_t samples) noexcept {
   // Within max_jump of the stream (the guard saw to it), so the signed offset is exact.
   const auto offset = static_cast<std::int64_t>(first_sample - (origin_ + assembler_.expected()));
   if (offset < 0 && static_cast<std::uint64_t>(-offset) > assembler_.expected()) {
@@ -321,7 +321,7 @@ void TcpSource::resynchronise() noexcept {
                context_->stage_name(), assembler_.expected(), forward ? "ahead" : "back", jump, guard_.held_count());
   for (std::size_t i = 0; i < guard_.held_count(); ++i) {
     const JumpGuard::Held held = guard_.held(i);
-    place(held.position, held.payload.data(), held.samples);
+    place_samples(held.position, held.payload.data(), held.samples);
   }
   guard_.resynchronised();
 }

@@ -57,7 +57,7 @@ class TcpSource final : public Stage {
   // what process() returns (idle, the sender closed, or an error).
   bool receive(std::byte* target, std::size_t wanted, StageStatus& status) noexcept;
   void handle_frame() noexcept;
-  void place(std::uint64_t first_sample, const std::byte* payload, std::size_t samples) noexcept;
+  void place_samples(std::uint64_t first_sample, const std::byte* payload, std::size_t samples) noexcept;
   void resynchronise() noexcept;
   [[nodiscard]] std::uint64_t frame_epoch() const noexcept;
 

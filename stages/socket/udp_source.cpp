@@ -317,7 +317,7 @@ void UdpSource::handle_datagram(const std::byte* data, std::size_t bytes) noexce
     case JumpGuard::Verdict::held: return;
     case JumpGuard::Verdict::confirmed: resynchronise(); return;
   }
-  place(epoch_index, packet_.payload.data(), samples);
+  place_samples(epoch_index, packet_.payload.data(), samples);
 }
 
 void UdpSource::handle_gnuradio(const std::byte* data, std::size_t bytes) noexcept {
@@ -361,10 +361,10 @@ void UdpSource::handle_gnuradio(const std::byte* data, std::size_t bytes) noexce
     case JumpGuard::Verdict::held: return;
     case JumpGuard::Verdict::confirmed: resynchronise(); return;
   }
-  place(position, samples_at, samples);
+  place_samples(position, samples_at, samples);
 }
 
-void UdpSource::place(std::uint64_t epoch_index, const std::byte* payload, std::size_t samples) noexcept {
+void UdpSource::place_samples(std::uint64_t epoch_index, const std::byte* payload, std::size_t samples) noexcept {
   // Within max_jump of the stream (the guard saw to it), so the signed offset is exact.
   const auto offset = static_cast<std::int64_t>(epoch_index - (origin_ + assembler_.expected()));
   if (offset < 0 && static_cast<std::uint64_t>(-offset) > assembler_.expected()) {
@@ -399,7 +399,7 @@ void UdpSource::resynchronise() noexcept {
                static_cast<double>(jump) / settings_.sample_rate, guard_.held_count());
   for (std::size_t i = 0; i < guard_.held_count(); ++i) {
     const JumpGuard::Held held = guard_.held(i);
-    place(held.position, held.payload.data(), held.samples);
+    place_samples(held.position, held.payload.data(), held.samples);
   }
   guard_.resynchronised();
 }

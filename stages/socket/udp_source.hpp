@@ -62,7 +62,7 @@ class UdpSource final : public Stage {
   };
   void handle_datagram(const std::byte* data, std::size_t bytes) noexcept;
   void handle_gnuradio(const std::byte* data, std::size_t bytes) noexcept;
-  void place(std::uint64_t epoch_index, const std::byte* payload, std::size_t samples) noexcept;
+  void place_samples(std::uint64_t epoch_index, const std::byte* payload, std::size_t samples) noexcept;
   void resynchronise() noexcept;
   void handle_samples(std::uint64_t index, const std::byte* payload, std::size_t samples) noexcept;
   void commit(std::uint64_t index, const std::byte* payload, std::size_t samples) noexcept;
