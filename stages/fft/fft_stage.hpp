@@ -19,6 +19,7 @@ struct FftSettings {
   WindowKind window = WindowKind::hann;   // applied to each frame before the transform
   std::size_t average = 1;                // consecutive frames averaged (in power) into one output row
   FftOutput output = FftOutput::power_db;
+  FftBackendKind backend = FftBackendKind::automatic;  // auto: cuFFT when a GPU answers, else FFTW
   PoolSettings pool;                      // the stage's output chunks
 };
 
@@ -51,12 +52,41 @@ class FftStage final : public Stage {
     std::uint64_t end = 0;
   };
   static constexpr std::size_t kPendingGaps = 4 * Chunk::kMaxGaps;
+  static constexpr std::size_t kInputsInFlight = 4;  // input chunks a GPU backend may still be reading
 
+  // Work a GPU backend has enqueued but not finished, with the chunk it reads or writes: an input
+  // chunk goes back to its pool, an output chunk downstream, only once its fence is reached.
+  struct InFlight {
+    ChunkPtr chunk;
+    std::uint64_t fence = 0;
+  };
+  class FenceRing {  // fixed capacity, allocated at start: the hot path never allocates
+   public:
+    void reserve(std::size_t capacity) { slots_.resize(capacity); }
+    [[nodiscard]] bool empty() const { return count_ == 0; }
+    [[nodiscard]] bool full() const { return count_ == slots_.size(); }
+    InFlight& front() { return slots_[head_]; }
+    void push(ChunkPtr chunk, std::uint64_t fence) noexcept;
+    ChunkPtr pop() noexcept;
+
+   private:
+    std::vector<InFlight> slots_;
+    std::size_t head_ = 0;
+    std::size_t count_ = 0;
+  };
+
+  void choose_backend(StageContext& context, std::size_t largest_input_bytes);
   void consume(const Chunk& chunk, const std::byte* samples) noexcept;  // sets failed_ on error
   bool flush_batch() noexcept;           // transform loaded frames, emit the rows they complete, carry a partial frame
-  bool finish_row(const FrameInfo& last_frame) noexcept;
+  // Row metadata (time, gaps) for the row of frames `first`..`last` at position `index` of the output
+  // chunk; false, changing nothing, when its gap does not fit the chunk's gap table.
+  bool mark_row(const FrameInfo& first, const FrameInfo& last, std::size_t index) noexcept;
   void ensure_output() noexcept;         // an output chunk with room for one row
   void emit_output() noexcept;
+  // Hands on finished outputs and releases finished inputs; `all` waits for every one.
+  void retire(bool all) noexcept;
+  void retire_input(bool wait) noexcept;
+  bool check_backend() noexcept;         // false (and fails the stage) once the backend reported an error
   void remember_gap(const Gap& gap) noexcept;
   [[nodiscard]] Timestamp timestamp_at(const Chunk& chunk, std::size_t offset) const noexcept;
 
@@ -64,8 +94,13 @@ class FftStage final : public Stage {
   StageContext* context_ = nullptr;
   Pool* pool_ = nullptr;
   std::unique_ptr<FftBackend> backend_;
-  MemoryRegion input_staging_;   // host copy of device-memory input chunks (allocated only when upstream has some)
-  MemoryRegion output_staging_;  // host rows for an output pool in device memory
+  // Input chunks not in the backend's memory are copied here first (host for FFTW, device for cuFFT),
+  // and rows go here when the output pool is not in the backend's memory; allocated only when needed.
+  MemoryRegion input_staging_;
+  MemoryRegion output_staging_;
+  std::uint64_t staging_fence_ = 0;  // the backend's last read of input_staging_
+  FenceRing inputs_in_flight_;
+  FenceRing outputs_in_flight_;
   std::size_t row_bytes_ = 0;
   std::size_t rows_per_chunk_ = 0;
   double sample_rate_ = 0;
