@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 #include <cufft.h>
 
+#include <cstring>
 #include <random>
 #include <stdexcept>
 #include <string>

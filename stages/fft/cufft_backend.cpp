@@ -78,6 +78,7 @@ class CufftBackend final : public FftBackend {
     check("cudaStreamCreateWithFlags", cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     batch_memory_ = MemoryRegion(MemoryKind::device, batch_ * size_ * sizeof(float2), device_);
     window_memory_ = MemoryRegion(MemoryKind::device, size_ * sizeof(float), device_);
+    kept_memory_ = MemoryRegion(MemoryKind::device, size_ * sizeof(float2), device_);
     for (MemoryRegion& accumulator : accumulators_) accumulator = MemoryRegion(MemoryKind::device, size_ * sizeof(float), device_);
 
     std::vector<float> window(size_);
@@ -127,20 +128,31 @@ class CufftBackend final : public FftBackend {
                          reinterpret_cast<float2*>(batch_memory_.data()), stream_));
   }
 
-  void transform(std::size_t /*frames*/) noexcept override {
+  void transform(std::size_t frames) noexcept override {
     if (!error_.empty()) return;
     // The plan covers the whole batch (plans are made once); frames past `frames` are transformed
-    // too and ignored. The stage sizes the batch to its largest input chunk, so that is at most a frame or two.
+    // too and ignored. The stage sizes the batch to its largest input chunk, so that is at most a
+    // frame or two. Frame `frames` may hold a partial frame that carry() moves to the next batch:
+    // it is kept aside first, since the transform overwrites it.
     auto* batch = reinterpret_cast<cufftComplex*>(batch_memory_.data());
+    kept_frame_ = frames;
+    if (frames < batch_ &&
+        !ok("cudaMemcpyAsync(keep partial frame)", cudaMemcpyAsync(kept_memory_.data(), batch + frames * size_,
+                                                                   size_ * sizeof(float2), cudaMemcpyDeviceToDevice, stream_))) {
+      return;
+    }
     if (cufftResult result = cufftExecC2C(plan_, batch, batch, CUFFT_FORWARD); result != CUFFT_SUCCESS) {
       error_ = describe("cufftExecC2C", result);
     }
   }
 
   void carry(std::size_t from, std::size_t count) noexcept override {
-    if (!error_.empty() || from == 0 || count == 0) return;
-    std::byte* batch = batch_memory_.data();
-    ok("cudaMemcpyAsync(carry)", cudaMemcpyAsync(batch, batch + from * size_ * sizeof(float2), count * sizeof(float2),
+    if (!error_.empty() || count == 0) return;
+    if (from != kept_frame_) {
+      error_ = "carry of frame " + std::to_string(from) + " after a transform of " + std::to_string(kept_frame_) + " frames";
+      return;
+    }
+    ok("cudaMemcpyAsync(carry)", cudaMemcpyAsync(batch_memory_.data(), kept_memory_.data(), count * sizeof(float2),
                                                  cudaMemcpyDeviceToDevice, stream_));
   }
 
@@ -216,6 +228,8 @@ class CufftBackend final : public FftBackend {
   std::uint64_t completed_ = 0;
   MemoryRegion batch_memory_;
   MemoryRegion window_memory_;
+  MemoryRegion kept_memory_;     // the partial frame after the last transformed one, for carry()
+  std::size_t kept_frame_ = 0;
   std::array<MemoryRegion, 2> accumulators_;
   unsigned current_ = 0;  // the accumulator holding the row being built
   std::string error_;

@@ -267,7 +267,8 @@ void FftStage::consume(const Chunk& chunk, const std::byte* samples) noexcept {
       FrameInfo& frame = frames_[loaded_];
       if (fill_ == 0) {
         frame.first_sample = chunk.first_sample + position;
-        frame.timestamp = timestamp_at(chunk, position);
+        frame.chunk_timestamp = chunk.timestamp;
+        frame.chunk_offset = position;
         frame.created_ns = chunk.created_ns;
       }
       const std::size_t step = std::min(size - fill_, end - position);
@@ -356,7 +357,7 @@ bool FftStage::mark_row(const FrameInfo& first, const FrameInfo& last, std::size
   pending_count_ = kept;
   owned_from_ = row_end;
   if (index == 0) {
-    out_timestamp_ = first.timestamp;
+    out_timestamp_ = timestamp_at(first.chunk_timestamp, first.chunk_offset);
     out_->created_ns = first.created_ns;  // latency from the source chunk that began this row
   }
   return true;
@@ -419,16 +420,16 @@ void FftStage::remember_gap(const Gap& gap) noexcept {
   pending_[pending_count_++] = pending;
 }
 
-Timestamp FftStage::timestamp_at(const Chunk& chunk, std::size_t offset) const noexcept {
-  if (!chunk.timestamp.valid) return {};
-  if (offset == 0) return chunk.timestamp;
+Timestamp FftStage::timestamp_at(const Timestamp& chunk_timestamp, std::uint64_t offset) const noexcept {
+  if (!chunk_timestamp.valid) return {};
+  if (offset == 0) return chunk_timestamp;
   if (sample_rate_ <= 0) return {};
   constexpr std::uint64_t kPicosecondsPerSecond = 1'000'000'000'000ULL;
   const long double seconds = static_cast<long double>(offset) / static_cast<long double>(sample_rate_);
   const auto whole = static_cast<std::uint64_t>(seconds);
   const std::uint64_t picoseconds =
-      chunk.timestamp.picoseconds + static_cast<std::uint64_t>(std::llround((seconds - static_cast<long double>(whole)) * 1e12L));
-  return Timestamp{chunk.timestamp.seconds + whole + picoseconds / kPicosecondsPerSecond, picoseconds % kPicosecondsPerSecond,
+      chunk_timestamp.picoseconds + static_cast<std::uint64_t>(std::llround((seconds - static_cast<long double>(whole)) * 1e12L));
+  return Timestamp{chunk_timestamp.seconds + whole + picoseconds / kPicosecondsPerSecond, picoseconds % kPicosecondsPerSecond,
                    true};
 }
 

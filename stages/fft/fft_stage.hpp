@@ -41,11 +41,14 @@ class FftStage final : public Stage {
   [[nodiscard]] const FftSettings& settings() const { return settings_; }
 
  private:
+  // Noted for every frame, so kept to a few stores: the frame's time is worked out from its
+  // chunk's only where a row needs it (the first row of an output chunk).
   struct FrameInfo {
     std::uint64_t first_sample = 0;  // absolute input index of the frame's first sample
     std::uint64_t end_sample = 0;    // absolute input index after its last sample
-    Timestamp timestamp;             // of its first sample
-    std::uint64_t created_ns = 0;    // of the input chunk its first sample came in
+    Timestamp chunk_timestamp;       // of the input chunk its first sample came in
+    std::uint64_t chunk_offset = 0;  // that sample's position in the chunk
+    std::uint64_t created_ns = 0;    // of that chunk
   };
   struct PendingGap {
     std::uint64_t first = 0;
@@ -88,7 +91,7 @@ class FftStage final : public Stage {
   void retire_input(bool wait) noexcept;
   bool check_backend() noexcept;         // false (and fails the stage) once the backend reported an error
   void remember_gap(const Gap& gap) noexcept;
-  [[nodiscard]] Timestamp timestamp_at(const Chunk& chunk, std::size_t offset) const noexcept;
+  [[nodiscard]] Timestamp timestamp_at(const Timestamp& chunk_timestamp, std::uint64_t offset) const noexcept;
 
   FftSettings settings_;
   StageContext* context_ = nullptr;
