@@ -24,6 +24,9 @@ status=0
 
 dual_run() {  # dual_run RATE SECONDS: one run of the dual-port pipeline; prints "rate lost drops rows"
   local rate=$1 seconds=$2 name="dual-${1%%/*}-$2s"
+  # Spectra are recorded at 2 × 187.5 MB/s at 2 × 3 GB/s: the device's 64 GiB disk holds about two
+  # minutes of them, so every run starts from an empty capture directory (a longer soak needs a bigger disk).
+  rm -rf /tmp/sluice-gpu-dual-port
   local pins=(--set lanes.port0.source.cpu=2 --set lanes.port0.link.cpu=3 --set lanes.port0.fft.cpu=4
               --set lanes.port0.record.cpu=5 --set lanes.port0.sink.cpu=6 --set lanes.port1.source.cpu=8
               --set lanes.port1.link.cpu=9 --set lanes.port1.fft.cpu=10 --set lanes.port1.record.cpu=11
@@ -33,18 +36,19 @@ dual_run() {  # dual_run RATE SECONDS: one run of the dual-port pipeline; prints
   local pipeline=$!
   sleep 4  # sockets bound, plans made
   "$pack/bin/sluice-emulator" "$pack/configs/gpu_dual_port.yaml" --set "emulator.rate=$rate" \
-    --set "emulator.duration=${seconds}s" --cpu 14 --cpu 15 -q 2>> "$out/$name.log" | tail -1 >> "$out/$name.log"
+    --set "emulator.duration=${seconds}s" --cpu 14 --cpu 15 -q 2> "$out/$name-emulator.log"
   wait $pipeline || status=1
-  python3 - "$out/$name.json" "$rate" <<'PY'
-import json, sys
+  python3 - "$out/$name.json" "$rate" "$out/$name-emulator.log" <<'PY'
+import json, re, sys
 report = json.load(open(sys.argv[1]))
+sent = re.search(r"Mpkt/s, ([0-9.]+ [GM]B/s)", open(sys.argv[3]).read())
 lost = drops = rows = 0
 for lane in report["lanes"]:
     stages = lane["stages"]
     lost += stages[0]["counters"].get("lost_samples", 0)
     drops += sum(stage.get("drops_total", 0) for stage in stages)
     rows += next((s["counters"].get("rows", 0) for s in stages if s["name"] == "fft"), 0)
-print(f"{sys.argv[2]:>8} {lost:>14} {drops:>8} {rows:>10}")
+print(f"{sys.argv[2]:>8} {sent.group(1) if sent else '?':>12} {lost:>14} {drops:>8} {rows:>10}")
 PY
 }
 
@@ -98,14 +102,14 @@ for mode in "$@"; do
       grep -E 'BM_.*(ratio|GBps)' "$out/bench.log" | grep -v _mean | tail -12
       ;;
     dual)
-      rm -rf /tmp/sluice-gpu-dual-port
       table="$out/dual-table.txt"
-      printf '%8s %14s %8s %10s\n' rate lost_samples drops fft_rows > "$table"
+      printf '%8s %12s %14s %8s %10s\n' rate emulator_sent lost_samples drops fft_rows > "$table"
       dual_run 3GB/s "${DUAL_SECONDS:-30}" >> "$table"
       for rate in 3.5GB/s 4GB/s 5GB/s; do
         dual_run "$rate" 10 >> "$table"
-        [ "$(tail -1 "$table" | awk '{ print $2 + $3 }')" = 0 ] || break
+        [ "$(tail -1 "$table" | awk '{ print $4 + $5 }')" = 0 ] || break
       done
+      dual_run 0 5 >> "$table"  # unpaced: what the two emulator threads offer
       grep -h -E 'note|cuFFT|FFTW' "$out"/dual-*.log | sort -u | head -4
       cat "$table"
       ;;

@@ -105,7 +105,11 @@ void FftStage::start(StageContext& context) {
 
   row_bytes_ = settings_.size * output_value_bytes(settings_.output);
   rows_per_chunk_ = pool_->chunk_bytes() / row_bytes_;
-  frames_.assign(backend_->batch_frames(), FrameInfo{});
+  batch_frames_ = backend_->batch_frames();
+  // Segments between two flushes: every chunk that completes a frame is flushed at its end, so the
+  // others (and the carried partial frame) hold fewer than `size` samples, at least one each, plus
+  // the loads of the chunk that completes frames: at most size + 2.
+  segments_.reserve(settings_.size + 2);
 
   rows_counter_ = &context.metrics().counter("rows");
   gap_rows_counter_ = &context.metrics().counter("rows_with_gaps");
@@ -259,28 +263,18 @@ void FftStage::consume(const Chunk& chunk, const std::byte* samples) noexcept {
 
   std::size_t position = 0;
   while (position < count) {
-    // As much as the batch holds in one load; the frames it completes are then noted one by one.
-    const std::size_t take = std::min((frames_.size() - loaded_) * size - fill_, count - position);
+    // As much as the batch holds in one load, noted as one segment.
+    const std::size_t take = std::min((batch_frames_ - loaded_) * size - fill_, count - position);
     backend_->load(loaded_, fill_, samples + position * sample_bytes, chunk.format, take);
-    const std::size_t end = position + take;
-    while (position < end) {
-      FrameInfo& frame = frames_[loaded_];
-      if (fill_ == 0) {
-        frame.first_sample = chunk.first_sample + position;
-        frame.chunk_timestamp = chunk.timestamp;
-        frame.chunk_offset = position;
-        frame.created_ns = chunk.created_ns;
-      }
-      const std::size_t step = std::min(size - fill_, end - position);
-      fill_ += step;
-      position += step;
-      frame.end_sample = chunk.first_sample + position;
-      if (fill_ == size) {
-        fill_ = 0;
-        ++loaded_;
-      }
+    if (segments_.size() < segments_.capacity()) {  // always true (see start()); never reallocates on the hot path
+      segments_.push_back(Segment{loaded_ * size + fill_, chunk.first_sample + position, chunk.timestamp, position,
+                                  chunk.created_ns});
     }
-    if (loaded_ == frames_.size() && !flush_batch()) return;
+    const std::size_t filled = fill_ + take;
+    loaded_ += filled / size;
+    fill_ = filled % size;
+    position += take;
+    if (loaded_ == batch_frames_ && !flush_batch()) return;
   }
   // Transform now what this chunk completed, so spectra never wait for the next chunk.
   if (loaded_ > 0) flush_batch();
@@ -293,7 +287,7 @@ bool FftStage::flush_batch() noexcept {
   while (frame < loaded_) {
     const std::size_t completing = (frames_in_row_ + loaded_ - frame) / average;
     if (completing == 0) {  // the rest only starts or extends the row being built
-      if (frames_in_row_ == 0) row_first_frame_ = frames_[frame];
+      if (frames_in_row_ == 0) row_first_frame_ = frame_info(frame);
       backend_->fold(frame, loaded_ - frame, frames_in_row_, nullptr);
       frames_in_row_ += loaded_ - frame;
       break;
@@ -303,9 +297,9 @@ bool FftStage::flush_batch() noexcept {
     std::size_t rows = 0;
     for (std::size_t next = frame; rows < room; ++rows) {
       const std::size_t in_row = rows == 0 ? frames_in_row_ : 0;
-      const FrameInfo& first = in_row > 0 ? row_first_frame_ : frames_[next];
+      const FrameInfo first = in_row > 0 ? row_first_frame_ : frame_info(next);
       const std::size_t last = next + average - in_row - 1;
-      if (!mark_row(first, frames_[last], out_rows_ + rows)) break;  // its gap starts the next chunk
+      if (!mark_row(first, frame_info(last), out_rows_ + rows)) break;  // its gap starts the next chunk
       next = last + 1;
     }
     const std::size_t frames = rows * average - frames_in_row_;
@@ -325,7 +319,25 @@ bool FftStage::flush_batch() noexcept {
   }
   if (fill_ > 0) {
     backend_->carry(loaded_, fill_);
-    frames_[0] = frames_[loaded_];
+    // The carried samples keep their segments, moved to batch position 0 on.
+    const std::uint64_t from = loaded_ * settings_.size;
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < segments_.size(); ++i) {
+      const bool last = i + 1 == segments_.size();
+      if (!last && segments_[i + 1].batch_start <= from) continue;  // ends before the carried samples
+      Segment segment = segments_[i];
+      if (segment.batch_start < from) {
+        const std::uint64_t skip = from - segment.batch_start;
+        segment.first_sample += skip;
+        segment.chunk_offset += skip;
+        segment.batch_start = from;
+      }
+      segment.batch_start -= from;
+      segments_[kept++] = segment;
+    }
+    segments_.resize(kept);
+  } else {
+    segments_.clear();
   }
   loaded_ = 0;
   return true;
@@ -418,6 +430,22 @@ void FftStage::remember_gap(const Gap& gap) noexcept {
     return;
   }
   pending_[pending_count_++] = pending;
+}
+
+const FftStage::Segment& FftStage::segment_at(std::uint64_t position) const noexcept {
+  // The last segment starting at or before `position` (segments are in batch order).
+  auto after = std::upper_bound(segments_.begin(), segments_.end(), position,
+                                [](std::uint64_t at, const Segment& segment) { return at < segment.batch_start; });
+  return after == segments_.begin() ? segments_.front() : *(after - 1);
+}
+
+FftStage::FrameInfo FftStage::frame_info(std::size_t frame) const noexcept {
+  const std::uint64_t first = frame * settings_.size;
+  const std::uint64_t last = first + settings_.size - 1;
+  const Segment& head = segment_at(first);
+  const Segment& tail = segment_at(last);
+  return FrameInfo{head.first_sample + (first - head.batch_start), tail.first_sample + (last - tail.batch_start) + 1,
+                   head.chunk_timestamp, head.chunk_offset + (first - head.batch_start), head.created_ns};
 }
 
 Timestamp FftStage::timestamp_at(const Timestamp& chunk_timestamp, std::uint64_t offset) const noexcept {

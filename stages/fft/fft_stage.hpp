@@ -41,14 +41,23 @@ class FftStage final : public Stage {
   [[nodiscard]] const FftSettings& settings() const { return settings_; }
 
  private:
-  // Noted for every frame, so kept to a few stores: the frame's time is worked out from its
-  // chunk's only where a row needs it (the first row of an output chunk).
+  // What a row needs to know of a frame, worked out from the batch's segments where needed.
   struct FrameInfo {
     std::uint64_t first_sample = 0;  // absolute input index of the frame's first sample
     std::uint64_t end_sample = 0;    // absolute input index after its last sample
     Timestamp chunk_timestamp;       // of the input chunk its first sample came in
     std::uint64_t chunk_offset = 0;  // that sample's position in the chunk
     std::uint64_t created_ns = 0;    // of that chunk
+  };
+  // One run of input samples loaded into the batch from one chunk: noting one per load instead
+  // of one per frame keeps the CPU's work per input chunk constant (a 64 MiB ci16 chunk is 16384
+  // frames, and per-frame records were what bound the cuFFT path).
+  struct Segment {
+    std::uint64_t batch_start = 0;   // batch position (in samples) of the run's first sample
+    std::uint64_t first_sample = 0;  // its absolute input index
+    Timestamp chunk_timestamp;
+    std::uint64_t chunk_offset = 0;  // its position in the chunk
+    std::uint64_t created_ns = 0;
   };
   struct PendingGap {
     std::uint64_t first = 0;
@@ -91,6 +100,8 @@ class FftStage final : public Stage {
   void retire_input(bool wait) noexcept;
   bool check_backend() noexcept;         // false (and fails the stage) once the backend reported an error
   void remember_gap(const Gap& gap) noexcept;
+  [[nodiscard]] FrameInfo frame_info(std::size_t frame) const noexcept;
+  [[nodiscard]] const Segment& segment_at(std::uint64_t position) const noexcept;  // the segment holding a batch position
   [[nodiscard]] Timestamp timestamp_at(const Timestamp& chunk_timestamp, std::uint64_t offset) const noexcept;
 
   FftSettings settings_;
@@ -109,7 +120,8 @@ class FftStage final : public Stage {
   double sample_rate_ = 0;
 
   // Framing: frames [0, loaded_) of the backend's batch are whole; frame loaded_ holds fill_ samples.
-  std::vector<FrameInfo> frames_;
+  std::size_t batch_frames_ = 0;
+  std::vector<Segment> segments_;  // of the batch, in batch order; capacity reserved at start
   std::size_t loaded_ = 0;
   std::size_t fill_ = 0;
   std::size_t frames_in_row_ = 0;  // transformed frames already folded into the row being built
