@@ -30,7 +30,8 @@ dual_run() {  # dual_run RATE SECONDS: one run of the dual-port pipeline; prints
   local pins=(--set lanes.port0.source.cpu=2 --set lanes.port0.link.cpu=3 --set lanes.port0.fft.cpu=4
               --set lanes.port0.record.cpu=5 --set lanes.port0.sink.cpu=6 --set lanes.port1.source.cpu=8
               --set lanes.port1.link.cpu=9 --set lanes.port1.fft.cpu=10 --set lanes.port1.record.cpu=11
-              --set lanes.port1.sink.cpu=12)
+              --set lanes.port1.sink.cpu=12 --set pipeline.chunk=16MiB --set pipeline.chunks=32
+              --set template.fft.chunk=4MiB --set template.record.preallocate=1GiB)
   "$pack/bin/sluice" run "$pack/configs/gpu_dual_port.yaml" "${pins[@]}" --duration "$((seconds + 6))s" \
     --set pipeline.progress_interval=1s --report "$out/$name.json" 2> "$out/$name.log" > /dev/null &
   local pipeline=$!
