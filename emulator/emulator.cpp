@@ -2,6 +2,8 @@
 #include "emulator/emulator.hpp"
 
 #include <netinet/in.h>
+#include <pthread.h>
+#include <sched.h>
 #include <netinet/tcp.h>
 #include <netinet/udp.h>
 #include <sys/socket.h>
@@ -16,6 +18,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -176,6 +179,7 @@ EmulatorSettings read_emulator_settings(const YAML::Node& section, const ConfigS
         target.stream_id = static_cast<std::uint32_t>(stream.integer("stream_id", static_cast<std::int64_t>(i + 1),
                                                                      "VITA-49 stream ID", 0, 0xFFFFFFFFLL));
         target.lane = stream.string("lane", "", "capture lane this stream sends (default: the lane at its position)");
+        target.cpu = static_cast<int>(stream.integer("cpu", -1, "core to pin this stream's sender thread to (-1: not pinned)", -1, 4095));
         if (!wire::parse_endpoint(target.address)) stream.error("address", "expected IPv4 host:port", "127.0.0.1:50000");
         stream.finish();
         settings.streams.push_back(target);
@@ -278,6 +282,7 @@ struct Emulator::Impl {
     std::unique_ptr<CaptureStream> capture;  // capture mode: what this stream sends
   };
   std::unique_ptr<SampleSource> source;  // signal mode
+  std::mutex source_mutex;               // fill() of a non-periodic source, shared by the sender threads
   std::vector<Stream> streams;
   std::vector<std::byte> wire_table;   // one period (+ one packet) of samples in wire order
   std::vector<std::byte> local_table;  // the same, little-endian (TCP frames)
@@ -285,8 +290,7 @@ struct Emulator::Impl {
   std::size_t samples_per_packet = 0;
   std::size_t packet_bytes = 0;        // a full UDP datagram
   std::size_t prefix_bytes = 0;
-  std::vector<std::vector<std::byte>> slots;
-  std::vector<std::byte> scratch;      // one packet's samples, little-endian
+  std::size_t slot_bytes = 0;          // one UDP datagram or one TCP frame (header + samples)
   bool gso = false;
   EmulatorReport report;
 };
@@ -372,10 +376,7 @@ void Emulator::open() {
     impl.wire_table.resize(impl.local_table.size());
     wire::copy_swapped(format, impl.local_table.data(), impl.wire_table.data(), impl.local_table.size());
   }
-  impl.scratch.assign(impl.samples_per_packet * size, std::byte{0});
-  // A slot holds one UDP datagram, or one TCP frame (header + samples).
-  impl.slots.assign(settings_.batch + 1, std::vector<std::byte>(std::max(impl.packet_bytes,
-                                                                         raw_tcp::kHeaderBytes + impl.samples_per_packet * size)));
+  impl.slot_bytes = std::max(impl.packet_bytes, raw_tcp::kHeaderBytes + impl.samples_per_packet * size);
   impl.gso = settings_.transport == Transport::udp && settings_.gso && !settings_.faults.any();
   if (settings_.transport == Transport::udp && settings_.gso && settings_.faults.any()) {
     std::fprintf(stderr, "emulator: faults configured: GSO off so each datagram can be altered on its own\n");
@@ -451,307 +452,459 @@ constexpr std::uint64_t kCaptureLeadNs = 250'000;
 
 }  // namespace
 
-EmulatorReport Emulator::run(const std::atomic<bool>* stop, bool progress) {
-  Impl& impl = *impl_;
-  if (impl.streams.empty()) open();
-  const SampleFormat format = settings_.signal.format;
-  const std::size_t size = bytes_per_sample(format);
-  const std::size_t spp = impl.samples_per_packet;
-  const auto rate = static_cast<std::uint64_t>(settings_.signal.sample_rate);
-  const bool capture_mode = !settings_.capture.empty();
-  const bool capture_paced = capture_mode && settings_.capture_pace == CapturePace::recorded;
-  std::uint64_t start_seconds = settings_.start_seconds;
-  if (start_seconds == 0) {
-    start_seconds = static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+namespace {
+
+// What every sender of one run shares, read-only once run() starts.
+struct SendPlan {
+  const EmulatorSettings* settings;
+  SampleFormat format;
+  std::size_t sample_bytes;
+  std::size_t samples_per_packet;
+  std::uint64_t rate;           // samples/s: timestamps
+  std::uint64_t start_seconds;  // UTC second of sample 0
+  std::uint64_t start_ns;       // monotonic start of the run
+  bool capture_mode;
+  bool capture_paced;
+  std::size_t segments_per_message;  // GSO datagrams per message (1 without GSO)
+};
+
+void add_report(EmulatorReport& total, const EmulatorReport& part) {
+  total.packets += part.packets;
+  total.bytes += part.bytes;
+  total.samples += part.samples;
+  total.dropped += part.dropped;
+  total.shifted += part.shifted;
+  total.duplicated += part.duplicated;
+  total.reordered += part.reordered;
+  total.truncated += part.truncated;
+  total.corrupted += part.corrupted;
+}
+
+// One stream's sender: its own packet slots, message arrays, pacer and counts, so that each
+// stream runs on its own thread. Loop: pace → build a batch (faults applied) → send it.
+class StreamSender {
+ public:
+  StreamSender(const SendPlan& plan, Emulator::Impl& impl, std::uint32_t index)
+      : plan_(plan),
+        impl_(impl),
+        stream_(impl.streams[index]),
+        index_(index),
+        pacer_(plan.capture_mode ? 0 : plan.settings->rate),
+        slots_(plan.settings->batch + 1, std::vector<std::byte>(impl.slot_bytes)),
+        scratch_(impl.samples_per_packet * plan.sample_bytes),
+        iovs_(2 * plan.settings->batch + 4),
+        messages_(2 * plan.settings->batch + 4) {
+    order_.reserve(2 * plan.settings->batch + 4);
   }
 
-  if (settings_.transport == Transport::tcp) {
-    for (std::size_t i = 0; i < impl.streams.size(); ++i) {
-      Impl::Stream& stream = impl.streams[i];
-      if (settings_.tcp_role == TcpRole::server) {
-        stream.socket.reset(::accept4(stream.listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-        if (!stream.socket.valid()) throw std::runtime_error(errno_message("accept"));
-      } else {
-        stream.socket.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-        if (!stream.socket.valid()) throw std::runtime_error(errno_message("socket(AF_INET, SOCK_STREAM)"));
-        // The stage may still be starting: retry a refused connection for a few seconds.
-        int attempts = 0;
-        while (::connect(stream.socket.get(), reinterpret_cast<const sockaddr*>(&stream.destination), sizeof(sockaddr_in)) != 0) {
-          if (errno != ECONNREFUSED || ++attempts > 500 || (stop != nullptr && stop->load())) {
-            throw std::runtime_error(errno_message("connect(" + wire::to_string(stream.destination) + ")"));
-          }
-          std::this_thread::sleep_for(std::chrono::milliseconds(10));
-          stream.socket.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  // Sends until the stream ends, `stop` is set or the duration passes. Errors are kept for the caller.
+  void run(const std::atomic<bool>* stop) noexcept {
+    try {
+      loop(stop);
+    } catch (const std::exception& error) {
+      error_ = error.what();
+    }
+    finished_.store(true, std::memory_order_release);
+  }
+
+  [[nodiscard]] const EmulatorReport& report() const { return report_; }
+  [[nodiscard]] const std::string& error() const { return error_; }
+  [[nodiscard]] bool finished() const { return finished_.load(std::memory_order_acquire); }
+  [[nodiscard]] std::uint64_t packets_sent() const { return packets_.load(std::memory_order_relaxed); }
+  [[nodiscard]] std::uint64_t bytes_sent() const { return bytes_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Send {
+    std::size_t slot;
+    std::size_t bytes;
+  };
+
+  void loop(const std::atomic<bool>* stop) {
+    const EmulatorSettings& settings = *plan_.settings;
+    for (;;) {
+      const std::uint64_t elapsed = monotonic_ns() - plan_.start_ns;
+      if (stop != nullptr && stop->load(std::memory_order_relaxed)) break;
+      if (settings.duration.count() > 0 && elapsed >= static_cast<std::uint64_t>(settings.duration.count())) break;
+      if (stream_.done) break;
+      if (const std::uint64_t wait = wait_ns(elapsed); wait > 0) {
+        // Sleep for the bulk, spin the last stretch: sleeps overshoot by tens of microseconds.
+        if (wait > 200'000) {
+          std::this_thread::sleep_for(std::chrono::nanoseconds(wait - 100'000));
+        } else {
+          std::this_thread::yield();
         }
+        continue;
       }
+      build_batch(monotonic_ns() - plan_.start_ns);
+      if (order_.empty()) continue;
+      if (settings.transport == Transport::tcp) {
+        send_tcp();
+      } else {
+        send_udp();
+      }
+      packets_.store(report_.packets, std::memory_order_relaxed);
+      bytes_.store(report_.bytes, std::memory_order_relaxed);
     }
   }
 
-  // The next packet of a stream, not yet consumed: a capture's next run of recorded samples,
+  // Nanoseconds until this stream may send more (its byte rate, or its capture's timestamps).
+  std::uint64_t wait_ns(std::uint64_t elapsed) {
+    if (!plan_.capture_paced) return pacer_.wait_ns(report_.bytes, elapsed);
+    PacketSpan span;
+    if (!next_span(span)) {
+      stream_.done = true;
+      return 0;
+    }
+    const std::uint64_t due = due_ns(span);
+    return due > elapsed ? due - elapsed : 0;
+  }
+
+  // The next packet of the stream, not yet consumed: a capture's next run of recorded samples,
   // or the synthetic signal's packet k (samples k·spp on, timestamps from start_seconds).
-  auto next_span = [&](Impl::Stream& stream, PacketSpan& span) {
-    if (stream.capture) return stream.capture->peek(spp, span);
-    span.first_sample = stream.next_packet * spp;
-    span.count = spp;
+  bool next_span(PacketSpan& span) {
+    if (stream_.capture) return stream_.capture->peek(plan_.samples_per_packet, span);
+    span.first_sample = stream_.next_packet * plan_.samples_per_packet;
+    span.count = plan_.samples_per_packet;
     span.time.valid = false;
     span.after_gap = false;
     return true;
-  };
+  }
+
   // Writes a span's samples (wire order for UDP, little-endian for TCP) to `out`, consuming it.
-  auto take_samples = [&](Impl::Stream& stream, const PacketSpan& span, bool wire_order, std::byte* out) {
-    const std::size_t bytes = span.count * size;
-    if (stream.capture) {
-      stream.capture->take(span, wire_order ? impl.scratch.data() : out);
-      if (wire_order) wire::copy_swapped(format, impl.scratch.data(), out, bytes);
-    } else if (impl.period != 0) {
-      const auto& table = wire_order ? impl.wire_table : impl.local_table;
-      std::memcpy(out, table.data() + static_cast<std::size_t>(span.first_sample % impl.period) * size, bytes);
+  void take_samples(const PacketSpan& span, bool wire_order, std::byte* out) {
+    const std::size_t bytes = span.count * plan_.sample_bytes;
+    if (stream_.capture) {
+      stream_.capture->take(span, wire_order ? scratch_.data() : out);
+      if (wire_order) wire::copy_swapped(plan_.format, scratch_.data(), out, bytes);
+    } else if (impl_.period != 0) {
+      const auto& table = wire_order ? impl_.wire_table : impl_.local_table;
+      std::memcpy(out, table.data() + static_cast<std::size_t>(span.first_sample % impl_.period) * plan_.sample_bytes, bytes);
     } else {
-      impl.source->fill(span.first_sample, std::span<std::byte>(impl.scratch.data(), bytes));
+      {
+        const std::lock_guard lock(impl_.source_mutex);
+        impl_.source->fill(span.first_sample, std::span<std::byte>(scratch_.data(), bytes));
+      }
       if (wire_order) {
-        wire::copy_swapped(format, impl.scratch.data(), out, bytes);
+        wire::copy_swapped(plan_.format, scratch_.data(), out, bytes);
       } else {
-        std::memcpy(out, impl.scratch.data(), bytes);
+        std::memcpy(out, scratch_.data(), bytes);
       }
     }
-  };
-  auto timestamp_of = [&](const PacketSpan& span, std::uint64_t& seconds, std::uint64_t& picoseconds) {
+  }
+
+  void timestamp_of(const PacketSpan& span, std::uint64_t& seconds, std::uint64_t& picoseconds) const {
     if (span.time.valid) {
       seconds = span.time.seconds;
       picoseconds = span.time.picoseconds;
       return;
     }
-    vita49::timestamp_of(span.first_sample, rate, seconds, picoseconds);
-    seconds += start_seconds;
-  };
+    vita49::timestamp_of(span.first_sample, plan_.rate, seconds, picoseconds);
+    seconds += plan_.start_seconds;
+  }
+
   // Capture mode, recorded pace: nanoseconds after the start at which a span is due.
-  auto due_ns = [&](const Impl::Stream& stream, const PacketSpan& span) {
-    return static_cast<std::uint64_t>(stream.capture->seconds_until(span) * 1e9);
-  };
+  std::uint64_t due_ns(const PacketSpan& span) const {
+    return static_cast<std::uint64_t>(stream_.capture->seconds_until(span) * 1e9);
+  }
 
-  struct Send {
-    std::size_t slot;
-    std::size_t bytes;
-  };
-  std::vector<Send> order;
-  order.reserve(2 * settings_.batch + 4);
-  std::vector<iovec> iovs(2 * settings_.batch + 4);
-  std::vector<mmsghdr> messages(2 * settings_.batch + 4);
-  const std::size_t segments_per_message =
-      impl.gso ? std::max<std::size_t>(1, std::min(kMaxGsoSegments, kMaxGsoBytes / impl.packet_bytes)) : 1;
-
-  const Pacer pacer(capture_mode ? 0 : settings_.rate * static_cast<double>(impl.streams.size()));
-  const std::uint64_t start_ns = monotonic_ns();
-  std::uint64_t next_report_ns = start_ns + static_cast<std::uint64_t>(settings_.report_interval.count());
-  std::uint64_t last_report_packets = 0;
-  std::uint64_t last_report_ns = start_ns;
-  EmulatorReport& report = impl.report;
-
-  for (;;) {
-    const std::uint64_t now = monotonic_ns();
-    if (stop != nullptr && stop->load(std::memory_order_relaxed)) break;
-    if (settings_.duration.count() > 0 && now - start_ns >= static_cast<std::uint64_t>(settings_.duration.count())) break;
-    if (std::all_of(impl.streams.begin(), impl.streams.end(), [](const Impl::Stream& s) { return s.done; })) break;
-    if (progress && settings_.report_interval.count() > 0 && now >= next_report_ns) {
-      const double interval = static_cast<double>(now - last_report_ns) * 1e-9;
-      std::fprintf(stderr, "emulator: %.1f s  %.3f Mpkt/s  %s  sent %llu packets, %s\n", static_cast<double>(now - start_ns) * 1e-9,
-                   static_cast<double>(report.packets - last_report_packets) / interval / 1e6,
-                   format_byte_rate(static_cast<double>(report.bytes) / (static_cast<double>(now - start_ns) * 1e-9)).c_str(),
-                   static_cast<unsigned long long>(report.packets), format_bytes(static_cast<double>(report.bytes)).c_str());
-      last_report_packets = report.packets;
-      last_report_ns = now;
-      next_report_ns = now + static_cast<std::uint64_t>(settings_.report_interval.count());
+  // Packet k into a slot: VITA-49 datagram (UDP) or raw frame (TCP). Returns its bytes.
+  std::size_t encode(std::uint64_t k, const PacketSpan& span, vita49::Packet& packet, std::byte* buffer) {
+    std::uint64_t seconds = 0;
+    std::uint64_t picoseconds = 0;
+    timestamp_of(span, seconds, picoseconds);
+    // A sender whose clock or sample counter jumped: this packet claims another position.
+    std::uint64_t first_sample = span.first_sample;
+    if (const FaultSettings& faults = plan_.settings->faults; faults.any() && faults.applies(FaultKind::shift, index_, k)) {
+      const auto shift = static_cast<std::uint64_t>(faults.shift_by);  // modulo 2^64: back is fine
+      first_sample += shift;
+      vita49::timestamp_of(vita49::sample_index(seconds, picoseconds, plan_.rate) + shift, plan_.rate, seconds, picoseconds);
+      ++report_.shifted;
     }
-    std::uint64_t wait = pacer.wait_ns(report.bytes, now - start_ns);
-    if (capture_paced) {
-      // Wait for the stream whose next packet is due first.
-      wait = std::numeric_limits<std::uint64_t>::max();
-      for (Impl::Stream& stream : impl.streams) {
-        PacketSpan span;
-        if (stream.done) continue;
-        if (!next_span(stream, span)) {
-          stream.done = true;
-          continue;
-        }
-        const std::uint64_t due = due_ns(stream, span);
-        wait = std::min(wait, due > now - start_ns ? due - (now - start_ns) : 0);
-      }
-      if (wait == std::numeric_limits<std::uint64_t>::max()) continue;  // every stream ended
+    if (plan_.settings->transport == Transport::udp) {
+      packet.header.packet_count = static_cast<std::uint8_t>(k & 0xF);
+      packet.integer_timestamp = static_cast<std::uint32_t>(seconds);
+      packet.fractional_timestamp = picoseconds;
+      packet.trailer.sample_loss = span.after_gap;
+      const std::size_t bytes =
+          vita49::encode_around_payload(packet, span.count * plan_.sample_bytes, std::span<std::byte>(buffer, impl_.slot_bytes));
+      take_samples(span, true, buffer + impl_.prefix_bytes);
+      return bytes;
     }
-    if (wait > 0) {
-      // Sleep for the bulk, spin the last stretch: sleeps overshoot by tens of microseconds.
-      if (wait > 200'000) {
-        std::this_thread::sleep_for(std::chrono::nanoseconds(wait - 100'000));
+    raw_tcp::FrameHeader header;
+    header.format = plan_.format;
+    header.sequence = k;
+    header.first_sample = first_sample;
+    header.sample_count = static_cast<std::uint32_t>(span.count);
+    header.payload_bytes = static_cast<std::uint32_t>(span.count * plan_.sample_bytes);
+    header.seconds = seconds;
+    header.picoseconds = picoseconds;
+    raw_tcp::encode_header(header, std::span<std::byte, raw_tcp::kHeaderBytes>(buffer, raw_tcp::kHeaderBytes));
+    take_samples(span, false, buffer + raw_tcp::kHeaderBytes);
+    return raw_tcp::kHeaderBytes + span.count * plan_.sample_bytes;
+  }
+
+  // Alters a built packet as the fault plan says for packet k (truncate, corrupt).
+  std::size_t damage(std::uint64_t k, std::byte* buffer, std::size_t bytes) {
+    const FaultSettings& faults = plan_.settings->faults;
+    const bool udp = plan_.settings->transport == Transport::udp;
+    if (faults.applies(FaultKind::truncate, index_, k) && udp) {
+      bytes = bytes / 2 / 4 * 4;
+      ++report_.truncated;
+    }
+    if (faults.applies(FaultKind::corrupt, index_, k)) {
+      ++report_.corrupted;
+      if (!udp) {
+        buffer[0] = std::byte{0xEE};  // magic
       } else {
-        std::this_thread::yield();
+        switch (k % 3) {
+          case 0: buffer[0] = std::byte{0x70} | (buffer[0] & std::byte{0x0F}); break;  // reserved packet type
+          case 1: buffer[3] = static_cast<std::byte>(std::to_integer<unsigned>(buffer[3]) - 1U); break;  // size - 1
+          default: buffer[7] = buffer[7] ^ std::byte{0x5A}; break;  // stream ID
+        }
       }
-      continue;
     }
+    return bytes;
+  }
 
-    for (std::uint32_t index = 0; index < impl.streams.size(); ++index) {
-      Impl::Stream& stream = impl.streams[index];
-      if (stream.done) continue;
-      const std::uint32_t stream_id = settings_.streams[index].stream_id;
-      vita49::Packet packet = packet_template(stream_id, format);
-      // A capture tells the receiver where its own holes are, as a digitizer's trailer would.
-      packet.trailer.sample_loss_enable = capture_mode;
-      order.clear();
-      std::size_t used_slots = 0;
-      std::optional<Send> held;  // a packet to send after the next one (reorder)
-      const auto& faults = settings_.faults;
-      const std::uint64_t elapsed = monotonic_ns() - start_ns;
-      while ((order.size() < settings_.batch || held) && used_slots < impl.slots.size()) {
-        const std::uint64_t k = stream.next_packet;
-        PacketSpan span;
-        if ((settings_.count != 0 && k >= settings_.count) || !next_span(stream, span)) {
-          stream.done = true;
-          break;
-        }
-        if (capture_paced && due_ns(stream, span) > elapsed + kCaptureLeadNs && !held) break;
-        ++stream.next_packet;
-        report.samples += span.count;
-        if (faults.any() && faults.applies(FaultKind::drop, index, k)) {
-          if (stream.capture) stream.capture->take(span, nullptr);
-          ++report.dropped;
-          continue;
-        }
-        const std::size_t slot = used_slots++;
-        std::byte* buffer = impl.slots[slot].data();
-        std::uint64_t seconds = 0;
-        std::uint64_t picoseconds = 0;
-        // A sender whose clock or sample counter jumped: this packet claims another position.
-        PacketSpan stamped = span;
-        timestamp_of(span, seconds, picoseconds);
-        if (faults.any() && faults.applies(FaultKind::shift, index, k)) {
-          const auto shift = static_cast<std::uint64_t>(faults.shift_by);  // modulo 2^64: back is fine
-          stamped.first_sample += shift;
-          vita49::timestamp_of(vita49::sample_index(seconds, picoseconds, rate) + shift, rate, seconds, picoseconds);
-          ++report.shifted;
-        }
-        std::size_t bytes = 0;
-        if (settings_.transport == Transport::udp) {
-          packet.header.packet_count = static_cast<std::uint8_t>(k & 0xF);
-          packet.integer_timestamp = static_cast<std::uint32_t>(seconds);
-          packet.fractional_timestamp = picoseconds;
-          packet.trailer.sample_loss = span.after_gap;
-          bytes = vita49::encode_around_payload(packet, span.count * size, impl.slots[slot]);
-          take_samples(stream, span, true, buffer + impl.prefix_bytes);
-        } else {
-          raw_tcp::FrameHeader header;
-          header.format = format;
-          header.sequence = k;
-          header.first_sample = stamped.first_sample;
-          header.sample_count = static_cast<std::uint32_t>(span.count);
-          header.payload_bytes = static_cast<std::uint32_t>(span.count * size);
-          header.seconds = seconds;
-          header.picoseconds = picoseconds;
-          raw_tcp::encode_header(header, std::span<std::byte, raw_tcp::kHeaderBytes>(buffer, raw_tcp::kHeaderBytes));
-          take_samples(stream, span, false, buffer + raw_tcp::kHeaderBytes);
-          bytes = raw_tcp::kHeaderBytes + span.count * size;
-        }
-        if (faults.any() && faults.applies(FaultKind::truncate, index, k) && settings_.transport == Transport::udp) {
-          bytes = bytes / 2 / 4 * 4;
-          ++report.truncated;
-        }
-        if (faults.any() && faults.applies(FaultKind::corrupt, index, k)) {
-          ++report.corrupted;
-          if (settings_.transport == Transport::tcp) {
-            buffer[0] = std::byte{0xEE};  // magic
-          } else {
-            switch (k % 3) {
-              case 0: buffer[0] = std::byte{0x70} | (buffer[0] & std::byte{0x0F}); break;  // reserved packet type
-              case 1: buffer[3] = static_cast<std::byte>(std::to_integer<unsigned>(buffer[3]) - 1U); break;  // size - 1
-              default: buffer[7] = buffer[7] ^ std::byte{0x5A}; break;  // stream ID
-            }
-          }
-        }
-        const Send send{slot, bytes};
-        if (faults.any() && !held && faults.applies(FaultKind::reorder, index, k)) {
-          held = send;
-          ++report.reordered;
-          continue;
-        }
-        order.push_back(send);
-        if (held) {
-          order.push_back(*held);
-          held.reset();
-        }
-        if (faults.any() && faults.applies(FaultKind::duplicate, index, k)) {
-          order.push_back(send);
-          ++report.duplicated;
-        }
+  // Fills order_ with up to `batch` packets due now, faults applied.
+  void build_batch(std::uint64_t elapsed) {
+    const EmulatorSettings& settings = *plan_.settings;
+    const FaultSettings& faults = settings.faults;
+    vita49::Packet packet = packet_template(settings.streams[index_].stream_id, plan_.format);
+    // A capture tells the receiver where its own holes are, as a digitizer's trailer would.
+    packet.trailer.sample_loss_enable = plan_.capture_mode;
+    order_.clear();
+    std::size_t used_slots = 0;
+    std::optional<Send> held;    // a packet to send after the next one (reorder)
+    while ((order_.size() < settings.batch || held) && used_slots < slots_.size()) {
+      const std::uint64_t k = stream_.next_packet;
+      PacketSpan span;
+      if ((settings.count != 0 && k >= settings.count) || !next_span(span)) {
+        stream_.done = true;
+        break;
       }
-      if (held) order.push_back(*held);
-      if (order.empty()) continue;
-
-      if (settings_.transport == Transport::tcp) {
-        for (const Send& send : order) {
-          if (!send_all(stream.socket.get(), impl.slots[send.slot].data(), send.bytes)) {
-            if (errno == EPIPE || errno == ECONNRESET) {
-              stream.done = true;
-              break;
-            }
-            throw std::runtime_error(errno_message("send(tcp)"));
-          }
-          ++report.packets;
-          report.bytes += send.bytes;
-        }
+      if (plan_.capture_paced && due_ns(span) > elapsed + kCaptureLeadNs && !held) break;
+      ++stream_.next_packet;
+      report_.samples += span.count;
+      if (faults.any() && faults.applies(FaultKind::drop, index_, k)) {
+        if (stream_.capture) stream_.capture->take(span, nullptr);
+        ++report_.dropped;
         continue;
       }
+      const std::size_t slot = used_slots++;
+      std::byte* buffer = slots_[slot].data();
+      std::size_t bytes = encode(k, span, packet, buffer);
+      if (faults.any()) bytes = damage(k, buffer, bytes);
+      const Send send{slot, bytes};
+      if (faults.any() && !held && faults.applies(FaultKind::reorder, index_, k)) {
+        held = send;
+        ++report_.reordered;
+        continue;
+      }
+      order_.push_back(send);
+      if (held) {
+        order_.push_back(*held);
+        held.reset();
+      }
+      if (faults.any() && faults.applies(FaultKind::duplicate, index_, k)) {
+        order_.push_back(send);
+        ++report_.duplicated;
+      }
+    }
+    if (held) order_.push_back(*held);
+  }
 
-      // UDP: one message per datagram, or with GSO one message per run of full-size datagrams,
-      // which may end with one shorter datagram (the kernel segments at the full size).
-      std::size_t message_count = 0;
-      for (std::size_t i = 0; i < order.size();) {
-        std::size_t take = 1;
-        while (take < segments_per_message && i + take < order.size() && order[i + take - 1].bytes == impl.packet_bytes) {
-          ++take;
+  void send_tcp() {
+    for (const Send& send : order_) {
+      if (!send_all(stream_.socket.get(), slots_[send.slot].data(), send.bytes)) {
+        if (errno == EPIPE || errno == ECONNRESET) {
+          stream_.done = true;
+          return;
         }
-        for (std::size_t j = 0; j < take; ++j) iovs[i + j] = {impl.slots[order[i + j].slot].data(), order[i + j].bytes};
-        mmsghdr& message = messages[message_count++];
-        message = {};
-        message.msg_hdr.msg_iov = &iovs[i];
-        message.msg_hdr.msg_iovlen = take;
-        i += take;
+        throw std::runtime_error(errno_message("send(tcp)"));
       }
-      std::size_t done = 0;
-      while (done < message_count) {
-        const int sent = ::sendmmsg(stream.socket.get(), messages.data() + done, static_cast<unsigned>(message_count - done), 0);
-        if (sent < 0) {
-          // Nobody listening yet on loopback: the datagrams are gone, as on a real wire.
-          if (errno == ECONNREFUSED) {
-            done = message_count;
-            break;
-          }
-          if (errno == EINTR || errno == ENOBUFS || errno == EAGAIN) continue;
-          throw std::runtime_error(errno_message("sendmmsg"));
-        }
-        done += static_cast<std::size_t>(sent);
-      }
-      report.packets += order.size();
-      for (const Send& send : order) report.bytes += send.bytes;
+      ++report_.packets;
+      report_.bytes += send.bytes;
     }
   }
-  report.seconds = static_cast<double>(monotonic_ns() - start_ns) * 1e-9;
+
+  // One message per datagram, or with GSO one message per run of full-size datagrams, which may
+  // end with one shorter datagram (the kernel segments at the full size).
+  void send_udp() {
+    std::size_t message_count = 0;
+    for (std::size_t i = 0; i < order_.size();) {
+      std::size_t take = 1;
+      while (take < plan_.segments_per_message && i + take < order_.size() &&
+             order_[i + take - 1].bytes == impl_.packet_bytes) {
+        ++take;
+      }
+      for (std::size_t j = 0; j < take; ++j) iovs_[i + j] = {slots_[order_[i + j].slot].data(), order_[i + j].bytes};
+      mmsghdr& message = messages_[message_count++];
+      message = {};
+      message.msg_hdr.msg_iov = &iovs_[i];
+      message.msg_hdr.msg_iovlen = take;
+      i += take;
+    }
+    std::size_t done = 0;
+    while (done < message_count) {
+      const int sent = ::sendmmsg(stream_.socket.get(), messages_.data() + done, static_cast<unsigned>(message_count - done), 0);
+      if (sent < 0) {
+        // Nobody listening yet on loopback: the datagrams are gone, as on a real wire.
+        if (errno == ECONNREFUSED) break;
+        if (errno == EINTR || errno == ENOBUFS || errno == EAGAIN) continue;
+        throw std::runtime_error(errno_message("sendmmsg"));
+      }
+      done += static_cast<std::size_t>(sent);
+    }
+    report_.packets += order_.size();
+    for (const Send& send : order_) report_.bytes += send.bytes;
+  }
+
+  const SendPlan& plan_;
+  Emulator::Impl& impl_;
+  Emulator::Impl::Stream& stream_;
+  std::uint32_t index_;
+  Pacer pacer_;
+  std::vector<std::vector<std::byte>> slots_;
+  std::vector<std::byte> scratch_;  // one packet's samples, little-endian
+  std::vector<Send> order_;
+  std::vector<iovec> iovs_;
+  std::vector<mmsghdr> messages_;
+  EmulatorReport report_;
+  std::atomic<std::uint64_t> packets_{0};  // report_'s, for the progress lines of another thread
+  std::atomic<std::uint64_t> bytes_{0};
+  std::atomic<bool> finished_{false};
+  std::string error_;
+};
+
+// Connects (client) or accepts (server) every TCP stream before any sender starts.
+void connect_tcp_streams(Emulator::Impl& impl, const EmulatorSettings& settings, const std::atomic<bool>* stop) {
+  for (auto& stream : impl.streams) {
+    if (settings.tcp_role == TcpRole::server) {
+      stream.socket.reset(::accept4(stream.listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      if (!stream.socket.valid()) throw std::runtime_error(errno_message("accept"));
+      continue;
+    }
+    stream.socket.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!stream.socket.valid()) throw std::runtime_error(errno_message("socket(AF_INET, SOCK_STREAM)"));
+    // The stage may still be starting: retry a refused connection for a few seconds.
+    int attempts = 0;
+    while (::connect(stream.socket.get(), reinterpret_cast<const sockaddr*>(&stream.destination), sizeof(sockaddr_in)) != 0) {
+      if (errno != ECONNREFUSED || ++attempts > 500 || (stop != nullptr && stop->load())) {
+        throw std::runtime_error(errno_message("connect(" + wire::to_string(stream.destination) + ")"));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      stream.socket.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    }
+  }
+}
+
+// Pins the calling thread to `cpu` (no-op for -1); throws naming the call.
+void pin_thread(int cpu) {
+  if (cpu < 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(static_cast<std::size_t>(cpu), &set);
+  if (int error = pthread_setaffinity_np(pthread_self(), sizeof(set), &set); error != 0) {
+    throw std::runtime_error("pthread_setaffinity_np(cpu " + std::to_string(cpu) + "): " + std::strerror(error));
+  }
+}
+
+}  // namespace
+
+EmulatorReport Emulator::run(const std::atomic<bool>* stop, bool progress) {
+  Impl& impl = *impl_;
+  if (impl.streams.empty()) open();
+  if (settings_.transport == Transport::tcp) connect_tcp_streams(impl, settings_, stop);
+  SendPlan plan{};
+  plan.settings = &settings_;
+  plan.format = settings_.signal.format;
+  plan.sample_bytes = bytes_per_sample(plan.format);
+  plan.samples_per_packet = impl.samples_per_packet;
+  plan.rate = static_cast<std::uint64_t>(settings_.signal.sample_rate);
+  plan.capture_mode = !settings_.capture.empty();
+  plan.capture_paced = plan.capture_mode && settings_.capture_pace == CapturePace::recorded;
+  plan.start_seconds = settings_.start_seconds;
+  if (plan.start_seconds == 0) {
+    plan.start_seconds = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+  }
+  plan.segments_per_message = impl.gso ? std::max<std::size_t>(1, std::min(kMaxGsoSegments, kMaxGsoBytes / impl.packet_bytes)) : 1;
+
+  std::vector<std::unique_ptr<StreamSender>> senders;
+  for (std::uint32_t index = 0; index < impl.streams.size(); ++index) {
+    senders.push_back(std::make_unique<StreamSender>(plan, impl, index));
+  }
+  for (const StreamTarget& target : settings_.streams) {
+    if (target.cpu >= 0 && static_cast<unsigned>(target.cpu) >= std::thread::hardware_concurrency()) {
+      throw std::runtime_error("emulator: cannot pin a sender to cpu " + std::to_string(target.cpu) + ": this host has " +
+                               std::to_string(std::thread::hardware_concurrency()) + " cpus");
+    }
+  }
+  plan.start_ns = monotonic_ns();
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < senders.size(); ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        pin_thread(settings_.streams[i].cpu);
+      } catch (const std::exception& error) {
+        std::fprintf(stderr, "emulator: %s: stream %zu sends unpinned\n", error.what(), i);
+      }
+      senders[i]->run(stop);
+    });
+  }
+  // This thread only reports progress while the senders send.
+  const auto all_finished = [&] {
+    return std::all_of(senders.begin(), senders.end(), [](const auto& sender) { return sender->finished(); });
+  };
+  std::uint64_t last_packets = 0;
+  std::uint64_t last_ns = plan.start_ns;
+  while (!all_finished()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const std::uint64_t now = monotonic_ns();
+    if (!progress || settings_.report_interval.count() <= 0 ||
+        now - last_ns < static_cast<std::uint64_t>(settings_.report_interval.count())) {
+      continue;
+    }
+    std::uint64_t packets = 0;
+    std::uint64_t bytes = 0;
+    for (const auto& sender : senders) {
+      packets += sender->packets_sent();
+      bytes += sender->bytes_sent();
+    }
+    const double interval = static_cast<double>(now - last_ns) * 1e-9;
+    const double seconds = static_cast<double>(now - plan.start_ns) * 1e-9;
+    std::fprintf(stderr, "emulator: %.1f s  %.3f Mpkt/s  %s  sent %llu packets, %s\n", seconds,
+                 static_cast<double>(packets - last_packets) / interval / 1e6,
+                 format_byte_rate(static_cast<double>(bytes) / seconds).c_str(), static_cast<unsigned long long>(packets),
+                 format_bytes(static_cast<double>(bytes)).c_str());
+    last_packets = packets;
+    last_ns = now;
+  }
+  for (std::thread& thread : threads) thread.join();
+  impl.report.seconds = static_cast<double>(monotonic_ns() - plan.start_ns) * 1e-9;
   for (auto& stream : impl.streams) {
     if (settings_.transport == Transport::tcp) stream.socket.reset();  // EOF tells the stage the stream ended
   }
-  return report;
+  for (const auto& sender : senders) {
+    if (!sender->error().empty()) throw std::runtime_error(sender->error());
+    add_report(impl.report, sender->report());
+  }
+  return impl.report;
 }
 
 std::string format_report(const EmulatorReport& report) {
   char text[512];
   std::snprintf(text, sizeof(text),
                 "emulator: sent %llu packets (%s) in %.2f s, %.3f Mpkt/s, %s; samples %llu; faults: dropped %llu, "
-                "duplicated %llu, reordered %llu, truncated %llu, corrupted %llu; GSO %s",
+                "duplicated %llu, reordered %llu, truncated %llu, corrupted %llu, shifted %llu; GSO %s",
                 static_cast<unsigned long long>(report.packets), format_bytes(static_cast<double>(report.bytes)).c_str(),
                 report.seconds, report.seconds > 0 ? static_cast<double>(report.packets) / report.seconds / 1e6 : 0.0,
                 format_byte_rate(report.seconds > 0 ? static_cast<double>(report.bytes) / report.seconds : 0).c_str(),
                 static_cast<unsigned long long>(report.samples), static_cast<unsigned long long>(report.dropped),
                 static_cast<unsigned long long>(report.duplicated), static_cast<unsigned long long>(report.reordered),
                 static_cast<unsigned long long>(report.truncated), static_cast<unsigned long long>(report.corrupted),
-                report.gso_used ? "on" : "off");
+                static_cast<unsigned long long>(report.shifted), report.gso_used ? "on" : "off");
   return text;
 }
 

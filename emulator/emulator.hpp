@@ -7,7 +7,8 @@
 //     transport: udp            # udp (VITA-49) | tcp (raw framing)
 //     tcp_role: client          # tcp only: client (connects) | server (listens, one peer per stream)
 //     streams:                  # one per lane / NIC port
-//       - {address: 127.0.0.1:50000, stream_id: 1, lane: port0}   # lane: capture lane to send
+//       - {address: 127.0.0.1:50000, stream_id: 1, lane: port0, cpu: 14}   # lane: capture lane to send;
+//                                                 # cpu: core its sender thread is pinned to (-1: not pinned)
 //     capture: /data/run.sigmf-collection  # send this capture instead of a signal (its rate and format)
 //     capture_pace: recorded    # recorded: at the capture's timestamps | fast: as fast as possible
 //     sample_rate: 100Msps      # whole Hz: timestamps are exact sample counts
@@ -46,6 +47,7 @@ struct StreamTarget {
   std::string address = "127.0.0.1:50000";
   std::uint32_t stream_id = 1;
   std::string lane = {};  // capture mode: the capture lane this stream sends ("": the stream's position)
+  int cpu = -1;           // core the stream's sender thread is pinned to; -1: not pinned
 };
 
 enum class CapturePace : std::uint8_t { recorded, fast };
@@ -148,13 +150,15 @@ class Emulator {
   void open();
   // Local port of stream `index` (TCP server role: where to connect).
   [[nodiscard]] std::uint16_t local_port(std::size_t index) const;
-  // Sends until count/duration is reached or `stop` becomes true. `progress` false: no
-  // periodic lines (the summary is the caller's to print).
+  // Sends until count/duration is reached or `stop` becomes true, each stream from its own
+  // thread (pinned where its `cpu` says), so streams do not share one core's send rate.
+  // `progress` false: no periodic lines (the summary is the caller's to print).
   EmulatorReport run(const std::atomic<bool>* stop = nullptr, bool progress = true);
   [[nodiscard]] const EmulatorSettings& settings() const { return settings_; }
 
+  struct Impl;  // sockets, tables and streams (emulator.cpp); public so its per-stream senders can name it
+
  private:
-  struct Impl;
   EmulatorSettings settings_;
   std::unique_ptr<Impl> impl_;
 };

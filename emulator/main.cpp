@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   std::string config;
   std::vector<std::string> overrides;
   std::vector<std::string> addresses;
+  std::vector<int> cpus;
   std::string transport;
   std::string tcp_role;
   std::string sample_rate;
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
   app.add_option("--duration", duration, "stop after, e.g. 10s");
   app.add_option("--batch", batch, "packets per sendmmsg");
   app.add_flag("--no-gso", no_gso, "do not use UDP GSO");
+  app.add_option("--cpu", cpus, "core to pin each stream's sender thread to, in stream order (repeatable)");
   app.add_option("--tone", tones, "tone frequency in Hz (repeatable), amplitude 0.5 / count");
   app.add_option("--snr", snr, "Gaussian noise at this SNR (dB)");
   app.add_option("--seed", seed, "seed for noise and faults");
@@ -123,6 +125,11 @@ int main(int argc, char** argv) {
     }
     if (batch != 0) settings.batch = batch;
     if (no_gso) settings.gso = false;
+    if (cpus.size() > settings.streams.size()) {
+      return fail("--cpu given " + std::to_string(cpus.size()) + " times for " + std::to_string(settings.streams.size()) +
+                  " streams");
+    }
+    for (std::size_t i = 0; i < cpus.size(); ++i) settings.streams[i].cpu = cpus[i];
     if (!tones.empty()) {
       settings.signal.tones.clear();
       for (double tone : tones) settings.signal.tones.push_back({tone, 0.5 / static_cast<double>(tones.size())});

@@ -11,6 +11,9 @@ int device_count() noexcept;              // 0 when no CUDA build, no driver or 
 std::string unavailable_reason();         // why device_count() is 0
 void* allocate_pinned(std::size_t bytes);  // throws naming cudaHostAlloc
 void free_pinned(void* pointer) noexcept;
+// Page-locks existing host memory for device copies (cudaHostRegister); returns the error, or empty.
+std::string register_host(void* pointer, std::size_t bytes) noexcept;
+void unregister_host(void* pointer) noexcept;
 void* allocate_device(std::size_t bytes, int device);  // throws naming cudaMalloc; memory is zeroed
 void free_device(void* pointer) noexcept;
 std::string copy(void* destination, const void* source, std::size_t bytes, void* stream) noexcept;

@@ -52,6 +52,20 @@ void free_pinned(void* pointer) noexcept {
   }
 }
 
+std::string register_host(void* pointer, std::size_t bytes) noexcept {
+  if (cudaError_t error = cudaHostRegister(pointer, bytes, cudaHostRegisterPortable); error != cudaSuccess) {
+    cudaGetLastError();  // not sticky, but keep the next launch check clean
+    return describe("cudaHostRegister", error);
+  }
+  return {};
+}
+
+void unregister_host(void* pointer) noexcept {
+  if (cudaError_t error = cudaHostUnregister(pointer); error != cudaSuccess) {
+    spdlog::warn("{}", describe("cudaHostUnregister", error));
+  }
+}
+
 void* allocate_device(std::size_t bytes, int device) {
   check("cudaSetDevice", cudaSetDevice(device));
   void* pointer = nullptr;

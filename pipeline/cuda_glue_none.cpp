@@ -16,6 +16,8 @@ int device_count() noexcept { return 0; }
 std::string unavailable_reason() { return "this build of Sluice has no CUDA"; }
 void* allocate_pinned(std::size_t) { no_cuda("host_pinned memory"); }
 void free_pinned(void*) noexcept {}
+std::string register_host(void*, std::size_t) noexcept { return "cudaHostRegister: this build of Sluice has no CUDA"; }
+void unregister_host(void*) noexcept {}
 void* allocate_device(std::size_t, int) { no_cuda("device memory"); }
 void free_device(void*) noexcept {}
 std::string copy(void*, const void*, std::size_t, void*) noexcept {

@@ -81,7 +81,8 @@ MemoryRegion::MemoryRegion(MemoryRegion&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
       kind_(other.kind_),
-      cuda_device_(other.cuda_device_) {}
+      cuda_device_(other.cuda_device_),
+      registered_(std::exchange(other.registered_, false)) {}
 
 MemoryRegion& MemoryRegion::operator=(MemoryRegion&& other) noexcept {
   if (this != &other) {
@@ -90,6 +91,7 @@ MemoryRegion& MemoryRegion::operator=(MemoryRegion&& other) noexcept {
     size_ = std::exchange(other.size_, 0);
     kind_ = other.kind_;
     cuda_device_ = other.cuda_device_;
+    registered_ = std::exchange(other.registered_, false);
   }
   return *this;
 }
@@ -98,12 +100,29 @@ MemoryRegion::~MemoryRegion() { release(); }
 
 void MemoryRegion::release() noexcept {
   if (data_ == nullptr) return;
+  if (registered_) cuda_glue::unregister_host(data_);
+  registered_ = false;
   switch (kind_) {
     case MemoryKind::host: std::free(data_); break;
     case MemoryKind::host_pinned: cuda_glue::free_pinned(data_); break;
     case MemoryKind::device: cuda_glue::free_device(data_); break;
   }
   data_ = nullptr;
+}
+
+bool MemoryRegion::pin_for_device() const {
+  if (pinned()) return true;
+  if (data_ == nullptr) return false;
+  if (!cuda_available()) {
+    spdlog::warn("host memory stays pageable: {}", cuda_unavailable_reason());
+    return false;
+  }
+  if (std::string error = cuda_glue::register_host(data_, size_); !error.empty()) {
+    spdlog::warn("host memory stays pageable ({} bytes): {}", size_, error);
+    return false;
+  }
+  registered_ = true;
+  return true;
 }
 
 bool cuda_available() { return cuda_glue::device_count() > 0; }

@@ -37,6 +37,13 @@ class MemoryRegion {
   [[nodiscard]] std::size_t size() const { return size_; }
   [[nodiscard]] MemoryKind kind() const { return kind_; }
   [[nodiscard]] int cuda_device() const { return cuda_device_; }
+  // Page-locks a host slab so that GPU copies from and to it run at full PCIe rate instead of
+  // through the driver's pageable bounce (cudaHostRegister, once: later calls return at once).
+  // True when the slab is now pinned (host_pinned slabs always are; device slabs need nothing);
+  // false, with one warning logged, when there is no GPU or the call failed: copies still work.
+  // Setup only (a stage's start()); const because the bytes and their owner stay the same.
+  bool pin_for_device() const;
+  [[nodiscard]] bool pinned() const { return kind_ != MemoryKind::host || registered_; }
 
  private:
   void release() noexcept;
@@ -45,6 +52,7 @@ class MemoryRegion {
   std::size_t size_ = 0;
   MemoryKind kind_ = MemoryKind::host;
   int cuda_device_ = 0;
+  mutable bool registered_ = false;  // a host slab page-locked by pin_for_device()
 };
 
 // Copies bytes between any two kinds. Host-only copies are memcpy; anything touching the

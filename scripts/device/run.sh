@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# Runs on the lent GPU machine from the repository root, with .device/ carried. Modes:
+# Runs on the lent GPU machine with the packed folder carried (.device/ or any other name: paths
+# are taken from where this script sits). Modes:
 #   bash .device/run.sh tests    every test binary (gpu-labelled ones run for real there; the
 #                                others must pass or skip) and the demo pipeline landing in GPU memory
 #   bash .device/run.sh bench    link (through GPU memory), lane and fft benchmarks on a quiet 16-core host
 #   bash .device/run.sh socket   socket_bench: udp stage vs bare recvmmsg, and the 30 s paced no-loss run
+#   bash .device/run.sh fft      fft_gpu_test (cuFFT vs float64 reference and FFTW), fft_reference_test,
+#                                fft_gpu_bench (stage vs bare cufftExecC2C; ci16 power_db vs D2D copy), fft_bench
+#   bash .device/run.sh dual     configs/gpu_dual_port.yaml (2 emulator streams → udp → link → cuFFT → record → null,
+#                                every thread pinned) at 2 × 3 GB/s for DUAL_SECONDS (30), then higher rates for
+#                                10 s each until one loses; prints a table last
 # Several modes may be given; everything is logged into a few files under $OUT.
 set -uo pipefail
-export LD_LIBRARY_PATH="$PWD/.device/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
-export SLUICE_BINARY="$PWD/.device/bin/sluice" SLUICE_EMULATOR="$PWD/.device/bin/sluice-emulator" SLUICE_SOURCE_DIR="$PWD"
+pack=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+export LD_LIBRARY_PATH="$pack/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
+export SLUICE_BINARY="$pack/bin/sluice" SLUICE_EMULATOR="$pack/bin/sluice-emulator" SLUICE_SOURCE_DIR="$PWD"
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.max,pcie.link.width.max --format=csv,noheader \
@@ -15,11 +22,42 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.max,pcie.l
 nproc | tee -a "$out/gpu.txt"
 status=0
 
+dual_run() {  # dual_run RATE SECONDS: one run of the dual-port pipeline; prints "rate lost drops rows"
+  local rate=$1 seconds=$2 name="dual-${1%%/*}-$2s"
+  # Spectra are recorded at 2 × 187.5 MB/s at 2 × 3 GB/s: the device's 64 GiB disk holds about two
+  # minutes of them, so every run starts from an empty capture directory (a longer soak needs a bigger disk).
+  rm -rf /tmp/sluice-gpu-dual-port
+  local pins=(--set lanes.port0.source.cpu=2 --set lanes.port0.link.cpu=3 --set lanes.port0.fft.cpu=4
+              --set lanes.port0.record.cpu=5 --set lanes.port0.sink.cpu=6 --set lanes.port1.source.cpu=8
+              --set lanes.port1.link.cpu=9 --set lanes.port1.fft.cpu=10 --set lanes.port1.record.cpu=11
+              --set lanes.port1.sink.cpu=12 --set pipeline.chunk=16MiB --set pipeline.chunks=32
+              --set template.fft.chunk=4MiB --set template.record.preallocate=1GiB)
+  "$pack/bin/sluice" run "$pack/configs/gpu_dual_port.yaml" "${pins[@]}" --duration "$((seconds + 6))s" \
+    --set pipeline.progress_interval=1s --report "$out/$name.json" 2> "$out/$name.log" > /dev/null &
+  local pipeline=$!
+  sleep 4  # sockets bound, plans made
+  "$pack/bin/sluice-emulator" "$pack/configs/gpu_dual_port.yaml" --set "emulator.rate=$rate" \
+    --set "emulator.duration=${seconds}s" --cpu 14 --cpu 15 -q 2> "$out/$name-emulator.log"
+  wait $pipeline || status=1
+  python3 - "$out/$name.json" "$rate" "$out/$name-emulator.log" <<'PY'
+import json, re, sys
+report = json.load(open(sys.argv[1]))
+sent = re.search(r"Mpkt/s, ([0-9.]+ [GM]B/s)", open(sys.argv[3]).read())
+lost = drops = rows = 0
+for lane in report["lanes"]:
+    stages = lane["stages"]
+    lost += stages[0]["counters"].get("lost_samples", 0)
+    drops += sum(stage.get("drops_total", 0) for stage in stages)
+    rows += next((s["counters"].get("rows", 0) for s in stages if s["name"] == "fft"), 0)
+print(f"{sys.argv[2]:>8} {sent.group(1) if sent else '?':>12} {lost:>14} {drops:>8} {rows:>10}")
+PY
+}
+
 bench() {  # bench NAME [args...]: 5 repetitions, medians to the log and the screen
   local name=$1
   shift
   echo "===== $name $*" | tee -a "$out/bench.log"
-  timeout 300 ".device/bin/$name" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true "$@" \
+  timeout 300 "$pack/bin/$name" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true "$@" \
     >> "$out/bench.log" 2>&1 || status=1
   grep -E '_median|ERROR' "$out/bench.log" | tail -4
 }
@@ -27,7 +65,7 @@ bench() {  # bench NAME [args...]: 5 repetitions, medians to the log and the scr
 for mode in "$@"; do
   case $mode in
     tests)
-      for test in .device/bin/*_test; do
+      for test in $pack/bin/*_test; do
         name=$(basename "$test")
         echo "===== $name" >> "$out/tests.log"
         if "$test" >> "$out/tests.log" 2>&1; then
@@ -38,7 +76,7 @@ for mode in "$@"; do
       done
       grep -E '^\[       OK \] (GpuMemory|RecordGpu)' "$out/tests.log"
       grep -B2 -A12 'Failure' "$out/tests.log" | tail -40
-      .device/bin/sluice run .device/configs/demo.yaml --duration 5s -q --report "$out/demo-report.json" \
+      $pack/bin/sluice run $pack/configs/demo.yaml --duration 5s -q --report "$out/demo-report.json" \
         --plot "$out/demo-rates.svg" 2> "$out/demo.log" | tee "$out/demo-summary.txt" || status=1
       grep -E 'GPU|note' "$out/demo.log" | head -5
       ;;
@@ -50,9 +88,31 @@ for mode in "$@"; do
     socket)
       bench socket_bench --benchmark_filter=VsBare
       echo "===== socket_bench paced 30 s" | tee -a "$out/bench.log"
-      SLUICE_BENCH_PACED_SECONDS=30 timeout 200 .device/bin/socket_bench --benchmark_filter=Paced >> "$out/bench.log" 2>&1 \
+      SLUICE_BENCH_PACED_SECONDS=30 timeout 200 $pack/bin/socket_bench --benchmark_filter=Paced >> "$out/bench.log" 2>&1 \
         || status=1
       grep -A4 'Paced' "$out/bench.log" | tail -6
+      ;;
+    fft)
+      for test in fft_gpu_test fft_reference_test; do
+        echo "===== $test" >> "$out/tests.log"
+        if timeout 300 "$pack/bin/$test" >> "$out/tests.log" 2>&1; then echo "PASS $test"; else echo "FAIL $test"; status=1; fi
+      done
+      grep -E '^\[ +(OK|FAILED|SKIPPED) +\] FftBackend' "$out/tests.log"
+      grep -B2 -A8 'Failure' "$out/tests.log" | tail -30
+      bench fft_gpu_bench
+      grep -E 'BM_.*(ratio|GBps)' "$out/bench.log" | grep -v _mean | tail -12
+      ;;
+    dual)
+      table="$out/dual-table.txt"
+      printf '%8s %12s %14s %8s %10s\n' rate emulator_sent lost_samples drops fft_rows > "$table"
+      dual_run 3GB/s "${DUAL_SECONDS:-30}" >> "$table"
+      for rate in 3.5GB/s 4GB/s 5GB/s; do
+        dual_run "$rate" 10 >> "$table"
+        [ "$(tail -1 "$table" | awk '{ print $4 + $5 }')" = 0 ] || break
+      done
+      dual_run 0 5 >> "$table"  # unpaced: what the two emulator threads offer
+      grep -h -E 'note|cuFFT|FFTW' "$out"/dual-*.log | sort -u | head -4
+      cat "$table"
       ;;
     *) echo "unknown mode $mode"; status=2 ;;
   esac

@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <string>
 
+#include <spdlog/spdlog.h>
+
 #include "pipeline/config.hpp"
 
 namespace sluice {
@@ -41,6 +43,9 @@ FftStage::FftStage(SettingsReader& reader, const PipelineSettings& pipeline) {
                                    "power_db (rf32, 10·log10 power; a full-scale tone reads 0 dB), power (rf32, linear) "
                                    "or complex (cf32 bins scaled by 1/(size·window gain); no averaging)",
                                    {{"power_db", FftOutput::power_db}, {"power", FftOutput::power}, {"complex", FftOutput::complex}});
+  settings_.backend = reader.choice("backend", FftBackendKind::automatic,
+                                    "auto (cuFFT when a GPU answers, else FFTW; logged and noted), cufft or fftw",
+                                    {{"auto", FftBackendKind::automatic}, {"cufft", FftBackendKind::cufft}, {"fftw", FftBackendKind::fftw}});
   settings_.pool = read_pool_settings(reader, pipeline);
   if (settings_.output == FftOutput::complex && settings_.average > 1) {
     reader.error("average", "average: " + std::to_string(settings_.average) +
@@ -65,26 +70,46 @@ void FftStage::start(StageContext& context) {
   }
   sample_rate_ = context.stream.sample_rate;
 
-  // Input chunks in device memory are copied to the host before FFTW reads them; size the copy
-  // for the largest upstream chunk (the pools so far are all upstream's).
-  std::size_t device_input_bytes = 0;
-  for (Pool* pool : context.lane_pools()) {
-    if (pool->memory() == MemoryKind::device) device_input_bytes = std::max(device_input_bytes, pool->chunk_bytes());
-  }
+  std::size_t largest_input_bytes = 0;
+  for (Pool* pool : context.lane_pools()) largest_input_bytes = std::max(largest_input_bytes, pool->chunk_bytes());
   pool_ = &context.create_pool("spectra", settings_.pool.spec(context.pipeline().cuda_device));
+  choose_backend(context, largest_input_bytes);
 
-  backend_ = make_fftw_backend(FftBackendSpec{settings_.size, settings_.window, settings_.output, 64, settings_.average});
-  if (device_input_bytes > 0 && backend_->memory() != MemoryKind::device) {
-    input_staging_ = MemoryRegion(MemoryKind::host, device_input_bytes);
+  // Inputs or outputs not in the backend's memory go through a staging buffer (one copy each way).
+  const MemoryKind engine = backend_->memory();
+  const auto foreign = [engine](MemoryKind kind) { return (kind == MemoryKind::device) != (engine == MemoryKind::device); };
+  std::size_t foreign_input_bytes = 0;
+  for (Pool* pool : context.lane_pools()) {
+    if (pool != pool_ && foreign(pool->memory())) foreign_input_bytes = std::max(foreign_input_bytes, pool->chunk_bytes());
   }
-  if (pool_->memory() == MemoryKind::device && backend_->memory() != MemoryKind::device) {
-    output_staging_ = MemoryRegion(MemoryKind::host, pool_->chunk_bytes());
+  const int device = context.pipeline().cuda_device;
+  if (foreign_input_bytes > 0) input_staging_ = MemoryRegion(engine, foreign_input_bytes, device);
+  if (foreign(pool_->memory())) output_staging_ = MemoryRegion(engine, pool_->chunk_bytes(), device);
+  // Every host buffer that one of those copies touches is page-locked (no-op for device and pinned slabs).
+  if (input_staging_.size() > 0 || output_staging_.size() > 0) {
+    for (Pool* pool : context.lane_pools()) {
+      if (foreign(pool->memory())) pool->region().pin_for_device();
+    }
+    input_staging_.pin_for_device();
+    output_staging_.pin_for_device();
   }
   if (input_staging_.size() > 0 || output_staging_.size() > 0) context.cuda_stream();  // create it now, not on the hot path
+  // Inputs held while the backend reads them: a few, and never more than half an upstream pool,
+  // so the producer always has chunks to fill.
+  std::size_t in_flight = kInputsInFlight;
+  for (Pool* pool : context.lane_pools()) {
+    if (pool != pool_) in_flight = std::min(in_flight, std::max<std::size_t>(1, pool->chunk_count() / 2));
+  }
+  inputs_in_flight_.reserve(in_flight);
+  outputs_in_flight_.reserve(pool_->chunk_count());
 
   row_bytes_ = settings_.size * output_value_bytes(settings_.output);
   rows_per_chunk_ = pool_->chunk_bytes() / row_bytes_;
-  frames_.assign(backend_->batch_frames(), FrameInfo{});
+  batch_frames_ = backend_->batch_frames();
+  // Segments between two flushes: every chunk that completes a frame is flushed at its end, so the
+  // others (and the carried partial frame) hold fewer than `size` samples, at least one each, plus
+  // the loads of the chunk that completes frames: at most size + 2.
+  segments_.reserve(settings_.size + 2);
 
   rows_counter_ = &context.metrics().counter("rows");
   gap_rows_counter_ = &context.metrics().counter("rows_with_gaps");
@@ -106,11 +131,53 @@ void FftStage::start(StageContext& context) {
                                upstream;
 }
 
+void FftStage::choose_backend(StageContext& context, std::size_t largest_input_bytes) {
+  FftBackendKind kind = settings_.backend;
+  if (kind == FftBackendKind::automatic) {
+    kind = cuda_available() ? FftBackendKind::cufft : FftBackendKind::fftw;
+    const std::string note = kind == FftBackendKind::cufft
+                                 ? "backend auto → cuFFT on GPU " + std::to_string(context.pipeline().cuda_device)
+                                 : "backend auto → FFTW: " + cuda_unavailable_reason();
+    spdlog::info("lane {} stage {}: {}", context.lane_name(), context.stage_name(), note);
+    context.metrics().notes.push_back(note);
+  } else if (kind == FftBackendKind::cufft && !cuda_available()) {
+    throw std::runtime_error("fft backend: cufft needs a GPU: " + cuda_unavailable_reason() +
+                             " (use backend: fftw, or auto to fall back)");
+  }
+  FftBackendSpec spec{settings_.size, settings_.window, settings_.output, 64, settings_.average,
+                      context.pipeline().cuda_device};
+  if (kind == FftBackendKind::cufft) {
+    // One batch takes the largest upstream chunk whole (plus a carried partial frame), so each
+    // chunk is a few kernel launches and one cuFFT execution.
+    const std::size_t sample_bytes = bytes_per_sample(context.stream.format);
+    spec.batch_frames = std::max<std::size_t>(64, largest_input_bytes / sample_bytes / settings_.size + 2);
+    backend_ = make_cufft_backend(spec);
+  } else {
+    backend_ = make_fftw_backend(spec);
+  }
+}
+
+void FftStage::FenceRing::push(ChunkPtr chunk, std::uint64_t fence) noexcept {
+  InFlight& slot = slots_[(head_ + count_) % slots_.size()];
+  slot.chunk = std::move(chunk);
+  slot.fence = fence;
+  ++count_;
+}
+
+ChunkPtr FftStage::FenceRing::pop() noexcept {
+  ChunkPtr chunk = std::move(slots_[head_].chunk);
+  head_ = (head_ + 1) % slots_.size();
+  --count_;
+  return chunk;
+}
+
 StageStatus FftStage::process() {
+  retire(false);
   ChunkPtr chunk = context_->input().pop(std::chrono::milliseconds(10));
   if (!chunk) {
     emit_output();  // the input paused: hand on the rows that are ready rather than hold them
-    if (failed_) return StageStatus::error;
+    retire(true);
+    if (failed_ || !check_backend()) return StageStatus::error;
     return context_->input().finished() ? StageStatus::end_of_stream : StageStatus::idle;
   }
   if (chunk->format != SampleFormat::ci8 && chunk->format != SampleFormat::ci16 && chunk->format != SampleFormat::cf32) {
@@ -118,13 +185,16 @@ StageStatus FftStage::process() {
     return StageStatus::ok;
   }
   const std::byte* samples = chunk->data;
-  if (chunk->memory == MemoryKind::device) {
+  const bool staged = (chunk->memory == MemoryKind::device) != (backend_->memory() == MemoryKind::device);
+  if (staged) {
     if (chunk->size > input_staging_.size()) {
-      context_->fail("device chunk of " + std::to_string(chunk->size) + " bytes exceeds the host staging buffer");
+      context_->fail(std::string(to_string(chunk->memory)) + " chunk of " + std::to_string(chunk->size) +
+                     " bytes exceeds the fft stage's staging buffer");
       return StageStatus::error;
     }
-    if (std::string error = copy_memory(input_staging_.data(), MemoryKind::host, chunk->data, chunk->memory, chunk->size,
-                                        context_->cuda_stream());
+    backend_->wait(staging_fence_);  // the backend is done reading the previous chunk staged there
+    if (std::string error = copy_memory(input_staging_.data(), input_staging_.kind(), chunk->data, chunk->memory,
+                                        chunk->size, context_->cuda_stream());
         !error.empty()) {
       context_->fail(error);
       return StageStatus::error;
@@ -132,19 +202,61 @@ StageStatus FftStage::process() {
     samples = input_staging_.data();
   }
   consume(*chunk, samples);
-  return failed_ ? StageStatus::error : StageStatus::ok;
+  if (failed_ || !check_backend()) return StageStatus::error;
+  const std::uint64_t fence = backend_->fence();
+  if (staged) {
+    staging_fence_ = fence;  // the chunk itself is free now: its bytes were copied
+  } else {
+    // The backend may still be reading the chunk: it returns to its pool once the fence is reached
+    // (a host backend has finished already, and the chunk goes back here).
+    if (!backend_->reached(fence)) {
+      if (inputs_in_flight_.full()) retire_input(true);
+      inputs_in_flight_.push(std::move(chunk), fence);
+    }
+  }
+  return StageStatus::ok;
 }
 
 void FftStage::stop() noexcept {
   if (!backend_) return;
   emit_output();
+  retire(true);
+  while (!inputs_in_flight_.empty()) retire_input(true);
   // A partial frame, or frames of an unfinished row, at the end of the stream make no row.
   tail_counter_->add(fill_ + (loaded_ + frames_in_row_) * settings_.size);
+}
+
+void FftStage::retire(bool all) noexcept {
+  while (!outputs_in_flight_.empty()) {
+    InFlight& oldest = outputs_in_flight_.front();
+    if (all) {
+      backend_->wait(oldest.fence);
+    } else if (!backend_->reached(oldest.fence)) {
+      break;
+    }
+    context_->emit(outputs_in_flight_.pop());
+  }
+  while (!inputs_in_flight_.empty() && (all || backend_->reached(inputs_in_flight_.front().fence))) retire_input(all);
+}
+
+void FftStage::retire_input(bool wait) noexcept {
+  if (wait) backend_->wait(inputs_in_flight_.front().fence);
+  inputs_in_flight_.pop();  // back to its pool
+}
+
+bool FftStage::check_backend() noexcept {
+  if (failed_) return false;
+  if (std::string error = backend_->error(); !error.empty()) {
+    context_->fail("fft " + std::string(backend_->name()) + ": " + error);
+    failed_ = true;
+  }
+  return !failed_;
 }
 
 void FftStage::consume(const Chunk& chunk, const std::byte* samples) noexcept {
   const std::size_t sample_bytes = bytes_per_sample(chunk.format);
   const std::size_t count = chunk.size / sample_bytes;
+  const std::size_t size = settings_.size;
   if (!started_input_) {
     owned_from_ = chunk.first_sample;
     started_input_ = true;
@@ -153,21 +265,18 @@ void FftStage::consume(const Chunk& chunk, const std::byte* samples) noexcept {
 
   std::size_t position = 0;
   while (position < count) {
-    FrameInfo& frame = frames_[loaded_];
-    if (fill_ == 0) {
-      frame.first_sample = chunk.first_sample + position;
-      frame.timestamp = timestamp_at(chunk, position);
-      frame.created_ns = chunk.created_ns;
-    }
-    const std::size_t take = std::min(settings_.size - fill_, count - position);
+    // As much as the batch holds in one load, noted as one segment.
+    const std::size_t take = std::min((batch_frames_ - loaded_) * size - fill_, count - position);
     backend_->load(loaded_, fill_, samples + position * sample_bytes, chunk.format, take);
-    fill_ += take;
-    position += take;
-    frame.end_sample = chunk.first_sample + position;
-    if (fill_ == settings_.size) {
-      fill_ = 0;
-      if (++loaded_ == frames_.size() && !flush_batch()) return;
+    if (segments_.size() < segments_.capacity()) {  // always true (see start()); never reallocates on the hot path
+      segments_.push_back(Segment{loaded_ * size + fill_, chunk.first_sample + position, chunk.timestamp, position,
+                                  chunk.created_ns});
     }
+    const std::size_t filled = fill_ + take;
+    loaded_ += filled / size;
+    fill_ = filled % size;
+    position += take;
+    if (loaded_ == batch_frames_ && !flush_batch()) return;
   }
   // Transform now what this chunk completed, so spectra never wait for the next chunk.
   if (loaded_ > 0) flush_batch();
@@ -175,75 +284,121 @@ void FftStage::consume(const Chunk& chunk, const std::byte* samples) noexcept {
 
 bool FftStage::flush_batch() noexcept {
   backend_->transform(loaded_);
-  for (std::size_t frame = 0; frame < loaded_; ++frame) {
-    const bool first_of_row = frames_in_row_ == 0;
-    if (first_of_row) row_first_frame_ = frames_[frame];
-    backend_->accumulate(frame, first_of_row);
-    if (++frames_in_row_ == settings_.average) {
+  const std::size_t average = settings_.average;
+  std::size_t frame = 0;
+  while (frame < loaded_) {
+    const std::size_t completing = (frames_in_row_ + loaded_ - frame) / average;
+    if (completing == 0) {  // the rest only starts or extends the row being built
+      if (frames_in_row_ == 0) row_first_frame_ = frame_info(frame);
+      backend_->fold(frame, loaded_ - frame, frames_in_row_, nullptr);
+      frames_in_row_ += loaded_ - frame;
+      break;
+    }
+    ensure_output();
+    const std::size_t room = std::min(completing, rows_per_chunk_ - out_rows_);
+    std::size_t rows = 0;
+    for (std::size_t next = frame; rows < room; ++rows) {
+      const std::size_t in_row = rows == 0 ? frames_in_row_ : 0;
+      const FrameInfo first = in_row > 0 ? row_first_frame_ : frame_info(next);
+      const std::size_t last = next + average - in_row - 1;
+      if (!mark_row(first, frame_info(last), out_rows_ + rows)) break;  // its gap starts the next chunk
+      next = last + 1;
+    }
+    const std::size_t frames = rows * average - frames_in_row_;
+    if (rows > 0) {
+      std::byte* out = (output_staging_.size() > 0 ? output_staging_.data() : out_->data) + out_rows_ * row_bytes_;
+      backend_->fold(frame, frames, frames_in_row_, out);
+      frame += frames;
       frames_in_row_ = 0;
-      if (!finish_row(frames_[frame])) return false;
+      out_rows_ += rows;
+      next_row_ += rows;
+      rows_counter_->add(rows);
+    }
+    if (rows < room || out_rows_ == rows_per_chunk_) {
+      emit_output();  // full, or its gap table is
+      if (failed_) return false;
     }
   }
   if (fill_ > 0) {
     backend_->carry(loaded_, fill_);
-    frames_[0] = frames_[loaded_];
+    // The carried samples keep their segments, moved to batch position 0 on.
+    const std::uint64_t from = loaded_ * settings_.size;
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < segments_.size(); ++i) {
+      const bool last = i + 1 == segments_.size();
+      if (!last && segments_[i + 1].batch_start <= from) continue;  // ends before the carried samples
+      Segment segment = segments_[i];
+      if (segment.batch_start < from) {
+        const std::uint64_t skip = from - segment.batch_start;
+        segment.first_sample += skip;
+        segment.chunk_offset += skip;
+        segment.batch_start = from;
+      }
+      segment.batch_start -= from;
+      segments_[kept++] = segment;
+    }
+    segments_.resize(kept);
+  } else {
+    segments_.clear();
   }
   loaded_ = 0;
   return true;
 }
 
-bool FftStage::finish_row(const FrameInfo& last_frame) noexcept {
-  ensure_output();
+bool FftStage::mark_row(const FrameInfo& first, const FrameInfo& last, std::size_t index) noexcept {
   // This row owns the input from the previous row's end to its own last sample.
-  const std::uint64_t row_end = std::max(last_frame.end_sample, owned_from_);
+  const std::uint64_t row_end = std::max(last.end_sample, owned_from_);
   bool lost_input = false;
-  std::size_t kept = 0;
   for (std::size_t i = 0; i < pending_count_; ++i) {
-    const PendingGap gap = pending_[i];
     // A gap reported after the rows it overlaps were made (late) marks the next row: never forgotten.
+    const PendingGap gap = pending_[i];
     if (gap.end <= owned_from_ || (gap.first < row_end && gap.end > owned_from_)) lost_input = true;
-    if (gap.end > row_end) pending_[kept++] = gap;
   }
-  pending_count_ = kept;
-  owned_from_ = row_end;
-
   if (lost_input) {
-    const std::uint64_t first_value = next_row_ * settings_.size;
-    Gap* last = out_->gap_count > 0 ? &out_->gaps[out_->gap_count - 1] : nullptr;
+    const std::uint64_t first_value = (next_row_ + index - out_rows_) * settings_.size;
+    Gap* previous = out_->gap_count > 0 ? &out_->gaps[out_->gap_count - 1] : nullptr;
     // in_data: the row is in the output, computed from input with a hole (marked, not missing).
-    if (last != nullptr && last->in_data && last->first_sample + last->length == first_value) {
-      last->length += settings_.size;
+    if (previous != nullptr && previous->in_data && previous->first_sample + previous->length == first_value) {
+      previous->length += settings_.size;
     } else if (!out_->add_gap(first_value, settings_.size, true)) {
-      emit_output();  // the gap table is full: this row starts the next chunk, which records its gap
-      if (failed_) return false;
-      ensure_output();
-      out_->add_gap(first_value, settings_.size, true);
+      return false;
     }
     gap_rows_counter_->add();
   }
-  if (out_rows_ == 0) {
-    out_timestamp_ = row_first_frame_.timestamp;
-    out_->created_ns = row_first_frame_.created_ns;  // latency from the source chunk that began this row
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < pending_count_; ++i) {
+    if (pending_[i].end > row_end) pending_[kept++] = pending_[i];
   }
-  std::byte* rows = output_staging_.size() > 0 ? output_staging_.data() : out_->data;
-  backend_->write_row(rows + out_rows_ * row_bytes_);
-  ++out_rows_;
-  ++next_row_;
-  rows_counter_->add();
-  if (out_rows_ == rows_per_chunk_) emit_output();
-  return !failed_;
+  pending_count_ = kept;
+  owned_from_ = row_end;
+  if (index == 0) {
+    out_timestamp_ = timestamp_at(first.chunk_timestamp, first.chunk_offset);
+    out_->created_ns = first.created_ns;  // latency from the source chunk that began this row
+  }
+  return true;
 }
 
 void FftStage::ensure_output() noexcept {
   // Downstream always drains (even after failing), so a chunk comes back; waiting is backpressure.
-  while (!out_) out_ = context_->acquire(*pool_, std::chrono::milliseconds(100));
+  // Outputs of ours still being computed come back only through us: finish the oldest first.
+  while (!out_) {
+    out_ = context_->acquire(*pool_, std::chrono::microseconds(0));
+    if (out_) break;
+    if (!outputs_in_flight_.empty()) {
+      backend_->wait(outputs_in_flight_.front().fence);
+      context_->emit(outputs_in_flight_.pop());
+      continue;
+    }
+    out_ = context_->acquire(*pool_, std::chrono::milliseconds(100));
+  }
 }
 
 void FftStage::emit_output() noexcept {
   if (!out_ || out_rows_ == 0) return;
   const std::size_t bytes = out_rows_ * row_bytes_;
   if (output_staging_.size() > 0) {
-    if (std::string error = copy_memory(out_->data, out_->memory, output_staging_.data(), MemoryKind::host, bytes,
+    backend_->wait(backend_->fence());
+    if (std::string error = copy_memory(out_->data, out_->memory, output_staging_.data(), output_staging_.kind(), bytes,
                                         context_->cuda_stream());
         !error.empty()) {
       context_->fail(error);
@@ -260,7 +415,10 @@ void FftStage::emit_output() noexcept {
   out_->timestamp = out_timestamp_;
   out_->packets = 0;
   out_rows_ = 0;
-  context_->emit(std::move(out_));
+  // Downstream may read the rows only once the backend has written them: a GPU backend's
+  // output waits here, in order, until its fence is reached (retire()).
+  outputs_in_flight_.push(std::move(out_), backend_->fence());
+  retire(false);
 }
 
 void FftStage::remember_gap(const Gap& gap) noexcept {
@@ -277,22 +435,38 @@ void FftStage::remember_gap(const Gap& gap) noexcept {
   pending_[pending_count_++] = pending;
 }
 
-Timestamp FftStage::timestamp_at(const Chunk& chunk, std::size_t offset) const noexcept {
-  if (!chunk.timestamp.valid) return {};
-  if (offset == 0) return chunk.timestamp;
+const FftStage::Segment& FftStage::segment_at(std::uint64_t position) const noexcept {
+  // The last segment starting at or before `position` (segments are in batch order).
+  auto after = std::upper_bound(segments_.begin(), segments_.end(), position,
+                                [](std::uint64_t at, const Segment& segment) { return at < segment.batch_start; });
+  return after == segments_.begin() ? segments_.front() : *(after - 1);
+}
+
+FftStage::FrameInfo FftStage::frame_info(std::size_t frame) const noexcept {
+  const std::uint64_t first = frame * settings_.size;
+  const std::uint64_t last = first + settings_.size - 1;
+  const Segment& head = segment_at(first);
+  const Segment& tail = segment_at(last);
+  return FrameInfo{head.first_sample + (first - head.batch_start), tail.first_sample + (last - tail.batch_start) + 1,
+                   head.chunk_timestamp, head.chunk_offset + (first - head.batch_start), head.created_ns};
+}
+
+Timestamp FftStage::timestamp_at(const Timestamp& chunk_timestamp, std::uint64_t offset) const noexcept {
+  if (!chunk_timestamp.valid) return {};
+  if (offset == 0) return chunk_timestamp;
   if (sample_rate_ <= 0) return {};
   constexpr std::uint64_t kPicosecondsPerSecond = 1'000'000'000'000ULL;
   const long double seconds = static_cast<long double>(offset) / static_cast<long double>(sample_rate_);
   const auto whole = static_cast<std::uint64_t>(seconds);
   const std::uint64_t picoseconds =
-      chunk.timestamp.picoseconds + static_cast<std::uint64_t>(std::llround((seconds - static_cast<long double>(whole)) * 1e12L));
-  return Timestamp{chunk.timestamp.seconds + whole + picoseconds / kPicosecondsPerSecond, picoseconds % kPicosecondsPerSecond,
+      chunk_timestamp.picoseconds + static_cast<std::uint64_t>(std::llround((seconds - static_cast<long double>(whole)) * 1e12L));
+  return Timestamp{chunk_timestamp.seconds + whole + picoseconds / kPicosecondsPerSecond, picoseconds % kPicosecondsPerSecond,
                    true};
 }
 
 void register_fft_stage(StageRegistry& registry) {
   registry.add(StageType{"fft", StageRole::transform,
-                         "spectra of complex samples (FFTW): power in dB, linear power or complex bins, fftshifted rows",
+                         "spectra of complex samples (cuFFT on a GPU, else FFTW): power in dB, linear power or complex bins, fftshifted rows",
                          [](SettingsReader& reader, const PipelineSettings& pipeline) -> std::unique_ptr<Stage> {
                            return std::make_unique<FftStage>(reader, pipeline);
                          }});

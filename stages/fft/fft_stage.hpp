@@ -19,6 +19,7 @@ struct FftSettings {
   WindowKind window = WindowKind::hann;   // applied to each frame before the transform
   std::size_t average = 1;                // consecutive frames averaged (in power) into one output row
   FftOutput output = FftOutput::power_db;
+  FftBackendKind backend = FftBackendKind::automatic;  // auto: cuFFT when a GPU answers, else FFTW
   PoolSettings pool;                      // the stage's output chunks
 };
 
@@ -40,38 +41,87 @@ class FftStage final : public Stage {
   [[nodiscard]] const FftSettings& settings() const { return settings_; }
 
  private:
+  // What a row needs to know of a frame, worked out from the batch's segments where needed.
   struct FrameInfo {
     std::uint64_t first_sample = 0;  // absolute input index of the frame's first sample
     std::uint64_t end_sample = 0;    // absolute input index after its last sample
-    Timestamp timestamp;             // of its first sample
-    std::uint64_t created_ns = 0;    // of the input chunk its first sample came in
+    Timestamp chunk_timestamp;       // of the input chunk its first sample came in
+    std::uint64_t chunk_offset = 0;  // that sample's position in the chunk
+    std::uint64_t created_ns = 0;    // of that chunk
+  };
+  // One run of input samples loaded into the batch from one chunk: noting one per load instead
+  // of one per frame keeps the CPU's work per input chunk constant (a 64 MiB ci16 chunk is 16384
+  // frames, and per-frame records were what bound the cuFFT path).
+  struct Segment {
+    std::uint64_t batch_start = 0;   // batch position (in samples) of the run's first sample
+    std::uint64_t first_sample = 0;  // its absolute input index
+    Timestamp chunk_timestamp;
+    std::uint64_t chunk_offset = 0;  // its position in the chunk
+    std::uint64_t created_ns = 0;
   };
   struct PendingGap {
     std::uint64_t first = 0;
     std::uint64_t end = 0;
   };
   static constexpr std::size_t kPendingGaps = 4 * Chunk::kMaxGaps;
+  static constexpr std::size_t kInputsInFlight = 4;  // input chunks a GPU backend may still be reading
 
+  // Work a GPU backend has enqueued but not finished, with the chunk it reads or writes: an input
+  // chunk goes back to its pool, an output chunk downstream, only once its fence is reached.
+  struct InFlight {
+    ChunkPtr chunk;
+    std::uint64_t fence = 0;
+  };
+  class FenceRing {  // fixed capacity, allocated at start: the hot path never allocates
+   public:
+    void reserve(std::size_t capacity) { slots_.resize(capacity); }
+    [[nodiscard]] bool empty() const { return count_ == 0; }
+    [[nodiscard]] bool full() const { return count_ == slots_.size(); }
+    InFlight& front() { return slots_[head_]; }
+    void push(ChunkPtr chunk, std::uint64_t fence) noexcept;
+    ChunkPtr pop() noexcept;
+
+   private:
+    std::vector<InFlight> slots_;
+    std::size_t head_ = 0;
+    std::size_t count_ = 0;
+  };
+
+  void choose_backend(StageContext& context, std::size_t largest_input_bytes);
   void consume(const Chunk& chunk, const std::byte* samples) noexcept;  // sets failed_ on error
   bool flush_batch() noexcept;           // transform loaded frames, emit the rows they complete, carry a partial frame
-  bool finish_row(const FrameInfo& last_frame) noexcept;
+  // Row metadata (time, gaps) for the row of frames `first`..`last` at position `index` of the output
+  // chunk; false, changing nothing, when its gap does not fit the chunk's gap table.
+  bool mark_row(const FrameInfo& first, const FrameInfo& last, std::size_t index) noexcept;
   void ensure_output() noexcept;         // an output chunk with room for one row
   void emit_output() noexcept;
+  // Hands on finished outputs and releases finished inputs; `all` waits for every one.
+  void retire(bool all) noexcept;
+  void retire_input(bool wait) noexcept;
+  bool check_backend() noexcept;         // false (and fails the stage) once the backend reported an error
   void remember_gap(const Gap& gap) noexcept;
-  [[nodiscard]] Timestamp timestamp_at(const Chunk& chunk, std::size_t offset) const noexcept;
+  [[nodiscard]] FrameInfo frame_info(std::size_t frame) const noexcept;
+  [[nodiscard]] const Segment& segment_at(std::uint64_t position) const noexcept;  // the segment holding a batch position
+  [[nodiscard]] Timestamp timestamp_at(const Timestamp& chunk_timestamp, std::uint64_t offset) const noexcept;
 
   FftSettings settings_;
   StageContext* context_ = nullptr;
   Pool* pool_ = nullptr;
   std::unique_ptr<FftBackend> backend_;
-  MemoryRegion input_staging_;   // host copy of device-memory input chunks (allocated only when upstream has some)
-  MemoryRegion output_staging_;  // host rows for an output pool in device memory
+  // Input chunks not in the backend's memory are copied here first (host for FFTW, device for cuFFT),
+  // and rows go here when the output pool is not in the backend's memory; allocated only when needed.
+  MemoryRegion input_staging_;
+  MemoryRegion output_staging_;
+  std::uint64_t staging_fence_ = 0;  // the backend's last read of input_staging_
+  FenceRing inputs_in_flight_;
+  FenceRing outputs_in_flight_;
   std::size_t row_bytes_ = 0;
   std::size_t rows_per_chunk_ = 0;
   double sample_rate_ = 0;
 
   // Framing: frames [0, loaded_) of the backend's batch are whole; frame loaded_ holds fill_ samples.
-  std::vector<FrameInfo> frames_;
+  std::size_t batch_frames_ = 0;
+  std::vector<Segment> segments_;  // of the batch, in batch order; capacity reserved at start
   std::size_t loaded_ = 0;
   std::size_t fill_ = 0;
   std::size_t frames_in_row_ = 0;  // transformed frames already folded into the row being built

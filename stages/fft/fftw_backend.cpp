@@ -166,13 +166,14 @@ class FftwBackend final : public FftBackend {
             std::size_t count) noexcept override {
     if (format == SampleFormat::rf32) return;  // refused at start: real samples have no I/Q pairs to transform
     if (format != weights_format_) fill_weights(format);
-    float* out = reinterpret_cast<float*>(frames_.get() + frame * stride_ + offset);  // fftwf_complex is float[2]
-    const float* weights = weights_.data() + 2 * offset;
-    switch (format) {
-      case SampleFormat::ci8: convert_streaming<std::int8_t>(input, 2 * count, weights, out); break;
-      case SampleFormat::ci16: convert_streaming<std::int16_t>(input, 2 * count, weights, out); break;
-      case SampleFormat::cf32: convert_streaming<float>(input, 2 * count, weights, out); break;
-      case SampleFormat::rf32: break;
+    const std::size_t sample_bytes = bytes_per_sample(format);
+    while (count > 0) {  // one frame's share at a time: frames sit `stride_` apart
+      const std::size_t take = std::min(count, size_ - offset);
+      load_frame(frame, offset, input, format, take);
+      input += take * sample_bytes;
+      count -= take;
+      offset = 0;
+      ++frame;
     }
   }
 
@@ -191,9 +192,34 @@ class FftwBackend final : public FftBackend {
     if (from != 0) std::memmove(frames_.get(), frames_.get() + from * stride_, count * sizeof(fftwf_complex));
   }
 
+  void fold(std::size_t first, std::size_t count, std::size_t pending, std::byte* rows) noexcept override {
+    const std::size_t row_bytes = size_ * (output_ == FftOutput::complex ? 8 : 4);
+    for (std::size_t frame = first; frame < first + count; ++frame) {
+      accumulate(frame, pending == 0);
+      if (++pending == average_) {
+        write_row(rows);
+        rows += row_bytes;
+        pending = 0;
+      }
+    }
+  }
+
+ private:
+  void load_frame(std::size_t frame, std::size_t offset, const std::byte* input, SampleFormat format,
+                  std::size_t count) noexcept {
+    float* out = reinterpret_cast<float*>(frames_.get() + frame * stride_ + offset);  // fftwf_complex is float[2]
+    const float* weights = weights_.data() + 2 * offset;
+    switch (format) {
+      case SampleFormat::ci8: convert_streaming<std::int8_t>(input, 2 * count, weights, out); break;
+      case SampleFormat::ci16: convert_streaming<std::int16_t>(input, 2 * count, weights, out); break;
+      case SampleFormat::cf32: convert_streaming<float>(input, 2 * count, weights, out); break;
+      case SampleFormat::rf32: break;
+    }
+  }
+
   // fftshift happens here, on the way into the accumulator: bin k goes to (k + size/2) mod size, i.e.
   // bins [0, upper) to [half, size) and bins [upper, size) to [0, half) — two contiguous runs, no modulo.
-  void accumulate(std::size_t frame, bool first_of_row) noexcept override {
+  void accumulate(std::size_t frame, bool first_of_row) noexcept {
     if (output_ == FftOutput::complex || average_ == 1) {
       // One frame per row: write_row (which comes before the batch is reused) reads the bins directly.
       direct_frame_ = frame;
@@ -215,7 +241,7 @@ class FftwBackend final : public FftBackend {
     }
   }
 
-  void write_row(std::byte* row) noexcept override {
+  void write_row(std::byte* row) noexcept {
     float* out = reinterpret_cast<float*>(row);  // rf32 values, or cf32 as interleaved I/Q floats
     const std::size_t half = size_ / 2;
     const std::size_t upper = size_ - half;
@@ -241,7 +267,6 @@ class FftwBackend final : public FftBackend {
     decibels_values(sum, size_, scale, out);
   }
 
- private:
   // weights_[2n] = weights_[2n + 1] = w[n] · scale of `format` (ci8 / 128, ci16 / 32768): one multiply per value
   // in convert(). Refilled only when the input format changes, which a stream practically never does.
   void fill_weights(SampleFormat format) noexcept {

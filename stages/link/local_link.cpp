@@ -83,7 +83,11 @@ void LocalLink::start(StageContext& context) {
   }
   landing_ = &context.create_pool("landing", settings_.landing.spec(context.pipeline().cuda_device));
   oversize_ = &context.metrics().drop_counter("larger_than_landing_buffer");
-  if (landing_->memory() == MemoryKind::device) context.cuda_stream();  // create it now, not on the hot path
+  if (landing_->memory() == MemoryKind::device) {
+    context.cuda_stream();  // create it now, not on the hot path
+    // Upstream chunks are copied to the GPU: page-locked, those copies run at full PCIe rate.
+    for (Pool* pool : context.lane_pools()) pool->region().pin_for_device();
+  }
 }
 
 StageStatus LocalLink::process() {

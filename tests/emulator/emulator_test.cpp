@@ -3,6 +3,7 @@
 #include "emulator/emulator.hpp"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -140,6 +141,57 @@ TEST(Emulator, SendsValidPacketsWithTimestampsThatAdvanceWithTheSampleCount) {
                   1'700'000'000ULL * 100'000'000ULL,
               k * 360);
     EXPECT_TRUE(packet.trailer.valid_data);
+  }
+}
+
+// Each stream has its own sender thread, pinned where the stream's `cpu` says: two streams pinned
+// to the core this test runs on both deliver every packet, in order, with their own stream IDs.
+TEST(Emulator, EachStreamSendsFromItsOwnPinnedThread) {
+  std::vector<wire::UniqueFd> receivers;
+  EmulatorSettings settings;
+  settings.streams.clear();
+  const int cpu = sched_getcpu();
+  ASSERT_GE(cpu, 0);
+  for (std::uint32_t id : {7U, 8U}) {
+    receivers.emplace_back(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    ASSERT_TRUE(receivers.back().valid());
+    const int buffer = 4 << 20;
+    ::setsockopt(receivers.back().get(), SOL_SOCKET, SO_RCVBUF, &buffer, sizeof(buffer));
+    sockaddr_in address = *wire::parse_endpoint("127.0.0.1:0");
+    ASSERT_EQ(::bind(receivers.back().get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    socklen_t length = sizeof(address);
+    ASSERT_EQ(::getsockname(receivers.back().get(), reinterpret_cast<sockaddr*>(&address), &length), 0);
+    settings.streams.push_back({wire::to_string(address), id, "", cpu});
+  }
+  settings.count = 50;
+  settings.gso = false;
+  Emulator emulator(settings);
+  emulator.open();
+  const EmulatorReport report = emulator.run(nullptr, false);
+  EXPECT_EQ(report.packets, 100U);
+  std::vector<std::byte> datagram(2048);
+  for (std::size_t stream = 0; stream < 2; ++stream) {
+    for (std::uint64_t k = 0; k < 50; ++k) {
+      ASSERT_EQ(::recv(receivers[stream].get(), datagram.data(), datagram.size(), 0), 1472);
+      vita49::Packet packet;
+      ASSERT_EQ(vita49::decode(std::span<const std::byte>(datagram.data(), 1472), packet), vita49::DecodeStatus::ok);
+      EXPECT_EQ(packet.stream_id, stream == 0 ? 7U : 8U);
+      EXPECT_EQ(packet.header.packet_count, k % 16);
+    }
+  }
+}
+
+TEST(Emulator, PinningASenderPastTheLastCpuIsAnError) {
+  EmulatorSettings settings;
+  settings.streams = {{"127.0.0.1:9", 1, "", 100000}};
+  settings.count = 1;
+  Emulator emulator(settings);
+  emulator.open();
+  try {
+    emulator.run(nullptr, false);
+    FAIL() << "a sender pinned to cpu 100000 ran";
+  } catch (const std::runtime_error& error) {
+    EXPECT_NE(std::string(error.what()).find("cpu 100000"), std::string::npos) << error.what();
   }
 }
 

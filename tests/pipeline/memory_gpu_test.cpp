@@ -32,6 +32,27 @@ TEST(GpuMemory, DeviceAndPinnedPoolsAllocateAndCopy) {
   EXPECT_EQ(std::memcmp(on_host->data, pattern.data(), pattern.size()), 0);
 }
 
+TEST(GpuMemory, PinForDeviceRegistersAHostSlabOnceAndCopiesStayExact) {
+  MemoryRegion region(MemoryKind::host, 4 << 20);
+  EXPECT_FALSE(region.pinned());
+  if (!cuda_available()) {
+    EXPECT_FALSE(region.pin_for_device()) << "pinned without a GPU";
+    EXPECT_FALSE(region.pinned());
+    GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
+  }
+  ASSERT_TRUE(region.pin_for_device());
+  EXPECT_TRUE(region.pinned());
+  EXPECT_TRUE(region.pin_for_device());  // idempotent: a second cudaHostRegister would fail
+  MemoryRegion moved = std::move(region);  // the registration moves with the slab
+  EXPECT_TRUE(moved.pinned());
+  MemoryRegion device(MemoryKind::device, moved.size());
+  for (std::size_t i = 0; i < moved.size(); ++i) moved.data()[i] = static_cast<std::byte>(i * 13 + 1);
+  std::vector<std::byte> back(moved.size());
+  ASSERT_EQ(copy_memory(device.data(), MemoryKind::device, moved.data(), MemoryKind::host, moved.size()), "");
+  ASSERT_EQ(copy_memory(back.data(), MemoryKind::host, device.data(), MemoryKind::device, back.size()), "");
+  EXPECT_EQ(std::memcmp(back.data(), moved.data(), back.size()), 0);
+}
+
 TEST(GpuMemory, LaneThroughDeviceMemoryKeepsEveryByte) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
   const auto path = std::filesystem::temp_directory_path() / ("sluice_gpu_lane_" + std::to_string(getpid()) + ".bin");

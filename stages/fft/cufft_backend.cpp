@@ -1,0 +1,242 @@
+// The cuFFT backend: frames live in one device batch; each input chunk becomes one load kernel
+// (type conversion, format scale and window fused), one cufftExecC2C over the batch in place,
+// and one fold kernel (|X|², averaging, normalisation, fftshift and dB fused on the way out),
+// all on the backend's own CUDA stream. Nothing is synchronised per chunk: the stage asks for a
+// fence (a CUDA event recorded on the stream) and hands a chunk on, or back, once it is reached.
+// Every CUDA and cuFFT return code is checked where it is called and the last error after each
+// launch; the first failure is kept for error(), and later calls become no-ops.
+#include <cuda_runtime_api.h>
+#include <cufft.h>
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "stages/fft/decibels.hpp"
+#include "stages/fft/fft_backend.hpp"
+#include "stages/fft/fft_kernels.hpp"
+
+namespace sluice {
+namespace {
+
+static_assert(fft_kernels::kOutputPowerDb == static_cast<int>(FftOutput::power_db) &&
+              fft_kernels::kOutputPower == static_cast<int>(FftOutput::power) &&
+              fft_kernels::kOutputComplex == static_cast<int>(FftOutput::complex));
+static_assert(fft_kernels::kPowerFloor == kPowerFloorLinear);
+
+constexpr std::size_t kEvents = 1024;  // fences in the ring; an older fence reads a newer one's event (conservative)
+
+std::string describe(const char* call, cudaError_t error) {
+  return std::string(call) + ": " + cudaGetErrorName(error) + " (" + cudaGetErrorString(error) + ")";
+}
+
+std::string describe(const char* call, cufftResult result) {
+  return std::string(call) + " failed: cufftResult " + std::to_string(static_cast<int>(result));
+}
+
+void warn_unless(const char* call, cudaError_t error) {
+  if (error != cudaSuccess) spdlog::warn("{}", describe(call, error));
+}
+
+void check(const char* call, cudaError_t error) {
+  if (error != cudaSuccess) throw std::runtime_error(describe(call, error));
+}
+
+void check(const char* call, cufftResult result) {
+  if (result != CUFFT_SUCCESS) throw std::runtime_error(describe(call, result));
+}
+
+class CufftBackend final : public FftBackend {
+ public:
+  explicit CufftBackend(const FftBackendSpec& spec)
+      : size_(spec.size), batch_(spec.batch_frames), output_(spec.output), average_(spec.average), device_(spec.cuda_device) {
+    if (static_cast<unsigned long long>(size_) * batch_ > UINT_MAX / 2) {
+      throw std::runtime_error("cuFFT batch of " + std::to_string(batch_) + " frames of " + std::to_string(size_) +
+                               " points is too large; use smaller upstream chunks");
+    }
+    try {
+      create(spec);
+    } catch (...) {
+      release();  // no destructor runs for a half-built object
+      throw;
+    }
+  }
+
+  ~CufftBackend() override { release(); }
+  CufftBackend(const CufftBackend&) = delete;
+  CufftBackend& operator=(const CufftBackend&) = delete;
+
+ private:
+  void create(const FftBackendSpec& spec) {
+    check("cudaSetDevice", cudaSetDevice(device_));
+    check("cudaStreamCreateWithFlags", cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    batch_memory_ = MemoryRegion(MemoryKind::device, batch_ * size_ * sizeof(float2), device_);
+    window_memory_ = MemoryRegion(MemoryKind::device, size_ * sizeof(float), device_);
+    kept_memory_ = MemoryRegion(MemoryKind::device, size_ * sizeof(float2), device_);
+    for (MemoryRegion& accumulator : accumulators_) accumulator = MemoryRegion(MemoryKind::device, size_ * sizeof(float), device_);
+
+    std::vector<float> window(size_);
+    fill_window(spec.window, window);
+    check("cudaMemcpy(window)", cudaMemcpy(window_memory_.data(), window.data(), size_ * sizeof(float), cudaMemcpyHostToDevice));
+    const double amplitude_scale = 1.0 / (static_cast<double>(size_) * coherent_gain(window));
+    amplitude_scale_ = static_cast<float>(amplitude_scale);
+    power_scale_ = static_cast<float>(amplitude_scale * amplitude_scale);
+
+    for (cudaEvent_t& event : events_) {
+      check("cudaEventCreateWithFlags", cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    }
+    int length = static_cast<int>(size_);
+    check("cufftCreate", cufftCreate(&plan_));
+    std::size_t work_bytes = 0;
+    check("cufftMakePlanMany", cufftMakePlanMany(plan_, 1, &length, nullptr, 1, length, nullptr, 1, length, CUFFT_C2C,
+                                                  static_cast<int>(batch_), &work_bytes));
+    check("cufftSetStream", cufftSetStream(plan_, stream_));
+  }
+
+  void release() noexcept {
+    // Everything enqueued must finish before the memory it uses is freed.
+    if (stream_ != nullptr) warn_unless("cudaStreamSynchronize", cudaStreamSynchronize(stream_));
+    if (plan_ != 0) {
+      if (cufftResult result = cufftDestroy(plan_); result != CUFFT_SUCCESS) spdlog::warn("{}", describe("cufftDestroy", result));
+    }
+    for (cudaEvent_t event : events_) {
+      if (event != nullptr) warn_unless("cudaEventDestroy", cudaEventDestroy(event));
+    }
+    if (stream_ != nullptr) warn_unless("cudaStreamDestroy", cudaStreamDestroy(stream_));
+    stream_ = nullptr;
+    plan_ = 0;
+  }
+
+ public:
+  [[nodiscard]] std::string_view name() const override { return "cuFFT"; }
+  [[nodiscard]] MemoryKind memory() const override { return MemoryKind::device; }
+  [[nodiscard]] std::size_t batch_frames() const override { return batch_; }
+
+  void load(std::size_t frame, std::size_t offset, const std::byte* input, SampleFormat format,
+            std::size_t count) noexcept override {
+    if (!error_.empty() || count == 0) return;
+    if (!ok("cudaSetDevice", cudaSetDevice(device_))) return;  // the stage's thread may not have chosen it yet
+    ok("load kernel launch",
+       fft_kernels::load(input, format, static_cast<unsigned>(count), static_cast<unsigned>(frame * size_ + offset),
+                         static_cast<unsigned>(size_), reinterpret_cast<const float*>(window_memory_.data()),
+                         reinterpret_cast<float2*>(batch_memory_.data()), stream_));
+  }
+
+  void transform(std::size_t frames) noexcept override {
+    if (!error_.empty()) return;
+    // The plan covers the whole batch (plans are made once); frames past `frames` are transformed
+    // too and ignored. The stage sizes the batch to its largest input chunk, so that is at most a
+    // frame or two. Frame `frames` may hold a partial frame that carry() moves to the next batch:
+    // it is kept aside first, since the transform overwrites it.
+    auto* batch = reinterpret_cast<cufftComplex*>(batch_memory_.data());
+    kept_frame_ = frames;
+    if (frames < batch_ &&
+        !ok("cudaMemcpyAsync(keep partial frame)", cudaMemcpyAsync(kept_memory_.data(), batch + frames * size_,
+                                                                   size_ * sizeof(float2), cudaMemcpyDeviceToDevice, stream_))) {
+      return;
+    }
+    if (cufftResult result = cufftExecC2C(plan_, batch, batch, CUFFT_FORWARD); result != CUFFT_SUCCESS) {
+      error_ = describe("cufftExecC2C", result);
+    }
+  }
+
+  void carry(std::size_t from, std::size_t count) noexcept override {
+    if (!error_.empty() || count == 0) return;
+    if (from != kept_frame_) {
+      error_ = "carry of frame " + std::to_string(from) + " after a transform of " + std::to_string(kept_frame_) + " frames";
+      return;
+    }
+    ok("cudaMemcpyAsync(carry)", cudaMemcpyAsync(batch_memory_.data(), kept_memory_.data(), count * sizeof(float2),
+                                                 cudaMemcpyDeviceToDevice, stream_));
+  }
+
+  void fold(std::size_t first, std::size_t count, std::size_t pending, std::byte* rows) noexcept override {
+    if (!error_.empty() || count == 0) return;
+    const std::size_t finished = (pending + count) / average_;
+    const std::size_t left = pending + count - finished * average_;
+    fft_kernels::FoldArgs args{};
+    args.bins = reinterpret_cast<const float2*>(batch_memory_.data());
+    args.size = static_cast<unsigned>(size_);
+    args.first = static_cast<unsigned>(first);
+    args.pending = static_cast<unsigned>(pending);
+    args.rows = static_cast<unsigned>(finished);
+    args.average = static_cast<unsigned>(average_);
+    args.partial_from = static_cast<unsigned>(finished > 0 ? first + finished * average_ - pending : first);
+    args.end = static_cast<unsigned>(first + count);
+    args.output = static_cast<int>(output_);
+    args.amplitude_scale = amplitude_scale_;
+    args.power_scale = power_scale_;
+    // Two accumulators: the unfinished row is written to one while the first finished row may still read the other.
+    args.accumulator_in = reinterpret_cast<const float*>(accumulators_[current_].data());
+    args.accumulator_out = reinterpret_cast<float*>(accumulators_[current_ ^ 1].data());
+    args.out = rows;
+    if (!ok("fold kernel launch", fft_kernels::fold(args, left > 0, stream_))) return;
+    if (left > 0) current_ ^= 1;
+  }
+
+  std::uint64_t fence() noexcept override {
+    const std::uint64_t fence = ++fences_;
+    ok("cudaEventRecord", cudaEventRecord(events_[fence % kEvents], stream_));
+    return fence;
+  }
+
+  bool reached(std::uint64_t fence) noexcept override {
+    if (fence <= completed_ || !error_.empty()) return true;
+    const cudaError_t state = cudaEventQuery(events_[fence % kEvents]);
+    if (state == cudaErrorNotReady) return false;
+    if (ok("cudaEventQuery", state)) completed_ = fence;  // events complete in stream order
+    return true;
+  }
+
+  void wait(std::uint64_t fence) noexcept override {
+    if (fence <= completed_ || !error_.empty()) return;
+    if (ok("cudaEventSynchronize", cudaEventSynchronize(events_[fence % kEvents]))) completed_ = fence;
+  }
+
+  [[nodiscard]] std::string error() const override { return error_; }
+
+ private:
+  bool ok(const char* call, cudaError_t error) noexcept {
+    if (error == cudaSuccess) return true;
+    if (error_.empty()) {
+      try {
+        error_ = describe(call, error);
+      } catch (...) {
+        error_ = "CUDA error";
+      }
+    }
+    return false;
+  }
+
+  std::size_t size_;
+  std::size_t batch_;
+  FftOutput output_;
+  std::size_t average_;
+  int device_;
+  float amplitude_scale_ = 1;
+  float power_scale_ = 1;
+  cudaStream_t stream_ = nullptr;
+  cufftHandle plan_ = 0;
+  std::array<cudaEvent_t, kEvents> events_{};
+  std::uint64_t fences_ = 0;
+  std::uint64_t completed_ = 0;
+  MemoryRegion batch_memory_;
+  MemoryRegion window_memory_;
+  MemoryRegion kept_memory_;     // the partial frame after the last transformed one, for carry()
+  std::size_t kept_frame_ = 0;
+  std::array<MemoryRegion, 2> accumulators_;
+  unsigned current_ = 0;  // the accumulator holding the row being built
+  std::string error_;
+};
+
+}  // namespace
+
+std::unique_ptr<FftBackend> make_cufft_backend(const FftBackendSpec& spec) { return std::make_unique<CufftBackend>(spec); }
+
+}  // namespace sluice

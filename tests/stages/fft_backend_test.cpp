@@ -1,0 +1,408 @@
+// Both fft backends through the real stage and runtime against a float64 reference DFT computed
+// here: every input format, output kind, window, averaging, frames carried across chunk
+// boundaries of odd sizes, rows marked by gaps. Fresh random input per case; the stage's output
+// pool is poisoned with NaN before the run and after every chunk, so an element the backend did
+// not write fails. Built twice: fft_reference_test runs FFTW (CI); fft_gpu_test runs cuFFT,
+// device-memory chunks in and out, and cuFFT against FFTW (label gpu: skips without a GPU).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <complex>
+#include <limits>
+#include <cstring>
+#include <numbers>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "pipeline/config.hpp"
+#include "pipeline/runtime.hpp"
+#include "stages/fft/fft_stage.hpp"
+#include "stages/fft/window.hpp"
+
+#ifndef SLUICE_TEST_FFT_BACKEND
+#error "define SLUICE_TEST_FFT_BACKEND (fftw or cufft)"
+#endif
+
+namespace sluice {
+namespace {
+
+const std::string kBackend = SLUICE_TEST_FFT_BACKEND;
+
+struct FeedChunk {
+  std::vector<std::byte> bytes;
+  std::uint64_t first_sample = 0;
+  std::vector<Gap> gaps;
+};
+SampleFormat g_format = SampleFormat::cf32;
+std::vector<FeedChunk> g_feed;
+
+// Sends g_feed's chunks from a pool of any memory kind (copy_memory fills device chunks).
+class FeedSource final : public Stage {
+ public:
+  FeedSource(SettingsReader& reader, const PipelineSettings& pipeline) : settings_(read_pool_settings(reader, pipeline)) {}
+  void start(StageContext& context) override {
+    context_ = &context;
+    pool_ = &context.create_pool("feed", settings_.spec(context.pipeline().cuda_device));
+    context.stream.format = g_format;
+    context.stream.sample_rate = 1e6;
+    context.stream.description = "test feed";
+  }
+  StageStatus process() override {
+    if (next_ == g_feed.size()) return StageStatus::end_of_stream;
+    ChunkPtr chunk = context_->acquire(*pool_, std::chrono::milliseconds(100));
+    if (!chunk) return StageStatus::idle;
+    const FeedChunk& feed = g_feed[next_];
+    if (std::string error = copy_memory(chunk->data, chunk->memory, feed.bytes.data(), MemoryKind::host, feed.bytes.size());
+        !error.empty()) {
+      context_->fail(error);
+      return StageStatus::error;
+    }
+    chunk->size = feed.bytes.size();
+    chunk->format = g_format;
+    chunk->sequence = next_++;
+    chunk->first_sample = feed.first_sample;
+    chunk->sample_count = feed.bytes.size() / bytes_per_sample(g_format);
+    // 1 Msps: a sample lasts 1 µs = 10^6 ps.
+    chunk->timestamp = Timestamp{100 + feed.first_sample / 1'000'000, feed.first_sample % 1'000'000 * 1'000'000, true};
+    for (const Gap& gap : feed.gaps) chunk->add_gap(gap.first_sample, gap.length);
+    context_->emit(std::move(chunk));
+    return StageStatus::ok;
+  }
+  void stop() noexcept override {}
+
+ private:
+  PoolSettings settings_;
+  StageContext* context_ = nullptr;
+  Pool* pool_ = nullptr;
+  std::size_t next_ = 0;
+};
+
+struct Captured {
+  std::vector<std::byte> bytes;
+  std::uint64_t first_sample, sample_count;
+  Timestamp timestamp;
+  std::vector<Gap> gaps;
+};
+std::vector<Captured> g_captured;
+StreamInfo g_stream;
+std::vector<std::string> g_notes;
+
+std::string poison_region(std::byte* data, MemoryKind kind, std::size_t bytes) {
+  const std::vector<std::byte> nan(bytes, std::byte{0xff});  // all-ones floats are NaN
+  return copy_memory(data, kind, nan.data(), MemoryKind::host, bytes);
+}
+
+// Keeps every chunk (copied to the host), then poisons it before it goes back to the fft stage's pool.
+class CaptureSink final : public Stage {
+ public:
+  CaptureSink(SettingsReader&, const PipelineSettings&) {}
+  void start(StageContext& context) override {
+    context_ = &context;
+    g_stream = context.stream;
+    const std::vector<Pool*> pools = context.lane_pools();
+    Pool* spectra = pools.back();  // the fft stage's, created last
+    for (std::size_t i = 0; i < spectra->chunk_count(); ++i) {
+      Chunk& chunk = spectra->chunk(i);
+      if (std::string error = poison_region(chunk.data, chunk.memory, chunk.capacity); !error.empty()) {
+        throw std::runtime_error(error);
+      }
+    }
+  }
+  StageStatus process() override {
+    ChunkPtr chunk = context_->input().pop(std::chrono::milliseconds(10));
+    if (!chunk) return context_->input().finished() ? StageStatus::end_of_stream : StageStatus::idle;
+    Captured captured{std::vector<std::byte>(chunk->size), chunk->first_sample, chunk->sample_count, chunk->timestamp,
+                      std::vector<Gap>(chunk->gaps.begin(), chunk->gaps.begin() + chunk->gap_count)};
+    std::string error = copy_memory(captured.bytes.data(), MemoryKind::host, chunk->data, chunk->memory, chunk->size);
+    if (error.empty()) error = poison_region(chunk->data, chunk->memory, chunk->capacity);
+    if (!error.empty()) {
+      context_->fail(error);
+      return StageStatus::error;
+    }
+    g_captured.push_back(std::move(captured));
+    context_->emit(std::move(chunk));
+    return StageStatus::ok;
+  }
+  void stop() noexcept override {}
+
+ private:
+  StageContext* context_ = nullptr;
+};
+
+const StageRegistry& test_registry() {
+  static const StageRegistry registry = [] {
+    StageRegistry built;
+    register_builtin_stages(built);
+    built.add(StageType{"feed", StageRole::source, "test chunks", [](SettingsReader& reader, const PipelineSettings& pipeline) {
+                          return std::unique_ptr<Stage>(std::make_unique<FeedSource>(reader, pipeline));
+                        }});
+    built.add(StageType{"capture", StageRole::sink, "keeps chunks", [](SettingsReader& reader, const PipelineSettings& pipeline) {
+                          return std::unique_ptr<Stage>(std::make_unique<CaptureSink>(reader, pipeline));
+                        }});
+    return built;
+  }();
+  return registry;
+}
+
+bool gpu_missing(std::string* reason) {
+  if (kBackend != "cufft" || cuda_available()) return false;
+  *reason = "no GPU for the cuFFT backend: " + cuda_unavailable_reason();
+  return true;
+}
+
+// source → fft → capture through the real runtime; the fft stage's notes land in g_notes.
+void run_fft(const std::string& source, const std::string& fft, const std::string& backend = kBackend,
+             const std::string& chunk = "64KiB") {
+  g_captured.clear();
+  Pipeline pipeline(load_pipeline_text("pipeline: {chunk: " + chunk + ", chunks: 4}\nlanes: [{name: a, stages: [" + source +
+                                           ", " + fft.substr(0, fft.size() - 1) + ", backend: " + backend +
+                                           "}, {type: capture}]}]\n",
+                                       "test.yaml", {}, test_registry()));
+  pipeline.start();
+  pipeline.run();
+  ASSERT_TRUE(pipeline.failures().empty()) << pipeline.failures()[0].message;
+  g_notes = pipeline.metrics_by_lane()[0][1]->notes;
+}
+
+std::vector<float> captured_values() {
+  std::vector<float> values;
+  for (const Captured& chunk : g_captured) {
+    const std::size_t count = chunk.bytes.size() / sizeof(float);
+    const std::size_t at = values.size();
+    values.resize(at + count);
+    std::memcpy(values.data() + at, chunk.bytes.data(), chunk.bytes.size());
+  }
+  return values;
+}
+
+// Random samples in `format` (integers across their full range), their exact values as doubles.
+struct Input {
+  std::vector<std::byte> bytes;
+  std::vector<std::complex<double>> values;
+};
+Input random_input(SampleFormat format, std::size_t count, std::mt19937& random) {
+  Input input{std::vector<std::byte>(count * bytes_per_sample(format)), std::vector<std::complex<double>>(count)};
+  std::uniform_real_distribution<float> uniform(-1.0F, 1.0F);
+  for (std::size_t i = 0; i < count; ++i) {
+    std::byte* out = input.bytes.data() + i * bytes_per_sample(format);
+    if (format == SampleFormat::cf32) {
+      const float pair[2] = {uniform(random), uniform(random)};
+      std::memcpy(out, pair, sizeof(pair));
+      input.values[i] = {pair[0], pair[1]};
+    } else if (format == SampleFormat::ci16) {
+      std::uniform_int_distribution<int> integer(-32768, 32767);
+      const std::int16_t pair[2] = {static_cast<std::int16_t>(integer(random)), static_cast<std::int16_t>(integer(random))};
+      std::memcpy(out, pair, sizeof(pair));
+      input.values[i] = {pair[0] / 32768.0, pair[1] / 32768.0};
+    } else {
+      std::uniform_int_distribution<int> integer(-128, 127);
+      const std::int8_t pair[2] = {static_cast<std::int8_t>(integer(random)), static_cast<std::int8_t>(integer(random))};
+      std::memcpy(out, pair, sizeof(pair));
+      input.values[i] = {pair[0] / 128.0, pair[1] / 128.0};
+    }
+  }
+  return input;
+}
+
+// Rows the stage must produce, computed in double: direct DFT of each windowed frame, normalised by
+// N · coherent gain, |X|² averaged over `average` frames, fftshifted, in the output's layout.
+std::vector<double> reference_rows(const std::vector<std::complex<double>>& samples, std::size_t size, WindowKind kind,
+                                   std::size_t average, const std::string& output) {
+  std::vector<float> window(size);
+  fill_window(kind, window);
+  const double scale = 1.0 / (static_cast<double>(size) * coherent_gain(window));
+  const std::size_t rows = samples.size() / (size * average);
+  std::vector<std::complex<double>> twiddle(size);  // e^(-2πi m/N): the O(N²) sum then needs no sin or cos
+  for (std::size_t m = 0; m < size; ++m) {
+    twiddle[m] = std::polar(1.0, -2.0 * std::numbers::pi * static_cast<double>(m) / static_cast<double>(size));
+  }
+  std::vector<double> out;
+  for (std::size_t row = 0; row < rows; ++row) {
+    std::vector<double> power(size, 0.0);
+    std::vector<std::complex<double>> bins(size);
+    for (std::size_t frame = 0; frame < average; ++frame) {
+      const std::complex<double>* x = samples.data() + (row * average + frame) * size;
+      for (std::size_t k = 0; k < size; ++k) {
+        std::complex<double> sum = 0;
+        for (std::size_t n = 0; n < size; ++n) sum += x[n] * static_cast<double>(window[n]) * twiddle[k * n % size];
+        bins[(k + size / 2) % size] = sum * scale;
+        power[(k + size / 2) % size] += std::norm(sum * scale) / static_cast<double>(average);
+      }
+    }
+    for (std::size_t i = 0; i < size; ++i) {
+      if (output == "complex") {
+        out.push_back(bins[i].real());
+        out.push_back(bins[i].imag());
+      } else {
+        out.push_back(output == "power" ? power[i] : 10.0 * std::log10(power[i]));
+      }
+    }
+  }
+  return out;
+}
+
+double relative_error(const std::vector<float>& out, const std::vector<double>& reference) {
+  if (out.size() != reference.size()) return std::numeric_limits<double>::infinity();
+  double error = 0;
+  double norm = 0;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const double difference = static_cast<double>(out[i]) - reference[i];
+    error += std::isnan(out[i]) ? std::numeric_limits<double>::infinity() : difference * difference;  // NaN: the poison was never overwritten
+    norm += reference[i] * reference[i];
+  }
+  return std::sqrt(error / norm);
+}
+
+// Cuts `bytes` into chunks of odd sizes (whole samples), so frames straddle chunk boundaries.
+std::vector<FeedChunk> odd_chunks(const std::vector<std::byte>& bytes, std::size_t sample_bytes, std::mt19937& random) {
+  std::vector<FeedChunk> chunks;
+  std::uniform_int_distribution<std::size_t> samples(1, 8191);
+  for (std::size_t at = 0; at < bytes.size();) {
+    const std::size_t take = std::min(bytes.size() - at, samples(random) * sample_bytes);
+    chunks.push_back(FeedChunk{std::vector<std::byte>(bytes.begin() + static_cast<std::ptrdiff_t>(at),
+                                                      bytes.begin() + static_cast<std::ptrdiff_t>(at + take)),
+                               at / sample_bytes, {}});
+    at += take;
+  }
+  return chunks;
+}
+
+struct Case {
+  SampleFormat format;
+  std::string output;
+  std::size_t size;
+  WindowKind window;
+  std::size_t average;
+};
+
+std::string window_name(WindowKind kind) { return std::string(to_string(kind)); }
+
+// Every format × output, sizes a power of two, a mixed radix and a prime, every window, averaging.
+std::vector<Case> all_cases() {
+  std::vector<Case> cases;
+  const WindowKind windows[] = {WindowKind::none, WindowKind::hann, WindowKind::hamming, WindowKind::blackman};
+  const std::size_t sizes[] = {1024, 48, 7};
+  std::size_t turn = 0;
+  for (const SampleFormat format : {SampleFormat::ci8, SampleFormat::ci16, SampleFormat::cf32}) {
+    for (const std::string output : {"complex", "power", "power_db"}) {
+      for (const std::size_t average : {1UL, 3UL}) {
+        if (output == "complex" && average > 1) continue;
+        cases.push_back(Case{format, output, sizes[turn % 3], windows[turn % 4], average});
+        ++turn;
+      }
+    }
+  }
+  return cases;
+}
+
+void check_case(const Case& test, const std::string& memory, std::mt19937& random) {
+  g_format = test.format;
+  const std::size_t frames = 40 * test.average + 1;  // and a partial frame at the end, which makes no row
+  const Input input = random_input(test.format, frames * test.size + test.size / 2, random);
+  g_feed = odd_chunks(input.bytes, bytes_per_sample(test.format), random);
+  const std::string description = std::string(to_string(test.format)) + " " + test.output + " size " +
+                                  std::to_string(test.size) + " " + window_name(test.window) + " average " +
+                                  std::to_string(test.average) + " memory " + memory;
+  run_fft("{type: feed, memory: " + memory + "}",
+          "{type: fft, size: " + std::to_string(test.size) + ", window: " + window_name(test.window) +
+              ", average: " + std::to_string(test.average) + ", output: " + test.output + ", memory: " + memory + "}");
+  const std::vector<double> reference = reference_rows(input.values, test.size, test.window, test.average, test.output);
+  const double error = relative_error(captured_values(), reference);
+  // float32 arithmetic over a 1024-point transform lands near 1e-7; the bound leaves room, not slack.
+  EXPECT_LT(error, 1e-5) << description;
+}
+
+TEST(FftBackend, EveryOptionMatchesAFloat64ReferenceDft) {
+  if (std::string reason; gpu_missing(&reason)) GTEST_SKIP() << reason;
+  std::mt19937 random(std::random_device{}());
+  for (const Case& test : all_cases()) check_case(test, "host", random);
+}
+
+TEST(FftBackend, DeviceChunksInAndOutMatchTheReference) {
+  if (!cuda_available()) GTEST_SKIP() << "no GPU for device-memory chunks: " << cuda_unavailable_reason();
+  std::mt19937 random(std::random_device{}());
+  for (const Case& test : all_cases()) check_case(test, "device", random);
+}
+
+TEST(FftBackend, AToneLandsInItsBinAtItsLevel) {
+  if (std::string reason; gpu_missing(&reason)) GTEST_SKIP() << reason;
+  // 125 kHz at 1 Msps, 1024 points: bin 128, at index 512 + 128 after fftshift; amplitude 0.5 is -6.02 dB.
+  run_fft("{type: generator, format: ci16, sample_rate: 1MHz, frequency: 125kHz, amplitude: 0.5, stop_after: 1MiB}",
+          "{type: fft, size: 1024, window: hann, average: 4, output: power_db}");
+  const std::vector<float> values = captured_values();
+  ASSERT_EQ(values.size(), 1024U * 64);  // 256 Ki samples, 4096 per row
+  for (std::size_t row = 0; row < 64; ++row) {
+    const float* spectrum = values.data() + row * 1024;
+    EXPECT_NEAR(spectrum[640], 20 * std::log10(0.5), 0.1) << "row " << row;
+    EXPECT_EQ(std::max_element(spectrum, spectrum + 1024) - spectrum, 640) << "row " << row;
+  }
+  EXPECT_NE(g_stream.description.find(kBackend == "cufft" ? "cuFFT" : "FFTW"), std::string::npos) << g_stream.description;
+}
+
+// Runs the same input with gaps through `backend` and returns what came out.
+std::vector<Captured> gapped_run(const std::string& backend, const Input& input, std::size_t size) {
+  std::mt19937 cuts(5);  // the same chunk boundaries for both backends
+  g_feed = odd_chunks(input.bytes, bytes_per_sample(g_format), cuts);
+  g_feed[1].gaps = {Gap{g_feed[1].first_sample + 3, 100}};
+  g_feed[3].gaps = {Gap{g_feed[3].first_sample, 2 * size}};
+  run_fft("{type: feed}", "{type: fft, size: " + std::to_string(size) + ", average: 2, output: power}", backend);
+  return g_captured;
+}
+
+TEST(FftBackend, GpuAndFftwAgreeOnValuesTimeAndGaps) {
+  if (!cuda_available()) GTEST_SKIP() << "no GPU to compare cuFFT with FFTW: " << cuda_unavailable_reason();
+  std::mt19937 random(std::random_device{}());
+  g_format = SampleFormat::ci16;
+  const Input input = random_input(g_format, 60000, random);
+  const std::vector<Captured> gpu = gapped_run("cufft", input, 1024);
+  const std::vector<Captured> cpu = gapped_run("fftw", input, 1024);
+  ASSERT_EQ(gpu.size(), cpu.size());
+  std::size_t gap_rows = 0;
+  for (std::size_t i = 0; i < gpu.size(); ++i) {
+    EXPECT_EQ(gpu[i].first_sample, cpu[i].first_sample);
+    EXPECT_EQ(gpu[i].sample_count, cpu[i].sample_count);
+    EXPECT_EQ(gpu[i].timestamp.seconds, cpu[i].timestamp.seconds);
+    EXPECT_EQ(gpu[i].timestamp.picoseconds, cpu[i].timestamp.picoseconds);
+    ASSERT_EQ(gpu[i].gaps.size(), cpu[i].gaps.size());
+    for (std::size_t g = 0; g < gpu[i].gaps.size(); ++g) {
+      EXPECT_EQ(gpu[i].gaps[g].first_sample, cpu[i].gaps[g].first_sample);
+      EXPECT_EQ(gpu[i].gaps[g].length, cpu[i].gaps[g].length);
+      gap_rows += gpu[i].gaps[g].length / 1024;
+    }
+    std::vector<float> a(gpu[i].bytes.size() / 4);
+    std::vector<float> b(a.size());
+    std::memcpy(a.data(), gpu[i].bytes.data(), gpu[i].bytes.size());
+    std::memcpy(b.data(), cpu[i].bytes.data(), cpu[i].bytes.size());
+    EXPECT_LT(relative_error(a, std::vector<double>(b.begin(), b.end())), 1e-5) << "chunk " << i;
+  }
+  EXPECT_GE(gap_rows, 2U);  // both gaps marked a row
+}
+
+TEST(FftBackend, AutoPicksCufftWithAGpuAndSaysSo) {
+  g_format = SampleFormat::cf32;
+  std::mt19937 random(1);
+  g_feed = {FeedChunk{random_input(g_format, 4096, random).bytes, 0, {}}};
+  run_fft("{type: feed}", "{type: fft, size: 1024}", "auto");
+  ASSERT_EQ(g_notes.size(), 1U);
+  EXPECT_NE(g_notes[0].find(cuda_available() ? "cuFFT" : "FFTW"), std::string::npos) << g_notes[0];
+  EXPECT_NE(g_stream.description.find(cuda_available() ? "cuFFT" : "FFTW"), std::string::npos) << g_stream.description;
+}
+
+TEST(FftBackend, CufftWithoutAGpuIsAnErrorWithAHint) {
+  if (cuda_available()) GTEST_SKIP() << "a GPU is present: the cuFFT backend runs instead (fft_gpu_test)";
+  g_format = SampleFormat::cf32;
+  g_feed = {};
+  Pipeline pipeline(load_pipeline_text(
+      "lanes: [{name: a, stages: [{type: feed}, {type: fft, backend: cufft}, {type: capture}]}]\n", "test.yaml", {},
+      test_registry()));
+  try {
+    pipeline.start();
+    FAIL() << "backend: cufft started without a GPU";
+  } catch (const std::exception& error) {
+    EXPECT_NE(std::string(error.what()).find("backend: fftw"), std::string::npos) << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace sluice
