@@ -84,9 +84,7 @@ bool OutputPort::push(ChunkPtr chunk) noexcept {
     metrics_->wait_ns.fetch_add(monotonic_ns() - begin, std::memory_order_relaxed);
   }
   chunk.release();
-  metrics_->out.bytes.fetch_add(bytes, std::memory_order_relaxed);
-  metrics_->out.chunks.fetch_add(1, std::memory_order_relaxed);
-  metrics_->out.samples.fetch_add(samples, std::memory_order_relaxed);
+  metrics_->out.add(bytes, samples);
   metrics_->latency.record(monotonic_ns() - created);
   return true;
 }
