@@ -7,6 +7,7 @@
 # Several modes may be given; everything is logged into a few files under $OUT.
 set -uo pipefail
 export LD_LIBRARY_PATH="$PWD/.device/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
+export PATH="$PWD/.device/bin:$PATH"  # fio, packed by pack.sh, for recorder_bench
 export SLUICE_BINARY="$PWD/.device/bin/sluice" SLUICE_EMULATOR="$PWD/.device/bin/sluice-emulator" SLUICE_SOURCE_DIR="$PWD"
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
