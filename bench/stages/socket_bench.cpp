@@ -284,7 +284,8 @@ StageResult stage_run(std::size_t payload, double rate, double seconds) {
       "  - {name: sink, type: \"null\"" + (kOtherCpu >= 0 ? ", cpu: " + std::to_string(kOtherCpu) : std::string()) + "}\n"
       "lanes: [{name: port0}]\n";
   Pipeline pipeline(load_pipeline_text(yaml, "<bench>"));
-  pipeline.start();
+  pipeline.start();  // before pinning this thread: start checks the pins against its affinity
+  const PinnedThread waiting(kOtherCpu);  // this thread only waits; it stays off the two measured cores
   auto* stage = dynamic_cast<UdpSource*>(pipeline.definition().lanes[0].stages[0].stage.get());
   std::thread runner([&] {
     pin(0, kOtherCpu);  // the runtime's monitor loop runs on this thread
@@ -314,7 +315,6 @@ StageResult stage_run(std::size_t payload, double rate, double seconds) {
 }
 
 void BM_UdpStageVsBareReceive(benchmark::State& state) {
-  const PinnedThread pinned(kOtherCpu);  // this thread only waits; it stays off the two measured cores
   const auto payload = static_cast<std::size_t>(state.range(0));
   double bare = 0;
   StageResult stage;
@@ -366,7 +366,6 @@ void BM_UdpStagePacedNoLoss(benchmark::State& state) {
   if (const char* text = std::getenv("SLUICE_BENCH_PACED_SECONDS"); text != nullptr) seconds = std::atof(text);
   double bare = 0;
   StageResult stage;
-  const PinnedThread pinned(kOtherCpu);
   for (auto _ : state) {
     bare = bare_receive(payload).packet_rate;
     stage = stage_run(payload, 0.8 * bare * static_cast<double>(payload), seconds);
