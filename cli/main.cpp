@@ -43,7 +43,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("sluice ") + SLUICE_VERSION);
   app.require_subcommand(1);
   std::string log_level = "info";
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")->capture_default_str();
+  auto* log_level_option = app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off (default: SPDLOG_LEVEL, else info)")
+                               ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
   Commands commands;
   add_pipeline_commands(app, commands);
   add_capture_commands(app, commands);
@@ -53,7 +54,11 @@ int main(int argc, char** argv) {
     const int code = app.exit(error);
     return code == 0 ? kExitOk : kExitUsage;
   }
-  spdlog::set_level(spdlog::level::from_str(log_level));
+  // An explicit --log-level wins; otherwise SPDLOG_LEVEL (already loaded above) stands.
+  const char* environment_level = std::getenv("SPDLOG_LEVEL");
+  if (log_level_option->count() > 0 || environment_level == nullptr || *environment_level == '\0') {
+    spdlog::set_level(spdlog::level::from_str(log_level));
+  }
   for (auto& [command, action] : commands.actions) {
     if (command->parsed()) {
       try {

@@ -142,7 +142,10 @@ int run_definition(PipelineDefinition definition, const RunOutputs& outputs, con
     return kExitFailure;
   }
   const double interval = std::chrono::duration<double>(pipeline.definition().settings.progress_interval).count();
-  ProgressPrinter progress(pipeline, !outputs.quiet && isatty(STDERR_FILENO) != 0, outputs.quiet ? 1e18 : interval);
+  const ProgressOutput output = outputs.quiet                    ? ProgressOutput::none
+                                : isatty(STDERR_FILENO) != 0 ? ProgressOutput::terminal
+                                                             : ProgressOutput::log;
+  ProgressPrinter progress(pipeline, output, interval);
   bool announced = false;
   pipeline.run([&] {
     if (stop_signalled() && !announced) {

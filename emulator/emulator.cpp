@@ -246,9 +246,9 @@ EmulatorSettings read_emulator_settings(const YAML::Node& section, const ConfigS
   return settings;
 }
 
-EmulatorSettings load_emulator_text(const std::string& yaml, const std::string& name) {
+EmulatorSettings load_emulator_text(const std::string& yaml, const std::string& name, const std::vector<std::string>& overrides) {
   ConfigSource source(name);
-  YAML::Node root = parse_yaml(yaml, source, {});
+  YAML::Node root = parse_yaml(yaml, source, overrides);
   ConfigErrors errors;
   EmulatorSettings settings = read_emulator_settings(root["emulator"], source, errors);
   if (!errors.empty()) throw ConfigException(std::move(errors));
@@ -264,12 +264,7 @@ EmulatorSettings load_emulator_file(const std::string& path, const std::vector<s
   }
   std::stringstream text;
   text << file.rdbuf();
-  ConfigSource source(path);
-  YAML::Node root = parse_yaml(text.str(), source, overrides);
-  ConfigErrors errors;
-  EmulatorSettings settings = read_emulator_settings(root["emulator"], source, errors);
-  if (!errors.empty()) throw ConfigException(std::move(errors));
-  return settings;
+  return load_emulator_text(text.str(), path, overrides);
 }
 
 struct Emulator::Impl {

@@ -107,7 +107,8 @@ struct EmulatorSettings {
 EmulatorSettings read_emulator_settings(const YAML::Node& section, const ConfigSource& source, ConfigErrors& errors);
 // Loads the `emulator:` section of a pipeline YAML file; throws ConfigException.
 EmulatorSettings load_emulator_file(const std::string& path, const std::vector<std::string>& overrides = {});
-EmulatorSettings load_emulator_text(const std::string& yaml, const std::string& name = "<text>");
+EmulatorSettings load_emulator_text(const std::string& yaml, const std::string& name = "<text>",
+                                    const std::vector<std::string>& overrides = {});
 
 // When the next byte may leave: bytes are due at `rate` from the first send. Pure, for tests.
 class Pacer {

@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
   std::string capture;
   std::string capture_pace;
   app.add_option("config", config, "pipeline YAML file whose emulator: section to use");
-  app.add_option("--set", overrides, "override a YAML key: emulator.rate=1GB/s");
+  app.add_option("--set", overrides, "override a YAML key: emulator.rate=1GB/s (with or without a config file)");
   app.add_option("--to", addresses, "destination host:port, one per stream (stream IDs 1, 2, ...)");
   app.add_option("--transport", transport, "udp | tcp");
   app.add_option("--tcp-role", tcp_role, "client | server");
@@ -72,7 +72,8 @@ int main(int argc, char** argv) {
 
   try {
     emulator::EmulatorSettings settings =
-        config.empty() ? emulator::load_emulator_text("emulator: {}\n", "<flags>") : emulator::load_emulator_file(config, overrides);
+        config.empty() ? emulator::load_emulator_text("emulator: {}\n", "<flags>", overrides)
+                       : emulator::load_emulator_file(config, overrides);
     auto fail = [](const std::string& message) {
       std::fprintf(stderr, "sluice-emulator: %s\n", message.c_str());
       return 2;

@@ -4,6 +4,7 @@
 #include "pipeline/placement.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -268,6 +269,15 @@ void check_duplicate_keys(const YAML::Node& node, const std::string& path, const
   }
 }
 
+// The queue between stages holds a power of two chunks; another depth would be rounded up
+// silently, so it is an error that names the nearest depths.
+void check_power_of_two(SettingsReader& reader, std::string_view key, std::uint64_t depth) {
+  if (depth == 0 || (depth & (depth - 1)) == 0) return;
+  const std::uint64_t above = std::bit_ceil(depth);
+  reader.error(key, std::string(key) + " " + std::to_string(depth) + " is not a power of two",
+               "use " + std::to_string(above / 2) + " or " + std::to_string(above) + " (the queue is a power-of-two ring)");
+}
+
 StageDefinition make_stage(std::vector<SettingsLayer> layers, const std::string& default_name, const ConfigSource& source,
                            ConfigErrors& errors, const PipelineSettings& pipeline, const StageRegistry& registry) {
   StageDefinition definition;
@@ -279,7 +289,8 @@ StageDefinition make_stage(std::vector<SettingsLayer> layers, const std::string&
                                      "when the next stage's queue is full: block (backpressure) or drop (count and release)",
                                      {{"block", OverflowPolicy::block}, {"drop", OverflowPolicy::drop}});
   definition.queue_depth = static_cast<std::uint64_t>(reader.integer("queue_depth", static_cast<std::int64_t>(pipeline.queue_depth),
-                                          "chunks queued in front of this stage", 1, 65536));
+                                          "chunks queued in front of this stage (a power of two)", 1, 65536));
+  if (reader.has("queue_depth")) check_power_of_two(reader, "queue_depth", definition.queue_depth);  // else the pipeline's, checked there
   definition.node = reader.string("node", "", "node this stage runs on (sluice run --node NAME); default: the previous stage's");
   if (!definition.type.empty()) {
     const StageType* type = registry.find(definition.type);
@@ -289,6 +300,15 @@ StageDefinition make_stage(std::vector<SettingsLayer> layers, const std::string&
       reader.error("type", "unknown stage type '" + definition.type + "'", hint);
     } else {
       definition.role = type->role;
+      // Settings of a queue the stage does not have would be accepted and do nothing.
+      if (type->role == StageRole::source && reader.has("queue_depth")) {
+        reader.error("queue_depth", "a source has no input queue",
+                     "set queue_depth on the next stage: it sizes the queue in front of the stage it is set on");
+      }
+      if (type->role == StageRole::sink && reader.has("on_full")) {
+        reader.error("on_full", "a sink has no output queue",
+                     "set on_full on the stage before it: it says what that stage does when this stage's queue is full");
+      }
       try {
         definition.stage = type->create(reader, pipeline);
       } catch (const std::exception& error) {
@@ -310,7 +330,9 @@ PipelineSettings read_pipeline_settings(SettingsReader& reader) {
   settings.chunk_count = static_cast<std::uint64_t>(
       reader.integer("chunks", static_cast<std::int64_t>(settings.chunk_count), "default number of chunks in each pool", 2, 65536));
   settings.queue_depth = static_cast<std::uint64_t>(
-      reader.integer("queue_depth", static_cast<std::int64_t>(settings.queue_depth), "default depth of the queue between stages", 1, 65536));
+      reader.integer("queue_depth", static_cast<std::int64_t>(settings.queue_depth),
+                     "default depth of the queue between stages (a power of two)", 1, 65536));
+  check_power_of_two(reader, "queue_depth", settings.queue_depth);
   settings.progress_interval = reader.duration("progress_interval", settings.progress_interval,
                                                "period of progress lines when not on a terminal");
   settings.cuda_device = static_cast<int>(reader.integer("cuda_device", 0, "CUDA device for device memory and GPU stages", 0, 64));

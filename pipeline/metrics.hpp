@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "pipeline/chunk.hpp"
+#include "pipeline/clock.hpp"
 
 namespace sluice {
 
@@ -47,11 +48,22 @@ struct FlowCounters {
   std::atomic<std::uint64_t> bytes{0};
   std::atomic<std::uint64_t> chunks{0};
   std::atomic<std::uint64_t> samples{0};
-  void add(const Chunk& chunk) noexcept {
-    bytes.fetch_add(chunk.size, std::memory_order_relaxed);
-    chunks.fetch_add(1, std::memory_order_relaxed);
-    samples.fetch_add(chunk.sample_count, std::memory_order_relaxed);
+  // When data flowed: the rate a person wants is over these, not over a run that waited for a
+  // sender or drained at the end. first_bytes: the first chunk's size, which arrived before first_ns.
+  std::atomic<std::uint64_t> first_ns{0};
+  std::atomic<std::uint64_t> first_bytes{0};
+  std::atomic<std::uint64_t> last_ns{0};
+  void add(std::uint64_t chunk_bytes, std::uint64_t chunk_samples) noexcept {
+    const std::uint64_t now = monotonic_ns();
+    if (chunks.fetch_add(1, std::memory_order_relaxed) == 0) {
+      first_bytes.store(chunk_bytes, std::memory_order_relaxed);
+      first_ns.store(now, std::memory_order_relaxed);
+    }
+    bytes.fetch_add(chunk_bytes, std::memory_order_relaxed);
+    samples.fetch_add(chunk_samples, std::memory_order_relaxed);
+    last_ns.store(now, std::memory_order_relaxed);
   }
+  void add(const Chunk& chunk) noexcept { add(chunk.size, chunk.sample_count); }
 };
 
 class StageMetrics {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "pipeline/clock.hpp"
@@ -14,18 +15,12 @@
 namespace sluice {
 namespace {
 
-std::string printf_string(const char* format, auto... values) {
-  std::array<char, 256> buffer{};
-  std::snprintf(buffer.data(), buffer.size(), format, values...);
-  return buffer.data();
-}
-
 std::string count_text(std::uint64_t value) {
   const auto number = static_cast<double>(value);
-  if (number >= 1e12) return printf_string("%.2fT", number / 1e12);
-  if (number >= 1e9) return printf_string("%.2fG", number / 1e9);
-  if (number >= 1e6) return printf_string("%.2fM", number / 1e6);
-  if (number >= 1e4) return printf_string("%.1fk", number / 1e3);
+  if (number >= 1e12) return fmt::format("{:.2f}T", number / 1e12);
+  if (number >= 1e9) return fmt::format("{:.2f}G", number / 1e9);
+  if (number >= 1e6) return fmt::format("{:.2f}M", number / 1e6);
+  if (number >= 1e4) return fmt::format("{:.1f}k", number / 1e3);
   return std::to_string(value);
 }
 
@@ -52,10 +47,21 @@ StageRates stage_rates(const StageMetrics& metrics) {
   rates.bytes = flow.bytes.load();
   rates.chunks = flow.chunks.load();
   rates.samples = flow.samples.load();
-  if (rates.seconds > 0) {
+  if (rates.seconds > 0) rates.busy_fraction = static_cast<double>(metrics.busy_ns.load()) / 1e9 / rates.seconds;
+  // The rate over the time data flowed: from the first chunk to the last, counting the bytes
+  // that arrived in that span (the first chunk was made before it began). With fewer than two
+  // chunks there is no span, and the stage's whole active time stands in.
+  const std::uint64_t first_ns = flow.first_ns.load();
+  const std::uint64_t last_ns = flow.last_ns.load();
+  const std::uint64_t first_bytes = flow.first_bytes.load();
+  if (rates.chunks >= 2 && last_ns > first_ns && rates.bytes > first_bytes) {
+    rates.flow_seconds = static_cast<double>(last_ns - first_ns) / 1e9;
+    rates.bytes_per_second = static_cast<double>(rates.bytes - first_bytes) / rates.flow_seconds;
+    rates.samples_per_second = rates.bytes_per_second * static_cast<double>(rates.samples) / static_cast<double>(rates.bytes);
+  } else if (rates.seconds > 0) {
+    rates.flow_seconds = rates.seconds;
     rates.bytes_per_second = static_cast<double>(rates.bytes) / rates.seconds;
     rates.samples_per_second = static_cast<double>(rates.samples) / rates.seconds;
-    rates.busy_fraction = static_cast<double>(metrics.busy_ns.load()) / 1e9 / rates.seconds;
   }
   return rates;
 }
@@ -75,36 +81,34 @@ std::vector<std::string> progress_lines(const Pipeline& pipeline) {
                   std::to_string(stage->queue_capacity.load());
       }
     }
-    lines.push_back(printf_string("%-10s %11s %9s Msps  samples %-8s  out %-9s  drops %-6s  queues %s",
-                                  lane.front()->lane().c_str(), format_byte_rate(source.bytes_per_second).c_str(),
-                                  printf_string("%.1f", source.samples_per_second / 1e6).c_str(),
-                                  count_text(source.samples).c_str(), format_bytes(static_cast<double>(sink.bytes)).c_str(),
-                                  count_text(drops).c_str(), queues.c_str()));
+    lines.push_back(fmt::format("{:<10} {:>11} {:>9.1f} Msps  samples {:<8}  out {:<9}  drops {:<6}  queues {}",
+                                lane.front()->lane(), format_byte_rate(source.bytes_per_second),
+                                source.samples_per_second / 1e6, count_text(source.samples),
+                                format_bytes(static_cast<double>(sink.bytes)), count_text(drops), queues));
   }
   return lines;
 }
 
 std::string summary_table(const Pipeline& pipeline) {
   std::ostringstream out;
-  out << printf_string("%-10s %-12s %-10s %10s %10s %9s %12s %8s %6s %9s %9s\n", "lane", "stage", "type", "GB/s", "Msamp/s",
-                       "chunks", "bytes", "drops", "busy%", "lat p50", "lat p99");
+  // GB/s and Msamp/s are over "flow s", the time between a stage's first and last chunk; the
+  // run's duration is on the first line, so a lane that waited for its sender does not read slow.
+  out << fmt::format("run {:.2f} s\n", pipeline.elapsed_seconds());
+  out << fmt::format("{:<10} {:<12} {:<10} {:>10} {:>10} {:>8} {:>9} {:>12} {:>8} {:>6} {:>9} {:>9}\n", "lane", "stage", "type",
+                     "GB/s", "Msamp/s", "flow s", "chunks", "bytes", "drops", "busy%", "lat p50", "lat p99");
   for (const auto& lane : pipeline.metrics_by_lane()) {
     for (const StageMetrics* stage : lane) {
       const StageRates rates = stage_rates(*stage);
-      out << printf_string("%-10s %-12s %-10s %10.3f %10.2f %9llu %12s %8llu %6.1f %9s %9s\n", stage->lane().c_str(),
-                           stage->stage().c_str(), stage->type().c_str(), rates.bytes_per_second / 1e9,
-                           rates.samples_per_second / 1e6, static_cast<unsigned long long>(rates.chunks),
-                           format_bytes(static_cast<double>(rates.bytes)).c_str(),
-                           static_cast<unsigned long long>(stage->total_drops()), rates.busy_fraction * 100.0,
-                           latency_text(stage->latency.percentile(0.5)).c_str(),
-                           latency_text(stage->latency.percentile(0.99)).c_str());
+      out << fmt::format("{:<10} {:<12} {:<10} {:>10.3f} {:>10.2f} {:>8.2f} {:>9} {:>12} {:>8} {:>6.1f} {:>9} {:>9}\n",
+                         stage->lane(), stage->stage(), stage->type(), rates.bytes_per_second / 1e9,
+                         rates.samples_per_second / 1e6, rates.flow_seconds, rates.chunks,
+                         format_bytes(static_cast<double>(rates.bytes)), stage->total_drops(), rates.busy_fraction * 100.0,
+                         latency_text(stage->latency.percentile(0.5)), latency_text(stage->latency.percentile(0.99)));
       for (const auto& drop : stage->drops()) {
-        if (drop.get() != 0) out << printf_string("%-10s   drops %-20s %llu\n", "", drop.name.c_str(), static_cast<unsigned long long>(drop.get()));
+        if (drop.get() != 0) out << fmt::format("{:<10}   drops {:<20} {}\n", "", drop.name, drop.get());
       }
-      for (const auto& counter : stage->counters()) {
-        out << printf_string("%-10s   %-26s %llu\n", "", counter.name.c_str(), static_cast<unsigned long long>(counter.get()));
-      }
-      for (const auto& note : stage->notes) out << printf_string("%-10s   note: %s\n", "", note.c_str());
+      for (const auto& counter : stage->counters()) out << fmt::format("{:<10}   {:<26} {}\n", "", counter.name, counter.get());
+      for (const auto& note : stage->notes) out << fmt::format("{:<10}   note: {}\n", "", note);
     }
   }
   for (const auto& failure : pipeline.failures()) {
@@ -141,6 +145,7 @@ nlohmann::json report_json(const Pipeline& pipeline, int exit_code) {
           {"name", stage->stage()},
           {"type", stage->type()},
           {"seconds", rates.seconds},
+          {"flow_seconds", rates.flow_seconds},
           {"bytes_per_second", rates.bytes_per_second},
           {"samples_per_second", rates.samples_per_second},
           {"busy_fraction", rates.busy_fraction},
@@ -195,59 +200,60 @@ std::string rate_plot_svg(const Pipeline& pipeline) {
   static constexpr std::array<const char*, 8> kColours{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
                                                        "#9467bd", "#8c564b", "#e377c2", "#17becf"};
   std::ostringstream svg;
-  svg << printf_string(R"(<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">)",
-                       kWidth, kHeight)
+  svg << fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{:.0f}" height="{:.0f}" font-family="sans-serif" font-size="12">)",
+                     kWidth, kHeight)
       << "\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       << "<text x=\"" << kLeft << "\" y=\"22\" font-size=\"15\">" << pipeline.definition().settings.name
       << ": rate into each lane's last stage</text>\n";
   for (int tick = 0; tick <= 5; ++tick) {
     const double value = max_rate * tick / 5;
     const double y = kTop + plot_height - plot_height * tick / 5;
-    svg << printf_string(R"(<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ddd"/>)", kLeft, y, kLeft + plot_width, y)
-        << printf_string(R"(<text x="%.1f" y="%.1f" text-anchor="end">%s</text>)", kLeft - 6, y + 4,
-                         format_byte_rate(value).c_str())
+    svg << fmt::format(R"(<line x1="{:.1f}" y1="{:.1f}" x2="{:.1f}" y2="{:.1f}" stroke="#ddd"/>)", kLeft, y, kLeft + plot_width, y)
+        << fmt::format(R"(<text x="{:.1f}" y="{:.1f}" text-anchor="end">{}</text>)", kLeft - 6, y + 4, format_byte_rate(value))
         << "\n";
   }
   for (int tick = 0; tick <= 5; ++tick) {
     const double seconds = max_time * tick / 5;
     const double x = kLeft + plot_width * tick / 5;
-    svg << printf_string(R"(<text x="%.1f" y="%.1f" text-anchor="middle">%.1f s</text>)", x, kTop + plot_height + 18, seconds)
+    svg << fmt::format(R"(<text x="{:.1f}" y="{:.1f}" text-anchor="middle">{:.1f} s</text>)", x, kTop + plot_height + 18, seconds)
         << "\n";
   }
-  svg << printf_string(R"(<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#444"/>)", kLeft, kTop,
-                       plot_width, plot_height)
+  svg << fmt::format(R"(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="none" stroke="#444"/>)", kLeft, kTop,
+                     plot_width, plot_height)
       << "\n";
   for (std::size_t lane = 0; lane < series.size(); ++lane) {
     const char* colour = kColours[lane % kColours.size()];
     svg << "<polyline fill=\"none\" stroke-width=\"2\" stroke=\"" << colour << "\" points=\"";
     for (const auto& [seconds, rate] : series[lane]) {
-      svg << printf_string("%.1f,%.1f ", kLeft + plot_width * seconds / max_time, kTop + plot_height - plot_height * rate / max_rate);
+      svg << fmt::format("{:.1f},{:.1f} ", kLeft + plot_width * seconds / max_time, kTop + plot_height - plot_height * rate / max_rate);
     }
     svg << "\"/>\n";
     const std::string label = lanes[lane].empty() ? "" : lanes[lane].front()->lane();
-    svg << printf_string(R"(<rect x="%.1f" y="%.1f" width="14" height="4" fill="%s"/>)", kLeft + plot_width + 14,
-                         kTop + 10 + 20.0 * static_cast<double>(lane), colour)
-        << printf_string(R"(<text x="%.1f" y="%.1f">%s</text>)", kLeft + plot_width + 34, kTop + 16 + 20.0 * static_cast<double>(lane),
-                         label.c_str())
+    svg << fmt::format(R"(<rect x="{:.1f}" y="{:.1f}" width="14" height="4" fill="{}"/>)", kLeft + plot_width + 14,
+                       kTop + 10 + 20.0 * static_cast<double>(lane), colour)
+        << fmt::format(R"(<text x="{:.1f}" y="{:.1f}">{}</text>)", kLeft + plot_width + 34, kTop + 16 + 20.0 * static_cast<double>(lane),
+                       label)
         << "\n";
   }
   svg << "</svg>\n";
   return svg.str();
 }
 
-ProgressPrinter::ProgressPrinter(const Pipeline& pipeline, bool terminal, double log_interval_seconds)
-    : pipeline_(&pipeline), terminal_(terminal), log_interval_(log_interval_seconds) {}
+ProgressPrinter::ProgressPrinter(const Pipeline& pipeline, ProgressOutput output, double log_interval_seconds)
+    : pipeline_(&pipeline), output_(output), log_interval_(log_interval_seconds) {}
 
 void ProgressPrinter::tick() {
+  if (output_ == ProgressOutput::none) return;
+  const bool terminal = output_ == ProgressOutput::terminal;
   const double now = pipeline_->elapsed_seconds();
-  const double interval = terminal_ ? 0.25 : log_interval_;
+  const double interval = terminal ? 0.25 : log_interval_;
   if (last_print_ >= 0 && now - last_print_ < interval) return;
   last_print_ = now;
   const auto lines = progress_lines(*pipeline_);
-  if (terminal_) {
+  if (terminal) {
     std::string text;
     if (lines_on_screen_ > 0) text += "\x1b[" + std::to_string(lines_on_screen_) + "F";  // back to the first line
-    for (const auto& line : lines) text += "\x1b[2K" + printf_string("[%7.1fs] ", now) + line + "\n";
+    for (const auto& line : lines) text += fmt::format("\x1b[2K[{:7.1f}s] {}\n", now, line);
     std::fputs(text.c_str(), stderr);
     std::fflush(stderr);
     lines_on_screen_ = lines.size();
@@ -258,7 +264,7 @@ void ProgressPrinter::tick() {
 
 void ProgressPrinter::finish() {
   last_print_ = -1;
-  if (terminal_) tick();
+  if (output_ == ProgressOutput::terminal) tick();
 }
 
 }  // namespace sluice

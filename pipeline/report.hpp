@@ -20,9 +20,10 @@ nlohmann::json report_json(const Pipeline& pipeline, int exit_code);
 // An SVG chart of each lane's rate over time (from Pipeline::timeline()).
 std::string rate_plot_svg(const Pipeline& pipeline);
 
-// Rates over a stage's own active time.
+// A stage's rates over the time data flowed through it (flow_seconds), and its active time.
 struct StageRates {
-  double seconds = 0;
+  double seconds = 0;       // started to stopped (or now)
+  double flow_seconds = 0;  // first chunk to last chunk
   double bytes_per_second = 0;
   double samples_per_second = 0;
   double busy_fraction = 0;
@@ -32,16 +33,19 @@ struct StageRates {
 };
 StageRates stage_rates(const StageMetrics& metrics);
 
+// Where progress goes: redrawn in place on a terminal, periodic log lines off one, or nowhere (-q).
+enum class ProgressOutput { none, terminal, log };
+
 // Keeps progress output on a terminal in place (redraws) and off one as periodic log lines.
 class ProgressPrinter {
  public:
-  ProgressPrinter(const Pipeline& pipeline, bool terminal, double log_interval_seconds);
+  ProgressPrinter(const Pipeline& pipeline, ProgressOutput output, double log_interval_seconds);
   void tick();
   void finish();  // leaves the last lines on screen
 
  private:
   const Pipeline* pipeline_;
-  bool terminal_;
+  ProgressOutput output_;
   double log_interval_;
   double last_print_ = -1;
   std::size_t lines_on_screen_ = 0;

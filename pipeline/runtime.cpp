@@ -4,11 +4,14 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <cstring>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "pipeline/clock.hpp"
+#include "pipeline/units.hpp"
 
 namespace sluice {
 
@@ -69,6 +72,71 @@ Pipeline::~Pipeline() {
 }
 
 namespace {
+
+// What an operator debugging a lost stream needs at debug level: when each stage first saw
+// data, when it went quiet and came back, and when its drops rose. The monitor thread checks
+// every stage's counters between progress ticks; no stage's hot path logs.
+class FlowWatch {
+ public:
+  static constexpr double kQuietSeconds = 1.0;
+
+  void check(const std::vector<std::vector<const StageMetrics*>>& lanes, std::uint64_t run_started_ns) {
+    const std::uint64_t now = monotonic_ns();
+    std::size_t index = 0;
+    for (const auto& lane : lanes) {
+      for (const StageMetrics* stage : lane) {
+        if (index >= seen_.size()) seen_.push_back(Seen{0, 0, now, false});
+        Seen& seen = seen_[index++];
+        const FlowCounters& flow = stage->queue_capacity.load() == 0 ? stage->out : stage->in;
+        const std::uint64_t chunks = flow.chunks.load(std::memory_order_relaxed);
+        const std::uint64_t bytes = flow.bytes.load(std::memory_order_relaxed);
+        const bool ended = stage->stopped_ns.load() != 0;
+        const double since_change = static_cast<double>(now - seen.changed_ns) / 1e9;
+        if (chunks != seen.chunks) {
+          if (seen.chunks == 0) {
+            spdlog::debug("{}: first data {:.3f} s after the run started ({} in {} chunk(s))", name(*stage),
+                          static_cast<double>(std::max(flow.first_ns.load(), run_started_ns) - run_started_ns) / 1e9, format_bytes(static_cast<double>(bytes)), chunks);
+          } else if (seen.quiet) {
+            spdlog::debug("{}: data again after {:.1f} s without any ({} so far)", name(*stage), since_change,
+                          format_bytes(static_cast<double>(bytes)));
+          }
+          seen.chunks = chunks;
+          seen.changed_ns = now;
+          seen.quiet = false;
+        } else if (!ended && !seen.quiet && since_change >= kQuietSeconds) {
+          seen.quiet = true;
+          spdlog::debug("{}: no data for {:.1f} s ({} chunks, {} so far{})", name(*stage), since_change, chunks,
+                        format_bytes(static_cast<double>(bytes)),
+                        stage->queue_capacity.load() == 0 ? "; a source: is the sender running, and sending here?"
+                                                          : "; upstream stages have not handed anything on");
+        }
+        const std::uint64_t drops = stage->total_drops();
+        if (drops != seen.drops) {
+          std::string reasons;
+          for (const auto& drop : stage->drops()) {
+            if (drop.get() != 0) reasons += fmt::format("{}{} {}", reasons.empty() ? "" : ", ", drop.name, drop.get());
+          }
+          spdlog::debug("{}: drops rose by {} to {} ({})", name(*stage), drops - seen.drops, drops, reasons);
+          seen.drops = drops;
+        }
+      }
+    }
+  }
+
+  static std::string name(const StageMetrics& stage) {
+    return "lane " + stage.lane() + ", stage " + stage.stage() + " (" + stage.type() + ")";
+  }
+
+ private:
+  struct Seen {
+    std::uint64_t chunks;
+    std::uint64_t drops;
+    std::uint64_t changed_ns;
+    bool quiet;
+  };
+  std::vector<Seen> seen_;
+};
+
 std::string pin_problem(int cpu) {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
@@ -93,6 +161,13 @@ void Pipeline::start() {
         }
         if (upstream != nullptr) slot.context->stream = *upstream;
         definition.stage->start(*slot.context);
+        const StreamInfo& stream = slot.context->stream;
+        spdlog::debug("{}: started; stream: {}, {} {}; {}; when the next queue is full: {}; cpu {}",
+                      FlowWatch::name(*slot.metrics), stream.description.empty() ? "-" : stream.description,
+                      stream.sample_rate > 0 ? format_frequency(stream.sample_rate) : "rate unknown", to_string(stream.format),
+                      slot.input_queue ? fmt::format("input queue {} chunks", slot.input_queue->capacity()) : "no input queue",
+                      !slot.output ? "-" : definition.on_full == OverflowPolicy::block ? "block" : "drop",
+                      definition.cpu >= 0 ? std::to_string(definition.cpu) : "any");
         slot.started = true;
         started.push_back(&slot);
         upstream = &slot.context->stream;
@@ -158,6 +233,10 @@ void Pipeline::run_stage(Lane& lane, std::size_t index) noexcept {
   }
   if (slot.output) slot.output->close();
   metrics.stopped_ns = monotonic_ns();
+  const FlowCounters& flow = slot.input ? metrics.in : metrics.out;
+  spdlog::debug("{}: {} after {} chunks, {}, {} drops", FlowWatch::name(metrics),
+                failed ? "failed" : stop_.load() ? "stopped" : "reached end of stream", flow.chunks.load(),
+                format_bytes(static_cast<double>(flow.bytes.load())), metrics.total_drops());
 }
 
 void Pipeline::run(const std::function<void()>& tick) {
@@ -174,10 +253,13 @@ void Pipeline::run(const std::function<void()>& tick) {
     }
   }
   const auto duration = definition_.settings.duration;
+  FlowWatch watch;
+  const auto lanes = metrics_by_lane();
   while (finished.load(std::memory_order_acquire) < threads) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     sample_queues();
     sample_timeline();
+    if (spdlog::should_log(spdlog::level::debug)) watch.check(lanes, started_ns_);
     if (duration.count() > 0 && monotonic_ns() - started_ns_ >= static_cast<std::uint64_t>(duration.count())) request_stop();
     if (tick) tick();
   }

@@ -74,9 +74,7 @@ bool OutputPort::try_hand_off(Chunk* chunk) noexcept {
   const std::uint64_t samples = chunk->sample_count;
   const std::uint64_t created = chunk->created_ns;
   if (!queue_->try_push(chunk)) return false;
-  metrics_->out.bytes.fetch_add(bytes, std::memory_order_relaxed);
-  metrics_->out.chunks.fetch_add(1, std::memory_order_relaxed);
-  metrics_->out.samples.fetch_add(samples, std::memory_order_relaxed);
+  metrics_->out.add(bytes, samples);
   metrics_->latency.record(monotonic_ns() - created);
   return true;
 }

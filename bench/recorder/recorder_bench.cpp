@@ -1,13 +1,22 @@
-// Recorder write and replay read against fio in the same run, on the same filesystem, with
-// the same block size (the chunk) and queue depth: counters `ratio` = ours / fio's
-// (target ≥ 0.95). Each repetition measures both sides back to back, and the side that goes
-// first alternates: a virtual disk's host cache otherwise favours whichever writes first.
+// Recorder write, record stage and replay read against fio in the same run, on the same
+// filesystem, with the same block size (the chunk), queue depth and PAGE SIZE: counters
+// `ratio` = ours / fio's (target ≥ 0.95). Each repetition measures both sides back to back,
+// and the side that goes first alternates: a virtual disk's host cache otherwise favours
+// whichever writes first. Page for page, both ways:
+//   SLUICE_HUGE_PAGES=0: Sluice's pools in 4 KiB pages, fio --iomem=malloc (4 KiB pages);
+//   default:             Sluice's pools in 2 MiB transparent huge pages, fio --iomem=mmaphuge
+//                        (needs reserved pages: echo 64 > /proc/sys/vm/nr_hugepages).
+// The counter huge_fraction says how much of the writer's pool really sits in huge pages, and
+// every replayed chunk's pages are checked against the file offsets the writer stamped.
 //   SLUICE_BENCH_DIR=/data/bench SLUICE_BENCH_BYTES=8GiB ./recorder_bench --benchmark_repetitions=5
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -17,6 +26,7 @@
 #include <benchmark/benchmark.h>
 #include <nlohmann/json.hpp>
 
+#include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
 #include "pipeline/pool.hpp"
 #include "pipeline/runtime.hpp"
@@ -44,26 +54,77 @@ std::string bench_directory() {
   return path.string();
 }
 
-// Runs fio; returns its bandwidth in bytes/s for the given direction.
+// Whether Sluice's pools use huge pages in this process (MemoryRegion reads the same variable).
+bool huge_pages() {
+  const char* value = std::getenv("SLUICE_HUGE_PAGES");
+  return value == nullptr || std::string_view(value) != "0";
+}
+
+// The fraction of [data, data + bytes) that the kernel backs with transparent huge pages,
+// from /proc/self/smaps: THP is advice, so "huge pages" is checked, not assumed.
+double huge_fraction(const std::byte* data, std::size_t bytes) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto begin = reinterpret_cast<std::uintptr_t>(data);
+  std::string line;
+  bool inside = false;
+  std::uint64_t huge_kib = 0;
+  while (std::getline(smaps, line)) {
+    const std::string first = line.substr(0, line.find(' '));
+    if (!first.empty() && first.back() == ':') {  // a field of the current mapping
+      if (inside && first == "AnonHugePages:") huge_kib += std::strtoull(line.c_str() + first.size(), nullptr, 10);
+      continue;
+    }
+    const std::size_t dash = first.find('-');  // a mapping: "low-high perms ..."
+    if (dash == std::string::npos) continue;
+    const std::uintptr_t low = std::stoull(first.substr(0, dash), nullptr, 16);
+    const std::uintptr_t high = std::stoull(first.substr(dash + 1), nullptr, 16);
+    inside = low < begin + bytes && high > begin;
+  }
+  return static_cast<double>(huge_kib * 1024) / static_cast<double>(bytes);
+}
+
+// Runs fio; returns its bandwidth in bytes/s for the given direction. Its buffers are in the
+// same page size as Sluice's pools in this process.
 double run_fio(const std::string& mode, const std::string& file, std::uint64_t bytes) {
   const std::string command = "fio --name=sluice --ioengine=io_uring --direct=1 --fixedbufs=1 --rw=" + mode +
                               " --bs=" + std::to_string(kChunkBytes) + " --iodepth=" + std::to_string(kQueueDepth) +
                               " --size=" + std::to_string(bytes) + " --filename=" + file +
+                              (huge_pages() ? " --iomem=mmaphuge --hugepage-size=2M" : " --iomem=malloc") +
                               (mode == "write" ? " --end_fsync=1" : "") + " --output-format=json 2>/dev/null";
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) throw std::runtime_error("popen(fio) failed");
   std::string output;
   std::array<char, 4096> buffer{};
   while (std::fgets(buffer.data(), buffer.size(), pipe) != nullptr) output += buffer.data();
-  if (::pclose(pipe) != 0) throw std::runtime_error("fio failed (is the fio package installed?): " + command);
+  if (::pclose(pipe) != 0) {
+    throw std::runtime_error("fio failed (is fio installed? with huge pages: are 2 MiB pages reserved in "
+                             "/proc/sys/vm/nr_hugepages?): " + command);
+  }
   const nlohmann::json json = nlohmann::json::parse(output.substr(output.find('{')));
   return json["jobs"][0][mode]["bw_bytes"].get<double>();
 }
 
+constexpr std::size_t kPage = 4096;
+
+// The writer stamps each 4 KiB page with its byte offset in the stream (1024 stores per chunk),
+// so a reader can tell a page that came from the wrong place, or not at all.
+void stamp_pages(std::byte* data, std::uint64_t stream_offset) {
+  for (std::size_t page = 0; page < kChunkBytes; page += kPage) {
+    const std::uint64_t stamp = stream_offset + page;
+    std::memcpy(data + page, &stamp, sizeof(stamp));
+  }
+}
+
+struct WriteResult {
+  double bytes_per_second = 0;
+  double huge_fraction = 0;
+};
+
 // The recorder's sustained write: chunks cycle through the writer as fast as it retires them.
-double recorder_write(const std::string& directory, const std::string& name) {
+WriteResult recorder_write(const std::string& directory, const std::string& name) {
   Pool pool("bench", PoolSpec{kChunkBytes, kQueueDepth * 2, MemoryKind::host, 0});
   for (std::size_t i = 0; i < pool.chunk_count(); ++i) std::memset(pool.chunk(i).data, static_cast<int>(i), kChunkBytes);
+  const double huge = huge_fraction(pool.region().data(), pool.region().size());
   recorder::RecorderSettings settings;
   settings.directories = {directory};
   settings.name = name;
@@ -87,6 +148,7 @@ double recorder_write(const std::string& directory, const std::string& name) {
         chunk->size = kChunkBytes;
         chunk->first_sample = sample;
         chunk->sample_count = kChunkBytes / 4;
+        stamp_pages(chunk->data, sample * 4);
         sample += chunk->sample_count;
         submitted += kChunkBytes;
         writer.submit(std::move(chunk), nullptr);
@@ -98,23 +160,82 @@ double recorder_write(const std::string& directory, const std::string& name) {
   writer.finish();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   if (writer.failed()) throw std::runtime_error(writer.error());
-  return static_cast<double>(kTotalBytes) / seconds;
+  return WriteResult{static_cast<double>(kTotalBytes) / seconds, huge};
 }
 
-// The replay stage reading a capture back as fast as it can (replay → null pipeline).
+// The record stage itself in a lane: generator (unpaced) → record → null, timed from the
+// run's start to the record stage's end (its finish includes the final fsync, as fio's end_fsync).
+double record_stage_write(const std::string& directory) {
+  const std::string yaml = "pipeline: {name: stage, chunk: 4MiB, chunks: 16}\n"
+                           "lanes:\n  - name: bench\n    stages:\n"
+                           "      - {type: generator, signal: ramp, stop_after: " + std::to_string(kTotalBytes) + "}\n"
+                           "      - {type: record, io_depth: " + std::to_string(kQueueDepth) + ", preallocate: " +
+                           std::to_string(kTotalBytes) + ", directory: " + directory + "}\n"
+                           "      - {type: null}\n";
+  Pipeline pipeline(load_pipeline_text(yaml, "bench"));
+  pipeline.start();
+  const std::uint64_t begin = monotonic_ns();
+  pipeline.run();
+  if (!pipeline.failures().empty()) throw std::runtime_error(pipeline.failures().front().message);
+  const StageMetrics& record = *pipeline.metrics_by_lane()[0][1];
+  if (record.in.bytes.load() != kTotalBytes) throw std::runtime_error("record stage lost bytes");
+  return static_cast<double>(kTotalBytes) / (static_cast<double>(record.stopped_ns.load() - begin) / 1e9);
+}
+
+// The end of the replay lane: checks every page stamp of every chunk, and that no read came
+// back short, then releases the chunk. Mismatches are counted into g_bad_pages.
+std::atomic<std::uint64_t> g_bad_pages{0};
+class CheckSink final : public Stage {
+ public:
+  void start(StageContext& context) override { context_ = &context; }
+  StageStatus process() override {
+    ChunkPtr chunk = context_->input().pop(std::chrono::milliseconds(10));
+    if (!chunk) return context_->input().finished() ? StageStatus::end_of_stream : StageStatus::idle;
+    std::uint64_t bad = chunk->size == kChunkBytes ? 0 : 1;
+    const std::uint64_t offset = chunk->first_sample * 4;
+    for (std::size_t page = 0; page < chunk->size; page += kPage) {
+      std::uint64_t stamp = 0;
+      std::memcpy(&stamp, chunk->data + page, sizeof(stamp));
+      bad += stamp == offset + page ? 0 : 1;
+    }
+    g_bad_pages.fetch_add(bad, std::memory_order_relaxed);
+    context_->emit(std::move(chunk));
+    return StageStatus::ok;
+  }
+  void stop() noexcept override {}
+
+ private:
+  StageContext* context_ = nullptr;
+};
+
+const StageRegistry& registry_with_check_sink() {
+  static const StageRegistry registry = [] {
+    StageRegistry built;
+    register_builtin_stages(built);
+    built.add(StageType{"check", StageRole::sink, "checks page stamps",
+                        [](SettingsReader&, const PipelineSettings&) -> std::unique_ptr<Stage> { return std::make_unique<CheckSink>(); }});
+    return built;
+  }();
+  return registry;
+}
+
+// The replay stage reading a capture back as fast as it can (replay → check pipeline).
 double replay_read(const std::string& collection) {
   const std::string yaml = "pipeline: {name: bench, chunk: 4MiB, chunks: 16}\n"
                            "template:\n"
                            "  - {name: replay, type: replay, pace: fast, read_ahead: " + std::to_string(kQueueDepth) +
                            ", capture: " + collection + "}\n"
-                           "  - {name: sink, type: null}\n"
+                           "  - {name: sink, type: check}\n"
                            "lanes:\n  - name: bench\n";
-  Pipeline pipeline(load_pipeline_text(yaml, "bench"));
+  g_bad_pages = 0;
+  Pipeline pipeline(load_pipeline_text(yaml, "bench", {}, registry_with_check_sink()));
   pipeline.start();
   const auto begin = std::chrono::steady_clock::now();
   pipeline.run();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   if (!pipeline.failures().empty()) throw std::runtime_error(pipeline.failures().front().message);
+  if (pipeline.metrics_by_lane()[0][1]->in.bytes.load() != kTotalBytes) throw std::runtime_error("replay lost bytes");
+  if (g_bad_pages.load() != 0) throw std::runtime_error(std::to_string(g_bad_pages.load()) + " replayed pages hold the wrong bytes");
   return static_cast<double>(kTotalBytes) / seconds;
 }
 
@@ -131,7 +252,7 @@ void alternately(int& round, const std::function<void()>& ours, const std::funct
 
 void BM_RecorderWriteVsFio(benchmark::State& state) {
   const std::string directory = bench_directory();
-  double ours = 0;
+  WriteResult ours;
   double fio = 0;
   static int round = 0;
   for (auto _ : state) {
@@ -142,9 +263,30 @@ void BM_RecorderWriteVsFio(benchmark::State& state) {
     fs::create_directories(directory);
   }
   fs::remove_all(directory);
-  state.counters["recorder_MBps"] = ours / 1e6;
+  state.counters["recorder_MBps"] = ours.bytes_per_second / 1e6;
+  state.counters["fio_MBps"] = fio / 1e6;
+  state.counters["ratio"] = ours.bytes_per_second / fio;
+  state.counters["huge_fraction"] = ours.huge_fraction;
+  state.SetLabel(huge_pages() ? "huge pages both sides" : "4 KiB pages both sides");
+}
+
+void BM_RecordStageVsFio(benchmark::State& state) {
+  const std::string directory = bench_directory();
+  double ours = 0;
+  double fio = 0;
+  static int round = 0;
+  for (auto _ : state) {
+    alternately(
+        round, [&] { ours = record_stage_write(directory); },
+        [&] { fio = run_fio("write", directory + "/fio-write.dat", kTotalBytes); });
+    fs::remove_all(directory);
+    fs::create_directories(directory);
+  }
+  fs::remove_all(directory);
+  state.counters["record_stage_MBps"] = ours / 1e6;
   state.counters["fio_MBps"] = fio / 1e6;
   state.counters["ratio"] = ours / fio;
+  state.SetLabel(huge_pages() ? "huge pages both sides" : "4 KiB pages both sides");
 }
 
 void BM_ReplayReadVsFio(benchmark::State& state) {
@@ -166,9 +308,11 @@ void BM_ReplayReadVsFio(benchmark::State& state) {
   state.counters["replay_MBps"] = ours / 1e6;
   state.counters["fio_MBps"] = fio / 1e6;
   state.counters["ratio"] = ours / fio;
+  state.SetLabel(huge_pages() ? "huge pages both sides" : "4 KiB pages both sides");
 }
 
 BENCHMARK(BM_RecorderWriteVsFio)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_RecordStageVsFio)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_ReplayReadVsFio)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

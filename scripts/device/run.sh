@@ -14,6 +14,7 @@
 set -uo pipefail
 pack=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export LD_LIBRARY_PATH="$pack/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
+export PATH="$pack/bin:$PATH"  # fio, packed by pack.sh, for recorder_bench
 export SLUICE_BINARY="$pack/bin/sluice" SLUICE_EMULATOR="$pack/bin/sluice-emulator" SLUICE_SOURCE_DIR="$PWD"
 out=${OUT:-/tmp/out}
 mkdir -p "$out"

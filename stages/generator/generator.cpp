@@ -87,9 +87,18 @@ GeneratorStage::GeneratorStage(SettingsReader& reader, const PipelineSettings& p
                                    {{"tone", GeneratorSignal::tone}, {"ramp", GeneratorSignal::ramp}, {"noise", GeneratorSignal::noise}});
   settings_.frequency = reader.frequency("frequency", 0, "tone frequency (0: sample_rate/16)", 0, 1e12);
   settings_.amplitude = reader.number("amplitude", 0.5, "amplitude as a fraction of full scale", 0, 1);
-  settings_.seed = static_cast<std::uint64_t>(reader.integer("seed", 1, "noise seed", 0));
+  settings_.seed = static_cast<std::uint64_t>(reader.integer("seed", 1, "noise seed (signal: noise only)", 0));
   settings_.stop_after = reader.bytes("stop_after", 0, "end the stream after this many bytes (0: never)");
   settings_.pool = read_pool_settings(reader, pipeline);
+  // A tone and a ramp are fixed functions of the sample index: a seed would change nothing, and
+  // a ramp or noise has no frequency. Accepting them would let two lanes look different and not be.
+  if (settings_.signal != GeneratorSignal::noise && reader.has("seed")) {
+    reader.error("seed", "seed only shapes signal: noise; this signal is deterministic without one",
+                 "remove it, or set frequency or amplitude to tell lanes apart");
+  }
+  if (settings_.signal != GeneratorSignal::tone && reader.has("frequency")) {
+    reader.error("frequency", "frequency only applies to signal: tone", "remove it, or use signal: tone");
+  }
   if (settings_.frequency * 2 > settings_.sample_rate) {
     reader.error("frequency", "tone frequency is above Nyquist (sample_rate / 2)");
   }

@@ -75,7 +75,8 @@ void ReplayStage::start(StageContext& context) {
   if (std::string why = ring_.register_pools({pool_}); !why.empty()) {
     context.metrics().notes.push_back("fixed buffers off (" + why + ")");
   }
-  reads_.resize(settings_.read_ahead);
+  // Every chunk but one may sit in the ring (done, waiting for an older read to finish).
+  reads_.resize(std::max<std::size_t>(settings_.pool.chunk_count - 1, settings_.read_ahead));
 
   context.stream.sample_rate = lane_.sample_rate;
   context.stream.format = *lane_.format;
@@ -110,7 +111,7 @@ bool ReplayStage::plan_next(Chunk& chunk) noexcept {
     if (!chunk.add_gap(gap.global_index + loop_shift_, gap.length, gap.in_data)) break;  // next chunk
     ++gap_;
   }
-  Read& read = reads_[(head_ + in_flight_) % reads_.size()];
+  Read& read = reads_[(head_ + filled_) % reads_.size()];
   read.file = segment_file_[segment_];
   read.offset = segment.file_offset + segment_offset_ * lane_.sample_bytes;
   read.direct = settings_.direct && read.offset % kBlock == 0;
@@ -146,6 +147,7 @@ bool ReplayStage::queue(std::size_t index) noexcept {
   }
   io_uring_sqe_set_data64(sqe, index);
   read.pending = true;
+  ++pending_;
   return true;
 }
 
@@ -156,6 +158,7 @@ void ReplayStage::reap(std::chrono::microseconds timeout) noexcept {
   auto handle = [this](std::uint64_t index, int result) {
     Read& read = reads_[index];
     read.pending = false;
+    --pending_;
     if (result == -EAGAIN || result == -EINTR) {
       queue(index);
       return;
@@ -178,7 +181,7 @@ void ReplayStage::reap(std::chrono::microseconds timeout) noexcept {
   }
   if (seen > 0) {
     io_uring_cq_advance(ring_.get(), seen);
-  } else if (timeout.count() > 0 && in_flight_ > 0) {
+  } else if (timeout.count() > 0 && pending_ > 0) {
     __kernel_timespec wait{};
     wait.tv_sec = timeout.count() / 1'000'000;
     wait.tv_nsec = (timeout.count() % 1'000'000) * 1000;
@@ -191,14 +194,9 @@ void ReplayStage::reap(std::chrono::microseconds timeout) noexcept {
 }
 
 void ReplayStage::drain() noexcept {
-  for (;;) {
-    bool pending = false;
-    for (const auto& read : reads_) pending = pending || read.pending;
-    if (!pending) break;
-    reap(std::chrono::milliseconds(10));
-  }
+  while (pending_ > 0) reap(std::chrono::milliseconds(10));
   for (auto& read : reads_) read.chunk.reset();
-  in_flight_ = 0;
+  filled_ = 0;
 }
 
 StageStatus ReplayStage::process() {
@@ -206,20 +204,21 @@ StageStatus ReplayStage::process() {
     drain();
     return StageStatus::end_of_stream;
   }
-  // Keep the read-ahead full.
+  // Take what completed, then keep read_ahead reads at the disk, all submitted in one call.
+  if (pending_ > 0) reap(std::chrono::microseconds(0));
   bool queued = false;
-  while (!exhausted_ && in_flight_ < reads_.size()) {
-    // Wait for a free chunk only when nothing is in flight (downstream holds them all).
-    ChunkPtr chunk = context_->acquire(*pool_, in_flight_ == 0 ? std::chrono::microseconds(10'000)
-                                                               : std::chrono::microseconds(0));
+  while (!exhausted_ && error_.empty() && pending_ < settings_.read_ahead && filled_ < reads_.size()) {
+    // Wait for a free chunk only when the ring is empty (downstream holds them all).
+    ChunkPtr chunk = context_->acquire(*pool_, filled_ == 0 ? std::chrono::microseconds(10'000)
+                                                            : std::chrono::microseconds(0));
     if (!chunk) break;
     if (!plan_next(*chunk)) {
       exhausted_ = true;
       break;
     }
-    const std::size_t index = (head_ + in_flight_) % reads_.size();
+    const std::size_t index = (head_ + filled_) % reads_.size();
     reads_[index].chunk = std::move(chunk);
-    ++in_flight_;
+    ++filled_;
     if (!queue(index)) break;
     queued = true;
   }
@@ -229,7 +228,7 @@ StageStatus ReplayStage::process() {
     context_->fail(error_);
     return StageStatus::error;
   }
-  if (in_flight_ == 0) return exhausted_ ? StageStatus::end_of_stream : StageStatus::idle;
+  if (filled_ == 0) return exhausted_ ? StageStatus::end_of_stream : StageStatus::idle;
   Read& read = reads_[head_];
   if (read.pending || read.done < read.chunk->size) {
     reap(std::chrono::milliseconds(10));
@@ -252,7 +251,7 @@ StageStatus ReplayStage::process() {
   }
   ChunkPtr chunk = std::move(read.chunk);
   head_ = (head_ + 1) % reads_.size();
-  --in_flight_;
+  --filled_;
   context_->emit(std::move(chunk));
   return StageStatus::ok;
 }

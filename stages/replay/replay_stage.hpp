@@ -20,7 +20,7 @@ struct ReplaySettings {
   std::string lane;            // lane of the capture; empty: the pipeline lane's name if recorded, else the first
   ReplayPace pace = ReplayPace::recorded;
   bool loop = false;
-  unsigned read_ahead = 4;     // reads in flight
+  unsigned read_ahead = 4;     // reads the disk has at once
   bool direct = true;          // O_DIRECT reads
   PoolSettings pool;
 };
@@ -59,9 +59,14 @@ class ReplayStage final : public Stage {
   std::vector<Files> files_;
   std::vector<std::size_t> segment_file_;  // segment -> files_ index
   recorder::Uring ring_;
+  // Reads leave in capture order but complete in any order. The ring holds reads from the
+  // oldest not yet emitted (head_) on, filled_ of them; pending_ of those still wait for the
+  // disk. read_ahead bounds pending_, not filled_, so a slow read at the head does not stop
+  // the reads behind it from being replaced: the disk always has read_ahead requests, as fio's.
   std::vector<Read> reads_;
   std::size_t head_ = 0;
-  std::size_t in_flight_ = 0;
+  std::size_t filled_ = 0;
+  std::size_t pending_ = 0;
   // Cursor into the capture.
   std::size_t segment_ = 0;
   std::uint64_t segment_offset_ = 0;  // samples into the current segment

@@ -1,7 +1,10 @@
 // The `sluice` binary as users run it: every shipped config runs and conserves bytes,
 // errors give conventional exit codes and locations, Ctrl-C drains, --report is complete.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -202,6 +205,110 @@ TEST(Cli, CtrlCDrainsAndExitsZero) {
   EXPECT_LT(json["elapsed_seconds"].get<double>(), 30.0);
   expect_conserved(json);
   fs::remove(report);
+}
+
+// A short paced run with progress lines every 50 ms off a terminal (the test's pipes).
+std::vector<std::string> paced_run(const fs::path& config, std::vector<std::string> extra) {
+  std::ofstream(config) << "pipeline: {name: p, chunk: 64KiB, progress_interval: 50ms}\n"
+                           "lanes: [{name: lane0, stages: [{type: generator, rate: 20MB/s, stop_after: 8MiB}, {type: null}]}]\n";
+  std::vector<std::string> argv{kSluice};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  argv.insert(argv.end(), {"run", config.string()});
+  return argv;
+}
+
+TEST(Cli, QuietPrintsNoProgressAtAll) {
+  const fs::path config = temp_path("quiet.yaml");
+  auto loud = run_process(paced_run(config, {}));
+  ASSERT_EQ(loud.exit_code, 0) << loud.err;
+  EXPECT_NE(loud.err.find("Msps"), std::string::npos) << "progress lines expected without -q:\n" << loud.err;
+  auto argv = paced_run(config, {});
+  argv.push_back("-q");
+  auto quiet = run_process(argv);
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_EQ(quiet.err.find("Msps"), std::string::npos) << quiet.err;
+  EXPECT_NE(quiet.out.find("lane0"), std::string::npos) << "the summary still goes to stdout";
+  fs::remove(config);
+}
+
+TEST(Cli, SpdlogLevelStandsUnlessLogLevelIsGiven) {
+  const fs::path config = temp_path("levels.yaml");
+  const std::string started = "lane lane0, stage generator (generator): started";
+  ::setenv("SPDLOG_LEVEL", "debug", 1);
+  auto from_environment = run_process(paced_run(config, {}));
+  auto overridden = run_process(paced_run(config, {"--log-level", "info"}));
+  ::unsetenv("SPDLOG_LEVEL");
+  auto flag = run_process(paced_run(config, {"--log-level", "debug"}));
+  auto plain = run_process(paced_run(config, {}));
+  EXPECT_NE(from_environment.err.find(started), std::string::npos) << from_environment.err;
+  EXPECT_EQ(overridden.err.find(started), std::string::npos) << overridden.err;
+  EXPECT_NE(flag.err.find(started), std::string::npos) << flag.err;
+  EXPECT_EQ(plain.err.find(started), std::string::npos) << plain.err;
+  EXPECT_EQ(run_process(paced_run(config, {"--log-level", "verbose"})).exit_code, 2);  // not silently "off"
+  fs::remove(config);
+}
+
+TEST(Cli, DebugLogSaysWhereAStreamStoppedAndWhy) {
+  // A lane whose source hands on one chunk every 2 s: at debug level the log names each stage
+  // as it starts, when data first came, that it went quiet and came back, and how it ended.
+  const fs::path config = temp_path("lost.yaml");
+  std::ofstream(config) << "pipeline: {name: p, chunk: 64KiB, chunks: 4}\n"
+                           "lanes: [{name: a, stages: [{type: generator, rate: 32kB/s, stop_after: 128KiB, on_full: drop},"
+                           " {type: null}]}]\n";
+  auto result = run_process({kSluice, "--log-level", "debug", "run", config.string(), "-q"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.err.find("lane a, stage generator (generator): started; stream: generator tone, 100 MHz ci16; no input queue;"
+                            " when the next queue is full: drop"),
+            std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("lane a, stage null (null): started; stream: generator tone, 100 MHz ci16; input queue 16 chunks"),
+            std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("lane a, stage null (null): first data"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("lane a, stage null (null): no data for 1."), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("lane a, stage null (null): data again after"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("lane a, stage generator (generator): reached end of stream after 2 chunks, 128.00 KiB, 0 drops"),
+            std::string::npos)
+      << result.err;
+  fs::remove(config);
+}
+
+TEST(Cli, SummaryRateIsOverTheTimeDataFlowed) {
+  // 4 MiB at 8 MB/s: data flows about 0.5 s; the run lasts longer (start, drain). The summary's
+  // GB/s is the paced rate, not bytes over the whole run, and the run's duration is beside it.
+  const fs::path config = temp_path("flow.yaml");
+  const fs::path report = temp_path("flow.json");
+  std::ofstream(config) << "pipeline: {name: p, chunk: 64KiB}\n"
+                           "lanes: [{name: a, stages: [{type: generator, rate: 8MB/s, stop_after: 4MiB}, {type: null}]}]\n";
+  auto result = run_process({kSluice, "run", config.string(), "-q", "--report", report.string()});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out.rfind("run ", 0), 0U) << result.out;
+  EXPECT_NE(result.out.find("flow s"), std::string::npos) << result.out;
+  const auto json = read_json(report);
+  const auto& source = json["lanes"][0]["stages"][0];
+  EXPECT_NEAR(source["bytes_per_second"].get<double>(), 8e6, 8e6 * 0.05) << result.out;
+  EXPECT_LE(source["flow_seconds"].get<double>(), json["elapsed_seconds"].get<double>());
+  fs::remove(config);
+  fs::remove(report);
+}
+
+TEST(CliEmulator, SetWorksWithoutAConfigFile) {
+  const int receiver = ::socket(AF_INET, SOCK_DGRAM, 0);
+  ASSERT_GE(receiver, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(receiver, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(::getsockname(receiver, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const std::string to = "127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+  auto sent = run_process({kEmulator, "--to", to, "--set", "emulator.count=7", "--set", "emulator.rate=0", "-q"});
+  ::close(receiver);
+  EXPECT_EQ(sent.exit_code, 0) << sent.err;
+  EXPECT_NE(sent.err.find("sent 7 packets"), std::string::npos) << sent.err;
+  auto bad = run_process({kEmulator, "--to", to, "--set", "emulator.rate=quick"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("emulator.rate"), std::string::npos) << bad.err;
 }
 
 TEST(Cli, ReportHasEveryStageMetric) {

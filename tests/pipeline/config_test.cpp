@@ -213,6 +213,48 @@ lanes:
   EXPECT_EQ(errors[1].key_path, "lanes.a.stages[0].amplitude");
 }
 
+TEST(Config, QueueSettingsOnAStageWithoutThatQueueAreErrors) {
+  // A source has no input queue and a sink no output queue: accepting these would do nothing.
+  const auto errors = errors_of(R"(lanes:
+  - name: a
+    stages:
+      - type: generator
+        queue_depth: 8
+      - type: null
+        on_full: drop
+)");
+  ASSERT_EQ(errors.size(), 2U);
+  EXPECT_EQ(errors[0].key_path, "lanes.a.stages[0].queue_depth");
+  EXPECT_NE(errors[0].message.find("a source has no input queue"), std::string::npos) << errors[0].message;
+  EXPECT_NE(errors[0].hint.find("next stage"), std::string::npos) << errors[0].hint;
+  EXPECT_EQ(errors[1].key_path, "lanes.a.stages[1].on_full");
+  EXPECT_NE(errors[1].message.find("a sink has no output queue"), std::string::npos) << errors[1].message;
+  // Where the queue exists, both are accepted and reach the definition.
+  const auto definition = load_pipeline_text(
+      "lanes: [{name: a, stages: [{type: generator, on_full: drop}, {type: null, queue_depth: 8}]}]\n", "test.yaml", {});
+  EXPECT_EQ(definition.lanes[0].stages[0].on_full, OverflowPolicy::drop);
+  EXPECT_EQ(definition.lanes[0].stages[1].queue_depth, 8U);
+}
+
+TEST(Config, QueueDepthIsExactOrAnError) {
+  // The queue is a power-of-two ring: 5 would silently become 8, so it is refused with the choices.
+  const auto errors = errors_of(R"(pipeline:
+  queue_depth: 12
+lanes:
+  - name: a
+    stages:
+      - type: generator
+      - type: null
+        queue_depth: 5
+)");
+  ASSERT_EQ(errors.size(), 2U);
+  EXPECT_EQ(errors[0].key_path, "pipeline.queue_depth");
+  EXPECT_NE(errors[0].hint.find("use 8 or 16"), std::string::npos) << errors[0].hint;
+  EXPECT_EQ(errors[1].key_path, "lanes.a.stages[1].queue_depth");
+  EXPECT_NE(errors[1].message.find("5 is not a power of two"), std::string::npos) << errors[1].message;
+  EXPECT_NE(errors[1].hint.find("use 4 or 8"), std::string::npos) << errors[1].hint;
+}
+
 TEST(Config, ImpossibleCombinations) {
   const auto errors = errors_of(R"(lanes:
   - name: a

@@ -1,5 +1,6 @@
 // Latency histogram: bucket arithmetic and percentiles within the promised 12.5%.
 #include "pipeline/metrics.hpp"
+#include "pipeline/report.hpp"
 
 #include <gtest/gtest.h>
 
@@ -40,6 +41,40 @@ TEST(StageMetrics, NamedCountersAreRegisteredOnceAndStable) {
   metrics.drop_counter("bad_size").add(2);
   EXPECT_EQ(&metrics.drop_counter("truncated"), &truncated);
   EXPECT_EQ(metrics.total_drops(), 5U);
+}
+
+TEST(StageRates, RateIsOverTheTimeDataFlowedNotTheWholeRun) {
+  // The case: a lane that moved 1 GB/s for 10 s of a 14 s run. Its first chunk (1 GB)
+  // was made before the first stamp, so the 10 s span carries the other 10 GB.
+  StageMetrics metrics("lane", "source", "generator");
+  metrics.started_ns = 1'000'000'000;
+  metrics.stopped_ns = 15'000'000'000;
+  metrics.out.first_ns = 4'000'000'000;
+  metrics.out.last_ns = 14'000'000'000;
+  metrics.out.first_bytes = 1'000'000'000;
+  metrics.out.bytes = 11'000'000'000;
+  metrics.out.samples = 2'750'000'000;
+  metrics.out.chunks = 11;
+  const StageRates rates = stage_rates(metrics);
+  EXPECT_DOUBLE_EQ(rates.seconds, 14.0);
+  EXPECT_DOUBLE_EQ(rates.flow_seconds, 10.0);
+  EXPECT_DOUBLE_EQ(rates.bytes_per_second, 1e9);  // not 11 GB / 14 s = 0.79 GB/s
+  EXPECT_DOUBLE_EQ(rates.samples_per_second, 2.5e8);
+}
+
+TEST(StageRates, FlowCountersStampTheFirstAndLastChunk) {
+  FlowCounters flow;
+  flow.add(100, 25);
+  const std::uint64_t first = flow.first_ns.load();
+  EXPECT_GT(first, 0U);
+  EXPECT_EQ(flow.first_bytes.load(), 100U);
+  flow.add(300, 75);
+  EXPECT_EQ(flow.first_ns.load(), first);  // the first stamp stays
+  EXPECT_EQ(flow.first_bytes.load(), 100U);
+  EXPECT_GE(flow.last_ns.load(), first);
+  EXPECT_EQ(flow.bytes.load(), 400U);
+  EXPECT_EQ(flow.samples.load(), 100U);
+  EXPECT_EQ(flow.chunks.load(), 2U);
 }
 
 }  // namespace

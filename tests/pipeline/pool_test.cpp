@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <set>
 #include <thread>
 
@@ -57,15 +58,23 @@ TEST(Pool, ReleaseResetsMetadataAndStampsCreationTime) {
 }
 
 TEST(Pool, WaiterWakesWhenAnotherThreadReleases) {
+  // The waiter must be woken by the release, not find the chunk back when its wait times out:
+  // a predicate wait returns true at its deadline too, so "got a chunk" alone passes without any
+  // notify. The wait is long (30 s) and the release early, so returning before the deadline is
+  // the wake-up; under any load this takes milliseconds, and without a notify it takes 30 s.
+  constexpr auto kTimeout = std::chrono::seconds(30);
   Pool pool("test", PoolSpec{4096, 1, MemoryKind::host});
   ChunkPtr held = pool.try_acquire();
   std::thread releaser([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let the waiter block first
     held.reset();
   });
-  ChunkPtr got = pool.acquire(std::chrono::seconds(10));
+  const auto start = std::chrono::steady_clock::now();
+  ChunkPtr got = pool.acquire(kTimeout);
+  const auto waited = std::chrono::steady_clock::now() - start;
   releaser.join();
   EXPECT_TRUE(got);
+  EXPECT_LT(waited, kTimeout) << "the waiter slept to its deadline: the release did not wake it";
 }
 
 TEST(Chunk, GapTableRefusesOverflowSoProducersHandOnInstead) {

@@ -126,5 +126,30 @@ lanes: [{name: a, stages: [{type: generator, sample_rate: 3MHz, stop_after: 640K
   }
 }
 
+TEST(Generator, SeedAndFrequencyAreErrorsWhereTheyWouldChangeNothing) {
+  // configs once set `seed` on tone and ramp lanes to tell them apart; it changed no byte.
+  const auto errors_of = [](const std::string& source) {
+    try {
+      load_pipeline_text("lanes: [{name: a, stages: [" + source + ", {type: null}]}]\n", "test.yaml", {});
+    } catch (const ConfigException& error) {
+      return error.errors().all();
+    }
+    return std::vector<ConfigError>{};
+  };
+  for (const char* signal : {"tone", "ramp"}) {
+    const auto errors = errors_of(std::string("{type: generator, signal: ") + signal + ", seed: 2}");
+    ASSERT_EQ(errors.size(), 1U) << signal;
+    EXPECT_EQ(errors[0].key_path, "lanes.a.stages[0].seed");
+    EXPECT_NE(errors[0].hint.find("frequency or amplitude"), std::string::npos) << errors[0].hint;
+  }
+  for (const char* signal : {"ramp", "noise"}) {
+    const auto errors = errors_of(std::string("{type: generator, signal: ") + signal + ", frequency: 1MHz}");
+    ASSERT_EQ(errors.size(), 1U) << signal;
+    EXPECT_EQ(errors[0].key_path, "lanes.a.stages[0].frequency");
+  }
+  EXPECT_TRUE(errors_of("{type: generator, signal: noise, seed: 2}").empty());
+  EXPECT_TRUE(errors_of("{type: generator, signal: tone, frequency: 1MHz}").empty());
+}
+
 }  // namespace
 }  // namespace sluice

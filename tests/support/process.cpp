@@ -29,7 +29,7 @@ Process::Process(const std::vector<std::string>& argv) {
     std::vector<char*> args;
     for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
     args.push_back(nullptr);
-    execv(args[0], args.data());
+    execvp(args[0], args.data());  // a bare name (python3) is looked up on PATH
     _exit(127);
   }
   close(out[1]);

@@ -63,7 +63,7 @@ TEST(CaptureCli, CtrlCLeavesACompleteCaptureThatPlaysBackInFull) {
   EXPECT_EQ(run_sluice({"capture", "info", collection}, &info), 0) << info;
   EXPECT_NE(info.find("state:    complete"), std::string::npos) << info;
   EXPECT_NE(info.find("lane port1"), std::string::npos) << info;
-  EXPECT_NE(test::validate_sigmf(test::sigmf_files(dir.str())), 1);
+  SLUICE_EXPECT_SIGMF_VALID(test::sigmf_files(dir.str()));
 
   const recorder::Capture capture = recorder::open_capture(collection);
   const std::string report = dir.str("play.json");
@@ -93,7 +93,7 @@ TEST(CaptureCli, KillNineThenRepairGivesACompleteCapture) {
   const recorder::Capture capture = recorder::open_capture(collection);
   const auto& lane = *capture.lane("port0");
   EXPECT_GE(lane.total_bytes, 4U * 256 * 1024);
-  EXPECT_NE(test::validate_sigmf(test::sigmf_files(dir.str())), 1);
+  SLUICE_EXPECT_SIGMF_VALID(test::sigmf_files(dir.str()));
 }
 
 }  // namespace

@@ -38,8 +38,32 @@ std::vector<std::byte> ramp_bytes(SampleFormat format, double sample_rate, std::
 
 std::vector<std::byte> read_file(const std::string& path);
 
-// Runs tests/recorder/validate_sigmf.py: 0 valid, 1 invalid, 77 cannot validate here.
-int validate_sigmf(const std::vector<std::string>& files);
+// What tests/recorder/validate_sigmf.py said about some files, against the schemas in
+// tests/recorder/sigmf/.
+struct SigmfValidation {
+  int exit_code = -1;  // 0 valid, 1 invalid, 77 no python3-jsonschema or schemas, 127 no python3
+  std::string errors;  // the validator's stderr
+  [[nodiscard]] bool valid() const { return exit_code == 0; }
+  [[nodiscard]] bool invalid() const { return exit_code == 1; }
+  [[nodiscard]] bool could_not_run() const { return !valid() && !invalid(); }
+};
+SigmfValidation validate_sigmf(const std::vector<std::string>& files);
+
+// True under CI=true (or 1): a check that cannot run there fails instead of skipping.
+bool in_ci();
+
+// Passes only when the validator ran and found every file valid. A validator that could not
+// run fails the test under CI and skips the rest of it elsewhere (GTEST_SKIP returns).
+#define SLUICE_EXPECT_SIGMF_VALID(files)                                                              \
+  do {                                                                                                \
+    const ::sluice::test::SigmfValidation sluice_validation = ::sluice::test::validate_sigmf(files); \
+    if (sluice_validation.could_not_run() && !::sluice::test::in_ci()) {                              \
+      GTEST_SKIP() << "SigMF validator could not run (exit " << sluice_validation.exit_code           \
+                   << "): " << sluice_validation.errors;                                              \
+    }                                                                                                 \
+    EXPECT_TRUE(sluice_validation.valid()) << "validate_sigmf.py exit " << sluice_validation.exit_code \
+                                           << ": " << sluice_validation.errors;                       \
+  } while (false)
 
 // Every .sigmf-meta and .sigmf-collection under `directory`.
 std::vector<std::string> sigmf_files(const std::string& directory);
