@@ -90,6 +90,11 @@ void FftStage::start(StageContext& context) {
   gap_rows_counter_ = &context.metrics().counter("rows_with_gaps");
   tail_counter_ = &context.metrics().counter("tail_samples_unused");
   not_complex_drops_ = &context.metrics().drop_counter("not_complex_samples");
+  context.metrics().spectrum.configure(settings_.size,
+                                       settings_.output == FftOutput::power_db ? SpectrumScale::decibels
+                                       : settings_.output == FftOutput::power  ? SpectrumScale::linear_power
+                                                                               : SpectrumScale::complex_bins,
+                                       sample_rate_, context.stream.center_frequency, settings_.average);
 
   const std::string upstream = context.stream.description;
   context.stream.format = settings_.output == FftOutput::complex ? SampleFormat::cf32 : SampleFormat::rf32;
@@ -224,6 +229,10 @@ bool FftStage::finish_row(const FrameInfo& last_frame) noexcept {
   }
   std::byte* rows = output_staging_.size() > 0 ? output_staging_.data() : out_->data;
   backend_->write_row(rows + out_rows_ * row_bytes_);
+  // The dashboard's live spectrum: copies a row about ten times a second, never waits.
+  const MemoryKind row_memory = output_staging_.size() > 0 ? MemoryKind::host : out_->memory;
+  context_->metrics().spectrum.offer(rows + out_rows_ * row_bytes_, row_memory,
+                                     row_memory == MemoryKind::device ? context_->cuda_stream() : nullptr);
   ++out_rows_;
   ++next_row_;
   rows_counter_->add();
