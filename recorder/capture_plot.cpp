@@ -242,6 +242,29 @@ std::string xml_escape(const std::string& text) {
 
 std::string hz_text(double hertz) { return hertz == 0 ? std::string("0") : format_frequency(hertz); }
 
+// A 1-2-2.5-5 step at least `value`.
+double nice_step(double value) {
+  const double power = std::pow(10.0, std::floor(std::log10(value)));
+  for (const double step : {1.0, 2.0, 2.5, 5.0}) {
+    if (step * power >= value) return step * power;
+  }
+  return 10 * power;
+}
+
+// An axis label at a round frequency: unit chosen by the tick step, signed, no exponent.
+std::string tick_text(double hertz, double step) {
+  if (std::abs(hertz) < step / 2) return "0";
+  const std::array<std::pair<double, const char*>, 4> units{{{1e9, "GHz"}, {1e6, "MHz"}, {1e3, "kHz"}, {1, "Hz"}}};
+  for (const auto& [size, unit] : units) {
+    if (step >= size || size == 1) {
+      const double scaled = step / size;
+      const int digits = scaled >= 1 && std::abs(scaled - std::round(scaled)) < 1e-9 ? 0 : scaled >= 0.1 ? 1 : 2;
+      return printf_string("%.*f %s", digits, hertz / size, unit);
+    }
+  }
+  return printf_string("%.0f Hz", hertz);
+}
+
 }  // namespace
 
 std::size_t CaptureSpectrum::peak_bin() const {
@@ -343,11 +366,16 @@ std::string capture_plot_svg(const std::string& title, const std::vector<Capture
         << "\n";
     // Frequency axis under both plots.
     const double spectrogram_top = spectrum_top + kSpectrumHeight + kGap;
-    for (int tick = 0; tick <= 8; ++tick) {
-      const double bin = static_cast<double>(lane.bins - 1) * tick / 8;
-      const std::string label = lane.bin_hz > 0 ? hz_text(lane.first_hz + bin * lane.bin_hz) : printf_string("bin %.0f", bin);
+    // Ticks at round frequencies (or bins, without a sample rate), about ten across.
+    const double span = lane.bin_hz > 0 ? lane.bin_hz * static_cast<double>(lane.bins - 1) : static_cast<double>(lane.bins - 1);
+    const double origin = lane.bin_hz > 0 ? lane.first_hz : 0;
+    const double tick_step = nice_step(span / 10);
+    for (double value = std::ceil(origin / tick_step) * tick_step; value <= origin + span + tick_step * 1e-9; value += tick_step) {
+      const double bin = lane.bin_hz > 0 ? (value - origin) / lane.bin_hz : value;
+      const std::string label = lane.bin_hz > 0 ? tick_text(value, tick_step) : printf_string("bin %.0f", value);
       for (const double axis : {spectrum_top + kSpectrumHeight, spectrogram_top + kSpectrogramHeight}) {
-        svg << printf_string(R"(<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>)", x_of(bin), axis + 16, label.c_str());
+        svg << printf_string(R"(<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#444"/>)", x_of(bin), x_of(bin), axis, axis + 4)
+            << printf_string(R"(<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>)", x_of(bin), axis + 17, label.c_str());
       }
     }
     // Spectrogram (time downwards) with its time axis and colour bar.
