@@ -92,93 +92,35 @@ struct FftwFree {
   void operator()(void* memory) const noexcept { fftwf_free(memory); }
 };
 
-// Raw samples: Hann-windowed FFTs of frames spread evenly over the capture.
-void spectrum_of_samples(const CaptureLane& lane, std::size_t size, std::size_t max_rows, CaptureSpectrum& result) {
-  const FrameIndex frames(lane, size);
-  if (frames.total() == 0) {
-    throw std::runtime_error("lane " + lane.name + " holds fewer than " + std::to_string(size) + " contiguous samples");
+// The spectrogram skeleton both kinds share: blocks of `size` values (FFT frames or recorded
+// rows, never straddling a hole) spread evenly into at most `max_rows` rows, each block's
+// power added into its row by `add_power`, rows and their mean kept in dB.
+template <typename AddPower>
+void build_spectrogram(const CaptureLane& lane, std::size_t size, std::size_t max_rows, double blocks_per_second,
+                       CaptureSpectrum& result, AddPower add_power) {
+  const FrameIndex blocks(lane, size);
+  if (blocks.total() == 0) {
+    throw std::runtime_error("lane " + lane.name + " holds fewer than " + std::to_string(size) + " contiguous values");
   }
-  std::unique_ptr<fftwf_complex, FftwFree> buffer(fftwf_alloc_complex(size));
-  auto* data = reinterpret_cast<std::complex<float>*>(buffer.get());
-  const std::unique_ptr<fftwf_plan_s, FftwPlanDeleter> plan(
-      fftwf_plan_dft_1d(static_cast<int>(size), buffer.get(), buffer.get(), FFTW_FORWARD, FFTW_ESTIMATE));
-  if (!plan) throw std::runtime_error("fftwf_plan_dft_1d(" + std::to_string(size) + ") failed");
-  std::vector<float> window(size);
-  double gain = 0;
-  for (std::size_t i = 0; i < size; ++i) {
-    window[i] = static_cast<float>(0.5 - 0.5 * std::cos(2 * std::numbers::pi * static_cast<double>(i) / static_cast<double>(size)));
-    gain += static_cast<double>(window[i]);
-  }
-  // |X|² / (N · coherent gain)²: a full-scale complex tone on a bin centre reads 0 dB, as in the fft stage.
-  const double scale = 1.0 / (gain * gain);
   std::vector<std::byte> raw(size * lane.sample_bytes);
   std::vector<double> row(size);
   std::vector<double> total(size, 0.0);
-  const std::uint64_t rows = std::min<std::uint64_t>(max_rows, frames.total());
+  const std::uint64_t rows = std::min<std::uint64_t>(max_rows, blocks.total());
   const std::uint64_t first_global = lane.segments.front().global_index;
   for (std::uint64_t r = 0; r < rows; ++r) {
-    const std::uint64_t begin = r * frames.total() / rows;
-    const std::uint64_t end = std::min((r + 1) * frames.total() / rows, begin + kFramesPerRow);
+    const std::uint64_t begin = r * blocks.total() / rows;
+    const std::uint64_t end = std::min((r + 1) * blocks.total() / rows, begin + kFramesPerRow);
     std::fill(row.begin(), row.end(), 0.0);
-    for (std::uint64_t frame = begin; frame < end; ++frame) {
-      const FramePosition position = frames.at(frame);
+    for (std::uint64_t block = begin; block < end; ++block) {
+      const FramePosition position = blocks.at(block);
       const CaptureSegment& segment = lane.segments[position.segment];
       if (read_segment(lane, segment, position.offset, size, raw.data()) != size) {
         throw std::runtime_error("short read from " + segment.data_path);
       }
-      to_complex(raw.data(), *lane.format, size, data);
-      for (std::size_t i = 0; i < size; ++i) data[i] *= window[i];
-      fftwf_execute(plan.get());
-      for (std::size_t bin = 0; bin < size; ++bin) row[(bin + size / 2) % size] += static_cast<double>(std::norm(data[bin])) * scale;  // fftshift
-      if (frame == begin) {
-        result.row_seconds.push_back(static_cast<double>(segment.global_index + position.offset - first_global) / lane.sample_rate);
-      }
-    }
-    std::vector<float>& out = result.rows_db.emplace_back(size);
-    for (std::size_t bin = 0; bin < size; ++bin) {
-      total[bin] += row[bin];
-      out[bin] = static_cast<float>(to_db(row[bin] / static_cast<double>(end - begin)));
-    }
-    result.frames += end - begin;
-  }
-  result.average_db.resize(size);
-  for (std::size_t bin = 0; bin < size; ++bin) result.average_db[bin] = to_db(total[bin] / static_cast<double>(result.frames));
-  result.bins = size;
-  result.bin_hz = lane.sample_rate / static_cast<double>(size);
-}
-
-// Recorded fft rows: power_db rows as they are, linear power and complex bins converted to dB.
-void spectrum_of_rows(const CaptureLane& lane, std::size_t max_rows, CaptureSpectrum& result) {
-  const std::size_t size = lane.fft_size;
-  const FrameIndex rows_index(lane, size);
-  if (rows_index.total() == 0) throw std::runtime_error("lane " + lane.name + " holds no whole spectrum row");
-  const bool complex = lane.format == SampleFormat::cf32;
-  const bool linear = !complex && lane.description.find("spectra (power,") != std::string::npos;
-  std::vector<std::byte> raw(size * lane.sample_bytes);
-  std::vector<double> row(size);
-  std::vector<double> total(size, 0.0);
-  const std::uint64_t rows = std::min<std::uint64_t>(max_rows, rows_index.total());
-  const std::uint64_t first_global = lane.segments.front().global_index;
-  const double values_per_second = lane.sample_rate / static_cast<double>(std::max<std::size_t>(lane.averaging, 1));
-  for (std::uint64_t r = 0; r < rows; ++r) {
-    const std::uint64_t begin = r * rows_index.total() / rows;
-    const std::uint64_t end = std::min((r + 1) * rows_index.total() / rows, begin + kFramesPerRow);
-    std::fill(row.begin(), row.end(), 0.0);
-    for (std::uint64_t index = begin; index < end; ++index) {
-      const FramePosition position = rows_index.at(index);
-      const CaptureSegment& segment = lane.segments[position.segment];
-      if (read_segment(lane, segment, position.offset, size, raw.data()) != size) {
-        throw std::runtime_error("short read from " + segment.data_path);
-      }
-      for (std::size_t bin = 0; bin < size; ++bin) {
-        std::array<float, 2> value{};
-        std::memcpy(value.data(), raw.data() + bin * lane.sample_bytes, lane.sample_bytes);
-        const auto real = static_cast<double>(value[0]);
-        const auto imaginary = static_cast<double>(value[1]);
-        row[bin] += complex ? real * real + imaginary * imaginary : linear ? real : std::pow(10.0, real / 10.0);
-      }
-      if (index == begin && values_per_second > 0) {
-        result.row_seconds.push_back(static_cast<double>(segment.global_index + position.offset - first_global) / values_per_second);
+      add_power(raw.data(), row);
+      if (block == begin && blocks_per_second > 0) {
+        const auto values = static_cast<double>(segment.global_index + position.offset - first_global);
+        result.row_seconds.push_back(values / static_cast<double>(size) / blocks_per_second);
       }
     }
     std::vector<float>& out = result.rows_db.emplace_back(size);
@@ -192,6 +134,48 @@ void spectrum_of_rows(const CaptureLane& lane, std::size_t max_rows, CaptureSpec
   for (std::size_t bin = 0; bin < size; ++bin) result.average_db[bin] = to_db(total[bin] / static_cast<double>(result.frames));
   result.bins = size;
   result.bin_hz = lane.sample_rate > 0 ? lane.sample_rate / static_cast<double>(size) : 0;
+}
+
+// Raw samples: Hann-windowed FFTs of frames spread evenly over the capture.
+void spectrum_of_samples(const CaptureLane& lane, std::size_t size, std::size_t max_rows, CaptureSpectrum& result) {
+  std::unique_ptr<fftwf_complex, FftwFree> buffer(fftwf_alloc_complex(size));
+  auto* data = reinterpret_cast<std::complex<float>*>(buffer.get());
+  const std::unique_ptr<fftwf_plan_s, FftwPlanDeleter> plan(
+      fftwf_plan_dft_1d(static_cast<int>(size), buffer.get(), buffer.get(), FFTW_FORWARD, FFTW_ESTIMATE));
+  if (!plan) throw std::runtime_error("fftwf_plan_dft_1d(" + std::to_string(size) + ") failed");
+  std::vector<float> window(size);
+  double gain = 0;
+  for (std::size_t i = 0; i < size; ++i) {
+    window[i] = static_cast<float>(0.5 - 0.5 * std::cos(2 * std::numbers::pi * static_cast<double>(i) / static_cast<double>(size)));
+    gain += static_cast<double>(window[i]);
+  }
+  // |X|² / (N · coherent gain)²: a full-scale complex tone on a bin centre reads 0 dB, as in the fft stage.
+  const double scale = 1.0 / (gain * gain);
+  const double frames_per_second = lane.sample_rate / static_cast<double>(size);
+  build_spectrogram(lane, size, max_rows, frames_per_second, result, [&](const std::byte* raw, std::vector<double>& row) {
+    to_complex(raw, *lane.format, size, data);
+    for (std::size_t i = 0; i < size; ++i) data[i] *= window[i];
+    fftwf_execute(plan.get());
+    for (std::size_t bin = 0; bin < size; ++bin) row[(bin + size / 2) % size] += static_cast<double>(std::norm(data[bin])) * scale;  // fftshift
+  });
+}
+
+// Recorded fft rows: power_db rows as they are, linear power and complex bins converted to dB.
+void spectrum_of_rows(const CaptureLane& lane, std::size_t max_rows, CaptureSpectrum& result) {
+  const bool complex = lane.format == SampleFormat::cf32;
+  const bool linear = !complex && lane.description.find("spectra (power,") != std::string::npos;
+  // A row covers fft_size × averaging input samples.
+  const double rows_per_second =
+      lane.sample_rate / static_cast<double>(lane.fft_size * std::max<std::size_t>(lane.averaging, 1));
+  build_spectrogram(lane, lane.fft_size, max_rows, rows_per_second, result, [&](const std::byte* raw, std::vector<double>& row) {
+    for (std::size_t bin = 0; bin < row.size(); ++bin) {
+      std::array<float, 2> value{};
+      std::memcpy(value.data(), raw + bin * lane.sample_bytes, lane.sample_bytes);
+      const auto real = static_cast<double>(value[0]);
+      const auto imaginary = static_cast<double>(value[1]);
+      row[bin] += complex ? real * real + imaginary * imaginary : linear ? real : std::pow(10.0, real / 10.0);
+    }
+  });
 }
 
 // A perceptually even dark-blue → teal → yellow map (viridis' anchor colours).
