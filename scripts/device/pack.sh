@@ -11,7 +11,9 @@ for binary in $(find build-device -type f -perm -u+x \( -name '*_test' -o -name 
   strip -o ".device/bin/$(basename "$binary")" "$binary"
 done
 # Debian's Google Benchmark soname is libbenchmark.so.1debian.
-for library in liburing.so.2 libyaml-cpp.so.0.7 libspdlog.so.1.10 libfmt.so.9 libbenchmark.so.1debian libfftw3f.so.3; do
+# cpp-httplib (and the brotli it was built with) serves /metrics; libpng draws capture plots.
+for library in liburing.so.2 libyaml-cpp.so.0.7 libspdlog.so.1.10 libfmt.so.9 libbenchmark.so.1debian libfftw3f.so.3 \
+    libcpp-httplib.so.0.11 libbrotlidec.so.1 libbrotlienc.so.1 libbrotlicommon.so.1 libpng16.so.16; do
   path=$(ldconfig -p | awk -v name="$library" '$1 == name { print $NF; exit }')
   if [ -z "$path" ]; then
     echo "pack: $library not found here; the device lacks it too" >&2
