@@ -1,4 +1,4 @@
-// `sluice capture info`, `sluice capture repair` and `sluice play`.
+// `sluice capture info|repair|plot|export` and `sluice play`.
 #include <fstream>
 #include <iostream>
 
@@ -11,8 +11,10 @@
 #include "pipeline/config.hpp"
 #include "pipeline/report.hpp"
 #include "pipeline/runtime.hpp"
+#include "pipeline/units.hpp"
 #include "recorder/capture_reader.hpp"
 #include "recorder/capture_tools.hpp"
+#include "recorder/sigmf.hpp"
 
 namespace sluice::cli {
 namespace {
@@ -24,6 +26,7 @@ struct PlayOptions {
   bool no_fft = false;
   std::string report;
   std::string plot;
+  std::string http;
   std::vector<std::string> overrides;
 };
 
@@ -43,6 +46,100 @@ int capture_repair(const std::string& path) {
     return kExitOk;
   }
   for (const auto& line : report.lines) std::cout << "repaired " << line << "\n";
+  return kExitOk;
+}
+
+struct PlotOptions {
+  std::string capture;
+  std::string output;
+  std::string lane;
+  std::size_t fft_size = 1024;
+  std::size_t rows = 300;
+};
+
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::vector<const recorder::CaptureLane*> chosen_lanes(const recorder::Capture& capture, const std::string& name) {
+  std::vector<const recorder::CaptureLane*> lanes;
+  for (const auto& lane : capture.lanes) {
+    if (name.empty() || lane.name == name) lanes.push_back(&lane);
+  }
+  if (lanes.empty()) {
+    std::string names;
+    for (const auto& lane : capture.lanes) names += (names.empty() ? "" : ", ") + lane.name;
+    throw std::runtime_error("no lane '" + name + "' in " + capture.path + " (lanes: " + names + ")");
+  }
+  return lanes;
+}
+
+int capture_plot(const PlotOptions& options) {
+  const recorder::Capture capture = recorder::open_capture(options.capture);
+  std::string output = options.output;
+  if (output.empty()) output = recorder::strip_capture_suffix(options.capture) + "-plot.svg";
+  const bool png = ends_with(output, ".png");
+  if (!png && !ends_with(output, ".svg")) {
+    std::cerr << "sluice capture plot: -o " << output << ": the picture is written as .svg or .png\n";
+    return kExitUsage;
+  }
+  std::vector<recorder::CaptureSpectrum> spectra;
+  for (const auto* lane : chosen_lanes(capture, options.lane)) {
+    spectra.push_back(recorder::capture_spectrum(*lane, options.fft_size, options.rows));
+    if (png) break;  // one spectrogram per PNG: the first lane, or --lane
+  }
+  std::ofstream file(output, std::ios::binary | std::ios::trunc);
+  file << (png ? recorder::spectrogram_png(spectra.front()) : recorder::capture_plot_svg(capture.path, spectra));
+  if (!file.flush()) {
+    std::cerr << "sluice capture plot: cannot write " << output << "\n";
+    return kExitFailure;
+  }
+  std::cout << "wrote " << output << "\n";
+  for (const auto& spectrum : spectra) {
+    const std::size_t peak = spectrum.peak_bin();
+    std::cout << "  lane " << spectrum.lane << ": " << spectrum.frames << (spectrum.from_spectra ? " recorded rows" : " FFT frames")
+              << ", peak " << format_frequency(spectrum.frequency_of(peak)) << " (" << spectrum.frequency_of(peak) << " Hz) at "
+              << spectrum.average_db[peak] << " dB\n";
+  }
+  return kExitOk;
+}
+
+struct ExportOptions {
+  std::string capture;
+  std::string output;
+  std::string lane;
+  std::string from;
+  std::string to;
+};
+
+// "1.5s", "250ms" (from the lane's first sample) or an ISO-8601 UTC time.
+double seconds_into(const recorder::CaptureLane& lane, const std::string& text, const char* option) {
+  if (auto duration = parse_duration(text)) return std::chrono::duration<double>(*duration).count();
+  if (auto time = recorder::parse_iso8601(text)) {
+    const Timestamp& start = lane.segments.front().time;
+    if (!start.valid) throw std::runtime_error(std::string(option) + " " + text + ": lane " + lane.name + " has no recorded time; give seconds (1.5s)");
+    return (static_cast<double>(time->seconds) - static_cast<double>(start.seconds)) +
+           (static_cast<double>(time->picoseconds) - static_cast<double>(start.picoseconds)) / 1e12;
+  }
+  throw std::runtime_error(std::string(option) + " " + text +
+                           ": expected a time from the start such as 1.5s or 250ms, or an ISO-8601 time like 2026-11-23T17:00:01.5Z");
+}
+
+int capture_export(const ExportOptions& options) {
+  const recorder::Capture capture = recorder::open_capture(options.capture);
+  if (options.lane.empty() && capture.lanes.size() > 1) {
+    std::cerr << "sluice capture export: " << capture.path << " has " << capture.lanes.size()
+              << " lanes: choose one with --lane NAME\n";
+    return kExitUsage;
+  }
+  const recorder::CaptureLane& lane = *chosen_lanes(capture, options.lane).front();
+  if (lane.segments.empty()) throw std::runtime_error("lane " + lane.name + " holds no samples");
+  const std::string base = recorder::strip_capture_suffix(options.output);
+  const recorder::ExportReport report = recorder::export_capture(lane, seconds_into(lane, options.from, "--from"),
+                                                                 seconds_into(lane, options.to, "--to"), base);
+  std::cout << "wrote " << base << ".sigmf-meta/.sigmf-data: lane " << lane.name << ", " << report.samples
+            << " samples (stream " << report.first_index << " to " << report.end_index << "), " << report.segments
+            << " segment(s), " << report.gaps << " gap(s)\n";
   return kExitOk;
 }
 
@@ -84,13 +181,13 @@ int play(const PlayOptions& options) {
     }
     return kExitUsage;
   }
-  return run_definition(std::move(definition), RunOutputs{options.report, options.plot, false}, "sluice play");
+  return run_definition(std::move(definition), RunOutputs{options.report, options.plot, false, options.http}, "sluice play");
 }
 
 }  // namespace
 
 void add_capture_commands(CLI::App& app, Commands& commands) {
-  CLI::App* capture = app.add_subcommand("capture", "Inspect and repair SigMF captures");
+  CLI::App* capture = app.add_subcommand("capture", "Inspect, repair, plot and export SigMF captures");
   capture->require_subcommand(1);
   auto info_path = std::make_shared<std::string>();
   CLI::App* info = capture->add_subcommand("info", "Print format, duration, rate, gaps and size of a capture");
@@ -103,6 +200,26 @@ void add_capture_commands(CLI::App& app, Commands& commands) {
   repair->add_option("capture", *repair_path, "NAME.sigmf-collection, .sigmf-meta or base path")->required();
   commands.add(repair, [repair_path] { return capture_repair(*repair_path); });
 
+  auto plot_options = std::make_shared<PlotOptions>();
+  CLI::App* plot = capture->add_subcommand(
+      "plot", "Draw a capture's averaged spectrum and spectrogram (raw samples through an FFT; spectra as recorded)");
+  plot->add_option("capture", plot_options->capture, "NAME.sigmf-collection, .sigmf-meta or base path")->required();
+  plot->add_option("-o,--output", plot_options->output, "picture to write: .svg (spectrum + spectrogram) or .png (spectrogram); default NAME-plot.svg");
+  plot->add_option("--lane", plot_options->lane, "only this lane (default: every lane)");
+  plot->add_option("--fft", plot_options->fft_size, "FFT length for raw samples")->capture_default_str()->check(CLI::Range(2, 1 << 20));
+  plot->add_option("--rows", plot_options->rows, "spectrogram rows (time resolution)")->capture_default_str()->check(CLI::Range(1, 4096));
+  commands.add(plot, [plot_options] { return capture_plot(*plot_options); });
+
+  auto export_options = std::make_shared<ExportOptions>();
+  CLI::App* export_command = capture->add_subcommand(
+      "export", "Copy a time range of one lane into a new SigMF recording (holes stay holes, stream indices and times kept)");
+  export_command->add_option("capture", export_options->capture, "NAME.sigmf-collection, .sigmf-meta or base path")->required();
+  export_command->add_option("--from", export_options->from, "start: seconds from the lane's first sample (1.5s, 250ms) or ISO-8601 time")->required();
+  export_command->add_option("--to", export_options->to, "end (exclusive), as --from")->required();
+  export_command->add_option("-o,--output", export_options->output, "new capture: base path or NAME.sigmf-meta")->required();
+  export_command->add_option("--lane", export_options->lane, "lane to export (required when the capture has several)");
+  commands.add(export_command, [export_options] { return capture_export(*export_options); });
+
   auto options = std::make_shared<PlayOptions>();
   CLI::App* play_command = app.add_subcommand("play", "Replay a capture through a pipeline: replay → fft → summary");
   play_command->add_option("capture", options->capture, "NAME.sigmf-collection, .sigmf-meta or base path")->required();
@@ -111,6 +228,7 @@ void add_capture_commands(CLI::App& app, Commands& commands) {
   play_command->add_flag("--no-fft", options->no_fft, "replay → summary only");
   play_command->add_option("--report", options->report, "write the summary as JSON to this file");
   play_command->add_option("--plot", options->plot, "write each lane's rate over time as an SVG chart to this file");
+  play_command->add_option("--http", options->http, "serve /metrics and the live dashboard at ADDR:PORT while playing");
   play_command->add_option("--set", options->overrides, "override a setting: key.path=value (repeatable)");
   commands.add(play_command, [options] { return play(*options); });
 }

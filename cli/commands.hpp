@@ -32,6 +32,7 @@ struct RunOutputs {
   std::string report;  // JSON report path, or empty
   std::string plot;    // SVG rate plot path, or empty
   bool quiet = false;  // no progress lines
+  std::string http;    // ADDR:PORT for /metrics and the dashboard (overrides pipeline.http), or empty
 };
 
 // Starts `definition`, runs it to the end with progress on stderr and Ctrl-C handling,

@@ -8,6 +8,7 @@
 
 #include "cli/commands.hpp"
 #include "pipeline/config.hpp"
+#include "pipeline/http_server.hpp"
 #include "pipeline/memory.hpp"
 #include "pipeline/placement.hpp"
 #include "pipeline/report.hpp"
@@ -24,6 +25,7 @@ struct RunOptions {
   std::string report;
   std::string plot;
   std::string node;
+  std::string http;
   bool quiet = false;
 };
 
@@ -73,7 +75,7 @@ int run_pipeline(const RunOptions& options) {
   }
   spdlog::info("pipeline {} from {}: {} lane(s), {} stage(s); GPU: {}", definition.settings.name, options.file,
                definition.lanes.size(), stage_count(definition), cuda_available() ? "yes" : cuda_unavailable_reason());
-  return run_definition(std::move(definition), RunOutputs{options.report, options.plot, options.quiet}, "sluice run");
+  return run_definition(std::move(definition), RunOutputs{options.report, options.plot, options.quiet, options.http}, "sluice run");
 }
 
 int validate(const RunOptions& options) {
@@ -141,6 +143,21 @@ int run_definition(PipelineDefinition definition, const RunOutputs& outputs, con
     std::cerr << command << ": cannot start: " << error.what() << "\n";
     return kExitFailure;
   }
+  // Declared after the pipeline, so the server stops before the metrics it reads go away.
+  std::unique_ptr<MetricsServer> server;
+  if (const std::string http = outputs.http.empty() ? pipeline.definition().settings.http : outputs.http; !http.empty()) {
+    const std::optional<HttpEndpoint> endpoint = parse_http_endpoint(http);
+    if (!endpoint) {
+      std::cerr << command << ": --http: '" << http << "' is not ADDR:PORT (e.g. 127.0.0.1:9100, :9100, port 0: any free port)\n";
+      return kExitUsage;
+    }
+    try {
+      server = std::make_unique<MetricsServer>(pipeline, *endpoint);
+    } catch (const std::exception& error) {
+      std::cerr << command << ": " << error.what() << "\n";
+      return kExitFailure;
+    }
+  }
   const double interval = std::chrono::duration<double>(pipeline.definition().settings.progress_interval).count();
   const ProgressOutput output = outputs.quiet                    ? ProgressOutput::none
                                 : isatty(STDERR_FILENO) != 0 ? ProgressOutput::terminal
@@ -181,6 +198,9 @@ void add_pipeline_commands(CLI::App& app, Commands& commands) {
   run->add_option("--plot", options->plot, "write each lane's rate over time as an SVG chart to this file");
   run->add_option("--node", options->node, "run only the stages the file places on this node (node: keys)");
   run->add_flag("--quiet,-q", options->quiet, "no progress lines");
+  run->add_option("--http", options->http,
+                  "serve /metrics (Prometheus) and a live dashboard at ADDR:PORT while running, e.g. 127.0.0.1:9100 "
+                  "(overrides pipeline.http; port 0: any free port)");
   commands.add(run, [options] { return run_pipeline(*options); });
 
   auto validate_options = std::make_shared<RunOptions>();

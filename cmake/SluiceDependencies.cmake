@@ -12,6 +12,8 @@ endmacro()
 
 sluice_require_pkg(URING liburing liburing-dev)
 sluice_require_pkg(FFTW3F fftw3f libfftw3-dev)
+sluice_require_pkg(HTTPLIB cpp-httplib libcpp-httplib-dev)  # the /metrics and dashboard server
+sluice_require_pkg(PNG libpng libpng-dev)                    # spectrogram images (sluice capture plot)
 
 find_package(yaml-cpp REQUIRED)          # libyaml-cpp-dev
 find_package(nlohmann_json 3 REQUIRED)   # nlohmann-json3-dev

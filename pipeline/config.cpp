@@ -17,6 +17,8 @@
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/parser.h>
 
+#include "pipeline/http_server.hpp"
+
 namespace sluice {
 namespace {
 
@@ -336,6 +338,10 @@ PipelineSettings read_pipeline_settings(SettingsReader& reader) {
   settings.progress_interval = reader.duration("progress_interval", settings.progress_interval,
                                                "period of progress lines when not on a terminal");
   settings.cuda_device = static_cast<int>(reader.integer("cuda_device", 0, "CUDA device for device memory and GPU stages", 0, 64));
+  settings.http = reader.string("http", "", "serve /metrics (Prometheus) and the live dashboard at ADDR:PORT, e.g. 127.0.0.1:9100 (empty: off)");
+  if (!settings.http.empty() && !parse_http_endpoint(settings.http)) {
+    reader.error("http", "http: '" + settings.http + "' is not ADDR:PORT", "write e.g. 127.0.0.1:9100, [::1]:9100 or :9100 (port 0: any free port)");
+  }
   if (settings.chunk_bytes % 4096 != 0) {
     reader.error("chunk", "chunk size " + std::to_string(settings.chunk_bytes) + " is not a multiple of 4096",
                  "O_DIRECT recording and RDMA registration need page-sized chunks");

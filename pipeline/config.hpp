@@ -24,6 +24,7 @@ struct PipelineSettings {
   std::uint64_t queue_depth = 16;
   std::chrono::nanoseconds progress_interval{std::chrono::seconds(1)};
   int cuda_device = 0;
+  std::string http;  // "ADDR:PORT" of the /metrics and dashboard server; empty: off
 };
 
 struct StageDefinition {

@@ -1,7 +1,12 @@
-// Latency histogram arithmetic and named-counter registration.
+// Latency histogram arithmetic, named-counter registration and the spectrum snapshot.
 #include "pipeline/metrics.hpp"
 
+#include <algorithm>
 #include <bit>
+#include <cmath>
+#include <cstring>
+
+#include "pipeline/clock.hpp"
 
 namespace sluice {
 
@@ -24,6 +29,7 @@ std::uint64_t LatencyHistogram::bucket_upper_bound(std::size_t bucket) noexcept 
 
 void LatencyHistogram::record(std::uint64_t nanoseconds) noexcept {
   buckets_[bucket_of(nanoseconds)].fetch_add(1, std::memory_order_relaxed);
+  sum_.fetch_add(nanoseconds, std::memory_order_relaxed);
   std::uint64_t previous = max_.load(std::memory_order_relaxed);
   while (nanoseconds > previous && !max_.compare_exchange_weak(previous, nanoseconds, std::memory_order_relaxed)) {
   }
@@ -50,6 +56,56 @@ std::uint64_t LatencyHistogram::percentile(double quantile) const noexcept {
     }
   }
   return max();
+}
+
+void SpectrumSnapshot::configure(std::size_t bins, SpectrumScale scale, double sample_rate, double center_frequency,
+                                 std::size_t averaging) {
+  const std::lock_guard lock(mutex_);
+  staging_.assign(bins * (scale == SpectrumScale::complex_bins ? 8 : 4), std::byte{0});
+  bins_ = bins;
+  scale_ = scale;
+  sample_rate_ = sample_rate;
+  center_frequency_ = center_frequency;
+  averaging_ = averaging == 0 ? 1 : averaging;
+  sequence_ = 0;
+}
+
+void SpectrumSnapshot::offer(const std::byte* row, MemoryKind memory, void* cuda_stream) noexcept {
+  // The clock is read every 16th row only: rows come at up to hundreds of thousands a second.
+  if ((rows_offered_++ & 15U) != 0 || staging_.empty()) return;
+  const std::uint64_t now = monotonic_ns();
+  if (now < next_due_ns_) return;
+  std::unique_lock lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return;  // a reader is copying: skip this row rather than wait
+  if (!copy_memory(staging_.data(), MemoryKind::host, row, memory, staging_.size(), cuda_stream).empty()) return;
+  next_due_ns_ = now + kIntervalNs;
+  row_ = rows_offered_ - 1;
+  ++sequence_;
+}
+
+std::optional<SpectrumSnapshot::Copy> SpectrumSnapshot::read() const {
+  const std::lock_guard lock(mutex_);
+  if (sequence_ == 0) return std::nullopt;
+  Copy copy;
+  copy.sample_rate = sample_rate_;
+  copy.center_frequency = center_frequency_;
+  copy.averaging = averaging_;
+  copy.sequence = sequence_;
+  copy.row = row_;
+  copy.decibels.resize(bins_);
+  for (std::size_t bin = 0; bin < copy.decibels.size(); ++bin) {
+    float value = 0;
+    if (scale_ == SpectrumScale::complex_bins) {
+      std::array<float, 2> complex{};
+      std::memcpy(complex.data(), staging_.data() + bin * 8, 8);
+      value = 10.0F * std::log10(std::max(complex[0] * complex[0] + complex[1] * complex[1], 1e-30F));
+    } else {
+      std::memcpy(&value, staging_.data() + bin * 4, 4);
+      if (scale_ == SpectrumScale::linear_power) value = 10.0F * std::log10(std::max(value, 1e-30F));
+    }
+    copy.decibels[bin] = value;
+  }
+  return copy;
 }
 
 StageMetrics::StageMetrics(std::string lane, std::string stage, std::string type)

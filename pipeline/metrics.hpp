@@ -1,5 +1,5 @@
 // Per-stage counters, written by the stage's own thread with relaxed atomics and read by
-// the progress line, the summary, the JSON report and (later) /metrics and the dashboard.
+// the progress line, the summary, the JSON report, /metrics and the dashboard.
 #pragma once
 
 #include <array>
@@ -7,11 +7,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "pipeline/chunk.hpp"
 #include "pipeline/clock.hpp"
+#include "pipeline/memory.hpp"
 
 namespace sluice {
 
@@ -27,6 +30,10 @@ class LatencyHistogram {
   // Upper bound of the bucket holding the given quantile (0..1); 0 when empty.
   [[nodiscard]] std::uint64_t percentile(double quantile) const noexcept;
   [[nodiscard]] std::uint64_t max() const noexcept { return max_.load(std::memory_order_relaxed); }
+  [[nodiscard]] std::uint64_t sum() const noexcept { return sum_.load(std::memory_order_relaxed); }
+  [[nodiscard]] std::uint64_t bucket_count(std::size_t bucket) const noexcept {
+    return buckets_[bucket].load(std::memory_order_relaxed);
+  }
 
   static std::size_t bucket_of(std::uint64_t nanoseconds) noexcept;
   static std::uint64_t bucket_upper_bound(std::size_t bucket) noexcept;
@@ -34,6 +41,49 @@ class LatencyHistogram {
  private:
   std::array<std::atomic<std::uint64_t>, kBuckets> buckets_{};
   std::atomic<std::uint64_t> max_{0};
+  std::atomic<std::uint64_t> sum_{0};  // for Prometheus' _sum (mean latency)
+};
+
+// What an fft stage's rows hold, so the dashboard can draw them in dB.
+enum class SpectrumScale { decibels, linear_power, complex_bins };
+
+// The latest spectrum row of an fft stage, for the dashboard. The stage offers every row;
+// about ten times a second one is copied in, under a try_lock so the stage never waits for
+// a reader. The HTTP server copies it out under the same lock.
+class SpectrumSnapshot {
+ public:
+  static constexpr std::uint64_t kIntervalNs = 100'000'000;
+
+  // Setup only (allocates): rows of `bins` values, DC at bins/2.
+  void configure(std::size_t bins, SpectrumScale scale, double sample_rate, double center_frequency, std::size_t averaging);
+  // Called by the fft stage for each finished row (host or device memory); copies at most
+  // every kIntervalNs. Never allocates, never blocks.
+  void offer(const std::byte* row, MemoryKind memory, void* cuda_stream) noexcept;
+
+  struct Copy {
+    std::vector<float> decibels;  // fftshifted, DC at size/2
+    double sample_rate = 0;
+    double center_frequency = 0;
+    std::size_t averaging = 1;
+    std::uint64_t sequence = 0;   // rows published so far
+    std::uint64_t row = 0;        // index of the published row in the stage's output
+  };
+  // The latest row, or nothing before the first one (or when no fft stage configured it).
+  [[nodiscard]] std::optional<Copy> read() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::byte> staging_;  // raw row, written by the stage
+  std::size_t bins_ = 0;
+  SpectrumScale scale_ = SpectrumScale::decibels;
+  double sample_rate_ = 0;
+  double center_frequency_ = 0;
+  std::size_t averaging_ = 1;
+  std::uint64_t sequence_ = 0;
+  std::uint64_t row_ = 0;
+  // Touched by the stage's thread only.
+  std::uint64_t rows_offered_ = 0;
+  std::uint64_t next_due_ns_ = 0;
 };
 
 // A named counter a stage registers at start (e.g. drops "truncated", or "lost_samples").
@@ -82,6 +132,7 @@ class StageMetrics {
   std::atomic<std::uint64_t> started_ns{0};
   std::atomic<std::uint64_t> stopped_ns{0};
   LatencyHistogram latency;                // chunk creation at the source → done in this stage
+  SpectrumSnapshot spectrum;               // fft stages only: the latest row, for the dashboard
 
   [[nodiscard]] const std::string& lane() const { return lane_; }
   [[nodiscard]] const std::string& stage() const { return stage_; }

@@ -239,6 +239,244 @@ std::string rate_plot_svg(const Pipeline& pipeline) {
   return svg.str();
 }
 
+namespace {
+
+// Prometheus label values escape backslash, double quote and newline.
+std::string label_value(std::string_view text) {
+  std::string escaped;
+  for (const char character : text) {
+    if (character == '\\' || character == '"') escaped += '\\';
+    if (character == '\n') {
+      escaped += "\\n";
+      continue;
+    }
+    escaped += character;
+  }
+  return escaped;
+}
+
+std::string prometheus_number(double value) { return printf_string("%.17g", value); }
+
+// One metric family: HELP and TYPE once, then its samples.
+class PrometheusFamily {
+ public:
+  PrometheusFamily(std::ostringstream& out, const char* name, const char* type, const char* help) : out_(&out), name_(name) {
+    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
+  }
+  void sample(const std::string& labels, std::uint64_t value, const char* suffix = "") {
+    *out_ << name_ << suffix << "{" << labels << "} " << value << "\n";
+  }
+  void sample(const std::string& labels, double value, const char* suffix = "") {
+    *out_ << name_ << suffix << "{" << labels << "} " << prometheus_number(value) << "\n";
+  }
+
+ private:
+  std::ostringstream* out_;
+  const char* name_;
+};
+
+std::string stage_labels(const StageMetrics& stage) {
+  return "lane=\"" + label_value(stage.lane()) + "\",stage=\"" + label_value(stage.stage()) + "\",type=\"" +
+         label_value(stage.type()) + "\"";
+}
+
+std::uint64_t named_value(const std::deque<NamedCounter>& counters, std::string_view name) {
+  for (const auto& counter : counters) {
+    if (counter.name == name) return counter.get();
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string prometheus_text(const Pipeline& pipeline) {
+  const std::vector<const StageMetrics*> stages = pipeline.metrics();
+  std::ostringstream out;
+  {
+    PrometheusFamily info(out, "sluice_pipeline_info", "gauge", "The running pipeline (always 1).");
+    info.sample("pipeline=\"" + label_value(pipeline.definition().settings.name) + "\",version=\"" SLUICE_VERSION "\"",
+                std::uint64_t{1});
+  }
+  using Field = std::uint64_t (*)(const StageMetrics&);
+  struct CounterFamily {
+    const char* name;
+    const char* help;
+    Field field;
+  };
+  static constexpr std::array<CounterFamily, 9> kCounters{{
+      {"sluice_stage_in_bytes_total", "Bytes taken from the stage's input queue.",
+       [](const StageMetrics& m) { return m.in.bytes.load(std::memory_order_relaxed); }},
+      {"sluice_stage_in_chunks_total", "Chunks taken from the stage's input queue.",
+       [](const StageMetrics& m) { return m.in.chunks.load(std::memory_order_relaxed); }},
+      {"sluice_stage_in_samples_total", "Samples (or spectrum values) taken from the stage's input queue.",
+       [](const StageMetrics& m) { return m.in.samples.load(std::memory_order_relaxed); }},
+      {"sluice_stage_out_bytes_total", "Bytes handed on by the stage (or consumed, for a sink).",
+       [](const StageMetrics& m) { return m.out.bytes.load(std::memory_order_relaxed); }},
+      {"sluice_stage_out_chunks_total", "Chunks handed on by the stage (or consumed, for a sink).",
+       [](const StageMetrics& m) { return m.out.chunks.load(std::memory_order_relaxed); }},
+      {"sluice_stage_out_samples_total", "Samples (or spectrum values) handed on by the stage.",
+       [](const StageMetrics& m) { return m.out.samples.load(std::memory_order_relaxed); }},
+      {"sluice_stage_packets_total", "Network packets received by the stage.",
+       [](const StageMetrics& m) { return m.packets.load(std::memory_order_relaxed); }},
+      {"sluice_stage_lost_samples_total", "Samples the source never received (holes in the stream).",
+       [](const StageMetrics& m) { return named_value(m.counters(), "lost_samples"); }},
+      {"sluice_stage_drops_all_total", "Chunks or packets dropped by the stage, all reasons together.",
+       [](const StageMetrics& m) { return m.total_drops(); }},
+  }};
+  for (const auto& family : kCounters) {
+    PrometheusFamily metric(out, family.name, "counter", family.help);
+    for (const StageMetrics* stage : stages) metric.sample(stage_labels(*stage), family.field(*stage));
+  }
+  {
+    PrometheusFamily drops(out, "sluice_stage_drops_total", "counter", "Chunks or packets dropped by the stage, by reason.");
+    for (const StageMetrics* stage : stages) {
+      for (const auto& drop : stage->drops()) drops.sample(stage_labels(*stage) + ",reason=\"" + label_value(drop.name) + "\"", drop.get());
+    }
+  }
+  {
+    PrometheusFamily events(out, "sluice_stage_events_total", "counter",
+                            "Other events a stage counts (rows, gaps, lost_packets, duplicates, ...), by name.");
+    for (const StageMetrics* stage : stages) {
+      for (const auto& counter : stage->counters()) {
+        if (counter.name == "lost_samples") continue;  // its own family above
+        events.sample(stage_labels(*stage) + ",event=\"" + label_value(counter.name) + "\"", counter.get());
+      }
+    }
+  }
+  {
+    PrometheusFamily busy(out, "sluice_stage_busy_seconds_total", "counter", "Time spent inside process(), minus waits.");
+    for (const StageMetrics* stage : stages) busy.sample(stage_labels(*stage), static_cast<double>(stage->busy_ns.load(std::memory_order_relaxed)) / 1e9);
+    PrometheusFamily wait(out, "sluice_stage_wait_seconds_total", "counter",
+                          "Time blocked on an empty input, a full output or an empty pool.");
+    for (const StageMetrics* stage : stages) wait.sample(stage_labels(*stage), static_cast<double>(stage->wait_ns.load(std::memory_order_relaxed)) / 1e9);
+  }
+  std::vector<StageRates> rates;
+  for (const StageMetrics* stage : stages) rates.push_back(stage_rates(*stage));
+  {
+    PrometheusFamily active(out, "sluice_stage_active_seconds", "gauge", "Time since the stage's thread started (until it stopped).");
+    PrometheusFamily busy(out, "sluice_stage_busy_ratio", "gauge", "Fraction of the active time spent busy (0..1).");
+    for (std::size_t i = 0; i < stages.size(); ++i) active.sample(stage_labels(*stages[i]), rates[i].seconds);
+    for (std::size_t i = 0; i < stages.size(); ++i) busy.sample(stage_labels(*stages[i]), rates[i].busy_fraction);
+    PrometheusFamily bytes(out, "sluice_stage_throughput_bytes_per_second", "gauge",
+                           "Average bytes per second over the active time (produced for sources, consumed otherwise).");
+    for (std::size_t i = 0; i < stages.size(); ++i) bytes.sample(stage_labels(*stages[i]), rates[i].bytes_per_second);
+    PrometheusFamily samples(out, "sluice_stage_throughput_samples_per_second", "gauge",
+                             "Average samples per second over the active time.");
+    for (std::size_t i = 0; i < stages.size(); ++i) samples.sample(stage_labels(*stages[i]), rates[i].samples_per_second);
+  }
+  {
+    using QueueField = std::uint32_t (*)(const StageMetrics&);
+    struct QueueFamily {
+      const char* name;
+      const char* help;
+      QueueField field;
+    };
+    static constexpr std::array<QueueFamily, 3> kQueues{{
+        {"sluice_stage_queue_depth_chunks", "Chunks waiting in the stage's input queue (sampled about every 50 ms).",
+         [](const StageMetrics& m) { return m.queue_depth.load(std::memory_order_relaxed); }},
+        {"sluice_stage_queue_capacity_chunks", "Capacity of the stage's input queue (0 for sources).",
+         [](const StageMetrics& m) { return m.queue_capacity.load(std::memory_order_relaxed); }},
+        {"sluice_stage_queue_high_water_chunks", "Most chunks ever seen waiting in the stage's input queue.",
+         [](const StageMetrics& m) { return m.queue_high_water.load(std::memory_order_relaxed); }},
+    }};
+    for (const auto& family : kQueues) {
+      PrometheusFamily metric(out, family.name, "gauge", family.help);
+      for (const StageMetrics* stage : stages) metric.sample(stage_labels(*stage), std::uint64_t{family.field(*stage)});
+    }
+    PrometheusFamily fill(out, "sluice_stage_queue_fill_ratio", "gauge", "Input queue depth over capacity (0..1).");
+    for (const StageMetrics* stage : stages) {
+      const std::uint32_t capacity = stage->queue_capacity.load(std::memory_order_relaxed);
+      if (capacity == 0) continue;  // a source has no input queue
+      fill.sample(stage_labels(*stage), static_cast<double>(stage->queue_depth.load(std::memory_order_relaxed)) / capacity);
+    }
+  }
+  {
+    // The log-linear buckets merged at powers of two: group g (buckets 8g..8g+7) holds 2^(g+2) to 2^(g+3) - 1 ns.
+    PrometheusFamily latency(out, "sluice_stage_latency_seconds", "histogram",
+                             "Chunk latency from its creation at the source to done in this stage.");
+    constexpr std::size_t kFirstGroup = 7;   // le = 2^10 ns ≈ 1 µs
+    constexpr std::size_t kLastGroup = 35;   // le = 2^38 ns ≈ 275 s
+    for (const StageMetrics* stage : stages) {
+      const std::string labels = stage_labels(*stage);
+      std::uint64_t cumulative = 0;
+      std::size_t bucket = 0;
+      for (std::size_t group = kFirstGroup; group <= kLastGroup; ++group) {
+        const std::size_t last = group * LatencyHistogram::kSubBuckets + LatencyHistogram::kSubBuckets - 1;
+        for (; bucket <= last; ++bucket) cumulative += stage->latency.bucket_count(bucket);
+        const double bound = static_cast<double>(LatencyHistogram::bucket_upper_bound(last) + 1) / 1e9;
+        latency.sample(labels + ",le=\"" + prometheus_number(bound) + "\"", cumulative, "_bucket");
+      }
+      for (; bucket < LatencyHistogram::kBuckets; ++bucket) cumulative += stage->latency.bucket_count(bucket);
+      latency.sample(labels + ",le=\"+Inf\"", cumulative, "_bucket");
+      latency.sample(labels, static_cast<double>(stage->latency.sum()) / 1e9, "_sum");
+      latency.sample(labels, cumulative, "_count");
+    }
+  }
+  return out.str();
+}
+
+nlohmann::json live_status_json(const Pipeline& pipeline) {
+  nlohmann::json status;
+  status["pipeline"] = pipeline.definition().settings.name;
+  status["time_ns"] = monotonic_ns();  // the page's rates are differences over this clock, not the browser's
+  status["lanes"] = nlohmann::json::array();
+  for (const auto& lane : pipeline.metrics_by_lane()) {
+    nlohmann::json lane_json{{"name", lane.empty() ? "" : lane.front()->lane()}, {"stages", nlohmann::json::array()}};
+    for (const StageMetrics* stage : lane) {
+      const StageRates rates = stage_rates(*stage);
+      nlohmann::json drops = nlohmann::json::object();
+      for (const auto& drop : stage->drops()) drops[drop.name] = drop.get();
+      lane_json["stages"].push_back({
+          {"name", stage->stage()},
+          {"type", stage->type()},
+          {"running", stage->started_ns.load(std::memory_order_relaxed) != 0 && stage->stopped_ns.load(std::memory_order_relaxed) == 0},
+          {"bytes", rates.bytes},
+          {"samples", rates.samples},
+          {"chunks", rates.chunks},
+          {"bytes_per_second", rates.bytes_per_second},
+          {"samples_per_second", rates.samples_per_second},
+          {"busy_fraction", rates.busy_fraction},
+          {"queue_depth", stage->queue_depth.load(std::memory_order_relaxed)},
+          {"queue_capacity", stage->queue_capacity.load(std::memory_order_relaxed)},
+          {"drops", drops},
+          {"drops_total", stage->total_drops()},
+          {"lost_samples", named_value(stage->counters(), "lost_samples")},
+          {"latency_p50_ns", stage->latency.percentile(0.5)},
+          {"latency_p99_ns", stage->latency.percentile(0.99)},
+      });
+    }
+    status["lanes"].push_back(lane_json);
+  }
+  return status;
+}
+
+nlohmann::json live_spectra_json(const Pipeline& pipeline, std::size_t max_points) {
+  nlohmann::json spectra = nlohmann::json::array();
+  for (const StageMetrics* stage : pipeline.metrics()) {
+    const std::optional<SpectrumSnapshot::Copy> copy = stage->spectrum.read();
+    if (!copy || copy->decibels.empty()) continue;
+    const std::size_t bins = copy->decibels.size();
+    const std::size_t merge = (bins + max_points - 1) / std::max<std::size_t>(max_points, 1);
+    std::vector<float> points;
+    for (std::size_t first = 0; first < bins; first += merge) {
+      points.push_back(*std::max_element(copy->decibels.begin() + static_cast<std::ptrdiff_t>(first),
+                                         copy->decibels.begin() + static_cast<std::ptrdiff_t>(std::min(first + merge, bins))));
+    }
+    // Bin k of an fftshifted row sits at centre + (k - bins/2) · rate / bins; a merged point at its first bin.
+    const double bin_hz = copy->sample_rate > 0 ? copy->sample_rate / static_cast<double>(bins) : 0;
+    spectra.push_back({{"lane", stage->lane()},
+                       {"stage", stage->stage()},
+                       {"sequence", copy->sequence},
+                       {"row", copy->row},
+                       {"bins", bins},
+                       {"first_hz", copy->center_frequency - static_cast<double>(bins / 2) * bin_hz},
+                       {"step_hz", bin_hz * static_cast<double>(merge)},
+                       {"bin_hz", bin_hz},
+                       {"decibels", points}});
+  }
+  return spectra;
+}
+
 ProgressPrinter::ProgressPrinter(const Pipeline& pipeline, ProgressOutput output, double log_interval_seconds)
     : pipeline_(&pipeline), output_(output), log_interval_(log_interval_seconds) {}
 

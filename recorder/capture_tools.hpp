@@ -1,5 +1,4 @@
-// What `sluice capture repair` and `sluice capture info` do, as functions the CLI and the
-// tests share.
+// What `sluice capture repair|info|plot|export` do, as functions the CLI and the tests share.
 #pragma once
 
 #include <string>
@@ -23,5 +22,53 @@ RepairReport repair_capture(const std::string& path);
 
 // Format, duration, rate, gaps and size of every lane, as text.
 std::string describe_capture(const Capture& capture);
+
+// The numbers behind `sluice capture plot` for one lane: an averaged power spectrum and a
+// spectrogram. Raw complex (or real) samples are transformed here (FFTW, Hann window,
+// normalised like the fft stage so a full-scale tone reads 0 dB); a capture of spectra is
+// drawn as recorded, rows merged in power where there are more than `max_rows`.
+struct CaptureSpectrum {
+  std::string lane;
+  bool from_spectra = false;               // the capture holds fft rows
+  std::size_t bins = 0;                    // per row, fftshifted: DC at bins/2
+  double first_hz = 0;                     // frequency of bin 0 (centre − rate/2)
+  double bin_hz = 0;                       // 0 when the capture has no sample rate
+  std::vector<double> average_db;          // mean power over every frame (or row) used, per bin
+  std::vector<std::vector<float>> rows_db; // spectrogram, oldest first
+  std::vector<double> row_seconds;         // start of each spectrogram row, from the lane's first sample
+  double duration_seconds = 0;             // first to last sample, holes included
+  std::uint64_t frames = 0;                // FFT frames (or recorded rows) that went into the picture
+  std::size_t gaps = 0;
+  [[nodiscard]] std::size_t peak_bin() const;  // of average_db
+  [[nodiscard]] double frequency_of(std::size_t bin) const { return first_hz + static_cast<double>(bin) * bin_hz; }
+};
+
+// Reads the lane (at most `max_rows` × 16 frames, spread evenly over the capture, so a
+// huge capture still plots in seconds). Throws std::runtime_error for a format it cannot draw.
+CaptureSpectrum capture_spectrum(const CaptureLane& lane, std::size_t fft_size = 1024, std::size_t max_rows = 300);
+
+// One SVG picture of every lane given: averaged spectrum above, spectrogram below (an
+// embedded PNG, with time and frequency axes and a dB colour bar).
+std::string capture_plot_svg(const std::string& title, const std::vector<CaptureSpectrum>& lanes);
+// The spectrogram alone as PNG bytes (one pixel per bin and row; newest row at the bottom).
+std::string spectrogram_png(const CaptureSpectrum& lane);
+
+// What `sluice capture export` wrote.
+struct ExportReport {
+  std::string base;              // output path without suffix
+  std::uint64_t first_index = 0; // stream index of the first sample considered (inclusive)
+  std::uint64_t end_index = 0;   // stream index after the last one (exclusive)
+  std::uint64_t samples = 0;     // written (holes are not samples)
+  std::size_t segments = 0;
+  std::size_t gaps = 0;
+};
+
+// Copies the samples of `lane` whose time since the lane's first sample lies in
+// [from_seconds, to_seconds) into a new SigMF recording at `output_base` (.sigmf-data and
+// .sigmf-meta): same datatype, rate and frequency, one capture segment per recorded run
+// (holes stay holes, with their gap annotations), stream indices and datetimes kept. For
+// spectra the range is whole rows. Throws std::runtime_error for an empty range or an
+// existing output.
+ExportReport export_capture(const CaptureLane& lane, double from_seconds, double to_seconds, const std::string& output_base);
 
 }  // namespace sluice::recorder

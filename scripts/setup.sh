@@ -14,11 +14,15 @@ packages=(
   libibverbs-dev librdmacm-dev rdma-core perftest
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev libssl-dev
+  libcpp-httplib-dev libpng-dev prometheus
   clang fio python3 python3-jsonschema
   # The Soft-RoCE test VM (tests/vm/): qemu, an initramfs, verbs tools run inside it.
   qemu-system-x86 busybox-static cpio xz-utils perftest ibverbs-providers ibverbs-utils iproute2
   e2fsprogs xfsprogs util-linux
 )
+
+# The dashboard test drives a headless browser: Debian packages it as chromium, Ubuntu as chromium-browser.
+if apt-cache show chromium >/dev/null 2>&1; then packages+=(chromium); else packages+=(chromium-browser); fi
 
 missing=()
 for package in "${packages[@]}"; do

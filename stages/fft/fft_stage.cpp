@@ -115,6 +115,11 @@ void FftStage::start(StageContext& context) {
   gap_rows_counter_ = &context.metrics().counter("rows_with_gaps");
   tail_counter_ = &context.metrics().counter("tail_samples_unused");
   not_complex_drops_ = &context.metrics().drop_counter("not_complex_samples");
+  context.metrics().spectrum.configure(settings_.size,
+                                       settings_.output == FftOutput::power_db ? SpectrumScale::decibels
+                                       : settings_.output == FftOutput::power  ? SpectrumScale::linear_power
+                                                                               : SpectrumScale::complex_bins,
+                                       sample_rate_, context.stream.center_frequency, settings_.average);
 
   const std::string upstream = context.stream.description;
   context.stream.format = settings_.output == FftOutput::complex ? SampleFormat::cf32 : SampleFormat::rf32;
@@ -234,7 +239,7 @@ void FftStage::retire(bool all) noexcept {
     } else if (!backend_->reached(oldest.fence)) {
       break;
     }
-    context_->emit(outputs_in_flight_.pop());
+    hand_on(outputs_in_flight_.pop());
   }
   while (!inputs_in_flight_.empty() && (all || backend_->reached(inputs_in_flight_.front().fence))) retire_input(all);
 }
@@ -386,11 +391,22 @@ void FftStage::ensure_output() noexcept {
     if (out_) break;
     if (!outputs_in_flight_.empty()) {
       backend_->wait(outputs_in_flight_.front().fence);
-      context_->emit(outputs_in_flight_.pop());
+      hand_on(outputs_in_flight_.pop());
       continue;
     }
     out_ = context_->acquire(*pool_, std::chrono::milliseconds(100));
   }
+}
+
+void FftStage::hand_on(ChunkPtr finished) noexcept {
+  // The dashboard's live spectrum: offer() copies about one row ten times a second and never
+  // waits; the rows are final here (their fence was reached), in host or GPU memory.
+  const std::size_t rows = row_bytes_ == 0 ? 0 : finished->size / row_bytes_;
+  void* stream = finished->memory == MemoryKind::device ? context_->cuda_stream() : nullptr;
+  for (std::size_t row = 0; row < rows; ++row) {
+    context_->metrics().spectrum.offer(finished->data + row * row_bytes_, finished->memory, stream);
+  }
+  context_->emit(std::move(finished));
 }
 
 void FftStage::emit_output() noexcept {

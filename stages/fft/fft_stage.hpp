@@ -95,6 +95,7 @@ class FftStage final : public Stage {
   bool mark_row(const FrameInfo& first, const FrameInfo& last, std::size_t index) noexcept;
   void ensure_output() noexcept;         // an output chunk with room for one row
   void emit_output() noexcept;
+  void hand_on(ChunkPtr finished) noexcept;  // to the dashboard's snapshot, then downstream
   // Hands on finished outputs and releases finished inputs; `all` waits for every one.
   void retire(bool all) noexcept;
   void retire_input(bool wait) noexcept;

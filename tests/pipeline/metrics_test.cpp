@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+
 namespace sluice {
 namespace {
 
@@ -75,6 +77,60 @@ TEST(StageRates, FlowCountersStampTheFirstAndLastChunk) {
   EXPECT_EQ(flow.bytes.load(), 400U);
   EXPECT_EQ(flow.samples.load(), 100U);
   EXPECT_EQ(flow.chunks.load(), 2U);
+}
+
+}  // namespace
+}  // namespace sluice
+
+namespace sluice {
+namespace {
+
+TEST(LatencyHistogram, KeepsTheExactSumForPrometheus) {
+  LatencyHistogram histogram;
+  std::uint64_t sum = 0;
+  for (std::uint64_t i = 1; i <= 1000; ++i) {
+    histogram.record(i * 777);
+    sum += i * 777;
+  }
+  EXPECT_EQ(histogram.sum(), sum);
+  std::uint64_t counted = 0;
+  for (std::size_t bucket = 0; bucket < LatencyHistogram::kBuckets; ++bucket) counted += histogram.bucket_count(bucket);
+  EXPECT_EQ(counted, 1000U);
+}
+
+// The first row is published; the clock is only read on every 16th, so rows 1 to 15 never are.
+TEST(SpectrumSnapshot, PublishesTheFirstRowAndSkipsTheNextFifteen) {
+  SpectrumSnapshot snapshot;
+  EXPECT_FALSE(snapshot.read());  // nothing configured, nothing published
+  snapshot.configure(4, SpectrumScale::linear_power, 1e6, 100e6, 2);
+  EXPECT_FALSE(snapshot.read());
+  const std::array<float, 4> first{1.0F, 0.1F, 0.01F, 1e-40F};
+  snapshot.offer(reinterpret_cast<const std::byte*>(first.data()), MemoryKind::host, nullptr);
+  const std::array<float, 4> second{0.5F, 0.5F, 0.5F, 0.5F};
+  for (int i = 0; i < 15; ++i) snapshot.offer(reinterpret_cast<const std::byte*>(second.data()), MemoryKind::host, nullptr);
+  const auto copy = snapshot.read();
+  ASSERT_TRUE(copy);
+  EXPECT_EQ(copy->sequence, 1U);
+  EXPECT_EQ(copy->row, 0U);
+  EXPECT_DOUBLE_EQ(copy->sample_rate, 1e6);
+  EXPECT_DOUBLE_EQ(copy->center_frequency, 100e6);
+  EXPECT_EQ(copy->averaging, 2U);
+  ASSERT_EQ(copy->decibels.size(), 4U);
+  EXPECT_FLOAT_EQ(copy->decibels[0], 0.0F);
+  EXPECT_FLOAT_EQ(copy->decibels[1], -10.0F);
+  EXPECT_FLOAT_EQ(copy->decibels[2], -20.0F);
+  EXPECT_FLOAT_EQ(copy->decibels[3], -300.0F);  // floored at 1e-30, never -inf
+}
+
+TEST(SpectrumSnapshot, ComplexBinsAreShownAsPowerInDecibels) {
+  SpectrumSnapshot snapshot;
+  snapshot.configure(2, SpectrumScale::complex_bins, 1e6, 0, 1);
+  const std::array<float, 4> row{0.6F, 0.8F, 0.1F, 0.0F};  // |1|², |0.1|²
+  snapshot.offer(reinterpret_cast<const std::byte*>(row.data()), MemoryKind::host, nullptr);
+  const auto copy = snapshot.read();
+  ASSERT_TRUE(copy);
+  EXPECT_NEAR(copy->decibels[0], 0.0F, 1e-5);
+  EXPECT_NEAR(copy->decibels[1], -20.0F, 1e-5);
 }
 
 }  // namespace

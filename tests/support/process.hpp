@@ -25,6 +25,8 @@ class Process {
   ~Process();
   // Reads output until `needle` appears on stderr or `timeout` passes; true if it appeared.
   bool wait_for_stderr(const std::string& needle, std::chrono::milliseconds timeout);
+  // What the child wrote to stderr so far (as read by wait_for_stderr).
+  [[nodiscard]] const std::string& stderr_so_far() const { return result_.err; }
   void send_signal(int signal);
   // Waits for exit (killing the child after `timeout`) and returns everything it printed.
   ProcessResult wait(std::chrono::milliseconds timeout);

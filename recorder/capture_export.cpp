@@ -1,0 +1,136 @@
+// `sluice capture export`: a time range of one lane copied into a new SigMF recording. The
+// range is cut in stream indices, so a hole in the source stays a hole (a new capture
+// segment and its gap annotation) and every sample keeps its stream index and datetime.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "recorder/capture_tools.hpp"
+#include "recorder/sigmf.hpp"
+
+namespace sluice::recorder {
+namespace {
+
+// One run of output samples, contiguous in the stream.
+struct Piece {
+  std::uint64_t global_index = 0;
+  std::uint64_t count = 0;
+  std::uint64_t output_start = 0;  // samples into the new data file
+  Timestamp time;                  // of its first sample
+};
+
+nlohmann::json read_global(const std::string& base) {
+  std::ifstream in(base + std::string(kMetaSuffix));
+  nlohmann::json meta = nlohmann::json::parse(in, nullptr, false);
+  if (meta.is_discarded() || !meta.contains("global")) throw std::runtime_error(base + std::string(kMetaSuffix) + " is not SigMF metadata");
+  return meta["global"];
+}
+
+}  // namespace
+
+ExportReport export_capture(const CaptureLane& lane, double from_seconds, double to_seconds, const std::string& output_base) {
+  if (lane.segments.empty()) throw std::runtime_error("lane " + lane.name + " holds no samples");
+  if (lane.sample_rate <= 0) throw std::runtime_error("lane " + lane.name + " has no sample rate: times cannot be placed");
+  if (!(from_seconds >= 0) || !(to_seconds > from_seconds)) {
+    throw std::runtime_error("the range must satisfy 0 <= --from < --to (got " + std::to_string(from_seconds) + " to " +
+                             std::to_string(to_seconds) + " s)");
+  }
+  const std::string data_path = output_base + std::string(kDataSuffix);
+  const std::string meta_path = output_base + std::string(kMetaSuffix);
+  if (std::filesystem::exists(data_path) || std::filesystem::exists(meta_path)) {
+    throw std::runtime_error(output_base + ": a capture of that name exists (choose another name or remove it)");
+  }
+  // Spectra: a value's time is its row's, and a row covers fft_size × averaging input samples.
+  const std::uint64_t unit = lane.fft_size > 0 ? lane.fft_size : 1;
+  const double units_per_second =
+      lane.fft_size > 0 ? lane.sample_rate / static_cast<double>(lane.fft_size * std::max<std::size_t>(lane.averaging, 1)) : lane.sample_rate;
+  const double values_per_second = units_per_second * static_cast<double>(unit);
+  const std::uint64_t origin = lane.segments.front().global_index;
+  ExportReport report;
+  report.base = output_base;
+  report.first_index = origin + static_cast<std::uint64_t>(std::ceil(from_seconds * units_per_second - 1e-9)) * unit;
+  report.end_index = origin + static_cast<std::uint64_t>(std::ceil(to_seconds * units_per_second - 1e-9)) * unit;
+
+  std::vector<Piece> pieces;
+  {
+    std::ofstream data(data_path, std::ios::binary | std::ios::trunc);
+    if (!data) throw std::runtime_error("cannot create " + data_path);
+    std::vector<std::byte> buffer(std::size_t{4} << 20);
+    const std::uint64_t per_read = buffer.size() / lane.sample_bytes;
+    for (const auto& segment : lane.segments) {
+      const std::uint64_t begin = std::max(segment.global_index, report.first_index);
+      const std::uint64_t end = std::min(segment.global_index + segment.sample_count, report.end_index);
+      if (begin >= end) continue;
+      if (pieces.empty() || pieces.back().global_index + pieces.back().count != begin) {
+        pieces.push_back({begin, 0, report.samples, time_of_sample(segment, begin, values_per_second)});
+      }
+      for (std::uint64_t index = begin; index < end;) {
+        const std::uint64_t count = std::min(per_read, end - index);
+        if (read_segment(lane, segment, index - segment.global_index, count, buffer.data()) != count) {
+          throw std::runtime_error("short read from " + segment.data_path);
+        }
+        data.write(reinterpret_cast<const char*>(buffer.data()), static_cast<std::streamsize>(count * lane.sample_bytes));
+        index += count;
+        pieces.back().count += count;
+        report.samples += count;
+      }
+    }
+    if (!data.flush()) throw std::runtime_error("cannot write " + data_path);
+  }
+  if (pieces.empty()) {
+    std::filesystem::remove(data_path);
+    throw std::runtime_error("nothing was recorded between " + std::to_string(from_seconds) + " s and " + std::to_string(to_seconds) +
+                             " s of lane " + lane.name);
+  }
+
+  nlohmann::json global = read_global(lane.recordings.front());
+  for (const char* key : {"core:sha512", "sluice:stripe", "sluice:stripes", "sluice:segment", "sluice:start_time"}) global.erase(key);
+  global["sluice:complete"] = true;
+  global["core:description"] = global.value("core:description", std::string()) + "; exported from " + lane.recordings.front() +
+                               ", seconds " + std::to_string(from_seconds) + " to " + std::to_string(to_seconds);
+  nlohmann::json captures = nlohmann::json::array();
+  for (const auto& piece : pieces) {
+    nlohmann::json capture{{"core:sample_start", piece.output_start},
+                           {"core:global_index", piece.global_index},
+                           {"core:frequency", lane.frequency}};
+    if (piece.time.valid) capture["core:datetime"] = iso8601(piece.time);
+    captures.push_back(capture);
+  }
+  // Where a stream index falls in the new file (a hole: where the next recorded sample went).
+  auto output_position = [&](std::uint64_t index) {
+    std::uint64_t position = 0;
+    for (const auto& piece : pieces) {
+      if (index < piece.global_index) break;
+      position = piece.output_start + std::min(index - piece.global_index, piece.count);
+    }
+    return position;
+  };
+  nlohmann::json annotations = nlohmann::json::array();
+  for (const auto& gap : lane.gaps) {
+    // A hole between two exported pieces, or a filled gap inside the range.
+    const bool between = gap.global_index > pieces.front().global_index &&
+                         gap.global_index < pieces.back().global_index + pieces.back().count;
+    if (!between && !(gap.filled && gap.global_index >= report.first_index && gap.global_index < report.end_index)) continue;
+    const std::uint64_t start = output_position(gap.global_index);
+    const std::uint64_t present = gap.filled ? std::min(gap.length, report.samples - start) : 0;
+    annotations.push_back({{"core:sample_start", start},
+                           {"core:sample_count", present},
+                           {"core:label", "gap"},
+                           {"core:generator", "sluice"},
+                           {"core:comment", std::to_string(gap.length) + " samples lost (stream samples " +
+                                                std::to_string(gap.global_index) + " to " +
+                                                std::to_string(gap.global_index + gap.length - 1) + ")"},
+                           {"sluice:lost_samples", gap.length},
+                           {"sluice:global_index", gap.global_index}});
+    ++report.gaps;
+  }
+  report.segments = pieces.size();
+  write_file_durably(meta_path, nlohmann::json{{"global", global}, {"captures", captures}, {"annotations", annotations}}.dump(2) + "\n");
+  return report;
+}
+
+}  // namespace sluice::recorder
