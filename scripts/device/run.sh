@@ -69,7 +69,7 @@ for mode in "$@"; do
       for test in $pack/bin/*_test; do
         name=$(basename "$test")
         echo "===== $name" >> "$out/tests.log"
-        if "$test" >> "$out/tests.log" 2>&1; then
+        if timeout 240 "$test" >> "$out/tests.log" 2>&1; then
           echo "PASS $name ($(grep -c '^\[  SKIPPED \]' "$out/tests.log") skips so far)"
         else
           echo "FAIL $name"; status=1
