@@ -255,7 +255,7 @@ std::string label_value(std::string_view text) {
   return escaped;
 }
 
-std::string prometheus_number(double value) { return printf_string("%.17g", value); }
+std::string prometheus_number(double value) { return fmt::format("{:.17g}", value); }
 
 // One metric family: HELP and TYPE once, then its samples.
 class PrometheusFamily {

@@ -111,12 +111,12 @@ ExportReport export_capture(const CaptureLane& lane, double from_seconds, double
   };
   nlohmann::json annotations = nlohmann::json::array();
   for (const auto& gap : lane.gaps) {
-    // A hole between two exported pieces, or a filled gap inside the range.
+    // A hole between two exported pieces, or an in_data gap (values present, computed over a hole) inside the range.
     const bool between = gap.global_index > pieces.front().global_index &&
                          gap.global_index < pieces.back().global_index + pieces.back().count;
-    if (!between && !(gap.filled && gap.global_index >= report.first_index && gap.global_index < report.end_index)) continue;
+    if (!between && !(gap.in_data && gap.global_index >= report.first_index && gap.global_index < report.end_index)) continue;
     const std::uint64_t start = output_position(gap.global_index);
-    const std::uint64_t present = gap.filled ? std::min(gap.length, report.samples - start) : 0;
+    const std::uint64_t present = gap.in_data ? std::min(gap.length, report.samples - start) : 0;
     annotations.push_back({{"core:sample_start", start},
                            {"core:sample_count", present},
                            {"core:label", "gap"},
