@@ -130,7 +130,7 @@ EmulatorSettings read_emulator_settings(const YAML::Node& section, const ConfigS
     errors.add({source.locate(section), "emulator", "expected a map", ""});
     return settings;
   }
-  SettingsReader reader({SettingsLayer{without(section, {"streams", "signal", "faults"}), "emulator"}}, source, errors);
+  SettingsReader reader({SettingsLayer{without(section, {"streams", "signal", "faults", "context"}), "emulator"}}, source, errors);
   settings.transport = reader.choice("transport", Transport::udp, "udp (VITA-49) or tcp (raw framing)",
                                      {{"udp", Transport::udp}, {"tcp", Transport::tcp}});
   settings.tcp_role = reader.choice("tcp_role", TcpRole::client, "tcp: connect to the stage (client) or listen (server)",
@@ -162,6 +162,11 @@ EmulatorSettings read_emulator_settings(const YAML::Node& section, const ConfigS
     }
   }
   reader.finish();
+
+  settings.context = read_context_settings(section["context"], source, errors);
+  if (settings.context.enabled && settings.transport != Transport::udp) {
+    errors.add({source.locate(section["context"]), "emulator.context", "IF Context packets are sent over udp only", "remove context, or set transport: udp"});
+  }
 
   const YAML::Node streams = section["streams"];
   if (streams) {
@@ -541,6 +546,10 @@ EmulatorReport Emulator::run(const std::atomic<bool>* stop, bool progress) {
   const std::size_t segments_per_message =
       impl.gso ? std::max<std::size_t>(1, std::min(kMaxGsoSegments, kMaxGsoBytes / impl.packet_bytes)) : 1;
 
+  std::vector<ContextSender> context_senders;
+  if (settings_.context.enabled) {
+    for (const StreamTarget& target : settings_.streams) context_senders.emplace_back(settings_.context, target.stream_id, settings_.signal.sample_rate);
+  }
   const Pacer pacer(capture_mode ? 0 : settings_.rate * static_cast<double>(impl.streams.size()));
   const std::uint64_t start_ns = monotonic_ns();
   std::uint64_t next_report_ns = start_ns + static_cast<std::uint64_t>(settings_.report_interval.count());
@@ -593,6 +602,7 @@ EmulatorReport Emulator::run(const std::atomic<bool>* stop, bool progress) {
       Impl::Stream& stream = impl.streams[index];
       if (stream.done) continue;
       const std::uint32_t stream_id = settings_.streams[index].stream_id;
+      if (!context_senders.empty()) report.context_packets += context_senders[index].maybe_send(stream.socket.get(), stream.next_packet);
       vita49::Packet packet = packet_template(stream_id, format);
       // A capture tells the receiver where its own holes are, as a digitizer's trailer would.
       packet.trailer.sample_loss_enable = capture_mode;
