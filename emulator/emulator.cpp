@@ -754,14 +754,14 @@ std::string format_report(const EmulatorReport& report) {
   char text[512];
   std::snprintf(text, sizeof(text),
                 "emulator: sent %llu packets (%s) in %.2f s, %.3f Mpkt/s, %s; samples %llu; faults: dropped %llu, "
-                "duplicated %llu, reordered %llu, truncated %llu, corrupted %llu; GSO %s",
+                "duplicated %llu, reordered %llu, truncated %llu, corrupted %llu; IF Context packets %llu; GSO %s",
                 static_cast<unsigned long long>(report.packets), format_bytes(static_cast<double>(report.bytes)).c_str(),
                 report.seconds, report.seconds > 0 ? static_cast<double>(report.packets) / report.seconds / 1e6 : 0.0,
                 format_byte_rate(report.seconds > 0 ? static_cast<double>(report.bytes) / report.seconds : 0).c_str(),
                 static_cast<unsigned long long>(report.samples), static_cast<unsigned long long>(report.dropped),
                 static_cast<unsigned long long>(report.duplicated), static_cast<unsigned long long>(report.reordered),
                 static_cast<unsigned long long>(report.truncated), static_cast<unsigned long long>(report.corrupted),
-                report.gso_used ? "on" : "off");
+                static_cast<unsigned long long>(report.context_packets), report.gso_used ? "on" : "off");
   return text;
 }
 

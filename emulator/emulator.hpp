@@ -135,7 +135,7 @@ struct EmulatorReport {
   std::uint64_t truncated = 0;
   std::uint64_t corrupted = 0;
   std::uint64_t shifted = 0;
-  std::uint64_t context_packets = 0;
+  std::uint64_t context_packets = 0;  // IF Context packets, not in `packets`
   double seconds = 0;
   bool gso_used = false;
 };
