@@ -37,6 +37,7 @@ struct UdpRun {
   std::uint64_t resyncs = 0;
   std::uint64_t resync_samples = 0;
   std::uint64_t context_packets = 0;
+  std::uint64_t context_changes = 0;
   std::map<std::string, std::uint64_t> drops;
   std::size_t samples_per_packet = 0;
 };
@@ -91,6 +92,7 @@ void run_udp(emulator::EmulatorSettings settings, UdpRun& run, const std::string
   run.resyncs = counter(metrics, "resyncs");
   run.resync_samples = counter(metrics, "resync_samples");
   run.context_packets = counter(metrics, "context_packets");
+  run.context_changes = counter(metrics, "context_changes");
   for (const auto& named : metrics.drops()) run.drops[named.name] = named.get();
   test_support::current_capture() = nullptr;
 }
@@ -572,6 +574,34 @@ TEST(UdpSource, IfContextPacketsAreCountedAndNeverTakenForData) {
   EXPECT_EQ(run.drops["bad_context"], 0U);
   EXPECT_EQ(run.packets, 1000U + run.sent.context_packets);
   expect_stream(run, settings, 1000 * run.samples_per_packet, {});
+}
+
+// The emulator's retune: the new frequency goes out at once with the change indicator, and
+// the stage counts it as a change.
+TEST(UdpSource, ARetuneIsOneContextChange) {
+  emulator::EmulatorSettings settings;  // count 0: only the context packets below
+  UdpRun run;
+  run_udp(settings, run, "", [&](std::uint16_t port) -> std::uint64_t {
+    wire::UniqueFd sender(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(port);
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(sender.get(), reinterpret_cast<const sockaddr*>(&to), sizeof(to)), 0);
+    emulator::ContextSettings context;
+    context.enabled = true;
+    context.rf_frequency = 2.4e9;
+    emulator::ContextSender sender_state(context, 1, 100e6);
+    std::uint64_t sent = sender_state.maybe_send(sender.get(), 0);
+    sent += sender_state.maybe_send(sender.get(), 1);  // nothing due: no packet
+    sender_state.set_rf_frequency(2.45e9);
+    EXPECT_TRUE(sender_state.packet().changed);
+    sent += sender_state.maybe_send(sender.get(), 2);
+    EXPECT_EQ(sent, 2U);
+    return sent;
+  });
+  EXPECT_EQ(run.context_packets, 2U);
+  EXPECT_EQ(run.context_changes, 1U);
 }
 
 std::vector<std::byte> context_bytes(double sample_rate) {
