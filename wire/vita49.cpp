@@ -7,17 +7,6 @@
 namespace sluice::vita49 {
 namespace {
 
-std::uint32_t load_be32(const std::byte* in) {
-  std::uint32_t value = 0;
-  std::memcpy(&value, in, sizeof(value));
-  return __builtin_bswap32(value);
-}
-
-void store_be32(std::byte* out, std::uint32_t value) {
-  value = __builtin_bswap32(value);
-  std::memcpy(out, &value, sizeof(value));
-}
-
 bool has_stream_id(PacketType type) {
   return type == PacketType::if_data_stream_id || type == PacketType::ext_data_stream_id ||
          type == PacketType::context || type == PacketType::ext_context;

@@ -14,10 +14,22 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string_view>
 
 namespace sluice::vita49 {
+
+// One big-endian 32-bit word at any alignment (memcpy + byte swap).
+inline std::uint32_t load_be32(const std::byte* in) {
+  std::uint32_t value = 0;
+  std::memcpy(&value, in, sizeof(value));
+  return __builtin_bswap32(value);
+}
+inline void store_be32(std::byte* out, std::uint32_t value) {
+  value = __builtin_bswap32(value);
+  std::memcpy(out, &value, sizeof(value));
+}
 
 enum class PacketType : std::uint8_t {
   if_data = 0,             // IF Data without stream ID

@@ -8,17 +8,6 @@
 namespace sluice::vita49 {
 namespace {
 
-std::uint32_t load_be32(const std::byte* in) {
-  std::uint32_t value = 0;
-  std::memcpy(&value, in, sizeof(value));
-  return __builtin_bswap32(value);
-}
-
-void store_be32(std::byte* out, std::uint32_t value) {
-  value = __builtin_bswap32(value);
-  std::memcpy(out, &value, sizeof(value));
-}
-
 // Fixed-size fields of CIF0 in words, index = bit (VITA 49.0 table 7.1.5-1); 0 for bit 31
 // (an indicator, no field), bits 9 and 8 (variable) and the reserved bits 7..0.
 constexpr std::array<std::uint8_t, 32> kFieldWords = {
