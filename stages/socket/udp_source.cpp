@@ -205,7 +205,7 @@ void UdpSource::wait_for_context(StageContext& context) {
                                          mismatched_rate_, settings_.sample_rate, mismatched_rate_));
   }
   if (!have_context_) {
-    const std::string note = "no IF Context packet within context_wait: the capture's frequency is unknown (0)";
+    const std::string note = "no IF Context packet before the first data packet or within context_wait: the capture's frequency is unknown (0)";
     spdlog::warn("{}: {}", context.stage_name(), note);
     context.metrics().notes.push_back(note);
     return;
