@@ -4,7 +4,12 @@
 # Without numpy it skips (exit 77), except under CI=true, where that is a failure.
 set -euo pipefail
 sluice="$1"; source_dir="$2"
-if ! python3 -c "import numpy" 2>/dev/null; then
+# The python3 on PATH (a pyenv, a venv) may lack numpy where Debian's python3-numpy is installed.
+python=
+for candidate in python3 /usr/bin/python3; do
+  if "$candidate" -c "import numpy" 2>/dev/null; then python=$candidate; break; fi
+done
+if [ -z "$python" ]; then
   if [ "${CI:-}" = "true" ]; then echo "python3-numpy missing (scripts/setup.sh installs it)"; exit 1; fi
   echo "python3-numpy missing: skipped"; exit 77
 fi
@@ -19,9 +24,9 @@ lanes:
 YAML
 "$sluice" run "$work/pipeline.yaml" > "$work/run.log" 2>&1 || { cat "$work/run.log"; exit 1; }
 meta=$(ls "$work"/capture/pyread-a-*.sigmf-meta | head -1)
-out=$(python3 "$source_dir/docs/examples/read_sigmf.py" "$meta")
+out=$("$python" "$source_dir/docs/examples/read_sigmf.py" "$meta")
 echo "$out"
-python3 - "$out" <<'PY'
+"$python" - "$out" <<'PY'
 import json, sys
 r = json.loads(sys.argv[1])
 assert r["datatype"] == "ci16_le", r
