@@ -133,7 +133,7 @@ EmulatorSettings read_emulator_settings(const YAML::Node& section, const ConfigS
     errors.add({source.locate(section), "emulator", "expected a map", ""});
     return settings;
   }
-  SettingsReader reader({SettingsLayer{without(section, {"streams", "signal", "faults"}), "emulator"}}, source, errors);
+  SettingsReader reader({SettingsLayer{without(section, {"streams", "signal", "faults", "context"}), "emulator"}}, source, errors);
   settings.transport = reader.choice("transport", Transport::udp, "udp (VITA-49) or tcp (raw framing)",
                                      {{"udp", Transport::udp}, {"tcp", Transport::tcp}});
   settings.tcp_role = reader.choice("tcp_role", TcpRole::client, "tcp: connect to the stage (client) or listen (server)",
@@ -165,6 +165,11 @@ EmulatorSettings read_emulator_settings(const YAML::Node& section, const ConfigS
     }
   }
   reader.finish();
+
+  settings.context = read_context_settings(section["context"], source, errors);
+  if (settings.context.enabled && settings.transport != Transport::udp) {
+    errors.add({source.locate(section["context"]), "emulator.context", "IF Context packets are sent over udp only", "remove context, or set transport: udp"});
+  }
 
   const YAML::Node streams = section["streams"];
   if (streams) {
@@ -469,6 +474,7 @@ void add_report(EmulatorReport& total, const EmulatorReport& part) {
   total.samples += part.samples;
   total.dropped += part.dropped;
   total.shifted += part.shifted;
+  total.context_packets += part.context_packets;
   total.duplicated += part.duplicated;
   total.reordered += part.reordered;
   total.truncated += part.truncated;
@@ -490,6 +496,9 @@ class StreamSender {
         iovs_(2 * plan.settings->batch + 4),
         messages_(2 * plan.settings->batch + 4) {
     order_.reserve(2 * plan.settings->batch + 4);
+    if (plan.settings->context.enabled) {
+      context_.emplace(plan.settings->context, plan.settings->streams[index].stream_id, static_cast<double>(plan.rate));
+    }
   }
 
   // Sends until the stream ends, `stop` is set or the duration passes. Errors are kept for the caller.
@@ -530,6 +539,8 @@ class StreamSender {
         }
         continue;
       }
+      // IF Context ahead of the data it describes: at start, every `every` packets, on a retune.
+      if (context_) report_.context_packets += context_->maybe_send(stream_.socket.get(), stream_.next_packet);
       build_batch(monotonic_ns() - plan_.start_ns);
       if (order_.empty()) continue;
       if (settings.transport == Transport::tcp) {
@@ -760,6 +771,7 @@ class StreamSender {
   Emulator::Impl::Stream& stream_;
   std::uint32_t index_;
   Pacer pacer_;
+  std::optional<ContextSender> context_;  // udp with a context: section only
   std::vector<std::vector<std::byte>> slots_;
   std::vector<std::byte> scratch_;  // one packet's samples, little-endian
   std::vector<Send> order_;
@@ -892,14 +904,15 @@ std::string format_report(const EmulatorReport& report) {
   char text[512];
   std::snprintf(text, sizeof(text),
                 "emulator: sent %llu packets (%s) in %.2f s, %.3f Mpkt/s, %s; samples %llu; faults: dropped %llu, "
-                "duplicated %llu, reordered %llu, truncated %llu, corrupted %llu, shifted %llu; GSO %s",
+                "duplicated %llu, reordered %llu, truncated %llu, corrupted %llu, shifted %llu; IF Context packets %llu; GSO %s",
                 static_cast<unsigned long long>(report.packets), format_bytes(static_cast<double>(report.bytes)).c_str(),
                 report.seconds, report.seconds > 0 ? static_cast<double>(report.packets) / report.seconds / 1e6 : 0.0,
                 format_byte_rate(report.seconds > 0 ? static_cast<double>(report.bytes) / report.seconds : 0).c_str(),
                 static_cast<unsigned long long>(report.samples), static_cast<unsigned long long>(report.dropped),
                 static_cast<unsigned long long>(report.duplicated), static_cast<unsigned long long>(report.reordered),
                 static_cast<unsigned long long>(report.truncated), static_cast<unsigned long long>(report.corrupted),
-                static_cast<unsigned long long>(report.shifted), report.gso_used ? "on" : "off");
+                static_cast<unsigned long long>(report.shifted),
+                static_cast<unsigned long long>(report.context_packets), report.gso_used ? "on" : "off");
   return text;
 }
 

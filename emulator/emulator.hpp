@@ -22,6 +22,7 @@
 //     report_interval: 1s
 //     signal: {tones: [{frequency: 1MHz, amplitude: 0.5}], chirp: {start: 0Hz, stop: 10MHz, amplitude: 0.2},
 //              noise_snr_db: 30, seed: 1}
+//     context: {rf_frequency: 2.4GHz, gain: 20, reference_level: -10, every: 1000}  # udp: IF Context packets
 //     faults: {seed: 1, drop: {probability: 0.001, packets: [10, 20]}, duplicate: {...}, reorder: {...},
 //              truncate: {...}, corrupt: {...}, shift: {...}, shift_by: 3600000000}
 #pragma once
@@ -35,6 +36,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "emulator/context_sender.hpp"
 #include "emulator/signal.hpp"
 #include "pipeline/settings.hpp"
 
@@ -92,6 +94,7 @@ struct EmulatorSettings {
   bool gso = true;
   std::chrono::nanoseconds report_interval{std::chrono::seconds(1)};
   FaultSettings faults;
+  ContextSettings context;               // udp: IF Context packets (emulator/context_sender.hpp)
   std::uint64_t start_seconds = 0;       // UTC second of sample 0; 0 = now
   // A SigMF capture (collection, meta or base path) to send instead of a synthetic signal:
   // stream i sends lane `streams[i].lane` (default the i-th lane) with its recorded samples,
@@ -135,6 +138,7 @@ struct EmulatorReport {
   std::uint64_t truncated = 0;
   std::uint64_t corrupted = 0;
   std::uint64_t shifted = 0;
+  std::uint64_t context_packets = 0;  // IF Context packets, not in `packets`
   double seconds = 0;
   bool gso_used = false;
 };

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,10 @@ struct StreamInfo {
   double sample_rate = 0;          // samples (or spectra rows × fft_size) per second; 0 = unknown
   SampleFormat format = SampleFormat::ci16;
   double center_frequency = 0;     // Hz
+  // From a VITA-49 IF Context packet, when the sender sent one before the first sample.
+  std::optional<double> bandwidth;           // Hz
+  std::optional<double> reference_level_dbm;
+  std::optional<double> gain_db;             // stage 1 + stage 2
   std::string description;         // "generator tone", "VITA-49 stream 0x1 on 127.0.0.1:50000"
   std::size_t fft_size = 0;        // non-zero for spectra
   std::string window;              // FFT window name

@@ -137,6 +137,9 @@ nlohmann::json make_global(const StreamInfo& stream, const std::string& lane, co
   global["sluice:stripes"] = stripes;
   global["sluice:segment"] = segment;
   global["sluice:center_frequency"] = stream.center_frequency;
+  if (stream.bandwidth) global["sluice:bandwidth"] = *stream.bandwidth;
+  if (stream.reference_level_dbm) global["sluice:reference_level_dbm"] = *stream.reference_level_dbm;
+  if (stream.gain_db) global["sluice:gain_db"] = *stream.gain_db;
   if (stream.start_time.valid) global["sluice:start_time"] = iso8601(stream.start_time);
   return global;
 }

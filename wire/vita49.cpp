@@ -7,17 +7,6 @@
 namespace sluice::vita49 {
 namespace {
 
-std::uint32_t load_be32(const std::byte* in) {
-  std::uint32_t value = 0;
-  std::memcpy(&value, in, sizeof(value));
-  return __builtin_bswap32(value);
-}
-
-void store_be32(std::byte* out, std::uint32_t value) {
-  value = __builtin_bswap32(value);
-  std::memcpy(out, &value, sizeof(value));
-}
-
 bool has_stream_id(PacketType type) {
   return type == PacketType::if_data_stream_id || type == PacketType::ext_data_stream_id ||
          type == PacketType::context || type == PacketType::ext_context;
@@ -120,6 +109,15 @@ std::size_t encode(const Packet& packet, std::span<std::byte> out) {
 }
 
 DecodeStatus decode(std::span<const std::byte> datagram, Packet& out) {
+  const DecodeStatus status = decode_any(datagram, out);
+  // Only IF Data carries samples; context packets go to decode_context (wire/vita49_context.hpp).
+  if (status == DecodeStatus::ok && out.header.type != PacketType::if_data && out.header.type != PacketType::if_data_stream_id) {
+    return DecodeStatus::unknown_type;
+  }
+  return status;
+}
+
+DecodeStatus decode_any(std::span<const std::byte> datagram, Packet& out) {
   if (datagram.size() < 4) return DecodeStatus::truncated;
   const std::uint32_t word0 = load_be32(datagram.data());
   Header& header = out.header;
@@ -127,13 +125,13 @@ DecodeStatus decode(std::span<const std::byte> datagram, Packet& out) {
   if (type > static_cast<unsigned>(PacketType::ext_context)) return DecodeStatus::unknown_type;
   header.type = static_cast<PacketType>(type);
   header.has_class_id = (word0 >> 27 & 1U) != 0;
-  header.has_trailer = (word0 >> 26 & 1U) != 0;
+  // Context packets have no trailer: their bit 26 is reserved (VITA 49.0 section 7.1.1).
+  const bool context = header.type == PacketType::context || header.type == PacketType::ext_context;
+  header.has_trailer = !context && (word0 >> 26 & 1U) != 0;
   header.tsi = static_cast<Tsi>(word0 >> 22 & 3U);
   header.tsf = static_cast<Tsf>(word0 >> 20 & 3U);
   header.packet_count = static_cast<std::uint8_t>(word0 >> 16 & 0xFU);
   header.size_words = static_cast<std::uint16_t>(word0 & 0xFFFFU);
-  // Only IF Data carries samples; context and extension packets are someone else's business.
-  if (header.type != PacketType::if_data && header.type != PacketType::if_data_stream_id) return DecodeStatus::unknown_type;
 
   const std::size_t fixed_words = prefix_words(header) + (header.has_trailer ? 1U : 0U);
   const std::size_t declared = static_cast<std::size_t>(header.size_words) * 4;

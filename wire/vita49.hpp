@@ -14,10 +14,22 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string_view>
 
 namespace sluice::vita49 {
+
+// One big-endian 32-bit word at any alignment (memcpy + byte swap).
+inline std::uint32_t load_be32(const std::byte* in) {
+  std::uint32_t value = 0;
+  std::memcpy(&value, in, sizeof(value));
+  return __builtin_bswap32(value);
+}
+inline void store_be32(std::byte* out, std::uint32_t value) {
+  value = __builtin_bswap32(value);
+  std::memcpy(out, &value, sizeof(value));
+}
 
 enum class PacketType : std::uint8_t {
   if_data = 0,             // IF Data without stream ID
@@ -90,7 +102,11 @@ std::size_t encode(const Packet& packet, std::span<std::byte> out);
 // `prefix_words(header) * 4` (zero-copy encode). Same return value as encode().
 std::size_t encode_around_payload(const Packet& packet, std::size_t payload_bytes, std::span<std::byte> out);
 
+// IF Data only: any other type is unknown_type.
 DecodeStatus decode(std::span<const std::byte> datagram, Packet& out);
+// Any VITA 49.0 type (0..5): header, prefix and payload (for context packets, the context
+// indicator field and the fields after it). Types 6..15 are unknown_type.
+DecodeStatus decode_any(std::span<const std::byte> datagram, Packet& out);
 
 // Real-time picoseconds in one second.
 inline constexpr std::uint64_t kPicosecondsPerSecond = 1'000'000'000'000ULL;

@@ -6,6 +6,7 @@
 
 #include <netinet/in.h>
 #include <netinet/udp.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -73,6 +74,11 @@ UdpSource::UdpSource(SettingsReader& reader, const PipelineSettings& pipeline) {
                                        "a packet further than this from the stream's time is an outlier, unless resync_after agree");
   settings_.resync_after = static_cast<std::size_t>(reader.integer(
       "resync_after", 4, "consecutive agreeing outliers that make a resynchronisation (a new segment)", 1, 64));
+  settings_.context_wait = reader.duration("context_wait", settings_.context_wait,
+                                           "vita49: wait this long at start for an IF Context packet (frequency, rate into the capture's metadata); 0: do not wait");
+  if (settings_.framing != UdpFraming::vita49 && reader.has("context_wait")) {
+    reader.error("context_wait", "context packets are VITA-49's", "remove it, or set framing: vita49");
+  }
   settings_.pool = read_pool_settings(reader, pipeline, PoolWriter::host_writes);
   if (settings_.max_jump.count() <= 0) reader.error("max_jump", "must be above 0", "e.g. 1s");
   if (settings_.sample_rate != std::floor(settings_.sample_rate)) {
@@ -135,6 +141,9 @@ void UdpSource::start(StageContext& context) {
   drop_bad_payload_ = &context.metrics().drop_counter("bad_payload");
   drop_late_ = &context.metrics().drop_counter("late");
   drop_duplicate_ = &context.metrics().drop_counter("duplicate");
+  context_packets_ = &context.metrics().counter("context_packets");
+  context_changes_ = &context.metrics().counter("context_changes");
+  drop_bad_context_ = &context.metrics().drop_counter("bad_context");
   locked_ = settings_.stream_id >= 0;
   stream_id_ = locked_ ? static_cast<std::uint32_t>(settings_.stream_id) : 0;
 
@@ -164,7 +173,79 @@ void UdpSource::start(StageContext& context) {
       break;
     }
   }
+  if (settings_.framing == UdpFraming::vita49 && settings_.context_wait.count() > 0) wait_for_context(context);
   last_packet_ns_ = monotonic_ns();
+}
+
+void UdpSource::wait_for_context(StageContext& context) {
+  const std::uint64_t deadline = monotonic_ns() + static_cast<std::uint64_t>(settings_.context_wait.count());
+  while (!have_context_) {
+    const std::uint64_t now = monotonic_ns();
+    if (now >= deadline) break;
+    pollfd readable{socket_.get(), POLLIN, 0};
+    const int ready = ::poll(&readable, 1, static_cast<int>(std::max<std::uint64_t>(1, (deadline - now) / 1'000'000)));
+    if (ready < 0 && errno != EINTR) throw std::runtime_error(wire::errno_message("poll"));
+    if (ready <= 0) continue;
+    // Peek first: a data packet stays queued for process(), which owns the stream.
+    std::array<std::byte, 4> word{};
+    const ssize_t peeked = ::recv(socket_.get(), word.data(), word.size(), MSG_PEEK);
+    if (peeked < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) continue;
+      throw std::runtime_error(wire::errno_message("recv(MSG_PEEK)"));
+    }
+    if (peeked < 4 || static_cast<unsigned>(word[0]) >> 4 != static_cast<unsigned>(vita49::PacketType::context)) break;
+    const ssize_t length = ::recv(socket_.get(), buffers_.data(), slot_bytes_, 0);
+    if (length < 0) throw std::runtime_error(wire::errno_message("recv"));
+    ++batch_packets_;
+    handle_context(buffers_.data(), static_cast<std::size_t>(length));
+  }
+  if (mismatched_rate_ != 0) {
+    throw std::runtime_error(fmt::format("the sender's IF Context packet gives a sample rate of {} Hz, the stage is configured for {} Hz: "
+                                         "set sample_rate: {} (or fix the sender)",
+                                         mismatched_rate_, settings_.sample_rate, mismatched_rate_));
+  }
+  if (!have_context_) {
+    const std::string note = "no IF Context packet before the first data packet or within context_wait: the capture's frequency is unknown (0)";
+    spdlog::warn("{}: {}", context.stage_name(), note);
+    context.metrics().notes.push_back(note);
+    return;
+  }
+  const vita49::ContextPacket& values = context_packet_;
+  if (values.rf_reference_frequency_hz) context.stream.center_frequency = *values.rf_reference_frequency_hz;
+  if (values.bandwidth_hz) context.stream.bandwidth = values.bandwidth_hz;
+  if (values.reference_level_dbm) context.stream.reference_level_dbm = values.reference_level_dbm;
+  if (values.gain_stage1_db) context.stream.gain_db = *values.gain_stage1_db + values.gain_stage2_db.value_or(0.0);
+  context.stream.description += fmt::format("; IF Context: RF {} Hz, rate {} Hz", context.stream.center_frequency,
+                                            values.sample_rate_hz.value_or(settings_.sample_rate));
+}
+
+bool UdpSource::handle_context(const std::byte* data, std::size_t bytes) noexcept {
+  switch (vita49::decode_context(std::span<const std::byte>(data, bytes), context_scratch_)) {
+    case vita49::ContextStatus::ok: break;
+    case vita49::ContextStatus::truncated: drop_truncated_->add(); return false;
+    case vita49::ContextStatus::bad_size_field: drop_bad_size_->add(); return false;
+    case vita49::ContextStatus::unknown_type:
+    case vita49::ContextStatus::not_context: drop_unknown_type_->add(); return false;
+    case vita49::ContextStatus::reserved_cif_bit:
+    case vita49::ContextStatus::bad_value: drop_bad_context_->add(); return false;
+  }
+  // A context packet describes the data stream of the same stream ID (VITA 49.0 7.1.2).
+  if (locked_ && context_scratch_.stream_id != stream_id_) {
+    drop_wrong_stream_->add();
+    return false;
+  }
+  context_packets_->add();
+  const auto& next = context_scratch_;
+  const auto& last = context_packet_;
+  if (have_context_ && (next.rf_reference_frequency_hz != last.rf_reference_frequency_hz || next.sample_rate_hz != last.sample_rate_hz ||
+                        next.bandwidth_hz != last.bandwidth_hz || next.reference_level_dbm != last.reference_level_dbm ||
+                        next.gain_stage1_db != last.gain_stage1_db || next.gain_stage2_db != last.gain_stage2_db)) {
+    context_changes_->add();
+  }
+  if (next.sample_rate_hz && *next.sample_rate_hz != settings_.sample_rate) mismatched_rate_ = *next.sample_rate_hz;
+  context_packet_ = next;
+  have_context_ = true;
+  return true;
 }
 
 StageStatus UdpSource::process() {
@@ -233,6 +314,12 @@ StageStatus UdpSource::process() {
   // One atomic add per receive call rather than per packet.
   context_->metrics().packets.fetch_add(batch_packets_, std::memory_order_relaxed);
   batch_packets_ = 0;
+  if (mismatched_rate_ != 0) {
+    context_->fail(fmt::format("an IF Context packet gives a sample rate of {} Hz, the stage is configured for {} Hz: "
+                               "timestamps would map to wrong sample indices (set sample_rate: {}, or fix the sender)",
+                               mismatched_rate_, settings_.sample_rate, mismatched_rate_));
+    return StageStatus::error;
+  }
   return StageStatus::ok;
 }
 
@@ -247,7 +334,14 @@ void UdpSource::handle_datagram(const std::byte* data, std::size_t bytes) noexce
     case vita49::DecodeStatus::ok: break;
     case vita49::DecodeStatus::truncated: drop_truncated_->add(); return;
     case vita49::DecodeStatus::bad_size_field: drop_bad_size_->add(); return;
-    case vita49::DecodeStatus::unknown_type: drop_unknown_type_->add(); return;
+    case vita49::DecodeStatus::unknown_type:
+      // Context packets are read for their values and never taken for data.
+      if (bytes >= 4 && static_cast<unsigned>(data[0]) >> 4 == static_cast<unsigned>(vita49::PacketType::context)) {
+        handle_context(data, bytes);
+      } else {
+        drop_unknown_type_->add();
+      }
+      return;
   }
   const bool has_id = packet_.header.type == vita49::PacketType::if_data_stream_id;
   if (!locked_) {

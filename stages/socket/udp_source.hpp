@@ -16,6 +16,7 @@
 #include "stages/socket/jump_guard.hpp"
 #include "wire/socket.hpp"
 #include "wire/vita49.hpp"
+#include "wire/vita49_context.hpp"
 
 namespace sluice {
 
@@ -37,6 +38,9 @@ struct UdpSourceSettings {
   std::chrono::nanoseconds flush_after{std::chrono::milliseconds(20)};
   std::chrono::nanoseconds max_jump{std::chrono::seconds(1)};  // further from the stream: an outlier
   std::size_t resync_after = 4;              // agreeing outliers in a row that make a resynchronisation
+  // vita49: at start, wait up to this long for the sender's IF Context packet so that the
+  // capture's description carries its frequency and rate; 0: do not wait.
+  std::chrono::nanoseconds context_wait{0};
   PoolSettings pool;
 };
 
@@ -53,6 +57,8 @@ class UdpSource final : public Stage {
   void stop() noexcept override;
   // The bound port (after start), for tests that bind port 0.
   [[nodiscard]] std::uint16_t port() const { return port_; }
+  // The last IF Context packet accepted (stream ID matching), for tests and the summary.
+  [[nodiscard]] const vita49::ContextPacket& last_context() const { return context_packet_; }
 
  private:
   struct Pending {
@@ -61,6 +67,9 @@ class UdpSource final : public Stage {
     bool used = false;
   };
   void handle_datagram(const std::byte* data, std::size_t bytes) noexcept;
+  // An IF Context packet (type 4): counted, its values kept; false when it is malformed.
+  bool handle_context(const std::byte* data, std::size_t bytes) noexcept;
+  void wait_for_context(StageContext& context);
   void handle_gnuradio(const std::byte* data, std::size_t bytes) noexcept;
   void place_samples(std::uint64_t epoch_index, const std::byte* payload, std::size_t samples) noexcept;
   void resynchronise() noexcept;
@@ -108,6 +117,13 @@ class UdpSource final : public Stage {
   bool have_last_time_ = false;
   std::uint64_t batch_packets_ = 0;
   std::size_t datagram_samples_ = 0;  // gnuradio framings: the first datagram's, which all share
+  vita49::ContextPacket context_packet_;
+  vita49::ContextPacket context_scratch_;
+  bool have_context_ = false;
+  double mismatched_rate_ = 0;  // a context packet's sample rate that is not the configured one
+  NamedCounter* context_packets_ = nullptr;
+  NamedCounter* context_changes_ = nullptr;
+  NamedCounter* drop_bad_context_ = nullptr;
   NamedCounter* duplicates_ = nullptr;
   NamedCounter* reordered_ = nullptr;
   NamedCounter* drop_truncated_ = nullptr;

@@ -27,6 +27,7 @@ struct CapturedChunk {
 
 struct Capture {
   std::mutex mutex;
+  StreamInfo stream;  // as the sink saw it at start
   std::vector<CapturedChunk> chunks;
 };
 
@@ -40,6 +41,7 @@ class CaptureSink final : public Stage {
   void start(StageContext& context) override {
     context_ = &context;
     capture_ = current_capture();
+    capture_->stream = context.stream;
   }
   StageStatus process() override {
     ChunkPtr chunk = context_->input().pop(std::chrono::milliseconds(10));

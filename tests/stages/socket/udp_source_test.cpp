@@ -18,6 +18,7 @@
 #include "emulator/emulator.hpp"
 #include "capture_sink.hpp"
 #include "wire/socket.hpp"
+#include "wire/vita49_context.hpp"
 
 namespace sluice {
 namespace {
@@ -36,6 +37,8 @@ struct UdpRun {
   std::uint64_t samples_out = 0;
   std::uint64_t resyncs = 0;
   std::uint64_t resync_samples = 0;
+  std::uint64_t context_packets = 0;
+  std::uint64_t context_changes = 0;
   std::map<std::string, std::uint64_t> drops;
   std::size_t samples_per_packet = 0;
 };
@@ -89,6 +92,8 @@ void run_udp(emulator::EmulatorSettings settings, UdpRun& run, const std::string
   run.samples_out = metrics.out.samples.load();
   run.resyncs = counter(metrics, "resyncs");
   run.resync_samples = counter(metrics, "resync_samples");
+  run.context_packets = counter(metrics, "context_packets");
+  run.context_changes = counter(metrics, "context_changes");
   for (const auto& named : metrics.drops()) run.drops[named.name] = named.get();
   test_support::current_capture() = nullptr;
 }
@@ -559,6 +564,151 @@ TEST(UdpSource, FramingSettingsThatCannotApplyAreErrors) {
   EXPECT_NE(rejected(", framing: none, max_jump: 1s").find("framing none does not have"), std::string::npos);
   EXPECT_NE(rejected(", framing: gnu").find("is not one of"), std::string::npos);
   EXPECT_EQ(rejected(", framing: gnuradio_seq, reorder_window: 4"), "");
+}
+
+// IF Context packets (VITA 49.0 type 4) interleaved with the data: counted exactly, never
+// taken for samples, the stream whole.
+TEST(UdpSource, IfContextPacketsAreCountedAndNeverTakenForData) {
+  auto settings = with_count(1000);
+  settings.context.enabled = true;
+  settings.context.rf_frequency = 2.4e9;
+  settings.context.every = 100;
+  UdpRun run;
+  run_udp(settings, run);
+  // At start, then at the first send batch (32 packets) at least 100 packets after the last.
+  EXPECT_GE(run.sent.context_packets, 1000U / (100 + 32) + 1);
+  EXPECT_EQ(run.context_packets, run.sent.context_packets);
+  EXPECT_EQ(run.drops["unknown_type"], 0U);
+  EXPECT_EQ(run.drops["bad_context"], 0U);
+  EXPECT_EQ(run.packets, 1000U + run.sent.context_packets);
+  expect_stream(run, settings, 1000 * run.samples_per_packet, {});
+}
+
+// The emulator's retune: the new frequency goes out at once with the change indicator, and
+// the stage counts it as a change.
+TEST(UdpSource, ARetuneIsOneContextChange) {
+  emulator::EmulatorSettings settings;  // count 0: only the context packets below
+  UdpRun run;
+  run_udp(settings, run, "", [&](std::uint16_t port) -> std::uint64_t {
+    wire::UniqueFd sender(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(port);
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(sender.get(), reinterpret_cast<const sockaddr*>(&to), sizeof(to)), 0);
+    emulator::ContextSettings context;
+    context.enabled = true;
+    context.rf_frequency = 2.4e9;
+    emulator::ContextSender sender_state(context, 1, 100e6);
+    std::uint64_t sent = sender_state.maybe_send(sender.get(), 0);
+    sent += sender_state.maybe_send(sender.get(), 1);  // nothing due: no packet
+    sender_state.set_rf_frequency(2.45e9);
+    EXPECT_TRUE(sender_state.packet().changed);
+    sent += sender_state.maybe_send(sender.get(), 2);
+    EXPECT_EQ(sent, 2U);
+    return sent;
+  });
+  EXPECT_EQ(run.context_packets, 2U);
+  EXPECT_EQ(run.context_changes, 1U);
+}
+
+std::vector<std::byte> context_bytes(double sample_rate) {
+  vita49::ContextPacket packet;
+  packet.stream_id = 1;
+  packet.rf_reference_frequency_hz = 2.4e9;
+  packet.bandwidth_hz = 20e6;
+  packet.reference_level_dbm = -10.5;
+  packet.gain_stage1_db = 20.25;
+  packet.gain_stage2_db = -3.0;
+  packet.sample_rate_hz = sample_rate;
+  std::vector<std::byte> bytes(vita49::context_packet_bytes(packet));
+  EXPECT_EQ(vita49::encode_context(packet, bytes), bytes.size());
+  return bytes;
+}
+
+void send_to(int fd, std::uint16_t port, const std::vector<std::byte>& bytes) {
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(port);
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::sendto(fd, bytes.data(), bytes.size(), 0, reinterpret_cast<const sockaddr*>(&to), sizeof(to)),
+            static_cast<ssize_t>(bytes.size()));
+}
+
+std::uint16_t free_udp_port() {
+  wire::UniqueFd probe(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::bind(probe.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+  socklen_t length = sizeof(address);
+  EXPECT_EQ(::getsockname(probe.get(), reinterpret_cast<sockaddr*>(&address), &length), 0);
+  return ntohs(address.sin_port);
+}
+
+// context_wait: the sender's first context packet sets the frequency, bandwidth, level and
+// gain that downstream stages (and the recorder's SigMF core:frequency) see at start.
+TEST(UdpSource, ContextWaitPutsTheSendersValuesIntoTheStreamDescription) {
+  UdpRun run;
+  test_support::current_capture() = &run.capture;
+  const std::uint16_t port = free_udp_port();
+  const std::string yaml = "pipeline: {chunk: 64KiB, chunks: 8}\n"
+                           "template:\n"
+                           "  - {name: source, type: udp, address: 127.0.0.1:" + std::to_string(port) +
+                           ", sample_rate: 100Msps, stream_id: 1, context_wait: 10s}\n"
+                           "  - {name: sink, type: capture}\n"
+                           "lanes: [{name: port0}]\n";
+  Pipeline pipeline(load_pipeline_text(yaml, "<test>", {}, test_support::test_registry()));
+  std::atomic<bool> started{false};
+  std::thread starter([&] {
+    pipeline.start();
+    started = true;
+  });
+  // A digitizer repeats its context; the stage takes the first that reaches its socket.
+  wire::UniqueFd sender(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  const auto packet = context_bytes(100e6);
+  while (!started) {
+    send_to(sender.get(), port, packet);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  starter.join();
+  std::thread runner([&] { pipeline.run(); });
+  pipeline.request_stop();
+  runner.join();
+  EXPECT_EQ(run.capture.stream.center_frequency, 2.4e9);
+  EXPECT_EQ(run.capture.stream.bandwidth, 20e6);
+  EXPECT_EQ(run.capture.stream.reference_level_dbm, -10.5);
+  EXPECT_EQ(run.capture.stream.gain_db, 17.25);
+  EXPECT_EQ(run.capture.stream.sample_rate, 100e6);
+  EXPECT_GE(counter(test_support::source_metrics(pipeline), "context_packets"), 1U);
+  test_support::current_capture() = nullptr;
+}
+
+// A context packet whose sample rate is not the configured one fails the stage with both rates.
+TEST(UdpSource, ContextSampleRateMismatchIsAnError) {
+  UdpRun run;
+  test_support::current_capture() = &run.capture;
+  const std::string yaml = "pipeline: {chunk: 64KiB, chunks: 8}\n"
+                           "template:\n"
+                           "  - {name: source, type: udp, address: 127.0.0.1:0, sample_rate: 100Msps, stream_id: 1}\n"
+                           "  - {name: sink, type: capture}\n"
+                           "lanes: [{name: port0}]\n";
+  Pipeline pipeline(load_pipeline_text(yaml, "<test>", {}, test_support::test_registry()));
+  pipeline.start();
+  auto* stage = dynamic_cast<UdpSource*>(pipeline.definition().lanes[0].stages[0].stage.get());
+  ASSERT_NE(stage, nullptr);
+  std::thread runner([&] { pipeline.run(); });
+  wire::UniqueFd sender(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  send_to(sender.get(), stage->port(), context_bytes(50e6));
+  const StageMetrics& metrics = test_support::source_metrics(pipeline);
+  // The stage fails in the same process() call that counts the packet.
+  EXPECT_TRUE(test_support::wait_for([&] { return counter(metrics, "context_packets") >= 1; }));
+  pipeline.request_stop();
+  runner.join();
+  ASSERT_FALSE(pipeline.failures().empty());
+  EXPECT_NE(pipeline.failures().front().message.find("50000000 Hz"), std::string::npos) << pipeline.failures().front().message;
+  EXPECT_NE(pipeline.failures().front().message.find("100000000 Hz"), std::string::npos) << pipeline.failures().front().message;
+  test_support::current_capture() = nullptr;
 }
 
 }  // namespace
