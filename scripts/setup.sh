@@ -22,7 +22,8 @@ packages=(
 )
 
 # The dashboard test drives a headless browser: Debian packages it as chromium, Ubuntu as chromium-browser.
-if apt-cache show chromium >/dev/null 2>&1; then packages+=(chromium); else packages+=(chromium-browser); fi
+# Decided by the release, not by apt-cache: a fresh machine has no package lists before the update below.
+if . /etc/os-release && [ "${ID:-}" = ubuntu ]; then packages+=(chromium-browser); else packages+=(chromium); fi
 
 missing=()
 for package in "${packages[@]}"; do
