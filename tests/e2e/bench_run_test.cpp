@@ -87,7 +87,7 @@ TEST(SluiceBench, JsonHasEveryRowWithRatiosFromItsOwnNumbers) {
   EXPECT_FALSE(fs::exists(json["directory"].get<std::string>())) << json["directory"];
 }
 
-TEST(SluiceBench, TableByDefaultAndBadSecondsRefused) {
+TEST(SluiceBench, BadSecondsAndMissingDirectoryAreRefused) {
   auto refused = run_process({kSluice, "bench", "--seconds", "0"});
   EXPECT_EQ(refused.exit_code, 2) << refused.err;
   auto missing_dir = run_process({kSluice, "bench", "--seconds", "1", "--dir", "/proc/no/such/dir"});
