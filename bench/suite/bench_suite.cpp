@@ -32,6 +32,7 @@
 #include "emulator/emulator_process.hpp"
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
+#include "pipeline/memory.hpp"
 #include "pipeline/runtime.hpp"
 #include "pipeline/units.hpp"
 #include "recorder/uring.hpp"
@@ -201,18 +202,19 @@ Rates uring_ceiling(const std::string& path, std::uint64_t total, unsigned depth
   if (write && ::fallocate(file.get(), 0, 0, static_cast<off_t>(total)) != 0 && errno != EOPNOTSUPP) {
     throw std::runtime_error("fallocate(" + path + "): " + std::strerror(errno));
   }
-  std::vector<std::unique_ptr<std::byte, decltype(&std::free)>> blocks;
+  // The blocks come from the allocator the stages' pools use (MemoryRegion, host), so huge
+  // pages or not is the same on both sides of the ratio.
+  const MemoryRegion region(MemoryKind::host, std::size_t{depth} * kChunkBytes);
+  std::vector<std::byte*> blocks;
   for (unsigned i = 0; i < depth; ++i) {
-    void* block = nullptr;
-    if (::posix_memalign(&block, 4096, kChunkBytes) != 0) throw std::runtime_error("posix_memalign failed");
-    std::memset(block, static_cast<int>(i + 1), kChunkBytes);
-    blocks.emplace_back(static_cast<std::byte*>(block), &std::free);
+    blocks.push_back(region.data() + std::size_t{i} * kChunkBytes);
+    std::memset(blocks.back(), static_cast<int>(i + 1), kChunkBytes);
   }
   recorder::Uring ring(depth);  // after the blocks: unregistered and closed before they are freed
   // Registered (fixed) buffers, as the recorder and replay register their pools: the kernel
   // then pins the pages once instead of on every I/O.
   std::vector<iovec> vectors;
-  for (const auto& block : blocks) vectors.push_back({block.get(), kChunkBytes});
+  for (std::byte* block : blocks) vectors.push_back({block, kChunkBytes});
   if (const int registered = io_uring_register_buffers(ring.get(), vectors.data(), depth); registered != 0) {
     throw std::runtime_error(std::string("io_uring_register_buffers: ") + std::strerror(-registered) +
                              " (RLIMIT_MEMLOCK too small for " + std::to_string(depth) + " × 4 MiB?)");
@@ -231,9 +233,9 @@ Rates uring_ceiling(const std::string& path, std::uint64_t total, unsigned depth
       free_blocks.pop_back();
       const auto offset = submitted * kChunkBytes;
       if (write) {
-        io_uring_prep_write_fixed(sqe, file.get(), blocks[block].get(), kChunkBytes, offset, static_cast<int>(block));
+        io_uring_prep_write_fixed(sqe, file.get(), blocks[block], kChunkBytes, offset, static_cast<int>(block));
       } else {
-        io_uring_prep_read_fixed(sqe, file.get(), blocks[block].get(), kChunkBytes, offset, static_cast<int>(block));
+        io_uring_prep_read_fixed(sqe, file.get(), blocks[block], kChunkBytes, offset, static_cast<int>(block));
       }
       io_uring_sqe_set_data64(sqe, block);
       ++submitted;
@@ -285,28 +287,28 @@ Rates measure_pipeline(const std::string& yaml, Probe probe, double seconds, dou
     throw;
   }
   const auto lanes = pipeline.metrics_by_lane();
-  auto totals = [&](double& bytes, double& samples, double& packets) {
-    bytes = samples = packets = 0;
+  struct Totals {
+    double bytes = 0;
+    double samples = 0;
+    double packets = 0;
+  };
+  auto totals = [&] {
+    Totals sum;
     for (const auto& lane : lanes) {
       const StageMetrics& metrics = *lane[probe.stage];
       const FlowCounters& flow = probe.output ? metrics.out : metrics.in;
-      bytes += static_cast<double>(flow.bytes.load());
-      samples += static_cast<double>(flow.samples.load());
-      packets += static_cast<double>(metrics.packets.load());
+      sum.bytes += static_cast<double>(flow.bytes.load());
+      sum.samples += static_cast<double>(flow.samples.load());
+      sum.packets += static_cast<double>(metrics.packets.load());
     }
+    return sum;
   };
   const Span total;
   while (!finished.load() && total.wall() < warmup) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  double bytes0 = 0;
-  double samples0 = 0;
-  double packets0 = 0;
-  totals(bytes0, samples0, packets0);
+  const Totals before = totals();
   const Span span;
   while (!finished.load() && span.wall() < seconds) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  double bytes1 = 0;
-  double samples1 = 0;
-  double packets1 = 0;
-  totals(bytes1, samples1, packets1);
+  const Totals after = totals();
   const double wall = span.wall();
   const double cpu = span.cpu();
   pipeline.request_stop();
@@ -321,12 +323,12 @@ Rates measure_pipeline(const std::string& yaml, Probe probe, double seconds, dou
       for (const auto& note : metrics->notes) notes->push_back(metrics->stage() + ": " + note);
     }
   }
-  if (bytes1 <= bytes0) {
+  if (after.bytes <= before.bytes) {
     throw std::runtime_error("nothing passed stage " + std::to_string(probe.stage) + " in " + std::to_string(wall) +
                              " s" + (feeder ? " (emulator: " + feeder->report_line() + ")" : std::string()));
   }
   // Process CPU also counts the emulator-free threads only: the emulator is another process.
-  return rates(bytes1 - bytes0, samples1 - samples0, packets1 - packets0, wall, cpu);
+  return rates(after.bytes - before.bytes, after.samples - before.samples, after.packets - before.packets, wall, cpu);
 }
 
 std::string seconds_text(double seconds) { return std::to_string(static_cast<int>(seconds * 1000 + 0.5)) + "ms"; }
