@@ -157,7 +157,8 @@ Rates recvmmsg_ceiling(const std::string& emulator, double seconds, double warmu
   std::unique_ptr<Span> span;
   const Span total;
   while (!span || span->wall() < seconds) {
-    if (!span && total.wall() >= warmup) {
+    // The warm-up starts with the first datagram: the emulator may take a while to start.
+    if (!span && packets > 0 && total.wall() >= warmup) {
       span = std::make_unique<Span>();
       packets = 0;
       bytes = 0;
@@ -303,11 +304,18 @@ Rates measure_pipeline(const std::string& yaml, Probe probe, double seconds, dou
     }
     return sum;
   };
+  // The warm-up starts with the first bytes (a process start or a plan can take longer than a
+  // short window on a loaded machine), and a window lasts until at least one more chunk passed.
+  constexpr double kPatience = 30;
+  const Span waiting;
+  while (!finished.load() && totals().bytes == 0 && waiting.wall() < kPatience) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   const Span total;
   while (!finished.load() && total.wall() < warmup) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   const Totals before = totals();
   const Span span;
-  while (!finished.load() && span.wall() < seconds) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  while (!finished.load() && (span.wall() < seconds || (totals().bytes <= before.bytes && span.wall() < kPatience))) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   const Totals after = totals();
   const double wall = span.wall();
   const double cpu = span.cpu();
