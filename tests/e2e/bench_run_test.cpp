@@ -2,7 +2,10 @@
 // emulator on loopback, the real disk. No timing is asserted: bench rows must exist, be
 // positive and carry ratios computed from their own numbers.
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <regex>
 #include <set>
 
@@ -127,9 +131,30 @@ std::uint64_t source_samples(const fs::path& report) {
   return json["lanes"][0]["stages"][0]["out"]["samples"].get<std::uint64_t>();
 }
 
+// configs/udp_loopback.yaml with its port (50000) replaced by one free now, so that tests
+// running in parallel (cli_test runs the same file) do not collide on the port.
+std::string udp_loopback_on_free_port(const std::string& name) {
+  const int probe = ::socket(AF_INET, SOCK_DGRAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  if (probe < 0 || ::bind(probe, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      ::getsockname(probe, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    throw std::runtime_error("cannot find a free UDP port");
+  }
+  ::close(probe);
+  std::ifstream in(fs::path(kSourceDir) / "configs/udp_loopback.yaml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  text = std::regex_replace(text, std::regex("50000"), std::to_string(ntohs(address.sin_port)));
+  const fs::path path = temp_path(name + ".yaml");
+  std::ofstream(path) << text;
+  return path.string();
+}
+
 TEST(SluiceRunEmulator, UdpLoopbackInOneCommand) {
   const fs::path report = temp_path("udp.json");
-  auto result = run_process({kSluice, "run", (fs::path(kSourceDir) / "configs/udp_loopback.yaml").string(), "--emulator",
+  auto result = run_process({kSluice, "run", udp_loopback_on_free_port(::testing::UnitTest::GetInstance()->current_test_info()->name()), "--emulator",
                              "--set", "emulator.duration=2s", "--report", report.string()},
                             std::chrono::seconds(60));
   ASSERT_EQ(result.exit_code, 0) << result.err;
@@ -145,7 +170,7 @@ TEST(SluiceRunEmulator, UdpLoopbackInOneCommand) {
 TEST(SluiceRunEmulator, AutostartKeyDoesTheSameAndPipelineEndFirstStopsIt) {
   // autostart from the file; the pipeline ends (1 s) long before the emulator would (60 s):
   // the emulator is stopped, reaped, and still reports what it sent.
-  auto result = run_process({kSluice, "run", (fs::path(kSourceDir) / "configs/udp_loopback.yaml").string(), "--set",
+  auto result = run_process({kSluice, "run", udp_loopback_on_free_port(::testing::UnitTest::GetInstance()->current_test_info()->name()), "--set",
                              "emulator.autostart=true", "--set", "emulator.duration=60s", "--duration", "1s"},
                             std::chrono::seconds(60));
   ASSERT_EQ(result.exit_code, 0) << result.err;
@@ -159,7 +184,7 @@ TEST(SluiceRunEmulator, EmulatorFailureFailsTheRun) {
   const char* previous = std::getenv("SLUICE_EMULATOR");
   const std::string saved = previous != nullptr ? previous : "";
   ASSERT_EQ(::setenv("SLUICE_EMULATOR", "/bin/false", 1), 0);
-  auto result = run_process({kSluice, "run", (fs::path(kSourceDir) / "configs/udp_loopback.yaml").string(), "--emulator",
+  auto result = run_process({kSluice, "run", udp_loopback_on_free_port(::testing::UnitTest::GetInstance()->current_test_info()->name()), "--emulator",
                              "--duration", "30s"},
                             std::chrono::seconds(60));
   if (previous != nullptr) {
