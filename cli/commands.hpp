@@ -3,6 +3,8 @@
 #pragma once
 
 #include <functional>
+#include <memory>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -10,6 +12,10 @@
 #include <CLI/CLI.hpp>
 
 #include "pipeline/config.hpp"
+
+namespace sluice {
+class Pipeline;
+}  // namespace sluice
 
 namespace sluice::cli {
 
@@ -26,6 +32,21 @@ struct Commands {
 
 void add_pipeline_commands(CLI::App& app, Commands& commands);  // run, validate, stages
 void add_capture_commands(CLI::App& app, Commands& commands);   // capture info|repair, play
+void add_bench_command(CLI::App& app, Commands& commands);      // bench (cli/bench_command.cpp)
+
+// Something that runs beside a pipeline: the file's emulator under `sluice run --emulator`
+// (cli/emulator_companion.cpp).
+class RunCompanion {
+ public:
+  virtual ~RunCompanion() = default;
+  virtual void started(Pipeline& pipeline) = 0;  // every stage has started: sources listen
+  virtual bool keep_running() = 0;               // polled each tick; false: stop the pipeline
+  virtual bool finish(std::ostream& out) = 0;    // after the summary: stop, print its own; false: it failed
+};
+// The file's emulator when --emulator or its `emulator: {autostart: true}` asks for it, else null.
+// Throws ConfigException for a bad emulator: section, std::runtime_error when it cannot be found.
+std::unique_ptr<RunCompanion> make_emulator_companion(const std::string& file, const std::vector<std::string>& overrides,
+                                                      bool requested);
 
 // What a run writes besides the summary table.
 struct RunOutputs {
@@ -33,6 +54,7 @@ struct RunOutputs {
   std::string plot;    // SVG rate plot path, or empty
   bool quiet = false;  // no progress lines
   std::string http;    // ADDR:PORT for /metrics and the dashboard (overrides pipeline.http), or empty
+  RunCompanion* companion = nullptr;  // started after the stages, finished after the summary
 };
 
 // Starts `definition`, runs it to the end with progress on stderr and Ctrl-C handling,

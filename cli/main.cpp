@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   Commands commands;
   add_pipeline_commands(app, commands);
   add_capture_commands(app, commands);
+  add_bench_command(app, commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

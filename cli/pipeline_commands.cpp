@@ -27,6 +27,7 @@ struct RunOptions {
   std::string node;
   std::string http;
   bool quiet = false;
+  bool emulator = false;
 };
 
 void print_config_errors(const ConfigException& error) {
@@ -73,9 +74,20 @@ int run_pipeline(const RunOptions& options) {
     }
     definition.settings.duration = *duration;
   }
+  std::unique_ptr<RunCompanion> emulator;
+  try {
+    emulator = make_emulator_companion(options.file, options.overrides, options.emulator);
+  } catch (const ConfigException& error) {
+    print_config_errors(error);
+    return kExitUsage;
+  } catch (const std::exception& error) {
+    std::cerr << "sluice run: --emulator: " << error.what() << "\n";
+    return kExitUsage;
+  }
   spdlog::info("pipeline {} from {}: {} lane(s), {} stage(s); GPU: {}", definition.settings.name, options.file,
                definition.lanes.size(), stage_count(definition), cuda_available() ? "yes" : cuda_unavailable_reason());
-  return run_definition(std::move(definition), RunOutputs{options.report, options.plot, options.quiet, options.http}, "sluice run");
+  return run_definition(std::move(definition),
+                        RunOutputs{options.report, options.plot, options.quiet, options.http, emulator.get()}, "sluice run");
 }
 
 int validate(const RunOptions& options) {
@@ -158,6 +170,7 @@ int run_definition(PipelineDefinition definition, const RunOutputs& outputs, con
       return kExitFailure;
     }
   }
+  if (outputs.companion != nullptr) outputs.companion->started(pipeline);
   const double interval = std::chrono::duration<double>(pipeline.definition().settings.progress_interval).count();
   const ProgressOutput output = outputs.quiet                    ? ProgressOutput::none
                                 : isatty(STDERR_FILENO) != 0 ? ProgressOutput::terminal
@@ -170,11 +183,13 @@ int run_definition(PipelineDefinition definition, const RunOutputs& outputs, con
       spdlog::info("stopping: draining queues (Ctrl-C again to abort)");
       pipeline.request_stop();
     }
+    if (outputs.companion != nullptr && !pipeline.stop_requested() && !outputs.companion->keep_running()) pipeline.request_stop();
     progress.tick();
   });
   progress.finish();
-  const int exit_code = pipeline.failures().empty() ? kExitOk : kExitFailure;
   std::cout << summary_table(pipeline) << std::flush;
+  const bool companion_ok = outputs.companion == nullptr || outputs.companion->finish(std::cout);
+  const int exit_code = pipeline.failures().empty() && companion_ok ? kExitOk : kExitFailure;
   auto write_file = [&](const std::string& path, const std::string& text, const char* what) {
     if (path.empty()) return true;
     std::ofstream file(path);
@@ -201,6 +216,9 @@ void add_pipeline_commands(CLI::App& app, Commands& commands) {
   run->add_option("--http", options->http,
                   "serve /metrics (Prometheus) and a live dashboard at ADDR:PORT while running, e.g. 127.0.0.1:9100 "
                   "(overrides pipeline.http; port 0: any free port)");
+  run->add_flag("--emulator", options->emulator,
+                "start the file's emulator (sluice-emulator FILE) once the stages listen, stop it at the end "
+                "(also: emulator.autostart: true)");
   commands.add(run, [options] { return run_pipeline(*options); });
 
   auto validate_options = std::make_shared<RunOptions>();

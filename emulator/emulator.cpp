@@ -152,6 +152,7 @@ EmulatorSettings read_emulator_settings(const YAML::Node& section, const ConfigS
   settings.gso = reader.boolean("gso", true, "UDP GSO (UDP_SEGMENT) where the kernel has it");
   settings.report_interval = reader.duration("report_interval", std::chrono::seconds(1), "period of progress lines");
   settings.start_seconds = static_cast<std::uint64_t>(reader.integer("start_seconds", 0, "UTC second of sample 0 (0: now)", 0));
+  settings.autostart = reader.boolean("autostart", false, "sluice run starts this emulator once its stages listen and stops it at the end");
   settings.capture = reader.string("capture", "", "SigMF capture to send instead of a signal (.sigmf-collection, .sigmf-meta)");
   settings.capture_pace = reader.choice("capture_pace", CapturePace::recorded,
                                         "recorded: at the capture's timestamps; fast: as fast as possible",

@@ -101,6 +101,7 @@ struct EmulatorSettings {
   // timestamps and holes; the capture's sample rate and format replace the signal's.
   std::string capture;
   CapturePace capture_pace = CapturePace::recorded;
+  bool autostart = false;  // `sluice run` on this file starts and stops this emulator itself
 
   // Samples in one packet: as many whole samples as fit after the VITA-49 prefix and trailer.
   [[nodiscard]] std::size_t samples_per_packet() const;

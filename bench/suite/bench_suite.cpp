@@ -1,0 +1,595 @@
+// The measurements behind `sluice bench` (see bench_suite.hpp). Each pipeline row runs the
+// normal runtime on embedded YAML; each ceiling is the bare loop of what that stage does,
+// with the same block size, depth, batch and plan, measured minutes apart at most.
+#include "bench/suite/bench_suite.hpp"
+
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/statfs.h>
+#include <sys/time.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <fftw3.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "emulator/emulator_process.hpp"
+#include "pipeline/clock.hpp"
+#include "pipeline/config.hpp"
+#include "pipeline/memory.hpp"
+#include "pipeline/runtime.hpp"
+#include "pipeline/units.hpp"
+#include "recorder/uring.hpp"
+#include "stages/fft/fft_backend.hpp"
+#include "stages/socket/udp_source.hpp"
+#include "wire/socket.hpp"
+
+namespace sluice::bench {
+namespace {
+namespace fs = std::filesystem;
+
+constexpr std::uint64_t kChunkBytes = 4ULL << 20;  // the pipeline default, and the block of the disk rows
+constexpr unsigned kWriteDepth = 8;                // record's io_depth default
+constexpr unsigned kReadDepth = 4;                 // replay's read_ahead default
+constexpr std::size_t kPayload = 1472;             // standard-MTU VITA-49 datagrams
+constexpr std::size_t kFftSize = 1024;             // the fft stage's default size
+constexpr double kBytesPerSample = 4;              // ci16, every row's input format
+constexpr int kMeasurements = 14;                  // windows the total time is spread over
+
+double cpu_seconds() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& value) { return static_cast<double>(value.tv_sec) + static_cast<double>(value.tv_usec) / 1e6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+// Wall and process CPU time of a measured span.
+class Span {
+ public:
+  Span() : wall_ns_(monotonic_ns()), cpu_(cpu_seconds()) {}
+  [[nodiscard]] double wall() const { return static_cast<double>(monotonic_ns() - wall_ns_) / 1e9; }
+  [[nodiscard]] double cpu() const { return cpu_seconds() - cpu_; }
+
+ private:
+  std::uint64_t wall_ns_;
+  double cpu_;
+};
+
+Rates rates(double bytes, double samples, double packets, double wall, double cpu) {
+  Rates result;
+  if (wall <= 0) return result;
+  result.bytes_per_second = bytes / wall;
+  result.samples_per_second = samples / wall;
+  result.packets_per_second = packets / wall;
+  result.cpu_seconds_per_gb = bytes > 0 ? cpu / (bytes / 1e9) : 0;
+  return result;
+}
+
+// ---- ceilings -------------------------------------------------------------------------
+
+Rates memcpy_ceiling(double seconds) {
+  std::vector<std::byte> from(kChunkBytes, std::byte{1});
+  std::vector<std::byte> to(kChunkBytes);
+  double bytes = 0;
+  const Span span;
+  while (span.wall() < seconds) {
+    for (int i = 0; i < 16; ++i) {
+      std::memcpy(to.data(), from.data(), kChunkBytes);
+      from[static_cast<std::size_t>(i)] = to[kChunkBytes - 1 - static_cast<std::size_t>(i)];  // keeps the copy observable
+    }
+    bytes += 16.0 * static_cast<double>(kChunkBytes);
+  }
+  return rates(bytes, bytes / kBytesPerSample, 0, span.wall(), span.cpu());
+}
+
+Rates fftw_ceiling(double seconds) {
+  // The FFTW backend's shape: a batch of frames that fits L2, planned with the same flags.
+  const std::size_t batch = std::max<std::size_t>(1, 32768 / kFftSize);
+  std::unique_ptr<fftwf_complex, decltype(&fftwf_free)> frames(fftwf_alloc_complex(kFftSize * batch), &fftwf_free);
+  if (!frames) throw std::runtime_error("fftwf_alloc_complex failed");
+  const int length = static_cast<int>(kFftSize);
+  std::unique_ptr<fftwf_plan_s, decltype(&fftwf_destroy_plan)> plan(
+      fftwf_plan_many_dft(1, &length, static_cast<int>(batch), frames.get(), nullptr, 1, length, frames.get(), nullptr, 1,
+                          length, FFTW_FORWARD, fftw_planner_flags(kFftSize)),
+      &fftwf_destroy_plan);
+  if (!plan) throw std::runtime_error("fftwf_plan_many_dft failed");
+  for (std::size_t i = 0; i < kFftSize * batch; ++i) {
+    frames.get()[i][0] = static_cast<float>(i % 7) * 0.1F;
+    frames.get()[i][1] = 0;
+  }
+  double samples = 0;
+  const Span span;
+  while (span.wall() < seconds) {
+    fftwf_execute(plan.get());
+    samples += static_cast<double>(kFftSize * batch);
+  }
+  return rates(samples * kBytesPerSample, samples, 0, span.wall(), span.cpu());
+}
+
+// Bare receive on loopback from the emulator: recvmmsg with GRO, counting datagrams and bytes,
+// nothing parsed or copied (as bench/stages/socket_bench's baseline).
+Rates recvmmsg_ceiling(const std::string& emulator, double seconds, double warmup) {
+  wire::UniqueFd socket(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (socket.get() < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+  const int buffer = 256 << 20;
+  if (::setsockopt(socket.get(), SOL_SOCKET, SO_RCVBUFFORCE, &buffer, sizeof(buffer)) != 0) {
+    (void)::setsockopt(socket.get(), SOL_SOCKET, SO_RCVBUF, &buffer, sizeof(buffer));
+  }
+  const timeval timeout{0, 10'000};
+  (void)::setsockopt(socket.get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  const int one = 1;
+  const bool gro = ::setsockopt(socket.get(), SOL_UDP, UDP_GRO, &one, sizeof(one)) == 0;
+  sockaddr_in address = *wire::parse_endpoint("127.0.0.1:0");
+  if (::bind(socket.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    throw std::runtime_error(std::string("bind(127.0.0.1:0): ") + std::strerror(errno));
+  }
+  socklen_t length = sizeof(address);
+  ::getsockname(socket.get(), reinterpret_cast<sockaddr*>(&address), &length);
+
+  const std::size_t slot = gro ? 65536 : 9000;
+  const std::size_t batch = default_udp_batch(gro);
+  std::vector<std::byte> buffers(batch * slot);
+  std::vector<iovec> iovs(batch);
+  std::vector<mmsghdr> messages(batch);
+  std::vector<std::byte> controls(batch * CMSG_SPACE(sizeof(int)));
+  emulator::EmulatorProcess sender(emulator, {"--to", "127.0.0.1:" + std::to_string(ntohs(address.sin_port)), "--payload",
+                                              std::to_string(kPayload), "--duration",
+                                              std::to_string(static_cast<int>((warmup + seconds + 1) * 1000)) + "ms",
+                                              "--batch", "64", "-q"});
+  double packets = 0;
+  double bytes = 0;
+  std::unique_ptr<Span> span;
+  const Span total;
+  while (!span || span->wall() < seconds) {
+    // The warm-up starts with the first datagram: the emulator may take a while to start.
+    if (!span && packets > 0 && total.wall() >= warmup) {
+      span = std::make_unique<Span>();
+      packets = 0;
+      bytes = 0;
+    }
+    if (total.wall() > warmup + seconds + 10) throw std::runtime_error("bare receive loop: the emulator sent nothing");
+    for (std::size_t i = 0; i < batch; ++i) {
+      iovs[i] = {buffers.data() + i * slot, slot};
+      messages[i].msg_hdr = {};
+      messages[i].msg_hdr.msg_iov = &iovs[i];
+      messages[i].msg_hdr.msg_iovlen = 1;
+      messages[i].msg_hdr.msg_control = controls.data() + i * CMSG_SPACE(sizeof(int));
+      messages[i].msg_hdr.msg_controllen = CMSG_SPACE(sizeof(int));
+    }
+    const int got = ::recvmmsg(socket.get(), messages.data(), static_cast<unsigned>(batch), MSG_WAITFORONE, nullptr);
+    if (got <= 0) continue;
+    for (int i = 0; i < got; ++i) {
+      const msghdr& header = messages[static_cast<std::size_t>(i)].msg_hdr;
+      const std::size_t received = messages[static_cast<std::size_t>(i)].msg_len;
+      std::size_t segment = received;
+      for (cmsghdr* control = CMSG_FIRSTHDR(&header); control != nullptr;
+           control = CMSG_NXTHDR(const_cast<msghdr*>(&header), control)) {
+        if (control->cmsg_level == SOL_UDP && control->cmsg_type == UDP_GRO) {
+          int size = 0;
+          std::memcpy(&size, CMSG_DATA(control), sizeof(size));
+          segment = static_cast<std::size_t>(size);
+        }
+      }
+      packets += segment == 0 ? 1 : static_cast<double>((received + segment - 1) / segment);
+      bytes += static_cast<double>(received);
+    }
+  }
+  if (packets == 0) throw std::runtime_error("bare receive loop: no datagrams from sluice-emulator (" + sender.report_line() + ")");
+  return rates(bytes, bytes / kBytesPerSample, packets, span->wall(), span->cpu());
+}
+
+// Raw io_uring: `total` bytes of kChunkBytes blocks at `depth` in flight, sequential, to or
+// from one file, with O_DIRECT when `direct` (the recorder's and replay's I/O, minus
+// everything else they do).
+Rates uring_ceiling(const std::string& path, std::uint64_t total, unsigned depth, bool write, bool direct) {
+  const int flags = (write ? O_WRONLY | O_CREAT | O_TRUNC : O_RDONLY) | O_CLOEXEC | (direct ? O_DIRECT : 0);
+  recorder::FileDescriptor file = recorder::open_file(path, flags);
+  if (write && ::fallocate(file.get(), 0, 0, static_cast<off_t>(total)) != 0 && errno != EOPNOTSUPP) {
+    throw std::runtime_error("fallocate(" + path + "): " + std::strerror(errno));
+  }
+  // The blocks come from the allocator the stages' pools use (MemoryRegion, host), so huge
+  // pages or not is the same on both sides of the ratio.
+  const MemoryRegion region(MemoryKind::host, std::size_t{depth} * kChunkBytes);
+  std::vector<std::byte*> blocks;
+  for (unsigned i = 0; i < depth; ++i) {
+    blocks.push_back(region.data() + std::size_t{i} * kChunkBytes);
+    std::memset(blocks.back(), static_cast<int>(i + 1), kChunkBytes);
+  }
+  recorder::Uring ring(depth);  // after the blocks: unregistered and closed before they are freed
+  // Registered (fixed) buffers, as the recorder and replay register their pools: the kernel
+  // then pins the pages once instead of on every I/O.
+  std::vector<iovec> vectors;
+  for (std::byte* block : blocks) vectors.push_back({block, kChunkBytes});
+  if (const int registered = io_uring_register_buffers(ring.get(), vectors.data(), depth); registered != 0) {
+    throw std::runtime_error(std::string("io_uring_register_buffers: ") + std::strerror(-registered) +
+                             " (RLIMIT_MEMLOCK too small for " + std::to_string(depth) + " × 4 MiB?)");
+  }
+  const std::uint64_t count = total / kChunkBytes;
+  std::uint64_t submitted = 0;
+  std::uint64_t completed = 0;
+  std::vector<unsigned> free_blocks;
+  for (unsigned i = 0; i < depth; ++i) free_blocks.push_back(i);
+  const Span span;
+  while (completed < count) {
+    while (submitted < count && !free_blocks.empty()) {
+      io_uring_sqe* sqe = io_uring_get_sqe(ring.get());
+      if (sqe == nullptr) break;
+      const unsigned block = free_blocks.back();
+      free_blocks.pop_back();
+      const auto offset = submitted * kChunkBytes;
+      if (write) {
+        io_uring_prep_write_fixed(sqe, file.get(), blocks[block], kChunkBytes, offset, static_cast<int>(block));
+      } else {
+        io_uring_prep_read_fixed(sqe, file.get(), blocks[block], kChunkBytes, offset, static_cast<int>(block));
+      }
+      io_uring_sqe_set_data64(sqe, block);
+      ++submitted;
+    }
+    const int pushed = io_uring_submit_and_wait(ring.get(), 1);
+    if (pushed < 0 && pushed != -EINTR) throw std::runtime_error(std::string("io_uring_submit_and_wait: ") + std::strerror(-pushed));
+    io_uring_cqe* cqe = nullptr;
+    while (io_uring_peek_cqe(ring.get(), &cqe) == 0) {
+      if (cqe->res != static_cast<int>(kChunkBytes)) {
+        throw std::runtime_error(std::string(write ? "write(" : "read(") + path + ") via io_uring: " +
+                                 (cqe->res < 0 ? std::strerror(-cqe->res) : "short transfer"));
+      }
+      free_blocks.push_back(static_cast<unsigned>(io_uring_cqe_get_data64(cqe)));
+      io_uring_cqe_seen(ring.get(), cqe);
+      ++completed;
+    }
+  }
+  const double bytes = static_cast<double>(count * kChunkBytes);
+  return rates(bytes, bytes / kBytesPerSample, 0, span.wall(), span.cpu());
+}
+
+// ---- pipeline rows ---------------------------------------------------------------------
+
+// Which counter a row measures: a source's output, or what a stage took in.
+struct Probe {
+  std::size_t stage = 0;  // index in each lane
+  bool output = true;
+};
+
+// Runs `yaml` through the normal loader and runtime; after start, `started` may launch what
+// feeds it (the emulator). Measures every lane's probe over `seconds` after `warmup`, or
+// until the pipeline ends by itself (a capped source).
+Rates measure_pipeline(const std::string& yaml, Probe probe, double seconds, double warmup,
+                       const std::function<std::unique_ptr<emulator::EmulatorProcess>(Pipeline&)>& started = {},
+                       std::vector<std::string>* notes = nullptr) {
+  Pipeline pipeline(load_pipeline_text(yaml, "<sluice bench>"));
+  pipeline.start();
+  std::atomic<bool> finished{false};
+  std::thread runner([&] {
+    pipeline.run();
+    finished.store(true);
+  });
+  std::unique_ptr<emulator::EmulatorProcess> feeder;
+  try {
+    if (started) feeder = started(pipeline);
+  } catch (...) {
+    pipeline.request_stop();
+    runner.join();
+    throw;
+  }
+  const auto lanes = pipeline.metrics_by_lane();
+  struct Totals {
+    double bytes = 0;
+    double samples = 0;
+    double packets = 0;
+  };
+  auto totals = [&] {
+    Totals sum;
+    for (const auto& lane : lanes) {
+      const StageMetrics& metrics = *lane[probe.stage];
+      const FlowCounters& flow = probe.output ? metrics.out : metrics.in;
+      sum.bytes += static_cast<double>(flow.bytes.load());
+      sum.samples += static_cast<double>(flow.samples.load());
+      sum.packets += static_cast<double>(metrics.packets.load());
+    }
+    return sum;
+  };
+  // The warm-up starts with the first bytes (a process start or a plan can take longer than a
+  // short window on a loaded machine), and a window lasts until at least one more chunk passed.
+  constexpr double kPatience = 30;
+  const Span waiting;
+  while (!finished.load() && totals().bytes == 0 && waiting.wall() < kPatience) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const Span total;
+  while (!finished.load() && total.wall() < warmup) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const Totals before = totals();
+  const Span span;
+  while (!finished.load() && (span.wall() < seconds || (totals().bytes <= before.bytes && span.wall() < kPatience))) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const Totals after = totals();
+  const double wall = span.wall();
+  const double cpu = span.cpu();
+  pipeline.request_stop();
+  runner.join();
+  if (feeder) feeder->stop();
+  if (!pipeline.failures().empty()) {
+    const StageFailure& failure = pipeline.failures().front();
+    throw std::runtime_error("lane " + failure.lane + ", stage " + failure.stage + " (" + failure.type + "): " + failure.message);
+  }
+  if (notes != nullptr) {
+    for (const auto* metrics : pipeline.metrics()) {
+      for (const auto& note : metrics->notes) notes->push_back(metrics->stage() + ": " + note);
+    }
+  }
+  if (after.bytes <= before.bytes) {
+    throw std::runtime_error("nothing passed stage " + std::to_string(probe.stage) + " in " + std::to_string(wall) +
+                             " s" + (feeder ? " (emulator: " + feeder->report_line() + ")" : std::string()));
+  }
+  // Process CPU also counts the emulator-free threads only: the emulator is another process.
+  return rates(after.bytes - before.bytes, after.samples - before.samples, after.packets - before.packets, wall, cpu);
+}
+
+std::string seconds_text(double seconds) { return std::to_string(static_cast<int>(seconds * 1000 + 0.5)) + "ms"; }
+
+// Starts the emulator unpaced towards every lane's udp source once they listen.
+std::function<std::unique_ptr<emulator::EmulatorProcess>(Pipeline&)> emulator_feed(const std::string& program, double seconds) {
+  return [program, seconds](Pipeline& pipeline) {
+    std::vector<std::string> args;
+    for (const auto& lane : pipeline.definition().lanes) {
+      const auto* source = dynamic_cast<const UdpSource*>(lane.stages.front().stage.get());
+      if (source == nullptr) throw std::logic_error("emulator_feed: the lane does not start with a udp stage");
+      args.emplace_back("--to");
+      args.push_back("127.0.0.1:" + std::to_string(source->port()));
+    }
+    for (const char* word : {"--payload", "1472", "--batch", "64", "-q"}) args.emplace_back(word);
+    args.emplace_back("--duration");
+    args.push_back(seconds_text(seconds));
+    return std::make_unique<emulator::EmulatorProcess>(program, args);
+  };
+}
+
+std::string lanes_yaml(int lanes, const std::string& record_directory, bool direct) {
+  std::string yaml =
+      "pipeline: {name: bench_lanes, chunk: 4MiB, chunks: 32}\n"
+      "template:\n"
+      "  - {name: source, type: udp, address: 127.0.0.1:0, stream_id: -1}\n"
+      "  - {name: fft, type: fft, size: " + std::to_string(kFftSize) + "}\n"
+      "  - {name: record, type: record, directory: " + record_directory + ", capture_name: lanes, overwrite: true, direct: " +
+      (direct ? "true" : "false") + ", preallocate: 0}\n"
+      "  - {name: sink, type: \"null\"}\n"
+      "lanes:\n";
+  for (int i = 0; i < lanes; ++i) yaml += "  - {name: port" + std::to_string(i) + "}\n";
+  return yaml;
+}
+
+BenchRow row(std::string stage, std::string ceiling, const Rates& measured, const Rates& bound, std::string note = {}) {
+  BenchRow result{std::move(stage), std::move(ceiling), measured, bound, 0, std::move(note)};
+  result.ratio = bound.bytes_per_second > 0 ? measured.bytes_per_second / bound.bytes_per_second : 0;
+  return result;
+}
+
+std::string join(const std::vector<std::string>& parts) {
+  std::string text;
+  for (const auto& part : parts) text += (text.empty() ? "" : "; ") + part;
+  return text;
+}
+
+// The directory for the disk rows: the caller's, or a fresh one in the temp directory.
+class WorkDirectory {
+ public:
+  explicit WorkDirectory(const std::string& requested) {
+    if (!requested.empty()) {
+      std::error_code error;
+      fs::create_directories(requested, error);
+      if (error) throw std::runtime_error("--dir " + requested + ": " + error.message());
+      path_ = fs::path(requested) / ("sluice-bench-" + std::to_string(::getpid()));
+    } else {
+      path_ = fs::temp_directory_path() / ("sluice-bench-" + std::to_string(::getpid()));
+    }
+    fs::create_directories(path_);
+  }
+  WorkDirectory(const WorkDirectory&) = delete;
+  WorkDirectory& operator=(const WorkDirectory&) = delete;
+  ~WorkDirectory() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  [[nodiscard]] const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+}  // namespace
+
+BenchResult run_bench(const BenchOptions& options) {
+  if (!(options.seconds > 0)) throw std::runtime_error("--seconds must be positive");
+  const std::string program = options.emulator_program.empty() ? emulator::locate_emulator_program() : options.emulator_program;
+  const double window = std::max(0.1, options.seconds / kMeasurements * 0.8);
+  const double warmup = window * 0.25;
+  int step = 0;
+  constexpr int kSteps = 13;
+  auto say = [&](const std::string& what) {
+    ++step;
+    if (options.progress) options.progress("[" + std::to_string(step) + "/" + std::to_string(kSteps) + "] " + what);
+  };
+  const Span whole;
+  BenchResult result;
+  const WorkDirectory work(options.directory);
+  result.directory = work.path().string();
+
+  // O_DIRECT needs a filesystem that takes it: tmpfs does not. Fall back to buffered I/O on
+  // both sides of those rows (so the ratio stays like for like) and say so.
+  struct statfs filesystem {};
+  bool direct = true;
+  if (::statfs(work.path().c_str(), &filesystem) == 0 && filesystem.f_type == TMPFS_MAGIC) {
+    direct = false;
+    result.notes.push_back(result.directory + " is on tmpfs, which refuses O_DIRECT: the record/replay rows and their "
+                           "ceilings use buffered I/O and measure memory, not a disk (--dir on a disk to measure one)");
+  }
+  // Bytes per disk measurement: about a window at 1 GB/s, within what the filesystem has free.
+  std::uint64_t disk_bytes = std::clamp<std::uint64_t>(static_cast<std::uint64_t>(window * 1e9), 64ULL << 20, 4ULL << 30);
+  if (const auto space = fs::space(work.path()); space.available / 4 < disk_bytes) disk_bytes = space.available / 4;
+  disk_bytes = disk_bytes / kChunkBytes * kChunkBytes;
+  if (disk_bytes < 4 * kChunkBytes) throw std::runtime_error(result.directory + ": too little free space for the disk rows");
+  const std::string direct_text = direct ? "true" : "false";
+  const std::string io = direct ? "O_DIRECT" : "buffered";
+
+  say("memcpy loop (ceiling of the generator → null lane)");
+  const Rates memcpy_rates = memcpy_ceiling(window);
+  say("generator → null");
+  const Rates generator = measure_pipeline(
+      "pipeline: {chunk: 4MiB, chunks: 32}\nlanes: [{name: a, stages: [{type: generator, format: ci16}, {type: \"null\"}]}]\n",
+      Probe{0, true}, window, warmup);
+  result.rows.push_back(row("generator → null", "memcpy loop", generator, memcpy_rates));
+
+  say("bare recvmmsg loop from sluice-emulator (ceiling of udp)");
+  const Rates bare = recvmmsg_ceiling(program, window, warmup);
+  say("udp ← sluice-emulator on loopback → null");
+  const Rates udp = measure_pipeline(
+      "pipeline: {chunk: 4MiB, chunks: 32}\nlanes: [{name: port0, stages: [{type: udp, address: 127.0.0.1:0}, {type: \"null\"}]}]\n",
+      Probe{0, true}, window, warmup, emulator_feed(program, warmup + window + 1));
+  result.rows.push_back(row("udp ← emulator (1472 B)", "bare recvmmsg loop", udp, bare));
+
+  say("raw fftwf_execute loop (ceiling of fft)");
+  const Rates raw_fft = fftw_ceiling(window);
+  say("generator → fft → null");
+  std::vector<std::string> fft_notes;
+  const Rates fft = measure_pipeline("pipeline: {chunk: 4MiB, chunks: 32}\nlanes: [{name: a, stages: [{type: generator, format: ci16}, "
+                                     "{type: fft, size: " + std::to_string(kFftSize) + "}, {type: \"null\"}]}]\n",
+                                     Probe{1, false}, window, warmup, {}, &fft_notes);
+  result.rows.push_back(row("fft (" + std::to_string(kFftSize) + "-point)", "raw fftwf_execute loop", fft, raw_fft, join(fft_notes)));
+
+  const std::string raw_file = (work.path() / "raw.bin").string();
+  say("raw io_uring " + io + " writes (ceiling of record)");
+  const Rates raw_write = uring_ceiling(raw_file, disk_bytes, kWriteDepth, true, direct);
+  say("generator → record → null");
+  const Rates record = measure_pipeline(
+      "pipeline: {chunk: 4MiB, chunks: 32}\nlanes: [{name: a, stages: [{type: generator, format: ci16, stop_after: " +
+          std::to_string(disk_bytes) + "}, {type: record, directory: " + work.path().string() +
+          ", capture_name: bench, overwrite: true, io_depth: " + std::to_string(kWriteDepth) + ", direct: " + direct_text +
+          "}, {type: \"null\"}]}]\n",
+      Probe{1, false}, window * 4, 0);
+  result.rows.push_back(row("record (io_uring, depth 8)", "raw io_uring " + io + " writes", record, raw_write,
+                            direct ? "" : "buffered: tmpfs"));
+
+  fs::remove(raw_file);
+  // The ceiling reads the very file replay reads, once before and once after it, and keeps the
+  // faster: a virtual disk's host cache favours whichever reads second.
+  std::string data_file;
+  for (const auto& entry : fs::directory_iterator(work.path())) {
+    if (entry.path().extension() == ".sigmf-data") data_file = entry.path().string();
+  }
+  if (data_file.empty()) throw std::runtime_error("the record row left no .sigmf-data in " + result.directory);
+  const std::uint64_t data_bytes = fs::file_size(data_file) / kChunkBytes * kChunkBytes;
+  say("raw io_uring " + io + " reads of the recorded data (ceiling of replay)");
+  Rates raw_read = uring_ceiling(data_file, data_bytes, kReadDepth, false, direct);
+  say("replay (fast) → null, of the capture just recorded");
+  const Rates replay = measure_pipeline(
+      "pipeline: {chunk: 4MiB, chunks: 32}\nlanes: [{name: a, stages: [{type: replay, capture: " +
+          (work.path() / "bench.sigmf-collection").string() + ", pace: fast, read_ahead: " + std::to_string(kReadDepth) +
+          ", direct: " + direct_text + "}, {type: \"null\"}]}]\n",
+      Probe{0, true}, window * 4, 0);
+  say("raw io_uring " + io + " reads again (the faster of the two is the ceiling)");
+  if (const Rates again = uring_ceiling(data_file, data_bytes, kReadDepth, false, direct);
+      again.bytes_per_second > raw_read.bytes_per_second) {
+    raw_read = again;
+  }
+  result.rows.push_back(row("replay (io_uring, depth 4)", "raw io_uring " + io + " reads", replay, raw_read,
+                            direct ? "" : "buffered: tmpfs"));
+
+  // A whole lane is bounded by its slowest part: the ceiling is the least of its parts' ceilings.
+  Rates lane_bound = bare;
+  for (const Rates* part : {&raw_fft, &raw_write}) {
+    if (part->bytes_per_second < lane_bound.bytes_per_second) lane_bound = *part;
+  }
+  lane_bound.packets_per_second = lane_bound.bytes_per_second / static_cast<double>(kPayload);
+  const std::string lanes_directory = (work.path() / "lanes").string();
+  fs::create_directories(lanes_directory);
+  say("one lane: udp ← emulator → fft → record → null");
+  const Rates one_lane = measure_pipeline(lanes_yaml(1, lanes_directory, direct), Probe{0, true}, window, warmup,
+                                          emulator_feed(program, warmup + window + 1));
+  result.rows.push_back(row("lane: udp → fft → record", "least of recvmmsg, fftwf, write", one_lane, lane_bound));
+  say("two lanes: 2 × (udp ← emulator → fft → record → null)");
+  const Rates two_lanes = measure_pipeline(lanes_yaml(2, lanes_directory, direct), Probe{0, true}, window, warmup,
+                                           emulator_feed(program, warmup + window + 1));
+  Rates ideal = one_lane;
+  ideal.bytes_per_second *= 2;
+  ideal.samples_per_second *= 2;
+  ideal.packets_per_second *= 2;
+  result.rows.push_back(row("2 lanes: udp → fft → record", "2 × one lane", two_lanes, ideal));
+  result.two_lane_scaling = two_lanes.bytes_per_second / one_lane.bytes_per_second;
+  const unsigned cores = std::thread::hardware_concurrency();
+  result.notes.push_back("two-lane scaling " + std::to_string(result.two_lane_scaling).substr(0, 4) + "× on " +
+                         std::to_string(cores) + " core(s), shared by both lanes, their emulator streams and one " +
+                         "filesystem");
+  result.seconds = whole.wall();
+  return result;
+}
+
+std::string bench_table(const BenchResult& result) {
+  std::ostringstream out;
+  char line[512];
+  std::snprintf(line, sizeof(line), "%-28s %8s %9s %9s %8s   %-34s %8s %9s %8s %6s\n", "stage", "GB/s", "Msamp/s", "kpkt/s",
+                "CPU s/GB", "ceiling", "GB/s", "kpkt/s", "CPU s/GB", "ratio");
+  out << line;
+  auto packets = [](double rate) { return rate > 0 ? std::to_string(static_cast<long long>(rate / 1e3 + 0.5)) : std::string("-"); };
+  for (const auto& row : result.rows) {
+    // Multi-byte arrows count as one column in a terminal but three bytes in printf widths.
+    auto padded = [](const std::string& text, std::size_t width) {
+      std::size_t columns = 0;
+      for (char c : text) columns += (static_cast<unsigned char>(c) & 0xC0U) != 0x80U ? 1 : 0;
+      return text + std::string(columns < width ? width - columns : 0, ' ');
+    };
+    std::snprintf(line, sizeof(line), " %8.3f %9.1f %9s %8.2f   ", row.measured.bytes_per_second / 1e9,
+                  row.measured.samples_per_second / 1e6, packets(row.measured.packets_per_second).c_str(),
+                  row.measured.cpu_seconds_per_gb);
+    out << padded(row.stage, 28) << line;
+    std::snprintf(line, sizeof(line), " %8.3f %9s %8.2f %6.2f\n", row.bound.bytes_per_second / 1e9,
+                  packets(row.bound.packets_per_second).c_str(), row.bound.cpu_seconds_per_gb, row.ratio);
+    out << padded(row.ceiling, 34) << line;
+  }
+  std::snprintf(line, sizeof(line), "two-lane scaling: %.2f× one lane\n", result.two_lane_scaling);
+  out << line;
+  for (const auto& row : result.rows) {
+    if (!row.note.empty()) out << "note: " << row.stage << ": " << row.note << "\n";
+  }
+  for (const auto& note : result.notes) out << "note: " << note << "\n";
+  return out.str();
+}
+
+nlohmann::json bench_json(const BenchResult& result) {
+  auto rates_json = [](const Rates& rates) {
+    return nlohmann::json{{"bytes_per_second", rates.bytes_per_second},
+                          {"gb_per_second", rates.bytes_per_second / 1e9},
+                          {"msamples_per_second", rates.samples_per_second / 1e6},
+                          {"packets_per_second", rates.packets_per_second},
+                          {"cpu_seconds_per_gb", rates.cpu_seconds_per_gb}};
+  };
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& row : result.rows) {
+    rows.push_back({{"stage", row.stage},
+                    {"measured", rates_json(row.measured)},
+                    {"ceiling_name", row.ceiling},
+                    {"ceiling", rates_json(row.bound)},
+                    {"ratio", row.ratio},
+                    {"note", row.note}});
+  }
+  return {{"rows", rows},
+          {"two_lane_scaling", result.two_lane_scaling},
+          {"directory", result.directory},
+          {"notes", result.notes},
+          {"seconds", result.seconds}};
+}
+
+}  // namespace sluice::bench

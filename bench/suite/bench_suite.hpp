@@ -1,0 +1,53 @@
+// The measurements behind `sluice bench`: each stage alone at full speed, then a whole lane,
+// then two lanes, each next to a ceiling measured in the same run on the same machine (a
+// memcpy loop, a bare recvmmsg loop, a raw fftwf_execute loop, raw io_uring O_DIRECT writes
+// and reads of the stage's block size and depth). Stages run through the normal runtime from
+// small embedded YAML, so the figures are what `sluice run` gets.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace sluice::bench {
+
+struct BenchOptions {
+  double seconds = 60;           // total time, spread over the measurements
+  std::string directory;         // where the disk rows write; empty: a new temp directory
+  std::string emulator_program;  // sluice-emulator; empty: locate_emulator_program()
+  std::function<void(const std::string&)> progress;  // one line per step (stderr in the CLI)
+};
+
+// What one measurement saw over its window.
+struct Rates {
+  double bytes_per_second = 0;
+  double samples_per_second = 0;
+  double packets_per_second = 0;  // 0 where the stage has no packets
+  double cpu_seconds_per_gb = 0;  // process CPU time (all threads) per GB moved
+};
+
+struct BenchRow {
+  std::string stage;    // "udp ← emulator", ...
+  std::string ceiling;  // "bare recvmmsg loop", ...
+  Rates measured;
+  Rates bound;
+  double ratio = 0;  // measured.bytes_per_second / bound.bytes_per_second
+  std::string note;  // fallbacks, the backend in use
+};
+
+struct BenchResult {
+  std::vector<BenchRow> rows;
+  double two_lane_scaling = 0;  // two lanes' aggregate / one lane
+  std::string directory;
+  std::vector<std::string> notes;
+  double seconds = 0;  // wall time the whole run took
+};
+
+// Runs every measurement; throws std::runtime_error naming what failed.
+BenchResult run_bench(const BenchOptions& options);
+std::string bench_table(const BenchResult& result);
+nlohmann::json bench_json(const BenchResult& result);
+
+}  // namespace sluice::bench
