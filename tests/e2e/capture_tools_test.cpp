@@ -31,11 +31,6 @@ constexpr double kToneHz = 3.7e6;
 constexpr double kToneAmplitude = 0.4;
 constexpr double kSampleRate = 25e6;
 
-bool in_ci() {
-  const char* ci = std::getenv("CI");
-  return ci != nullptr && std::string(ci) == "true";
-}
-
 std::string write_config(const test::TempDir& dir) {
   const std::string path = dir.str("tone.yaml");
   std::ofstream(path) << R"(
@@ -83,11 +78,7 @@ testing::ProcessResult run_sluice(const std::vector<std::string>& arguments) {
   return testing::run_process(argv);
 }
 
-void expect_valid_sigmf(const std::vector<std::string>& files) {
-  const int status = test::validate_sigmf(files);
-  if (status == 77 && !in_ci()) return;  // no schema or python3-jsonschema here: said by the validator
-  EXPECT_EQ(status, 0) << "SigMF validation of the export";
-}
+void expect_valid_sigmf(const std::vector<std::string>& files) { SLUICE_EXPECT_SIGMF_VALID(files); }
 
 class RecordedTone : public ::testing::Test {
  protected:
