@@ -44,10 +44,9 @@ ExportReport export_capture(const CaptureLane& lane, double from_seconds, double
   if (std::filesystem::exists(data_path) || std::filesystem::exists(meta_path)) {
     throw std::runtime_error(output_base + ": a capture of that name exists (choose another name or remove it)");
   }
-  // Spectra: a value's time is its row's, and a row covers fft_size × averaging input samples.
+  // Spectra: a value's time is its row's; core:sample_rate counts values (fft_size per row).
   const std::uint64_t unit = lane.fft_size > 0 ? lane.fft_size : 1;
-  const double units_per_second =
-      lane.fft_size > 0 ? lane.sample_rate / static_cast<double>(lane.fft_size * std::max<std::size_t>(lane.averaging, 1)) : lane.sample_rate;
+  const double units_per_second = lane.sample_rate / static_cast<double>(unit);
   const double values_per_second = units_per_second * static_cast<double>(unit);
   const std::uint64_t origin = lane.segments.front().global_index;
   ExportReport report;

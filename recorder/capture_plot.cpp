@@ -133,7 +133,11 @@ void build_spectrogram(const CaptureLane& lane, std::size_t size, std::size_t ma
   result.average_db.resize(size);
   for (std::size_t bin = 0; bin < size; ++bin) result.average_db[bin] = to_db(total[bin] / static_cast<double>(result.frames));
   result.bins = size;
-  result.bin_hz = lane.sample_rate > 0 ? lane.sample_rate / static_cast<double>(size) : 0;
+  // A spectra capture's core:sample_rate counts values (input rate / averaging): bins are
+  // spaced by the rate of the input the FFT saw.
+  const double input_rate = lane.fft_size > 0 ? lane.sample_rate * static_cast<double>(std::max<std::size_t>(lane.averaging, 1))
+                                              : lane.sample_rate;
+  result.bin_hz = input_rate > 0 ? input_rate / static_cast<double>(size) : 0;
 }
 
 // Raw samples: Hann-windowed FFTs of frames spread evenly over the capture.
@@ -164,9 +168,8 @@ void spectrum_of_samples(const CaptureLane& lane, std::size_t size, std::size_t 
 void spectrum_of_rows(const CaptureLane& lane, std::size_t max_rows, CaptureSpectrum& result) {
   const bool complex = lane.format == SampleFormat::cf32;
   const bool linear = !complex && lane.description.find("spectra (power,") != std::string::npos;
-  // A row covers fft_size × averaging input samples.
-  const double rows_per_second =
-      lane.sample_rate / static_cast<double>(lane.fft_size * std::max<std::size_t>(lane.averaging, 1));
+  // core:sample_rate counts values (fft_size per row, input rate / averaging): rows per second.
+  const double rows_per_second = lane.sample_rate / static_cast<double>(lane.fft_size);
   build_spectrogram(lane, lane.fft_size, max_rows, rows_per_second, result, [&](const std::byte* raw, std::vector<double>& row) {
     for (std::size_t bin = 0; bin < row.size(); ++bin) {
       std::array<float, 2> value{};
@@ -271,8 +274,7 @@ CaptureSpectrum capture_spectrum(const CaptureLane& lane, std::size_t fft_size, 
   }
   result.first_hz = lane.frequency - static_cast<double>(result.bins / 2) * result.bin_hz;
   const auto& last = lane.segments.back();
-  const double rate = result.from_spectra ? lane.sample_rate / static_cast<double>(std::max<std::size_t>(lane.averaging, 1))
-                                          : lane.sample_rate;
+  const double rate = lane.sample_rate;  // samples, or spectrum values, per second: index span / rate is the duration
   if (rate > 0) {
     result.duration_seconds = static_cast<double>(last.global_index + last.sample_count - lane.segments.front().global_index) / rate;
   }

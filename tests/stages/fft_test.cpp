@@ -41,6 +41,11 @@ class FeedSource final : public Stage {
     ChunkPtr chunk = context_->acquire(*pool_, std::chrono::milliseconds(100));
     if (!chunk) return StageStatus::idle;
     const FeedChunk& feed = g_feed[next_];
+    if (feed.bytes.size() > chunk->capacity) {  // a test that asks for more than its chunks hold
+      context_->fail("feed chunk of " + std::to_string(feed.bytes.size()) + " bytes exceeds the pool's " +
+                     std::to_string(chunk->capacity) + "-byte chunks");
+      return StageStatus::error;
+    }
     std::memcpy(chunk->data, feed.bytes.data(), feed.bytes.size());
     chunk->size = feed.bytes.size();
     chunk->format = g_feed_format;
@@ -335,7 +340,7 @@ TEST(Fft, FramesCarryAcrossChunkBoundariesWithoutSkippingSamples) {
   g_feed_format = SampleFormat::cf32;
   const auto samples = random_samples(10000, 5);
   g_feed = {FeedChunk{as_bytes(samples), 0, {}}};
-  run_fft("{type: feed}", "{type: fft, size: 200, average: 3}");
+  run_fft("{type: feed}", "{type: fft, size: 200, average: 3}", "128KiB");  // one 80000-byte chunk
   const auto expected = captured_rows(200);
   ASSERT_EQ(expected.size(), 10000U / 600);
   // The same samples in pieces that split frames everywhere (1, 199, 601, ... samples).
@@ -348,7 +353,7 @@ TEST(Fft, FramesCarryAcrossChunkBoundariesWithoutSkippingSamples) {
     at += piece;
   }
   ASSERT_EQ(at, samples.size());
-  auto pieces = run_fft("{type: feed}", "{type: fft, size: 200, average: 3}");
+  auto pieces = run_fft("{type: feed}", "{type: fft, size: 200, average: 3}", "128KiB");
   const auto actual = captured_rows(200);
   ASSERT_EQ(actual.size(), expected.size());
   for (std::size_t row = 0; row < actual.size(); ++row) {
@@ -366,7 +371,7 @@ TEST(Fft, InputGapsMarkTheRowsHoldingLostSamples) {
   // so row 16 (the first after them) carries the mark.
   g_feed = {FeedChunk{as_bytes(random_samples(4096, 1)), 0, {Gap{1000, 10}, Gap{2040, 20}}},
             FeedChunk{as_bytes(random_samples(1024, 2)), 5000, {Gap{4096, 904}}}};
-  auto pipeline = run_fft("{type: feed}", "{type: fft, size: 256}", "4KiB");  // 4 rows per output chunk
+  auto pipeline = run_fft("{type: feed, chunk: 64KiB}", "{type: fft, size: 256}", "4KiB");  // 4 rows per output chunk
   std::vector<Gap> gaps;
   for (const Captured& chunk : g_captured) {
     for (const Gap& gap : chunk.gaps) {

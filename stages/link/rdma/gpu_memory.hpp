@@ -23,7 +23,7 @@ struct Bar1Info {
 std::optional<Bar1Info> bar1_info(int cuda_device, std::string& reason);
 
 // The most bytes one registration may pin on a GPU with this BAR1: what is free, and at most
-// 45% of the aperture, since cards with a 256 MiB BAR1 fail registrations above ~115 MB
+// 43% of the aperture, since cards with a 256 MiB BAR1 fail registrations above ~115 MB
 // with "Bad address" although more is nominally free (the driver keeps the rest).
 std::uint64_t bar1_registration_limit(const Bar1Info& info);
 

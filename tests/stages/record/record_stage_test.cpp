@@ -275,7 +275,7 @@ class LoopVolume {
       command = "truncate -s " + size + " '" + image + "' && " + mkfs + " '" + image + "' && mount -o loop '" + image +
                 "' '" + mount_ + "'";
     }
-    command += " 2>" + dir.str(type + ".err");
+    command = "{ " + command + "; } 2>'" + dir.str(type + ".err") + "'";  // every step's stderr, a missing mkfs's too
     mounted_ = std::system(command.c_str()) == 0;
     if (!mounted_) {
       const auto error = read_file(dir.str(type + ".err"));
