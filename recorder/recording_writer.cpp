@@ -626,7 +626,10 @@ ChunkPtr RecordingWriter::take_done() noexcept {
   File& file = *slot.file;
   if (const int error = file.journal.append(make_journal_record(*slot.chunk, slot.offset, slot.bytes)); error != 0) {
     slot.failed = true;
-    set_error(error, "write(" + file.journal.path() + "): " + std::strerror(error));
+    // The journal shares the data's file system: running out of room here is the same clean
+    // "disk full" stop as a data write's (the chunk is not journaled, so finishing drops it).
+    set_error(error, (is_disk_full(error) ? "disk full: recording stopped journaling " : "write failed: ") +
+                         file.journal.path() + ": " + std::strerror(error));
     return nullptr;
   }
   bytes_written_ += slot.bytes;
