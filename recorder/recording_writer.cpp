@@ -186,6 +186,10 @@ void refresh_collection(const std::vector<std::string>& directories, const std::
         if (cached.hash.empty() || cached.inode != status.st_ino || cached.size != static_cast<std::uintmax_t>(status.st_size) ||
             cached.mtime_ns != mtime_ns) {
           std::ifstream in(path);
+          if (!in) {  // another lane removed or replaced it since the stat: a later rewrite sees it
+            g_meta_cache.erase(path);
+            continue;
+          }
           const nlohmann::json meta = nlohmann::json::parse(in, nullptr, false);
           cached = MetaEntry{};
           cached.inode = status.st_ino;
@@ -198,7 +202,12 @@ void refresh_collection(const std::vector<std::string>& directories, const std::
             cached.segment = global.value("sluice:segment", std::int64_t{0});
             cached.stripe = global.value("sluice:stripe", std::int64_t{0});
           }
-          cached.hash = sha512_of_file(path);
+          try {
+            cached.hash = sha512_of_file(path);
+          } catch (const std::runtime_error&) {  // gone between the parse and the hash: likewise
+            g_meta_cache.erase(path);
+            continue;
+          }
         }
         if (!cached.usable) continue;
         entries.push_back(Entry{cached.lane, cached.segment, cached.stripe, strip_capture_suffix(path), cached.hash});
