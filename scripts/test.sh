@@ -14,7 +14,7 @@ scripts/setup.sh build -DSLUICE_WERROR=ON
 echo "== ASan + UBSan: unit tests"
 cmake -S . -B build-asan -G Ninja -DSLUICE_WERROR=ON -DSLUICE_SANITIZE=address,undefined \
   -DSLUICE_WITH_CUDA=OFF -DSLUICE_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
-cmake --build build-asan -j "$jobs"
+cmake --build build-asan -j "$jobs" --target sluice_unit_tests
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan -L unit -j "$jobs" --output-on-failure
 
