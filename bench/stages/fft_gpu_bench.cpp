@@ -4,7 +4,7 @@
 //     device chunks → fft → null (the real runtime; the source only re-stamps chunks whose bytes were
 //     filled once) against cufftExecC2C out of place over the same chunk-sized buffers. Counter `ratio`.
 //   BM_Ci16PowerDbVsCopy: ci16 → hann → 1024-point FFT → |X|² averaged over 16 → dB, 64 MiB chunks,
-//     against cudaMemcpyAsync device-to-device of the same input bytes. Counter `ratio`.
+//     against cudaMemcpyAsync device-to-device of the same input bytes. Counter `ratio`. Argument: fusion, as above.
 // Rates are input bytes over wall time, several GiB per measurement so start-up costs vanish.
 // Without a CUDA device it reports an error and measures nothing.
 #include <benchmark/benchmark.h>
@@ -192,18 +192,23 @@ void BM_StageVsBareC2C(benchmark::State& state) {
   }
   const auto chunk_bytes = static_cast<std::size_t>(state.range(0)) << 20;
   const std::uint64_t chunks = chunks_for(chunk_bytes);
+  const std::string fusion = state.range(1) == 0 ? ", fusion: callbacks" : ", fusion: kernels";
   g_format = SampleFormat::cf32;
   double stage = 0;
   double bare = 0;
   for (auto _ : state) {
     bare = bare_c2c_rate(chunk_bytes, chunks);
-    stage = stage_rate(chunk_bytes, chunks, "size: 1024, window: none, output: complex", chunk_bytes);
+    stage = stage_rate(chunk_bytes, chunks, "size: 1024, window: none, output: complex" + fusion, chunk_bytes);
   }
   state.counters["stage_GBps"] = stage / 1e9;
   state.counters["bare_c2c_GBps"] = bare / 1e9;
   state.counters["ratio"] = stage / bare;
 }
-BENCHMARK(BM_StageVsBareC2C)->Arg(1)->Arg(4)->Arg(16)->Arg(64)->Arg(256)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_StageVsBareC2C)
+    ->ArgsProduct({{1, 4, 16, 64, 256}, {0, 1}})
+    ->Iterations(1)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 void BM_Ci16PowerDbVsCopy(benchmark::State& state) {
   if (!cuda_available()) {
@@ -212,19 +217,20 @@ void BM_Ci16PowerDbVsCopy(benchmark::State& state) {
   }
   const std::size_t chunk_bytes = 64 << 20;
   const std::uint64_t chunks = chunks_for(chunk_bytes);
+  const std::string fusion = state.range(0) == 0 ? ", fusion: callbacks" : ", fusion: kernels";
   g_format = SampleFormat::ci16;
   double stage = 0;
   double copy = 0;
   for (auto _ : state) {
     copy = copy_rate(chunk_bytes, chunks);
     // 16 Mi samples per chunk → 1024 rows of 4 KiB: one 4 MiB output chunk per input chunk.
-    stage = stage_rate(chunk_bytes, chunks, "size: 1024, window: hann, average: 16, output: power_db", 4 << 20);
+    stage = stage_rate(chunk_bytes, chunks, "size: 1024, window: hann, average: 16, output: power_db" + fusion, 4 << 20);
   }
   state.counters["stage_GBps"] = stage / 1e9;
   state.counters["d2d_copy_GBps"] = copy / 1e9;
   state.counters["ratio"] = stage / copy;
 }
-BENCHMARK(BM_Ci16PowerDbVsCopy)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Ci16PowerDbVsCopy)->Arg(0)->Arg(1)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace sluice

@@ -5,7 +5,8 @@
 #                                others must pass or skip) and the demo pipeline landing in GPU memory
 #   bash .device/run.sh bench    link (through GPU memory), lane and fft benchmarks on a quiet 16-core host
 #   bash .device/run.sh socket   socket_bench: udp stage vs bare recvmmsg, and the 30 s paced no-loss run
-#   bash .device/run.sh fft      fft_gpu_test (cuFFT vs float64 reference and FFTW), fft_reference_test,
+#   bash .device/run.sh fft      fft_gpu_test / fft_gpu_kernels_test (cuFFT with LTO callbacks / with kernels vs
+#                                float64 reference and FFTW), fft_reference_test,
 #                                fft_gpu_bench (stage vs bare cufftExecC2C; ci16 power_db vs D2D copy), fft_bench
 #   bash .device/run.sh dual     configs/gpu_dual_port.yaml (2 emulator streams → udp → link → cuFFT → record → null,
 #                                every thread pinned) at 2 × 3 GB/s for DUAL_SECONDS (30), then higher rates for
@@ -94,7 +95,8 @@ for mode in "$@"; do
       grep -A4 'Paced' "$out/bench.log" | tail -6
       ;;
     fft)
-      for test in fft_gpu_test fft_reference_test; do
+      ls /usr/local/cuda*/lib64/libnvJitLink.so* 2>/dev/null | head -2  # cuFFT links LTO callbacks through it
+      for test in fft_gpu_test fft_gpu_kernels_test fft_reference_test; do
         echo "===== $test" >> "$out/tests.log"
         if timeout 300 "$pack/bin/$test" >> "$out/tests.log" 2>&1; then echo "PASS $test"; else echo "FAIL $test"; status=1; fi
       done

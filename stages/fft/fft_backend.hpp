@@ -19,6 +19,11 @@ namespace sluice {
 
 enum class FftOutput { power_db, power, complex };
 enum class FftBackendKind { automatic, cufft, fftw };
+// How the cuFFT backend does the work around the transform: `callbacks` fuses conversion and
+// window into the FFT's load and |X|² plus averaging into its store (cuFFT LTO callbacks, linked
+// at plan time); `kernels` runs a load kernel before and a fold kernel after the plan; `automatic`
+// takes callbacks and falls back to kernels, saying why, where the JIT link fails.
+enum class FftFusion { automatic, callbacks, kernels };
 
 struct FftBackendSpec {
   std::size_t size = 1024;          // FFT length
@@ -27,6 +32,7 @@ struct FftBackendSpec {
   std::size_t batch_frames = 64;    // frames the batch holds (a backend may take fewer: batch_frames() says)
   std::size_t average = 1;          // frames per row (the stage's `average`); 1 lets a backend skip its accumulator
   int cuda_device = 0;              // GPU backends only
+  FftFusion fusion = FftFusion::automatic;  // cuFFT only
 };
 
 // Output normalisation, shared by every backend: X[k] = sum_n w[n] x[n] e^(-2πi kn/N) is
@@ -66,6 +72,9 @@ class FftBackend {
   virtual void wait(std::uint64_t /*fence*/) noexcept {}
   // The first failed call (a GPU backend's calls are noexcept and cannot throw), or empty.
   [[nodiscard]] virtual std::string error() const { return {}; }
+  // How the work around the transform is done (cuFFT: callbacks or kernels, and why), for the
+  // stage's note and log line; empty where there is nothing to say.
+  [[nodiscard]] virtual std::string fusion_note() const { return {}; }
 };
 
 // Throws std::runtime_error naming the failed FFTW call. Plans under a process-wide mutex.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "stages/fft/fft_callbacks.hpp"
 #include "stages/fft/fft_kernels.hpp"
 
 namespace sluice::fft_kernels {
@@ -80,6 +81,22 @@ __global__ void fold_kernel(FoldArgs args, unsigned blocks_per_row) {
   reinterpret_cast<float*>(args.out)[at] = args.output == kOutputPowerDb ? decibels(power) : power;
 }
 
+__global__ void set_info_kernel(sluice::fft_callbacks::Info info, sluice::fft_callbacks::Info* device_info) {
+  *device_info = info;
+}
+
+// One thread per (row, bin) of the finished rows; reads the ring row, writes the output row, zeroes the ring row.
+__global__ void finish_kernel(float* ring, unsigned ring_rows, unsigned size, unsigned long long first_row,
+                              float scale, bool to_decibels, float* out, unsigned blocks_per_row) {
+  const unsigned row = blockIdx.x / blocks_per_row;
+  const unsigned k = (blockIdx.x % blocks_per_row) * blockDim.x + threadIdx.x;
+  if (k >= size) return;
+  float* sums = ring + ((first_row + row) % ring_rows) * size;
+  const float power = sums[k] * scale;
+  sums[k] = 0.0F;
+  out[static_cast<std::size_t>(row) * size + (k + size / 2) % size] = to_decibels ? decibels(power) : power;
+}
+
 unsigned blocks_for(std::size_t threads) {
   // Grid-stride loops: a few waves over the H100's 132 SMs are enough for a memory-bound kernel.
   return static_cast<unsigned>(std::min<std::size_t>((threads + kThreads - 1) / kThreads, 132 * 32));
@@ -114,3 +131,22 @@ cudaError_t fold(const FoldArgs& args, bool partial, cudaStream_t stream) noexce
 }
 
 }  // namespace sluice::fft_kernels
+
+namespace sluice::fft_callbacks {
+
+cudaError_t set_info(const Info& info, Info* device_info, cudaStream_t stream) noexcept {
+  fft_kernels::set_info_kernel<<<1, 1, 0, stream>>>(info, device_info);
+  return cudaGetLastError();
+}
+
+cudaError_t finish_rows(float* ring, unsigned ring_rows, unsigned size, unsigned long long first_row, unsigned rows,
+                        float power_scale, unsigned average, bool decibels, float* out, cudaStream_t stream) noexcept {
+  if (rows == 0) return cudaSuccess;
+  const unsigned blocks_per_row = (size + fft_kernels::kThreads - 1) / fft_kernels::kThreads;
+  const float scale = average == 1 ? power_scale : power_scale / static_cast<float>(average);
+  fft_kernels::finish_kernel<<<rows * blocks_per_row, fft_kernels::kThreads, 0, stream>>>(
+      ring, ring_rows, size, first_row, scale, decibels, out, blocks_per_row);
+  return cudaGetLastError();
+}
+
+}  // namespace sluice::fft_callbacks

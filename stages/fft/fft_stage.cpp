@@ -46,6 +46,15 @@ FftStage::FftStage(SettingsReader& reader, const PipelineSettings& pipeline) {
   settings_.backend = reader.choice("backend", FftBackendKind::automatic,
                                     "auto (cuFFT when a GPU answers, else FFTW; logged and noted), cufft or fftw",
                                     {{"auto", FftBackendKind::automatic}, {"cufft", FftBackendKind::cufft}, {"fftw", FftBackendKind::fftw}});
+  settings_.fusion = reader.choice("fusion", FftFusion::automatic,
+                                   "cuFFT only: callbacks (conversion and window fused into the FFT's read, |X|² and "
+                                   "averaging into its write; cuFFT LTO callbacks), kernels (a load and a fold kernel "
+                                   "around the plan) or auto (callbacks, else kernels, saying why)",
+                                   {{"auto", FftFusion::automatic}, {"callbacks", FftFusion::callbacks}, {"kernels", FftFusion::kernels}});
+  if (settings_.fusion != FftFusion::automatic && settings_.backend == FftBackendKind::fftw) {
+    reader.error("fusion", "fusion applies to the cuFFT backend only; backend: fftw fuses its own loops",
+                 "remove fusion:, or use backend: cufft or auto");
+  }
   settings_.pool = read_pool_settings(reader, pipeline);
   if (settings_.output == FftOutput::complex && settings_.average > 1) {
     reader.error("average", "average: " + std::to_string(settings_.average) +
@@ -150,14 +159,22 @@ void FftStage::choose_backend(StageContext& context, std::size_t largest_input_b
                              " (use backend: fftw, or auto to fall back)");
   }
   FftBackendSpec spec{settings_.size, settings_.window, settings_.output, 64, settings_.average,
-                      context.pipeline().cuda_device};
+                      context.pipeline().cuda_device, settings_.fusion};
   if (kind == FftBackendKind::cufft) {
     // One batch takes the largest upstream chunk whole (plus a carried partial frame), so each
     // chunk is a few kernel launches and one cuFFT execution.
     const std::size_t sample_bytes = bytes_per_sample(context.stream.format);
     spec.batch_frames = std::max<std::size_t>(64, largest_input_bytes / sample_bytes / settings_.size + 2);
     backend_ = make_cufft_backend(spec);
+    const std::string note = backend_->fusion_note();
+    spdlog::info("lane {} stage {}: {}", context.lane_name(), context.stage_name(), note);
+    context.metrics().notes.push_back(note);
   } else {
+    if (settings_.fusion != FftFusion::automatic) {
+      throw std::runtime_error("fft fusion: " + std::string(settings_.fusion == FftFusion::callbacks ? "callbacks" : "kernels") +
+                               " needs the cuFFT backend, and auto chose FFTW: " + cuda_unavailable_reason() +
+                               " (remove fusion: to run on FFTW)");
+    }
     backend_ = make_fftw_backend(spec);
   }
 }
@@ -178,7 +195,16 @@ ChunkPtr FftStage::FenceRing::pop() noexcept {
 
 StageStatus FftStage::process() {
   retire(false);
-  ChunkPtr chunk = context_->input().pop(std::chrono::milliseconds(10));
+  // While the GPU still reads input chunks, upstream may be waiting for exactly those to come back
+  // to its pool: never sleep on an empty queue then, but hand the oldest back the moment the
+  // backend is done with it. (Sleeping 10 ms here idled the GPU between rounds of a small pool:
+  // measured rates were 342.6 GB/s divided by whole numbers.)
+  ChunkPtr chunk = context_->input().pop(inputs_in_flight_.empty() ? std::chrono::microseconds(10'000)
+                                                                    : std::chrono::microseconds(0));
+  if (!chunk && !inputs_in_flight_.empty()) {
+    retire_input(true);
+    return failed_ || !check_backend() ? StageStatus::error : StageStatus::ok;
+  }
   if (!chunk) {
     emit_output();  // the input paused: hand on the rows that are ready rather than hold them
     retire(true);

@@ -20,6 +20,7 @@ struct FftSettings {
   std::size_t average = 1;                // consecutive frames averaged (in power) into one output row
   FftOutput output = FftOutput::power_db;
   FftBackendKind backend = FftBackendKind::automatic;  // auto: cuFFT when a GPU answers, else FFTW
+  FftFusion fusion = FftFusion::automatic;             // cuFFT: LTO callbacks or kernels around the plan
   PoolSettings pool;                      // the stage's output chunks
 };
 

@@ -28,6 +28,12 @@ namespace sluice {
 namespace {
 
 const std::string kBackend = SLUICE_TEST_FFT_BACKEND;
+#ifdef SLUICE_TEST_FFT_FUSION
+// cuFFT builds of this test name the fusion explicitly, so a run proves which one it checked.
+const std::string kFusion = SLUICE_TEST_FFT_FUSION;
+#else
+const std::string kFusion;
+#endif
 
 struct FeedChunk {
   std::vector<std::byte> bytes;
@@ -157,6 +163,7 @@ void run_fft(const std::string& source, const std::string& fft, const std::strin
   g_captured.clear();
   Pipeline pipeline(load_pipeline_text("pipeline: {chunk: " + chunk + ", chunks: 4}\nlanes: [{name: a, stages: [" + source +
                                            ", " + fft.substr(0, fft.size() - 1) + ", backend: " + backend +
+                                           (backend == "cufft" && !kFusion.empty() ? ", fusion: " + kFusion : "") +
                                            "}, {type: capture}]}]\n",
                                        "test.yaml", {}, test_registry()));
   pipeline.start();
@@ -384,8 +391,13 @@ TEST(FftBackend, AutoPicksCufftWithAGpuAndSaysSo) {
   std::mt19937 random(1);
   g_feed = {FeedChunk{random_input(g_format, 4096, random).bytes, 0, {}}};
   run_fft("{type: feed}", "{type: fft, size: 1024}", "auto");
-  ASSERT_EQ(g_notes.size(), 1U);
+  // With a GPU a second note says how the work around the transform is fused.
+  ASSERT_EQ(g_notes.size(), cuda_available() ? 2U : 1U);
   EXPECT_NE(g_notes[0].find(cuda_available() ? "cuFFT" : "FFTW"), std::string::npos) << g_notes[0];
+  if (cuda_available()) {
+    EXPECT_TRUE(g_notes[1].find("callbacks") != std::string::npos || g_notes[1].find("kernels") != std::string::npos)
+        << g_notes[1];
+  }
   EXPECT_NE(g_stream.description.find(cuda_available() ? "cuFFT" : "FFTW"), std::string::npos) << g_stream.description;
 }
 
@@ -401,6 +413,29 @@ TEST(FftBackend, CufftWithoutAGpuIsAnErrorWithAHint) {
     FAIL() << "backend: cufft started without a GPU";
   } catch (const std::exception& error) {
     EXPECT_NE(std::string(error.what()).find("backend: fftw"), std::string::npos) << error.what();
+  }
+}
+
+TEST(FftBackend, FusionIsRefusedWhereItCannotApply) {
+  g_format = SampleFormat::cf32;
+  g_feed = {};
+  try {
+    load_pipeline_text("lanes: [{name: a, stages: [{type: feed}, {type: fft, backend: fftw, fusion: kernels}, {type: capture}]}]\n",
+                       "test.yaml", {}, test_registry());
+    FAIL() << "fusion: kernels with backend: fftw validated";
+  } catch (const std::exception& error) {
+    EXPECT_NE(std::string(error.what()).find("fusion"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("cuFFT"), std::string::npos) << error.what();
+  }
+  if (cuda_available()) return;  // auto takes cuFFT there, and the fusion applies
+  Pipeline pipeline(load_pipeline_text(
+      "lanes: [{name: a, stages: [{type: feed}, {type: fft, fusion: callbacks}, {type: capture}]}]\n", "test.yaml", {},
+      test_registry()));
+  try {
+    pipeline.start();
+    FAIL() << "fusion: callbacks started on FFTW";
+  } catch (const std::exception& error) {
+    EXPECT_NE(std::string(error.what()).find("remove fusion"), std::string::npos) << error.what();
   }
 }
 
