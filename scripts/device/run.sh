@@ -95,7 +95,9 @@ for mode in "$@"; do
       grep -A4 'Paced' "$out/bench.log" | tail -6
       ;;
     fft)
-      ls /usr/local/cuda*/lib64/libnvJitLink.so* 2>/dev/null | head -2  # cuFFT links LTO callbacks through it
+      # cuFFT links LTO callbacks through libnvJitLink (dlopen): say whether this host has one.
+      ls -l /usr/local/cuda*/lib64/libnvJitLink.so* 2>&1 | head -3 | tee "$out/jitlink.txt"
+      ldconfig -p | grep -i jitlink | tee -a "$out/jitlink.txt"
       for test in fft_gpu_test fft_gpu_kernels_test fft_reference_test; do
         echo "===== $test" >> "$out/tests.log"
         if timeout 300 "$pack/bin/$test" >> "$out/tests.log" 2>&1; then echo "PASS $test"; else echo "FAIL $test"; status=1; fi

@@ -1,19 +1,21 @@
-// The cuFFT backend: frames live in one device batch, transformed by one cufftExecC2C per batch on
-// the backend's own CUDA stream. The work around the transform is fused one of two ways:
-// - callbacks (the default where the JIT link works): cuFFT LTO callbacks, linked into cuFFT's own
-//   kernel at plan time, convert and window each sample as the FFT reads it straight from the input
-//   chunk, and add |X|² into a small ring of row sums as it writes (power outputs); a fold kernel
-//   then finishes only the rows (average, normalisation, fftshift, dB). Complex output keeps the
-//   FFT's in-place store and the fold kernel's scale and shift.
-// - kernels: one load kernel (type conversion, format scale and window) into the batch, the FFT in
-//   place, and one fold kernel (|X|², averaging, normalisation, fftshift and dB) on the way out.
+// The cuFFT backend: frames live in one device batch on the backend's own CUDA stream. Two ways
+// to do the work, chosen at construction (`fusion`):
+// - kernels: one load kernel (type conversion, format scale and window) into the batch, one
+//   cufftExecC2C over the batch in place, and one fold kernel (|X|², averaging, normalisation,
+//   fftshift and dB) on the way out: three passes over device memory.
+// - fused (1024-point power outputs): one kernel reads each sample where it lies (the input chunk,
+//   or the converted partial frame carried at the batch's start), converts and windows it,
+//   transforms in registers and sums |X|² of a row's frames; the sums go into a small ring of row
+//   sums, which a fold kernel turns into finished rows. One pass over the input. (cuFFT's own LTO
+//   callbacks would fuse the same way around cuFFT's kernel, but cuFFT 12.0.0 as shipped with
+//   CUDA 13.0 cannot link them: it asks libnvJitLink for 13.1 entry points the toolkit's 13.0
+//   lacks, and every plan with a callback fails with CUFFT_INTERNAL_ERROR.)
 // Nothing is synchronised per chunk: the stage asks for a fence (a CUDA event recorded on the
 // stream) and hands a chunk on, or back, once it is reached. Every CUDA and cuFFT return code is
 // checked where it is called and the last error after each launch; the first failure is kept for
 // error(), and later calls become no-ops.
 #include <cuda_runtime_api.h>
 #include <cufft.h>
-#include <cufftXt.h>
 
 #include <algorithm>
 #include <array>
@@ -26,7 +28,6 @@
 #include <spdlog/spdlog.h>
 
 #include "stages/fft/decibels.hpp"
-#include "stages/fft/fft_callbacks.hpp"
 #include "stages/fft/fft_backend.hpp"
 #include "stages/fft/fft_kernels.hpp"
 
@@ -81,48 +82,6 @@ class CufftBackend final : public FftBackend {
   CufftBackend& operator=(const CufftBackend&) = delete;
 
  private:
-  int callback_format(SampleFormat format) const noexcept {
-    switch (format) {
-      case SampleFormat::ci8: return fft_callbacks::kFormatCi8;
-      case SampleFormat::ci16: return fft_callbacks::kFormatCi16;
-      default: return fft_callbacks::kFormatCf32;
-    }
-  }
-
-  static float format_scale(SampleFormat format) noexcept {
-    return format == SampleFormat::ci8 ? 1.0F / 128.0F : format == SampleFormat::ci16 ? 1.0F / 32768.0F : 1.0F;
-  }
-
-  // Makes the plan over the whole batch; with callbacks, links them in first (they must be set
-  // between cufftCreate and planning). Returns the failure, or empty.
-  std::string make_plan(bool with_callbacks) {
-    int length = static_cast<int>(size_);
-    if (cufftResult result = cufftCreate(&plan_); result != CUFFT_SUCCESS) return describe("cufftCreate", result);
-    if (with_callbacks) {
-      void* infos[1] = {info_memory_.data()};
-      if (cufftResult result = cufftXtSetJITCallback(plan_, fft_callbacks::kLoadSymbol, fft_callbacks::fatbin(),
-                                                     fft_callbacks::fatbin_size(), CUFFT_CB_LD_COMPLEX, infos);
-          result != CUFFT_SUCCESS) {
-        return describe("cufftXtSetJITCallback(load)", result);
-      }
-      if (output_ != FftOutput::complex) {
-        if (cufftResult result = cufftXtSetJITCallback(plan_, fft_callbacks::kStorePowerSymbol, fft_callbacks::fatbin(),
-                                                       fft_callbacks::fatbin_size(), CUFFT_CB_ST_COMPLEX, infos);
-            result != CUFFT_SUCCESS) {
-          return describe("cufftXtSetJITCallback(store)", result);
-        }
-      }
-    }
-    std::size_t work_bytes = 0;
-    if (cufftResult result = cufftMakePlanMany(plan_, 1, &length, nullptr, 1, length, nullptr, 1, length, CUFFT_C2C,
-                                               static_cast<int>(batch_), &work_bytes);
-        result != CUFFT_SUCCESS) {
-      return describe(with_callbacks ? "cufftMakePlanMany (with LTO callbacks)" : "cufftMakePlanMany", result);
-    }
-    if (cufftResult result = cufftSetStream(plan_, stream_); result != CUFFT_SUCCESS) return describe("cufftSetStream", result);
-    return {};
-  }
-
   void destroy_plan() noexcept {
     if (plan_ == 0) return;
     if (cufftResult result = cufftDestroy(plan_); result != CUFFT_SUCCESS) spdlog::warn("{}", describe("cufftDestroy", result));
@@ -147,32 +106,29 @@ class CufftBackend final : public FftBackend {
     for (cudaEvent_t& event : events_) {
       check("cudaEventCreateWithFlags", cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
     }
-    if (spec.fusion != FftFusion::kernels) {
-      info_memory_ = MemoryRegion(MemoryKind::device, sizeof(fft_callbacks::Info), device_);
-      if (output_ != FftOutput::complex) {
-        // Rows one transform can touch: every finished row of a full batch, plus the unfinished one.
-        ring_rows_ = batch_ / average_ + 2;
-        ring_memory_ = MemoryRegion(MemoryKind::device, ring_rows_ * size_ * sizeof(float), device_);
-        check("cudaMemset(ring)", cudaMemset(ring_memory_.data(), 0, ring_memory_.size()));
-      }
-      std::string failure = make_plan(true);
-      if (failure.empty()) {
-        callbacks_ = true;
-        fusion_note_ = output_ == FftOutput::complex
-                           ? "cuFFT LTO load callback: conversion and window fused into the FFT's read"
-                           : "cuFFT LTO callbacks: conversion and window fused into the FFT's read, |X|² and averaging into its write";
-        return;
-      }
-      destroy_plan();
-      if (spec.fusion == FftFusion::callbacks) {
-        throw std::runtime_error("fft fusion: callbacks: " + failure +
-                                 " (cuFFT links LTO callbacks at plan time through libnvJitLink; use fusion: kernels or auto)");
-      }
-      fusion_note_ = "cuFFT load and fold kernels around the plan (LTO callbacks unavailable: " + failure + ")";
-    } else {
-      fusion_note_ = "cuFFT load and fold kernels around the plan (fusion: kernels)";
+    const bool applies = size_ == fft_kernels::kFusedSize && output_ != FftOutput::complex;
+    if (spec.fusion == FftFusion::fused && !applies) {
+      throw std::runtime_error("fft fusion: fused needs size: 1024 and output: power or power_db (use fusion: kernels or auto)");
     }
-    if (std::string failure = make_plan(false); !failure.empty()) throw std::runtime_error(failure);
+    if (spec.fusion != FftFusion::kernels && applies) {
+      fused_ = true;
+      check("fused FFT twiddles", fft_kernels::prepare_fused());
+      // Rows one batch can touch: every finished row of a full batch, plus the unfinished one.
+      ring_rows_ = batch_ / average_ + 2;
+      ring_memory_ = MemoryRegion(MemoryKind::device, ring_rows_ * size_ * sizeof(float), device_);
+      check("cudaMemset(ring)", cudaMemset(ring_memory_.data(), 0, ring_memory_.size()));
+      fusion_note_ = "fused: conversion, window, 1024-point FFT, |X|² and averaging in one pass over the input";
+      return;  // no cuFFT plan: the fused kernel transforms
+    }
+    fusion_note_ = spec.fusion == FftFusion::kernels
+                       ? "cuFFT with load and fold kernels around the plan (fusion: kernels)"
+                       : "cuFFT with load and fold kernels around the plan (the fused path takes size 1024, power outputs)";
+    int length = static_cast<int>(size_);
+    check("cufftCreate", cufftCreate(&plan_));
+    std::size_t work_bytes = 0;
+    check("cufftMakePlanMany", cufftMakePlanMany(plan_, 1, &length, nullptr, 1, length, nullptr, 1, length, CUFFT_C2C,
+                                                  static_cast<int>(batch_), &work_bytes));
+    check("cufftSetStream", cufftSetStream(plan_, stream_));
   }
 
   void release() noexcept {
@@ -199,11 +155,11 @@ class CufftBackend final : public FftBackend {
     if (!error_.empty() || count == 0) return;
     if (!ok("cudaSetDevice", cudaSetDevice(device_))) return;  // the stage's thread may not have chosen it yet
     const std::size_t position = frame * size_ + offset;
-    if (!callbacks_) {
+    if (!fused_) {
       load_kernel(input, format, count, position, reinterpret_cast<float2*>(batch_memory_.data()));
       return;
     }
-    // With callbacks the FFT reads the span where it lies. One span at a time: an earlier one
+    // Fused, the kernel reads the span where it lies. One span at a time: an earlier one
     // that no transform took (a chunk shorter than the frame) is converted into the batch now.
     if (raw_.count > 0) materialize();
     if (position != prefix_end_) {  // not contiguous with what the batch holds: convert it in place
@@ -222,8 +178,8 @@ class CufftBackend final : public FftBackend {
     // it is kept aside first, since the transform overwrites it.
     auto* batch = reinterpret_cast<cufftComplex*>(batch_memory_.data());
     kept_frame_ = frames;
-    if (callbacks_) {
-      transform_with_callbacks(frames);
+    if (fused_) {
+      transform_fused(frames);
       return;
     }
     if (frames < batch_ &&
@@ -253,15 +209,15 @@ class CufftBackend final : public FftBackend {
     if (!error_.empty() || count == 0) return;
     const std::size_t finished = (pending + count) / average_;
     const std::size_t left = pending + count - finished * average_;
-    if (callbacks_ && output_ != FftOutput::complex) {
-      // The FFT's store already summed every frame into its row of the ring; finish whole rows.
+    if (fused_ && output_ != FftOutput::complex) {
+      // The fused kernel already summed every frame into its row of the ring; finish whole rows.
       if (pending != pending_frames_) {
         error_ = "fold with " + std::to_string(pending) + " frames pending, the ring holds " + std::to_string(pending_frames_);
         return;
       }
       if (finished > 0 &&
           !ok("fold kernel launch",
-              fft_callbacks::finish_rows(reinterpret_cast<float*>(ring_memory_.data()), static_cast<unsigned>(ring_rows_),
+              fft_kernels::finish_rows(reinterpret_cast<float*>(ring_memory_.data()), static_cast<unsigned>(ring_rows_),
                                          static_cast<unsigned>(size_), row_cursor_, static_cast<unsigned>(finished),
                                          power_scale_, static_cast<unsigned>(average_), output_ == FftOutput::power_db,
                                          reinterpret_cast<float*>(rows), stream_))) {
@@ -293,7 +249,7 @@ class CufftBackend final : public FftBackend {
 
   std::uint64_t fence() noexcept override {
     // A span no transform took yet must not be read after its chunk goes back to its pool.
-    if (callbacks_ && raw_.count > 0 && error_.empty()) materialize();
+    if (fused_ && raw_.count > 0 && error_.empty()) materialize();
     const std::uint64_t fence = ++fences_;
     ok("cudaEventRecord", cudaEventRecord(events_[fence % kEvents], stream_));
     return fence;
@@ -337,7 +293,7 @@ class CufftBackend final : public FftBackend {
     raw_ = RawSpan{};
   }
 
-  void transform_with_callbacks(std::size_t frames) noexcept {
+  void transform_fused(std::size_t frames) noexcept {
     const std::size_t whole = frames * size_;
     const std::size_t raw_end = raw_.count > 0 ? raw_.position + raw_.count : prefix_end_;
     if (raw_end > whole && raw_.count > 0 && raw_.position <= whole) {
@@ -355,29 +311,20 @@ class CufftBackend final : public FftBackend {
         return;
       }
     }
-    fft_callbacks::Info info{};
-    info.batch = reinterpret_cast<const float2*>(batch_memory_.data());
-    info.raw = raw_.data;
-    info.raw_begin = static_cast<unsigned>(raw_.count > 0 ? raw_.position : prefix_end_);
-    info.raw_end = static_cast<unsigned>(std::min(raw_.count > 0 ? raw_.position + raw_.count : prefix_end_, whole));
-    info.window = reinterpret_cast<const float*>(window_memory_.data());
-    info.scale = format_scale(raw_.format);
-    info.format = callback_format(raw_.format);
-    info.size = static_cast<unsigned>(size_);
-    info.ring = reinterpret_cast<float*>(ring_memory_.data());
-    info.ring_rows = static_cast<unsigned>(ring_rows_);
-    info.pending = static_cast<unsigned>(pending_frames_);
-    info.average = static_cast<unsigned>(average_);
-    info.frames = static_cast<unsigned>(frames);
-    info.row_base = row_cursor_;
-    if (!ok("callback info kernel launch",
-            fft_callbacks::set_info(info, reinterpret_cast<fft_callbacks::Info*>(info_memory_.data()), stream_))) {
-      return;
-    }
-    auto* batch = reinterpret_cast<cufftComplex*>(batch_memory_.data());
-    if (cufftResult result = cufftExecC2C(plan_, batch, batch, CUFFT_FORWARD); result != CUFFT_SUCCESS) {
-      error_ = describe("cufftExecC2C", result);
-    }
+    fft_kernels::FusedArgs args{};
+    args.batch = reinterpret_cast<const float2*>(batch_memory_.data());
+    args.raw = raw_.data;
+    args.raw_begin = static_cast<unsigned>(raw_.count > 0 ? raw_.position : prefix_end_);
+    args.raw_end = static_cast<unsigned>(std::min(raw_.count > 0 ? raw_.position + raw_.count : prefix_end_, whole));
+    args.format = raw_.count > 0 ? raw_.format : SampleFormat::cf32;
+    args.window = reinterpret_cast<const float*>(window_memory_.data());
+    args.ring = reinterpret_cast<float*>(ring_memory_.data());
+    args.ring_rows = static_cast<unsigned>(ring_rows_);
+    args.pending = static_cast<unsigned>(pending_frames_);
+    args.average = static_cast<unsigned>(average_);
+    args.frames = static_cast<unsigned>(frames);
+    args.row_base = row_cursor_;
+    ok("fused kernel launch", fft_kernels::fused_power(args, stream_));
     raw_ = RawSpan{};
     prefix_end_ = 0;  // until carry() puts the partial frame back
   }
@@ -411,10 +358,9 @@ class CufftBackend final : public FftBackend {
   MemoryRegion kept_memory_;     // the partial frame after the last transformed one, for carry()
   std::size_t kept_frame_ = 0;
   std::array<MemoryRegion, 2> accumulators_;
-  // Callbacks: the Info they read, the ring of row sums (power outputs), where rows and spans stand.
-  bool callbacks_ = false;
+  // Fused: the ring of row sums, where rows and spans stand.
+  bool fused_ = false;
   std::string fusion_note_;
-  MemoryRegion info_memory_;
   MemoryRegion ring_memory_;
   std::size_t ring_rows_ = 0;
   std::uint64_t row_cursor_ = 0;     // global index of the row being built

@@ -19,11 +19,12 @@ namespace sluice {
 
 enum class FftOutput { power_db, power, complex };
 enum class FftBackendKind { automatic, cufft, fftw };
-// How the cuFFT backend does the work around the transform: `callbacks` fuses conversion and
-// window into the FFT's load and |X|² plus averaging into its store (cuFFT LTO callbacks, linked
-// at plan time); `kernels` runs a load kernel before and a fold kernel after the plan; `automatic`
-// takes callbacks and falls back to kernels, saying why, where the JIT link fails.
-enum class FftFusion { automatic, callbacks, kernels };
+// How the cuFFT backend does the work around the transform: `fused` is one kernel per batch that
+// reads the samples where they lie, converts and windows them, transforms in registers and sums
+// |X|² of a row's frames (1024-point power outputs only: its FFT is a 32 × 32 four-step in one
+// warp); `kernels` runs a load kernel, cuFFT and a fold kernel; `automatic` takes fused where it
+// applies and kernels elsewhere.
+enum class FftFusion { automatic, fused, kernels };
 
 struct FftBackendSpec {
   std::size_t size = 1024;          // FFT length
@@ -72,7 +73,7 @@ class FftBackend {
   virtual void wait(std::uint64_t /*fence*/) noexcept {}
   // The first failed call (a GPU backend's calls are noexcept and cannot throw), or empty.
   [[nodiscard]] virtual std::string error() const { return {}; }
-  // How the work around the transform is done (cuFFT: callbacks or kernels, and why), for the
+  // How the work around the transform is done (cuFFT: fused or kernels, and why), for the
   // stage's note and log line; empty where there is nothing to say.
   [[nodiscard]] virtual std::string fusion_note() const { return {}; }
 };

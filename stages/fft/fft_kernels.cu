@@ -1,9 +1,11 @@
-// The cuFFT backend's kernels: conversion + window on load, and the fold on the way out.
-// Both are memory-bound: one pass over their input, coalesced across each warp.
+// The cuFFT backend's kernels: conversion + window on load and the fold on the way out (around
+// cuFFT), and the fused 1024-point power path that needs no cuFFT at all. All are memory-bound:
+// one pass over their input, coalesced across each warp.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <mutex>
 
-#include "stages/fft/fft_callbacks.hpp"
 #include "stages/fft/fft_kernels.hpp"
 
 namespace sluice::fft_kernels {
@@ -81,8 +83,113 @@ __global__ void fold_kernel(FoldArgs args, unsigned blocks_per_row) {
   reinterpret_cast<float*>(args.out)[at] = args.output == kOutputPowerDb ? decibels(power) : power;
 }
 
-__global__ void set_info_kernel(sluice::fft_callbacks::Info info, sluice::fft_callbacks::Info* device_info) {
-  *device_info = info;
+// ---- The fused 1024-point path -------------------------------------------------------------
+// N = 1024 = 32 × 32, one warp per frame, lane t. With n = n1 + 32·n2 and k = k2 + 32·k1:
+//   X[k2 + 32·k1] = Σ_n1 W32^(n1·k1) · W1024^(n1·k2) · Σ_n2 x[n1 + 32·n2] · W32^(n2·k2).
+// Lane n1 holds x[n1 + 32·m] (m = 0..31: each load instruction reads 32 consecutive samples), takes
+// the inner 32-point DFT in registers, applies the twiddle, and the warp transposes through shared
+// memory so that lane k2 holds all n1; the outer 32-point DFT then leaves X[t + 32·k1] in lane t.
+constexpr unsigned kFusedWarps = 4;        // warps (frames in flight) per block
+// Default frames of one row a warp sums before adding to the ring. Measured on the H100 (fft_gpu_bench
+// BM_FusedKernelVsCopy, ci16, average 16, 64 MiB): 1 → 322, 2 → 324, 4 → 326, 8 → 253, 16 → 257 GB/s;
+// loading the next frame while transforming one (64 more registers) was slower at every count.
+constexpr unsigned kFramesPerWarp = 4;
+__constant__ float2 c_w32[32];             // W32^j = e^(-2πi j/32)
+__device__ float2 g_w1024[1024];           // W1024^j
+bool g_fused_ready[64] = {};               // per device
+
+__device__ __forceinline__ float2 cmul(float2 a, float2 b) { return make_float2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x); }
+
+__host__ __device__ constexpr int reverse5(int i) { return ((i & 1) << 4) | ((i & 2) << 2) | (i & 4) | ((i & 8) >> 2) | ((i & 16) >> 4); }
+
+// One radix-2 stage over 32 registers; HALF is a template argument so that every index is a
+// compile-time constant and `a` stays in registers (a runtime stage count put it in local memory).
+template <int HALF>
+__device__ __forceinline__ void butterflies(float2 (&a)[32]) {
+#pragma unroll
+  for (int start = 0; start < 32; start += 2 * HALF) {
+#pragma unroll
+    for (int j = 0; j < HALF; ++j) {
+      const float2 u = a[start + j];
+      const float2 v = j == 0 ? a[start + j + HALF] : cmul(a[start + j + HALF], c_w32[j * (16 / HALF)]);
+      a[start + j] = make_float2(u.x + v.x, u.y + v.y);
+      a[start + j + HALF] = make_float2(u.x - v.x, u.y - v.y);
+    }
+  }
+}
+
+// In-place 32-point forward DFT of registers, natural order in and out (radix-2, decimation in time).
+__device__ __forceinline__ void fft32(float2 (&a)[32]) {
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    const int j = reverse5(i);
+    if (j > i) {
+      const float2 t = a[i];
+      a[i] = a[j];
+      a[j] = t;
+    }
+  }
+  butterflies<1>(a);
+  butterflies<2>(a);
+  butterflies<4>(a);
+  butterflies<8>(a);
+  butterflies<16>(a);
+}
+
+template <typename Sample>
+__device__ __forceinline__ float2 fused_sample(const FusedArgs& args, unsigned position, float scale) {
+  if (position < args.raw_begin) return args.batch[position];
+  if (position >= args.raw_end) return make_float2(0.0F, 0.0F);
+  const float weight = args.window[position % kFusedSize] * scale;
+  const float2 value = read_sample<Sample>(args.raw, position - args.raw_begin);
+  return make_float2(value.x * weight, value.y * weight);
+}
+
+// One warp per segment: up to kFramesPerWarp consecutive frames of one row. Segment s of row r
+// (global frame numbers g = pending + f) covers g in [r·avg + s·F, min(r·avg + (s+1)·F, (r+1)·avg)),
+// clipped to the batch's frames.
+template <typename Sample>
+__global__ void __launch_bounds__(kFusedWarps * 32) fused_kernel(FusedArgs args, unsigned segments_per_row, float scale) {
+  __shared__ float transpose_re[kFusedWarps][32][33];
+  __shared__ float transpose_im[kFusedWarps][32][33];
+  const unsigned warp = threadIdx.x / 32;
+  const unsigned lane = threadIdx.x % 32;
+  const unsigned segment = blockIdx.x * kFusedWarps + warp;
+  const unsigned row = segment / segments_per_row;
+  const unsigned part = segment % segments_per_row;
+  const unsigned long long row_start = static_cast<unsigned long long>(row) * args.average;
+  const unsigned long long first = row_start + part * args.frames_per_warp;
+  const unsigned long long last = min(min(first + args.frames_per_warp, row_start + args.average),
+                                      static_cast<unsigned long long>(args.pending) + args.frames);
+  const unsigned long long begin = max(first, static_cast<unsigned long long>(args.pending));
+  if (begin >= last) return;  // the whole warp leaves together: no shuffle or sync below misses a lane
+
+  float power[32];
+#pragma unroll
+  for (int k = 0; k < 32; ++k) power[k] = 0.0F;
+  for (unsigned long long g = begin; g < last; ++g) {
+    const auto base = static_cast<unsigned>((g - args.pending) * kFusedSize);
+    float2 a[32];
+#pragma unroll
+    for (int m = 0; m < 32; ++m) a[m] = fused_sample<Sample>(args, base + lane + 32U * m, scale);
+    fft32(a);  // over n2: a[k2] for n1 = lane
+#pragma unroll
+    for (int k2 = 0; k2 < 32; ++k2) {
+      const float2 z = k2 == 0 ? a[0] : cmul(a[k2], g_w1024[(lane * k2) % kFusedSize]);
+      transpose_re[warp][lane][k2] = z.x;
+      transpose_im[warp][lane][k2] = z.y;
+    }
+    __syncwarp();
+#pragma unroll
+    for (int n1 = 0; n1 < 32; ++n1) a[n1] = make_float2(transpose_re[warp][n1][lane], transpose_im[warp][n1][lane]);
+    __syncwarp();  // the next frame's stores wait until every lane has read this one
+    fft32(a);      // over n1: a[k1] = X[lane + 32·k1]
+#pragma unroll
+    for (int k1 = 0; k1 < 32; ++k1) power[k1] += a[k1].x * a[k1].x + a[k1].y * a[k1].y;
+  }
+  float* sums = args.ring + ((args.row_base + row) % args.ring_rows) * kFusedSize;
+#pragma unroll
+  for (int k1 = 0; k1 < 32; ++k1) atomicAdd(sums + lane + 32U * k1, power[k1]);
 }
 
 // One thread per (row, bin) of the finished rows; reads the ring row, writes the output row, zeroes the ring row.
@@ -130,23 +237,56 @@ cudaError_t fold(const FoldArgs& args, bool partial, cudaStream_t stream) noexce
   return cudaGetLastError();
 }
 
-}  // namespace sluice::fft_kernels
+cudaError_t prepare_fused() noexcept {
+  static std::mutex mutex;
+  const std::lock_guard lock(mutex);
+  int device = 0;
+  if (cudaError_t error = cudaGetDevice(&device); error != cudaSuccess) return error;
+  if (device >= 0 && device < 64 && g_fused_ready[device]) return cudaSuccess;
+  float2 w32[32];
+  float2 w1024[kFusedSize];
+  for (unsigned j = 0; j < kFusedSize; ++j) {  // in double, rounded once
+    const double angle = -2.0 * 3.14159265358979323846 * static_cast<double>(j) / kFusedSize;
+    w1024[j] = make_float2(static_cast<float>(std::cos(angle)), static_cast<float>(std::sin(angle)));
+  }
+  for (unsigned j = 0; j < 32; ++j) w32[j] = w1024[j * 32];
+  if (cudaError_t error = cudaMemcpyToSymbol(c_w32, w32, sizeof(w32)); error != cudaSuccess) return error;
+  if (cudaError_t error = cudaMemcpyToSymbol(g_w1024, w1024, sizeof(w1024)); error != cudaSuccess) return error;
+  if (device >= 0 && device < 64) g_fused_ready[device] = true;
+  return cudaSuccess;
+}
 
-namespace sluice::fft_callbacks {
-
-cudaError_t set_info(const Info& info, Info* device_info, cudaStream_t stream) noexcept {
-  fft_kernels::set_info_kernel<<<1, 1, 0, stream>>>(info, device_info);
+cudaError_t fused_power(const FusedArgs& arguments, cudaStream_t stream) noexcept {
+  if (arguments.frames == 0) return cudaSuccess;
+  FusedArgs args = arguments;
+  if (args.frames_per_warp == 0) args.frames_per_warp = kFramesPerWarp;
+  const unsigned long long rows = (static_cast<unsigned long long>(args.pending) + args.frames + args.average - 1) / args.average;
+  const unsigned segments_per_row = (args.average + args.frames_per_warp - 1) / args.frames_per_warp;
+  const unsigned long long segments = rows * segments_per_row;
+  const auto blocks = static_cast<unsigned>((segments + kFusedWarps - 1) / kFusedWarps);
+  switch (args.format) {
+    case SampleFormat::ci8:
+      fused_kernel<char2><<<blocks, kFusedWarps * 32, 0, stream>>>(args, segments_per_row, 1.0F / 128.0F);
+      break;
+    case SampleFormat::ci16:
+      fused_kernel<short2><<<blocks, kFusedWarps * 32, 0, stream>>>(args, segments_per_row, 1.0F / 32768.0F);
+      break;
+    case SampleFormat::cf32:
+      fused_kernel<float2><<<blocks, kFusedWarps * 32, 0, stream>>>(args, segments_per_row, 1.0F);
+      break;
+    case SampleFormat::rf32: return cudaErrorInvalidValue;
+  }
   return cudaGetLastError();
 }
 
 cudaError_t finish_rows(float* ring, unsigned ring_rows, unsigned size, unsigned long long first_row, unsigned rows,
                         float power_scale, unsigned average, bool decibels, float* out, cudaStream_t stream) noexcept {
   if (rows == 0) return cudaSuccess;
-  const unsigned blocks_per_row = (size + fft_kernels::kThreads - 1) / fft_kernels::kThreads;
+  const unsigned blocks_per_row = (size + kThreads - 1) / kThreads;
   const float scale = average == 1 ? power_scale : power_scale / static_cast<float>(average);
-  fft_kernels::finish_kernel<<<rows * blocks_per_row, fft_kernels::kThreads, 0, stream>>>(
-      ring, ring_rows, size, first_row, scale, decibels, out, blocks_per_row);
+  finish_kernel<<<rows * blocks_per_row, kThreads, 0, stream>>>(ring, ring_rows, size, first_row, scale, decibels, out,
+                                                                 blocks_per_row);
   return cudaGetLastError();
 }
 
-}  // namespace sluice::fft_callbacks
+}  // namespace sluice::fft_kernels

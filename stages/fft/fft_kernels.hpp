@@ -34,6 +34,44 @@ struct FoldArgs {
   std::byte* out;
 };
 
+// The fused path (1024-point power outputs): one kernel reads the samples where they lie, converts
+// and windows them, transforms each frame in registers (a 32 × 32 four-step FFT, one warp per
+// frame, the transpose through shared memory) and sums |X|² of a row's frames in registers, then
+// adds the sums into a small ring of row sums; finish_rows turns finished rows into output rows.
+constexpr unsigned kFusedSize = 1024;
+
+struct FusedArgs {
+  // Batch position p (frame · 1024 + n) reads
+  //   p < raw_begin:            batch[p], already converted and windowed (a carried partial frame);
+  //   raw_begin <= p < raw_end: sample p − raw_begin of `raw` in `format`, converted and windowed here.
+  const float2* batch;
+  const std::byte* raw;
+  unsigned raw_begin;
+  unsigned raw_end;
+  SampleFormat format;
+  const float* window;  // 1024 values
+  // Frame f (< frames) belongs to row row_base + (pending + f) / average of the ring (ring_rows rows of
+  // 1024 sums in natural bin order).
+  float* ring;
+  unsigned ring_rows;
+  unsigned pending;
+  unsigned average;
+  unsigned frames;
+  unsigned long long row_base;
+  unsigned frames_per_warp;  // frames of one row a warp sums in registers before one add to the ring (0: default)
+};
+
+// Fills the fused FFT's twiddle tables (once per device; later calls return at once).
+cudaError_t prepare_fused() noexcept;
+
+// Transforms frames [0, args.frames) and adds their power into the ring. Returns the launch's error.
+cudaError_t fused_power(const FusedArgs& args, cudaStream_t stream) noexcept;
+
+// Finishes `rows` rows of the ring from global row `first_row` on: sum × power_scale / average,
+// fftshifted, in dB when `decibels`, into `out` (rf32 rows of `size`); zeroes each ring row after.
+cudaError_t finish_rows(float* ring, unsigned ring_rows, unsigned size, unsigned long long first_row, unsigned rows,
+                        float power_scale, unsigned average, bool decibels, float* out, cudaStream_t stream) noexcept;
+
 // Converts `count` samples of `format` (device memory) to complex float, times the window value of
 // their position and the format's full-scale divisor, into `batch` from position `start` on.
 // Returns the launch's error (cudaGetLastError).

@@ -47,13 +47,17 @@ FftStage::FftStage(SettingsReader& reader, const PipelineSettings& pipeline) {
                                     "auto (cuFFT when a GPU answers, else FFTW; logged and noted), cufft or fftw",
                                     {{"auto", FftBackendKind::automatic}, {"cufft", FftBackendKind::cufft}, {"fftw", FftBackendKind::fftw}});
   settings_.fusion = reader.choice("fusion", FftFusion::automatic,
-                                   "cuFFT only: callbacks (conversion and window fused into the FFT's read, |X|² and "
-                                   "averaging into its write; cuFFT LTO callbacks), kernels (a load and a fold kernel "
-                                   "around the plan) or auto (callbacks, else kernels, saying why)",
-                                   {{"auto", FftFusion::automatic}, {"callbacks", FftFusion::callbacks}, {"kernels", FftFusion::kernels}});
+                                   "cuFFT backend only: fused (one pass: conversion, window, 1024-point FFT, |X|² and "
+                                   "averaging in one kernel; size 1024 with power or power_db), kernels (a load kernel, "
+                                   "cuFFT and a fold kernel) or auto (fused where it applies, else kernels)",
+                                   {{"auto", FftFusion::automatic}, {"fused", FftFusion::fused}, {"kernels", FftFusion::kernels}});
   if (settings_.fusion != FftFusion::automatic && settings_.backend == FftBackendKind::fftw) {
     reader.error("fusion", "fusion applies to the cuFFT backend only; backend: fftw fuses its own loops",
                  "remove fusion:, or use backend: cufft or auto");
+  }
+  if (settings_.fusion == FftFusion::fused && (settings_.size != 1024 || settings_.output == FftOutput::complex)) {
+    reader.error("fusion", "fusion: fused transforms 1024-point frames into power rows only",
+                 "use size: 1024 with output: power or power_db, or fusion: kernels or auto");
   }
   settings_.pool = read_pool_settings(reader, pipeline);
   if (settings_.output == FftOutput::complex && settings_.average > 1) {
@@ -171,7 +175,7 @@ void FftStage::choose_backend(StageContext& context, std::size_t largest_input_b
     context.metrics().notes.push_back(note);
   } else {
     if (settings_.fusion != FftFusion::automatic) {
-      throw std::runtime_error("fft fusion: " + std::string(settings_.fusion == FftFusion::callbacks ? "callbacks" : "kernels") +
+      throw std::runtime_error("fft fusion: " + std::string(settings_.fusion == FftFusion::fused ? "fused" : "kernels") +
                                " needs the cuFFT backend, and auto chose FFTW: " + cuda_unavailable_reason() +
                                " (remove fusion: to run on FFTW)");
     }

@@ -65,7 +65,7 @@ class FftStage final : public Stage {
     std::uint64_t end = 0;
   };
   static constexpr std::size_t kPendingGaps = 4 * Chunk::kMaxGaps;
-  static constexpr std::size_t kInputsInFlight = 4;  // input chunks a GPU backend may still be reading
+  static constexpr std::size_t kInputsInFlight = 8;  // input chunks a GPU backend may still be reading
 
   // Work a GPU backend has enqueued but not finished, with the chunk it reads or writes: an input
   // chunk goes back to its pool, an output chunk downstream, only once its fence is reached.
