@@ -13,6 +13,7 @@
 #include <cufft.h>
 
 #include <cstring>
+#include <functional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -128,64 +129,67 @@ double stage_rate(std::size_t chunk_bytes, std::uint64_t chunks, const std::stri
   return static_cast<double>(in.bytes.load() - in.first_bytes.load()) / seconds;
 }
 
-// Input bytes/s of cufftExecC2C (1024-point, out of place) over kBuffers chunk-sized buffers.
-double bare_c2c_rate(std::size_t chunk_bytes, std::uint64_t chunks) {
-  const int length = 1024;
-  const int batch = static_cast<int>(chunk_bytes / 8 / 1024);
-  cudaStream_t stream = nullptr;
-  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-  std::vector<MemoryRegion> in;
-  std::vector<MemoryRegion> out;
-  const std::vector<std::byte> bytes = random_bytes(chunk_bytes, true);
-  for (std::size_t i = 0; i < kBuffers; ++i) {
-    in.emplace_back(MemoryKind::device, chunk_bytes);
-    out.emplace_back(MemoryKind::device, chunk_bytes);
-    check(cudaMemcpy(in.back().data(), bytes.data(), chunk_bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
-  }
-  cufftHandle plan = 0;
-  check(cufftPlanMany(&plan, 1, const_cast<int*>(&length), nullptr, 1, length, nullptr, 1, length, CUFFT_C2C, batch),
-        "cufftPlanMany");
-  check(cufftSetStream(plan, stream), "cufftSetStream");
+// Enqueues `enqueue(i)` for chunks i = 0.. on `stream`: kBuffers as warm-up, then `chunks` timed up
+// to the stream's completion. Returns input bytes/s.
+double timed_loop(cudaStream_t stream, std::size_t chunk_bytes, std::uint64_t chunks,
+                  const std::function<void(std::uint64_t)>& enqueue) {
   const auto run = [&](std::uint64_t count) {
-    for (std::uint64_t i = 0; i < count; ++i) {
-      check(cufftExecC2C(plan, reinterpret_cast<cufftComplex*>(in[i % kBuffers].data()),
-                         reinterpret_cast<cufftComplex*>(out[i % kBuffers].data()), CUFFT_FORWARD),
-            "cufftExecC2C");
-    }
-    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-  };
-  run(kBuffers);  // warm-up
-  const std::uint64_t begin = monotonic_ns();
-  run(chunks);
-  const double seconds = static_cast<double>(monotonic_ns() - begin) / 1e9;
-  check(cufftDestroy(plan), "cufftDestroy");
-  check(cudaStreamDestroy(stream), "cudaStreamDestroy");
-  return static_cast<double>(chunk_bytes * chunks) / seconds;
-}
-
-// Input bytes/s of cudaMemcpyAsync device to device of chunk-sized buffers.
-double copy_rate(std::size_t chunk_bytes, std::uint64_t chunks) {
-  cudaStream_t stream = nullptr;
-  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-  std::vector<MemoryRegion> in;
-  std::vector<MemoryRegion> out;
-  for (std::size_t i = 0; i < kBuffers; ++i) {
-    in.emplace_back(MemoryKind::device, chunk_bytes);
-    out.emplace_back(MemoryKind::device, chunk_bytes);
-  }
-  const auto run = [&](std::uint64_t count) {
-    for (std::uint64_t i = 0; i < count; ++i) {
-      check(cudaMemcpyAsync(out[i % kBuffers].data(), in[i % kBuffers].data(), chunk_bytes, cudaMemcpyDeviceToDevice, stream),
-            "cudaMemcpyAsync");
-    }
+    for (std::uint64_t i = 0; i < count; ++i) enqueue(i);
     check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   };
   run(kBuffers);
   const std::uint64_t begin = monotonic_ns();
   run(chunks);
   const double seconds = static_cast<double>(monotonic_ns() - begin) / 1e9;
-  check(cudaStreamDestroy(stream), "cudaStreamDestroy");
   return static_cast<double>(chunk_bytes * chunks) / seconds;
+}
+
+// kBuffers chunk-sized device buffers, each holding `bytes` (or left as they come when empty).
+std::vector<MemoryRegion> device_buffers(std::size_t chunk_bytes, const std::vector<std::byte>& bytes) {
+  std::vector<MemoryRegion> buffers;
+  for (std::size_t i = 0; i < kBuffers; ++i) {
+    buffers.emplace_back(MemoryKind::device, chunk_bytes);
+    if (!bytes.empty()) {
+      check(cudaMemcpy(buffers.back().data(), bytes.data(), chunk_bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+    }
+  }
+  return buffers;
+}
+
+// Input bytes/s of cufftExecC2C (1024-point, out of place) over kBuffers chunk-sized buffers.
+double bare_c2c_rate(std::size_t chunk_bytes, std::uint64_t chunks) {
+  const int length = 1024;
+  const int batch = static_cast<int>(chunk_bytes / 8 / 1024);
+  cudaStream_t stream = nullptr;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  const std::vector<MemoryRegion> in = device_buffers(chunk_bytes, random_bytes(chunk_bytes, true));
+  const std::vector<MemoryRegion> out = device_buffers(chunk_bytes, {});
+  cufftHandle plan = 0;
+  check(cufftPlanMany(&plan, 1, const_cast<int*>(&length), nullptr, 1, length, nullptr, 1, length, CUFFT_C2C, batch),
+        "cufftPlanMany");
+  check(cufftSetStream(plan, stream), "cufftSetStream");
+  const double rate = timed_loop(stream, chunk_bytes, chunks, [&](std::uint64_t i) {
+    check(cufftExecC2C(plan, reinterpret_cast<cufftComplex*>(in[i % kBuffers].data()),
+                       reinterpret_cast<cufftComplex*>(out[i % kBuffers].data()), CUFFT_FORWARD),
+          "cufftExecC2C");
+  });
+  check(cufftDestroy(plan), "cufftDestroy");
+  check(cudaStreamDestroy(stream), "cudaStreamDestroy");
+  return rate;
+}
+
+// Input bytes/s of cudaMemcpyAsync device to device of chunk-sized buffers.
+double copy_rate(std::size_t chunk_bytes, std::uint64_t chunks) {
+  cudaStream_t stream = nullptr;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  const std::vector<MemoryRegion> in = device_buffers(chunk_bytes, {});
+  const std::vector<MemoryRegion> out = device_buffers(chunk_bytes, {});
+  const double rate = timed_loop(stream, chunk_bytes, chunks, [&](std::uint64_t i) {
+    check(cudaMemcpyAsync(out[i % kBuffers].data(), in[i % kBuffers].data(), chunk_bytes, cudaMemcpyDeviceToDevice, stream),
+          "cudaMemcpyAsync");
+  });
+  check(cudaStreamDestroy(stream), "cudaStreamDestroy");
+  return rate;
 }
 
 std::uint64_t chunks_for(std::size_t chunk_bytes) {
@@ -246,12 +250,7 @@ double bare_fused_rate(std::size_t chunk_bytes, std::uint64_t chunks, unsigned f
   cudaStream_t stream = nullptr;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   check(fft_kernels::prepare_fused(), "prepare_fused");
-  std::vector<MemoryRegion> in;
-  const std::vector<std::byte> bytes = random_bytes(chunk_bytes, false);
-  for (std::size_t i = 0; i < kBuffers; ++i) {
-    in.emplace_back(MemoryKind::device, chunk_bytes);
-    check(cudaMemcpy(in.back().data(), bytes.data(), chunk_bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
-  }
+  const std::vector<MemoryRegion> in = device_buffers(chunk_bytes, random_bytes(chunk_bytes, false));
   MemoryRegion ring(MemoryKind::device, (rows + 2) * fft_kernels::kFusedSize * sizeof(float));
   MemoryRegion out(MemoryKind::device, rows * fft_kernels::kFusedSize * sizeof(float));
   MemoryRegion window(MemoryKind::device, fft_kernels::kFusedSize * sizeof(float));
@@ -259,34 +258,27 @@ double bare_fused_rate(std::size_t chunk_bytes, std::uint64_t chunks, unsigned f
   check(cudaMemcpy(window.data(), ones.data(), window.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
   check(cudaMemset(ring.data(), 0, ring.size()), "cudaMemset");
   std::uint64_t row = 0;
-  const auto run = [&](std::uint64_t count) {
-    for (std::uint64_t i = 0; i < count; ++i) {
-      fft_kernels::FusedArgs args{};
-      args.raw = in[i % kBuffers].data();
-      args.raw_begin = 0;
-      args.raw_end = frames * fft_kernels::kFusedSize;
-      args.format = SampleFormat::ci16;
-      args.window = reinterpret_cast<const float*>(window.data());
-      args.ring = reinterpret_cast<float*>(ring.data());
-      args.ring_rows = rows + 2;
-      args.average = kAverage;
-      args.frames = frames;
-      args.row_base = row;
-      args.frames_per_warp = frames_per_warp;
-      check(fft_kernels::fused_power(args, stream), "fused kernel");
-      check(fft_kernels::finish_rows(args.ring, rows + 2, fft_kernels::kFusedSize, row, rows, 1.0F, kAverage, true,
-                                     reinterpret_cast<float*>(out.data()), stream),
-            "fold kernel");
-      row += rows;
-    }
-    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-  };
-  run(kBuffers);
-  const std::uint64_t begin = monotonic_ns();
-  run(chunks);
-  const double seconds = static_cast<double>(monotonic_ns() - begin) / 1e9;
+  const double rate = timed_loop(stream, chunk_bytes, chunks, [&](std::uint64_t i) {
+    fft_kernels::FusedArgs args{};
+    args.raw = in[i % kBuffers].data();
+    args.raw_begin = 0;
+    args.raw_end = frames * fft_kernels::kFusedSize;
+    args.format = SampleFormat::ci16;
+    args.window = reinterpret_cast<const float*>(window.data());
+    args.ring = reinterpret_cast<float*>(ring.data());
+    args.ring_rows = rows + 2;
+    args.average = kAverage;
+    args.frames = frames;
+    args.row_base = row;
+    args.frames_per_warp = frames_per_warp;
+    check(fft_kernels::fused_power(args, stream), "fused kernel");
+    check(fft_kernels::finish_rows(args.ring, rows + 2, fft_kernels::kFusedSize, row, rows, 1.0F, kAverage, true,
+                                   reinterpret_cast<float*>(out.data()), stream),
+          "fold kernel");
+    row += rows;
+  });
   check(cudaStreamDestroy(stream), "cudaStreamDestroy");
-  return static_cast<double>(chunk_bytes * chunks) / seconds;
+  return rate;
 }
 
 void BM_FusedKernelVsCopy(benchmark::State& state) {
