@@ -91,10 +91,20 @@ __global__ void fold_kernel(FoldArgs args, unsigned blocks_per_row) {
 // memory so that lane k2 holds all n1; the outer 32-point DFT then leaves X[t + 32·k1] in lane t.
 constexpr unsigned kFusedWarps = 4;        // warps (frames in flight) per block
 // Default frames of one row a warp sums before adding to the ring. Measured on the H100 (fft_gpu_bench
-// BM_FusedKernelVsCopy, ci16, average 16, 64 MiB): 1 → 322, 2 → 324, 4 → 326, 8 → 253, 16 → 257 GB/s;
-// loading the next frame while transforming one (64 more registers) was slower at every count.
+// BM_FusedKernelVsCopy, ci16, average 16, 64 MiB): 1 → 419, 2 → 448, 4 → 455, 8 → 458, 16 → 256 GB/s.
+// Tried and dropped: loading the next frame while transforming one (64 more registers: slower at
+// every count), and the window and twiddles in shared memory (46 KB a block: the same rate).
 constexpr unsigned kFramesPerWarp = 4;
-__constant__ float2 c_w32[32];             // W32^j = e^(-2πi j/32)
+// W32^j = e^(-2πi j/32), j < 16, as literals: after unrolling every index is a constant, so the
+// compiler folds them into the multiplies (and W32^8 = -i is a swap, below).
+__device__ constexpr float kW32Re[16] = {1.000000000f,  0.980785280f,  0.923879533f,  0.831469612f,
+                                         0.707106781f,  0.555570233f,  0.382683432f,  0.195090322f,
+                                         0.000000000f,  -0.195090322f, -0.382683432f, -0.555570233f,
+                                         -0.707106781f, -0.831469612f, -0.923879533f, -0.980785280f};
+__device__ constexpr float kW32Im[16] = {-0.000000000f, -0.195090322f, -0.382683432f, -0.555570233f,
+                                         -0.707106781f, -0.831469612f, -0.923879533f, -0.980785280f,
+                                         -1.000000000f, -0.980785280f, -0.923879533f, -0.831469612f,
+                                         -0.707106781f, -0.555570233f, -0.382683432f, -0.195090322f};
 __device__ float2 g_w1024[1024];           // W1024^j
 bool g_fused_ready[64] = {};               // per device
 
@@ -111,7 +121,11 @@ __device__ __forceinline__ void butterflies(float2 (&a)[32]) {
 #pragma unroll
     for (int j = 0; j < HALF; ++j) {
       const float2 u = a[start + j];
-      const float2 v = j == 0 ? a[start + j + HALF] : cmul(a[start + j + HALF], c_w32[j * (16 / HALF)]);
+      const int index = j * (16 / HALF);
+      const float2 b = a[start + j + HALF];
+      const float2 v = index == 0   ? b
+                       : index == 8 ? make_float2(b.y, -b.x)  // × -i
+                                    : cmul(b, make_float2(kW32Re[index], kW32Im[index]));
       a[start + j] = make_float2(u.x + v.x, u.y + v.y);
       a[start + j + HALF] = make_float2(u.x - v.x, u.y - v.y);
     }
@@ -243,14 +257,11 @@ cudaError_t prepare_fused() noexcept {
   int device = 0;
   if (cudaError_t error = cudaGetDevice(&device); error != cudaSuccess) return error;
   if (device >= 0 && device < 64 && g_fused_ready[device]) return cudaSuccess;
-  float2 w32[32];
   float2 w1024[kFusedSize];
   for (unsigned j = 0; j < kFusedSize; ++j) {  // in double, rounded once
     const double angle = -2.0 * 3.14159265358979323846 * static_cast<double>(j) / kFusedSize;
     w1024[j] = make_float2(static_cast<float>(std::cos(angle)), static_cast<float>(std::sin(angle)));
   }
-  for (unsigned j = 0; j < 32; ++j) w32[j] = w1024[j * 32];
-  if (cudaError_t error = cudaMemcpyToSymbol(c_w32, w32, sizeof(w32)); error != cudaSuccess) return error;
   if (cudaError_t error = cudaMemcpyToSymbol(g_w1024, w1024, sizeof(w1024)); error != cudaSuccess) return error;
   if (device >= 0 && device < 64) g_fused_ready[device] = true;
   return cudaSuccess;
