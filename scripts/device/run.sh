@@ -11,6 +11,7 @@
 #   bash .device/run.sh dual     configs/gpu_dual_port.yaml (2 emulator streams → udp → link → cuFFT → record → null,
 #                                every thread pinned) at 2 × 3 GB/s for DUAL_SECONDS (30), then higher rates for
 #                                10 s each until one loses; prints a table last
+#   bash .device/run.sh soak     the same at 2 × 3 GB/s for SOAK_SECONDS (600), every stage's counts printed
 # Several modes may be given; everything is logged into a few files under $OUT.
 set -uo pipefail
 pack=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -34,7 +35,9 @@ dual_run() {  # dual_run RATE SECONDS: one run of the dual-port pipeline; prints
               --set lanes.port1.link.cpu=9 --set lanes.port1.fft.cpu=10 --set lanes.port1.record.cpu=11
               --set lanes.port1.sink.cpu=12 --set pipeline.chunk=16MiB --set pipeline.chunks=32
               --set template.fft.chunk=4MiB --set template.record.preallocate=1GiB)
-  "$pack/bin/sluice" run "$pack/configs/gpu_dual_port.yaml" "${pins[@]}" --duration "$((seconds + 6))s" \
+  # shellcheck disable=SC2206  # DUAL_EXTRA: more --set arguments, split on spaces
+  local extra=(${DUAL_EXTRA:-})
+  "$pack/bin/sluice" run "$pack/configs/gpu_dual_port.yaml" "${pins[@]}" "${extra[@]}" --duration "$((seconds + 6))s" \
     --set pipeline.progress_interval=1s --report "$out/$name.json" 2> "$out/$name.log" > /dev/null &
   local pipeline=$!
   sleep 4  # sockets bound, plans made
@@ -118,6 +121,23 @@ for mode in "$@"; do
       dual_run 0 5 >> "$table"  # unpaced: what the two emulator threads offer
       grep -h -E 'note|cuFFT|FFTW' "$out"/dual-*.log | sort -u | head -4
       cat "$table"
+      ;;
+    soak)
+      # The dual-port pipeline at 2 × 3 GB/s for SOAK_SECONDS (600), every stage's counts printed
+      # for reconciliation. Spectra are averaged over 128 frames instead of 16 so that ten minutes
+      # of them (2 × 23 MB/s) fit the host's 64 GiB disk; every frame is still transformed.
+      table="$out/soak-table.txt"
+      printf '%8s %12s %14s %8s %10s\n' rate emulator_sent lost_samples drops fft_rows > "$table"
+      DUAL_EXTRA="--set template.fft.average=128" dual_run 3GB/s "${SOAK_SECONDS:-600}" >> "$table"
+      cat "$table"
+      python3 - "$out/dual-3GB-${SOAK_SECONDS:-600}s.json" <<'PY'
+import json, sys
+for lane in json.load(open(sys.argv[1]))["lanes"]:
+    for s in lane["stages"]:
+        print(f'{lane["name"]:6} {s["name"]:7} in {s["in"]["samples"]:>14} out {s["out"]["samples"]:>14} '
+              f'drops {s.get("drops_total", 0):>6} busy {s["busy_fraction"]:.3f} ' +
+              " ".join(f"{k}={v}" for k, v in s["counters"].items() if v))
+PY
       ;;
     *) echo "unknown mode $mode"; status=2 ;;
   esac
