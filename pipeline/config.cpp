@@ -294,6 +294,9 @@ StageDefinition make_stage(std::vector<SettingsLayer> layers, const std::string&
                                           "chunks queued in front of this stage (a power of two)", 1, 65536));
   if (reader.has("queue_depth")) check_power_of_two(reader, "queue_depth", definition.queue_depth);  // else the pipeline's, checked there
   definition.node = reader.string("node", "", "node this stage runs on (sluice run --node NAME); default: the previous stage's");
+  definition.enabled = reader.boolean("enabled", true,
+                                      "false leaves this tap out of its lane (its settings are still checked): a switch for "
+                                      "an optional record tap, e.g. --set template.raw.enabled=false");
   if (!definition.type.empty()) {
     const StageType* type = registry.find(definition.type);
     if (type == nullptr) {
@@ -302,6 +305,11 @@ StageDefinition make_stage(std::vector<SettingsLayer> layers, const std::string&
       reader.error("type", "unknown stage type '" + definition.type + "'", hint);
     } else {
       definition.role = type->role;
+      if (!definition.enabled && type->role != StageRole::tap) {
+        reader.error("enabled", "only a tap (record) can be switched off: a lane without its " +
+                                    std::string(to_string(type->role)) + " would not carry data the same way",
+                     "remove the stage from the lane instead");
+      }
       // Settings of a queue the stage does not have would be accepted and do nothing.
       if (type->role == StageRole::source && reader.has("queue_depth")) {
         reader.error("queue_depth", "a source has no input queue",
@@ -532,7 +540,14 @@ PipelineDefinition load_pipeline_text(const std::string& yaml, const std::string
           errors.add({stage.location, stage_path, "a lane needs a source and a sink", ""});
         }
       }
+      if (!stage.enabled) continue;  // checked above like any stage, then left out
       lane.stages.push_back(std::move(stage));
+    }
+    if (!lane.stages.empty() && lane.stages.back().role == StageRole::transform) {
+      errors.add({lane.stages.back().location, lane_path,
+                  "with its switched-off taps left out, lane '" + lane.name + "' ends in stage '" + lane.stages.back().name +
+                      "', which cannot end a lane",
+                  "keep a sink after it (null, file, record)"});
     }
     place_lane_stages(lane, lane_path, errors);
     lane.index = static_cast<std::uint32_t>(definition.lanes.size());

@@ -37,6 +37,7 @@ struct StageDefinition {
   std::string location;                // file:line:column of its YAML, for messages
   std::unique_ptr<Stage> stage;
   std::string node;                    // where it runs (pipeline/placement.hpp); "" = unplaced
+  bool enabled = true;                 // false: a tap left out of its lane (`enabled: false`)
   bool joins_nodes = false;            // its lane moves from the previous stage's node to `node` here
   StageHalves halves;                  // when joins_nodes: the two halves that replace it
 };

@@ -209,7 +209,9 @@ void refresh_collection(const std::vector<std::string>& directories, const std::
             continue;
           }
         }
-        if (!cached.usable) continue;
+        // NAME-LANE-…: a capture whose name extends this one plus '-' (NAME-raw beside NAME) has
+        // files that start with this prefix too; they belong to their own collection.
+        if (!cached.usable || file.rfind(prefix + cached.lane + "-", 0) != 0) continue;
         entries.push_back(Entry{cached.lane, cached.segment, cached.stripe, strip_capture_suffix(path), cached.hash});
       }
     }

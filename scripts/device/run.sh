@@ -8,7 +8,7 @@
 #   bash .device/run.sh fft      fft_gpu_test / fft_gpu_kernels_test (cuFFT with LTO callbacks / with kernels vs
 #                                float64 reference and FFTW), fft_reference_test,
 #                                fft_gpu_bench (stage vs bare cufftExecC2C; ci16 power_db vs D2D copy), fft_bench
-#   bash .device/run.sh dual     configs/gpu_dual_port.yaml (2 emulator streams → udp → link → cuFFT → record → null,
+#   bash .device/run.sh dual     configs/dual_port.yaml (2 emulator streams → udp → link → cuFFT → record → null,
 #                                every thread pinned) at 2 × 3 GB/s for DUAL_SECONDS (30), then higher rates for
 #                                10 s each until one loses; prints a table last
 #   bash .device/run.sh soak     the same at 2 × 3 GB/s for SOAK_SECONDS (600), every stage's counts printed
@@ -29,7 +29,11 @@ dual_run() {  # dual_run RATE SECONDS: one run of the dual-port pipeline; prints
   local rate=$1 seconds=$2 name="dual-${1%%/*}-$2s"
   # Spectra are recorded at 2 × 187.5 MB/s at 2 × 3 GB/s: the device's 64 GiB disk holds about two
   # minutes of them, so every run starts from an empty capture directory (a longer soak needs a bigger disk).
-  rm -rf /tmp/sluice-gpu-dual-port
+  rm -rf /tmp/sluice-dual-port
+  # configs/dual_port.yaml at the mission's load: 750 Msps ci16 per port, the raw tap off (raw
+  # samples at 6 GB/s need an NVMe per port), the emulator started here rather than by sluice.
+  local load=(--set emulator.autostart=false --set emulator.sample_rate=750Msps --set template.source.sample_rate=750Msps
+              --set template.source.receive_buffer=256MiB --set template.raw.enabled=false)
   local pins=(--set lanes.port0.source.cpu=2 --set lanes.port0.link.cpu=3 --set lanes.port0.fft.cpu=4
               --set lanes.port0.record.cpu=5 --set lanes.port0.sink.cpu=6 --set lanes.port1.source.cpu=8
               --set lanes.port1.link.cpu=9 --set lanes.port1.fft.cpu=10 --set lanes.port1.record.cpu=11
@@ -37,11 +41,11 @@ dual_run() {  # dual_run RATE SECONDS: one run of the dual-port pipeline; prints
               --set template.fft.chunk=4MiB --set template.record.preallocate=1GiB)
   # shellcheck disable=SC2206  # DUAL_EXTRA: more --set arguments, split on spaces
   local extra=(${DUAL_EXTRA:-})
-  "$pack/bin/sluice" run "$pack/configs/gpu_dual_port.yaml" "${pins[@]}" "${extra[@]}" --duration "$((seconds + 6))s" \
+  "$pack/bin/sluice" run "$pack/configs/dual_port.yaml" "${load[@]}" "${pins[@]}" "${extra[@]}" --duration "$((seconds + 6))s" \
     --set pipeline.progress_interval=1s --report "$out/$name.json" 2> "$out/$name.log" > /dev/null &
   local pipeline=$!
   sleep 4  # sockets bound, plans made
-  "$pack/bin/sluice-emulator" "$pack/configs/gpu_dual_port.yaml" --set "emulator.rate=$rate" \
+  "$pack/bin/sluice-emulator" "$pack/configs/dual_port.yaml" --set "emulator.rate=$rate" --set emulator.sample_rate=750Msps \
     --set "emulator.duration=${seconds}s" --cpu 14 --cpu 15 -q 2> "$out/$name-emulator.log"
   wait $pipeline || status=1
   python3 - "$out/$name.json" "$rate" "$out/$name-emulator.log" <<'PY'
@@ -84,6 +88,12 @@ for mode in "$@"; do
       $pack/bin/sluice run $pack/configs/demo.yaml --duration 5s -q --report "$out/demo-report.json" \
         --plot "$out/demo-rates.svg" 2> "$out/demo.log" | tee "$out/demo-summary.txt" || status=1
       grep -E 'GPU|note' "$out/demo.log" | head -5
+      # The README's demo (scripts/demo.sh): the dual-port pipeline with its emulator, then its picture.
+      rm -rf /tmp/sluice-dual-port
+      $pack/bin/sluice run $pack/configs/dual_port.yaml -q 2> "$out/dual-port-demo.log" | tail -14 || status=1
+      grep -E 'fused|cuFFT|GPU' "$out/dual-port-demo.log" | head -4
+      $pack/bin/sluice capture plot /tmp/sluice-dual-port/dual_port.sigmf-collection -o "$out/dual-port-spectra.svg" \
+        || status=1
       ;;
     bench)
       bench link_bench

@@ -21,6 +21,7 @@
 #include <sys/statfs.h>
 #include <linux/magic.h>
 
+#include "tests/support/free_port.hpp"
 #include "tests/support/process.hpp"
 
 namespace sluice {
@@ -134,19 +135,10 @@ std::uint64_t source_samples(const fs::path& report) {
 // configs/udp_loopback.yaml with its port (50000) replaced by one free now, so that tests
 // running in parallel (cli_test runs the same file) do not collide on the port.
 std::string udp_loopback_on_free_port(const std::string& name) {
-  const int probe = ::socket(AF_INET, SOCK_DGRAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  if (probe < 0 || ::bind(probe, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-      ::getsockname(probe, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    throw std::runtime_error("cannot find a free UDP port");
-  }
-  ::close(probe);
+  const std::uint16_t port = testing::free_udp_port();
   std::ifstream in(fs::path(kSourceDir) / "configs/udp_loopback.yaml");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  text = std::regex_replace(text, std::regex("50000"), std::to_string(ntohs(address.sin_port)));
+  text = std::regex_replace(text, std::regex("50000"), std::to_string(port));
   const fs::path path = temp_path(name + ".yaml");
   std::ofstream(path) << text;
   return path.string();

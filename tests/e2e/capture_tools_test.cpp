@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <regex>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +19,7 @@
 #include "recorder/capture_reader.hpp"
 #include "recorder/capture_tools.hpp"
 #include "tests/stages/record/record_test_support.hpp"
+#include "tests/support/free_port.hpp"
 #include "tests/support/process.hpp"
 
 namespace sluice {
@@ -253,6 +255,83 @@ lanes:
   const auto plotted = run_sluice({"capture", "plot", dir.str("spectra.sigmf-collection"), "-o", dir.str("spectra.svg")});
   EXPECT_EQ(plotted.exit_code, 0) << plotted.err;
   EXPECT_NE(plotted.out.find("recorded rows"), std::string::npos) << plotted.out;
+}
+
+// The README's demo, configs/dual_port.yaml as shipped (its ports moved to free ones, its
+// captures into a temporary directory, 2 s of emulator): sluice starts the emulator itself, both
+// lanes record raw samples and spectra losslessly, both captures open, the picture of the spectra
+// peaks at the emulator's tone, and the raw tap switches off with one --set.
+class DualPortDemo : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::ifstream in(fs::path(SLUICE_SOURCE_DIR) / "configs/dual_port.yaml");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    text = std::regex_replace(text, std::regex("50100"), std::to_string(testing::free_udp_port()));
+    text = std::regex_replace(text, std::regex("50101"), std::to_string(testing::free_udp_port()));
+    config_ = dir_.str("dual_port.yaml");
+    std::ofstream(config_) << text;
+  }
+  testing::ProcessResult run(const std::string& capture_dir, std::vector<std::string> extra) {
+    std::vector<std::string> argv{kSluice, "run", config_, "-q", "--set", "emulator.duration=2s",
+                                  "--set", "template.record.directory=" + capture_dir,
+                                  "--set", "template.raw.directory=" + capture_dir,
+                                  "--report", capture_dir + "/report.json"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    fs::create_directories(capture_dir);
+    return testing::run_process(argv, std::chrono::seconds(120));
+  }
+  test::TempDir dir_;
+  std::string config_;
+};
+
+TEST_F(DualPortDemo, RecordsBothLanesLosslesslyAndItsPicturePeaksAtTheTone) {
+  const std::string captures = dir_.str("captures");
+  const auto result = run(captures, {});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE((result.out + result.err).find("emulator: sent"), std::string::npos)
+      << "the emulator's summary joins sluice's: " << result.out;
+  std::ifstream report_file(captures + "/report.json");
+  const auto report = nlohmann::json::parse(report_file);
+  ASSERT_EQ(report["lanes"].size(), 2U);
+  for (const auto& lane : report["lanes"]) {
+    const auto& source = lane["stages"][0];
+    EXPECT_GT(source["out"]["samples"].get<std::uint64_t>(), 0U) << lane["name"];
+    EXPECT_EQ(source["counters"].value("lost_samples", 1U), 0U) << lane["name"];
+    EXPECT_EQ(lane["stages"][1]["name"], "raw");
+  }
+
+  const recorder::Capture spectra = recorder::open_capture(captures + "/dual_port.sigmf-collection");
+  ASSERT_EQ(spectra.lanes.size(), 2U);
+  for (const auto& lane : spectra.lanes) {
+    const recorder::CaptureSpectrum spectrum = recorder::capture_spectrum(lane);
+    EXPECT_TRUE(spectrum.from_spectra);
+    EXPECT_NEAR(spectrum.frequency_of(spectrum.peak_bin()), 5e6, 25e6 / 1024);
+  }
+  const recorder::Capture raw = recorder::open_capture(captures + "/dual_port-raw.sigmf-collection");
+  EXPECT_EQ(raw.lanes.size(), 2U);
+
+  const auto plotted = run_sluice({"capture", "plot", captures + "/dual_port.sigmf-collection", "-o", captures + "/spectra.svg"});
+  ASSERT_EQ(plotted.exit_code, 0) << plotted.err;
+  std::ifstream svg_file(captures + "/spectra.svg");
+  const std::string svg((std::istreambuf_iterator<char>(svg_file)), std::istreambuf_iterator<char>());
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(svg, match, std::regex("data-peak-hz=\"([0-9.]+)\""))) << svg.substr(0, 2000);
+  EXPECT_NEAR(std::stod(match[1]), 5e6, 25e6 / 1024);
+
+  // The raw tap off: spectra only, no raw capture at all.
+  const std::string spectra_only = dir_.str("spectra-only");
+  const auto without_raw = run(spectra_only, {"--set", "template.raw.enabled=false"});
+  ASSERT_EQ(without_raw.exit_code, 0) << without_raw.err;
+  EXPECT_TRUE(fs::exists(spectra_only + "/dual_port.sigmf-collection"));
+  EXPECT_FALSE(fs::exists(spectra_only + "/dual_port-raw.sigmf-collection"));
+}
+
+// `enabled: false` is a switch for taps only: a lane without its link would carry other data.
+TEST(DualPortDemoConfig, OnlyATapCanBeSwitchedOff) {
+  const auto result = testing::run_process({kSluice, "validate", std::string(SLUICE_SOURCE_DIR) + "/configs/dual_port.yaml",
+                                            "--set", "template.link.enabled=false"});
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_NE(result.err.find("only a tap"), std::string::npos) << result.err;
 }
 
 }  // namespace

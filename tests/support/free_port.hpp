@@ -1,5 +1,5 @@
-// A loopback TCP port nobody listens on right now, for tests that start a listener later
-// (a link's receiving half). Bound to port 0 and released: another process could take it
+// Loopback ports nobody uses right now, for tests that start a listener later (a link's
+// receiving half, a udp source). Bound to port 0 and released: another process could take it
 // in between, which on a test machine's ephemeral range is rare enough.
 #pragma once
 
@@ -13,8 +13,9 @@
 
 namespace sluice::testing {
 
-inline std::uint16_t free_tcp_port() {
-  wire::UniqueFd fd(::socket(AF_INET, SOCK_STREAM, 0));
+// A loopback port of `type` (SOCK_STREAM, SOCK_DGRAM) nobody uses right now.
+inline std::uint16_t free_port(int type) {
+  wire::UniqueFd fd(::socket(AF_INET, type, 0));
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -25,5 +26,8 @@ inline std::uint16_t free_tcp_port() {
   }
   return ntohs(address.sin_port);
 }
+
+inline std::uint16_t free_tcp_port() { return free_port(SOCK_STREAM); }
+inline std::uint16_t free_udp_port() { return free_port(SOCK_DGRAM); }
 
 }  // namespace sluice::testing
