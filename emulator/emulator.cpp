@@ -88,7 +88,7 @@ YAML::Node without(const YAML::Node& map, std::initializer_list<std::string_view
 std::vector<SettingProblem> framing_problems(const EmulatorSettings& settings) {
   std::vector<SettingProblem> problems;
   const FaultSettings& faults = settings.faults;
-  const Framing framing = settings.framing;
+  const Framing framing = settings.wire_framing();
   const bool udp = settings.transport == Transport::udp;
   if (udp && framing == Framing::raw_tcp) {
     problems.push_back({"emulator.framing", "raw_tcp frames go over tcp",
@@ -151,7 +151,7 @@ bool FaultSettings::applies(FaultKind kind, std::uint32_t stream, std::uint64_t 
 }
 
 std::size_t EmulatorSettings::samples_per_packet() const {
-  const std::size_t overhead = framing_overhead(framing, signal.format);
+  const std::size_t overhead = framing_overhead(wire_framing(), signal.format);
   return payload > overhead ? (payload - overhead) / bytes_per_sample(signal.format) : 0;
 }
 
@@ -398,9 +398,9 @@ void Emulator::open() {
   const std::size_t size = bytes_per_sample(format);
   impl.samples_per_packet = settings_.samples_per_packet();
   if (impl.samples_per_packet == 0) {
-    throw std::runtime_error("emulator: payload too small for a " + std::string(to_string(settings_.framing)) + " packet");
+    throw std::runtime_error("emulator: payload too small for a " + std::string(to_string(settings_.wire_framing())) + " packet");
   }
-  impl.packet_bytes = FrameEncoder(settings_.framing, 0, format, impl.samples_per_packet, false).packet_bytes(impl.samples_per_packet);
+  impl.packet_bytes = FrameEncoder(settings_.wire_framing(), 0, format, impl.samples_per_packet, false).packet_bytes(impl.samples_per_packet);
   impl.period = impl.source ? impl.source->period() : 0;
   if (impl.period != 0) {
     impl.local_table.resize((impl.period + impl.samples_per_packet) * size);
@@ -523,7 +523,7 @@ class StreamSender {
         stream_(impl.streams[index]),
         index_(index),
         pacer_(plan.capture_mode ? 0 : plan.settings->rate),
-        encoder_(plan.settings->framing, plan.settings->streams[index].stream_id, plan.format, plan.samples_per_packet,
+        encoder_(plan.settings->wire_framing(), plan.settings->streams[index].stream_id, plan.format, plan.samples_per_packet,
                  plan.capture_mode),
         slots_(plan.settings->batch + 1, std::vector<std::byte>(impl.slot_bytes)),
         scratch_(impl.samples_per_packet * plan.sample_bytes),

@@ -33,6 +33,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -88,7 +89,8 @@ struct FaultSettings {
 
 struct EmulatorSettings {
   Transport transport = Transport::udp;
-  Framing framing = Framing::vita49;     // udp: vita49 | gnuradio_seq | gnuradio_seq_size | none; tcp: raw_tcp | none
+  // udp: vita49 | gnuradio_seq | gnuradio_seq_size | none; tcp: raw_tcp | none; unset: vita49 on udp, raw_tcp on tcp
+  std::optional<Framing> framing;
   TcpRole tcp_role = TcpRole::client;
   std::vector<StreamTarget> streams{StreamTarget{}};
   SignalSettings signal;                 // sample_rate and format live here
@@ -109,6 +111,10 @@ struct EmulatorSettings {
   CapturePace capture_pace = CapturePace::recorded;
   bool autostart = false;  // `sluice run` on this file starts and stops this emulator itself
 
+  // The framing sent: `framing`, or the transport's own when unset.
+  [[nodiscard]] Framing wire_framing() const {
+    return framing.value_or(transport == Transport::udp ? Framing::vita49 : Framing::raw_tcp);
+  }
   // Samples in one packet: as many whole samples as fit in `payload` after the framing's header
   // and trailer (raw_tcp: as many as a VITA-49 datagram of `payload` carries).
   [[nodiscard]] std::size_t samples_per_packet() const;

@@ -74,6 +74,33 @@ TEST(EmulatorSettings, SamplesPerPacketFillStandardAndJumboDatagrams) {
   EXPECT_EQ(settings.samples_per_packet(), 1117U);
 }
 
+TEST(EmulatorSettings, FramingDefaultsByTransportAndCombinationsThatCannotApplyAreErrors) {
+  const auto problem = [](const std::string& yaml) {
+    try {
+      (void)load_emulator_text("emulator: {" + yaml + "}\n");
+    } catch (const ConfigException& error) {
+      return error.errors().to_string();
+    }
+    return std::string();
+  };
+  EXPECT_EQ(load_emulator_text("emulator: {}\n").wire_framing(), Framing::vita49);
+  EXPECT_EQ(load_emulator_text("emulator: {transport: tcp}\n").wire_framing(), Framing::raw_tcp);
+  EXPECT_EQ(load_emulator_text("emulator: {framing: gnuradio_seq_size}\n").wire_framing(), Framing::gnuradio_seq_size);
+  EXPECT_EQ(load_emulator_text("emulator: {transport: tcp, framing: none}\n").wire_framing(), Framing::none);
+  // Payload 1472: the header of each framing comes out of it.
+  EXPECT_EQ(load_emulator_text("emulator: {framing: gnuradio_seq}\n").samples_per_packet(), (1472U - 8U) / 4U);
+  EXPECT_EQ(load_emulator_text("emulator: {framing: none, format: cf32}\n").samples_per_packet(), 1472U / 8U);
+  EXPECT_NE(problem("transport: tcp, framing: gnuradio_seq").find("is a udp framing"), std::string::npos);
+  EXPECT_NE(problem("framing: raw_tcp").find("raw_tcp frames go over tcp"), std::string::npos);
+  EXPECT_NE(problem("framing: none, faults: {corrupt: {packets: [3]}}").find("framing none does not have"), std::string::npos);
+  EXPECT_NE(problem("framing: none, faults: {shift: {packets: [3]}}").find("framing none does not have"), std::string::npos);
+  EXPECT_NE(problem("framing: gnuradio_seq, faults: {corrupt: {packets: [3]}}").find("gnuradio_seq_size"), std::string::npos);
+  EXPECT_NE(problem("framing: gnuradio_seq, context: {rf_frequency: 1GHz}").find("framing vita49 only"), std::string::npos);
+  EXPECT_NE(problem("framing: none, capture: /x.sigmf-meta").find("need framing vita49"), std::string::npos);
+  EXPECT_EQ(problem("framing: gnuradio_seq_size, faults: {corrupt: {packets: [3]}, truncate: {packets: [4]}}"), "");
+  EXPECT_EQ(problem("transport: tcp, framing: none, faults: {drop: {probability: 0.1}, reorder: {packets: [2]}}"), "");
+}
+
 TEST(Pacer, WaitsUntilTheBytesAreDue) {
   const Pacer pacer(1e9);  // 1 byte per ns
   EXPECT_EQ(pacer.wait_ns(0, 0), 0U);
