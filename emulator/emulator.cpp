@@ -531,7 +531,8 @@ class StreamSender {
         messages_(2 * plan.settings->batch + 4) {
     order_.reserve(2 * plan.settings->batch + 4);
     if (plan.settings->context.enabled) {
-      context_.emplace(plan.settings->context, plan.settings->streams[index].stream_id, static_cast<double>(plan.rate));
+      context_.emplace(plan.settings->context, plan.settings->streams[index].stream_id, static_cast<double>(plan.rate),
+                       plan.samples_per_packet);
     }
   }
 
@@ -697,6 +698,7 @@ class StreamSender {
         break;
       }
       if (plan_.capture_paced && due_ns(span) > elapsed + kCaptureLeadNs && !held) break;
+      if (context_ && context_->retune_before(k)) break;  // its context packet goes first, next round
       ++stream_.next_packet;
       report_.samples += span.count;
       if (faults.any() && faults.applies(FaultKind::drop, index_, k)) {

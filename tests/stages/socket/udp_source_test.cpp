@@ -692,7 +692,7 @@ TEST(UdpSource, ARetuneIsOneContextChange) {
     emulator::ContextSettings context;
     context.enabled = true;
     context.rf_frequency = 2.4e9;
-    emulator::ContextSender sender_state(context, 1, 100e6);
+    emulator::ContextSender sender_state(context, 1, 100e6, 0);
     std::uint64_t sent = sender_state.maybe_send(sender.get(), 0);
     sent += sender_state.maybe_send(sender.get(), 1);  // nothing due: no packet
     sender_state.set_rf_frequency(2.45e9);
