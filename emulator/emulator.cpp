@@ -46,24 +46,8 @@ std::uint64_t mix(std::uint64_t value) {  // splitmix64 finaliser
   return value ^ (value >> 31);
 }
 
-// The VITA OUI (00-12-A2) with Sluice's own packet class codes: 1 = ci16, 2 = cf32.
-constexpr std::uint32_t kOui = 0x0012A2;
 constexpr std::size_t kMaxGsoBytes = 65000;
 constexpr std::size_t kMaxGsoSegments = 64;
-
-vita49::Packet packet_template(std::uint32_t stream_id, SampleFormat format) {
-  vita49::Packet packet;
-  packet.header.type = vita49::PacketType::if_data_stream_id;
-  packet.header.has_class_id = true;
-  packet.header.has_trailer = true;
-  packet.header.tsi = vita49::Tsi::utc;
-  packet.header.tsf = vita49::Tsf::real_time;
-  packet.stream_id = stream_id;
-  packet.class_id = {kOui, 0, static_cast<std::uint16_t>(format == SampleFormat::cf32 ? 2 : 1)};
-  packet.trailer.valid_data_enable = true;
-  packet.trailer.valid_data = true;
-  return packet;
-}
 
 FaultSpec read_fault(SettingsReader& parent, const YAML::Node& section, const std::string& key, const ConfigSource& source,
                      ConfigErrors& errors) {
@@ -101,6 +85,51 @@ YAML::Node without(const YAML::Node& map, std::initializer_list<std::string_view
 
 }  // namespace
 
+std::vector<SettingProblem> framing_problems(const EmulatorSettings& settings) {
+  std::vector<SettingProblem> problems;
+  const FaultSettings& faults = settings.faults;
+  const Framing framing = settings.wire_framing();
+  const bool udp = settings.transport == Transport::udp;
+  if (udp && framing == Framing::raw_tcp) {
+    problems.push_back({"emulator.framing", "raw_tcp frames go over tcp",
+                        "set transport: tcp, or framing: vita49 | gnuradio_seq | gnuradio_seq_size | none"});
+  }
+  if (!udp && framing != Framing::raw_tcp && framing != Framing::none) {
+    problems.push_back({"emulator.framing", std::string(to_string(framing)) + " is a udp framing", "set transport: udp, or framing: raw_tcp | none"});
+  }
+  if (!settings.capture.empty() && framing != Framing::vita49 && framing != Framing::raw_tcp) {
+    problems.push_back({"emulator.framing", "a capture's timestamps and holes need framing vita49 (udp) or raw_tcp (tcp)",
+                        std::string(to_string(framing)) + " has no timestamps: leave framing at its default"});
+  }
+  if (settings.context.enabled && framing != Framing::vita49) {
+    problems.push_back({"emulator.context", "IF Context packets are VITA-49's: sent with framing vita49 only",
+                        "remove context, or set transport: udp and framing: vita49"});
+  }
+  if (!udp && faults.truncate.enabled()) {
+    problems.push_back({"emulator.faults.truncate", "truncate applies to UDP only",
+                        "a cut TCP frame would desynchronise the stream, which corrupt already tests"});
+  }
+  // A fault the framing cannot show the receiver is an error, not a silent no-op.
+  if (framing == Framing::none) {
+    for (const auto& [fault, spec] :
+         {std::pair{"truncate", &faults.truncate}, std::pair{"corrupt", &faults.corrupt}, std::pair{"shift", &faults.shift}}) {
+      if (spec->enabled()) {
+        problems.push_back({std::string("emulator.faults.") + fault, std::string(fault) + " alters a header, which framing none does not have",
+                            "use drop, duplicate or reorder (which the receiver cannot see), or another framing"});
+      }
+    }
+  }
+  if (framing == Framing::gnuradio_seq && faults.corrupt.enabled()) {
+    problems.push_back({"emulator.faults.corrupt", "gnuradio_seq has no header field a receiver can check",
+                        "use framing gnuradio_seq_size (its size field is corrupted), or shift for a wrong sequence number"});
+  }
+  if (settings.samples_per_packet() == 0) {
+    problems.push_back({"emulator.payload", "payload too small for the " + std::string(to_string(framing)) + " header and one sample",
+                        "e.g. payload: 1472"});
+  }
+  return problems;
+}
+
 const FaultSpec& FaultSettings::spec(FaultKind kind) const {
   switch (kind) {
     case FaultKind::drop: return drop;
@@ -122,8 +151,7 @@ bool FaultSettings::applies(FaultKind kind, std::uint32_t stream, std::uint64_t 
 }
 
 std::size_t EmulatorSettings::samples_per_packet() const {
-  const vita49::Packet packet = packet_template(0, signal.format);
-  const std::size_t overhead = vita49::packet_bytes(packet.header, 0);
+  const std::size_t overhead = framing_overhead(wire_framing(), signal.format);
   return payload > overhead ? (payload - overhead) / bytes_per_sample(signal.format) : 0;
 }
 
@@ -134,8 +162,17 @@ EmulatorSettings read_emulator_settings(const YAML::Node& section, const ConfigS
     return settings;
   }
   SettingsReader reader({SettingsLayer{without(section, {"streams", "signal", "faults", "context"}), "emulator"}}, source, errors);
-  settings.transport = reader.choice("transport", Transport::udp, "udp (VITA-49) or tcp (raw framing)",
+  settings.transport = reader.choice("transport", Transport::udp, "udp or tcp",
                                      {{"udp", Transport::udp}, {"tcp", Transport::tcp}});
+  const bool udp = settings.transport == Transport::udp;
+  settings.framing = reader.choice("framing", udp ? Framing::vita49 : Framing::raw_tcp,
+                                   "udp: vita49, gnuradio_seq, gnuradio_seq_size (GNU Radio network.udp_sink headers) or none "
+                                   "(bare samples); tcp: raw_tcp or none (bare samples)",
+                                   {{"vita49", Framing::vita49},
+                                    {"gnuradio_seq", Framing::gnuradio_seq},
+                                    {"gnuradio_seq_size", Framing::gnuradio_seq_size},
+                                    {"none", Framing::none},
+                                    {"raw_tcp", Framing::raw_tcp}});
   settings.tcp_role = reader.choice("tcp_role", TcpRole::client, "tcp: connect to the stage (client) or listen (server)",
                                     {{"client", TcpRole::client}, {"server", TcpRole::server}});
   settings.signal.sample_rate = reader.frequency("sample_rate", 100e6, "samples per second (whole Hz)", 1, 1e11);
@@ -168,9 +205,6 @@ EmulatorSettings read_emulator_settings(const YAML::Node& section, const ConfigS
   reader.finish();
 
   settings.context = read_context_settings(section["context"], source, errors);
-  if (settings.context.enabled && settings.transport != Transport::udp) {
-    errors.add({source.locate(section["context"]), "emulator.context", "IF Context packets are sent over udp only", "remove context, or set transport: udp"});
-  }
 
   const YAML::Node streams = section["streams"];
   if (streams) {
@@ -242,12 +276,10 @@ EmulatorSettings read_emulator_settings(const YAML::Node& section, const ConfigS
     settings.faults.corrupt = read_fault(fault, faults, "corrupt", source, errors);
     settings.faults.shift = read_fault(fault, faults, "shift", source, errors);
   }
-  if (settings.samples_per_packet() == 0) {
-    errors.add({source.locate(section), "emulator.payload", "payload too small for the VITA-49 header", ""});
-  }
-  if (settings.transport == Transport::tcp && settings.faults.truncate.enabled()) {
-    errors.add({source.locate(section), "emulator.faults.truncate", "truncate applies to UDP only",
-                "a cut TCP frame would desynchronise the stream, which corrupt already tests"});
+  for (const SettingProblem& problem : framing_problems(settings)) {
+    const std::string key = problem.key.substr(problem.key.rfind('.') + 1);
+    const YAML::Node at = problem.key.starts_with("emulator.faults") ? section["faults"] : section[key];
+    errors.add({source.locate(at ? at : section), problem.key, problem.message, problem.hint});
   }
   return settings;
 }
@@ -289,9 +321,8 @@ struct Emulator::Impl {
   std::vector<std::byte> local_table;  // the same, little-endian (TCP frames)
   std::size_t period = 0;
   std::size_t samples_per_packet = 0;
-  std::size_t packet_bytes = 0;        // a full UDP datagram
-  std::size_t prefix_bytes = 0;
-  std::size_t slot_bytes = 0;          // one UDP datagram or one TCP frame (header + samples)
+  std::size_t packet_bytes = 0;        // a full packet: UDP datagram or TCP frame (header + samples)
+  std::size_t slot_bytes = 0;          // room for one packet
   bool gso = false;
   EmulatorReport report;
 };
@@ -366,10 +397,10 @@ void Emulator::open() {
   settings_.signal.format = format;
   const std::size_t size = bytes_per_sample(format);
   impl.samples_per_packet = settings_.samples_per_packet();
-  if (impl.samples_per_packet == 0) throw std::runtime_error("emulator: payload too small for a VITA-49 packet");
-  const vita49::Packet packet = packet_template(0, format);
-  impl.prefix_bytes = vita49::prefix_words(packet.header) * 4;
-  impl.packet_bytes = vita49::packet_bytes(packet.header, impl.samples_per_packet * size);
+  if (impl.samples_per_packet == 0) {
+    throw std::runtime_error("emulator: payload too small for a " + std::string(to_string(settings_.wire_framing())) + " packet");
+  }
+  impl.packet_bytes = FrameEncoder(settings_.wire_framing(), 0, format, impl.samples_per_packet, false).packet_bytes(impl.samples_per_packet);
   impl.period = impl.source ? impl.source->period() : 0;
   if (impl.period != 0) {
     impl.local_table.resize((impl.period + impl.samples_per_packet) * size);
@@ -377,7 +408,7 @@ void Emulator::open() {
     impl.wire_table.resize(impl.local_table.size());
     wire::copy_swapped(format, impl.local_table.data(), impl.wire_table.data(), impl.local_table.size());
   }
-  impl.slot_bytes = std::max(impl.packet_bytes, raw_tcp::kHeaderBytes + impl.samples_per_packet * size);
+  impl.slot_bytes = impl.packet_bytes;
   impl.gso = settings_.transport == Transport::udp && settings_.gso && !settings_.faults.any();
   if (settings_.transport == Transport::udp && settings_.gso && settings_.faults.any()) {
     std::fprintf(stderr, "emulator: faults configured: GSO off so each datagram can be altered on its own\n");
@@ -492,13 +523,16 @@ class StreamSender {
         stream_(impl.streams[index]),
         index_(index),
         pacer_(plan.capture_mode ? 0 : plan.settings->rate),
+        encoder_(plan.settings->wire_framing(), plan.settings->streams[index].stream_id, plan.format, plan.samples_per_packet,
+                 plan.capture_mode),
         slots_(plan.settings->batch + 1, std::vector<std::byte>(impl.slot_bytes)),
         scratch_(impl.samples_per_packet * plan.sample_bytes),
         iovs_(2 * plan.settings->batch + 4),
         messages_(2 * plan.settings->batch + 4) {
     order_.reserve(2 * plan.settings->batch + 4);
     if (plan.settings->context.enabled) {
-      context_.emplace(plan.settings->context, plan.settings->streams[index].stream_id, static_cast<double>(plan.rate));
+      context_.emplace(plan.settings->context, plan.settings->streams[index].stream_id, static_cast<double>(plan.rate),
+                       plan.samples_per_packet);
     }
   }
 
@@ -614,61 +648,37 @@ class StreamSender {
     return static_cast<std::uint64_t>(stream_.capture->seconds_until(span) * 1e9);
   }
 
-  // Packet k into a slot: VITA-49 datagram (UDP) or raw frame (TCP). Returns its bytes.
-  std::size_t encode(std::uint64_t k, const PacketSpan& span, vita49::Packet& packet, std::byte* buffer) {
-    std::uint64_t seconds = 0;
-    std::uint64_t picoseconds = 0;
-    timestamp_of(span, seconds, picoseconds);
+  // Packet k into a slot, framed as the settings say. Returns its bytes.
+  std::size_t encode(std::uint64_t k, const PacketSpan& span, std::byte* buffer) {
+    PacketFields fields;
+    fields.k = k;
+    fields.first_sample = span.first_sample;
+    fields.samples = span.count;
+    fields.after_gap = span.after_gap;
+    timestamp_of(span, fields.seconds, fields.picoseconds);
     // A sender whose clock or sample counter jumped: this packet claims another position.
-    std::uint64_t first_sample = span.first_sample;
     if (const FaultSettings& faults = plan_.settings->faults; faults.any() && faults.applies(FaultKind::shift, index_, k)) {
       const auto shift = static_cast<std::uint64_t>(faults.shift_by);  // modulo 2^64: back is fine
-      first_sample += shift;
-      vita49::timestamp_of(vita49::sample_index(seconds, picoseconds, plan_.rate) + shift, plan_.rate, seconds, picoseconds);
+      fields.first_sample += shift;
+      vita49::timestamp_of(vita49::sample_index(fields.seconds, fields.picoseconds, plan_.rate) + shift, plan_.rate, fields.seconds,
+                           fields.picoseconds);
       ++report_.shifted;
     }
-    if (plan_.settings->transport == Transport::udp) {
-      packet.header.packet_count = static_cast<std::uint8_t>(k & 0xF);
-      packet.integer_timestamp = static_cast<std::uint32_t>(seconds);
-      packet.fractional_timestamp = picoseconds;
-      packet.trailer.sample_loss = span.after_gap;
-      const std::size_t bytes =
-          vita49::encode_around_payload(packet, span.count * plan_.sample_bytes, std::span<std::byte>(buffer, impl_.slot_bytes));
-      take_samples(span, true, buffer + impl_.prefix_bytes);
-      return bytes;
-    }
-    raw_tcp::FrameHeader header;
-    header.format = plan_.format;
-    header.sequence = k;
-    header.first_sample = first_sample;
-    header.sample_count = static_cast<std::uint32_t>(span.count);
-    header.payload_bytes = static_cast<std::uint32_t>(span.count * plan_.sample_bytes);
-    header.seconds = seconds;
-    header.picoseconds = picoseconds;
-    raw_tcp::encode_header(header, std::span<std::byte, raw_tcp::kHeaderBytes>(buffer, raw_tcp::kHeaderBytes));
-    take_samples(span, false, buffer + raw_tcp::kHeaderBytes);
-    return raw_tcp::kHeaderBytes + span.count * plan_.sample_bytes;
+    const std::size_t bytes = encoder_.write(fields, buffer);
+    take_samples(span, encoder_.big_endian_samples(), buffer + encoder_.prefix_bytes());
+    return bytes;
   }
 
   // Alters a built packet as the fault plan says for packet k (truncate, corrupt).
   std::size_t damage(std::uint64_t k, std::byte* buffer, std::size_t bytes) {
     const FaultSettings& faults = plan_.settings->faults;
-    const bool udp = plan_.settings->transport == Transport::udp;
-    if (faults.applies(FaultKind::truncate, index_, k) && udp) {
+    if (faults.applies(FaultKind::truncate, index_, k) && plan_.settings->transport == Transport::udp) {
       bytes = bytes / 2 / 4 * 4;
       ++report_.truncated;
     }
     if (faults.applies(FaultKind::corrupt, index_, k)) {
       ++report_.corrupted;
-      if (!udp) {
-        buffer[0] = std::byte{0xEE};  // magic
-      } else {
-        switch (k % 3) {
-          case 0: buffer[0] = std::byte{0x70} | (buffer[0] & std::byte{0x0F}); break;  // reserved packet type
-          case 1: buffer[3] = static_cast<std::byte>(std::to_integer<unsigned>(buffer[3]) - 1U); break;  // size - 1
-          default: buffer[7] = buffer[7] ^ std::byte{0x5A}; break;  // stream ID
-        }
-      }
+      encoder_.corrupt(k, buffer);
     }
     return bytes;
   }
@@ -677,9 +687,6 @@ class StreamSender {
   void build_batch(std::uint64_t elapsed) {
     const EmulatorSettings& settings = *plan_.settings;
     const FaultSettings& faults = settings.faults;
-    vita49::Packet packet = packet_template(settings.streams[index_].stream_id, plan_.format);
-    // A capture tells the receiver where its own holes are, as a digitizer's trailer would.
-    packet.trailer.sample_loss_enable = plan_.capture_mode;
     order_.clear();
     std::size_t used_slots = 0;
     std::optional<Send> held;    // a packet to send after the next one (reorder)
@@ -691,6 +698,7 @@ class StreamSender {
         break;
       }
       if (plan_.capture_paced && due_ns(span) > elapsed + kCaptureLeadNs && !held) break;
+      if (context_ && context_->retune_before(k)) break;  // its context packet goes first, next round
       ++stream_.next_packet;
       report_.samples += span.count;
       if (faults.any() && faults.applies(FaultKind::drop, index_, k)) {
@@ -700,7 +708,7 @@ class StreamSender {
       }
       const std::size_t slot = used_slots++;
       std::byte* buffer = slots_[slot].data();
-      std::size_t bytes = encode(k, span, packet, buffer);
+      std::size_t bytes = encode(k, span, buffer);
       if (faults.any()) bytes = damage(k, buffer, bytes);
       const Send send{slot, bytes};
       if (faults.any() && !held && faults.applies(FaultKind::reorder, index_, k)) {
@@ -772,6 +780,7 @@ class StreamSender {
   Emulator::Impl::Stream& stream_;
   std::uint32_t index_;
   Pacer pacer_;
+  FrameEncoder encoder_;
   std::optional<ContextSender> context_;  // udp with a context: section only
   std::vector<std::vector<std::byte>> slots_;
   std::vector<std::byte> scratch_;  // one packet's samples, little-endian

@@ -1,10 +1,12 @@
-// The emulated FPGA digitizer: streams VITA-49 IF Data over UDP (or the raw TCP framing)
-// from a SampleSource or from a recorded SigMF capture, paced or unpaced, with deterministic
+// The emulated FPGA digitizer: streams VITA-49 IF Data, GNU Radio sequence-numbered or bare
+// datagrams over UDP (or raw TCP frames or bare bytes over TCP) from a SampleSource or from a recorded SigMF capture, paced or unpaced, with deterministic
 // fault injection. Used by the `sluice-emulator` program and, in-process, by tests and benchmarks.
 //
 // YAML (the `emulator:` section of a pipeline file; every key optional but streams):
 //   emulator:
-//     transport: udp            # udp (VITA-49) | tcp (raw framing)
+//     transport: udp            # udp | tcp
+//     framing: vita49           # udp: vita49 | gnuradio_seq | gnuradio_seq_size | none; tcp: raw_tcp | none
+//                               # (default: vita49 for udp, raw_tcp for tcp)
 //     tcp_role: client          # tcp only: client (connects) | server (listens, one peer per stream)
 //     streams:                  # one per lane / NIC port
 //       - {address: 127.0.0.1:50000, stream_id: 1, lane: port0, cpu: 14}   # lane: capture lane to send;
@@ -31,12 +33,14 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
 
 #include "emulator/context_sender.hpp"
+#include "emulator/framing.hpp"
 #include "emulator/signal.hpp"
 #include "pipeline/settings.hpp"
 
@@ -69,9 +73,11 @@ struct FaultSettings {
   FaultSpec drop;       // packet not sent
   FaultSpec duplicate;  // packet sent twice in a row
   FaultSpec reorder;    // packet sent after the next one
-  FaultSpec truncate;   // UDP only: datagram cut to half its length (size field unchanged)
-  FaultSpec corrupt;    // header made invalid: packet type, size field or stream ID (UDP), magic (TCP)
-  FaultSpec shift;      // packet claims a position `shift_by` samples away (timestamp; TCP first_sample too)
+  FaultSpec truncate;   // UDP with a header: datagram cut to half its length (size field unchanged)
+  FaultSpec corrupt;    // header made invalid: VITA-49 packet type, size field or stream ID; gnuradio_seq_size
+                        // size field; raw_tcp magic (framings without a checked field refuse it)
+  FaultSpec shift;      // packet claims a position `shift_by` samples away (timestamp; raw_tcp first_sample
+                        // too; gnuradio: the sequence number, by shift_by / samples per packet)
   std::int64_t shift_by = 3'600'000'000;  // samples; a sender whose clock or counter jumped
   [[nodiscard]] bool any() const {
     return drop.enabled() || duplicate.enabled() || reorder.enabled() || truncate.enabled() || corrupt.enabled() ||
@@ -83,6 +89,8 @@ struct FaultSettings {
 
 struct EmulatorSettings {
   Transport transport = Transport::udp;
+  // udp: vita49 | gnuradio_seq | gnuradio_seq_size | none; tcp: raw_tcp | none; unset: vita49 on udp, raw_tcp on tcp
+  std::optional<Framing> framing;
   TcpRole tcp_role = TcpRole::client;
   std::vector<StreamTarget> streams{StreamTarget{}};
   SignalSettings signal;                 // sample_rate and format live here
@@ -103,9 +111,23 @@ struct EmulatorSettings {
   CapturePace capture_pace = CapturePace::recorded;
   bool autostart = false;  // `sluice run` on this file starts and stops this emulator itself
 
-  // Samples in one packet: as many whole samples as fit after the VITA-49 prefix and trailer.
+  // The framing sent: `framing`, or the transport's own when unset.
+  [[nodiscard]] Framing wire_framing() const {
+    return framing.value_or(transport == Transport::udp ? Framing::vita49 : Framing::raw_tcp);
+  }
+  // Samples in one packet: as many whole samples as fit in `payload` after the framing's header
+  // and trailer (raw_tcp: as many as a VITA-49 datagram of `payload` carries).
   [[nodiscard]] std::size_t samples_per_packet() const;
 };
+
+// A combination of settings that cannot apply (a framing on the wrong transport, a fault the
+// framing has no field for), with the key it concerns and a hint.
+struct SettingProblem {
+  std::string key;
+  std::string message;
+  std::string hint;
+};
+std::vector<SettingProblem> framing_problems(const EmulatorSettings& settings);
 
 // Reads the `emulator:` section (errors collected with file:line:column).
 EmulatorSettings read_emulator_settings(const YAML::Node& section, const ConfigSource& source, ConfigErrors& errors);

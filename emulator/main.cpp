@@ -1,4 +1,5 @@
-// sluice-emulator: an emulated FPGA digitizer streaming VITA-49 over UDP or raw TCP frames,
+// sluice-emulator: an emulated FPGA digitizer streaming VITA-49, GNU Radio or bare datagrams
+// over UDP, or raw TCP frames or bare bytes over TCP,
 // configured from flags or from the `emulator:` section of a pipeline YAML file.
 #include <csignal>
 #include <cstdio>
@@ -15,12 +16,13 @@ void on_signal(int) { g_stop.store(true); }
 
 int main(int argc, char** argv) {
   using namespace sluice;
-  CLI::App app{"sluice-emulator: emulated FPGA digitizer (VITA-49/UDP or raw TCP)"};
+  CLI::App app{"sluice-emulator: emulated FPGA digitizer (VITA-49, GNU Radio or bare samples over UDP; raw or bare over TCP)"};
   std::string config;
   std::vector<std::string> overrides;
   std::vector<std::string> addresses;
   std::vector<int> cpus;
   std::string transport;
+  std::string framing;
   std::string tcp_role;
   std::string sample_rate;
   std::string format;
@@ -46,6 +48,8 @@ int main(int argc, char** argv) {
   app.add_option("--set", overrides, "override a YAML key: emulator.rate=1GB/s (with or without a config file)");
   app.add_option("--to", addresses, "destination host:port, one per stream (stream IDs 1, 2, ...)");
   app.add_option("--transport", transport, "udp | tcp");
+  app.add_option("--framing", framing,
+                 "udp: vita49 (default) | gnuradio_seq | gnuradio_seq_size | none; tcp: raw_tcp (default) | none");
   app.add_option("--tcp-role", tcp_role, "client | server");
   app.add_option("--sample-rate", sample_rate, "e.g. 100Msps");
   app.add_option("--format", format, "ci16 | cf32");
@@ -70,6 +74,10 @@ int main(int argc, char** argv) {
   app.add_flag("-q,--quiet", quiet, "no periodic lines");
   CLI11_PARSE(app, argc, argv);
 
+  // Transport and framing go through the YAML reader, so a framing defaults by transport and
+  // every combination is checked in one place.
+  if (!transport.empty()) overrides.push_back("emulator.transport=" + transport);
+  if (!framing.empty()) overrides.push_back("emulator.framing=" + framing);
   try {
     emulator::EmulatorSettings settings =
         config.empty() ? emulator::load_emulator_text("emulator: {}\n", "<flags>", overrides)
@@ -83,10 +91,6 @@ int main(int argc, char** argv) {
       for (std::size_t i = 0; i < addresses.size(); ++i) {
         settings.streams.push_back({addresses[i], static_cast<std::uint32_t>(i + 1)});
       }
-    }
-    if (!transport.empty()) {
-      if (transport != "udp" && transport != "tcp") return fail("--transport: udp or tcp");
-      settings.transport = transport == "udp" ? emulator::Transport::udp : emulator::Transport::tcp;
     }
     if (!tcp_role.empty()) {
       if (tcp_role != "client" && tcp_role != "server") return fail("--tcp-role: client or server");
@@ -146,7 +150,13 @@ int main(int argc, char** argv) {
     if (!reorder.empty()) settings.faults.reorder.packets = reorder;
     if (!truncate.empty()) settings.faults.truncate.packets = truncate;
     if (!corrupt.empty()) settings.faults.corrupt.packets = corrupt;
-    if (settings.samples_per_packet() == 0) return fail("--payload too small for a VITA-49 header");
+    // Flags set after the YAML was read: check their combination with the framing again.
+    if (const auto problems = emulator::framing_problems(settings); !problems.empty()) {
+      for (const auto& problem : problems) {
+        std::fprintf(stderr, "sluice-emulator: %s: %s (%s)\n", problem.key.c_str(), problem.message.c_str(), problem.hint.c_str());
+      }
+      return 2;
+    }
 
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);

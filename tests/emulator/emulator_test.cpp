@@ -11,6 +11,7 @@
 #include "pipeline/settings.hpp"
 #include "wire/socket.hpp"
 #include "wire/vita49.hpp"
+#include "wire/vita49_context.hpp"
 
 namespace sluice::emulator {
 namespace {
@@ -72,6 +73,33 @@ TEST(EmulatorSettings, SamplesPerPacketFillStandardAndJumboDatagrams) {
   EXPECT_EQ(settings.samples_per_packet(), 2235U);
   settings.signal.format = SampleFormat::cf32;
   EXPECT_EQ(settings.samples_per_packet(), 1117U);
+}
+
+TEST(EmulatorSettings, FramingDefaultsByTransportAndCombinationsThatCannotApplyAreErrors) {
+  const auto problem = [](const std::string& yaml) {
+    try {
+      (void)load_emulator_text("emulator: {" + yaml + "}\n");
+    } catch (const ConfigException& error) {
+      return error.errors().to_string();
+    }
+    return std::string();
+  };
+  EXPECT_EQ(load_emulator_text("emulator: {}\n").wire_framing(), Framing::vita49);
+  EXPECT_EQ(load_emulator_text("emulator: {transport: tcp}\n").wire_framing(), Framing::raw_tcp);
+  EXPECT_EQ(load_emulator_text("emulator: {framing: gnuradio_seq_size}\n").wire_framing(), Framing::gnuradio_seq_size);
+  EXPECT_EQ(load_emulator_text("emulator: {transport: tcp, framing: none}\n").wire_framing(), Framing::none);
+  // Payload 1472: the header of each framing comes out of it.
+  EXPECT_EQ(load_emulator_text("emulator: {framing: gnuradio_seq}\n").samples_per_packet(), (1472U - 8U) / 4U);
+  EXPECT_EQ(load_emulator_text("emulator: {framing: none, format: cf32}\n").samples_per_packet(), 1472U / 8U);
+  EXPECT_NE(problem("transport: tcp, framing: gnuradio_seq").find("is a udp framing"), std::string::npos);
+  EXPECT_NE(problem("framing: raw_tcp").find("raw_tcp frames go over tcp"), std::string::npos);
+  EXPECT_NE(problem("framing: none, faults: {corrupt: {packets: [3]}}").find("framing none does not have"), std::string::npos);
+  EXPECT_NE(problem("framing: none, faults: {shift: {packets: [3]}}").find("framing none does not have"), std::string::npos);
+  EXPECT_NE(problem("framing: gnuradio_seq, faults: {corrupt: {packets: [3]}}").find("gnuradio_seq_size"), std::string::npos);
+  EXPECT_NE(problem("framing: gnuradio_seq, context: {rf_frequency: 1GHz}").find("framing vita49 only"), std::string::npos);
+  EXPECT_NE(problem("framing: none, capture: /x.sigmf-meta").find("need framing vita49"), std::string::npos);
+  EXPECT_EQ(problem("framing: gnuradio_seq_size, faults: {corrupt: {packets: [3]}, truncate: {packets: [4]}}"), "");
+  EXPECT_EQ(problem("transport: tcp, framing: none, faults: {drop: {probability: 0.1}, reorder: {packets: [2]}}"), "");
 }
 
 TEST(Pacer, WaitsUntilTheBytesAreDue) {
@@ -142,6 +170,48 @@ TEST(Emulator, SendsValidPacketsWithTimestampsThatAdvanceWithTheSampleCount) {
               k * 360);
     EXPECT_TRUE(packet.trailer.valid_data);
   }
+}
+
+// A retune at a time: the changed IF Context packet goes out right before the first data
+// packet at or after that time (10 µs at 100 Msps = sample 1000: packet 3 of 360 samples),
+// never in the middle of a send batch, and the frequency before it is the old one.
+TEST(Emulator, RetuneAtATimeGoesOutRightBeforeTheFirstPacketItAppliesTo) {
+  wire::UniqueFd receiver(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(receiver.valid());
+  sockaddr_in address = *wire::parse_endpoint("127.0.0.1:0");
+  ASSERT_EQ(::bind(receiver.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(::getsockname(receiver.get(), reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const timeval timeout{1, 0};  // a missing datagram fails the test instead of hanging it
+  ASSERT_EQ(::setsockopt(receiver.get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout)), 0);
+  EmulatorSettings settings = load_emulator_text(
+      "emulator: {sample_rate: 100Msps, count: 8, gso: false, batch: 32, start_seconds: 1700000000,\n"
+      "           context: {rf_frequency: 2.4GHz, retune: {at: 10us, rf_frequency: 2.5GHz}}}\n");
+  settings.streams = {{wire::to_string(address), 7}};
+  Emulator emulator(settings);
+  emulator.open();
+  const EmulatorReport report = emulator.run(nullptr, false);
+  EXPECT_EQ(report.packets, 8U);
+  EXPECT_EQ(report.context_packets, 2U);
+  std::vector<std::byte> datagram(2048);
+  std::vector<std::string> sequence;  // "C<MHz>[*]" for context (* = changed), "D<first sample>" for data
+  for (std::uint64_t i = 0; i < 10; ++i) {
+    const ssize_t got = ::recv(receiver.get(), datagram.data(), datagram.size(), 0);
+    ASSERT_GT(got, 0);
+    const std::span<const std::byte> bytes(datagram.data(), static_cast<std::size_t>(got));
+    vita49::ContextPacket context;
+    if (vita49::decode_context(bytes, context) == vita49::ContextStatus::ok) {
+      sequence.push_back("C" + std::to_string(static_cast<long long>(context.rf_reference_frequency_hz.value_or(0) / 1e6)) +
+                         (context.changed ? "*" : ""));
+      continue;
+    }
+    vita49::Packet packet;
+    ASSERT_EQ(vita49::decode(bytes, packet), vita49::DecodeStatus::ok);
+    sequence.push_back("D" + std::to_string(vita49::sample_index(packet.integer_timestamp, packet.fractional_timestamp, 100'000'000) -
+                                            1'700'000'000ULL * 100'000'000ULL));
+  }
+  const std::vector<std::string> expected{"C2400", "D0", "D360", "D720", "C2500*", "D1080", "D1440", "D1800", "D2160", "D2520"};
+  EXPECT_EQ(sequence, expected);
 }
 
 // Each stream has its own sender thread, pinned where the stream's `cpu` says: two streams pinned

@@ -33,10 +33,11 @@ struct TcpRun {
   std::uint64_t resyncs = 0;
   std::uint64_t resync_samples = 0;
   std::size_t spp = 0;
+  std::vector<std::string> notes;
   test_support::Capture capture;
 };
 
-void run_tcp(emulator::EmulatorSettings settings, bool stage_is_server, TcpRun& run) {
+void run_tcp(emulator::EmulatorSettings settings, bool stage_is_server, TcpRun& run, const std::string& stage_settings = "") {
   test_support::current_capture() = &run.capture;
   settings.transport = emulator::Transport::tcp;
   settings.signal.sample_rate = 100e6;
@@ -55,7 +56,7 @@ void run_tcp(emulator::EmulatorSettings settings, bool stage_is_server, TcpRun& 
                            "template:\n"
                            "  - {name: source, type: tcp, mode: " +
                            std::string(stage_is_server ? "server" : "client") + ", address: " + address +
-                           ", sample_rate: 100Msps}\n"
+                           ", sample_rate: 100Msps" + stage_settings + "}\n"
                            "  - {name: sink, type: capture}\n"
                            "lanes: [{name: port0}]\n";
   Pipeline pipeline(load_pipeline_text(yaml, "<test>", {}, test_support::test_registry()));
@@ -83,6 +84,7 @@ void run_tcp(emulator::EmulatorSettings settings, bool stage_is_server, TcpRun& 
   run.outliers = drops(metrics, "outlier");
   run.resyncs = counter(metrics, "resyncs");
   run.resync_samples = counter(metrics, "resync_samples");
+  run.notes = metrics.notes;
   test_support::current_capture() = nullptr;
 }
 
@@ -141,6 +143,55 @@ TEST(TcpSource, FaultsFromAServerAreCountedExactly) {
   EXPECT_EQ(gaps[1].first_sample, 30 * spp);
   EXPECT_EQ(gaps[2].first_sample, 40 * spp);
   for (const Gap& gap : gaps) EXPECT_EQ(gap.length, spp);
+}
+
+// The emulator's bare TCP bytes (framing none) with dropped and reordered packets: nothing
+// in the stream can show it, so nothing is counted lost and the stage says so in words; the
+// samples are the signal's packets in the order they were sent.
+TEST(TcpSource, EmulatorBareBytesWithFaultsArriveAsSentAndLossIsNotSeen) {
+  emulator::EmulatorSettings settings;
+  settings.count = 1000;
+  settings.framing = emulator::Framing::none;
+  settings.signal.tones = {{3e6, 0.4}};
+  settings.signal.noise_snr_db = 30;  // no two samples alike: a misplaced sample shows
+  settings.faults.seed = 9;
+  settings.faults.drop.packets = {10, 11};
+  settings.faults.drop.probability = 0.01;
+  settings.faults.reorder.packets = {40};
+  TcpRun run;
+  run_tcp(settings, true, run, ", framing: none");
+  const std::uint64_t spp = run.spp;
+  EXPECT_EQ(spp, 1472U / 4U);
+  // The packets in send order: 40 goes after 41.
+  std::vector<std::uint64_t> order;
+  for (std::uint64_t k = 0; k < settings.count; ++k) {
+    if (settings.faults.applies(emulator::FaultKind::drop, 0, k)) continue;
+    order.push_back(k);
+  }
+  const auto at40 = std::find(order.begin(), order.end(), 40U);
+  ASSERT_TRUE(at40 != order.end() && at40 + 1 != order.end() && *(at40 + 1) == 41U) << "pick another seed";
+  std::iter_swap(at40, at40 + 1);
+  emulator::SignalSource source(settings.signal);
+  std::vector<std::byte> expected;
+  std::vector<std::byte> packet(spp * 4);
+  for (const std::uint64_t k : order) {
+    source.fill(k * spp, packet);
+    expected.insert(expected.end(), packet.begin(), packet.end());
+  }
+  ASSERT_GT(settings.count - order.size(), 4U);
+  std::vector<std::byte> received;
+  for (const auto& chunk : run.capture.chunks) {
+    EXPECT_TRUE(chunk.gaps.empty());
+    received.insert(received.end(), chunk.bytes.begin(), chunk.bytes.end());
+  }
+  EXPECT_EQ(received.size(), expected.size());
+  EXPECT_TRUE(received == expected) << "bare samples altered or out of send order";
+  EXPECT_EQ(run.lost_samples, 0U);
+  EXPECT_EQ(run.samples_out, order.size() * spp);
+  const bool said = std::any_of(run.notes.begin(), run.notes.end(),
+                                [](const std::string& note) { return note.find("cannot be detected") != std::string::npos; });
+  EXPECT_TRUE(said);
+  EXPECT_NE(run.capture.stream.description.find("cannot"), std::string::npos) << run.capture.stream.description;
 }
 
 constexpr std::uint64_t k2To40 = 1ULL << 40;

@@ -551,6 +551,99 @@ TEST(UdpSource, BareSamplesArriveWholeAndSayThatLossCannotBeSeen) {
   expect_untimed_stream(run, settings.signal, 1000 * spp, {});
 }
 
+// The emulator's own GNU Radio framings with every fault the framing can show: drops by list
+// and by chance, a duplicate, a reordered packet, a truncated one and (seq_size) a corrupted
+// size field. Every packet not delivered is an exact gap; the samples are the signal's.
+TEST(UdpSource, EmulatorGnuRadioFramingsWithFaultsGiveExactLoss) {
+  for (const auto framing : {emulator::Framing::gnuradio_seq, emulator::Framing::gnuradio_seq_size}) {
+    SCOPED_TRACE(to_string(framing));
+    const bool with_size = framing == emulator::Framing::gnuradio_seq_size;
+    auto settings = with_count(1500);
+    settings.framing = framing;
+    settings.faults.seed = 7;
+    settings.faults.drop.packets = {10, 200, 201};
+    settings.faults.drop.probability = 0.01;
+    settings.faults.duplicate.packets = {50};
+    settings.faults.reorder.packets = {80};
+    settings.faults.truncate.packets = {120};
+    if (with_size) settings.faults.corrupt.packets = {150};
+    UdpRun run;
+    run_udp(settings, run, std::string(", framing: ") + std::string(to_string(framing)));
+    const std::uint64_t spp = run.samples_per_packet;
+    EXPECT_EQ(spp, (1472U - (with_size ? 16U : 8U)) / 4U);
+    // Expected: each packet dropped, truncated or corrupted is lost, runs merged into gaps.
+    std::vector<Gap> gaps;
+    std::uint64_t last_delivered = 0;
+    std::uint64_t lost_packets = 0;
+    for (std::uint64_t k = 0; k < settings.count; ++k) {
+      const bool lost = settings.faults.applies(emulator::FaultKind::drop, 0, k) || k == 120 || (with_size && k == 150);
+      if (!lost) {
+        last_delivered = k;
+        continue;
+      }
+      ASSERT_NE(k, 0U) << "the first packet sets the origin: pick another seed";
+      if (!gaps.empty() && gaps.back().first_sample + gaps.back().length == k * spp) {
+        gaps.back().length += spp;
+      } else {
+        gaps.push_back({k * spp, spp});
+      }
+    }
+    ASSERT_EQ(last_delivered, settings.count - 1) << "a lost last packet cannot be seen: pick another seed";
+    for (const Gap& gap : gaps) lost_packets += gap.length / spp;
+    ASSERT_GT(gaps.size(), 10U);
+    EXPECT_EQ(run.sent.dropped + run.sent.truncated + run.sent.corrupted, lost_packets);
+    EXPECT_EQ(run.lost_packets, lost_packets);
+    EXPECT_EQ(run.lost_samples, lost_packets * spp);
+    EXPECT_EQ(run.samples_out, (settings.count - lost_packets) * spp);
+    EXPECT_EQ(run.duplicates, 1U);
+    EXPECT_EQ(run.reordered, 1U);
+    if (with_size) {
+      EXPECT_EQ(run.drops["bad_size_field"], 2U);  // the truncated datagram and the corrupted size field
+    } else {
+      EXPECT_EQ(run.drops["bad_payload"], 1U);  // the truncated datagram: not the stream's datagram size
+    }
+    expect_untimed_stream(run, settings.signal, settings.count * spp, gaps);
+    EXPECT_NE(run.capture.stream.description.find("sequence numbers"), std::string::npos);
+  }
+}
+
+// The emulator's bare datagrams with drops: the stage cannot see them (nothing counted lost,
+// the description says so in words); what arrives is the signal's packets that were sent, in order.
+TEST(UdpSource, EmulatorBareDatagramsWithDropsArriveInOrderAndLossIsNotSeen) {
+  auto settings = with_count(1000);
+  settings.framing = emulator::Framing::none;
+  settings.faults.seed = 3;
+  settings.faults.drop.packets = {10, 500, 501};
+  settings.faults.drop.probability = 0.01;
+  UdpRun run;
+  run_udp(settings, run, ", framing: none");
+  const std::uint64_t spp = run.samples_per_packet;
+  EXPECT_EQ(spp, 1472U / 4U);
+  std::vector<std::byte> expected;
+  emulator::SignalSource source(settings.signal);
+  std::vector<std::byte> packet(spp * 4);
+  std::uint64_t sent = 0;
+  for (std::uint64_t k = 0; k < settings.count; ++k) {
+    if (settings.faults.applies(emulator::FaultKind::drop, 0, k)) continue;
+    source.fill(k * spp, packet);
+    expected.insert(expected.end(), packet.begin(), packet.end());
+    ++sent;
+  }
+  ASSERT_GT(settings.count - sent, 5U);
+  EXPECT_EQ(run.sent.dropped, settings.count - sent);
+  std::vector<std::byte> received;
+  for (const auto& chunk : run.capture.chunks) {
+    EXPECT_TRUE(chunk.gaps.empty());
+    received.insert(received.end(), chunk.bytes.begin(), chunk.bytes.end());
+  }
+  EXPECT_EQ(received.size(), expected.size());
+  EXPECT_TRUE(received == expected) << "bare samples out of order or altered";
+  EXPECT_EQ(run.lost_packets, 0U);
+  EXPECT_EQ(run.lost_samples, 0U);
+  EXPECT_EQ(run.samples_out, sent * spp);
+  EXPECT_NE(run.capture.stream.description.find("lost datagrams cannot be detected"), std::string::npos);
+}
+
 TEST(UdpSource, FramingSettingsThatCannotApplyAreErrors) {
   const auto rejected = [](const std::string& settings) {
     try {
@@ -599,7 +692,7 @@ TEST(UdpSource, ARetuneIsOneContextChange) {
     emulator::ContextSettings context;
     context.enabled = true;
     context.rf_frequency = 2.4e9;
-    emulator::ContextSender sender_state(context, 1, 100e6);
+    emulator::ContextSender sender_state(context, 1, 100e6, 0);
     std::uint64_t sent = sender_state.maybe_send(sender.get(), 0);
     sent += sender_state.maybe_send(sender.get(), 1);  // nothing due: no packet
     sender_state.set_rf_frequency(2.45e9);
