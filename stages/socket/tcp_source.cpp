@@ -310,7 +310,10 @@ void TcpSource::resynchronise() noexcept {
   assembler_.flush();
   // Forward, the stream index keeps counting the sender's samples and the skipped span is a
   // gap; back (a restarted sensor), the stream index goes on from here.
-  if (!forward) origin_ = first.position - expected;
+  if (!forward) {
+    origin_ = first.position - expected;
+    assembler_.mark_time_jump();  // the same stream index, a new time: a new capture segment
+  }
   const std::uint64_t start = first.position - origin_;
   if (first.tag != 0) assembler_.set_origin(first.tag - start, true);
   if (forward && !assembler_.skip_to(start)) return;
