@@ -124,6 +124,12 @@ std::string describe_capture(const Capture& capture) {
                                     std::to_string(lane.averaging) + " averaged)"
                               : std::string())
         << "\n";
+    const auto resyncs = std::count_if(lane.segments.begin(), lane.segments.end(),
+                                       [](const CaptureSegment& segment) { return segment.time_jump; });
+    if (resyncs > 0) {
+      out << "    resyncs:  " << resyncs
+          << " (the sender's time base restarted; each starts a segment with its own time)\n";
+    }
     out << "    rate:     " << (lane.sample_rate > 0 ? format_frequency(lane.sample_rate) : std::string("unknown")) << "\n";
     out << "    samples:  " << lane.total_samples << " (" << lane.segments.size() << " segment(s))\n";
     out << "    duration: "

@@ -318,7 +318,7 @@ TEST(TcpSource, ReceiveBufferIsSetBeforeTheHandshakeAndNoted) {
 }
 
 TEST(TcpSource, BareSamplesLikeGnuRadioTcpSinkArriveWhole) {
-  ServerLane lane(", framing: none");
+  ServerLane lane(", framing: none, reconnect: false");
   emulator::SignalSettings signal;
   signal.tones = {{3e6, 0.4}};
   signal.noise_snr_db = 30;  // no two samples alike: a misplaced byte shows

@@ -18,6 +18,7 @@
 
 #include "emulator/emulator.hpp"
 #include "recorder/capture_reader.hpp"
+#include "recorder/capture_tools.hpp"
 #include "recorder/sigmf.hpp"
 #include "capture_sink.hpp"
 #include "wire/socket.hpp"
@@ -448,6 +449,7 @@ TEST(UdpSource, ARecordedJumpBackIsANewCaptureSegmentAtTheSendersNewTime) {
   ASSERT_EQ(lane.segments.size(), 2U) << "the jump back must start a capture segment";
   EXPECT_EQ(lane.segments[1].global_index, 500 * spp);
   EXPECT_TRUE(lane.segments[1].time_jump);
+  EXPECT_NE(recorder::describe_capture(capture).find("resyncs:  1"), std::string::npos) << recorder::describe_capture(capture);
   EXPECT_EQ(recorder::iso8601(lane.segments[1].time),
             recorder::iso8601(recorder::time_after(Timestamp{kStartSeconds - 3600, 0, true}, 500 * spp, 100e6)));
   emulator::SignalSettings signal = settings.signal;
