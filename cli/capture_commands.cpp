@@ -39,13 +39,13 @@ int capture_info(const std::string& path) {
   return kExitOk;
 }
 
-int capture_repair(const std::string& path) {
-  const recorder::RepairReport report = recorder::repair_capture(path);
+int capture_repair(const std::string& path, bool restore_replaced) {
+  const recorder::RepairReport report = recorder::repair_capture(path, restore_replaced);
   if (report.repaired.empty()) {
     std::cout << path << ": nothing to repair (no journal left: the capture was finished)\n";
-    return kExitOk;
   }
   for (const auto& line : report.lines) std::cout << "repaired " << line << "\n";
+  for (const auto& line : report.replaced_lines) std::cout << line << "\n";
   return kExitOk;
 }
 
@@ -198,7 +198,11 @@ void add_capture_commands(CLI::App& app, Commands& commands) {
   CLI::App* repair = capture->add_subcommand(
       "repair", "Finish a capture cut off by kill -9 or a crash, up to the last chunk that reached the disk");
   repair->add_option("capture", *repair_path, "NAME.sigmf-collection, .sigmf-meta or base path")->required();
-  commands.add(repair, [repair_path] { return capture_repair(*repair_path); });
+  auto restore_replaced = std::make_shared<bool>(false);
+  repair->add_flag("--restore-replaced", *restore_replaced,
+                   "bring back the capture an interrupted overwrite set aside (the interrupted recording takes its "
+                   "place in the set-aside directory)");
+  commands.add(repair, [repair_path, restore_replaced] { return capture_repair(*repair_path, *restore_replaced); });
 
   auto plot_options = std::make_shared<PlotOptions>();
   CLI::App* plot = capture->add_subcommand(

@@ -83,6 +83,7 @@ void Chunk::copy_metadata_from(const Chunk& other) noexcept {
   format = other.format;
   timestamp = other.timestamp;
   packets = other.packets;
+  time_jump = other.time_jump;
   created_ns = other.created_ns;
   gap_count = other.gap_count;
   gaps = other.gaps;
@@ -95,6 +96,7 @@ void Chunk::reset_metadata() noexcept {
   sample_count = 0;
   timestamp = {};
   packets = 0;
+  time_jump = false;
   created_ns = 0;
   gap_count = 0;
 }

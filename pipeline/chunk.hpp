@@ -74,6 +74,10 @@ struct Chunk {
   SampleFormat format = SampleFormat::ci16;
   Timestamp timestamp;             // of the first sample
   std::uint32_t packets = 0;       // network packets that filled it (0 for non-network sources)
+  // The sender's time base restarts at this chunk's first sample (a resynchronisation after
+  // its clock or counter went back): its timestamp does not follow from the chunk before, so
+  // a capture starts a new segment here even where the stream index is contiguous.
+  bool time_jump = false;
   std::uint64_t created_ns = 0;    // steady clock when acquired: chunk latency starts here
   std::uint32_t gap_count = 0;
   std::array<Gap, kMaxGaps> gaps{};

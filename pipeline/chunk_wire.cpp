@@ -20,6 +20,7 @@ Integer load(const std::byte* in) noexcept {
 }
 
 constexpr std::uint8_t kTimestampValid = 1;
+constexpr std::uint8_t kTimeJump = 2;  // version 2
 
 }  // namespace
 
@@ -44,7 +45,8 @@ void encode_chunk_metadata(const Chunk& chunk, std::span<std::byte, kChunkWireBy
   store<std::uint16_t>(p + 6, static_cast<std::uint16_t>(kChunkWireBytes));
   store<std::uint32_t>(p + 8, chunk.lane);
   store<std::uint8_t>(p + 12, static_cast<std::uint8_t>(chunk.format));
-  store<std::uint8_t>(p + 13, chunk.timestamp.valid ? kTimestampValid : 0);
+  store<std::uint8_t>(p + 13, static_cast<std::uint8_t>((chunk.timestamp.valid ? kTimestampValid : 0) |
+                                                        (chunk.time_jump ? kTimeJump : 0)));
   const std::uint32_t gaps = chunk.gap_count < Chunk::kMaxGaps ? chunk.gap_count : Chunk::kMaxGaps;
   store<std::uint16_t>(p + 14, static_cast<std::uint16_t>(gaps));
   store<std::uint64_t>(p + 16, chunk.sequence);
@@ -70,7 +72,8 @@ ChunkWireStatus decode_chunk_metadata(std::span<const std::byte> in, Chunk& chun
   if (in.size() < kChunkWireFixedBytes) return ChunkWireStatus::too_short;
   const std::byte* p = in.data();
   if (load<std::uint32_t>(p) != kChunkWireMagic) return ChunkWireStatus::bad_magic;
-  if (load<std::uint16_t>(p + 4) != kChunkWireVersion) return ChunkWireStatus::unsupported_version;
+  const auto version = load<std::uint16_t>(p + 4);
+  if (version != 1 && version != kChunkWireVersion) return ChunkWireStatus::unsupported_version;
   if (load<std::uint16_t>(p + 6) != kChunkWireBytes) return ChunkWireStatus::bad_size;
   if (in.size() < kChunkWireBytes) return ChunkWireStatus::too_short;
   const auto format = load<std::uint8_t>(p + 12);
@@ -80,11 +83,13 @@ ChunkWireStatus decode_chunk_metadata(std::span<const std::byte> in, Chunk& chun
   if (gap_count > Chunk::kMaxGaps) return ChunkWireStatus::too_many_gaps;
   const auto in_data_mask = load<std::uint32_t>(p + 68);
   const std::uint32_t valid_mask = gap_count == 32 ? 0xFFFFFFFFU : (1U << gap_count) - 1U;
-  if ((flags & ~kTimestampValid) != 0 || (in_data_mask & ~valid_mask) != 0) return ChunkWireStatus::bad_flags;
+  const std::uint8_t known = version == 1 ? kTimestampValid : static_cast<std::uint8_t>(kTimestampValid | kTimeJump);
+  if ((flags & ~known) != 0 || (in_data_mask & ~valid_mask) != 0) return ChunkWireStatus::bad_flags;
 
   chunk.lane = load<std::uint32_t>(p + 8);
   chunk.format = static_cast<SampleFormat>(format);
   chunk.timestamp.valid = (flags & kTimestampValid) != 0;
+  chunk.time_jump = (flags & kTimeJump) != 0;
   chunk.gap_count = gap_count;
   chunk.sequence = load<std::uint64_t>(p + 16);
   chunk.first_sample = load<std::uint64_t>(p + 24);

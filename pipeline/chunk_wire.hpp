@@ -2,14 +2,16 @@
 // every link transport (tcp, roce) carries with each chunk's payload, so the receiving half
 // rebuilds the chunk exactly as the sender's upstream filled it.
 //
-// Layout, version 1 (584 bytes, every field little-endian):
+// Layout, version 2 (584 bytes, every field little-endian; version 1 is the same without
+// flag bit 1, and is still read):
 //   offset size field
 //        0    4 magic          "SLCK" (0x4B434C53 read as a little-endian u32)
 //        4    2 version        kChunkWireVersion
 //        6    2 header_bytes   kChunkWireBytes; a reader rejects any other size for its version
 //        8    4 lane           the sender's lane index
 //       12    1 format         SampleFormat (0 ci8, 1 ci16, 2 cf32, 3 rf32)
-//       13    1 flags          bit 0: timestamp valid; other bits zero
+//       13    1 flags          bit 0: timestamp valid; bit 1: time base restarts here
+//                              (Chunk::time_jump, version 2 only); other bits zero
 //       14    2 gap_count      0..32
 //       16    8 sequence       per-lane chunk counter from the source
 //       24    8 first_sample   absolute stream index of the first sample
@@ -34,7 +36,7 @@
 namespace sluice {
 
 inline constexpr std::uint32_t kChunkWireMagic = 0x4B434C53;  // "SLCK" in memory order
-inline constexpr std::uint16_t kChunkWireVersion = 1;
+inline constexpr std::uint16_t kChunkWireVersion = 2;
 inline constexpr std::size_t kChunkWireFixedBytes = 72;
 inline constexpr std::size_t kChunkWireBytes = kChunkWireFixedBytes + Chunk::kMaxGaps * 16;  // 584
 

@@ -93,6 +93,16 @@ void add_recording(CaptureLane& lane, const std::string& base) {
     lane.segments.push_back(std::move(segment));
   }
   for (const auto& annotation : meta.value("annotations", nlohmann::json::array())) {
+    if (annotation.value("sluice:resync", false)) {
+      const auto at = annotation.value("sluice:global_index", std::uint64_t{0});
+      for (auto it = lane.segments.rbegin(); it != lane.segments.rend(); ++it) {
+        if (it->global_index == at) {
+          it->time_jump = true;
+          break;
+        }
+      }
+      continue;
+    }
     if (!annotation.contains("sluice:lost_samples")) continue;
     CaptureGap gap;
     gap.global_index = annotation.value("sluice:global_index", std::uint64_t{0});

@@ -20,6 +20,7 @@ struct CaptureSegment {
   std::uint64_t sample_count = 0;
   std::uint64_t global_index = 0;  // stream index of its first sample
   Timestamp time;                  // of its first sample (invalid when the capture has none)
+  bool time_jump = false;          // the sender's time base restarted here (a `resync` annotation)
 };
 
 struct CaptureGap {

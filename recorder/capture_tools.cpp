@@ -27,7 +27,7 @@ bool ends_with(const std::string& text, std::string_view suffix) {
 
 }  // namespace
 
-RepairReport repair_capture(const std::string& path) {
+RepairReport repair_capture(const std::string& path, bool restore_replaced) {
   RepairReport report;
   const std::string base = strip_capture_suffix(path);
   std::set<std::string> bases;
@@ -76,6 +76,33 @@ RepairReport repair_capture(const std::string& path) {
                            (result.discarded > 0 ? ", dropped " + std::to_string(result.discarded) + " incomplete record(s)"
                                                  : std::string()));
   }
+  if (collection_name.empty()) {
+    // One recording: its directory and capture name (NAME-LANE-NNNN) say where a set-aside lies.
+    const fs::path single(base);
+    directories.push_back(single.parent_path().empty() ? std::string(".") : single.parent_path().string());
+    const std::string file = single.filename().string();
+    for (const auto& found : find_replaced(directories, "")) {
+      std::string stem = fs::path(found).filename().string();
+      stem.resize(stem.size() - kReplacedSuffix.size());
+      if (file.rfind(stem + "-", 0) == 0) report.replaced.push_back(found);
+    }
+  } else {
+    report.replaced = find_replaced(directories, collection_name);
+  }
+  for (const auto& aside : report.replaced) {
+    std::size_t files = 0;
+    for ([[maybe_unused]] const auto& item : fs::directory_iterator(aside)) ++files;
+    if (restore_replaced) {
+      const std::size_t back = swap_replaced(aside);
+      report.replaced_lines.push_back("restored " + std::to_string(back) + " file(s) of the replaced capture from " + aside +
+                                      "; the interrupted recording is kept there instead (remove it when not needed)");
+    } else {
+      report.replaced_lines.push_back(aside + ": " + std::to_string(files) +
+                                      " file(s) of the capture an interrupted overwrite replaced; `sluice capture repair " +
+                                      path + " --restore-replaced` brings them back, or remove the directory to keep "
+                                      "the new recording");
+    }
+  }
   if (!collection_name.empty()) refresh_collection(directories, collection_name);
   return report;
 }
@@ -97,6 +124,12 @@ std::string describe_capture(const Capture& capture) {
                                     std::to_string(lane.averaging) + " averaged)"
                               : std::string())
         << "\n";
+    const auto resyncs = std::count_if(lane.segments.begin(), lane.segments.end(),
+                                       [](const CaptureSegment& segment) { return segment.time_jump; });
+    if (resyncs > 0) {
+      out << "    resyncs:  " << resyncs
+          << " (the sender's time base restarted; each starts a segment with its own time)\n";
+    }
     out << "    rate:     " << (lane.sample_rate > 0 ? format_frequency(lane.sample_rate) : std::string("unknown")) << "\n";
     out << "    samples:  " << lane.total_samples << " (" << lane.segments.size() << " segment(s))\n";
     out << "    duration: "

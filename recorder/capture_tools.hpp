@@ -13,12 +13,17 @@ struct RepairReport {
   std::uint64_t bytes_kept = 0;
   std::size_t records_discarded = 0;  // torn or out-of-order journal records at the end
   std::vector<std::string> lines;     // human-readable, one per recording
+  std::vector<std::string> replaced;  // set-aside directories of a cut-off overwrite (see find_replaced)
+  std::vector<std::string> replaced_lines;  // what was found or restored there
 };
 
 // Rebuilds every recording of the capture at `path` that still has a journal (cut by
 // kill -9 or a crash): data truncated to the last chunk that reached the disk, final meta,
-// then the collection. Throws std::runtime_error when nothing there is a capture.
-RepairReport repair_capture(const std::string& path);
+// then the collection. Reports the files an overwrite cut off by a kill had set aside;
+// `restore_replaced` swaps them back in (the cut-off recording goes into the set-aside
+// directory in their place: renames only, nothing is removed). Throws std::runtime_error
+// when nothing there is a capture.
+RepairReport repair_capture(const std::string& path, bool restore_replaced = false);
 
 // Format, duration, rate, gaps and size of every lane, as text.
 std::string describe_capture(const Capture& capture);

@@ -45,7 +45,7 @@ JournalRecord make_journal_record(const Chunk& chunk, std::uint64_t file_offset,
   record.sequence = chunk.sequence;
   record.timestamp_seconds = chunk.timestamp.seconds;
   record.timestamp_picoseconds = chunk.timestamp.picoseconds;
-  record.timestamp_valid = chunk.timestamp.valid ? 1 : 0;
+  record.timestamp_valid = (chunk.timestamp.valid ? 1U : 0U) | (chunk.time_jump ? kRecordTimeJump : 0U);
   record.gap_count = chunk.gap_count;
   record.gaps = chunk.gaps;
   record.checksum = checksum_of(record);

@@ -17,6 +17,7 @@ namespace sluice::recorder {
 
 inline constexpr std::size_t kJournalHeaderBytes = 64 * 1024;
 inline constexpr std::string_view kJournalSuffix = ".sluice-journal";
+inline constexpr std::uint32_t kRecordTimeJump = 2;  // in JournalRecord::timestamp_valid
 
 // One chunk as it reached the data file. Plain old data, written as it is in memory
 // (the journal is read back on the machine that wrote it).
@@ -29,7 +30,7 @@ struct JournalRecord {
   std::uint64_t sequence = 0;
   std::uint64_t timestamp_seconds = 0;
   std::uint64_t timestamp_picoseconds = 0;
-  std::uint32_t timestamp_valid = 0;
+  std::uint32_t timestamp_valid = 0;  // bit 0: timestamp valid; bit 1 (kRecordTimeJump): Chunk::time_jump
   std::uint32_t gap_count = 0;
   std::array<Gap, Chunk::kMaxGaps> gaps{};
   std::uint64_t checksum = 0;  // over every field before it: a torn record is detected, not trusted

@@ -258,6 +258,172 @@ FinalizeResult finalize_recording(const std::string& base) {
   return result;
 }
 
+namespace {
+
+// fsync of a directory, so that renames in it survive a crash. Throws naming the call.
+void sync_directory(const std::string& directory) {
+  FileDescriptor fd = open_file(directory, O_RDONLY | O_DIRECTORY);
+  if (::fsync(fd.get()) != 0) throw std::runtime_error("fsync(" + directory + "): " + std::strerror(errno));
+}
+
+// The lane's files in `directory`: names that start with NAME-LANE-.
+std::vector<std::filesystem::path> lane_files(const std::string& directory, const std::string& prefix) {
+  std::vector<std::filesystem::path> files;
+  std::error_code error;
+  for (const auto& item : std::filesystem::directory_iterator(directory, error)) {
+    if (item.path().filename().string().rfind(prefix, 0) == 0) files.push_back(item.path());
+  }
+  return files;
+}
+
+}  // namespace
+
+std::string replaced_directory(const std::string& directory, const std::string& name, const std::string& lane) {
+  return (std::filesystem::path(directory) / (name + "-" + lane + std::string(kReplacedSuffix))).string();
+}
+
+std::vector<std::string> find_replaced(const std::vector<std::string>& directories, const std::string& name) {
+  std::vector<std::string> found;
+  for (const auto& directory : directories) {
+    std::error_code error;
+    for (const auto& item : std::filesystem::directory_iterator(directory, error)) {
+      const std::string file = item.path().filename().string();
+      if ((name.empty() || file.rfind(name + "-", 0) == 0) && file.size() > kReplacedSuffix.size() &&
+          file.compare(file.size() - kReplacedSuffix.size(), kReplacedSuffix.size(), kReplacedSuffix) == 0 &&
+          item.is_directory(error)) {
+        found.push_back(item.path().string());
+      }
+    }
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+std::size_t swap_replaced(const std::string& replaced) {
+  namespace fs = std::filesystem;
+  const fs::path aside(replaced);
+  const fs::path home = aside.parent_path().empty() ? fs::path(".") : aside.parent_path();
+  std::string stem = aside.filename().string();
+  stem.resize(stem.size() - kReplacedSuffix.size());  // NAME-LANE
+  const fs::path swap = home / (stem + ".sluice-swap");
+  fs::create_directory(swap);
+  // Current files into a scratch directory, the set-aside ones back, then the scratch
+  // directory becomes the set-aside one: each step a rename, nothing removed.
+  for (const auto& file : lane_files(home.string(), stem + "-")) fs::rename(file, swap / file.filename());
+  std::size_t restored = 0;
+  for (const auto& item : fs::directory_iterator(aside)) {
+    fs::rename(item.path(), home / item.path().filename());
+    ++restored;
+  }
+  fs::remove(aside);
+  fs::rename(swap, aside);
+  sync_directory(home.string());
+  return restored;
+}
+
+void RecordingWriter::set_aside_existing() {
+  namespace fs = std::filesystem;
+  const std::string prefix = settings_.name + "-" + lane_ + "-";
+  // A failure in any directory puts back what earlier directories had set aside.
+  try {
+  for (const auto& directory : settings_.directories) {
+    std::error_code error;
+    fs::create_directories(directory, error);
+    if (error) throw std::runtime_error("mkdir(" + directory + "): " + error.message());
+    const std::string aside = replaced_directory(directory, settings_.name, lane_);
+    if (fs::exists(aside, error)) {
+      throw std::runtime_error("an earlier overwrite of this capture was cut off: the capture it replaced is kept in " +
+                               aside + " (run `sluice capture repair " + collection_path(settings_) +
+                               "` to see it, `--restore-replaced` to bring it back, or remove it)");
+    }
+    const std::vector<fs::path> existing = lane_files(directory, prefix);
+    if (existing.empty()) continue;
+    if (!settings_.overwrite) {
+      throw std::runtime_error("capture " + existing.front().string() +
+                               " exists: a capture is never overwritten (set overwrite: true, or choose another name)");
+    }
+    if (!fs::create_directory(aside, error) || error) {
+      throw std::runtime_error("mkdir(" + aside + "): " + (error ? error.message() : std::string("exists")));
+    }
+    set_aside_.push_back(aside);
+    for (const auto& file : existing) {
+      fs::rename(file, fs::path(aside) / file.filename(), error);
+      if (error) throw std::runtime_error("rename(" + file.string() + ", " + aside + "): " + error.message());
+    }
+    sync_directory(directory);
+    spdlog::info("overwrite: the previous {} files of lane {} are set aside in {} until the new recording finishes",
+                 existing.size(), lane_, aside);
+  }
+  } catch (...) {
+    restore_set_aside();
+    throw;
+  }
+}
+
+void RecordingWriter::restore_set_aside() noexcept {
+  namespace fs = std::filesystem;
+  // Close what open() made before its files are removed.
+  for (auto& stripe : stripes_) stripe->file.reset();
+  stripes_.clear();
+  for (const auto& aside : set_aside_) {
+    std::error_code error;
+    const fs::path home = fs::path(aside).parent_path();
+    for (const auto& file : lane_files(home.string(), settings_.name + "-" + lane_ + "-")) fs::remove(file, error);
+    bool all_back = true;
+    for (const auto& item : fs::directory_iterator(aside, error)) {
+      fs::rename(item.path(), home / item.path().filename(), error);
+      if (error) {
+        all_back = false;
+        spdlog::error("overwrite: could not move {} back: {} (it stays in {})", item.path().string(), error.message(), aside);
+      }
+    }
+    if (all_back) fs::remove(aside, error);
+    try {
+      sync_directory(home.string());
+    } catch (const std::exception& failure) {
+      spdlog::error("overwrite: {}", failure.what());
+    }
+  }
+  set_aside_.clear();
+  try {
+    refresh_collection(settings_.directories, settings_.name);
+  } catch (const std::exception& failure) {
+    spdlog::error("overwrite: rewriting the collection after restoring the old capture: {}", failure.what());
+  }
+}
+
+void RecordingWriter::settle_set_aside() noexcept {
+  if (set_aside_.empty()) return;
+  if (journaled_ == 0) {
+    // Nothing recorded (a start failure elsewhere in the pipeline, a source that never sent):
+    // an empty recording is not worth the capture it would replace.
+    restore_set_aside();
+    if (failed()) {
+      try {
+        error_message_ += "; nothing was recorded, so the capture it would have replaced is back in place";
+      } catch (...) {
+      }
+    } else {
+      spdlog::warn("overwrite: lane {} recorded nothing, so the capture it would have replaced is back in place", lane_);
+    }
+    return;
+  }
+  if (!failed()) {
+    for (const auto& aside : set_aside_) {
+      std::error_code error;
+      std::filesystem::remove_all(aside, error);
+      if (error) spdlog::warn("overwrite: could not remove the replaced capture in {}: {}", aside, error.message());
+    }
+    set_aside_.clear();
+    return;
+  }
+  try {
+    error_message_ += "; the capture it replaces is kept in " + set_aside_.front() +
+                      " (`sluice capture repair --restore-replaced` brings it back)";
+  } catch (...) {
+  }
+}
+
 RecordingWriter::RecordingWriter(RecorderSettings settings, StreamInfo stream, std::string lane)
     : settings_(std::move(settings)), stream_(std::move(stream)), lane_(std::move(lane)) {}
 
@@ -269,25 +435,11 @@ std::string RecordingWriter::open(const std::vector<Pool*>& pools) {
   namespace fs = std::filesystem;
   if (settings_.directories.empty()) throw std::runtime_error("no directory to record into");
   if (settings_.queue_depth == 0) throw std::runtime_error("queue depth must be at least 1");
-  const std::string prefix = settings_.name + "-" + lane_ + "-";
-  for (const auto& directory : settings_.directories) {
-    std::error_code error;
-    fs::create_directories(directory, error);
-    if (error) throw std::runtime_error("mkdir(" + directory + "): " + error.message());
-    for (const auto& item : fs::directory_iterator(directory)) {
-      const std::string file = item.path().filename().string();
-      if (file.rfind(prefix, 0) != 0) continue;
-      if (!settings_.overwrite) {
-        throw std::runtime_error("capture " + item.path().string() +
-                                 " exists: a capture is never overwritten (set overwrite: true, or choose another name)");
-      }
-      fs::remove(item.path(), error);
-      if (error) throw std::runtime_error("unlink(" + item.path().string() + "): " + error.message());
-    }
-  }
+  set_aside_existing();
+  std::string note;
+  try {
   ring_ = Uring(static_cast<unsigned>(settings_.queue_depth * 2));
   slots_.resize(settings_.queue_depth);
-  std::string note;
   if (std::string why = ring_.register_pools(pools); !why.empty()) {
     note = "fixed buffers off (" + why + "): plain io_uring writes";
   }
@@ -299,6 +451,11 @@ std::string RecordingWriter::open(const std::vector<Pool*>& pools) {
   }
   for (auto& stripe : stripes_) open_file_set(*stripe);
   refresh_collection(settings_.directories, settings_.name);
+  } catch (...) {
+    // Nothing of the new recording exists yet that anyone wants: the old capture comes back.
+    restore_set_aside();
+    throw;
+  }
   if (settings_.rotate_bytes > 0) {
     rotation_ = std::make_unique<Rotation>();
     rotation_->spares.resize(stripes_.size());
@@ -644,6 +801,7 @@ ChunkPtr RecordingWriter::take_done() noexcept {
     return nullptr;
   }
   bytes_written_ += slot.bytes;
+  ++journaled_;
   slot.bounce.reset();
   ChunkPtr done = std::move(slot.chunk);
   slot.file = nullptr;
@@ -730,6 +888,7 @@ void RecordingWriter::finish(std::size_t* abandoned) noexcept {
   } catch (const std::exception& error) {
     set_error(EIO, std::string("writing the collection: ") + error.what());
   }
+  settle_set_aside();
 }
 
 }  // namespace sluice::recorder

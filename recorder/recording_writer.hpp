@@ -45,6 +45,20 @@ bool collection_has_lane(const std::string& path, const std::string& lane);
 // (under an exclusive flock on the first directory: lanes finish concurrently).
 void refresh_collection(const std::vector<std::string>& directories, const std::string& name);
 
+// `overwrite: true` never deletes the old capture before the new one has shown it works: the
+// old lane's files are renamed into DIR/NAME-LANE.sluice-replaced/ (same file system) at
+// open, moved back if the new recording fails before a chunk was journaled, and removed
+// once it finished cleanly. A kill in between leaves the set-aside directory, which
+// find_replaced() finds (validation refuses to start over it; `sluice capture repair`
+// reports it) and swap_replaced() restores.
+inline constexpr std::string_view kReplacedSuffix = ".sluice-replaced";
+std::string replaced_directory(const std::string& directory, const std::string& name, const std::string& lane);
+// Every set-aside directory of capture `name` in `directories` (NAME-*.sluice-replaced).
+std::vector<std::string> find_replaced(const std::vector<std::string>& directories, const std::string& name);
+// Swaps the files in `replaced` with the lane's current files beside it (renames only, so
+// nothing is lost and a second swap undoes the first). Returns how many files came back.
+std::size_t swap_replaced(const std::string& replaced);
+
 // Finishes one recording (data + journal): truncates the data file to the journal's valid
 // prefix, writes the final meta, removes the journal. Returns the records kept and discarded.
 struct FinalizeResult {
@@ -62,7 +76,7 @@ class RecordingWriter {
   RecordingWriter& operator=(const RecordingWriter&) = delete;
   ~RecordingWriter();
 
-  // Setup: refuses to overwrite, creates the ring, registers `pools`, opens the first file
+  // Setup: refuses to overwrite (or sets the old lane's files aside when asked), creates the ring, registers `pools`, opens the first file
   // set of every stripe. Throws naming the failed call. Returns a note when it fell back
   // (no fixed buffers, no O_DIRECT), else an empty string.
   std::string open(const std::vector<Pool*>& pools);
@@ -131,6 +145,13 @@ class RecordingWriter {
   bool queue(std::size_t slot_index, std::size_t operation_index) noexcept;
   void complete(std::uint64_t user_data, int result) noexcept;
   void set_error(int code, const std::string& message) noexcept;
+  // Sets the lane's existing files aside (overwrite), or refuses. Throws naming the cause.
+  void set_aside_existing();
+  // Open failed or nothing was journaled: the new files go, the set-aside ones come back.
+  void restore_set_aside() noexcept;
+  // The end of the recording: drop the set-aside files after a clean finish, else restore
+  // them (nothing journaled) or keep them and say where (error message).
+  void settle_set_aside() noexcept;
   bool drain() noexcept;
 
   RecorderSettings settings_;
@@ -146,6 +167,8 @@ class RecordingWriter {
   int error_ = 0;
   std::string error_message_;
   std::vector<std::string> bases_;
+  std::vector<std::string> set_aside_;  // NAME-LANE.sluice-replaced directories this writer made
+  std::uint64_t journaled_ = 0;         // chunk records written: the new recording holds data
   bool finished_ = false;
   // With rotation: a thread that prepares each stripe's next file set ahead of time and
   // finishes rotated-out ones (fsyncs, final meta, collection), off the write path.

@@ -186,7 +186,8 @@ nlohmann::json build_meta(const nlohmann::json& global_in, const std::vector<Jou
   std::vector<Gap> holes;
   for (const JournalRecord& record : records) {
     const std::uint64_t file_sample = record.file_offset / sample_bytes;
-    const Timestamp record_time{record.timestamp_seconds, record.timestamp_picoseconds, record.timestamp_valid != 0};
+    const Timestamp record_time{record.timestamp_seconds, record.timestamp_picoseconds, (record.timestamp_valid & 1U) != 0};
+    const bool time_jump = (record.timestamp_valid & kRecordTimeJump) != 0;
     // Absent gaps from the record's first sample on lie between its samples (or after the
     // last one): the stream jumps there. Walk them in stream order.
     holes.clear();
@@ -210,7 +211,22 @@ nlohmann::json build_meta(const nlohmann::json& global_in, const std::vector<Jou
     }
     if (left > 0) runs.push_back(Run{file, stream, left});
     for (const Run& run : runs) {
-      if (!any_sample || run.stream_index != expected_next) {
+      const bool restarts = time_jump && &run == &runs.front();
+      if (restarts && any_sample) {
+        nlohmann::json annotation;
+        annotation["core:label"] = "resync";
+        annotation["core:generator"] = "sluice";
+        annotation["core:sample_start"] = run.file_sample;
+        annotation["core:sample_count"] = 0;
+        annotation["sluice:global_index"] = run.stream_index;
+        annotation["core:comment"] =
+            "the sender's time base restarted (its clock or counter went back, and the source resynchronised "
+            "onto it): the capture segment starting here has its own core:datetime, not one that follows the "
+            "segment before";
+        annotation["sluice:resync"] = true;
+        annotations.push_back(std::move(annotation));
+      }
+      if (!any_sample || run.stream_index != expected_next || restarts) {
         nlohmann::json capture;
         capture["core:sample_start"] = run.file_sample;
         capture["core:global_index"] = run.stream_index;

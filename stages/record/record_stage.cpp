@@ -19,7 +19,9 @@ RecordStage::RecordStage(SettingsReader& reader, const PipelineSettings& pipelin
                                          "directory to record into; a list stripes the lane's chunks across them "
                                          "(one directory per drive)");
   settings_.name = reader.string("capture_name", pipeline.name, "capture name: NAME.sigmf-collection, NAME-LANE-....sigmf-*");
-  settings_.overwrite = reader.boolean("overwrite", false, "replace an existing capture of this name (otherwise refuse to start)");
+  settings_.overwrite = reader.boolean("overwrite", false,
+                                      "replace an existing capture of this name (otherwise refuse to start); the old "
+                                      "files are set aside until the new recording finishes");
   settings_.rotate_bytes = reader.bytes("rotate", 0, "start a new file set when a data file would pass this size (0: never)");
   settings_.preallocate_bytes =
       reader.bytes("preallocate", 1ULL << 30, "fallocate data files this far ahead of the writes (0: off)");
@@ -45,7 +47,13 @@ RecordStage::RecordStage(SettingsReader& reader, const PipelineSettings& pipelin
     const std::string collection = recorder::collection_path(settings_);
     std::error_code error;
     joins_existing_ = std::filesystem::exists(collection, error);
-    if (joins_existing_ && !join_ && !settings_.overwrite) {
+    if (const auto replaced = recorder::find_replaced(settings_.directories, settings_.name); !replaced.empty()) {
+      reader.error("capture_name",
+                   "an earlier overwrite of capture " + settings_.name + " was cut off: the capture it replaced is kept in " +
+                       replaced.front(),
+                   "run `sluice capture repair " + collection + "` (add --restore-replaced to bring it back), or remove " +
+                       replaced.front() + " once the new capture is the one to keep");
+    } else if (joins_existing_ && !join_ && !settings_.overwrite) {
       reader.error("capture_name",
                    "capture " + collection + " exists: a capture is never overwritten or added to unless asked",
                    "choose another capture_name, set join: true to add lanes to it, or overwrite: true to replace the "

@@ -86,6 +86,8 @@ bool ChunkAssembler::append(std::uint64_t first, const std::byte* data, std::siz
       chunk.format = format_;
       chunk.sequence = sequence_;
       chunk.lane = context_->lane_index();
+      chunk.time_jump = time_jump_;
+      time_jump_ = false;
       if (timed_ && sample_rate_ != 0) {
         std::uint64_t seconds = 0;
         std::uint64_t picoseconds = 0;

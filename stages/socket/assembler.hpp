@@ -31,6 +31,9 @@ class ChunkAssembler {
   bool skip_to(std::uint64_t first) noexcept;
   // Hands the partly filled chunk downstream.
   void flush() noexcept;
+  // The sender's time base restarts at the next sample appended: its chunk is marked
+  // (Chunk::time_jump) so a capture starts a new segment there. Call after flush().
+  void mark_time_jump() noexcept { time_jump_ = true; }
   [[nodiscard]] std::uint64_t expected() const noexcept { return expected_; }
 
  private:
@@ -46,6 +49,7 @@ class ChunkAssembler {
   bool swap_ = false;
   std::uint64_t origin_ = 0;
   bool timed_ = false;
+  bool time_jump_ = false;
   std::uint64_t expected_ = 0;
   std::uint64_t sequence_ = 0;
   ChunkPtr chunk_;

@@ -46,9 +46,12 @@ TcpSource::TcpSource(SettingsReader& reader, const PipelineSettings& pipeline) {
                                        "a frame further than this from the stream (first_sample) is an outlier, unless resync_after agree");
   settings_.resync_after = static_cast<std::size_t>(reader.integer(
       "resync_after", 4, "consecutive agreeing outliers that make a resynchronisation (a new segment)", 1, 64));
-  settings_.reconnect = reader.boolean("reconnect", false,
-                                       "after the sender closes, wait for it to connect again (the frames in between a gap) "
-                                       "instead of ending the stream; a connection without one valid frame never ends it");
+  // On by default: raw TCP framing has no end-of-stream marker, so a sensor that dropped its
+  // connection and one that finished look the same; ending would lose the rest of the recording.
+  settings_.reconnect = reader.boolean("reconnect", true,
+                                       "after the sender closes, wait for it to connect again (the frames in between a gap); "
+                                       "false: its close ends the stream (raw TCP has no end-of-stream marker, so a drop "
+                                       "ends it too). A connection without one valid frame never ends it");
   if (settings_.max_jump.count() <= 0) reader.error("max_jump", "must be above 0", "e.g. 1s");
   settings_.pool = read_pool_settings(reader, pipeline, PoolWriter::host_writes);
   if (settings_.sample_rate != std::floor(settings_.sample_rate)) reader.error("sample_rate", "sample rate must be a whole number of Hz");
@@ -105,6 +108,10 @@ void TcpSource::start(StageContext& context) {
   guard_.start(context.metrics(), static_cast<std::uint64_t>(std::max(1.0, jump_samples)), settings_.resync_after, settings_.max_frame);
   context.stream.sample_rate = settings_.sample_rate;
   context.stream.format = settings_.format;
+  context.metrics().notes.push_back(
+      settings_.reconnect ? "reconnect: a sender that closes is waited for again (raw TCP has no end-of-stream marker); "
+                            "the run ends on Ctrl-C, duration, or reconnect: false"
+                          : "reconnect: false: the sender's first close after valid frames ends the stream, also a drop");
   const std::string from = std::string(settings_.mode == TcpMode::server ? "from peer of " : "from ") + settings_.address;
   if (settings_.framing == TcpFraming::raw_tcp) {
     context.stream.description = "raw TCP " + from;
@@ -310,7 +317,10 @@ void TcpSource::resynchronise() noexcept {
   assembler_.flush();
   // Forward, the stream index keeps counting the sender's samples and the skipped span is a
   // gap; back (a restarted sensor), the stream index goes on from here.
-  if (!forward) origin_ = first.position - expected;
+  if (!forward) {
+    origin_ = first.position - expected;
+    assembler_.mark_time_jump();  // the same stream index, a new time: a new capture segment
+  }
   const std::uint64_t start = first.position - origin_;
   if (first.tag != 0) assembler_.set_origin(first.tag - start, true);
   if (forward && !assembler_.skip_to(start)) return;

@@ -4,7 +4,7 @@
 // repeated or out of order at the sender are accounted like UDP loss from their
 // first_sample field; a single stray first_sample never moves the stream (JumpGuard). A
 // connection that closes before one valid frame never ends the stream, and with
-// `reconnect` a sender that comes back resumes it, the frames in between a gap.
+// `reconnect` (the default) a sender that comes back resumes it, the frames in between a gap.
 #pragma once
 
 #include <array>
@@ -36,7 +36,7 @@ struct TcpSourceSettings {
   std::uint64_t receive_buffer = 16ULL << 20;
   std::chrono::nanoseconds max_jump{std::chrono::seconds(1)};  // further from the stream: an outlier
   std::size_t resync_after = 4;   // agreeing outliers in a row that make a resynchronisation
-  bool reconnect = false;         // after the sender closes: wait for it again instead of ending
+  bool reconnect = true;          // after the sender closes: wait for it again instead of ending
   PoolSettings pool;
 };
 

@@ -484,6 +484,7 @@ void UdpSource::resynchronise() noexcept {
     assembler_.flush();
     origin_ = first.position - expected;
     assembler_.set_origin(origin_, timed_);
+    assembler_.mark_time_jump();
   }
   highest_seen_ = assembler_.expected();
   history_count_ = 0;

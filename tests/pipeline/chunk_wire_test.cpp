@@ -20,11 +20,11 @@ std::vector<std::byte> bytes(std::initializer_list<int> values) {
 std::vector<std::byte> expected_fixed_part() {
   return bytes({
       0x53, 0x4C, 0x43, 0x4B,                          // magic "SLCK"
-      0x01, 0x00,                                      // version 1
+      0x02, 0x00,                                      // version 2
       0x48, 0x02,                                      // header_bytes 584 = 0x0248
       0x03, 0x00, 0x00, 0x00,                          // lane 3
       0x01,                                            // format ci16
-      0x01,                                            // flags: timestamp valid
+      0x03,                                            // flags: timestamp valid, time base restarts
       0x02, 0x00,                                      // gap_count 2
       0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01,  // sequence 0x0102030405060708
       0x00, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // first_sample 4096
@@ -43,6 +43,7 @@ Chunk sample_chunk() {
   chunk.format = SampleFormat::ci16;
   chunk.sequence = 0x0102030405060708ULL;
   chunk.first_sample = 4096;
+  chunk.time_jump = true;
   chunk.sample_count = 1024;
   chunk.size = 4096;
   chunk.timestamp = Timestamp{10000000, 0x1FFFFFFFFULL, true};
@@ -83,6 +84,7 @@ TEST(ChunkWire, DecodesHandWrittenBytes) {
   EXPECT_EQ(chunk.lane, 3U);
   EXPECT_EQ(chunk.format, SampleFormat::ci16);
   EXPECT_EQ(chunk.sequence, 0x0102030405060708ULL);
+  EXPECT_TRUE(chunk.time_jump);
   EXPECT_EQ(chunk.first_sample, 4096U);
   EXPECT_EQ(chunk.sample_count, 1024U);
   EXPECT_EQ(chunk.size, 4096U);
@@ -128,10 +130,23 @@ TEST(ChunkWire, RejectsBadHeadersAndLeavesTheChunkAlone) {
     EXPECT_EQ(chunk.sequence, 99U);
   };
   check(0, std::byte{0x54}, ChunkWireStatus::bad_magic);
-  check(4, std::byte{0x02}, ChunkWireStatus::unsupported_version);
+  check(4, std::byte{0x03}, ChunkWireStatus::unsupported_version);
   check(6, std::byte{0x49}, ChunkWireStatus::bad_size);
   check(12, std::byte{0x04}, ChunkWireStatus::bad_format);
-  check(13, std::byte{0x02}, ChunkWireStatus::bad_flags);
+  check(13, std::byte{0x04}, ChunkWireStatus::bad_flags);
+  // Version 1 (before the time-jump bit) is still read; in it bit 1 is reserved.
+  {
+    auto wire = good;
+    wire[4] = std::byte{0x01};
+    wire[13] = std::byte{0x01};
+    Chunk chunk;
+    chunk.time_jump = true;
+    EXPECT_EQ(decode_chunk_metadata(wire, chunk), ChunkWireStatus::ok);
+    EXPECT_FALSE(chunk.time_jump);
+    EXPECT_TRUE(chunk.timestamp.valid);
+    wire[13] = std::byte{0x03};
+    EXPECT_EQ(decode_chunk_metadata(wire, chunk), ChunkWireStatus::bad_flags);
+  }
   check(68, std::byte{0x04}, ChunkWireStatus::bad_flags);  // in_data bit of a gap past gap_count (2)
   check(14, std::byte{33}, ChunkWireStatus::too_many_gaps);
   Chunk chunk;

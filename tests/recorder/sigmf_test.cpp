@@ -78,6 +78,35 @@ TEST(Sigmf, EveryHoleStartsASegmentAtTheFirstSampleAfterIt) {
   EXPECT_EQ(meta["global"]["sluice:lost_samples"], 520);
 }
 
+TEST(Sigmf, ABackwardResynchronisationStartsASegmentWithTheSendersNewTime) {
+  StreamInfo stream;
+  stream.sample_rate = 1e6;
+  const nlohmann::json global = make_global(stream, "port0", "sluice", 0, 1, 0);
+  // Stream samples 1000..1999 follow 0..999 without a hole, but the sender's clock went back
+  // 50 s: their time is not the continuation of the first chunk's.
+  Chunk jumped;
+  jumped.first_sample = 1000;
+  jumped.sample_count = 1000;
+  jumped.timestamp = Timestamp{50, 0, true};
+  jumped.time_jump = true;
+  const std::vector<JournalRecord> records{record_of(0, 0, 1000), make_journal_record(jumped, 4000, 4000),
+                                           record_of(8000, 2000, 1000)};
+  nlohmann::json meta = build_meta(global, records, true);
+  ASSERT_EQ(meta["captures"].size(), 2U) << meta["captures"];  // samples 2000.. continue the new time base
+  EXPECT_EQ(meta["captures"][1]["core:sample_start"], 1000);
+  EXPECT_EQ(meta["captures"][1]["core:global_index"], 1000);
+  EXPECT_EQ(meta["captures"][1]["core:datetime"], "1970-01-01T00:00:50.000000000000Z");
+  ASSERT_EQ(meta["annotations"].size(), 1U);
+  EXPECT_EQ(meta["annotations"][0]["core:label"], "resync");
+  EXPECT_EQ(meta["annotations"][0]["core:sample_start"], 1000);
+  EXPECT_EQ(meta["annotations"][0]["sluice:global_index"], 1000);
+  EXPECT_EQ(meta["global"]["sluice:lost_samples"], 0);
+  // Without the marker the same records are one continuous segment (the bug this fixes).
+  jumped.time_jump = false;
+  meta = build_meta(global, {record_of(0, 0, 1000), make_journal_record(jumped, 4000, 4000)}, true);
+  EXPECT_EQ(meta["captures"].size(), 1U);
+}
+
 TEST(Sigmf, SeveralHolesInOneChunkAndOneAtItsEnd) {
   StreamInfo stream;
   stream.sample_rate = 1e6;

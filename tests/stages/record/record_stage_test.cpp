@@ -19,6 +19,7 @@
 #include "recorder/capture_reader.hpp"
 #include "recorder/capture_tools.hpp"
 #include "recorder/journal.hpp"
+#include "recorder/recording_writer.hpp"
 #include "tests/stages/record/record_test_support.hpp"
 
 namespace sluice {
@@ -147,7 +148,53 @@ TEST(RecordStage, NeverOverwritesACaptureUnlessAsked) {
   EXPECT_EQ(read_file(dir.str("cap-port0-0000.sigmf-data")), first);
   const std::string again = "  - {name: rec, type: record, overwrite: true, directory: " + dir.str() + "}\n";
   ASSERT_EQ(run_pipeline(generator_yaml(again, 2ULL << 20)), std::vector<std::string>{});
-  EXPECT_EQ(fs::file_size(dir.str("cap-port0-0000.sigmf-data")), 2ULL << 20);
+  EXPECT_EQ(read_file(dir.str("cap-port0-0000.sigmf-data")), ramp_bytes(SampleFormat::ci16, kRate, 0, (2 << 20) / 4));
+  // The replaced files were set aside until the new recording finished, then removed.
+  EXPECT_FALSE(fs::exists(dir.str("cap-port0.sluice-replaced")));
+  EXPECT_EQ(recorder::open_capture(dir.str("cap.sigmf-collection")).lanes.at(0).total_samples, (2U << 20) / 4);
+}
+
+TEST(RecordStage, AnOverwriteThatFailsToStartLeavesTheOldCaptureIntactAndOpening) {
+  TempDir dir;
+  const std::string stages = "  - {name: rec, type: record, directory: " + dir.str() + "}\n";
+  ASSERT_EQ(run_pipeline(generator_yaml(stages, 1ULL << 20)), std::vector<std::string>{});
+  const auto first = read_file(dir.str("cap-port0-0000.sigmf-data"));
+  const auto first_meta = read_file(dir.str("cap-port0-0000.sigmf-meta"));
+  // The record stage opens (and sets the old files aside); the stage after it cannot start.
+  const std::string failing = "  - {name: rec, type: record, overwrite: true, directory: " + dir.str() +
+                              "}\n  - {name: sink, type: null, cpu: 4000}\n";
+  std::vector<std::string> failures;
+  try {
+    failures = run_pipeline(generator_yaml(failing, 2ULL << 20));
+  } catch (const std::exception& error) {
+    failures.emplace_back(error.what());
+  }
+  ASSERT_FALSE(failures.empty()) << "the pipeline started although its sink cannot be pinned";
+  EXPECT_EQ(read_file(dir.str("cap-port0-0000.sigmf-data")), first);
+  EXPECT_EQ(read_file(dir.str("cap-port0-0000.sigmf-meta")), first_meta);
+  EXPECT_FALSE(fs::exists(dir.str("cap-port0.sluice-replaced")));
+  const recorder::Capture capture = recorder::open_capture(dir.str("cap.sigmf-collection"));
+  ASSERT_EQ(capture.lanes.size(), 1U);
+  EXPECT_TRUE(capture.lanes[0].complete);
+  EXPECT_EQ(lane_bytes(capture.lanes[0]), first);
+  SLUICE_EXPECT_SIGMF_VALID(test::sigmf_files(dir.str()));
+}
+
+TEST(RecordStage, AnOverwriteWhoseOpenFailsPutsTheOldFilesBack) {
+  TempDir dir;
+  ASSERT_EQ(run_pipeline(generator_yaml("  - {name: rec, type: record, directory: " + dir.str() + "}\n", 1ULL << 20)),
+            std::vector<std::string>{});
+  const auto first = read_file(dir.str("cap-port0-0000.sigmf-data"));
+  { std::ofstream(dir.str("blocker")) << "a file where the second stripe's directory would go"; }
+  recorder::RecorderSettings settings;
+  settings.directories = {dir.str(), dir.str("blocker/stripe1")};
+  settings.name = "cap";
+  settings.overwrite = true;
+  recorder::RecordingWriter writer(settings, StreamInfo{}, "port0");
+  EXPECT_THROW(writer.open({}), std::runtime_error);  // after the first directory's files were set aside
+  EXPECT_EQ(read_file(dir.str("cap-port0-0000.sigmf-data")), first);
+  EXPECT_FALSE(fs::exists(dir.str("cap-port0.sluice-replaced")));
+  EXPECT_EQ(lane_bytes(recorder::open_capture(dir.str("cap.sigmf-collection")).lanes.at(0)), first);
 }
 
 TEST(RecordStage, TwoRecordTapsWithOneCaptureNameAreRefusedBeforeAnythingIsWritten) {
@@ -382,6 +429,59 @@ TEST(RecordStage, KilledMidRecordingIsRepairedUpToTheLastChunkOnDisk) {
   SLUICE_EXPECT_SIGMF_VALID(test::sigmf_files(dir.str()));
   // Repairing again finds nothing to do.
   EXPECT_TRUE(recorder::repair_capture(dir.str("cap.sigmf-collection")).repaired.empty());
+}
+
+TEST(RecordStage, AnOverwriteCutByAKillLeavesTheOldCaptureSetAsideFoundAndRestorable) {
+  TempDir dir;
+  ASSERT_EQ(run_pipeline(generator_yaml("  - {name: rec, type: record, directory: " + dir.str() + "}\n", 1ULL << 20)),
+            std::vector<std::string>{});
+  const auto first = read_file(dir.str("cap-port0-0000.sigmf-data"));
+  const std::string overwrite = generator_yaml(
+      "  - {name: rec, type: record, overwrite: true, directory: " + dir.str() + "}\n", 0, ", rate: 40MB/s");
+  const pid_t child = ::fork();
+  if (child == 0) {
+    try {
+      run_pipeline(overwrite);
+    } catch (...) {
+    }
+    ::_exit(0);
+  }
+  const std::string journal = dir.str("cap-port0-0000.sluice-journal");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline &&
+         (!fs::exists(journal) ||
+          fs::file_size(journal) < recorder::kJournalHeaderBytes + 2 * sizeof(recorder::JournalRecord))) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(::kill(child, SIGKILL), 0);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(fs::exists(journal)) << "the new recording never started";
+  // Both exist: the cut new recording and, set aside, the old one (never both gone).
+  const std::string aside = dir.str("cap-port0.sluice-replaced");
+  ASSERT_TRUE(fs::exists(aside + "/cap-port0-0000.sigmf-data"));
+  EXPECT_EQ(read_file(aside + "/cap-port0-0000.sigmf-data"), first);
+  // The next start refuses before touching anything, and names the set-aside directory.
+  try {
+    run_pipeline(generator_yaml("  - {name: rec, type: record, overwrite: true, directory: " + dir.str() + "}\n", 1 << 20));
+    ADD_FAILURE() << "a new overwrite started over a set-aside capture";
+  } catch (const ConfigException& error) {
+    EXPECT_NE(std::string(error.what()).find(aside), std::string::npos) << error.what();
+  }
+  EXPECT_EQ(read_file(aside + "/cap-port0-0000.sigmf-data"), first);
+  // Repair finishes the cut recording and reports the set-aside one; asked, it restores it.
+  const recorder::RepairReport report = recorder::repair_capture(dir.str("cap.sigmf-collection"));
+  EXPECT_EQ(report.repaired.size(), 1U);
+  ASSERT_EQ(report.replaced, std::vector<std::string>{aside});
+  const recorder::RepairReport restored = recorder::repair_capture(dir.str("cap.sigmf-collection"), true);
+  ASSERT_EQ(restored.replaced, std::vector<std::string>{aside});
+  EXPECT_EQ(read_file(dir.str("cap-port0-0000.sigmf-data")), first);
+  const recorder::Capture back = recorder::open_capture(dir.str("cap.sigmf-collection"));
+  EXPECT_TRUE(back.lanes.at(0).complete);
+  EXPECT_EQ(lane_bytes(back.lanes.at(0)), first);
+  // The interrupted recording is kept in its place, not removed.
+  EXPECT_TRUE(fs::exists(aside + "/cap-port0-0000.sigmf-data"));
+  EXPECT_GE(fs::file_size(aside + "/cap-port0-0000.sigmf-data"), 2U * 256 * 1024);
 }
 
 // Every sample the chunks hold with its stream index (a chunk's samples skip its absent

@@ -56,7 +56,8 @@ void run_tcp(emulator::EmulatorSettings settings, bool stage_is_server, TcpRun& 
                            "template:\n"
                            "  - {name: source, type: tcp, mode: " +
                            std::string(stage_is_server ? "server" : "client") + ", address: " + address +
-                           ", sample_rate: 100Msps" + stage_settings + "}\n"
+                           ", sample_rate: 100Msps, reconnect: false" + stage_settings + "}
+"
                            "  - {name: sink, type: capture}\n"
                            "lanes: [{name: port0}]\n";
   Pipeline pipeline(load_pipeline_text(yaml, "<test>", {}, test_support::test_registry()));
@@ -290,7 +291,7 @@ struct ServerLane {
 };
 
 TEST(TcpSource, AStrayConnectionDoesNotEndTheRunAndTheSensorGetsIn) {
-  ServerLane lane("");
+  ServerLane lane(", reconnect: false");
   send_garbage(lane.stage->port(), 4096);
   ASSERT_TRUE(test_support::wait_for([&] { return counter(lane.metrics(), "disconnects") == 1; }));
   emulator::EmulatorSettings settings;
@@ -307,8 +308,9 @@ TEST(TcpSource, AStrayConnectionDoesNotEndTheRunAndTheSensorGetsIn) {
   EXPECT_TRUE(gaps_of(run, settings.signal, 2000 * spp).empty());
 }
 
-TEST(TcpSource, ASensorThatReconnectsResumesWithTheFramesBetweenAsAGap) {
-  ServerLane lane(", reconnect: true");
+TEST(TcpSource, ByDefaultASensorThatClosesIsWaitedForAndResumesWithTheFramesBetweenAsAGap) {
+  // No reconnect setting: raw TCP has no end-of-stream marker, so a close is not an end.
+  ServerLane lane("");
   emulator::EmulatorSettings first;
   first.count = 400;
   const std::size_t spp = first.samples_per_packet();
@@ -368,7 +370,7 @@ TEST(TcpSource, ReceiveBufferIsSetBeforeTheHandshakeAndNoted) {
 }
 
 TEST(TcpSource, BareSamplesLikeGnuRadioTcpSinkArriveWhole) {
-  ServerLane lane(", framing: none");
+  ServerLane lane(", framing: none, reconnect: false");
   emulator::SignalSettings signal;
   signal.tones = {{3e6, 0.4}};
   signal.noise_snr_db = 30;  // no two samples alike: a misplaced byte shows

@@ -13,9 +13,13 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <filesystem>
 #include <thread>
 
 #include "emulator/emulator.hpp"
+#include "recorder/capture_reader.hpp"
+#include "recorder/capture_tools.hpp"
+#include "recorder/sigmf.hpp"
 #include "capture_sink.hpp"
 #include "wire/socket.hpp"
 #include "wire/vita49_context.hpp"
@@ -27,6 +31,7 @@ using test_support::counter;
 using test_support::drops;
 
 struct UdpRun {
+  std::string record_directory;  // when set, a record stage (capture_name: udp) sits before the sink
   emulator::EmulatorReport sent;
   test_support::Capture capture;
   std::uint64_t packets = 0;
@@ -57,7 +62,10 @@ void run_udp(emulator::EmulatorSettings settings, UdpRun& run, const std::string
       "  - {name: source, type: udp, address: 127.0.0.1:0, sample_rate: 100Msps, format: " +
       std::string(to_string(settings.signal.format)) +
       (stage_settings.find("framing") == std::string::npos ? ", stream_id: 1" : "") + stage_settings +
-      "}\n"
+      "}\n" +
+      (run.record_directory.empty()
+           ? std::string()
+           : "  - {name: rec, type: record, capture_name: udp, directory: " + run.record_directory + "}\n") +
       "  - {name: sink, type: capture}\n"
       "lanes: [{name: port0}]\n";
   Pipeline pipeline(load_pipeline_text(yaml, "<test>", {}, test_support::test_registry()));
@@ -419,6 +427,50 @@ TEST(UdpSource, SustainedJumpBackStartsANewSegmentRightAfterTheOldOne) {
     found = found || chunk.first_sample == 500 * spp;
   }
   EXPECT_TRUE(found) << "no chunk starts where the sender jumped";
+}
+
+TEST(UdpSource, ARecordedJumpBackIsANewCaptureSegmentAtTheSendersNewTime) {
+  // The real emulator's clock steps back an hour at packet 500 and stays there; the real udp
+  // source resynchronises and a real record stage writes the capture. Ground truth is the
+  // emulator's seeded signal: every recorded sample must be the one the emulator sent at the
+  // time the capture's metadata gives it.
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("sluice-udp-jump-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const auto settings = with_shift(1000, 500, 1000, -kHourAt100Msps);
+  UdpRun run;
+  run.record_directory = dir.string();
+  run_udp(settings, run);
+  const std::uint64_t spp = run.samples_per_packet;
+  ASSERT_EQ(run.resyncs, 1U);
+  const recorder::Capture capture = recorder::open_capture((dir / "udp.sigmf-collection").string());
+  ASSERT_EQ(capture.lanes.size(), 1U);
+  const recorder::CaptureLane& lane = capture.lanes[0];
+  EXPECT_EQ(lane.total_samples, 1000 * spp);
+  ASSERT_EQ(lane.segments.size(), 2U) << "the jump back must start a capture segment";
+  EXPECT_EQ(lane.segments[1].global_index, 500 * spp);
+  EXPECT_TRUE(lane.segments[1].time_jump);
+  EXPECT_NE(recorder::describe_capture(capture).find("resyncs:  1"), std::string::npos) << recorder::describe_capture(capture);
+  EXPECT_EQ(recorder::iso8601(lane.segments[1].time),
+            recorder::iso8601(recorder::time_after(Timestamp{kStartSeconds - 3600, 0, true}, 500 * spp, 100e6)));
+  emulator::SignalSettings signal = settings.signal;
+  signal.sample_rate = 100e6;
+  emulator::SignalSource source(signal);
+  std::uint64_t checked = 0;
+  for (const auto& segment : lane.segments) {
+    ASSERT_TRUE(segment.time.valid);
+    // The emulator's sample at the time the metadata gives, undoing its clock step for the
+    // samples it sent an hour back (their true position is an hour later).
+    const std::uint64_t claimed = segment.time.seconds * 100'000'000ULL + segment.time.picoseconds / 10'000ULL -
+                                  kStartSeconds * 100'000'000ULL + (segment.time_jump ? kHourAt100Msps : 0);
+    std::vector<std::byte> recorded(segment.sample_count * 4);
+    ASSERT_EQ(recorder::read_segment(lane, segment, 0, segment.sample_count, recorded.data()), segment.sample_count);
+    std::vector<std::byte> sent(segment.sample_count * 4);
+    source.fill(claimed, sent);
+    EXPECT_TRUE(recorded == sent) << "segment at " << segment.global_index;
+    checked += segment.sample_count;
+  }
+  EXPECT_EQ(checked, 1000 * spp);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(UdpSource, ZeroLengthDatagramsAreCountedAsMalformed) {
