@@ -56,8 +56,7 @@ void run_tcp(emulator::EmulatorSettings settings, bool stage_is_server, TcpRun& 
                            "template:\n"
                            "  - {name: source, type: tcp, mode: " +
                            std::string(stage_is_server ? "server" : "client") + ", address: " + address +
-                           ", sample_rate: 100Msps, reconnect: false" + stage_settings + "}
-"
+                           ", sample_rate: 100Msps, reconnect: false" + stage_settings + "}\n"
                            "  - {name: sink, type: capture}\n"
                            "lanes: [{name: port0}]\n";
   Pipeline pipeline(load_pipeline_text(yaml, "<test>", {}, test_support::test_registry()));
