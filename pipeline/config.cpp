@@ -511,6 +511,7 @@ PipelineDefinition load_pipeline_text(const std::string& yaml, const std::string
     }
 
     std::set<std::string> stage_names;
+    bool left_out = false;  // a tap switched off with enabled: false
     for (std::size_t i = 0; i < stage_layers.size(); ++i) {
       const YAML::Node anchor = stage_layers[i].front().map;
       const std::string stage_path = stage_layers[i].front().path;
@@ -540,10 +541,14 @@ PipelineDefinition load_pipeline_text(const std::string& yaml, const std::string
           errors.add({stage.location, stage_path, "a lane needs a source and a sink", ""});
         }
       }
-      if (!stage.enabled) continue;  // checked above like any stage, then left out
+      if (!stage.enabled) {  // checked above like any stage, then left out
+        left_out = true;
+        continue;
+      }
       lane.stages.push_back(std::move(stage));
     }
-    if (!lane.stages.empty() && lane.stages.back().role == StageRole::transform) {
+    if (left_out && !lane.stages.empty() && lane.stages.back().role == StageRole::transform &&
+        registry.find(lane.stages.back().type) != nullptr) {
       errors.add({lane.stages.back().location, lane_path,
                   "with its switched-off taps left out, lane '" + lane.name + "' ends in stage '" + lane.stages.back().name +
                       "', which cannot end a lane",

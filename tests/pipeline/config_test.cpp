@@ -294,6 +294,29 @@ TEST(Config, UnknownStageTypeSuggestsTheNearestOne) {
   EXPECT_EQ(errors[0].hint, "did you mean 'generator'?");
 }
 
+// `enabled: false` leaves a tap out of its lane; the lane that remains must still end well,
+// and a tap switched off is not built into the lane at all.
+TEST(Config, ASwitchedOffTapIsLeftOutAndTheLaneMustStillEnd) {
+  const PipelineDefinition kept = load_pipeline_text(R"(lanes:
+  - name: a
+    stages:
+      - type: generator
+      - {type: record, directory: /tmp, enabled: false}
+      - type: "null"
+)", "test.yaml");
+  ASSERT_EQ(kept.lanes[0].stages.size(), 2U);
+  EXPECT_EQ(kept.lanes[0].stages[1].type, "null");
+  const auto errors = errors_of(R"(lanes:
+  - name: a
+    stages:
+      - type: generator
+      - type: link
+      - {type: record, directory: /tmp, enabled: false}
+)");
+  ASSERT_EQ(errors.size(), 1U);
+  EXPECT_NE(errors[0].message.find("switched-off taps left out"), std::string::npos) << errors[0].message;
+}
+
 TEST(Config, StageOrderMustRunSourceToSink) {
   const auto errors = errors_of(R"(lanes:
   - name: a
