@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "pipeline/config.hpp"
+#include "stages/fft/worker_team.hpp"
 
 namespace sluice {
 namespace {
@@ -63,7 +64,7 @@ FftStage::FftStage(SettingsReader& reader, const PipelineSettings& pipeline) {
       "threads", 1,
       "FFTW only: threads sharing each batch's work (conversion and window, transform, |X|², averaging and dB), "
       "the stage's own thread included; the others are workers the stage starts",
-      1, 64));
+      1, static_cast<std::int64_t>(WorkerTeam::kMaxThreads)));
   const std::vector<double> worker_cpus = reader.numbers(
       "worker_cpus", {},
       "FFTW with threads > 1: the core of each worker (threads − 1 of them; the stage's own thread is pinned by cpu:); "

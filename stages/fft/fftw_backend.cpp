@@ -24,8 +24,8 @@ namespace {
 // planning would no longer stay well under a second and FFTW_ESTIMATE is used. Wisdom is
 // process-wide: a second lane of the same size plans in microseconds.
 constexpr std::size_t kMeasureLimit = 8192;
-// Frames per thread's block: about 256 KiB of complex floats, so a block stays in its core's L2 between
-// load, transform and fold. A batch is one block per thread.
+// Frames per block: about 256 KiB of complex floats, so a block stays in one core's L2 between load,
+// transform and fold. A batch is one block per thread.
 constexpr std::size_t kBatchSamples = 32768;
 
 std::mutex& planner_mutex() {
@@ -122,14 +122,15 @@ SLUICE_FFT_CLONES void decibels_values(const float* power, std::size_t count, fl
   for (std::size_t k = 0; k < count; ++k) out[k] = power_to_decibels(power[k] * scale);
 }
 
-// Each of `threads` threads owns a contiguous block of `block` frames of the batch (thread t: frames
-// [t·block, (t+1)·block)) and does every step of the batch that touches them: conversion and window
-// into them, their transform, and (one frame per row) their rows; so a frame stays in one core's cache
-// from load to fold. Rows averaged over several frames are instead split by bins: each thread sums and
-// writes one slice of every row's bins, in frame order, so a row that spans frames of several threads
-// (or several batches) sums in exactly the order one thread would. Results are bit-identical whatever
-// the thread count: every step is elementwise, and a block's transform uses the same plan (the batched
-// plan of `block` frames on whole blocks, the single-frame plan on the frames of a partial one).
+// With `threads` threads the batch is that many blocks of `block` frames, and each step of a batch is
+// split into one part per block (part t: frames [t·block, (t+1)·block)): conversion and window into
+// them, their transform, and (one frame per row) their rows. Thread t takes part t first (WorkerTeam),
+// so a frame stays in one core's cache from load to fold while every thread runs. Rows averaged over
+// several frames are split by bins instead: each part sums and writes one slice of every row's bins,
+// in frame order, so a row that spans several blocks (or several batches) sums in exactly the order
+// one thread would. Results are bit-identical whatever the thread count: every step is elementwise,
+// and a block's transform uses the same plan one thread would (the batched plan of `block` frames on
+// a whole block, the single-frame plan on the frames of a partial one).
 class FftwBackend final : public FftBackend {
  public:
   explicit FftwBackend(const FftBackendSpec& spec)
@@ -191,22 +192,22 @@ class FftwBackend final : public FftBackend {
     if (format != weights_format_) fill_weights(format);
     const std::size_t begin = frame * size_ + offset;  // batch positions, in samples
     const std::size_t end = begin + count;
-    const std::size_t share = block_ * size_;  // samples each thread owns
-    if (begin / share == (end - 1) / share) {   // one thread's frames: no hand-off
+    const std::size_t share = block_ * size_;  // samples per part
+    if (begin / share == (end - 1) / share) {   // inside one block: no hand-off
       load_span(frame, offset, input, format, count);
       return;
     }
     const std::size_t sample_bytes = bytes_per_sample(format);
-    team_->run([&](std::size_t thread) noexcept {
-      const std::size_t from = std::max(begin, thread * share);
-      const std::size_t to = std::min(end, (thread + 1) * share);
+    team_->run([&](std::size_t part) noexcept {
+      const std::size_t from = std::max(begin, part * share);
+      const std::size_t to = std::min(end, (part + 1) * share);
       if (from < to) load_span(from / size_, from % size_, input + (from - begin) * sample_bytes, format, to - from);
     });
   }
 
   void transform(std::size_t frames) noexcept override {
-    const auto transform_block = [&](std::size_t thread) noexcept {
-      const std::size_t from = thread * block_;
+    const auto transform_block = [&](std::size_t part) noexcept {
+      const std::size_t from = part * block_;
       const std::size_t to = std::min(frames, from + block_);
       if (to - from == block_) {
         fftwf_complex* data = frames_.get() + from * stride_;
@@ -221,8 +222,8 @@ class FftwBackend final : public FftBackend {
     if (frames <= block_) {
       transform_block(0);
     } else {
-      team_->run([&](std::size_t thread) noexcept {
-        if (thread * block_ < frames) transform_block(thread);
+      team_->run([&](std::size_t part) noexcept {
+        if (part * block_ < frames) transform_block(part);
       });
     }
   }
@@ -234,21 +235,21 @@ class FftwBackend final : public FftBackend {
   void fold(std::size_t first, std::size_t count, std::size_t pending, std::byte* rows) noexcept override {
     if (count == 0) return;
     const std::size_t row_bytes = size_ * (output_ == FftOutput::complex ? 8 : 4);
-    if (output_ == FftOutput::complex || average_ == 1) {  // a row per frame: each thread writes its frames' rows
+    if (output_ == FftOutput::complex || average_ == 1) {  // a row per frame: each part writes its block's rows
       const std::size_t end = first + count;
-      const auto write_rows = [&](std::size_t thread) noexcept {
-        const std::size_t from = std::max(first, thread * block_);
-        const std::size_t to = std::min(end, (thread + 1) * block_);
+      const auto write_rows = [&](std::size_t part) noexcept {
+        const std::size_t from = std::max(first, part * block_);
+        const std::size_t to = std::min(end, (part + 1) * block_);
         for (std::size_t frame = from; frame < to; ++frame) write_frame_row(frame, rows + (frame - first) * row_bytes);
       };
       if (first / block_ == (end - 1) / block_) {
         write_rows(first / block_);
       } else {
-        team_->run([&](std::size_t thread) noexcept { write_rows(thread); });
+        team_->run(write_rows);
       }
       return;
     }
-    // Averaged rows: a slice of bins per thread, 16 floats (64 bytes) aligned so that no two threads
+    // Averaged rows: a slice of bins per part, 16 floats (64 bytes) aligned so that no two threads
     // write the same cache line of the accumulator.
     const std::size_t slices = std::min(threads_, (size_ + kSliceValues - 1) / kSliceValues);
     const auto fold_slice = [&](std::size_t slice) noexcept {
@@ -362,7 +363,7 @@ class FftwBackend final : public FftBackend {
 
   std::size_t size_;
   std::size_t stride_;
-  std::size_t block_;    // frames per thread, and per batched plan: about kBatchSamples, one core's L2 share
+  std::size_t block_;    // frames per part, and per batched plan: about kBatchSamples, one core's L2 share
   std::size_t threads_;
   std::size_t batch_;    // block_ · threads_
   FftOutput output_;

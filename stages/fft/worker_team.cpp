@@ -1,10 +1,11 @@
 // The worker team: start-up, pinning and the hand-off of one job. A hand-off is a bumped
-// generation counter, not a queue: the caller and the workers only ever wait for each other
-// to finish the current job, so the state is three counters and two flags.
+// generation counter and a word of claim bits, not a queue: the caller and the workers only ever
+// share the current job, each part of it claimed by one compare-and-swap.
 #include "stages/fft/worker_team.hpp"
 
 #include <pthread.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -54,13 +55,19 @@ WorkerTeam::WorkerTeam(std::size_t threads, const std::vector<int>& cpus, int av
     placement_ = "none";
     return;
   }
+  if (threads > kMaxThreads) {
+    throw std::invalid_argument("worker team of " + std::to_string(threads) + " threads: at most " +
+                                std::to_string(kMaxThreads));
+  }
   if (!cpus.empty() && cpus.size() != threads - 1) {
     throw std::invalid_argument("worker team of " + std::to_string(threads) + " threads given " + std::to_string(cpus.size()) +
                                 " worker cores (needs " + std::to_string(threads - 1) + ")");
   }
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
-  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {
+  // The main thread's cores (its id is the process id): the process's own, even when the thread that
+  // builds the team is pinned somewhere narrower.
+  if (sched_getaffinity(getpid(), sizeof(allowed), &allowed) != 0) {
     throw std::runtime_error(std::string("sched_getaffinity: ") + std::strerror(errno));
   }
   // Every worker's core set, checked before any thread starts.
@@ -118,30 +125,59 @@ void WorkerTeam::stop_workers() noexcept {
 }
 
 void WorkerTeam::run_erased(Call call, const void* job) noexcept {
-  call_ = call;
-  job_ = job;
-  remaining_.store(static_cast<std::uint32_t>(workers_.size()), std::memory_order_relaxed);
+  call_.store(call, std::memory_order_relaxed);
+  job_.store(job, std::memory_order_relaxed);
+  parts_done_.store(0, std::memory_order_relaxed);
+  const std::uint32_t generation = generation_.load(std::memory_order_relaxed) + 1;  // only this thread bumps it
+  claims_.store(std::uint64_t{generation} << 32, std::memory_order_release);  // publishes the three stores above
   // seq_cst on both sides (here: bump, then read the sleepers; a worker: count itself, then read the
   // generation) so that either the worker sees the new job or this thread sees it asleep and wakes it.
-  generation_.fetch_add(1, std::memory_order_seq_cst);
+  generation_.store(generation, std::memory_order_seq_cst);
   if (sleeping_workers_.load(std::memory_order_seq_cst) > 0) generation_.notify_all();
 
-  call(job, 0);
+  run_parts(generation, 0);
 
-  std::uint32_t left = remaining_.load(std::memory_order_acquire);
-  while (left != 0) {
-    left = spin_while_equal(remaining_, left);
-    if (left == 0) break;
+  // Every part is claimed now; wait for those others are still running.
+  const auto parts = static_cast<std::uint32_t>(size());
+  std::uint32_t done = parts_done_.load(std::memory_order_acquire);
+  while (done != parts) {
+    const std::uint32_t before = done;
+    done = spin_while_equal(parts_done_, before);
+    if (done != before) continue;
     caller_sleeping_.store(true, std::memory_order_seq_cst);
-    left = remaining_.load(std::memory_order_seq_cst);
-    if (left != 0) remaining_.wait(left, std::memory_order_acquire);
+    done = parts_done_.load(std::memory_order_seq_cst);
+    if (done != parts) parts_done_.wait(done, std::memory_order_acquire);
     caller_sleeping_.store(false, std::memory_order_relaxed);
-    left = remaining_.load(std::memory_order_acquire);
+    done = parts_done_.load(std::memory_order_acquire);
+  }
+}
+
+void WorkerTeam::run_parts(std::uint32_t generation, std::size_t preferred) noexcept {
+  const std::size_t parts = size();
+  const std::uint64_t all = (std::uint64_t{1} << parts) - 1;
+  std::uint64_t state = claims_.load(std::memory_order_acquire);
+  for (;;) {
+    if (state >> 32 != generation) return;  // a later job already (this thread woke late)
+    const std::uint64_t taken = state & all;
+    if (taken == all) return;
+    std::size_t part = preferred;
+    while ((taken >> part & 1) != 0) part = (part + 1) % parts;  // its own part, else the next free one
+    if (!claims_.compare_exchange_weak(state, state | std::uint64_t{1} << part, std::memory_order_acq_rel,
+                                       std::memory_order_acquire)) {
+      continue;  // `state` now holds the current claims
+    }
+    // Claimed for this generation: the job cannot have changed, since it waits for this part.
+    call_.load(std::memory_order_relaxed)(job_.load(std::memory_order_relaxed), part);
+    // Counting it done releases this part's results to the caller; wake it if it went to sleep.
+    if (parts_done_.fetch_add(1, std::memory_order_seq_cst) + 1 == parts && caller_sleeping_.load(std::memory_order_seq_cst)) {
+      parts_done_.notify_one();
+    }
+    state = claims_.load(std::memory_order_acquire);
   }
 }
 
 void WorkerTeam::work(std::size_t index) noexcept {
-  std::uint32_t seen = 0;  // the generation of the last job done (generation_ starts at 0 and only grows)
+  std::uint32_t seen = 0;  // the generation last run (generation_ starts at 0 and only grows)
   for (;;) {
     std::uint32_t now = spin_while_equal(generation_, seen);
     while (now == seen) {  // idle past the spin: sleep until the caller notifies
@@ -153,11 +189,7 @@ void WorkerTeam::work(std::size_t index) noexcept {
     }
     if (stopping_.load(std::memory_order_acquire)) return;
     seen = now;
-    call_(job_, index);
-    // Counting down releases this worker's results to the caller; wake it if it went to sleep.
-    if (remaining_.fetch_sub(1, std::memory_order_seq_cst) == 1 && caller_sleeping_.load(std::memory_order_seq_cst)) {
-      remaining_.notify_one();
-    }
+    run_parts(now, index);
   }
 }
 
