@@ -4,6 +4,7 @@
 #include <fftw3.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <complex>
 #include <cstring>
@@ -126,9 +127,11 @@ SLUICE_FFT_CLONES void decibels_values(const float* power, std::size_t count, fl
 // split into one part per block (part t: frames [t·block, (t+1)·block)): conversion and window into
 // them, their transform, and (one frame per row) their rows. Thread t takes part t first (WorkerTeam),
 // so a frame stays in one core's cache from load to fold while every thread runs. Rows averaged over
-// several frames are split by bins instead: each part sums and writes one slice of every row's bins,
-// in frame order, so a row that spans several blocks (or several batches) sums in exactly the order
-// one thread would. Results are bit-identical whatever the thread count: every step is elementwise,
+// several frames go to the part whose block holds their first frame when they are at most a block
+// long; longer rows (or frames that finish none) are split by bins: each part sums and writes one
+// slice of every row's bins. Either way each row's frames are summed in order, so a row that spans
+// several blocks or batches sums exactly as one thread sums it: results are bit-identical whatever
+// the thread count, since every other step is elementwise,
 // and a block's transform uses the same plan one thread would (the batched plan of `block` frames on
 // a whole block, the single-frame plan on the frames of a partial one).
 class FftwBackend final : public FftBackend {
@@ -143,7 +146,7 @@ class FftwBackend final : public FftBackend {
         average_(spec.average),
         window_(spec.size),
         weights_(2 * spec.size),
-        accumulator_(spec.size) {
+        accumulators_{std::vector<float>(spec.size), std::vector<float>(spec.size)} {
     fill_window(spec.window, window_);
     fill_weights(SampleFormat::ci16);  // the usual input; another format refills once when it first arrives
     const double amplitude_scale = 1.0 / (static_cast<double>(size_) * coherent_gain(window_));
@@ -174,6 +177,7 @@ class FftwBackend final : public FftBackend {
                                  ") returned no plan");
       }
     }
+    if (threads_ > 1 && average_ > 1 && average_ <= block_) part_sums_.assign(threads_, std::vector<float>(size_));
     if (threads_ > 1) {
       team_ = std::make_unique<WorkerTeam>(threads_, spec.worker_cpus, spec.avoid_cpu, "fftw worker");
       work_note_ = "FFTW on " + std::to_string(threads_) + " threads per batch: the stage's own and " +
@@ -249,8 +253,13 @@ class FftwBackend final : public FftBackend {
       }
       return;
     }
-    // Averaged rows: a slice of bins per part, 16 floats (64 bytes) aligned so that no two threads
-    // write the same cache line of the accumulator.
+    const std::size_t finished = (pending + count) / average_;
+    if (threads_ > 1 && finished > 0 && average_ <= block_) {
+      fold_rows(first, count, pending, rows, row_bytes, finished);
+      return;
+    }
+    // One thread, rows longer than a block, or no row finished here: a slice of bins per part, 16 floats
+    // (64 bytes) aligned so that no two threads write the same cache line of the accumulator.
     const std::size_t slices = std::min(threads_, (size_ + kSliceValues - 1) / kSliceValues);
     const auto fold_slice = [&](std::size_t slice) noexcept {
       if (slice >= slices) return;
@@ -318,33 +327,77 @@ class FftwBackend final : public FftBackend {
     values(bins + 2 * upper, half, power_scale_, out);
   }
 
-  // Folds frames [first, first + count) into the row values [from, to) (fftshifted positions) of the
-  // accumulator and of every row they finish; the row being built holds `pending` frames already.
-  void fold_bins(std::size_t first, std::size_t count, std::size_t pending, std::byte* rows, std::size_t row_bytes,
-                 std::size_t from, std::size_t to) noexcept {
+  // Adds frame `frame`'s |X|² into the row values [from, to) (fftshifted positions) of `sum`, or stores
+  // it there when `first_of_row`. sum[j] = |X[(j + upper) mod size]|²: values [from, to) ∩ [0, half) come
+  // from bins upper + j, values ∩ [half, size) from bins j − half.
+  void accumulate(std::size_t frame, bool first_of_row, float* sum, std::size_t from, std::size_t to) const noexcept {
     const std::size_t half = size_ / 2;
     const std::size_t upper = size_ - half;
-    float* sum = accumulator_.data();  // in fftshifted order: sum[j] = |X[(j + upper) mod size]|² summed
-    // The slice's two runs of source bins: values [from, to) ∩ [0, half) come from bins upper + j,
-    // values ∩ [half, size) from bins j − half.
     const std::size_t low_end = std::min(to, half);
     const std::size_t high_start = std::max(from, half);
+    const float* bins = reinterpret_cast<const float*>(frames_.get() + frame * stride_);
+    const auto power = first_of_row ? store_power : add_power;
+    if (from < low_end) power(bins + 2 * (upper + from), low_end - from, sum + from);
+    if (high_start < to) power(bins + 2 * (high_start - half), to - high_start, sum + high_start);
+  }
+
+  // Values [from, to) of the finished row summed in `sum`, averaged and (power_db) in dB, into `row`.
+  void write_sum(const float* sum, std::byte* row, std::size_t from, std::size_t to) const noexcept {
+    float* out = reinterpret_cast<float*>(row);
+    if (output_ == FftOutput::power) {
+      scale_values(sum + from, to - from, average_scale_, out + from);
+    } else {
+      decibels_values(sum + from, to - from, average_scale_, out + from);
+    }
+  }
+
+  // Folds frames [first, first + count) into the row values [from, to) of the row being built and of
+  // every row they finish; the row being built holds `pending` frames already.
+  void fold_bins(std::size_t first, std::size_t count, std::size_t pending, std::byte* rows, std::size_t row_bytes,
+                 std::size_t from, std::size_t to) noexcept {
+    float* sum = accumulators_[building_].data();
     for (std::size_t frame = first; frame < first + count; ++frame) {
-      const float* bins = reinterpret_cast<const float*>(frames_.get() + frame * stride_);
-      const auto power = pending == 0 ? store_power : add_power;
-      if (from < low_end) power(bins + 2 * (upper + from), low_end - from, sum + from);
-      if (high_start < to) power(bins + 2 * (high_start - half), to - high_start, sum + high_start);
+      accumulate(frame, pending == 0, sum, from, to);
       if (++pending == average_) {
-        float* out = reinterpret_cast<float*>(rows);
-        if (output_ == FftOutput::power) {
-          scale_values(sum + from, to - from, average_scale_, out + from);
-        } else {
-          decibels_values(sum + from, to - from, average_scale_, out + from);
-        }
+        write_sum(sum, rows, from, to);
         rows += row_bytes;
         pending = 0;
       }
     }
+  }
+
+  // The same as fold_bins over all values, split by rows: `finished` rows end in these frames, and each
+  // is summed by the part whose block holds its first frame (in that part's own accumulator, or the
+  // one of the row being built for the first row when it continues one). Frames after the last
+  // finished row start the next row in the other accumulator of the pair, which becomes the one the
+  // row being built is in: the first row may still be reading the old one.
+  void fold_rows(std::size_t first, std::size_t count, std::size_t pending, std::byte* rows, std::size_t row_bytes,
+                 std::size_t finished) noexcept {
+    const std::size_t end = first + count;
+    const std::size_t rest = first + finished * average_ - pending;  // frames [rest, end) start the next row
+    const auto row_start = [&](std::size_t row) { return row == 0 ? first : first + row * average_ - pending; };
+    float* carried = accumulators_[building_].data();
+    float* next = accumulators_[1 - building_].data();
+    const auto fold_part = [&](std::size_t part) noexcept {
+      for (std::size_t row = 0; row < finished; ++row) {
+        const std::size_t from = row_start(row);
+        if (from / block_ != part) continue;
+        const bool continues = row == 0 && pending > 0;
+        float* sum = continues ? carried : part_sums_[part].data();
+        const std::size_t to = row_start(row + 1);
+        for (std::size_t frame = from; frame < to; ++frame) accumulate(frame, frame == from && !continues, sum, 0, size_);
+        write_sum(sum, rows + row * row_bytes, 0, size_);
+      }
+      if (rest < end && rest / block_ == part) {
+        for (std::size_t frame = rest; frame < end; ++frame) accumulate(frame, frame == rest, next, 0, size_);
+      }
+    };
+    if (first / block_ == std::max(row_start(finished - 1), rest < end ? rest : first) / block_) {
+      fold_part(first / block_);  // every row starts in one block
+    } else {
+      team_->run(fold_part);
+    }
+    if (rest < end) building_ = 1 - building_;
   }
 
   // weights_[2n] = weights_[2n + 1] = w[n] · scale of `format` (ci8 / 128, ci16 / 32768): one multiply per value
@@ -371,7 +424,12 @@ class FftwBackend final : public FftBackend {
   std::vector<float> window_;
   std::vector<float> weights_;      // window × input scale per interleaved I/Q value, for weights_format_
   SampleFormat weights_format_ = SampleFormat::ci16;
-  std::vector<float> accumulator_;  // power summed over the row's frames, in fftshifted order
+  // Power summed over a row's frames, in fftshifted order: the row being built is in
+  // accumulators_[building_] (the other is where fold_rows starts the next one), and part_sums_ hold
+  // the rows fold_rows sums whole, one per part.
+  std::array<std::vector<float>, 2> accumulators_;
+  std::size_t building_ = 0;
+  std::vector<std::vector<float>> part_sums_;
   float amplitude_scale_ = 1;
   float power_scale_ = 1;
   float average_scale_ = 1;         // power_scale_ / average_: an averaged row's scale
