@@ -42,7 +42,8 @@ Pipeline::Pipeline(PipelineDefinition definition) : definition_(std::move(defini
         slot.metrics->queue_capacity = static_cast<std::uint32_t>(slot.input_queue->capacity());
         slot.input = std::make_unique<InputPort>(*slot.input_queue, *slot.metrics);
       }
-      slot.context = std::make_unique<StageContext>(*lane.resources, *slot.metrics, definition_.settings, slot.definition->name);
+      slot.context = std::make_unique<StageContext>(*lane.resources, *slot.metrics, definition_.settings, slot.definition->name,
+                                                    slot.definition->cpu);
     }
     for (std::size_t i = 0; i + 1 < count; ++i) {
       Slot& slot = lane.slots[i];

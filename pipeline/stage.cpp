@@ -150,8 +150,8 @@ void OutputPort::close() noexcept {
 }
 
 StageContext::StageContext(LaneResources& lane, StageMetrics& metrics, const PipelineSettings& pipeline,
-                           std::string stage_name)
-    : lane_(&lane), metrics_(&metrics), pipeline_(&pipeline), stage_name_(std::move(stage_name)) {}
+                           std::string stage_name, int cpu)
+    : lane_(&lane), metrics_(&metrics), pipeline_(&pipeline), stage_name_(std::move(stage_name)), cpu_(cpu) {}
 
 const std::string& StageContext::lane_name() const { return lane_->name(); }
 std::uint32_t StageContext::lane_index() const { return lane_->index(); }

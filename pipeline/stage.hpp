@@ -104,7 +104,8 @@ class LaneResources;
 
 class StageContext {
  public:
-  StageContext(LaneResources& lane, StageMetrics& metrics, const PipelineSettings& pipeline, std::string stage_name);
+  StageContext(LaneResources& lane, StageMetrics& metrics, const PipelineSettings& pipeline, std::string stage_name,
+               int cpu = -1);
   StageContext(const StageContext&) = delete;
   StageContext& operator=(const StageContext&) = delete;
 
@@ -113,6 +114,9 @@ class StageContext {
   [[nodiscard]] const std::string& stage_name() const { return stage_name_; }
   [[nodiscard]] StageMetrics& metrics() { return *metrics_; }
   [[nodiscard]] const PipelineSettings& pipeline() const { return *pipeline_; }
+  // The core the runtime pins this stage's thread to (its `cpu` setting), or -1: helper threads a
+  // stage starts in start() (which runs on another thread) keep off it.
+  [[nodiscard]] int cpu() const { return cpu_; }
 
   [[nodiscard]] bool has_input() const { return input_ != nullptr; }
   [[nodiscard]] bool has_output() const { return output_ != nullptr; }
@@ -155,6 +159,7 @@ class StageContext {
   StageMetrics* metrics_;
   const PipelineSettings* pipeline_;
   std::string stage_name_;
+  int cpu_;
   InputPort* input_ = nullptr;
   OutputPort* output_ = nullptr;
   std::string failure_;

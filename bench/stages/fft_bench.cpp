@@ -3,13 +3,23 @@
 // samples, measured in the same run. The stage also converts, windows, takes |X|², averages,
 // fftshifts and takes logs, so ratio < 1 is its whole per-sample overhead. A second baseline,
 // one fftwf_execute_dft per row, shows whether batching with fftwf_plan_many_dft pays.
+// BM_FftwThreads: the stage on N threads (threads: N) against itself on one, and against N bare
+// fftwf_execute loops on the same N cores, all in one run: scaling = rate(N) / rate(1). The same
+// for the FFTW backend driven directly (backend_*), which no generator or sink competes with.
 #include <benchmark/benchmark.h>
 #include <fftw3.h>
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
+#include <atomic>
+#include <memory>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
@@ -93,7 +103,186 @@ BENCHMARK_CAPTURE(BM_FftStageVsRawFftw, power_db, std::string("power_db"))
 BENCHMARK_CAPTURE(BM_FftStageVsRawFftw, complex, std::string("complex"))
     ->Arg(1024)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 
+// The cores this process may use, in order: the stage's thread and its workers take the first N,
+// the generator and the sink the next two where there are any (else they float).
+std::vector<int> usable_cores() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) throw std::runtime_error("sched_getaffinity failed");
+  std::vector<int> cores;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(static_cast<std::size_t>(cpu), &allowed)) cores.push_back(cpu);
+  }
+  return cores;
+}
+
+void pin_this_thread(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(static_cast<std::size_t>(cpu), &set);
+  if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set) != 0) throw std::runtime_error("pthread_setaffinity_np failed");
+}
+
+// N bare loops, one per core of cores[0, N): each thread its own batch buffer and the one batched plan
+// through fftwf_execute_dft (the stage's threads do the same), total/N samples each; samples/s over
+// the time from a common start to the last thread's end.
+double bare_fftw_samples_per_second(std::size_t size, std::uint64_t total_samples, std::size_t threads,
+                                    const std::vector<int>& cores) {
+  const std::size_t batch = std::max<std::size_t>(1, kBatchSamples / size);
+  std::vector<fftwf_complex*> buffers(threads);
+  for (auto& buffer : buffers) {
+    buffer = fftwf_alloc_complex(size * batch);
+    if (buffer == nullptr) throw std::runtime_error("fftwf_alloc_complex failed");
+    for (std::size_t i = 0; i < size * batch; ++i) {
+      buffer[i][0] = static_cast<float>(i % 7) * 0.1F;
+      buffer[i][1] = 0;
+    }
+  }
+  const int length = static_cast<int>(size);
+  fftwf_plan many = fftwf_plan_many_dft(1, &length, static_cast<int>(batch), buffers[0], nullptr, 1, length, buffers[0],
+                                        nullptr, 1, length, FFTW_FORWARD, fftw_planner_flags(size));
+  if (many == nullptr) throw std::runtime_error("FFTW planning failed");
+  const std::uint64_t batches = total_samples / threads / (size * batch);
+  std::atomic<std::size_t> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<std::uint64_t> ends(threads);
+  std::vector<std::thread> workers;
+  for (std::size_t t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      pin_this_thread(cores[t]);
+      ready.fetch_add(1);
+      while (!go.load(std::memory_order_acquire)) {
+      }
+      for (std::uint64_t i = 0; i < batches; ++i) {
+        fftwf_execute_dft(many, buffers[t], buffers[t]);
+        benchmark::ClobberMemory();
+      }
+      ends[t] = monotonic_ns();
+    });
+  }
+  while (ready.load() < threads) std::this_thread::yield();
+  const std::uint64_t begin = monotonic_ns();
+  go.store(true, std::memory_order_release);
+  for (auto& worker : workers) worker.join();
+  const std::uint64_t end = *std::max_element(ends.begin(), ends.end());
+  fftwf_destroy_plan(many);
+  for (auto* buffer : buffers) fftwf_free(buffer);
+  return static_cast<double>(batches * threads * size * batch) / (static_cast<double>(end - begin) / 1e9);
+}
+
+// The stage with threads: N, its thread and workers pinned to cores[0, N) (cpu: and worker_cpus:).
+double threaded_stage_samples_per_second(std::size_t size, std::uint64_t total_samples, const std::string& output,
+                                         std::size_t average, std::size_t threads, const std::vector<int>& cores) {
+  std::string workers;
+  for (std::size_t t = 1; t < threads; ++t) workers += (workers.empty() ? "" : ", ") + std::to_string(cores[t]);
+  const auto pin = [&](std::size_t index) {
+    return index < cores.size() ? ", cpu: " + std::to_string(cores[index]) : std::string();
+  };
+  Pipeline pipeline(load_pipeline_text(
+      "pipeline: {chunk: 4MiB, chunks: 8}\nlanes: [{name: a, stages: [{type: generator, format: ci16, stop_after: " +
+      std::to_string(total_samples * 4) + pin(threads) + "}, {type: fft, backend: fftw, size: " + std::to_string(size) +
+      ", output: " + output + ", average: " + std::to_string(average) + ", cpu: " + std::to_string(cores[0]) +
+      (threads > 1 ? ", threads: " + std::to_string(threads) + ", worker_cpus: [" + workers + "]" : "") + "}, {type: null" +
+      pin(threads + 1) + "}]}]\n"));
+  pipeline.start();
+  pipeline.run();
+  const auto lanes = pipeline.metrics_by_lane();
+  const StageMetrics& fft = *lanes[0][1];
+  if (fft.in.samples.load() != total_samples) throw std::runtime_error("fft stage lost samples");
+  return static_cast<double>(total_samples) / (static_cast<double>(fft.busy_ns.load()) / 1e9);
+}
+
+// The backend alone, driven as the stage drives it (load a batch, transform it, fold it into rows)
+// over one 4 MiB ci16 chunk read again and again (cache-resident like a chunk the generator just
+// wrote), this thread on cores[0] and the workers on cores[1, N): the threads' scaling without a
+// generator or sink competing for the cores (which they do on a machine with fewer than N + 2).
+double backend_samples_per_second(std::size_t size, std::uint64_t total_samples, const std::string& output,
+                                  std::size_t average, std::size_t threads, const std::vector<int>& cores) {
+  FftBackendSpec spec;
+  spec.size = size;
+  spec.output = output == "complex" ? FftOutput::complex : output == "power" ? FftOutput::power : FftOutput::power_db;
+  spec.average = average;
+  spec.threads = threads;
+  spec.worker_cpus.assign(cores.begin() + 1, cores.begin() + static_cast<std::ptrdiff_t>(threads));
+  const std::unique_ptr<FftBackend> backend = make_fftw_backend(spec);
+  const std::size_t batch = backend->batch_frames();
+  constexpr std::size_t kChunkSamples = 1 << 20;  // 4 MiB of ci16
+  std::vector<std::int16_t> chunk(2 * kChunkSamples);
+  for (std::size_t i = 0; i < chunk.size(); ++i) chunk[i] = static_cast<std::int16_t>(i * 7919 % 65536 - 32768);
+  std::vector<float> rows(batch * size);
+  cpu_set_t before;
+  if (pthread_getaffinity_np(pthread_self(), sizeof(before), &before) != 0) throw std::runtime_error("pthread_getaffinity_np failed");
+  pin_this_thread(cores[0]);
+  const std::size_t per_batch = batch * size;
+  const std::uint64_t batches = total_samples / per_batch;
+  std::size_t pending = 0;
+  std::size_t at = 0;
+  const std::uint64_t begin = monotonic_ns();
+  for (std::uint64_t i = 0; i < batches; ++i) {
+    if (at + per_batch > kChunkSamples) at = 0;
+    backend->load(0, 0, reinterpret_cast<const std::byte*>(chunk.data() + 2 * at), SampleFormat::ci16, per_batch);
+    backend->transform(batch);
+    backend->fold(0, batch, pending, reinterpret_cast<std::byte*>(rows.data()));
+    benchmark::ClobberMemory();
+    pending = (pending + batch) % average;
+    at += per_batch;
+  }
+  const std::uint64_t end = monotonic_ns();
+  if (pthread_setaffinity_np(pthread_self(), sizeof(before), &before) != 0) throw std::runtime_error("pthread_setaffinity_np failed");
+  return static_cast<double>(batches * per_batch) / (static_cast<double>(end - begin) / 1e9);
+}
+
+// Arguments: FFT size, threads N, average. Input: 64 Mi ci16 samples per thread (256 MiB each).
+void BM_FftwThreads(benchmark::State& state, const std::string& output) {
+  const auto size = static_cast<std::size_t>(state.range(0));
+  const auto threads = static_cast<std::size_t>(state.range(1));
+  const auto average = static_cast<std::size_t>(state.range(2));
+  const std::vector<int> cores = usable_cores();
+  const std::uint64_t per_thread = 64ULL << 20;
+  double stage_one = 0;
+  double stage_many = 0;
+  double bare_one = 0;
+  double bare_many = 0;
+  double backend_one = 0;
+  double backend_many = 0;
+  for (auto _ : state) {
+    bare_one = bare_fftw_samples_per_second(size, per_thread, 1, cores);
+    backend_one = backend_samples_per_second(size, per_thread, output, average, 1, cores);
+    stage_one = threaded_stage_samples_per_second(size, per_thread, output, average, 1, cores);
+    bare_many = bare_fftw_samples_per_second(size, per_thread * threads, threads, cores);
+    backend_many = backend_samples_per_second(size, per_thread * threads, output, average, threads, cores);
+    stage_many = threaded_stage_samples_per_second(size, per_thread * threads, output, average, threads, cores);
+  }
+  state.counters["backend_1_Msps"] = backend_one / 1e6;
+  state.counters["backend_N_Msps"] = backend_many / 1e6;
+  state.counters["backend_scaling"] = backend_many / backend_one;
+  state.counters["backend_ratio_N"] = backend_many / bare_many;
+  state.counters["stage_1_Msps"] = stage_one / 1e6;
+  state.counters["stage_N_Msps"] = stage_many / 1e6;
+  state.counters["bare_1_Msps"] = bare_one / 1e6;
+  state.counters["bare_N_Msps"] = bare_many / 1e6;
+  state.counters["scaling"] = stage_many / stage_one;          // the goal: ≥ 1.8 at N = 2
+  state.counters["bare_scaling"] = bare_many / bare_one;
+  state.counters["ratio_N"] = stage_many / bare_many;          // the stage against bare loops on as many cores
+}
+
 }  // namespace
 }  // namespace sluice
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  // Thread counts this machine has the cores for (N for the fft threads; the generator and the sink
+  // float where no core is left for them).
+  const std::size_t cores = sluice::usable_cores().size();
+  auto* threaded = benchmark::RegisterBenchmark("BM_FftwThreads/power_db",
+                                                [](benchmark::State& state) { sluice::BM_FftwThreads(state, "power_db"); });
+  for (const long threads : {2L, 4L, 8L}) {
+    if (static_cast<std::size_t>(threads) > cores) break;
+    for (const long average : {1L, 16L}) threaded->Args({1024, threads, average});
+  }
+  threaded->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -8,6 +8,9 @@
 #   bash .device/run.sh fft      fft_gpu_test / fft_gpu_kernels_test (cuFFT with LTO callbacks / with kernels vs
 #                                float64 reference and FFTW), fft_reference_test,
 #                                fft_gpu_bench (stage vs bare cufftExecC2C; ci16 power_db vs D2D copy), fft_bench
+#   bash .device/run.sh fftw     fft_bench's FftwThreads cases: the FFTW stage (and its backend alone) on 2, 4, 8
+#                                threads against one thread and against as many bare fftwf_execute loops on the
+#                                same cores; prints scaling and ratios (of medians of 5) last
 #   bash .device/run.sh dual     configs/dual_port.yaml (2 emulator streams → udp → link → cuFFT → record → null,
 #                                every thread pinned) at 2 × 3 GB/s for DUAL_SECONDS (30), then higher rates for
 #                                10 s each until one loses; prints a table last
@@ -119,6 +122,26 @@ for mode in "$@"; do
       grep -B2 -A8 'Failure' "$out/tests.log" | tail -30
       bench fft_gpu_bench
       grep -E 'BM_.*(ratio|GBps)' "$out/bench.log" | grep -v _mean | tail -12
+      ;;
+    fftw)
+      echo "===== fft_bench FftwThreads" | tee -a "$out/bench.log"
+      lscpu | grep -E '^(Model name|Thread|Core|Socket|NUMA node)' | tee -a "$out/bench.log"
+      lscpu -e=CPU,CORE,SOCKET >> "$out/bench.log"  # which cores N threads on cpus 0 … N−1 land on (siblings?)
+      timeout 540 "$pack/bin/fft_bench" --benchmark_filter=FftwThreads --benchmark_repetitions=5 \
+        --benchmark_report_aggregates_only=true --benchmark_out="$out/fftw-threads.json" --benchmark_out_format=json \
+        >> "$out/bench.log" 2>&1 || status=1
+      python3 - "$out/fftw-threads.json" <<'PY' | tee "$out/fftw-threads.txt"
+import json, sys
+medians = [b for b in json.load(open(sys.argv[1]))["benchmarks"] if b.get("aggregate_name") == "median"]
+print(f"{'output/size/N/average':<24}{'stage 1':>9}{'stage N':>9}{'scaling':>8}{'bare 1':>9}{'bare N':>9}"
+      f"{'bare sc.':>9}{'ratio N':>8}{'backend 1':>10}{'backend N':>10}{'backend sc.':>12}{'bk ratio N':>11}")
+for b in medians:  # Msps; scalings and ratios are ratios of the medians
+    name = b["run_name"].removeprefix("BM_FftwThreads/").split("/iterations")[0]
+    print(f"{name:<24}{b['stage_1_Msps']:9.0f}{b['stage_N_Msps']:9.0f}{b['stage_N_Msps'] / b['stage_1_Msps']:8.2f}"
+          f"{b['bare_1_Msps']:9.0f}{b['bare_N_Msps']:9.0f}{b['bare_N_Msps'] / b['bare_1_Msps']:9.2f}"
+          f"{b['stage_N_Msps'] / b['bare_N_Msps']:8.2f}{b['backend_1_Msps']:10.0f}{b['backend_N_Msps']:10.0f}"
+          f"{b['backend_N_Msps'] / b['backend_1_Msps']:12.2f}{b['backend_N_Msps'] / b['bare_N_Msps']:11.2f}")
+PY
       ;;
     dual)
       table="$out/dual-table.txt"

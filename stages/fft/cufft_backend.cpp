@@ -148,7 +148,7 @@ class CufftBackend final : public FftBackend {
   [[nodiscard]] MemoryKind memory() const override { return MemoryKind::device; }
   [[nodiscard]] std::size_t batch_frames() const override { return batch_; }
 
-  [[nodiscard]] std::string fusion_note() const override { return fusion_note_; }
+  [[nodiscard]] std::string work_note() const override { return fusion_note_; }
 
   void load(std::size_t frame, std::size_t offset, const std::byte* input, SampleFormat format,
             std::size_t count) noexcept override {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "pipeline/chunk.hpp"
 #include "pipeline/memory.hpp"
@@ -34,6 +35,9 @@ struct FftBackendSpec {
   std::size_t average = 1;          // frames per row (the stage's `average`); 1 lets a backend skip its accumulator
   int cuda_device = 0;              // GPU backends only
   FftFusion fusion = FftFusion::automatic;  // cuFFT only
+  std::size_t threads = 1;          // FFTW only: threads sharing each batch (the caller's included)
+  std::vector<int> worker_cpus;     // FFTW only: a core per extra thread (threads − 1), or empty
+  int avoid_cpu = -1;               // FFTW only: with no worker_cpus, workers run anywhere but here (the stage's core)
 };
 
 // Output normalisation, shared by every backend: X[k] = sum_n w[n] x[n] e^(-2πi kn/N) is
@@ -73,9 +77,10 @@ class FftBackend {
   virtual void wait(std::uint64_t /*fence*/) noexcept {}
   // The first failed call (a GPU backend's calls are noexcept and cannot throw), or empty.
   [[nodiscard]] virtual std::string error() const { return {}; }
-  // How the work around the transform is done (cuFFT: fused or kernels, and why), for the
-  // stage's note and log line; empty where there is nothing to say.
-  [[nodiscard]] virtual std::string fusion_note() const { return {}; }
+  // How the work is done (cuFFT: fused or kernels, and why; FFTW: the threads that share each
+  // batch and their cores), for the stage's note and log line; empty where there is nothing to say
+  // (FFTW on one thread).
+  [[nodiscard]] virtual std::string work_note() const { return {}; }
 };
 
 // Throws std::runtime_error naming the failed FFTW call. Plans under a process-wide mutex.

@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "pipeline/config.hpp"
+#include "stages/fft/worker_team.hpp"
 
 namespace sluice {
 namespace {
@@ -58,6 +59,37 @@ FftStage::FftStage(SettingsReader& reader, const PipelineSettings& pipeline) {
   if (settings_.fusion == FftFusion::fused && (settings_.size != 1024 || settings_.output == FftOutput::complex)) {
     reader.error("fusion", "fusion: fused transforms 1024-point frames into power rows only",
                  "use size: 1024 with output: power or power_db, or fusion: kernels or auto");
+  }
+  settings_.threads = static_cast<std::size_t>(reader.integer(
+      "threads", 1,
+      "FFTW only: threads sharing each batch's work (conversion and window, transform, |X|², averaging and dB), "
+      "the stage's own thread included; the others are workers the stage starts",
+      1, static_cast<std::int64_t>(WorkerTeam::kMaxThreads)));
+  const std::vector<double> worker_cpus = reader.numbers(
+      "worker_cpus", {},
+      "FFTW with threads > 1: the core of each worker (threads − 1 of them; the stage's own thread is pinned by cpu:); "
+      "empty: workers run on any core but the stage's cpu");
+  for (const double cpu : worker_cpus) {
+    if (cpu < 0 || cpu > 4095 || cpu != std::floor(cpu)) {
+      reader.error("worker_cpus", fmt::format("worker_cpus: {} is not a core number", cpu), "use whole numbers 0 … 4095");
+    } else if (std::find(settings_.worker_cpus.begin(), settings_.worker_cpus.end(), static_cast<int>(cpu)) !=
+               settings_.worker_cpus.end()) {
+      reader.error("worker_cpus", "worker_cpus names core " + std::to_string(static_cast<int>(cpu)) + " twice",
+                   "give each worker its own core");
+    } else {
+      settings_.worker_cpus.push_back(static_cast<int>(cpu));
+    }
+  }
+  if (reader.has("threads") && settings_.backend == FftBackendKind::cufft) {
+    reader.error("threads", "threads applies to the FFTW backend only; cuFFT runs the whole batch on the GPU",
+                 "remove threads:, or use backend: fftw");
+  }
+  if (!worker_cpus.empty() && worker_cpus.size() != settings_.threads - 1) {
+    reader.error("worker_cpus",
+                 "worker_cpus names " + std::to_string(worker_cpus.size()) + " cores, and threads: " +
+                     std::to_string(settings_.threads) + " starts " + std::to_string(settings_.threads - 1) + " workers",
+                 settings_.threads == 1 ? "set threads: to one more than the cores listed, or remove worker_cpus:"
+                                        : "list one core per worker (the stage's own thread, pinned by cpu:, is the first of the threads)");
   }
   settings_.pool = read_pool_settings(reader, pipeline);
   if (settings_.output == FftOutput::complex && settings_.average > 1) {
@@ -162,15 +194,29 @@ void FftStage::choose_backend(StageContext& context, std::size_t largest_input_b
     throw std::runtime_error("fft backend: cufft needs a GPU: " + cuda_unavailable_reason() +
                              " (use backend: fftw, or auto to fall back)");
   }
-  FftBackendSpec spec{settings_.size, settings_.window, settings_.output, 64, settings_.average,
-                      context.pipeline().cuda_device, settings_.fusion};
+  FftBackendSpec spec{.size = settings_.size,
+                      .window = settings_.window,
+                      .output = settings_.output,
+                      .batch_frames = 64,
+                      .average = settings_.average,
+                      .cuda_device = context.pipeline().cuda_device,
+                      .fusion = settings_.fusion,
+                      .threads = settings_.threads,
+                      .worker_cpus = settings_.worker_cpus,
+                      .avoid_cpu = context.cpu()};
   if (kind == FftBackendKind::cufft) {
+    if (settings_.threads > 1) {
+      throw std::runtime_error("fft threads: " + std::to_string(settings_.threads) +
+                               " needs the FFTW backend, and auto chose cuFFT on GPU " +
+                               std::to_string(context.pipeline().cuda_device) +
+                               " (use backend: fftw to run FFTW on that many threads, or remove threads:)");
+    }
     // One batch takes the largest upstream chunk whole (plus a carried partial frame), so each
     // chunk is a few kernel launches and one cuFFT execution.
     const std::size_t sample_bytes = bytes_per_sample(context.stream.format);
     spec.batch_frames = std::max<std::size_t>(64, largest_input_bytes / sample_bytes / settings_.size + 2);
     backend_ = make_cufft_backend(spec);
-    const std::string note = backend_->fusion_note();
+    const std::string note = backend_->work_note();
     spdlog::info("lane {} stage {}: {}", context.lane_name(), context.stage_name(), note);
     context.metrics().notes.push_back(note);
   } else {
@@ -179,7 +225,17 @@ void FftStage::choose_backend(StageContext& context, std::size_t largest_input_b
                                " needs the cuFFT backend, and auto chose FFTW: " + cuda_unavailable_reason() +
                                " (remove fusion: to run on FFTW)");
     }
+    if (context.cpu() >= 0 && std::find(settings_.worker_cpus.begin(), settings_.worker_cpus.end(), context.cpu()) !=
+                                  settings_.worker_cpus.end()) {
+      throw std::runtime_error("fft worker_cpus includes core " + std::to_string(context.cpu()) +
+                               ", where the stage's own thread is pinned (cpu:); a worker there would only take turns "
+                               "with it (list other cores in worker_cpus)");
+    }
     backend_ = make_fftw_backend(spec);
+    if (std::string note = backend_->work_note(); !note.empty()) {
+      spdlog::info("lane {} stage {}: {}", context.lane_name(), context.stage_name(), note);
+      context.metrics().notes.push_back(std::move(note));
+    }
   }
 }
 

@@ -21,6 +21,8 @@ struct FftSettings {
   FftOutput output = FftOutput::power_db;
   FftBackendKind backend = FftBackendKind::automatic;  // auto: cuFFT when a GPU answers, else FFTW
   FftFusion fusion = FftFusion::automatic;             // cuFFT: LTO callbacks or kernels around the plan
+  std::size_t threads = 1;                // FFTW: threads sharing each batch, the stage's own included
+  std::vector<int> worker_cpus;           // FFTW: a core per worker (threads − 1), or empty: any core but the stage's
   PoolSettings pool;                      // the stage's output chunks
 };
 

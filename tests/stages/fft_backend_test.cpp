@@ -6,12 +6,20 @@
 // device-memory chunks in and out, and cuFFT against FFTW (label gpu: skips without a GPU).
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
+#include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <thread>
 #include <complex>
 #include <limits>
 #include <cstring>
 #include <numbers>
 #include <random>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -60,6 +68,11 @@ class FeedSource final : public Stage {
     ChunkPtr chunk = context_->acquire(*pool_, std::chrono::milliseconds(100));
     if (!chunk) return StageStatus::idle;
     const FeedChunk& feed = g_feed[next_];
+    if (feed.bytes.size() > chunk->capacity) {
+      context_->fail("test feed chunk of " + std::to_string(feed.bytes.size()) + " bytes exceeds the pool's " +
+                     std::to_string(chunk->capacity));
+      return StageStatus::error;
+    }
     if (std::string error = copy_memory(chunk->data, chunk->memory, feed.bytes.data(), MemoryKind::host, feed.bytes.size());
         !error.empty()) {
       context_->fail(error);
@@ -262,10 +275,11 @@ double relative_error(const std::vector<float>& out, const std::vector<double>& 
   return std::sqrt(error / norm);
 }
 
-// Cuts `bytes` into chunks of odd sizes (whole samples), so frames straddle chunk boundaries.
-std::vector<FeedChunk> odd_chunks(const std::vector<std::byte>& bytes, std::size_t sample_bytes, std::mt19937& random) {
+// Cuts `bytes` into chunks of odd sizes (whole samples, up to `most`), so frames straddle chunk boundaries.
+std::vector<FeedChunk> odd_chunks(const std::vector<std::byte>& bytes, std::size_t sample_bytes, std::mt19937& random,
+                                  std::size_t most = 8191) {
   std::vector<FeedChunk> chunks;
-  std::uniform_int_distribution<std::size_t> samples(1, 8191);
+  std::uniform_int_distribution<std::size_t> samples(1, most);
   for (std::size_t at = 0; at < bytes.size();) {
     const std::size_t take = std::min(bytes.size() - at, samples(random) * sample_bytes);
     chunks.push_back(FeedChunk{std::vector<std::byte>(bytes.begin() + static_cast<std::ptrdiff_t>(at),
@@ -304,17 +318,27 @@ std::vector<Case> all_cases() {
   return cases;
 }
 
-void check_case(const Case& test, const std::string& memory, std::mt19937& random) {
+std::string fft_settings(const Case& test) {
+  return "{type: fft, size: " + std::to_string(test.size) + ", window: " + window_name(test.window) +
+         ", average: " + std::to_string(test.average) + ", output: " + test.output;
+}
+
+std::string case_name(const Case& test) {
+  return std::string(to_string(test.format)) + " " + test.output + " size " + std::to_string(test.size) + " " +
+         window_name(test.window) + " average " + std::to_string(test.average);
+}
+
+// `threads` > 1 (FFTW): chunks up to 2 MiB − 1 sample, so that one chunk fills several threads' blocks of a batch.
+void check_case(const Case& test, const std::string& memory, std::mt19937& random, std::size_t threads = 1) {
   g_format = test.format;
   const std::size_t frames = 40 * test.average + 1;  // and a partial frame at the end, which makes no row
   const Input input = random_input(test.format, frames * test.size + test.size / 2, random);
-  g_feed = odd_chunks(input.bytes, bytes_per_sample(test.format), random);
-  const std::string description = std::string(to_string(test.format)) + " " + test.output + " size " +
-                                  std::to_string(test.size) + " " + window_name(test.window) + " average " +
-                                  std::to_string(test.average) + " memory " + memory;
+  const std::size_t sample_bytes = bytes_per_sample(test.format);
+  g_feed = odd_chunks(input.bytes, sample_bytes, random, threads == 1 ? 8191 : (2U << 20) / sample_bytes - 1);
+  const std::string description = case_name(test) + " memory " + memory + " threads " + std::to_string(threads);
   run_fft("{type: feed, memory: " + memory + "}",
-          "{type: fft, size: " + std::to_string(test.size) + ", window: " + window_name(test.window) +
-              ", average: " + std::to_string(test.average) + ", output: " + test.output + ", memory: " + memory + "}");
+          fft_settings(test) + ", memory: " + memory + (threads > 1 ? ", threads: " + std::to_string(threads) : "") + "}",
+          kBackend, threads == 1 ? "64KiB" : "2MiB");
   const std::vector<double> reference = reference_rows(input.values, test.size, test.window, test.average, test.output);
   const double error = relative_error(captured_values(), reference);
   // float32 arithmetic over a 1024-point transform lands near 1e-7; the bound leaves room, not slack.
@@ -437,6 +461,211 @@ TEST(FftBackend, FusionIsRefusedWhereItCannotApply) {
     FAIL() << "fusion: fused started on FFTW";
   } catch (const std::exception& error) {
     EXPECT_NE(std::string(error.what()).find("remove fusion"), std::string::npos) << error.what();
+  }
+}
+
+// FFTW's threads split each batch: the options against the float64 reference on 3 threads (chunks
+// big enough that one fills several threads' blocks; the sizes whose reference is cheap, since the
+// next test ties every case to one thread's output bit for bit), then 2 and 3 threads against 1 on
+// the same input with gaps: the same bytes, first samples, times and gaps.
+TEST(FftBackend, FftwThreadsMatchTheReference) {
+  if (kBackend != "fftw") GTEST_SKIP() << "threads is an FFTW setting: fft_reference_test checks it";
+  std::mt19937 random(std::random_device{}());
+  for (const Case& test : all_cases()) {
+    if (test.size < 1024) check_case(test, "host", random, 3);
+  }
+}
+
+std::vector<Captured> threaded_run(const Case& test, std::size_t threads) {
+  const std::string fft = fft_settings(test) + ", chunk: 24KiB" +  // rows split across many output chunks
+                          (threads > 1 ? ", threads: " + std::to_string(threads) : "") + "}";
+  run_fft("{type: feed}", fft, "fftw", "1MiB");
+  return g_captured;
+}
+
+TEST(FftBackend, FftwThreadsGiveTheSameRowsGapsAndTimesAsOneThread) {
+  if (kBackend != "fftw") GTEST_SKIP() << "threads is an FFTW setting: fft_reference_test checks it";
+  std::mt19937 random(std::random_device{}());
+  std::vector<Case> cases = all_cases();
+  cases.push_back(Case{SampleFormat::ci16, "power_db", 1024, WindowKind::hann, 16});  // the mission's lane
+  cases.push_back(Case{SampleFormat::ci16, "power", 1024, WindowKind::hann, 100});    // rows longer than a batch
+  for (std::size_t turn = 0; turn < cases.size(); ++turn) {
+    const Case& test = cases[turn];
+    g_format = test.format;
+    const std::size_t sample_bytes = bytes_per_sample(test.format);
+    const std::size_t samples = std::max<std::size_t>(300 * test.size, 200'000 / sample_bytes);
+    const Input input = random_input(test.format, samples, random);
+    // Chunks from one sample to a quarter of the input or 1 MiB (several batches), a gap in every fourth of them.
+    g_feed = odd_chunks(input.bytes, sample_bytes, random, std::min<std::size_t>(samples / 4, (1U << 20) / sample_bytes));
+    for (std::size_t i = 1; i < g_feed.size(); i += 4) {
+      const std::uint64_t length = g_feed[i].bytes.size() / sample_bytes;
+      const std::uint64_t at = std::uniform_int_distribution<std::uint64_t>(0, length - 1)(random);
+      g_feed[i].gaps = {Gap{g_feed[i].first_sample + at, std::min<std::uint64_t>(length - at, 1 + at % (3 * test.size))}};
+    }
+    const std::vector<Captured> one = threaded_run(test, 1);
+    ASSERT_FALSE(one.empty()) << case_name(test);
+    std::size_t gaps = 0;
+    for (const Captured& chunk : one) gaps += chunk.gaps.size();
+    EXPECT_GT(gaps, 0U) << case_name(test);
+    // Two threads (even halves) and three (a third thread that often gets a partial block or none)
+    // in turns, both on the last two cases: each run costs the runtime's 50 ms poll.
+    std::vector<std::size_t> thread_counts = {turn % 2 == 0 ? 2UL : 3UL};
+    if (turn + 2 >= cases.size()) thread_counts = {2, 3};
+    for (const std::size_t threads : thread_counts) {
+      const std::vector<Captured> many = threaded_run(test, threads);
+      const std::string description = case_name(test) + ", threads " + std::to_string(threads);
+      ASSERT_EQ(many.size(), one.size()) << description;
+      for (std::size_t i = 0; i < one.size(); ++i) {
+        EXPECT_EQ(many[i].first_sample, one[i].first_sample) << description << ", chunk " << i;
+        EXPECT_EQ(many[i].sample_count, one[i].sample_count) << description << ", chunk " << i;
+        EXPECT_EQ(many[i].timestamp.seconds, one[i].timestamp.seconds) << description << ", chunk " << i;
+        EXPECT_EQ(many[i].timestamp.picoseconds, one[i].timestamp.picoseconds) << description << ", chunk " << i;
+        ASSERT_EQ(many[i].gaps.size(), one[i].gaps.size()) << description << ", chunk " << i;
+        for (std::size_t g = 0; g < one[i].gaps.size(); ++g) {
+          EXPECT_EQ(many[i].gaps[g].first_sample, one[i].gaps[g].first_sample) << description << ", chunk " << i;
+          EXPECT_EQ(many[i].gaps[g].length, one[i].gaps[g].length) << description << ", chunk " << i;
+        }
+        ASSERT_EQ(many[i].bytes.size(), one[i].bytes.size()) << description << ", chunk " << i;
+        EXPECT_EQ(std::memcmp(many[i].bytes.data(), one[i].bytes.data(), one[i].bytes.size()), 0)
+            << description << ": chunk " << i << " differs from one thread's";
+      }
+    }
+  }
+}
+
+std::string config_error(const std::string& fft) {
+  try {
+    load_pipeline_text("lanes: [{name: a, stages: [{type: feed}, " + fft + ", {type: capture}]}]\n", "test.yaml", {},
+                       test_registry());
+  } catch (const std::exception& error) {
+    return error.what();
+  }
+  return "(validated)";
+}
+
+std::string start_error(const std::string& fft) {
+  Pipeline pipeline(load_pipeline_text("lanes: [{name: a, stages: [{type: feed}, " + fft + ", {type: capture}]}]\n",
+                                       "test.yaml", {}, test_registry()));
+  try {
+    pipeline.start();
+  } catch (const std::exception& error) {
+    return error.what();
+  }
+  return "(started)";
+}
+
+TEST(FftBackend, FftwThreadsAreRefusedWhereTheyCannotApply) {
+  g_format = SampleFormat::cf32;
+  g_feed = {};
+  std::string error = config_error("{type: fft, backend: cufft, threads: 2}");
+  EXPECT_NE(error.find("threads applies to the FFTW backend only"), std::string::npos) << error;
+  EXPECT_NE(error.find("backend: fftw"), std::string::npos) << error;
+  error = config_error("{type: fft, backend: fftw, threads: 0}");
+  EXPECT_NE(error.find("threads"), std::string::npos) << error;
+  error = config_error("{type: fft, backend: fftw, threads: 2, worker_cpus: [0, 1]}");
+  EXPECT_NE(error.find("worker_cpus names 2 cores, and threads: 2 starts 1 workers"), std::string::npos) << error;
+  error = config_error("{type: fft, backend: fftw, worker_cpus: [1]}");
+  EXPECT_NE(error.find("threads: 1 starts 0 workers"), std::string::npos) << error;
+  error = config_error("{type: fft, backend: fftw, threads: 3, worker_cpus: [1, 1]}");
+  EXPECT_NE(error.find("core 1 twice"), std::string::npos) << error;
+  error = config_error("{type: fft, backend: fftw, threads: 2, worker_cpus: [1.5]}");
+  EXPECT_NE(error.find("not a core number"), std::string::npos) << error;
+  // A worker on the stage's own core would only take turns with it.
+  error = start_error("{type: fft, backend: fftw, cpu: 0, threads: 2, worker_cpus: [0]}");
+  EXPECT_NE(error.find("worker_cpus includes core 0"), std::string::npos) << error;
+  if (cuda_available()) {
+    error = start_error("{type: fft, size: 48, threads: 2}");
+    EXPECT_NE(error.find("auto chose cuFFT"), std::string::npos) << error;
+  } else {
+    EXPECT_EQ(start_error("{type: fft, size: 48, threads: 2}"), "(started)");  // auto takes FFTW here, and the threads apply
+  }
+}
+
+// The threads of this process named `name` (pthread_setname_np), by their /proc/self/task entries.
+std::vector<std::string> tasks_named(const std::string& name) {
+  std::vector<std::string> tasks;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(entry.path() / "comm");
+    std::string text;
+    if (std::getline(comm, text) && text == name) tasks.push_back(entry.path());
+  }
+  return tasks;
+}
+
+std::string status_field(const std::string& task, const std::string& field) {  // "Cpus_allowed_list", "State"
+  std::ifstream status(task + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind(field + ":", 0) == 0) {
+      const std::size_t value = line.find_first_not_of(" \t", field.size() + 1);
+      return value == std::string::npos ? std::string() : line.substr(value);
+    }
+  }
+  return {};
+}
+
+std::set<int> cpu_list(const std::string& text) {  // "0,2-5" → {0, 2, 3, 4, 5}
+  std::set<int> cpus;
+  std::stringstream parts(text);
+  for (std::string part; std::getline(parts, part, ',');) {
+    const std::size_t dash = part.find('-');
+    const int first = std::stoi(part.substr(0, dash));
+    const int last = dash == std::string::npos ? first : std::stoi(part.substr(dash + 1));
+    for (int cpu = first; cpu <= last; ++cpu) cpus.insert(cpu);
+  }
+  return cpus;
+}
+
+TEST(FftBackend, FftwWorkersArePinnedAndSleepWhenIdle) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  if (!CPU_ISSET(0, &allowed) || !CPU_ISSET(1, &allowed)) GTEST_SKIP() << "needs cores 0 and 1";
+  g_format = SampleFormat::ci16;
+  std::mt19937 random(3);
+  g_feed = {FeedChunk{random_input(g_format, 200'000, random).bytes, 0, {}}};
+  ASSERT_TRUE(tasks_named("fftw worker 1").empty());
+  {
+    // Named cores: the worker runs on core 1 only, and says so in the stage's note.
+    Pipeline pipeline(load_pipeline_text(
+        "lanes: [{name: a, stages: [{type: feed}, {type: fft, backend: fftw, size: 64, cpu: 0, threads: 2, worker_cpus: [1]}, "
+        "{type: capture}]}]\n",
+        "test.yaml", {}, test_registry()));
+    pipeline.start();
+    const std::vector<std::string> workers = tasks_named("fftw worker 1");
+    ASSERT_EQ(workers.size(), 1U);
+    EXPECT_EQ(status_field(workers[0], "Cpus_allowed_list"), "1");
+    g_captured.clear();
+    pipeline.run();
+    ASSERT_TRUE(pipeline.failures().empty()) << pipeline.failures()[0].message;
+    EXPECT_EQ(g_captured.size(), 1U);
+    const std::vector<std::string> notes = pipeline.metrics_by_lane()[0][1]->notes;
+    ASSERT_EQ(notes.size(), 1U);
+    EXPECT_NE(notes[0].find("FFTW on 2 threads"), std::string::npos) << notes[0];
+    EXPECT_NE(notes[0].find("on cores 1"), std::string::npos) << notes[0];
+    // Idle (the stream ended, the stage is kept until the pipeline goes): asleep, not spinning.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(status_field(workers[0], "State").substr(0, 1), "S") << status_field(workers[0], "State");
+  }
+  // Joined with the stage (the kernel drops a joined thread's /proc entry a moment after the join returns).
+  for (int poll = 0; poll < 100 && !tasks_named("fftw worker 1").empty(); ++poll) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(tasks_named("fftw worker 1").empty());
+  {
+    // No worker_cpus: the workers keep off the stage's own core.
+    Pipeline pipeline(load_pipeline_text(
+        "lanes: [{name: a, stages: [{type: feed}, {type: fft, backend: fftw, size: 64, cpu: 1, threads: 3}, {type: capture}]}]\n",
+        "test.yaml", {}, test_registry()));
+    pipeline.start();
+    std::set<int> expected;
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (cpu != 1 && CPU_ISSET(static_cast<std::size_t>(cpu), &allowed)) expected.insert(cpu);
+    }
+    for (const char* name : {"fftw worker 1", "fftw worker 2"}) {
+      const std::vector<std::string> workers = tasks_named(name);
+      ASSERT_EQ(workers.size(), 1U) << name;
+      EXPECT_EQ(cpu_list(status_field(workers[0], "Cpus_allowed_list")), expected) << name;
+    }
   }
 }
 
