@@ -386,11 +386,10 @@ TEST(RecordStage, ASmallTmpfsVolumeRecordsUntilFullAndStopsCleanly) {
   expect_full_volume_stops_cleanly("tmpfs", "64M", 128ULL << 20);
 }
 
-TEST(RecordStage, KilledMidRecordingIsRepairedUpToTheLastChunkOnDisk) {
-  TempDir dir;
-  // Paced so that the kill lands mid-recording; unlimited length.
-  const std::string yaml = generator_yaml("  - {name: rec, type: record, directory: " + dir.str() + "}\n", 0,
-                                          ", rate: 40MB/s");
+
+// Runs `yaml` in a child process and kills it without warning once `journal` holds `chunks`
+// journaled chunks (or after 10 s); returns the child's wait status.
+int run_and_kill_after(const std::string& yaml, const std::string& journal, std::size_t chunks) {
   const pid_t child = ::fork();
   if (child == 0) {
     try {
@@ -399,17 +398,25 @@ TEST(RecordStage, KilledMidRecordingIsRepairedUpToTheLastChunkOnDisk) {
     }
     ::_exit(0);
   }
-  const std::string journal = dir.str("cap-port0-0000.sluice-journal");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  // Wait for at least 6 journaled chunks, then kill without warning.
   while (std::chrono::steady_clock::now() < deadline &&
          (!fs::exists(journal) ||
-          fs::file_size(journal) < recorder::kJournalHeaderBytes + 6 * sizeof(recorder::JournalRecord))) {
+          fs::file_size(journal) < recorder::kJournalHeaderBytes + chunks * sizeof(recorder::JournalRecord))) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  ASSERT_EQ(::kill(child, SIGKILL), 0);
+  EXPECT_EQ(::kill(child, SIGKILL), 0);
   int status = 0;
   ::waitpid(child, &status, 0);
+  return status;
+}
+
+TEST(RecordStage, KilledMidRecordingIsRepairedUpToTheLastChunkOnDisk) {
+  TempDir dir;
+  // Paced so that the kill lands mid-recording; unlimited length.
+  const std::string yaml = generator_yaml("  - {name: rec, type: record, directory: " + dir.str() + "}\n", 0,
+                                          ", rate: 40MB/s");
+  const std::string journal = dir.str("cap-port0-0000.sluice-journal");
+  const int status = run_and_kill_after(yaml, journal, 6);
   ASSERT_TRUE(WIFSIGNALED(status));
   ASSERT_TRUE(fs::exists(journal)) << "the recording never started";
 
@@ -438,24 +445,8 @@ TEST(RecordStage, AnOverwriteCutByAKillLeavesTheOldCaptureSetAsideFoundAndRestor
   const auto first = read_file(dir.str("cap-port0-0000.sigmf-data"));
   const std::string overwrite = generator_yaml(
       "  - {name: rec, type: record, overwrite: true, directory: " + dir.str() + "}\n", 0, ", rate: 40MB/s");
-  const pid_t child = ::fork();
-  if (child == 0) {
-    try {
-      run_pipeline(overwrite);
-    } catch (...) {
-    }
-    ::_exit(0);
-  }
   const std::string journal = dir.str("cap-port0-0000.sluice-journal");
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (std::chrono::steady_clock::now() < deadline &&
-         (!fs::exists(journal) ||
-          fs::file_size(journal) < recorder::kJournalHeaderBytes + 2 * sizeof(recorder::JournalRecord))) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  ASSERT_EQ(::kill(child, SIGKILL), 0);
-  int status = 0;
-  ::waitpid(child, &status, 0);
+  run_and_kill_after(overwrite, journal, 2);
   ASSERT_TRUE(fs::exists(journal)) << "the new recording never started";
   // Both exist: the cut new recording and, set aside, the old one (never both gone).
   const std::string aside = dir.str("cap-port0.sluice-replaced");
