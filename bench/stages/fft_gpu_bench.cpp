@@ -14,11 +14,11 @@
 
 #include <cstring>
 #include <functional>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "bench/suite/device_source.hpp"
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
 #include "pipeline/memory.hpp"
@@ -37,85 +37,16 @@ void check(cufftResult status, const char* call) {
   if (status != CUFFT_SUCCESS) throw std::runtime_error(std::string(call) + ": cufftResult " + std::to_string(status));
 }
 
-// Random bytes, not zeros (zeros can run faster than real data): cf32 in [-1, 1], or any ci16.
-std::vector<std::byte> random_bytes(std::size_t bytes, bool floats) {
-  std::vector<std::byte> out(bytes);
-  std::mt19937 random(7);
-  if (floats) {
-    std::uniform_real_distribution<float> uniform(-1.0F, 1.0F);
-    for (std::size_t at = 0; at + 4 <= bytes; at += 4) {
-      const float value = uniform(random);
-      std::memcpy(out.data() + at, &value, 4);
-    }
-  } else {
-    for (auto& byte : out) byte = static_cast<std::byte>(random());
-  }
-  return out;
-}
-
-SampleFormat g_format = SampleFormat::cf32;
-std::uint64_t g_chunks = 0;  // chunks the source sends
-
-// Device chunks filled once with random samples at start; process() only stamps and emits them.
-class DeviceSource final : public Stage {
- public:
-  DeviceSource(SettingsReader& reader, const PipelineSettings& pipeline) : settings_(read_pool_settings(reader, pipeline)) {}
-  void start(StageContext& context) override {
-    context_ = &context;
-    pool_ = &context.create_pool("source", settings_.spec(context.pipeline().cuda_device));
-    const std::vector<std::byte> bytes = random_bytes(pool_->chunk_bytes(), g_format == SampleFormat::cf32);
-    for (std::size_t i = 0; i < pool_->chunk_count(); ++i) {
-      Chunk& chunk = pool_->chunk(i);
-      if (std::string error = copy_memory(chunk.data, chunk.memory, bytes.data(), MemoryKind::host, bytes.size());
-          !error.empty()) {
-        throw std::runtime_error(error);
-      }
-    }
-    context.stream.format = g_format;
-    context.stream.sample_rate = 1e9;
-    context.stream.description = "bench device chunks";
-  }
-  StageStatus process() override {
-    if (sent_ == g_chunks) return StageStatus::end_of_stream;
-    ChunkPtr chunk = context_->acquire(*pool_, std::chrono::milliseconds(100));
-    if (!chunk) return StageStatus::idle;
-    chunk->size = chunk->capacity;
-    chunk->format = g_format;
-    chunk->sequence = sent_;
-    chunk->sample_count = chunk->size / bytes_per_sample(g_format);
-    chunk->first_sample = sent_++ * chunk->sample_count;
-    context_->emit(std::move(chunk));
-    return StageStatus::ok;
-  }
-  void stop() noexcept override {}
-
- private:
-  PoolSettings settings_;
-  StageContext* context_ = nullptr;
-  Pool* pool_ = nullptr;
-  std::uint64_t sent_ = 0;
-};
-
-const StageRegistry& registry() {
-  static const StageRegistry built = [] {
-    StageRegistry stages;
-    register_builtin_stages(stages);
-    stages.add(StageType{"device_source", StageRole::source, "bench chunks", [](SettingsReader& reader, const PipelineSettings& pipeline) {
-                           return std::unique_ptr<Stage>(std::make_unique<DeviceSource>(reader, pipeline));
-                         }});
-    return stages;
-  }();
-  return built;
-}
+SampleFormat g_format = SampleFormat::cf32;  // the current benchmark's input format
 
 // Input bytes/s through device_source → fft (cuFFT, device in and out) → null.
 double stage_rate(std::size_t chunk_bytes, std::uint64_t chunks, const std::string& fft, std::size_t out_chunk_bytes) {
-  g_chunks = chunks;
   Pipeline pipeline(load_pipeline_text(
-      "lanes: [{name: a, stages: [{type: device_source, memory: device, chunk: " + std::to_string(chunk_bytes) +
+      "lanes: [{name: a, stages: [{type: device_source, format: " + std::string(to_string(g_format)) +
+          ", chunks_to_send: " + std::to_string(chunks) + ", memory: device, chunk: " + std::to_string(chunk_bytes) +
           ", chunks: " + std::to_string(kBuffers) + "}, {type: fft, backend: cufft, memory: device, chunks: 8, chunk: " +
           std::to_string(out_chunk_bytes) + ", " + fft + "}, {type: null}]}]\n",
-      "bench.yaml", {}, registry()));
+      "bench.yaml", {}, bench::bench_registry()));
   pipeline.start();
   pipeline.run();
   if (!pipeline.failures().empty()) throw std::runtime_error(pipeline.failures()[0].message);
@@ -162,7 +93,7 @@ double bare_c2c_rate(std::size_t chunk_bytes, std::uint64_t chunks) {
   const int batch = static_cast<int>(chunk_bytes / 8 / 1024);
   cudaStream_t stream = nullptr;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-  const std::vector<MemoryRegion> in = device_buffers(chunk_bytes, random_bytes(chunk_bytes, true));
+  const std::vector<MemoryRegion> in = device_buffers(chunk_bytes, bench::random_samples(chunk_bytes, SampleFormat::cf32));
   const std::vector<MemoryRegion> out = device_buffers(chunk_bytes, {});
   cufftHandle plan = 0;
   check(cufftPlanMany(&plan, 1, const_cast<int*>(&length), nullptr, 1, length, nullptr, 1, length, CUFFT_C2C, batch),
@@ -250,7 +181,7 @@ double bare_fused_rate(std::size_t chunk_bytes, std::uint64_t chunks, unsigned f
   cudaStream_t stream = nullptr;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   check(fft_kernels::prepare_fused(), "prepare_fused");
-  const std::vector<MemoryRegion> in = device_buffers(chunk_bytes, random_bytes(chunk_bytes, false));
+  const std::vector<MemoryRegion> in = device_buffers(chunk_bytes, bench::random_samples(chunk_bytes, SampleFormat::ci16));
   MemoryRegion ring(MemoryKind::device, (rows + 2) * fft_kernels::kFusedSize * sizeof(float));
   MemoryRegion out(MemoryKind::device, rows * fft_kernels::kFusedSize * sizeof(float));
   MemoryRegion window(MemoryKind::device, fft_kernels::kFusedSize * sizeof(float));

@@ -29,9 +29,12 @@
 #include <stdexcept>
 #include <thread>
 
+#include "bench/suite/cufft_loop.hpp"
+#include "bench/suite/device_source.hpp"
 #include "emulator/emulator_process.hpp"
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
+#include "pipeline/cuda_glue.hpp"
 #include "pipeline/memory.hpp"
 #include "pipeline/runtime.hpp"
 #include "pipeline/units.hpp"
@@ -120,6 +123,14 @@ Rates fftw_ceiling(double seconds) {
     samples += static_cast<double>(kFftSize * batch);
   }
   return rates(samples * kBytesPerSample, samples, 0, span.wall(), span.cpu());
+}
+
+// The fft stage's ceiling on the GPU: cuFFT's own 1024-point C2C over device buffers of one
+// input chunk's samples, counted as ci16 bytes (4 per sample) like the stage's input.
+Rates cufft_ceiling(std::size_t batch_samples, double seconds) {
+  const Span span;
+  const LoopResult loop = cufft_loop(kFftSize, batch_samples, seconds);
+  return rates(loop.samples * kBytesPerSample, loop.samples, 0, loop.seconds, span.cpu());
 }
 
 // Bare receive on loopback from the emulator: recvmmsg with GRO, counting datagrams and bytes,
@@ -272,7 +283,7 @@ struct Probe {
 Rates measure_pipeline(const std::string& yaml, Probe probe, double seconds, double warmup,
                        const std::function<std::unique_ptr<emulator::EmulatorProcess>(Pipeline&)>& started = {},
                        std::vector<std::string>* notes = nullptr) {
-  Pipeline pipeline(load_pipeline_text(yaml, "<sluice bench>"));
+  Pipeline pipeline(load_pipeline_text(yaml, "<sluice bench>", {}, bench_registry()));
   pipeline.start();
   std::atomic<bool> finished{false};
   std::thread runner([&] {
@@ -418,10 +429,11 @@ BenchResult run_bench(const BenchOptions& options) {
   const double window = std::max(0.1, options.seconds / kMeasurements * 0.8);
   const double warmup = window * 0.25;
   int step = 0;
-  constexpr int kSteps = 13;
+  const bool gpu = cuda_glue::device_count() > 0;
+  const int steps = gpu ? 15 : 13;
   auto say = [&](const std::string& what) {
     ++step;
-    if (options.progress) options.progress("[" + std::to_string(step) + "/" + std::to_string(kSteps) + "] " + what);
+    if (options.progress) options.progress("[" + std::to_string(step) + "/" + std::to_string(steps) + "] " + what);
   };
   const Span whole;
   BenchResult result;
@@ -461,14 +473,36 @@ BenchResult run_bench(const BenchOptions& options) {
       Probe{0, true}, window, warmup, emulator_feed(program, warmup + window + 1));
   result.rows.push_back(row("udp ← emulator (1472 B)", "bare recvmmsg loop", udp, bare));
 
-  say("raw fftwf_execute loop (ceiling of fft)");
+  say("raw fftwf_execute loop (ceiling of fft on FFTW)");
   const Rates raw_fft = fftw_ceiling(window);
-  say("generator → fft → null");
+  say("generator → fft (FFTW) → null");
   std::vector<std::string> fft_notes;
   const Rates fft = measure_pipeline("pipeline: {chunk: 4MiB, chunks: 32}\nlanes: [{name: a, stages: [{type: generator, format: ci16}, "
-                                     "{type: fft, size: " + std::to_string(kFftSize) + "}, {type: \"null\"}]}]\n",
+                                     "{type: fft, backend: fftw, size: " + std::to_string(kFftSize) + "}, {type: \"null\"}]}]\n",
                                      Probe{1, false}, window, warmup, {}, &fft_notes);
-  result.rows.push_back(row("fft (" + std::to_string(kFftSize) + "-point)", "raw fftwf_execute loop", fft, raw_fft, join(fft_notes)));
+  result.rows.push_back(row("fft (" + std::to_string(kFftSize) + "-point, FFTW)", "raw fftwf_execute loop", fft, raw_fft, join(fft_notes)));
+
+  // Where a GPU answers, the lanes' fft (backend auto) runs on cuFFT: measure it there too, fed
+  // with device chunks that are filled once (a host source would measure the host, not the GPU).
+  Rates lane_fft = raw_fft;
+  std::string lane_fft_name = "fftwf";
+  if (gpu) {
+    constexpr std::size_t kGpuChunk = 16ULL << 20;  // ci16 input chunk: 4 Mi samples
+    const auto samples = static_cast<std::size_t>(kGpuChunk / kBytesPerSample);
+    say("raw cufftExecC2C loop (ceiling of fft on cuFFT)");
+    const Rates raw_cufft = cufft_ceiling(samples, window);
+    say("device chunks → fft (cuFFT) → null");
+    std::vector<std::string> gpu_notes;
+    const Rates gpu_fft = measure_pipeline(
+        "lanes: [{name: a, stages: [{type: device_source, format: ci16, memory: device, chunk: 16MiB, chunks: 16}, "
+        "{type: fft, backend: cufft, size: " + std::to_string(kFftSize) + ", memory: device, chunk: 16MiB, chunks: 8}, "
+        "{type: \"null\"}]}]\n",
+        Probe{1, false}, window, warmup, {}, &gpu_notes);
+    result.rows.push_back(row("fft (" + std::to_string(kFftSize) + "-point, cuFFT)", "raw cufftExecC2C loop", gpu_fft,
+                              raw_cufft, join(gpu_notes)));
+    lane_fft = raw_cufft;
+    lane_fft_name = "cufft";
+  }
 
   const std::string raw_file = (work.path() / "raw.bin").string();
   say("raw io_uring " + io + " writes (ceiling of record)");
@@ -510,7 +544,7 @@ BenchResult run_bench(const BenchOptions& options) {
 
   // A whole lane is bounded by its slowest part: the ceiling is the least of its parts' ceilings.
   Rates lane_bound = bare;
-  for (const Rates* part : {&raw_fft, &raw_write}) {
+  for (const Rates* part : {static_cast<const Rates*>(&lane_fft), &raw_write}) {
     if (part->bytes_per_second < lane_bound.bytes_per_second) lane_bound = *part;
   }
   lane_bound.packets_per_second = lane_bound.bytes_per_second / static_cast<double>(kPayload);
@@ -519,7 +553,7 @@ BenchResult run_bench(const BenchOptions& options) {
   say("one lane: udp ← emulator → fft → record → null");
   const Rates one_lane = measure_pipeline(lanes_yaml(1, lanes_directory, direct), Probe{0, true}, window, warmup,
                                           emulator_feed(program, warmup + window + 1));
-  result.rows.push_back(row("lane: udp → fft → record", "least of recvmmsg, fftwf, write", one_lane, lane_bound));
+  result.rows.push_back(row("lane: udp → fft → record", "least of recvmmsg, " + lane_fft_name + ", write", one_lane, lane_bound));
   say("two lanes: 2 × (udp ← emulator → fft → record → null)");
   const Rates two_lanes = measure_pipeline(lanes_yaml(2, lanes_directory, direct), Probe{0, true}, window, warmup,
                                            emulator_feed(program, warmup + window + 1));
