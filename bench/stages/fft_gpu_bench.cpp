@@ -1,6 +1,7 @@
 // The fft stage's cuFFT backend on the GPU against bare loops measured in the same run over
 // the same buffers:
-//   BM_StageVsBareC2C: 1024-point, cf32 in, complex out, window none, 1 MiB..256 MiB chunks:
+//   BM_StageVsBareC2C: 1024-point, cf32 in, complex out, window none, 1 MiB..256 MiB chunks, fusion
+//     fused (second argument 0) or kernels (1):
 //     device chunks → fft → null (the real runtime; the source only re-stamps chunks whose bytes were
 //     filled once) against cufftExecC2C out of place over the same chunk-sized buffers. Counter `ratio`.
 //   BM_Ci16PowerDbVsCopy: ci16 → hann → 1024-point FFT → |X|² averaged over 16 → dB, 64 MiB chunks,
@@ -139,14 +140,16 @@ void BM_StageVsBareC2C(benchmark::State& state) {
   double bare = 0;
   for (auto _ : state) {
     bare = bare_c2c_rate(chunk_bytes, chunks);
-    stage = stage_rate(chunk_bytes, chunks, "size: 1024, window: none, output: complex", chunk_bytes);
+    stage = stage_rate(chunk_bytes, chunks,
+                       std::string("size: 1024, window: none, output: complex, fusion: ") + (state.range(1) == 0 ? "fused" : "kernels"),
+                       chunk_bytes);
   }
   state.counters["stage_GBps"] = stage / 1e9;
   state.counters["bare_c2c_GBps"] = bare / 1e9;
   state.counters["ratio"] = stage / bare;
 }
 BENCHMARK(BM_StageVsBareC2C)
-    ->Arg(1)->Arg(4)->Arg(16)->Arg(64)->Arg(256)
+    ->ArgsProduct({{1, 4, 16, 64, 256}, {0, 1}})
     ->Iterations(1)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
@@ -231,6 +234,53 @@ void BM_FusedKernelVsCopy(benchmark::State& state) {
 }
 // Argument: frames of a row each warp sums before its one add to the ring (the stage uses 4).
 BENCHMARK(BM_FusedKernelVsCopy)->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// Input bytes/s of the fused complex kernel alone (cf32 → 1024-point FFT → scaled, fftshifted rows,
+// window none), over kBuffers chunk-sized buffers on one stream: what the fused complex stage could
+// reach without the runtime around it, next to bare_c2c_rate over the same bytes.
+double bare_fused_complex_rate(std::size_t chunk_bytes, std::uint64_t chunks) {
+  const auto frames = static_cast<unsigned>(chunk_bytes / 8 / fft_kernels::kFusedSize);
+  cudaStream_t stream = nullptr;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  check(fft_kernels::prepare_fused(), "prepare_fused");
+  const std::vector<MemoryRegion> in = device_buffers(chunk_bytes, bench::random_samples(chunk_bytes, SampleFormat::cf32));
+  const std::vector<MemoryRegion> out = device_buffers(chunk_bytes, {});
+  MemoryRegion window(MemoryKind::device, fft_kernels::kFusedSize * sizeof(float));
+  const std::vector<float> ones(fft_kernels::kFusedSize, 1.0F);
+  check(cudaMemcpy(window.data(), ones.data(), window.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+  const double rate = timed_loop(stream, chunk_bytes, chunks, [&](std::uint64_t i) {
+    fft_kernels::FusedArgs args{};
+    args.raw = in[i % kBuffers].data();
+    args.raw_begin = 0;
+    args.raw_end = frames * fft_kernels::kFusedSize;
+    args.format = SampleFormat::cf32;
+    args.window = reinterpret_cast<const float*>(window.data());
+    args.frames = frames;
+    check(fft_kernels::fused_complex(args, 0, frames, 1.0F / 1024.0F, reinterpret_cast<float2*>(out[i % kBuffers].data()), stream),
+          "fused complex kernel");
+  });
+  check(cudaStreamDestroy(stream), "cudaStreamDestroy");
+  return rate;
+}
+
+void BM_FusedComplexKernelVsC2C(benchmark::State& state) {
+  if (!cuda_available()) {
+    state.SkipWithError(("no CUDA device: " + cuda_unavailable_reason()).c_str());
+    return;
+  }
+  const auto chunk_bytes = static_cast<std::size_t>(state.range(0)) << 20;
+  const std::uint64_t chunks = chunks_for(chunk_bytes);
+  double fused = 0;
+  double bare = 0;
+  for (auto _ : state) {
+    bare = bare_c2c_rate(chunk_bytes, chunks);
+    fused = bare_fused_complex_rate(chunk_bytes, chunks);
+  }
+  state.counters["fused_kernel_GBps"] = fused / 1e9;
+  state.counters["bare_c2c_GBps"] = bare / 1e9;
+  state.counters["ratio"] = fused / bare;
+}
+BENCHMARK(BM_FusedComplexKernelVsC2C)->Arg(4)->Arg(64)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_Ci16PowerDbVsCopy)->Arg(0)->Arg(1)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 

@@ -3,10 +3,12 @@
 // - kernels: one load kernel (type conversion, format scale and window) into the batch, one
 //   cufftExecC2C over the batch in place, and one fold kernel (|X|², averaging, normalisation,
 //   fftshift and dB) on the way out: three passes over device memory.
-// - fused (1024-point power outputs): one kernel reads each sample where it lies (the input chunk,
-//   or the converted partial frame carried at the batch's start), converts and windows it,
-//   transforms in registers and sums |X|² of a row's frames; the sums go into a small ring of row
-//   sums, which a fold kernel turns into finished rows. One pass over the input. (cuFFT's own LTO
+// - fused (1024-point frames): one kernel reads each sample where it lies (the input chunk, or the
+//   converted partial frame carried at the batch's start), converts and windows it and transforms
+//   it in registers. Power outputs: it sums |X|² of a row's frames into a small ring of row sums,
+//   which a finish kernel turns into finished rows (one pass over the input). Complex output: it
+//   writes each frame's bins, scaled and fftshifted, straight into its output row at fold() (one
+//   read of the input, one write of the output, as a bare cufftExecC2C). (cuFFT's own LTO
 //   callbacks would fuse the same way around cuFFT's kernel, but cuFFT 12.0.0 as shipped with
 //   CUDA 13.0 cannot link them: it asks libnvJitLink for 13.1 entry points the toolkit's 13.0
 //   lacks, and every plan with a callback fails with CUFFT_INTERNAL_ERROR.)
@@ -106,13 +108,17 @@ class CufftBackend final : public FftBackend {
     for (cudaEvent_t& event : events_) {
       check("cudaEventCreateWithFlags", cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
     }
-    const bool applies = size_ == fft_kernels::kFusedSize && output_ != FftOutput::complex;
+    const bool applies = size_ == fft_kernels::kFusedSize;
     if (spec.fusion == FftFusion::fused && !applies) {
-      throw std::runtime_error("fft fusion: fused needs size: 1024 and output: power or power_db (use fusion: kernels or auto)");
+      throw std::runtime_error("fft fusion: fused needs size: 1024 (use fusion: kernels or auto)");
     }
     if (spec.fusion != FftFusion::kernels && applies) {
       fused_ = true;
       check("fused FFT twiddles", fft_kernels::prepare_fused());
+      if (output_ == FftOutput::complex) {
+        fusion_note_ = "fused: conversion, window, 1024-point FFT, scale and fftshift in one pass from input to output rows";
+        return;  // no ring, no cuFFT plan
+      }
       // Rows one batch can touch: every finished row of a full batch, plus the unfinished one.
       ring_rows_ = batch_ / average_ + 2;
       ring_memory_ = MemoryRegion(MemoryKind::device, ring_rows_ * size_ * sizeof(float), device_);
@@ -209,7 +215,18 @@ class CufftBackend final : public FftBackend {
     if (!error_.empty() || count == 0) return;
     const std::size_t finished = (pending + count) / average_;
     const std::size_t left = pending + count - finished * average_;
-    if (fused_ && output_ != FftOutput::complex) {
+    if (fused_ && output_ == FftOutput::complex) {  // one frame per row, never averaged
+      if (rows == nullptr || first + count > complex_input_.frames) {
+        error_ = "fused complex fold of frames " + std::to_string(first) + "+" + std::to_string(count) + " after a transform of " +
+                 std::to_string(complex_input_.frames);
+        return;
+      }
+      ok("fused kernel launch", fft_kernels::fused_complex(complex_input_, static_cast<unsigned>(first),
+                                                           static_cast<unsigned>(count), amplitude_scale_,
+                                                           reinterpret_cast<float2*>(rows), stream_));
+      return;
+    }
+    if (fused_) {
       // The fused kernel already summed every frame into its row of the ring; finish whole rows.
       if (pending != pending_frames_) {
         error_ = "fold with " + std::to_string(pending) + " frames pending, the ring holds " + std::to_string(pending_frames_);
@@ -293,7 +310,10 @@ class CufftBackend final : public FftBackend {
     raw_ = RawSpan{};
   }
 
-  void transform_fused(std::size_t frames) noexcept {
+  // The input of a fused transform of `frames` whole frames: where each batch position is read
+  // from. The partial frame after them is converted aside for carry() first. Clears the span: the
+  // kernels that read it are enqueued before the input chunk's fence, so it outlives them.
+  fft_kernels::FusedArgs fused_input(std::size_t frames) noexcept {
     const std::size_t whole = frames * size_;
     const std::size_t raw_end = raw_.count > 0 ? raw_.position + raw_.count : prefix_end_;
     if (raw_end > whole && raw_.count > 0 && raw_.position <= whole) {
@@ -305,11 +325,9 @@ class CufftBackend final : public FftBackend {
       // It begins among converted samples (never with the stage's framing, which keeps those
       // shorter than a frame): convert everything into the batch and keep it aside from there.
       if (raw_.count > 0) materialize();
-      if (!ok("cudaMemcpyAsync(keep partial frame)",
-              cudaMemcpyAsync(kept_memory_.data(), batch_memory_.data() + whole * sizeof(float2),
-                              (prefix_end_ - whole) * sizeof(float2), cudaMemcpyDeviceToDevice, stream_))) {
-        return;
-      }
+      ok("cudaMemcpyAsync(keep partial frame)",
+         cudaMemcpyAsync(kept_memory_.data(), batch_memory_.data() + whole * sizeof(float2),
+                         (prefix_end_ - whole) * sizeof(float2), cudaMemcpyDeviceToDevice, stream_));
     }
     fft_kernels::FusedArgs args{};
     args.batch = reinterpret_cast<const float2*>(batch_memory_.data());
@@ -318,15 +336,25 @@ class CufftBackend final : public FftBackend {
     args.raw_end = static_cast<unsigned>(std::min(raw_.count > 0 ? raw_.position + raw_.count : prefix_end_, whole));
     args.format = raw_.count > 0 ? raw_.format : SampleFormat::cf32;
     args.window = reinterpret_cast<const float*>(window_memory_.data());
+    args.frames = static_cast<unsigned>(frames);
+    raw_ = RawSpan{};
+    prefix_end_ = 0;  // until carry() puts the partial frame back
+    return args;
+  }
+
+  void transform_fused(std::size_t frames) noexcept {
+    fft_kernels::FusedArgs args = fused_input(frames);
+    if (!error_.empty()) return;
+    if (output_ == FftOutput::complex) {
+      complex_input_ = args;  // fold() transforms each run of frames straight into its output rows
+      return;
+    }
     args.ring = reinterpret_cast<float*>(ring_memory_.data());
     args.ring_rows = static_cast<unsigned>(ring_rows_);
     args.pending = static_cast<unsigned>(pending_frames_);
     args.average = static_cast<unsigned>(average_);
-    args.frames = static_cast<unsigned>(frames);
     args.row_base = row_cursor_;
     ok("fused kernel launch", fft_kernels::fused_power(args, stream_));
-    raw_ = RawSpan{};
-    prefix_end_ = 0;  // until carry() puts the partial frame back
   }
 
   bool ok(const char* call, cudaError_t error) noexcept {
@@ -366,6 +394,7 @@ class CufftBackend final : public FftBackend {
   std::uint64_t row_cursor_ = 0;     // global index of the row being built
   std::size_t pending_frames_ = 0;   // frames already summed into it
   RawSpan raw_;                      // the span the next transform reads in place
+  fft_kernels::FusedArgs complex_input_{};  // fused complex: the last transform's input, read by its folds
   std::size_t prefix_end_ = 0;       // batch positions [0, prefix_end_) hold converted samples
   unsigned current_ = 0;  // the accumulator holding the row being built
   std::string error_;

@@ -91,10 +91,11 @@ __global__ void fold_kernel(FoldArgs args, unsigned blocks_per_row) {
 // memory so that lane k2 holds all n1; the outer 32-point DFT then leaves X[t + 32·k1] in lane t.
 constexpr unsigned kFusedWarps = 4;        // warps (frames in flight) per block
 // Default frames of one row a warp sums before adding to the ring. Measured on the H100 (fft_gpu_bench
-// BM_FusedKernelVsCopy, ci16, average 16, 64 MiB): 1 → 419, 2 → 448, 4 → 455, 8 → 458, 16 → 256 GB/s.
+// BM_FusedKernelVsCopy, ci16, average 16, 64 MiB, twiddles in shared memory, medians of 5):
+// 1 → 1084, 2 → 1191, 4 → 1210, 8 → 1249, 16 → 1051 GB/s (a D2D copy: 1394 GB/s).
 // Tried and dropped: loading the next frame while transforming one (64 more registers: slower at
-// every count), and the window and twiddles in shared memory (46 KB a block: the same rate).
-constexpr unsigned kFramesPerWarp = 4;
+// every count).
+constexpr unsigned kFramesPerWarp = 8;
 // W32^j = e^(-2πi j/32), j < 16, as literals: after unrolling every index is a constant, so the
 // compiler folds them into the multiplies (and W32^8 = -i is a swap, below).
 __device__ constexpr float kW32Re[16] = {1.000000000f,  0.980785280f,  0.923879533f,  0.831469612f,
@@ -107,6 +108,7 @@ __device__ constexpr float kW32Im[16] = {-0.000000000f, -0.195090322f, -0.382683
                                          -0.707106781f, -0.555570233f, -0.382683432f, -0.195090322f};
 __device__ float2 g_w1024[1024];           // W1024^j
 bool g_fused_ready[64] = {};               // per device
+unsigned g_fused_blocks[64] = {};          // per device: fused_kernel blocks that fit on it at once
 
 __device__ __forceinline__ float2 cmul(float2 a, float2 b) { return make_float2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x); }
 
@@ -159,51 +161,119 @@ __device__ __forceinline__ float2 fused_sample(const FusedArgs& args, unsigned p
   return make_float2(value.x * weight, value.y * weight);
 }
 
+// Loads frame `base` (batch position of its sample 0) into lane `lane`'s registers: a[m] = x[lane + 32·m],
+// converted and windowed. A frame wholly inside the raw span (nearly every frame) takes the plain loads.
+template <typename Sample>
+__device__ __forceinline__ void load_frame(const FusedArgs& args, unsigned base, unsigned lane, float scale, float2 (&a)[32]) {
+  if (base >= args.raw_begin && base + kFusedSize <= args.raw_end) {
+    const std::byte* raw = args.raw;
+    const unsigned first = base - args.raw_begin;
+#pragma unroll
+    for (int m = 0; m < 32; ++m) {
+      const float2 value = read_sample<Sample>(raw, first + lane + 32U * m);
+      const float weight = args.window[lane + 32U * m] * scale;
+      a[m] = make_float2(value.x * weight, value.y * weight);
+    }
+    return;
+  }
+#pragma unroll
+  for (int m = 0; m < 32; ++m) a[m] = fused_sample<Sample>(args, base + lane + 32U * m, scale);
+}
+
 // One warp per segment: up to kFramesPerWarp consecutive frames of one row. Segment s of row r
 // (global frame numbers g = pending + f) covers g in [r·avg + s·F, min(r·avg + (s+1)·F, (r+1)·avg)),
-// clipped to the batch's frames.
+// clipped to the batch's frames. Blocks stay resident and take segments in a grid-stride loop, so
+// the block's twiddle table is built once per launch, not once per segment.
 template <typename Sample>
-__global__ void __launch_bounds__(kFusedWarps * 32) fused_kernel(FusedArgs args, unsigned segments_per_row, float scale) {
+__global__ void __launch_bounds__(kFusedWarps * 32) fused_kernel(FusedArgs args, unsigned segments_per_row,
+                                                                 unsigned long long segments, float scale) {
   __shared__ float transpose_re[kFusedWarps][32][33];
   __shared__ float transpose_im[kFusedWarps][32][33];
+  // twiddle[k2][t] = W1024^(t·k2): lane t reads row k2 at consecutive addresses (no bank conflicts).
+  // Read from g_w1024 at (t·k2) mod 1024 instead, every warp's 31 twiddle loads touched up to 32 lines
+  // each: ~750 L1 wavefronts per frame, against ~190 for everything else the frame needs.
+  __shared__ float2 twiddle[32][32];
+  for (unsigned i = threadIdx.x; i < 32 * 32; i += blockDim.x) {
+    twiddle[i / 32][i % 32] = g_w1024[((i % 32) * (i / 32)) % kFusedSize];
+  }
+  __syncthreads();
   const unsigned warp = threadIdx.x / 32;
   const unsigned lane = threadIdx.x % 32;
-  const unsigned segment = blockIdx.x * kFusedWarps + warp;
-  const unsigned row = segment / segments_per_row;
-  const unsigned part = segment % segments_per_row;
-  const unsigned long long row_start = static_cast<unsigned long long>(row) * args.average;
-  const unsigned long long first = row_start + part * args.frames_per_warp;
-  const unsigned long long last = min(min(first + args.frames_per_warp, row_start + args.average),
-                                      static_cast<unsigned long long>(args.pending) + args.frames);
-  const unsigned long long begin = max(first, static_cast<unsigned long long>(args.pending));
-  if (begin >= last) return;  // the whole warp leaves together: no shuffle or sync below misses a lane
+  for (unsigned long long segment = static_cast<unsigned long long>(blockIdx.x) * kFusedWarps + warp; segment < segments;
+       segment += static_cast<unsigned long long>(gridDim.x) * kFusedWarps) {
+    const unsigned long long row = segment / segments_per_row;
+    const unsigned part = static_cast<unsigned>(segment % segments_per_row);
+    const unsigned long long row_start = row * args.average;
+    const unsigned long long first = row_start + part * args.frames_per_warp;
+    const unsigned long long last = min(min(first + args.frames_per_warp, row_start + args.average),
+                                        static_cast<unsigned long long>(args.pending) + args.frames);
+    const unsigned long long begin = max(first, static_cast<unsigned long long>(args.pending));
+    if (begin >= last) continue;  // the whole warp skips together: no shuffle or sync below misses a lane
 
-  float power[32];
+    float power[32];
 #pragma unroll
-  for (int k = 0; k < 32; ++k) power[k] = 0.0F;
-  for (unsigned long long g = begin; g < last; ++g) {
-    const auto base = static_cast<unsigned>((g - args.pending) * kFusedSize);
+    for (int k = 0; k < 32; ++k) power[k] = 0.0F;
+    for (unsigned long long g = begin; g < last; ++g) {
+      float2 a[32];
+      load_frame<Sample>(args, static_cast<unsigned>((g - args.pending) * kFusedSize), lane, scale, a);
+      fft32(a);  // over n2: a[k2] for n1 = lane
+#pragma unroll
+      for (int k2 = 0; k2 < 32; ++k2) {
+        const float2 z = k2 == 0 ? a[0] : cmul(a[k2], twiddle[k2][lane]);
+        transpose_re[warp][lane][k2] = z.x;
+        transpose_im[warp][lane][k2] = z.y;
+      }
+      __syncwarp();
+#pragma unroll
+      for (int n1 = 0; n1 < 32; ++n1) a[n1] = make_float2(transpose_re[warp][n1][lane], transpose_im[warp][n1][lane]);
+      __syncwarp();  // the next frame's stores wait until every lane has read this one
+      fft32(a);      // over n1: a[k1] = X[lane + 32·k1]
+#pragma unroll
+      for (int k1 = 0; k1 < 32; ++k1) power[k1] += a[k1].x * a[k1].x + a[k1].y * a[k1].y;
+    }
+    float* sums = args.ring + ((args.row_base + row) % args.ring_rows) * kFusedSize;
+#pragma unroll
+    for (int k1 = 0; k1 < 32; ++k1) atomicAdd(sums + lane + 32U * k1, power[k1]);
+  }
+}
+
+// The fused 1024-point complex path: frames [first, first + count) of the batch, one warp per frame,
+// each written as one output row, scaled to amplitude and fftshifted on the store (lane t writes bins
+// t + 32·k1, so every store instruction covers 32 consecutive output elements). One read of the input
+// and one write of the output: the same memory traffic as a bare out-of-place cufftExecC2C.
+template <typename Sample>
+__global__ void __launch_bounds__(kFusedWarps * 32) fused_complex_kernel(FusedArgs args, unsigned first, unsigned count,
+                                                                         float amplitude, float scale, float2* out) {
+  __shared__ float transpose_re[kFusedWarps][32][33];
+  __shared__ float transpose_im[kFusedWarps][32][33];
+  __shared__ float2 twiddle[32][32];  // as in fused_kernel
+  for (unsigned i = threadIdx.x; i < 32 * 32; i += blockDim.x) {
+    twiddle[i / 32][i % 32] = g_w1024[((i % 32) * (i / 32)) % kFusedSize];
+  }
+  __syncthreads();
+  const unsigned warp = threadIdx.x / 32;
+  const unsigned lane = threadIdx.x % 32;
+  for (unsigned row = blockIdx.x * kFusedWarps + warp; row < count; row += gridDim.x * kFusedWarps) {
     float2 a[32];
-#pragma unroll
-    for (int m = 0; m < 32; ++m) a[m] = fused_sample<Sample>(args, base + lane + 32U * m, scale);
-    fft32(a);  // over n2: a[k2] for n1 = lane
+    load_frame<Sample>(args, (first + row) * kFusedSize, lane, scale, a);
+    fft32(a);
 #pragma unroll
     for (int k2 = 0; k2 < 32; ++k2) {
-      const float2 z = k2 == 0 ? a[0] : cmul(a[k2], g_w1024[(lane * k2) % kFusedSize]);
+      const float2 z = k2 == 0 ? a[0] : cmul(a[k2], twiddle[k2][lane]);
       transpose_re[warp][lane][k2] = z.x;
       transpose_im[warp][lane][k2] = z.y;
     }
     __syncwarp();
 #pragma unroll
     for (int n1 = 0; n1 < 32; ++n1) a[n1] = make_float2(transpose_re[warp][n1][lane], transpose_im[warp][n1][lane]);
-    __syncwarp();  // the next frame's stores wait until every lane has read this one
-    fft32(a);      // over n1: a[k1] = X[lane + 32·k1]
+    __syncwarp();
+    fft32(a);  // a[k1] = X[lane + 32·k1]; fftshift: bin k goes to (k + 512) mod 1024
+    float2* target = out + static_cast<std::size_t>(row) * kFusedSize + lane;
 #pragma unroll
-    for (int k1 = 0; k1 < 32; ++k1) power[k1] += a[k1].x * a[k1].x + a[k1].y * a[k1].y;
+    for (int k1 = 0; k1 < 32; ++k1) {
+      target[32U * ((k1 + 16) % 32)] = make_float2(a[k1].x * amplitude, a[k1].y * amplitude);
+    }
   }
-  float* sums = args.ring + ((args.row_base + row) % args.ring_rows) * kFusedSize;
-#pragma unroll
-  for (int k1 = 0; k1 < 32; ++k1) atomicAdd(sums + lane + 32U * k1, power[k1]);
 }
 
 // One thread per (row, bin) of the finished rows; reads the ring row, writes the output row, zeroes the ring row.
@@ -263,7 +333,19 @@ cudaError_t prepare_fused() noexcept {
     w1024[j] = make_float2(static_cast<float>(std::cos(angle)), static_cast<float>(std::sin(angle)));
   }
   if (cudaError_t error = cudaMemcpyToSymbol(g_w1024, w1024, sizeof(w1024)); error != cudaSuccess) return error;
-  if (device >= 0 && device < 64) g_fused_ready[device] = true;
+  // The grid that fills the device once (the kernel loops over segments); the ci16 instance stands
+  // for all three, which differ only in their loads.
+  int per_sm = 0;
+  int sms = 0;
+  if (cudaError_t error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fused_kernel<short2>, kFusedWarps * 32, 0);
+      error != cudaSuccess) {
+    return error;
+  }
+  if (cudaError_t error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); error != cudaSuccess) return error;
+  if (device >= 0 && device < 64) {
+    g_fused_blocks[device] = static_cast<unsigned>(std::max(1, per_sm * sms));
+    g_fused_ready[device] = true;
+  }
   return cudaSuccess;
 }
 
@@ -274,16 +356,43 @@ cudaError_t fused_power(const FusedArgs& arguments, cudaStream_t stream) noexcep
   const unsigned long long rows = (static_cast<unsigned long long>(args.pending) + args.frames + args.average - 1) / args.average;
   const unsigned segments_per_row = (args.average + args.frames_per_warp - 1) / args.frames_per_warp;
   const unsigned long long segments = rows * segments_per_row;
-  const auto blocks = static_cast<unsigned>((segments + kFusedWarps - 1) / kFusedWarps);
+  const unsigned long long needed = (segments + kFusedWarps - 1) / kFusedWarps;
+  int device = 0;
+  if (cudaError_t error = cudaGetDevice(&device); error != cudaSuccess) return error;
+  const unsigned resident = device >= 0 && device < 64 && g_fused_blocks[device] > 0 ? g_fused_blocks[device] : 1024;
+  const auto blocks = static_cast<unsigned>(std::min<unsigned long long>(needed, resident));
   switch (args.format) {
     case SampleFormat::ci8:
-      fused_kernel<char2><<<blocks, kFusedWarps * 32, 0, stream>>>(args, segments_per_row, 1.0F / 128.0F);
+      fused_kernel<char2><<<blocks, kFusedWarps * 32, 0, stream>>>(args, segments_per_row, segments, 1.0F / 128.0F);
       break;
     case SampleFormat::ci16:
-      fused_kernel<short2><<<blocks, kFusedWarps * 32, 0, stream>>>(args, segments_per_row, 1.0F / 32768.0F);
+      fused_kernel<short2><<<blocks, kFusedWarps * 32, 0, stream>>>(args, segments_per_row, segments, 1.0F / 32768.0F);
       break;
     case SampleFormat::cf32:
-      fused_kernel<float2><<<blocks, kFusedWarps * 32, 0, stream>>>(args, segments_per_row, 1.0F);
+      fused_kernel<float2><<<blocks, kFusedWarps * 32, 0, stream>>>(args, segments_per_row, segments, 1.0F);
+      break;
+    case SampleFormat::rf32: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t fused_complex(const FusedArgs& args, unsigned first, unsigned count, float amplitude_scale, float2* out,
+                          cudaStream_t stream) noexcept {
+  if (count == 0) return cudaSuccess;
+  int device = 0;
+  if (cudaError_t error = cudaGetDevice(&device); error != cudaSuccess) return error;
+  const unsigned resident = device >= 0 && device < 64 && g_fused_blocks[device] > 0 ? g_fused_blocks[device] : 1024;
+  const unsigned blocks = std::min((count + kFusedWarps - 1) / kFusedWarps, resident);
+  switch (args.format) {
+    case SampleFormat::ci8:
+      fused_complex_kernel<char2><<<blocks, kFusedWarps * 32, 0, stream>>>(args, first, count, amplitude_scale, 1.0F / 128.0F, out);
+      break;
+    case SampleFormat::ci16:
+      fused_complex_kernel<short2><<<blocks, kFusedWarps * 32, 0, stream>>>(args, first, count, amplitude_scale, 1.0F / 32768.0F,
+                                                                           out);
+      break;
+    case SampleFormat::cf32:
+      fused_complex_kernel<float2><<<blocks, kFusedWarps * 32, 0, stream>>>(args, first, count, amplitude_scale, 1.0F, out);
       break;
     case SampleFormat::rf32: return cudaErrorInvalidValue;
   }

@@ -34,7 +34,7 @@ struct FoldArgs {
   std::byte* out;
 };
 
-// The fused path (1024-point power outputs): one kernel reads the samples where they lie, converts
+// The fused path (1024-point power outputs; complex outputs below): one kernel reads the samples where they lie, converts
 // and windows them, transforms each frame in registers (a 32 × 32 four-step FFT, one warp per
 // frame, the transpose through shared memory) and sums |X|² of a row's frames in registers, then
 // adds the sums into a small ring of row sums; finish_rows turns finished rows into output rows.
@@ -66,6 +66,12 @@ cudaError_t prepare_fused() noexcept;
 
 // Transforms frames [0, args.frames) and adds their power into the ring. Returns the launch's error.
 cudaError_t fused_power(const FusedArgs& args, cudaStream_t stream) noexcept;
+
+// The fused complex path: frames [first, first + count) of the batch described by args (its ring,
+// pending, average and row fields unused), each transformed and written as one output row of `out`:
+// X · amplitude_scale, fftshifted. Returns the launch's error.
+cudaError_t fused_complex(const FusedArgs& args, unsigned first, unsigned count, float amplitude_scale, float2* out,
+                          cudaStream_t stream) noexcept;
 
 // Finishes `rows` rows of the ring from global row `first_row` on: sum × power_scale / average,
 // fftshifted, in dB when `decibels`, into `out` (rf32 rows of `size`); zeroes each ring row after.

@@ -105,6 +105,9 @@ class FftStage final : public Stage {
   bool check_backend() noexcept;         // false (and fails the stage) once the backend reported an error
   void remember_gap(const Gap& gap) noexcept;
   [[nodiscard]] FrameInfo frame_info(std::size_t frame) const noexcept;
+  // The greatest end sample of `rows` rows of `average` frames from frame `first` on: what marking
+  // each of them without a gap would leave in owned_from_, in one pass over the segments.
+  [[nodiscard]] std::uint64_t rows_end(std::size_t first, std::size_t rows) const noexcept;
   [[nodiscard]] const Segment& segment_at(std::uint64_t position) const noexcept;  // the segment holding a batch position
   [[nodiscard]] Timestamp timestamp_at(const Timestamp& chunk_timestamp, std::uint64_t offset) const noexcept;
 
