@@ -8,6 +8,7 @@
 #   bash .device/run.sh fft      fft_gpu_test / fft_gpu_kernels_test (cuFFT with LTO callbacks / with kernels vs
 #                                float64 reference and FFTW), fft_reference_test,
 #                                fft_gpu_bench (stage vs bare cufftExecC2C; ci16 power_db vs D2D copy), fft_bench
+#   bash .device/run.sh suite    `sluice bench` three times, the medians of its rows in one table
 #   bash .device/run.sh fftw     fft_bench's FftwThreads cases: the FFTW stage (and its backend alone) on 2, 4, 8
 #                                threads against one thread and against as many bare fftwf_execute loops on the
 #                                same cores; prints scaling and ratios (of medians of 5) last
@@ -122,6 +123,31 @@ for mode in "$@"; do
       grep -B2 -A8 'Failure' "$out/tests.log" | tail -30
       bench fft_gpu_bench
       grep -E 'BM_.*(ratio|GBps)' "$out/bench.log" | grep -v _mean | tail -12
+      ;;
+    suite)
+      # `sluice bench` (each stage alone, one lane, two lanes, each next to its ceiling) three times;
+      # the figures are the medians of the three (SUITE_SECONDS each, default 40).
+      for run in 1 2 3; do
+        "$pack/bin/sluice" bench --seconds "${SUITE_SECONDS:-40}" --json > "$out/suite-$run.json" 2>> "$out/suite.log" \
+          || { status=1; tail -5 "$out/suite.log"; }
+      done
+      python3 - "$out"/suite-[123].json <<'PY' | tee "$out/suite-table.txt"
+import json, statistics, sys
+runs = [json.load(open(path)) for path in sys.argv[1:]]
+print(f"{'stage':<30}{'GB/s':>9}{'Msamp/s':>10}{'kpkt/s':>9}{'CPU s/GB':>9}  {'ceiling':<36}{'GB/s':>9}{'ratio':>7}  ratios")
+for i, row in enumerate(runs[0]["rows"]):
+    rows = [run["rows"][i] for run in runs]
+    med = lambda f: statistics.median(f(r) for r in rows)
+    print(f"{row['stage']:<30}{med(lambda r: r['measured']['gb_per_second']):9.3f}"
+          f"{med(lambda r: r['measured']['msamples_per_second']):10.1f}{med(lambda r: r['measured']['packets_per_second']) / 1e3:9.0f}"
+          f"{med(lambda r: r['measured']['cpu_seconds_per_gb']):9.2f}  {row['ceiling_name']:<36}"
+          f"{med(lambda r: r['ceiling']['gb_per_second']):9.3f}{med(lambda r: r['ratio']):7.2f}  "
+          + " ".join(f"{r['ratio']:.2f}" for r in rows))
+print("two-lane scaling:", " ".join(f"{run['two_lane_scaling']:.2f}" for run in runs),
+      f"median {statistics.median(run['two_lane_scaling'] for run in runs):.2f}")
+for note in runs[0]["notes"] + [f"{r['stage']}: {r['note']}" for r in runs[0]["rows"] if r["note"]]:
+    print("note:", note)
+PY
       ;;
     fftw)
       echo "===== fft_bench FftwThreads" | tee -a "$out/bench.log"
