@@ -280,7 +280,7 @@ void BM_FusedComplexKernelVsC2C(benchmark::State& state) {
   state.counters["bare_c2c_GBps"] = bare / 1e9;
   state.counters["ratio"] = fused / bare;
 }
-BENCHMARK(BM_FusedComplexKernelVsC2C)->Arg(4)->Arg(64)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_FusedComplexKernelVsC2C)->Arg(4)->Arg(16)->Arg(64)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_Ci16PowerDbVsCopy)->Arg(0)->Arg(1)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 
