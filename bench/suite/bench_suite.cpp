@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -73,6 +74,24 @@ class Span {
   std::uint64_t wall_ns_;
   double cpu_;
 };
+
+// The machine's CPU time from /proc/stat's first line: busy and total jiffies over every CPU.
+struct MachineCpu {
+  double busy = 0;
+  double total = 0;
+};
+MachineCpu machine_cpu() {
+  MachineCpu result;
+  std::ifstream stat("/proc/stat");
+  std::string cpu;
+  stat >> cpu;
+  double value = 0;
+  for (int field = 0; field < 8 && (stat >> value); ++field) {  // user nice system idle iowait irq softirq steal
+    result.total += value;
+    if (field != 3 && field != 4) result.busy += value;
+  }
+  return result;
+}
 
 Rates rates(double bytes, double samples, double packets, double wall, double cpu) {
   Rates result;
@@ -323,6 +342,7 @@ Rates measure_pipeline(const std::string& yaml, Probe probe, double seconds, dou
   const Span total;
   while (!finished.load() && total.wall() < warmup) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   const Totals before = totals();
+  const MachineCpu machine_before = machine_cpu();
   const Span span;
   while (!finished.load() && (span.wall() < seconds || (totals().bytes <= before.bytes && span.wall() < kPatience))) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -330,6 +350,7 @@ Rates measure_pipeline(const std::string& yaml, Probe probe, double seconds, dou
   const Totals after = totals();
   const double wall = span.wall();
   const double cpu = span.cpu();
+  const MachineCpu machine_after = machine_cpu();
   pipeline.request_stop();
   runner.join();
   if (feeder) feeder->stop();
@@ -347,7 +368,11 @@ Rates measure_pipeline(const std::string& yaml, Probe probe, double seconds, dou
                              " s" + (feeder ? " (emulator: " + feeder->report_line() + ")" : std::string()));
   }
   // Process CPU also counts the emulator-free threads only: the emulator is another process.
-  return rates(after.bytes - before.bytes, after.samples - before.samples, after.packets - before.packets, wall, cpu);
+  Rates result = rates(after.bytes - before.bytes, after.samples - before.samples, after.packets - before.packets, wall, cpu);
+  if (const double jiffies = machine_after.total - machine_before.total; jiffies > 0) {
+    result.machine_busy = (machine_after.busy - machine_before.busy) / jiffies;
+  }
+  return result;
 }
 
 std::string seconds_text(double seconds) { return std::to_string(static_cast<int>(seconds * 1000 + 0.5)) + "ms"; }
@@ -564,9 +589,21 @@ BenchResult run_bench(const BenchOptions& options) {
   result.rows.push_back(row("2 lanes: udp → fft → record", "2 × one lane", two_lanes, ideal));
   result.two_lane_scaling = two_lanes.bytes_per_second / one_lane.bytes_per_second;
   const unsigned cores = std::thread::hardware_concurrency();
+  // What two lanes share, and whether they stand at it: every CPU of the machine (emulator
+  // included), or the one filesystem both record to (against raw writes measured above).
+  const double disk_share = raw_write.bytes_per_second > 0 ? two_lanes.bytes_per_second / raw_write.bytes_per_second : 0;
+  std::string bound = "no shared resource at its limit";
+  if (two_lanes.machine_busy >= 0.9) {
+    bound = "bound by the CPUs: all " + std::to_string(cores) + " are " + std::to_string(static_cast<int>(two_lanes.machine_busy * 100 + 0.5)) +
+            "% busy";
+  } else if (disk_share >= 0.85) {
+    bound = "bound by the one filesystem: two lanes record at " + std::to_string(static_cast<int>(disk_share * 100 + 0.5)) +
+            "% of raw io_uring writes";
+  }
   result.notes.push_back("two-lane scaling " + std::to_string(result.two_lane_scaling).substr(0, 4) + "× on " +
-                         std::to_string(cores) + " core(s), shared by both lanes, their emulator streams and one " +
-                         "filesystem");
+                         std::to_string(cores) + " core(s): " + bound + " (CPUs busy: one lane " +
+                         std::to_string(static_cast<int>(one_lane.machine_busy * 100 + 0.5)) + "%, two lanes " +
+                         std::to_string(static_cast<int>(two_lanes.machine_busy * 100 + 0.5)) + "%)");
   result.seconds = whole.wall();
   return result;
 }
@@ -608,7 +645,8 @@ nlohmann::json bench_json(const BenchResult& result) {
                           {"gb_per_second", rates.bytes_per_second / 1e9},
                           {"msamples_per_second", rates.samples_per_second / 1e6},
                           {"packets_per_second", rates.packets_per_second},
-                          {"cpu_seconds_per_gb", rates.cpu_seconds_per_gb}};
+                          {"cpu_seconds_per_gb", rates.cpu_seconds_per_gb},
+                          {"machine_cpu_busy", rates.machine_busy}};
   };
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& row : result.rows) {

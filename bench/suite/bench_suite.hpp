@@ -26,6 +26,7 @@ struct Rates {
   double samples_per_second = 0;
   double packets_per_second = 0;  // 0 where the stage has no packets
   double cpu_seconds_per_gb = 0;  // process CPU time (all threads) per GB moved
+  double machine_busy = 0;        // pipeline rows: the whole machine's CPUs busy over the window (0–1), emulator included
 };
 
 struct BenchRow {

@@ -91,6 +91,21 @@ TEST(SluiceBench, JsonHasEveryRowWithRatiosFromItsOwnNumbers) {
   const double one = row_named(json, "lane")["measured"]["bytes_per_second"].get<double>();
   const double two = row_named(json, "2 lanes")["measured"]["bytes_per_second"].get<double>();
   EXPECT_NEAR(json["two_lane_scaling"].get<double>(), two / one, 1e-9 * two / one);
+  // The lanes' rows say how busy the whole machine was, and the scaling note names what bounds it
+  // (or that nothing shared is at its limit).
+  for (const char* lanes : {"lane", "2 lanes"}) {
+    const double busy = row_named(json, lanes)["measured"]["machine_cpu_busy"].get<double>();
+    EXPECT_GT(busy, 0) << lanes;
+    EXPECT_LE(busy, 1) << lanes;
+  }
+  bool named = false;
+  for (const auto& note : json["notes"]) {
+    const auto text = note.get<std::string>();
+    if (text.rfind("two-lane scaling", 0) == 0) {
+      named = text.find("bound by the") != std::string::npos || text.find("no shared resource") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(named) << json["notes"];
   // Its working directory (captures, the raw file) is removed when it is done.
   EXPECT_FALSE(fs::exists(json["directory"].get<std::string>())) << json["directory"];
 }
