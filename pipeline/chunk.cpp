@@ -84,6 +84,8 @@ void Chunk::copy_metadata_from(const Chunk& other) noexcept {
   timestamp = other.timestamp;
   packets = other.packets;
   time_jump = other.time_jump;
+  context_change = other.context_change;
+  context = other.context;
   created_ns = other.created_ns;
   gap_count = other.gap_count;
   gaps = other.gaps;
@@ -97,6 +99,8 @@ void Chunk::reset_metadata() noexcept {
   timestamp = {};
   packets = 0;
   time_jump = false;
+  context_change = false;
+  context = {};
   created_ns = 0;
   gap_count = 0;
 }

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -39,6 +40,17 @@ struct Timestamp {
   std::uint64_t seconds = 0;
   std::uint64_t picoseconds = 0;
   bool valid = false;
+};
+
+// What the sender says about its stream (a VITA-49 IF Context packet's values), as carried by
+// a chunk where they change. NaN where the sender gave no value.
+struct StreamContext {
+  static constexpr double kAbsent = std::numeric_limits<double>::quiet_NaN();
+  double rf_frequency = kAbsent;         // Hz: the capture's core:frequency
+  double sample_rate = kAbsent;          // Hz
+  double bandwidth = kAbsent;            // Hz
+  double reference_level_dbm = kAbsent;
+  double gain_db = kAbsent;              // stage 1 + stage 2
 };
 
 // Samples lost before they reached Sluice: `length` samples starting at absolute stream
@@ -78,6 +90,11 @@ struct Chunk {
   // its clock or counter went back): its timestamp does not follow from the chunk before, so
   // a capture starts a new segment here even where the stream index is contiguous.
   bool time_jump = false;
+  // The sender's stream context changed (a retune) from this chunk's first sample on: `context`
+  // holds the new values, and a capture starts a new segment here with them. A change never
+  // falls inside a chunk: the source ends the chunk before it.
+  bool context_change = false;
+  StreamContext context{};
   std::uint64_t created_ns = 0;    // steady clock when acquired: chunk latency starts here
   std::uint32_t gap_count = 0;
   std::array<Gap, kMaxGaps> gaps{};

@@ -2,6 +2,8 @@
 // same whatever the host's byte order and struct padding.
 #include "pipeline/chunk_wire.hpp"
 
+#include <bit>
+
 namespace sluice {
 namespace {
 
@@ -20,7 +22,9 @@ Integer load(const std::byte* in) noexcept {
 }
 
 constexpr std::uint8_t kTimestampValid = 1;
-constexpr std::uint8_t kTimeJump = 2;  // version 2
+constexpr std::uint8_t kTimeJump = 2;
+constexpr std::uint8_t kContextChange = 4;
+constexpr std::size_t kContextOffset = kChunkWireFixedBytes + Chunk::kMaxGaps * 16;
 
 }  // namespace
 
@@ -29,7 +33,8 @@ std::string_view to_string(ChunkWireStatus status) {
     case ChunkWireStatus::ok: return "ok";
     case ChunkWireStatus::too_short: return "chunk header too short";
     case ChunkWireStatus::bad_magic: return "not a chunk header (bad magic)";
-    case ChunkWireStatus::unsupported_version: return "unsupported chunk header version";
+    case ChunkWireStatus::unsupported_version:
+      return "unsupported chunk header version (the peer runs another Sluice version: run the same on both nodes)";
     case ChunkWireStatus::bad_size: return "chunk header size does not match its version";
     case ChunkWireStatus::bad_format: return "unknown sample format in chunk header";
     case ChunkWireStatus::bad_flags: return "reserved bits set in chunk header";
@@ -46,7 +51,8 @@ void encode_chunk_metadata(const Chunk& chunk, std::span<std::byte, kChunkWireBy
   store<std::uint32_t>(p + 8, chunk.lane);
   store<std::uint8_t>(p + 12, static_cast<std::uint8_t>(chunk.format));
   store<std::uint8_t>(p + 13, static_cast<std::uint8_t>((chunk.timestamp.valid ? kTimestampValid : 0) |
-                                                        (chunk.time_jump ? kTimeJump : 0)));
+                                                        (chunk.time_jump ? kTimeJump : 0) |
+                                                        (chunk.context_change ? kContextChange : 0)));
   const std::uint32_t gaps = chunk.gap_count < Chunk::kMaxGaps ? chunk.gap_count : Chunk::kMaxGaps;
   store<std::uint16_t>(p + 14, static_cast<std::uint16_t>(gaps));
   store<std::uint64_t>(p + 16, chunk.sequence);
@@ -66,6 +72,12 @@ void encode_chunk_metadata(const Chunk& chunk, std::span<std::byte, kChunkWireBy
     store<std::uint64_t>(p + kChunkWireFixedBytes + 16 * i, gap.first_sample);
     store<std::uint64_t>(p + kChunkWireFixedBytes + 16 * i + 8, gap.length);
   }
+  const StreamContext& context = chunk.context;
+  std::size_t at = kContextOffset;
+  for (double value : {context.rf_frequency, context.sample_rate, context.bandwidth, context.reference_level_dbm, context.gain_db}) {
+    store<std::uint64_t>(p + at, std::bit_cast<std::uint64_t>(value));
+    at += 8;
+  }
 }
 
 ChunkWireStatus decode_chunk_metadata(std::span<const std::byte> in, Chunk& chunk) noexcept {
@@ -73,7 +85,7 @@ ChunkWireStatus decode_chunk_metadata(std::span<const std::byte> in, Chunk& chun
   const std::byte* p = in.data();
   if (load<std::uint32_t>(p) != kChunkWireMagic) return ChunkWireStatus::bad_magic;
   const auto version = load<std::uint16_t>(p + 4);
-  if (version != 1 && version != kChunkWireVersion) return ChunkWireStatus::unsupported_version;
+  if (version != kChunkWireVersion) return ChunkWireStatus::unsupported_version;
   if (load<std::uint16_t>(p + 6) != kChunkWireBytes) return ChunkWireStatus::bad_size;
   if (in.size() < kChunkWireBytes) return ChunkWireStatus::too_short;
   const auto format = load<std::uint8_t>(p + 12);
@@ -83,13 +95,16 @@ ChunkWireStatus decode_chunk_metadata(std::span<const std::byte> in, Chunk& chun
   if (gap_count > Chunk::kMaxGaps) return ChunkWireStatus::too_many_gaps;
   const auto in_data_mask = load<std::uint32_t>(p + 68);
   const std::uint32_t valid_mask = gap_count == 32 ? 0xFFFFFFFFU : (1U << gap_count) - 1U;
-  const std::uint8_t known = version == 1 ? kTimestampValid : static_cast<std::uint8_t>(kTimestampValid | kTimeJump);
+  constexpr auto known = static_cast<std::uint8_t>(kTimestampValid | kTimeJump | kContextChange);
   if ((flags & ~known) != 0 || (in_data_mask & ~valid_mask) != 0) return ChunkWireStatus::bad_flags;
 
   chunk.lane = load<std::uint32_t>(p + 8);
   chunk.format = static_cast<SampleFormat>(format);
   chunk.timestamp.valid = (flags & kTimestampValid) != 0;
   chunk.time_jump = (flags & kTimeJump) != 0;
+  chunk.context_change = (flags & kContextChange) != 0;
+  auto value_at = [p](std::size_t field) { return std::bit_cast<double>(load<std::uint64_t>(p + kContextOffset + 8 * field)); };
+  chunk.context = StreamContext{value_at(0), value_at(1), value_at(2), value_at(3), value_at(4)};
   chunk.gap_count = gap_count;
   chunk.sequence = load<std::uint64_t>(p + 16);
   chunk.first_sample = load<std::uint64_t>(p + 24);

@@ -88,7 +88,8 @@ void add_recording(CaptureLane& lane, const std::string& base) {
     if (sorted[i].contains("core:datetime")) {
       if (auto time = parse_iso8601(sorted[i]["core:datetime"].get<std::string>())) segment.time = *time;
     }
-    if (lane.segments.empty() && lane.recordings.size() == 1) lane.frequency = sorted[i].value("core:frequency", 0.0);
+    segment.frequency = sorted[i].value("core:frequency", 0.0);
+    if (lane.segments.empty() && lane.recordings.size() == 1) lane.frequency = segment.frequency;
     lane.total_samples += segment.sample_count;
     lane.segments.push_back(std::move(segment));
   }
@@ -100,6 +101,18 @@ void add_recording(CaptureLane& lane, const std::string& base) {
           it->time_jump = true;
           break;
         }
+      }
+      continue;
+    }
+    if (annotation.value("core:label", std::string()) == "context" && annotation.contains("sluice:global_index")) {
+      const auto at = annotation.value("sluice:global_index", std::uint64_t{0});
+      for (auto it = lane.segments.rbegin(); it != lane.segments.rend(); ++it) {
+        if (it->global_index != at) continue;
+        it->context_change = true;
+        const auto value = [&](const char* key) { return annotation.value(key, StreamContext::kAbsent); };
+        it->context = StreamContext{value("sluice:rf_frequency"), value("sluice:sample_rate"), value("sluice:bandwidth"),
+                                    value("sluice:reference_level_dbm"), value("sluice:gain_db")};
+        break;
       }
       continue;
     }

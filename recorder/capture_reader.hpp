@@ -21,6 +21,9 @@ struct CaptureSegment {
   std::uint64_t global_index = 0;  // stream index of its first sample
   Timestamp time;                  // of its first sample (invalid when the capture has none)
   bool time_jump = false;          // the sender's time base restarted here (a `resync` annotation)
+  double frequency = 0;            // its core:frequency
+  bool context_change = false;     // the sender's context changed here (a `context` annotation)
+  StreamContext context{};         // the values that annotation gives (NaN where it gives none)
 };
 
 struct CaptureGap {

@@ -1,5 +1,7 @@
-// Journal writing and reading: the header is "SLUICEJ1" + length + global JSON, padded so
+// Journal writing and reading: the header is "SLUICEJ2" + length + global JSON, padded so
 // records start at a fixed offset; a record is valid when its magic and checksum match.
+// Version 1 ("SLUICEJ1", before chunks carried a stream context) is still read: its records
+// end after the gap table with the checksum over everything before it.
 #include "recorder/journal.hpp"
 
 #include <fcntl.h>
@@ -16,18 +18,24 @@ namespace sluice::recorder {
 namespace {
 
 constexpr std::uint64_t kRecordMagic = 0x31524a45434955'4cULL;  // arbitrary, fixed
-constexpr std::string_view kHeaderMagic = "SLUICEJ1";
+constexpr std::string_view kHeaderMagic = "SLUICEJ2";
+constexpr std::string_view kHeaderMagicV1 = "SLUICEJ1";
+// A version-1 record: today's fields up to the gap table, then its checksum.
+constexpr std::size_t kV1Fields = offsetof(JournalRecord, context);
+constexpr std::size_t kV1RecordBytes = kV1Fields + sizeof(std::uint64_t);
 
-std::uint64_t checksum_of(const JournalRecord& record) noexcept {
-  // FNV-1a over the bytes before the checksum field: cheap and enough to spot a torn write.
-  const auto* bytes = reinterpret_cast<const unsigned char*>(&record);
+// FNV-1a over the record's first `bytes` bytes: cheap and enough to spot a torn write.
+std::uint64_t checksum_over(const JournalRecord& record, std::size_t bytes) noexcept {
+  const auto* data = reinterpret_cast<const unsigned char*>(&record);
   std::uint64_t hash = 0xcbf29ce484222325ULL;
-  for (std::size_t i = 0; i < offsetof(JournalRecord, checksum); ++i) {
-    hash ^= bytes[i];
+  for (std::size_t i = 0; i < bytes; ++i) {
+    hash ^= data[i];
     hash *= 0x100000001b3ULL;
   }
   return hash;
 }
+
+std::uint64_t checksum_of(const JournalRecord& record) noexcept { return checksum_over(record, offsetof(JournalRecord, checksum)); }
 
 std::runtime_error errno_error(const std::string& call, const std::string& path, int error) {
   return std::runtime_error(call + "(" + path + "): " + std::strerror(error));
@@ -45,9 +53,11 @@ JournalRecord make_journal_record(const Chunk& chunk, std::uint64_t file_offset,
   record.sequence = chunk.sequence;
   record.timestamp_seconds = chunk.timestamp.seconds;
   record.timestamp_picoseconds = chunk.timestamp.picoseconds;
-  record.timestamp_valid = (chunk.timestamp.valid ? 1U : 0U) | (chunk.time_jump ? kRecordTimeJump : 0U);
+  record.timestamp_valid = (chunk.timestamp.valid ? 1U : 0U) | (chunk.time_jump ? kRecordTimeJump : 0U) |
+                           (chunk.context_change ? kRecordContextChange : 0U);
   record.gap_count = chunk.gap_count;
   record.gaps = chunk.gaps;
+  record.context = chunk.context;
   record.checksum = checksum_of(record);
   return record;
 }
@@ -107,7 +117,8 @@ JournalContents read_journal(const std::string& path) {
   if (!in) throw std::runtime_error("cannot open journal " + path);
   std::string header(kJournalHeaderBytes, '\0');
   in.read(header.data(), static_cast<std::streamsize>(header.size()));
-  if (in.gcount() != static_cast<std::streamsize>(header.size()) || header.compare(0, 8, kHeaderMagic) != 0) {
+  const bool version1 = in.gcount() == static_cast<std::streamsize>(header.size()) && header.compare(0, 8, kHeaderMagicV1) == 0;
+  if (in.gcount() != static_cast<std::streamsize>(header.size()) || (header.compare(0, 8, kHeaderMagic) != 0 && !version1)) {
     throw std::runtime_error(path + " is not a Sluice journal (bad or short header)");
   }
   std::uint64_t length = 0;
@@ -118,9 +129,24 @@ JournalContents read_journal(const std::string& path) {
   JournalRecord record;
   std::uint64_t expected_offset = 0;
   bool broken = false;
-  while (in.read(reinterpret_cast<char*>(&record), sizeof(record))) {
-    if (broken || record.magic != kRecordMagic || record.checksum != checksum_of(record) ||
-        record.file_offset != expected_offset || record.gap_count > Chunk::kMaxGaps) {
+  const std::size_t record_bytes = version1 ? kV1RecordBytes : sizeof(JournalRecord);
+  std::string buffer(record_bytes, '\0');
+  while (in.read(buffer.data(), static_cast<std::streamsize>(record_bytes))) {
+    record = JournalRecord{};
+    bool valid = false;
+    if (version1) {
+      std::memcpy(static_cast<void*>(&record), buffer.data(), kV1Fields);  // trivially copyable
+      std::uint64_t checksum = 0;
+      std::memcpy(&checksum, buffer.data() + kV1Fields, sizeof(checksum));
+      valid = checksum == checksum_over(record, kV1Fields);
+      record.timestamp_valid &= ~kRecordContextChange;  // reserved in version 1
+      record.checksum = checksum_of(record);
+    } else {
+      std::memcpy(static_cast<void*>(&record), buffer.data(), sizeof(record));
+      valid = record.checksum == checksum_of(record);
+    }
+    if (broken || record.magic != kRecordMagic || !valid || record.file_offset != expected_offset ||
+        record.gap_count > Chunk::kMaxGaps) {
       broken = true;
       ++contents.discarded;
       continue;

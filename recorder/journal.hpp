@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -17,7 +18,8 @@ namespace sluice::recorder {
 
 inline constexpr std::size_t kJournalHeaderBytes = 64 * 1024;
 inline constexpr std::string_view kJournalSuffix = ".sluice-journal";
-inline constexpr std::uint32_t kRecordTimeJump = 2;  // in JournalRecord::timestamp_valid
+inline constexpr std::uint32_t kRecordTimeJump = 2;       // in JournalRecord::timestamp_valid
+inline constexpr std::uint32_t kRecordContextChange = 4;  // in JournalRecord::timestamp_valid
 
 // One chunk as it reached the data file. Plain old data, written as it is in memory
 // (the journal is read back on the machine that wrote it).
@@ -30,11 +32,15 @@ struct JournalRecord {
   std::uint64_t sequence = 0;
   std::uint64_t timestamp_seconds = 0;
   std::uint64_t timestamp_picoseconds = 0;
-  std::uint32_t timestamp_valid = 0;  // bit 0: timestamp valid; bit 1 (kRecordTimeJump): Chunk::time_jump
+  std::uint32_t timestamp_valid = 0;  // bit 0: timestamp valid; bit 1 (kRecordTimeJump): Chunk::time_jump;
+                                      // bit 2 (kRecordContextChange): Chunk::context_change
   std::uint32_t gap_count = 0;
   std::array<Gap, Chunk::kMaxGaps> gaps{};
+  StreamContext context{};  // Chunk::context (journal version 2, "SLUICEJ2"; a version-1 journal has none)
   std::uint64_t checksum = 0;  // over every field before it: a torn record is detected, not trusted
 };
+
+static_assert(std::is_trivially_copyable_v<JournalRecord>, "journal records are written and read as bytes");
 
 JournalRecord make_journal_record(const Chunk& chunk, std::uint64_t file_offset, std::uint64_t bytes) noexcept;
 

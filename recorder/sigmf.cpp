@@ -6,10 +6,12 @@
 #include "recorder/sigmf.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <openssl/evp.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -168,7 +170,7 @@ nlohmann::json build_meta(const nlohmann::json& global_in, const std::vector<Jou
   global["sluice:complete"] = complete;
   const auto format = format_from_datatype(global.value("core:datatype", std::string("ci16_le")));
   const std::uint64_t sample_bytes = bytes_per_sample(format.value_or(SampleFormat::ci16));
-  const double frequency = global.value("sluice:center_frequency", 0.0);
+  double frequency = global.value("sluice:center_frequency", 0.0);  // until the sender's context changes it
   const double rate = global.value("core:sample_rate", 0.0);
   nlohmann::json captures = nlohmann::json::array();
   nlohmann::json annotations = nlohmann::json::array();
@@ -188,6 +190,10 @@ nlohmann::json build_meta(const nlohmann::json& global_in, const std::vector<Jou
     const std::uint64_t file_sample = record.file_offset / sample_bytes;
     const Timestamp record_time{record.timestamp_seconds, record.timestamp_picoseconds, (record.timestamp_valid & 1U) != 0};
     const bool time_jump = (record.timestamp_valid & kRecordTimeJump) != 0;
+    // The sender's context changed at this record's first sample (a retune): a new segment
+    // starts there with the new values, and an annotation says what changed.
+    const bool context_change = (record.timestamp_valid & kRecordContextChange) != 0;
+    if (context_change && !std::isnan(record.context.rf_frequency)) frequency = record.context.rf_frequency;
     // Absent gaps from the record's first sample on lie between its samples (or after the
     // last one): the stream jumps there. Walk them in stream order.
     holes.clear();
@@ -212,6 +218,30 @@ nlohmann::json build_meta(const nlohmann::json& global_in, const std::vector<Jou
     if (left > 0) runs.push_back(Run{file, stream, left});
     for (const Run& run : runs) {
       const bool restarts = time_jump && &run == &runs.front();
+      const bool retuned = context_change && &run == &runs.front();
+      if (retuned && any_sample) {
+        const StreamContext& values = record.context;
+        nlohmann::json annotation;
+        annotation["core:label"] = "context";
+        annotation["core:generator"] = "sluice";
+        annotation["core:sample_start"] = run.file_sample;
+        annotation["core:sample_count"] = 0;
+        annotation["sluice:global_index"] = run.stream_index;
+        std::string comment = "the sender's IF Context changed here; the capture segment starting here has its values:";
+        const auto add = [&](const char* key, const char* name, double value, const char* unit) {
+          if (std::isnan(value)) return;
+          annotation[key] = value;
+          comment += std::string(" ") + name + " " + fmt::format("{}", value) + unit + ",";
+        };
+        add("sluice:rf_frequency", "RF", values.rf_frequency, " Hz");
+        add("sluice:sample_rate", "sample rate", values.sample_rate, " Hz");
+        add("sluice:bandwidth", "bandwidth", values.bandwidth, " Hz");
+        add("sluice:reference_level_dbm", "reference level", values.reference_level_dbm, " dBm");
+        add("sluice:gain_db", "gain", values.gain_db, " dB");
+        comment.back() = '.';
+        annotation["core:comment"] = comment;
+        annotations.push_back(std::move(annotation));
+      }
       if (restarts && any_sample) {
         nlohmann::json annotation;
         annotation["core:label"] = "resync";
@@ -226,7 +256,7 @@ nlohmann::json build_meta(const nlohmann::json& global_in, const std::vector<Jou
         annotation["sluice:resync"] = true;
         annotations.push_back(std::move(annotation));
       }
-      if (!any_sample || run.stream_index != expected_next || restarts) {
+      if (!any_sample || run.stream_index != expected_next || restarts || retuned) {
         nlohmann::json capture;
         capture["core:sample_start"] = run.file_sample;
         capture["core:global_index"] = run.stream_index;

@@ -353,6 +353,11 @@ void FftStage::consume(const Chunk& chunk, const std::byte* samples) noexcept {
     started_input_ = true;
   }
   for (std::uint32_t i = 0; i < chunk.gap_count; ++i) remember_gap(chunk.gaps[i]);
+  if (chunk.context_change) {  // the sender retuned from this chunk's first sample on
+    change_pending_ = true;
+    change_at_ = chunk.first_sample;
+    change_context_ = chunk.context;
+  }
 
   std::size_t position = 0;
   while (position < count) {
@@ -389,7 +394,7 @@ bool FftStage::flush_batch() noexcept {
     const std::size_t room = std::min(completing, rows_per_chunk_ - out_rows_);
     std::size_t rows = 0;
     for (std::size_t next = frame; rows < room; ++rows) {
-      if (rows > 0 && pending_count_ == 0) {
+      if (rows > 0 && pending_count_ == 0 && !change_pending_) {
         // No gap is pending, and none arrives while this loop runs: the rest of the rows are marked
         // by moving owned_from_ past them (a row per frame made this loop the stage's bound with
         // complex output, ~27 ns a row on the H100 host).
@@ -399,6 +404,15 @@ bool FftStage::flush_batch() noexcept {
       }
       const std::size_t in_row = rows == 0 ? frames_in_row_ : 0;
       const FrameInfo first = in_row > 0 ? row_first_frame_ : frame_info(next);
+      if (change_pending_ && first.first_sample >= change_at_) {
+        // The first row wholly from input under the sender's new context: it starts an output
+        // chunk of its own, which carries the change (rows that straddle it stay with the old).
+        if (out_rows_ + rows > 0) break;
+        change_pending_ = false;
+        out_context_change_ = true;
+        out_context_ = change_context_;
+        out_context_.sample_rate = StreamContext::kAbsent;  // the input's rate, not the spectra's
+      }
       const std::size_t last = next + average - in_row - 1;
       if (!mark_row(first, frame_info(last), out_rows_ + rows)) break;  // its gap starts the next chunk
       next = last + 1;
@@ -524,6 +538,9 @@ void FftStage::emit_output() noexcept {
   out_->sample_count = out_rows_ * settings_.size;
   out_->timestamp = out_timestamp_;
   out_->packets = 0;
+  out_->context_change = out_context_change_;
+  out_->context = out_context_change_ ? out_context_ : StreamContext{};
+  out_context_change_ = false;
   out_rows_ = 0;
   // Downstream may read the rows only once the backend has written them: a GPU backend's
   // output waits here, in order, until its fence is reached (retire()).

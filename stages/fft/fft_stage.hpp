@@ -138,6 +138,13 @@ class FftStage final : public Stage {
 
   std::array<PendingGap, kPendingGaps> pending_{};
   std::size_t pending_count_ = 0;
+  // A context change (a retune) on the input, not yet reached by a row; and the one the output
+  // chunk being filled starts with.
+  bool change_pending_ = false;
+  std::uint64_t change_at_ = 0;  // input index of the first sample under the new context
+  StreamContext change_context_{};
+  bool out_context_change_ = false;
+  StreamContext out_context_{};
 
   // Output in progress.
   ChunkPtr out_;

@@ -2,7 +2,7 @@
 // Frames (16-byte little-endian header: u32 type, u32 aux, u64 value, then a body):
 //   hello   S->R  aux protocol version, value lane<<32 | hello bytes; body: hello bytes
 //   welcome R->S  aux slot count (the first credits), value slot bytes
-//   chunk   S->R  value payload bytes; body: chunk_wire metadata (584 bytes) + payload
+//   chunk   S->R  value payload bytes; body: chunk_wire metadata (kChunkWireBytes, 624 in version 3) + payload
 //   credit  R->S  value credits returned (one per landing slot downstream released)
 //   heartbeat     both ways after peer_timeout/4 without other traffic
 //   end     S->R  end of stream;  end_ack R->S  everything before it was read

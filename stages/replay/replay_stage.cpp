@@ -106,6 +106,8 @@ bool ReplayStage::plan_next(Chunk& chunk) noexcept {
   chunk.size = static_cast<std::size_t>(count * lane_.sample_bytes);
   chunk.sequence = sequence_++;
   chunk.time_jump = segment_offset_ == 0 && segment.time_jump;  // a recorded resync stays one
+  chunk.context_change = segment_offset_ == 0 && segment.context_change;  // and a recorded retune
+  if (chunk.context_change) chunk.context = segment.context;
   chunk.timestamp = recorder::time_after(recorder::time_of_sample(segment, first, lane_.sample_rate), loop_shift_, lane_.sample_rate);
   while (gap_ < lane_.gaps.size() && lane_.gaps[gap_].global_index < first + count) {
     const recorder::CaptureGap& gap = lane_.gaps[gap_];

@@ -88,6 +88,9 @@ bool ChunkAssembler::append(std::uint64_t first, const std::byte* data, std::siz
       chunk.lane = context_->lane_index();
       chunk.time_jump = time_jump_;
       time_jump_ = false;
+      chunk.context_change = context_change_;
+      if (context_change_) chunk.context = stream_context_;
+      context_change_ = false;
       if (timed_ && sample_rate_ != 0) {
         std::uint64_t seconds = 0;
         std::uint64_t picoseconds = 0;

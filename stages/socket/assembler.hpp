@@ -34,6 +34,12 @@ class ChunkAssembler {
   // The sender's time base restarts at the next sample appended: its chunk is marked
   // (Chunk::time_jump) so a capture starts a new segment there. Call after flush().
   void mark_time_jump() noexcept { time_jump_ = true; }
+  // The sender's context changes at the next sample appended: its chunk carries the new values
+  // (Chunk::context_change) so a capture starts a new segment there. Call after flush().
+  void mark_context_change(const StreamContext& context) noexcept {
+    context_change_ = true;
+    stream_context_ = context;
+  }
   [[nodiscard]] std::uint64_t expected() const noexcept { return expected_; }
 
  private:
@@ -50,6 +56,8 @@ class ChunkAssembler {
   std::uint64_t origin_ = 0;
   bool timed_ = false;
   bool time_jump_ = false;
+  bool context_change_ = false;
+  StreamContext stream_context_{};
   std::uint64_t expected_ = 0;
   std::uint64_t sequence_ = 0;
   ChunkPtr chunk_;

@@ -237,10 +237,28 @@ bool UdpSource::handle_context(const std::byte* data, std::size_t bytes) noexcep
   context_packets_->add();
   const auto& next = context_scratch_;
   const auto& last = context_packet_;
-  if (have_context_ && (next.rf_reference_frequency_hz != last.rf_reference_frequency_hz || next.sample_rate_hz != last.sample_rate_hz ||
-                        next.bandwidth_hz != last.bandwidth_hz || next.reference_level_dbm != last.reference_level_dbm ||
-                        next.gain_stage1_db != last.gain_stage1_db || next.gain_stage2_db != last.gain_stage2_db)) {
-    context_changes_->add();
+  const bool changed = have_context_ && (next.rf_reference_frequency_hz != last.rf_reference_frequency_hz ||
+                                         next.sample_rate_hz != last.sample_rate_hz || next.bandwidth_hz != last.bandwidth_hz ||
+                                         next.reference_level_dbm != last.reference_level_dbm ||
+                                         next.gain_stage1_db != last.gain_stage1_db || next.gain_stage2_db != last.gain_stage2_db);
+  if (changed) context_changes_->add();
+  // The first context packet (values unknown until now: no context_wait, or it arrived late) and
+  // every change travel with the data they describe.
+  if (changed || !have_context_) {
+    // A context packet describes the data packets that follow it (the sender retuned before
+    // them): everything received so far goes downstream under the old values, and the chunk
+    // that starts with the next data packet carries the new ones, so a capture starts a new
+    // segment exactly there.
+    while (release_oldest_pending()) {
+    }
+    assembler_.flush();
+    StreamContext values;
+    if (next.rf_reference_frequency_hz) values.rf_frequency = *next.rf_reference_frequency_hz;
+    if (next.sample_rate_hz) values.sample_rate = *next.sample_rate_hz;
+    if (next.bandwidth_hz) values.bandwidth = *next.bandwidth_hz;
+    if (next.reference_level_dbm) values.reference_level_dbm = *next.reference_level_dbm;
+    if (next.gain_stage1_db) values.gain_db = *next.gain_stage1_db + next.gain_stage2_db.value_or(0.0);
+    assembler_.mark_context_change(values);
   }
   if (next.sample_rate_hz && *next.sample_rate_hz != settings_.sample_rate) mismatched_rate_ = *next.sample_rate_hz;
   context_packet_ = next;

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <vector>
 
 namespace sluice {
@@ -17,14 +19,30 @@ std::vector<std::byte> bytes(std::initializer_list<int> values) {
 }
 
 // The fixed 72 bytes for the chunk built in sample_chunk(), field by field.
+// The 40-byte context block at 584 for sample_chunk(): binary64 bit patterns worked out by hand.
+//   2.5e9   = 1.1641532182693481 × 2^31: exponent 1023 + 31 = 0x41E, mantissa 0x2A05F200 << 22
+//             → 0x41E2A05F20000000
+//   12.5e6  = 1.4901161193847656 × 2^23: exponent 0x416, mantissa 0x7D784 << 32 → 0x4167D78400000000
+//   NaN     = 0x7FF8000000000000 (quiet NaN, what std::numeric_limits gives)
+//   -1.5    = sign 1, exponent 0x3FF, mantissa 0x8000000000000 → 0xBFF8000000000000
+std::vector<std::byte> expected_context_part() {
+  return bytes({
+      0x00, 0x00, 0x00, 0x20, 0x5F, 0xA0, 0xE2, 0x41,  // rf_frequency 2.5 GHz
+      0x00, 0x00, 0x00, 0x00, 0x84, 0xD7, 0x67, 0x41,  // sample_rate 12.5 MHz
+      0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xF8, 0x7F,  // bandwidth absent (NaN)
+      0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xF8, 0x7F,  // reference level absent (NaN)
+      0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xF8, 0xBF,  // gain -1.5 dB
+  });
+}
+
 std::vector<std::byte> expected_fixed_part() {
   return bytes({
       0x53, 0x4C, 0x43, 0x4B,                          // magic "SLCK"
-      0x02, 0x00,                                      // version 2
-      0x48, 0x02,                                      // header_bytes 584 = 0x0248
+      0x03, 0x00,                                      // version 3
+      0x70, 0x02,                                      // header_bytes 624 = 0x0270
       0x03, 0x00, 0x00, 0x00,                          // lane 3
       0x01,                                            // format ci16
-      0x03,                                            // flags: timestamp valid, time base restarts
+      0x07,                                            // flags: timestamp valid, time base restarts, context changes
       0x02, 0x00,                                      // gap_count 2
       0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01,  // sequence 0x0102030405060708
       0x00, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // first_sample 4096
@@ -44,6 +62,10 @@ Chunk sample_chunk() {
   chunk.sequence = 0x0102030405060708ULL;
   chunk.first_sample = 4096;
   chunk.time_jump = true;
+  chunk.context_change = true;
+  chunk.context.rf_frequency = 2.5e9;  // the sender retuned; bandwidth, level and gain stay absent (NaN)
+  chunk.context.sample_rate = 12.5e6;
+  chunk.context.gain_db = -1.5;
   chunk.sample_count = 1024;
   chunk.size = 4096;
   chunk.timestamp = Timestamp{10000000, 0x1FFFFFFFFULL, true};
@@ -68,7 +90,10 @@ TEST(ChunkWire, EncodesTheDocumentedLayout) {
       0, 0, 0, 0, 0, 0, 0, 0x80,                       // gap 1 length 2^63
   });
   for (std::size_t i = 0; i < gaps.size(); ++i) EXPECT_EQ(wire[72 + i], gaps[i]) << "gap byte " << i;
-  for (std::size_t i = 72 + gaps.size(); i < kChunkWireBytes; ++i) EXPECT_EQ(wire[i], std::byte{0}) << "byte " << i;
+  for (std::size_t i = 72 + gaps.size(); i < 584; ++i) EXPECT_EQ(wire[i], std::byte{0}) << "byte " << i;
+  const auto context = expected_context_part();
+  ASSERT_EQ(584 + context.size(), kChunkWireBytes);
+  for (std::size_t i = 0; i < context.size(); ++i) EXPECT_EQ(wire[584 + i], context[i]) << "context byte " << i;
 }
 
 TEST(ChunkWire, DecodesHandWrittenBytes) {
@@ -78,6 +103,8 @@ TEST(ChunkWire, DecodesHandWrittenBytes) {
   wire[80] = std::byte{0x05};
   for (std::size_t i = 0; i < 8; ++i) wire[88 + i] = std::byte{0xFF};
   wire[96 + 7] = std::byte{0x80};
+  const auto context = expected_context_part();
+  std::copy(context.begin(), context.end(), wire.begin() + 584);
   Chunk chunk;
   chunk.created_ns = 55;
   ASSERT_EQ(decode_chunk_metadata(wire, chunk), ChunkWireStatus::ok);
@@ -85,6 +112,12 @@ TEST(ChunkWire, DecodesHandWrittenBytes) {
   EXPECT_EQ(chunk.format, SampleFormat::ci16);
   EXPECT_EQ(chunk.sequence, 0x0102030405060708ULL);
   EXPECT_TRUE(chunk.time_jump);
+  EXPECT_TRUE(chunk.context_change);
+  EXPECT_EQ(chunk.context.rf_frequency, 2.5e9);
+  EXPECT_EQ(chunk.context.sample_rate, 12.5e6);
+  EXPECT_TRUE(std::isnan(chunk.context.bandwidth));
+  EXPECT_TRUE(std::isnan(chunk.context.reference_level_dbm));
+  EXPECT_EQ(chunk.context.gain_db, -1.5);
   EXPECT_EQ(chunk.first_sample, 4096U);
   EXPECT_EQ(chunk.sample_count, 1024U);
   EXPECT_EQ(chunk.size, 4096U);
@@ -130,23 +163,14 @@ TEST(ChunkWire, RejectsBadHeadersAndLeavesTheChunkAlone) {
     EXPECT_EQ(chunk.sequence, 99U);
   };
   check(0, std::byte{0x54}, ChunkWireStatus::bad_magic);
-  check(4, std::byte{0x03}, ChunkWireStatus::unsupported_version);
+  check(4, std::byte{0x04}, ChunkWireStatus::unsupported_version);
   check(6, std::byte{0x49}, ChunkWireStatus::bad_size);
   check(12, std::byte{0x04}, ChunkWireStatus::bad_format);
-  check(13, std::byte{0x04}, ChunkWireStatus::bad_flags);
-  // Version 1 (before the time-jump bit) is still read; in it bit 1 is reserved.
-  {
-    auto wire = good;
-    wire[4] = std::byte{0x01};
-    wire[13] = std::byte{0x01};
-    Chunk chunk;
-    chunk.time_jump = true;
-    EXPECT_EQ(decode_chunk_metadata(wire, chunk), ChunkWireStatus::ok);
-    EXPECT_FALSE(chunk.time_jump);
-    EXPECT_TRUE(chunk.timestamp.valid);
-    wire[13] = std::byte{0x03};
-    EXPECT_EQ(decode_chunk_metadata(wire, chunk), ChunkWireStatus::bad_flags);
-  }
+  check(13, std::byte{0x08}, ChunkWireStatus::bad_flags);
+  // Versions 1 and 2 (584 bytes, no context block) come from an older Sluice: refused by version.
+  check(4, std::byte{0x01}, ChunkWireStatus::unsupported_version);
+  check(4, std::byte{0x02}, ChunkWireStatus::unsupported_version);
+  EXPECT_NE(to_string(ChunkWireStatus::unsupported_version).find("same"), std::string_view::npos);
   check(68, std::byte{0x04}, ChunkWireStatus::bad_flags);  // in_data bit of a gap past gap_count (2)
   check(14, std::byte{33}, ChunkWireStatus::too_many_gaps);
   Chunk chunk;

@@ -48,6 +48,8 @@ struct FeedChunk {
   std::vector<std::byte> bytes;
   std::uint64_t first_sample = 0;
   std::vector<Gap> gaps;
+  bool context_change = false;  // the sender retuned from this chunk on
+  StreamContext context{};
 };
 SampleFormat g_format = SampleFormat::cf32;
 std::vector<FeedChunk> g_feed;
@@ -86,6 +88,8 @@ class FeedSource final : public Stage {
     // 1 Msps: a sample lasts 1 µs = 10^6 ps.
     chunk->timestamp = Timestamp{100 + feed.first_sample / 1'000'000, feed.first_sample % 1'000'000 * 1'000'000, true};
     for (const Gap& gap : feed.gaps) chunk->add_gap(gap.first_sample, gap.length);
+    chunk->context_change = feed.context_change;
+    chunk->context = feed.context;
     context_->emit(std::move(chunk));
     return StageStatus::ok;
   }
@@ -103,6 +107,8 @@ struct Captured {
   std::uint64_t first_sample, sample_count;
   Timestamp timestamp;
   std::vector<Gap> gaps;
+  bool context_change = false;
+  StreamContext context{};
 };
 std::vector<Captured> g_captured;
 StreamInfo g_stream;
@@ -133,7 +139,8 @@ class CaptureSink final : public Stage {
     ChunkPtr chunk = context_->input().pop(std::chrono::milliseconds(10));
     if (!chunk) return context_->input().finished() ? StageStatus::end_of_stream : StageStatus::idle;
     Captured captured{std::vector<std::byte>(chunk->size), chunk->first_sample, chunk->sample_count, chunk->timestamp,
-                      std::vector<Gap>(chunk->gaps.begin(), chunk->gaps.begin() + chunk->gap_count)};
+                      std::vector<Gap>(chunk->gaps.begin(), chunk->gaps.begin() + chunk->gap_count), chunk->context_change,
+                      chunk->context};
     std::string error = copy_memory(captured.bytes.data(), MemoryKind::host, chunk->data, chunk->memory, chunk->size);
     if (error.empty()) error = poison_region(chunk->data, chunk->memory, chunk->capacity);
     if (!error.empty()) {
@@ -424,6 +431,40 @@ TEST(FftBackend, AutoPicksCufftWithAGpuAndSaysSo) {
     EXPECT_NE(g_notes[1].find("fused"), std::string::npos) << g_notes[1];
   }
   EXPECT_NE(g_stream.description.find(cuda_available() ? "cuFFT" : "FFTW"), std::string::npos) << g_stream.description;
+}
+
+// A retune upstream (Chunk::context_change at input sample 5000): the first row made wholly
+// from input after it (row 5 of 1024-sample rows, 256 bins averaged over 4) starts an output
+// chunk that carries the change, so the recorder starts a segment there; the row over the
+// change (row 4, 4096..5119) stays with the old values; nothing is skipped or repeated.
+TEST(FftBackend, AContextChangeStartsTheOutputChunkOfTheFirstRowAfterIt) {
+  std::string reason;
+  if (gpu_missing(&reason)) GTEST_SKIP() << reason;
+  g_format = SampleFormat::cf32;
+  std::mt19937 random(5);
+  const Input input = random_input(g_format, 12000, random);
+  const auto part = [&](std::size_t from, std::size_t to) {
+    return std::vector<std::byte>(input.bytes.begin() + static_cast<std::ptrdiff_t>(from * 8),
+                                  input.bytes.begin() + static_cast<std::ptrdiff_t>(to * 8));
+  };
+  StreamContext retuned;
+  retuned.rf_frequency = 2.5e9;
+  retuned.sample_rate = 1e6;
+  g_feed = {FeedChunk{part(0, 5000), 0, {}}, FeedChunk{part(5000, 12000), 5000, {}, true, retuned}};
+  run_fft("{type: feed}", "{type: fft, size: 256, average: 4, output: power}");
+  std::size_t changes = 0;
+  std::uint64_t expected_first = 0;
+  for (const Captured& chunk : g_captured) {
+    EXPECT_EQ(chunk.first_sample, expected_first);  // contiguous rows: none skipped or repeated
+    expected_first += chunk.sample_count;
+    if (!chunk.context_change) continue;
+    ++changes;
+    EXPECT_EQ(chunk.first_sample, 5U * 256U) << "the change belongs to row 5, the first wholly after sample 5000";
+    EXPECT_EQ(chunk.context.rf_frequency, 2.5e9);
+    EXPECT_TRUE(std::isnan(chunk.context.sample_rate)) << "the input's rate is not the spectra's";
+  }
+  EXPECT_EQ(changes, 1U);
+  EXPECT_EQ(expected_first, 11U * 256U);  // 12000 samples: 11 whole rows of 1024
 }
 
 TEST(FftBackend, CufftWithoutAGpuIsAnErrorWithAHint) {

@@ -52,6 +52,9 @@ void fill(Chunk& chunk, std::uint64_t sequence) {
   chunk.format = SampleFormat::ci16;
   chunk.timestamp = Timestamp{1700000000 + sequence, sequence * 1000, sequence % 2 == 0};
   chunk.packets = static_cast<std::uint32_t>(sequence % 100);
+  chunk.time_jump = sequence % 7 == 3;
+  chunk.context_change = sequence % 50 == 10;  // a retune now and then: its values cross too
+  if (chunk.context_change) chunk.context.rf_frequency = 2.4e9 + static_cast<double>(sequence);
   for (std::uint32_t g = 0; g < gaps_of(sequence); ++g) ASSERT_TRUE(chunk.add_gap(sequence * 100 + g, g + 1));
 }
 
@@ -103,6 +106,11 @@ TEST(TcpLink, EveryChunkArrivesWithItsBytesMetadataGapsAndOrder) {
       EXPECT_EQ(chunk->timestamp.picoseconds, expected * 1000);
       EXPECT_EQ(chunk->timestamp.valid, expected % 2 == 0);
       EXPECT_EQ(chunk->packets, expected % 100);
+      EXPECT_EQ(chunk->time_jump, expected % 7 == 3);
+      EXPECT_EQ(chunk->context_change, expected % 50 == 10);
+      if (chunk->context_change) {
+        EXPECT_EQ(chunk->context.rf_frequency, 2.4e9 + static_cast<double>(expected));
+      }
       EXPECT_EQ(chunk->gap_count, gaps_of(expected));
       for (std::uint32_t g = 0; g < chunk->gap_count; ++g) {
         EXPECT_EQ(chunk->gaps[g].first_sample, expected * 100 + g);

@@ -23,6 +23,8 @@ struct CapturedChunk {
   Timestamp timestamp;
   std::vector<Gap> gaps;
   std::vector<std::byte> bytes;
+  bool context_change = false;
+  StreamContext context{};
 };
 
 struct Capture {
@@ -52,6 +54,8 @@ class CaptureSink final : public Stage {
     copy.timestamp = chunk->timestamp;
     copy.gaps.assign(chunk->gaps.begin(), chunk->gaps.begin() + chunk->gap_count);
     copy.bytes.assign(chunk->data, chunk->data + chunk->size);
+    copy.context_change = chunk->context_change;
+    copy.context = chunk->context;
     {
       std::lock_guard lock(capture_->mutex);
       capture_->chunks.push_back(std::move(copy));

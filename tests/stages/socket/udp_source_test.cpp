@@ -757,6 +757,50 @@ TEST(UdpSource, ARetuneIsOneContextChange) {
   EXPECT_EQ(run.context_changes, 1U);
 }
 
+// A retune mid-stream reaches the capture: the emulator sends its changed IF Context packet
+// right before the first data packet at or after 100 µs; the udp stage ends its chunk there and
+// the next one carries the change; the real record stage starts a SigMF segment at exactly that
+// sample with the new core:frequency and a `context` annotation, which the capture reader
+// (replay's input) reads back as the segment's change.
+TEST(UdpSource, ARetuneStartsACaptureSegmentAtTheFirstSampleUnderTheNewFrequency) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("sluice-udp-retune-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  auto settings = with_count(1000);
+  settings.context.enabled = true;
+  settings.context.rf_frequency = 2.4e9;
+  settings.context.retune = true;
+  settings.context.retune_at = std::chrono::microseconds(100);  // sample 10 000 at 100 Msps
+  settings.context.retune_rf_frequency = 2.5e9;
+  UdpRun run;
+  run.record_directory = dir.string();
+  run_udp(settings, run);
+  const std::uint64_t spp = run.samples_per_packet;
+  const std::uint64_t at = (10'000 + spp - 1) / spp * spp;  // the first packet starting at or after it
+  EXPECT_EQ(run.context_changes, 1U);
+  EXPECT_EQ(run.lost_samples, 0U);
+  // Marked chunks: the first (its values were unknown at start: no context_wait), and the retune.
+  std::vector<std::pair<std::uint64_t, double>> marked;
+  for (const auto& chunk : run.capture.chunks) {
+    if (!chunk.context_change) continue;
+    marked.emplace_back(chunk.first_sample, chunk.context.rf_frequency);
+    EXPECT_EQ(chunk.context.sample_rate, 100e6);
+  }
+  const std::vector<std::pair<std::uint64_t, double>> expected{{0, 2.4e9}, {at, 2.5e9}};
+  EXPECT_EQ(marked, expected);
+  const recorder::Capture capture = recorder::open_capture((dir / "udp.sigmf-collection").string());
+  ASSERT_EQ(capture.lanes.size(), 1U);
+  const recorder::CaptureLane& lane = capture.lanes[0];
+  ASSERT_EQ(lane.segments.size(), 2U) << "the retune must start a capture segment";
+  EXPECT_EQ(lane.segments[0].global_index, 0U);
+  EXPECT_EQ(lane.segments[0].frequency, 2.4e9);
+  EXPECT_EQ(lane.segments[1].global_index, at);
+  EXPECT_EQ(lane.segments[1].frequency, 2.5e9);
+  EXPECT_TRUE(lane.segments[1].context_change);
+  EXPECT_EQ(lane.segments[1].context.rf_frequency, 2.5e9);
+  EXPECT_EQ(lane.total_samples, 1000 * spp);
+  std::filesystem::remove_all(dir);
+}
+
 std::vector<std::byte> context_bytes(double sample_rate) {
   vita49::ContextPacket packet;
   packet.stream_id = 1;
