@@ -4,6 +4,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <cstddef>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -173,6 +176,80 @@ TEST(Journal, ATornLastRecordIsDroppedAndTheRestKept) {
   ASSERT_EQ(contents.records.size(), 2U);
   EXPECT_EQ(contents.records[1].first_sample, 1024U);
   EXPECT_THROW(JournalWriter(path, nlohmann::json::object()), std::runtime_error);  // never overwritten
+}
+
+// A journal written before chunks carried a stream context ("SLUICEJ1": records end after the
+// gap table with an FNV-1a checksum over everything before) is still read, so an older
+// recording cut by a crash can still be repaired. The file is built here byte by byte.
+TEST(Journal, AVersionOneJournalIsStillRead) {
+  test::TempDir dir;
+  const std::string path = dir.str("v1.sluice-journal");
+  const std::size_t fields = offsetof(JournalRecord, context);
+  const auto fnv = [](const unsigned char* data, std::size_t bytes) {
+    std::uint64_t hash = 0xcbf29ce484222325ULL;
+    for (std::size_t i = 0; i < bytes; ++i) hash = (hash ^ data[i]) * 0x100000001b3ULL;
+    return hash;
+  };
+  std::string file(kJournalHeaderBytes, '\0');
+  const std::string global = R"({"core:datatype":"ci16_le"})";
+  std::memcpy(file.data(), "SLUICEJ1", 8);
+  const std::uint64_t length = global.size();
+  std::memcpy(file.data() + 8, &length, 8);
+  std::memcpy(file.data() + 16, global.data(), global.size());
+  for (std::uint64_t i = 0; i < 3; ++i) {
+    JournalRecord record = record_of(i * 4096, i * 1024, 1024, i == 1 ? std::vector<Gap>{{1500, 10}} : std::vector<Gap>{});
+    std::string bytes(fields + 8, '\0');
+    std::memcpy(bytes.data(), static_cast<const void*>(&record), fields);
+    const std::uint64_t checksum = fnv(reinterpret_cast<const unsigned char*>(bytes.data()), fields);
+    std::memcpy(bytes.data() + fields, &checksum, 8);
+    file += bytes;
+  }
+  file.resize(file.size() - 5);  // and the last record torn, as a kill leaves it
+  std::ofstream(path, std::ios::binary) << file;
+  const JournalContents contents = read_journal(path);
+  EXPECT_EQ(contents.global["core:datatype"], "ci16_le");
+  ASSERT_EQ(contents.records.size(), 2U);
+  EXPECT_EQ(contents.discarded, 0U);  // a torn tail is not a whole record
+  EXPECT_EQ(contents.records[1].first_sample, 1024U);
+  ASSERT_EQ(contents.records[1].gap_count, 1U);
+  EXPECT_EQ(contents.records[1].gaps[0].first_sample, 1500U);
+  EXPECT_TRUE(std::isnan(contents.records[1].context.rf_frequency));
+  EXPECT_EQ(contents.records[1].timestamp_valid & kRecordContextChange, 0U);
+}
+
+// A retune (Chunk::context_change) starts a segment at its chunk with the new core:frequency,
+// keeps it for the segments after, and leaves a `context` annotation naming the new values.
+TEST(Sigmf, AContextChangeStartsASegmentWithTheNewFrequency) {
+  StreamInfo stream;
+  stream.sample_rate = 1e6;
+  stream.center_frequency = 2.4e9;
+  const nlohmann::json global = make_global(stream, "port0", "sluice", 0, 1, 0);
+  Chunk retuned;
+  retuned.first_sample = 1000;
+  retuned.sample_count = 1000;
+  retuned.timestamp = Timestamp{100, 1000 * 1'000'000ULL, true};
+  retuned.context_change = true;
+  retuned.context.rf_frequency = 2.5e9;
+  retuned.context.gain_db = 12;
+  const std::vector<JournalRecord> records{record_of(0, 0, 1000), make_journal_record(retuned, 4000, 4000),
+                                           record_of(8000, 2500, 1000)};  // a hole: a third segment
+  const nlohmann::json meta = build_meta(global, records, true);
+  ASSERT_EQ(meta["captures"].size(), 3U) << meta.dump(1);
+  EXPECT_EQ(meta["captures"][0]["core:frequency"], 2.4e9);
+  EXPECT_EQ(meta["captures"][1]["core:sample_start"], 1000U);
+  EXPECT_EQ(meta["captures"][1]["core:global_index"], 1000U);
+  EXPECT_EQ(meta["captures"][1]["core:frequency"], 2.5e9);
+  EXPECT_EQ(meta["captures"][2]["core:frequency"], 2.5e9);
+  std::size_t contexts = 0;
+  for (const auto& annotation : meta["annotations"]) {
+    if (annotation["core:label"] != "context") continue;
+    ++contexts;
+    EXPECT_EQ(annotation["core:sample_start"], 1000U);
+    EXPECT_EQ(annotation["sluice:rf_frequency"], 2.5e9);
+    EXPECT_EQ(annotation["sluice:gain_db"], 12.0);
+    EXPECT_FALSE(annotation.contains("sluice:bandwidth"));  // the sender gave none
+  }
+  EXPECT_EQ(contexts, 1U);
 }
 
 TEST(Journal, ARecordThatDoesNotContinueTheFileEndsTheValidPrefix) {
