@@ -219,14 +219,19 @@ nlohmann::json build_meta(const nlohmann::json& global_in, const std::vector<Jou
     for (const Run& run : runs) {
       const bool restarts = time_jump && &run == &runs.front();
       const bool retuned = context_change && &run == &runs.front();
-      if (retuned && any_sample) {
-        const StreamContext& values = record.context;
+      // A zero-length annotation at the run's first sample.
+      const auto boundary = [&run](const char* label) {
         nlohmann::json annotation;
-        annotation["core:label"] = "context";
+        annotation["core:label"] = label;
         annotation["core:generator"] = "sluice";
         annotation["core:sample_start"] = run.file_sample;
         annotation["core:sample_count"] = 0;
         annotation["sluice:global_index"] = run.stream_index;
+        return annotation;
+      };
+      if (retuned && any_sample) {
+        const StreamContext& values = record.context;
+        nlohmann::json annotation = boundary("context");
         std::string comment = "the sender's IF Context changed here; the capture segment starting here has its values:";
         const auto add = [&](const char* key, const char* name, double value, const char* unit) {
           if (std::isnan(value)) return;
@@ -243,12 +248,7 @@ nlohmann::json build_meta(const nlohmann::json& global_in, const std::vector<Jou
         annotations.push_back(std::move(annotation));
       }
       if (restarts && any_sample) {
-        nlohmann::json annotation;
-        annotation["core:label"] = "resync";
-        annotation["core:generator"] = "sluice";
-        annotation["core:sample_start"] = run.file_sample;
-        annotation["core:sample_count"] = 0;
-        annotation["sluice:global_index"] = run.stream_index;
+        nlohmann::json annotation = boundary("resync");
         annotation["core:comment"] =
             "the sender's time base restarted (its clock or counter went back, and the source resynchronised "
             "onto it): the capture segment starting here has its own core:datetime, not one that follows the "

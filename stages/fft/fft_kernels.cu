@@ -180,6 +180,25 @@ __device__ __forceinline__ void load_frame(const FusedArgs& args, unsigned base,
   for (int m = 0; m < 32; ++m) a[m] = fused_sample<Sample>(args, base + lane + 32U * m, scale);
 }
 
+// The 32 × 32 four-step transform of one frame held by a warp: the inner 32-point DFT over n2 in
+// each lane's registers, the twiddle W1024^(n1·k2) from the block's table, the transpose through
+// the warp's shared rows, and the outer DFT over n1; afterwards lane t holds X[t + 32·k1] in a[k1].
+__device__ __forceinline__ void transform_frame(float2 (&a)[32], const float2 (&twiddle)[32][32], float (&re)[32][33],
+                                                float (&im)[32][33], unsigned lane) {
+  fft32(a);  // over n2: a[k2] for n1 = lane
+#pragma unroll
+  for (int k2 = 0; k2 < 32; ++k2) {
+    const float2 z = k2 == 0 ? a[0] : cmul(a[k2], twiddle[k2][lane]);
+    re[lane][k2] = z.x;
+    im[lane][k2] = z.y;
+  }
+  __syncwarp();
+#pragma unroll
+  for (int n1 = 0; n1 < 32; ++n1) a[n1] = make_float2(re[n1][lane], im[n1][lane]);
+  __syncwarp();  // the next frame's stores wait until every lane has read this one
+  fft32(a);      // over n1
+}
+
 // One warp per segment: up to kFramesPerWarp consecutive frames of one row. Segment s of row r
 // (global frame numbers g = pending + f) covers g in [r·avg + s·F, min(r·avg + (s+1)·F, (r+1)·avg)),
 // clipped to the batch's frames. Blocks stay resident and take segments in a grid-stride loop, so
@@ -216,18 +235,7 @@ __global__ void __launch_bounds__(kFusedWarps * 32) fused_kernel(FusedArgs args,
     for (unsigned long long g = begin; g < last; ++g) {
       float2 a[32];
       load_frame<Sample>(args, static_cast<unsigned>((g - args.pending) * kFusedSize), lane, scale, a);
-      fft32(a);  // over n2: a[k2] for n1 = lane
-#pragma unroll
-      for (int k2 = 0; k2 < 32; ++k2) {
-        const float2 z = k2 == 0 ? a[0] : cmul(a[k2], twiddle[k2][lane]);
-        transpose_re[warp][lane][k2] = z.x;
-        transpose_im[warp][lane][k2] = z.y;
-      }
-      __syncwarp();
-#pragma unroll
-      for (int n1 = 0; n1 < 32; ++n1) a[n1] = make_float2(transpose_re[warp][n1][lane], transpose_im[warp][n1][lane]);
-      __syncwarp();  // the next frame's stores wait until every lane has read this one
-      fft32(a);      // over n1: a[k1] = X[lane + 32·k1]
+      transform_frame(a, twiddle, transpose_re[warp], transpose_im[warp], lane);  // a[k1] = X[lane + 32·k1]
 #pragma unroll
       for (int k1 = 0; k1 < 32; ++k1) power[k1] += a[k1].x * a[k1].x + a[k1].y * a[k1].y;
     }
@@ -256,18 +264,8 @@ __global__ void __launch_bounds__(kFusedWarps * 32) fused_complex_kernel(FusedAr
   for (unsigned row = blockIdx.x * kFusedWarps + warp; row < count; row += gridDim.x * kFusedWarps) {
     float2 a[32];
     load_frame<Sample>(args, (first + row) * kFusedSize, lane, scale, a);
-    fft32(a);
-#pragma unroll
-    for (int k2 = 0; k2 < 32; ++k2) {
-      const float2 z = k2 == 0 ? a[0] : cmul(a[k2], twiddle[k2][lane]);
-      transpose_re[warp][lane][k2] = z.x;
-      transpose_im[warp][lane][k2] = z.y;
-    }
-    __syncwarp();
-#pragma unroll
-    for (int n1 = 0; n1 < 32; ++n1) a[n1] = make_float2(transpose_re[warp][n1][lane], transpose_im[warp][n1][lane]);
-    __syncwarp();
-    fft32(a);  // a[k1] = X[lane + 32·k1]; fftshift: bin k goes to (k + 512) mod 1024
+    transform_frame(a, twiddle, transpose_re[warp], transpose_im[warp], lane);
+    // a[k1] = X[lane + 32·k1]; fftshift: bin k goes to (k + 512) mod 1024
     float2* target = out + static_cast<std::size_t>(row) * kFusedSize + lane;
 #pragma unroll
     for (int k1 = 0; k1 < 32; ++k1) {
