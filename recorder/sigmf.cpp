@@ -22,6 +22,7 @@
 #include <stdexcept>
 
 #include "pipeline/stage.hpp"
+#include "pipeline/unique_fd.hpp"
 
 namespace sluice::recorder {
 namespace {
@@ -41,19 +42,6 @@ void write_all(int fd, const std::string& path, const std::string& text) {
 }
 
 __extension__ using Wide = unsigned __int128;  // exact sample-to-picosecond products
-
-class FdCloser {
- public:
-  explicit FdCloser(int fd) : fd_(fd) {}
-  FdCloser(const FdCloser&) = delete;
-  FdCloser& operator=(const FdCloser&) = delete;
-  ~FdCloser() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-
- private:
-  int fd_;
-};
 
 }  // namespace
 
@@ -325,7 +313,7 @@ void write_file_durably(const std::string& path, const std::string& text, bool s
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw errno_error("open", temporary, errno);
   {
-    FdCloser closer(fd);
+    const UniqueFd closer(fd);
     write_all(fd, temporary, text);
     if (sync && ::fsync(fd) != 0) throw errno_error("fsync", temporary, errno);
   }
@@ -336,7 +324,7 @@ void write_file_durably(const std::string& path, const std::string& text, bool s
                                     : std::filesystem::path(path).parent_path().string();
   const int directory_fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (directory_fd < 0) throw errno_error("open", directory, errno);
-  FdCloser closer(directory_fd);
+  const UniqueFd closer(directory_fd);
   if (::fsync(directory_fd) != 0) throw errno_error("fsync", directory, errno);
 }
 

@@ -13,25 +13,8 @@
 
 namespace sluice::recorder {
 
-FileDescriptor::FileDescriptor(FileDescriptor&& other) noexcept : fd_(other.fd_), path_(std::move(other.path_)) {
-  other.fd_ = -1;
-}
-
-FileDescriptor& FileDescriptor::operator=(FileDescriptor&& other) noexcept {
-  if (this != &other) {
-    close();
-    fd_ = other.fd_;
-    path_ = std::move(other.path_);
-    other.fd_ = -1;
-  }
-  return *this;
-}
-
-FileDescriptor::~FileDescriptor() { close(); }
-
 void FileDescriptor::close() noexcept {
-  if (fd_ >= 0 && ::close(fd_) != 0) spdlog::warn("close({}): {}", path_, std::strerror(errno));
-  fd_ = -1;
+  if (const int error = fd_.close(); error != 0) spdlog::warn("close({}): {}", path_, std::strerror(error));
 }
 
 FileDescriptor open_file(const std::string& path, int flags, mode_t mode) {

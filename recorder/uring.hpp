@@ -10,24 +10,33 @@
 #include <vector>
 
 #include "pipeline/pool.hpp"
+#include "pipeline/unique_fd.hpp"
 
 namespace sluice::recorder {
 
+// An open file and its path: a UniqueFd that names the file when its close fails.
 class FileDescriptor {
  public:
   FileDescriptor() = default;
   explicit FileDescriptor(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
-  FileDescriptor(FileDescriptor&& other) noexcept;
-  FileDescriptor& operator=(FileDescriptor&& other) noexcept;
+  FileDescriptor(FileDescriptor&& other) noexcept = default;
+  FileDescriptor& operator=(FileDescriptor&& other) noexcept {
+    if (this != &other) {
+      close();
+      fd_ = std::move(other.fd_);
+      path_ = std::move(other.path_);
+    }
+    return *this;
+  }
   FileDescriptor(const FileDescriptor&) = delete;
   FileDescriptor& operator=(const FileDescriptor&) = delete;
-  ~FileDescriptor();
-  [[nodiscard]] int get() const { return fd_; }
+  ~FileDescriptor() { close(); }
+  [[nodiscard]] int get() const { return fd_.get(); }
   [[nodiscard]] const std::string& path() const { return path_; }
-  void close() noexcept;
+  void close() noexcept;  // logs a failed close with the path
 
  private:
-  int fd_ = -1;
+  UniqueFd fd_;
   std::string path_;
 };
 

@@ -11,31 +11,11 @@
 #include <string_view>
 #include <utility>
 
+#include "pipeline/unique_fd.hpp"
+
 namespace sluice::wire {
 
-// The one owner of a file descriptor.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept {
-    if (this != &other) reset(std::exchange(other.fd_, -1));
-    return *this;
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd() { reset(); }
-  void reset(int fd = -1) noexcept {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-  [[nodiscard]] int get() const noexcept { return fd_; }
-  [[nodiscard]] bool valid() const noexcept { return fd_ >= 0; }
-
- private:
-  int fd_ = -1;
-};
+using UniqueFd = sluice::UniqueFd;  // pipeline/unique_fd.hpp
 
 // "127.0.0.1:50000" → sockaddr_in; nullopt when malformed.
 std::optional<sockaddr_in> parse_endpoint(std::string_view text);
@@ -45,7 +25,8 @@ std::string to_string(const sockaddr_in& address);
 // which says so when the kernel capped the size. Throws std::runtime_error naming the call.
 // On a TCP socket, call it before listen()/connect(): the window scale is fixed then.
 std::string set_receive_buffer(int fd, std::uint64_t bytes);
-// "socket: Permission denied" — for setup errors naming the call.
+// "socket: Permission denied" — for errors naming the call: errno now, or a saved one.
 std::string errno_message(std::string_view call);
+std::string errno_message(std::string_view call, int error);
 
 }  // namespace sluice::wire

@@ -35,7 +35,6 @@ Integer load(const std::byte* in) noexcept {
   return static_cast<Integer>(value);
 }
 
-std::string errno_text(std::string_view call, int error) { return std::string(call) + ": " + std::strerror(error); }
 
 std::string endpoint_text(const LinkEndpoint& endpoint) { return endpoint.address + ":" + std::to_string(endpoint.port); }
 
@@ -129,7 +128,7 @@ bool TcpConnection::send(const Header& header, std::span<const std::byte> first,
         ::poll(&wait, 1, 50);
         continue;
       }
-      set_failure(LinkStatus::peer_lost, errno_text("sendmsg", errno));
+      set_failure(LinkStatus::peer_lost, wire::errno_message("sendmsg", errno));
       return false;
     }
     progress_ns = monotonic_ns();
@@ -174,7 +173,7 @@ bool TcpConnection::read_exact(std::span<std::byte> out, const std::atomic<bool>
     }
     if (errno == EINTR) continue;
     if (errno != EAGAIN) {
-      set_failure(LinkStatus::peer_lost, errno_text("recv", errno));
+      set_failure(LinkStatus::peer_lost, wire::errno_message("recv", errno));
       return false;
     }
     heartbeat_if_due();

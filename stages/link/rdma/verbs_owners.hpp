@@ -16,6 +16,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "pipeline/unique_fd.hpp"
+
 namespace sluice::rdma {
 
 // Calls `release` and logs its failure; `name` is the C call for the message.
@@ -53,29 +55,6 @@ using CqPtr = std::unique_ptr<ibv_cq, LoggingDeleter<ibv_destroy_cq, kDestroyCq>
 using QpOnIdPtr = std::unique_ptr<rdma_cm_id, LoggingDeleter<destroy_qp_of, kDestroyQp>>;
 
 // An owned file descriptor (the dma-buf a GPU allocation is exported as).
-class FileDescriptor {
- public:
-  FileDescriptor() = default;
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  FileDescriptor(FileDescriptor&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  FileDescriptor& operator=(FileDescriptor&& other) noexcept {
-    if (this != &other) {
-      reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  ~FileDescriptor() { reset(); }
-  [[nodiscard]] int get() const { return fd_; }
-  void reset() noexcept {
-    if (fd_ >= 0 && ::close(fd_) != 0) spdlog::warn("close(dma-buf fd {}): {}", fd_, std::strerror(errno));
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
+using FileDescriptor = UniqueFd;  // pipeline/unique_fd.hpp
 
 }  // namespace sluice::rdma
