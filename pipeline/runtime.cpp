@@ -21,6 +21,16 @@ std::vector<Pool*> LaneResources::pools() const {
   return pools;
 }
 
+void LaneResources::note_failure(std::string what) {
+  std::lock_guard lock(failure_mutex_);
+  if (failure_.empty()) failure_ = std::move(what);
+}
+
+std::string LaneResources::failure() const {
+  std::lock_guard lock(failure_mutex_);
+  return failure_;
+}
+
 void* LaneResources::cuda_stream() {
   if (stream_.get() == nullptr) stream_ = CudaStream(cuda_device_);
   return stream_.get();
@@ -187,6 +197,7 @@ void Pipeline::start() {
 
 void Pipeline::record_failure(const Slot& slot, const std::string& lane, std::string message) {
   spdlog::error("lane {}, stage {} ({}): {}", lane, slot.definition->name, slot.definition->type, message);
+  slot.context->lane_resources().note_failure(slot.definition->name + " (" + slot.definition->type + "): " + message);
   std::lock_guard lock(failures_mutex_);
   failures_.push_back(StageFailure{lane, slot.definition->name, slot.definition->type, std::move(message)});
 }

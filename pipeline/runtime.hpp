@@ -7,6 +7,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,12 +31,19 @@ class LaneResources {
   [[nodiscard]] std::vector<Pool*> pools() const;
   void* cuda_stream();
   [[nodiscard]] int cuda_device() const { return cuda_device_; }
+  // The first stage of this lane that failed, and why ("generator (generator): ..."); the
+  // runtime notes it before that stage closes its output, so a stage downstream that sees
+  // its input finished can tell a failure upstream from a clean end of stream.
+  void note_failure(std::string what);
+  [[nodiscard]] std::string failure() const;
 
  private:
   std::string name_;
   std::uint32_t index_;
   const std::atomic<bool>* stop_;
   int cuda_device_;
+  mutable std::mutex failure_mutex_;
+  std::string failure_;
   // The stream is declared before the pools so that it outlives none of them: pools
   // (device memory) are freed first, then the stream.
   CudaStream stream_;

@@ -156,6 +156,7 @@ StageContext::StageContext(LaneResources& lane, StageMetrics& metrics, const Pip
 const std::string& StageContext::lane_name() const { return lane_->name(); }
 std::uint32_t StageContext::lane_index() const { return lane_->index(); }
 bool StageContext::stop_requested() const noexcept { return lane_->stop_requested(); }
+std::string StageContext::lane_failure() const { return lane_->failure(); }
 void StageContext::fail(std::string message) { failure_ = std::move(message); }
 std::vector<Pool*> StageContext::lane_pools() const { return lane_->pools(); }
 void* StageContext::cuda_stream() { return lane_->cuda_stream(); }

@@ -144,6 +144,11 @@ class StageContext {
   // the stage is failing anyway).
   void fail(std::string message);
   [[nodiscard]] const std::string& failure() const { return failure_; }
+  // Why the first stage of this lane (on this node) to fail failed ("name (type): reason"), or
+  // empty. Once input().finished(), a failure upstream is visible here: a failing stage is
+  // noted before its output closes.
+  [[nodiscard]] std::string lane_failure() const;
+  [[nodiscard]] LaneResources& lane_resources() { return *lane_; }
 
   // What flows into this stage (from upstream) and out of it (downstream sees this).
   StreamInfo stream;

@@ -99,6 +99,13 @@ StageStatus LinkSendingHalf::process() {
     pending_ = context_->input().pop(kPoll);
     if (!pending_) {
       if (!context_->input().finished()) return StageStatus::idle;
+      if (std::string failure = context_->lane_failure(); !failure.empty()) {
+        // The stream ended because a stage before this one failed: the receiving node must
+        // not take it for a clean end of stream, so the failure crosses the link instead.
+        spdlog::info("link: lane {} tells {} that stage {} failed", context_->lane_name(), endpoint_text(settings_), failure);
+        sender_->abort("stage " + failure + " on the sending node");
+        return StageStatus::end_of_stream;
+      }
       const LinkStatus status = sender_->finish(settings_.connection.peer_timeout * 2);
       return status == LinkStatus::ok ? StageStatus::end_of_stream : fail("end of stream");
     }

@@ -1,7 +1,10 @@
 // Two nodes of one pipeline file as two real `sluice run --node` processes joined by the
-// tcp link on loopback: every byte arrives in order (checked against the generator's own
-// signal), a killed peer is reported by the survivor, which exits non-zero instead of
-// hanging, and a restarted receiver takes a new sender on the same port.
+// link: every byte arrives in order (checked against the generator's own signal), a killed
+// peer is reported by the survivor, which exits non-zero instead of hanging, a stage that
+// fails on the sending node fails the receiving node with its reason, and a restarted
+// receiver takes a new sender on the same port.
+// Here the link is tcp on loopback; the same binary runs inside the Soft-RoCE VM
+// (tests/vm, test vm_link_nodes), where SLUICE_IN_VM makes it roce on rxe0's address.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -30,6 +33,15 @@ using testing::run_process;
 const std::string kSluice = testing::path_from_env("SLUICE_BINARY", SLUICE_BINARY);
 constexpr std::size_t kChunk = 256 * 1024;
 
+std::string from_env(const char* variable, const char* fallback) {
+  const char* value = std::getenv(variable);
+  return value != nullptr && *value != '\0' ? value : fallback;
+}
+// Inside the test VM (SLUICE_IN_VM=1) the nodes meet over roce at rxe0's address.
+const bool kInVm = from_env("SLUICE_IN_VM", "0") == "1";
+const std::string kTransport = from_env("SLUICE_LINK_TRANSPORT", kInVm ? "roce" : "tcp");
+const std::string kAddress = from_env("SLUICE_VM_ADDRESS", "127.0.0.1");
+
 using testing::free_tcp_port;
 
 class LinkNodes : public ::testing::Test {
@@ -42,17 +54,19 @@ class LinkNodes : public ::testing::Test {
 
   // Node a: a ramp generator (stop_after 0 = endless, rate 0 = unpaced); node b: the
   // link's receiving half (a 2-slot ring, so credits cycle constantly) into a file.
-  fs::path write_pipeline(const std::string& name, std::uint64_t stop_after, const std::string& rate) {
+  // `tap` goes between the generator and the link, on node a.
+  fs::path write_pipeline(const std::string& name, std::uint64_t stop_after, const std::string& rate,
+                          const std::string& tap = "") {
     const fs::path path = dir_ / (name + ".yaml");
     std::ofstream(path) << "pipeline: {name: two_nodes, chunk: 256KiB, chunks: 8, progress_interval: 100ms}\n"
                            "lanes:\n"
                            "  - name: port0\n"
                            "    stages:\n"
                            "      - {type: generator, node: a, signal: ramp, format: cf32, stop_after: "
-                        << stop_after << ", rate: " << rate
-                        << "}\n"
-                           "      - {type: link, node: b, transport: tcp, address: 127.0.0.1, port: "
-                        << port_
+                        << stop_after << ", rate: " << rate << "}\n"
+                        << tap
+                        << "      - {type: link, node: b, transport: " << kTransport << ", address: " << kAddress
+                        << ", port: " << port_
                         << ", chunks: 2, peer_timeout: 1s, connect_timeout: 20s}\n"
                            "      - {type: file, overwrite: true, path: "
                         << (dir_ / "received.bin").string() << "}\n";
@@ -107,8 +121,8 @@ struct Running {
   Process receiver;
   Process sender;
   Running(const std::vector<std::string>& b, const std::vector<std::string>& a) : receiver(b), sender(a) {
-    EXPECT_TRUE(receiver.wait_for_stderr("accepted a tcp sender", 30s));
-    EXPECT_TRUE(sender.wait_for_stderr("connected over tcp", 30s));
+    EXPECT_TRUE(receiver.wait_for_stderr("accepted a " + kTransport + " sender", 30s)) << receiver.stderr_so_far();
+    EXPECT_TRUE(sender.wait_for_stderr("connected over " + kTransport, 30s)) << sender.stderr_so_far();
     std::this_thread::sleep_for(300ms);  // some chunks in flight
   }
 };
@@ -123,7 +137,7 @@ TEST_F(LinkNodes, SenderReportsAReceiverKilledMidStream) {
   const auto sent = nodes.sender.wait(30s);
   std::cout << "sender noticed the receiver's death and exited after " << seconds_since(begin) << " s\n";
   EXPECT_EQ(sent.exit_code, 1) << sent.err;  // a stage failure, not a hang killed by wait()
-  EXPECT_NE(sent.err.find("link to 127.0.0.1:" + std::to_string(port_)), std::string::npos) << sent.err;
+  EXPECT_NE(sent.err.find("link to " + kAddress + ":" + std::to_string(port_)), std::string::npos) << sent.err;
   EXPECT_LT(seconds_since(begin), 15.0);
 }
 
@@ -136,8 +150,10 @@ TEST_F(LinkNodes, ReceiverReportsASenderKilledMidStream) {
   std::cout << "receiver noticed the sender's death and exited after " << seconds_since(begin) << " s\n";
   EXPECT_EQ(received.exit_code, 1) << received.err;
   // A killed peer's socket closes (EOF) or, with bytes it never read, resets: both are reported.
+  // Over roce the kernel disconnects a dead process's connection (its receives flush).
   EXPECT_TRUE(received.err.find("peer closed the connection") != std::string::npos ||
-              received.err.find("Connection reset by peer") != std::string::npos)
+              received.err.find("Connection reset by peer") != std::string::npos ||
+              received.err.find("sender disconnected") != std::string::npos)
       << received.err;
   EXPECT_LT(seconds_since(begin), 15.0);
 }
@@ -183,6 +199,34 @@ TEST_F(LinkNodes, StoppingTheReceiverFailsTheSender) {
   EXPECT_EQ(received.exit_code, 0) << received.err;  // Ctrl-C drains and exits 0
   EXPECT_EQ(sent.exit_code, 1) << sent.err;
   EXPECT_NE(sent.err.find("receiver failed: receiving node stopped"), std::string::npos) << sent.err;
+}
+
+// A record tap on node a fills its disk (RLIMIT_FSIZE makes the data file full at 2 MiB):
+// node a fails, and node b must not take the end of the stream for a clean one.
+TEST_F(LinkNodes, AStageThatFailsOnTheSendingNodeFailsTheReceivingNode) {
+  const fs::path captures = dir_ / "captures";
+  fs::create_directories(captures);
+  const fs::path file = write_pipeline("pipeline", 0, "20MB/s",
+                                       "      - {type: record, node: a, name: tap, direct: false, directory: " +
+                                           captures.string() + "}\n");
+  Process receiver(node(file, "b"));
+  std::vector<std::string> limited{"/bin/sh", "-c", "ulimit -f 4096 && trap '' XFSZ && exec \"$0\" \"$@\""};
+  const std::vector<std::string> a = node(file, "a");
+  limited.insert(limited.end(), a.begin(), a.end());
+  Process sender(limited);
+  const auto sent = sender.wait(60s);
+  const auto received = receiver.wait(60s);
+  EXPECT_EQ(sent.exit_code, 1) << sent.err;
+  EXPECT_NE(sent.err.find("disk full"), std::string::npos) << sent.err;
+  EXPECT_EQ(received.exit_code, 1) << received.err;
+  // The reason arrives with the stage that failed, named as on node a.
+  EXPECT_NE(received.err.find("sender failed: stage tap (record): "), std::string::npos) << received.err;
+  EXPECT_NE(received.err.find("disk full"), std::string::npos) << received.err;
+  // Every chunk node a sent before failing was written on node b.
+  const auto a_report = report("a");
+  const auto b_report = report("b");
+  EXPECT_GT(b_report["lanes"][0]["stages"][1]["in"]["bytes"].get<std::uint64_t>(), 0U);
+  EXPECT_EQ(a_report["lanes"][0]["stages"][2]["out"]["bytes"], b_report["lanes"][0]["stages"][1]["in"]["bytes"]);
 }
 
 TEST_F(LinkNodes, PlacementMistakesAreConfigurationErrors) {
