@@ -45,7 +45,7 @@ std::size_t stage_count(const PipelineDefinition& definition) {
 // The file's pipeline, or with --node only that node's part. A file whose lanes span
 // nodes needs --node: running both halves of a link in one process is not a deployment.
 PipelineDefinition load_for_node(const RunOptions& options) {
-  PipelineDefinition definition = load_pipeline_file(options.file, options.overrides);
+  PipelineDefinition definition = load_pipeline_file(options.file, options.overrides, StageRegistry::builtin(), options.node);
   if (!options.node.empty()) return select_node(std::move(definition), options.node);
   if (spans_nodes(definition)) {
     std::string nodes;

@@ -280,8 +280,11 @@ void check_power_of_two(SettingsReader& reader, std::string_view key, std::uint6
                "use " + std::to_string(above / 2) + " or " + std::to_string(above) + " (the queue is a power-of-two ring)");
 }
 
+// `lane_node` is the node of the stage before (placement's default) and becomes this one's;
+// `this_node` is the node this process runs ("" = every node).
 StageDefinition make_stage(std::vector<SettingsLayer> layers, const std::string& default_name, const ConfigSource& source,
-                           ConfigErrors& errors, const PipelineSettings& pipeline, const StageRegistry& registry) {
+                           ConfigErrors& errors, const PipelineSettings& pipeline, const StageRegistry& registry,
+                           const std::string& this_node, std::string& lane_node) {
   StageDefinition definition;
   SettingsReader reader(std::move(layers), source, errors);
   definition.type = reader.required_string("type", "stage type (sluice stages lists them)");
@@ -294,6 +297,8 @@ StageDefinition make_stage(std::vector<SettingsLayer> layers, const std::string&
                                           "chunks queued in front of this stage (a power of two)", 1, 65536));
   if (reader.has("queue_depth")) check_power_of_two(reader, "queue_depth", definition.queue_depth);  // else the pipeline's, checked there
   definition.node = reader.string("node", "", "node this stage runs on (sluice run --node NAME); default: the previous stage's");
+  if (!definition.node.empty()) lane_node = definition.node;
+  reader.set_on_this_host(this_node.empty() || lane_node.empty() || lane_node == this_node);
   definition.enabled = reader.boolean("enabled", true,
                                       "false leaves this tap out of its lane (its settings are still checked): a switch for "
                                       "an optional record tap, e.g. --set template.raw.enabled=false");
@@ -407,7 +412,8 @@ YAML::Node parse_yaml(const std::string& text, ConfigSource& source, const std::
 }
 
 PipelineDefinition load_pipeline_text(const std::string& yaml, const std::string& name,
-                                      const std::vector<std::string>& overrides, const StageRegistry& registry) {
+                                      const std::vector<std::string>& overrides, const StageRegistry& registry,
+                                      const std::string& node) {
   ConfigSource source(name);
   YAML::Node root = parse_yaml(yaml, source, overrides);
   ConfigErrors errors;
@@ -511,6 +517,7 @@ PipelineDefinition load_pipeline_text(const std::string& yaml, const std::string
     }
 
     std::set<std::string> stage_names;
+    std::string lane_node;  // where the stage being read runs (placement: the previous stage's unless it names one)
     bool left_out = false;  // a tap switched off with enabled: false
     for (std::size_t i = 0; i < stage_layers.size(); ++i) {
       const YAML::Node anchor = stage_layers[i].front().map;
@@ -519,7 +526,7 @@ PipelineDefinition load_pipeline_text(const std::string& yaml, const std::string
         errors.add({source.locate(anchor), stage_path, "expected a stage map with at least 'type'", ""});
         continue;
       }
-      StageDefinition stage = make_stage(stage_layers[i], default_names[i], source, errors, settings, registry);
+      StageDefinition stage = make_stage(stage_layers[i], default_names[i], source, errors, settings, registry, node, lane_node);
       stage.location = source.locate(anchor);
       if (!stage_names.insert(stage.name).second) {
         errors.add({stage.location, stage_path, "two stages in lane '" + lane.name + "' are named '" + stage.name + "'",
@@ -579,7 +586,7 @@ PipelineDefinition load_pipeline_text(const std::string& yaml, const std::string
 }
 
 PipelineDefinition load_pipeline_file(const std::string& path, const std::vector<std::string>& overrides,
-                                      const StageRegistry& registry) {
+                                      const StageRegistry& registry, const std::string& node) {
   std::ifstream file(path);
   if (!file) {
     ConfigErrors errors;
@@ -588,7 +595,7 @@ PipelineDefinition load_pipeline_file(const std::string& path, const std::vector
   }
   std::stringstream text;
   text << file.rdbuf();
-  return load_pipeline_text(text.str(), path, overrides, registry);
+  return load_pipeline_text(text.str(), path, overrides, registry, node);
 }
 
 }  // namespace sluice

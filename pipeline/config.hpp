@@ -56,11 +56,15 @@ struct PipelineDefinition {
 };
 
 // Throws ConfigException with every error found. `overrides` are "key.path=value" (--set).
+// `node`: the node this process will run (--node); stages placed on other nodes are checked
+// for their settings only, not against this host's files (SettingsReader::on_this_host).
 PipelineDefinition load_pipeline_file(const std::string& path, const std::vector<std::string>& overrides = {},
-                                      const StageRegistry& registry = StageRegistry::builtin());
+                                      const StageRegistry& registry = StageRegistry::builtin(),
+                                      const std::string& node = {});
 PipelineDefinition load_pipeline_text(const std::string& yaml, const std::string& name = "<text>",
                                       const std::vector<std::string>& overrides = {},
-                                      const StageRegistry& registry = StageRegistry::builtin());
+                                      const StageRegistry& registry = StageRegistry::builtin(),
+                                      const std::string& node = {});
 
 // Parses YAML text, applying --set overrides; syntax errors become ConfigErrors.
 YAML::Node parse_yaml(const std::string& text, ConfigSource& source, const std::vector<std::string>& overrides);

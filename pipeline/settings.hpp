@@ -130,6 +130,11 @@ class SettingsReader {
   void finish();
   [[nodiscard]] const std::string& path() const;
   [[nodiscard]] bool docs_only() const { return docs_ != nullptr; }
+  // False for a stage that the file places on another node than the one this process runs
+  // (sluice run --node): its settings are checked, but not against this host's files and
+  // directories, which are not the ones it will use.
+  [[nodiscard]] bool on_this_host() const { return on_this_host_; }
+  void set_on_this_host(bool here) { on_this_host_ = here; }
 
  private:
   struct Found {
@@ -150,6 +155,7 @@ class SettingsReader {
   ConfigErrors* errors_ = nullptr;
   std::vector<std::string> known_;
   std::vector<SettingDoc>* docs_ = nullptr;
+  bool on_this_host_ = true;
   std::string empty_path_;
 };
 

@@ -33,16 +33,18 @@ RecordStage::RecordStage(SettingsReader& reader, const PipelineSettings& pipelin
   join_ = reader.boolean("join", false,
                          "add this pipeline's lanes to an existing capture of this name (otherwise refuse to start "
                          "when NAME.sigmf-collection exists)");
+  // This host's directories say nothing about a tap that runs on another node (--node).
+  const bool here = reader.on_this_host();
   for (const auto& directory : settings_.directories) {
     if (directory.empty()) {
       reader.error("directory", "empty directory name");
-    } else if (std::string why = recorder::unwritable_reason(directory); !why.empty()) {
+    } else if (std::string why = here ? recorder::unwritable_reason(directory) : std::string(); !why.empty()) {
       reader.error("directory", why, "create it, or choose a directory this user may write");
     }
   }
   if (settings_.name.empty() || settings_.name.find('/') != std::string::npos) {
     reader.error("capture_name", "capture name must be a plain file name (no '/')");
-  } else if (!settings_.directories.empty() && !settings_.directories.front().empty()) {
+  } else if (here && !settings_.directories.empty() && !settings_.directories.front().empty()) {
     // Checked before anything is created: a capture that exists now is not this run's.
     const std::string collection = recorder::collection_path(settings_);
     std::error_code error;

@@ -109,6 +109,28 @@ TEST(Placement, MistakesAreErrorsWithTheirLocation) {
             std::string::npos);
 }
 
+// Each node's process reads the whole file, but a record tap on node a writes node a's
+// disks: node b must not refuse to start because of what its own disk holds (or lacks).
+TEST(Placement, AStageOnAnotherNodeIsNotCheckedAgainstThisHostsFiles) {
+  const std::string yaml = R"(pipeline: {chunk: 64KiB}
+lanes:
+  - name: crossing
+    stages:
+      - {type: generator, node: a}
+      - {type: record, directory: /dev/null/captures}
+      - {type: link, node: b, transport: tcp, address: 127.0.0.1, port: 7001}
+      - {type: null}
+)";
+  const auto on_a = [&] { static_cast<void>(load_pipeline_text(yaml, "test.yaml", {}, StageRegistry::builtin(), "a")); };
+  EXPECT_THROW(on_a(), ConfigException);  // the tap runs there: its directory must be one it can write
+  const PipelineDefinition on_b =
+      select_node(load_pipeline_text(yaml, "test.yaml", {}, StageRegistry::builtin(), "b"), "b");
+  ASSERT_EQ(on_b.lanes.size(), 1U);
+  EXPECT_EQ(on_b.lanes[0].stages.size(), 2U);
+  // Without a node (one process runs everything) every stage is checked here.
+  EXPECT_NE(errors_of(yaml).find("directory"), std::string::npos);
+}
+
 TEST(Placement, APipelineWithoutNodesRunsWhole) {
   const PipelineDefinition definition = load_pipeline_text(R"(lanes:
   - name: x
