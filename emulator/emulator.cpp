@@ -297,7 +297,7 @@ EmulatorSettings load_emulator_file(const std::string& path, const std::vector<s
   std::ifstream file(path);
   if (!file) {
     ConfigErrors errors;
-    errors.add({path, "", std::string("cannot open: ") + std::strerror(errno), ""});
+    errors.add({path, "", errno_message("cannot open", errno), ""});
     throw ConfigException(std::move(errors));
   }
   std::stringstream text;
@@ -823,7 +823,7 @@ void pin_thread(int cpu) {
   CPU_ZERO(&set);
   CPU_SET(static_cast<std::size_t>(cpu), &set);
   if (int error = pthread_setaffinity_np(pthread_self(), sizeof(set), &set); error != 0) {
-    throw std::runtime_error("pthread_setaffinity_np(cpu " + std::to_string(cpu) + "): " + std::strerror(error));
+    throw std::runtime_error(errno_message("pthread_setaffinity_np(cpu " + std::to_string(cpu) + ")", error));
   }
 }
 

@@ -16,6 +16,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "pipeline/errno_message.hpp"
+
 extern char** environ;
 
 namespace sluice::emulator {
@@ -42,7 +44,7 @@ std::string locate_emulator_program() {
 
 EmulatorProcess::EmulatorProcess(const std::string& program, const std::vector<std::string>& args) {
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe2: ") + std::strerror(errno));
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(errno_message("pipe2", errno));
   read_fd_ = fds[0];
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -59,7 +61,7 @@ EmulatorProcess::EmulatorProcess(const std::string& program, const std::vector<s
     ::close(read_fd_);
     read_fd_ = -1;
     pid_ = -1;
-    throw std::runtime_error("posix_spawn(" + program + "): " + std::strerror(spawned));
+    throw std::runtime_error(errno_message("posix_spawn(" + program + ")", spawned));
   }
   reader_ = std::thread([this] {
     char buffer[4096];
@@ -108,7 +110,7 @@ int EmulatorProcess::stop() {
     if (pid_ > 0) {
       int status = 0;
       while (::waitpid(pid_, &status, 0) < 0) {
-        if (errno != EINTR) throw std::runtime_error(std::string("waitpid(sluice-emulator): ") + std::strerror(errno));
+        if (errno != EINTR) throw std::runtime_error(errno_message("waitpid(sluice-emulator)", errno));
       }
       reap(status);
     }

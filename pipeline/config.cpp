@@ -1,6 +1,7 @@
 // Pipeline file loading: YAML syntax, --set overrides, lane template expansion, stage
 // construction and role checks — every error collected with its location.
 #include "pipeline/config.hpp"
+#include "pipeline/errno_message.hpp"
 #include "pipeline/placement.hpp"
 
 #include <algorithm>
@@ -590,7 +591,7 @@ PipelineDefinition load_pipeline_file(const std::string& path, const std::vector
   std::ifstream file(path);
   if (!file) {
     ConfigErrors errors;
-    errors.add({path, "", std::string("cannot open pipeline file: ") + std::strerror(errno), ""});
+    errors.add({path, "", errno_message("cannot open pipeline file", errno), ""});
     throw ConfigException(std::move(errors));
   }
   std::stringstream text;

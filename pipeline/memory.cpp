@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "pipeline/cuda_glue.hpp"
+#include "pipeline/errno_message.hpp"
 
 namespace sluice {
 
@@ -59,7 +60,7 @@ MemoryRegion::MemoryRegion(MemoryKind kind, std::size_t bytes, int cuda_device)
       const std::size_t alignment = bytes >= kHugePage && huge_pages_wanted() ? kHugePage : kHostAlignment;
       const std::size_t rounded = (bytes + alignment - 1) / alignment * alignment;
       if (int error = posix_memalign(&memory, alignment, rounded); error != 0) {
-        throw std::runtime_error("posix_memalign(" + std::to_string(rounded) + " bytes): " + std::strerror(error));
+        throw std::runtime_error(errno_message("posix_memalign(" + std::to_string(rounded) + " bytes)", error));
       }
       data_ = static_cast<std::byte*>(memory);
       // Advice only: without transparent huge pages the slab simply stays in 4 KiB pages.

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "pipeline/clock.hpp"
+#include "pipeline/errno_message.hpp"
 #include "pipeline/units.hpp"
 
 namespace sluice {
@@ -151,7 +152,7 @@ class FlowWatch {
 std::string pin_problem(int cpu) {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
-  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return std::string("sched_getaffinity: ") + std::strerror(errno);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return errno_message("sched_getaffinity", errno);
   if (cpu >= CPU_SETSIZE || !CPU_ISSET(static_cast<std::size_t>(cpu), &allowed)) {
     return "cannot pin to cpu " + std::to_string(cpu) + ": this process may use " + std::to_string(CPU_COUNT(&allowed)) +
            " cpus";
@@ -213,7 +214,7 @@ void Pipeline::run_stage(Lane& lane, std::size_t index) noexcept {
     CPU_ZERO(&set);
     CPU_SET(static_cast<std::size_t>(slot.definition->cpu), &set);
     if (int error = pthread_setaffinity_np(pthread_self(), sizeof(set), &set); error != 0) {
-      record_failure(slot, lane.resources->name(), std::string("pthread_setaffinity_np: ") + std::strerror(error));
+      record_failure(slot, lane.resources->name(), errno_message("pthread_setaffinity_np", error));
       failed = true;
       request_stop();
     }

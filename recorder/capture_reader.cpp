@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pipeline/errno_message.hpp"
 #include "recorder/journal.hpp"
 #include "recorder/sigmf.hpp"
 #include "recorder/uring.hpp"
@@ -26,7 +27,7 @@ namespace fs = std::filesystem;
 
 nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
+  if (!in) throw std::runtime_error(errno_message("cannot open " + path));
   try {
     return nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& error) {
@@ -207,7 +208,7 @@ std::uint64_t read_segment(const CaptureLane& lane, const CaptureSegment& segmen
     const ssize_t result = ::pread(fd.get(), out + done, bytes - done,
                                    static_cast<off_t>(segment.file_offset + sample_offset * lane.sample_bytes + done));
     if (result < 0 && errno == EINTR) continue;
-    if (result < 0) throw std::runtime_error("pread(" + segment.data_path + "): " + std::strerror(errno));
+    if (result < 0) throw std::runtime_error(errno_message("pread(" + segment.data_path + ")", errno));
     if (result == 0) break;
     done += static_cast<std::uint64_t>(result);
   }

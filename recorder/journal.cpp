@@ -14,6 +14,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "pipeline/errno_message.hpp"
+
 namespace sluice::recorder {
 namespace {
 
@@ -38,7 +40,7 @@ std::uint64_t checksum_over(const JournalRecord& record, std::size_t bytes) noex
 std::uint64_t checksum_of(const JournalRecord& record) noexcept { return checksum_over(record, offsetof(JournalRecord, checksum)); }
 
 std::runtime_error errno_error(const std::string& call, const std::string& path, int error) {
-  return std::runtime_error(call + "(" + path + "): " + std::strerror(error));
+  return std::runtime_error(call + errno_message("(" + path + ")", error));
 }
 
 }  // namespace
@@ -96,7 +98,7 @@ JournalWriter& JournalWriter::operator=(JournalWriter&& other) noexcept {
 JournalWriter::~JournalWriter() { close(); }
 
 void JournalWriter::close() noexcept {
-  if (fd_ >= 0 && ::close(fd_) != 0) spdlog::warn("close({}): {}", path_, std::strerror(errno));
+  if (fd_ >= 0 && ::close(fd_) != 0) spdlog::warn("{}", errno_message("close(" + path_ + ")"));
   fd_ = -1;
 }
 

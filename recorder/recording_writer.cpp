@@ -26,6 +26,7 @@
 #include <spdlog/spdlog.h>
 
 #include "pipeline/clock.hpp"
+#include "pipeline/errno_message.hpp"
 #include "recorder/sigmf.hpp"
 
 namespace sluice::recorder {
@@ -60,7 +61,8 @@ std::uint64_t preallocate(int fd, const std::string& path, std::uint64_t offset,
     static_cast<void>(::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
                                   static_cast<off_t>(wanted)));
   }
-  spdlog::debug("fallocate({}, {} bytes at {}): {}; writing without preallocation", path, wanted, offset, std::strerror(error));
+  spdlog::debug("{}; writing without preallocation",
+                errno_message("fallocate(" + path + ", " + std::to_string(wanted) + " bytes at " + std::to_string(offset) + ")", error));
   return 0;
 }
 
@@ -122,7 +124,7 @@ std::string unwritable_reason(const std::string& directory) {
   if (path.empty()) path = ".";
   if (!fs::is_directory(path, error)) return path.string() + " is not a directory";
   if (::access(path.c_str(), W_OK | X_OK) != 0) {
-    return "cannot write in " + path.string() + " (access: " + std::strerror(errno) + ")";
+    return "cannot write in " + path.string() + " (" + errno_message("access") + ")";
   }
   return {};
 }
@@ -160,9 +162,9 @@ void refresh_collection(const std::vector<std::string>& directories, const std::
   namespace fs = std::filesystem;
   const std::string& first = directories.front();
   const int lock_fd = ::open(first.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (lock_fd < 0) throw std::runtime_error("open(" + first + "): " + std::strerror(errno));
+  if (lock_fd < 0) throw std::runtime_error(errno_message("open(" + first + ")", errno));
   FileDescriptor lock(lock_fd, first);
-  if (::flock(lock.get(), LOCK_EX) != 0) throw std::runtime_error("flock(" + first + "): " + std::strerror(errno));
+  if (::flock(lock.get(), LOCK_EX) != 0) throw std::runtime_error(errno_message("flock(" + first + ")", errno));
   struct Entry {
     std::string lane;
     std::int64_t segment;
@@ -246,14 +248,14 @@ FinalizeResult finalize_recording(const std::string& base) {
     FileDescriptor data = open_file(data_path, O_WRONLY);
     // Drops bytes of writes that never got a journal record and the preallocated tail.
     if (::ftruncate(data.get(), static_cast<off_t>(result.bytes)) != 0) {
-      throw std::runtime_error("ftruncate(" + data_path + "): " + std::strerror(errno));
+      throw std::runtime_error(errno_message("ftruncate(" + data_path + ")", errno));
     }
-    if (::fsync(data.get()) != 0) throw std::runtime_error("fsync(" + data_path + "): " + std::strerror(errno));
+    if (::fsync(data.get()) != 0) throw std::runtime_error(errno_message("fsync(" + data_path + ")", errno));
   }
   const nlohmann::json meta = build_meta(contents.global, contents.records, true);
   write_file_durably(base + std::string(kMetaSuffix), meta.dump(2) + "\n");
   if (::unlink(journal_path.c_str()) != 0) {
-    throw std::runtime_error("unlink(" + journal_path + "): " + std::strerror(errno));
+    throw std::runtime_error(errno_message("unlink(" + journal_path + ")", errno));
   }
   return result;
 }
@@ -263,7 +265,7 @@ namespace {
 // fsync of a directory, so that renames in it survive a crash. Throws naming the call.
 void sync_directory(const std::string& directory) {
   FileDescriptor fd = open_file(directory, O_RDONLY | O_DIRECTORY);
-  if (::fsync(fd.get()) != 0) throw std::runtime_error("fsync(" + directory + "): " + std::strerror(errno));
+  if (::fsync(fd.get()) != 0) throw std::runtime_error(errno_message("fsync(" + directory + ")", errno));
 }
 
 // The lane's files in `directory`: names that start with NAME-LANE-.
@@ -728,7 +730,7 @@ bool RecordingWriter::submit(ChunkPtr chunk, ChunkPtr bounce) noexcept {
     if (slot.operations[op].length > 0 && !queue(index, op)) return false;
   }
   if (const int result = io_uring_submit(ring_.get()); result < 0) {
-    set_error(-result, std::string("io_uring_submit: ") + std::strerror(-result));
+    set_error(-result, errno_message("io_uring_submit", -result));
     return false;
   }
   return true;
@@ -778,7 +780,7 @@ bool RecordingWriter::poll(std::chrono::microseconds timeout) noexcept {
   }
   if (io_uring_sq_ready(ring_.get()) > 0) {
     if (const int result = io_uring_submit(ring_.get()); result < 0) {
-      set_error(-result, std::string("io_uring_submit: ") + std::strerror(-result));
+      set_error(-result, errno_message("io_uring_submit", -result));
     }
   }
   return !failed();
@@ -797,7 +799,7 @@ ChunkPtr RecordingWriter::take_done() noexcept {
     // The journal shares the data's file system: running out of room here is the same clean
     // "disk full" stop as a data write's (the chunk is not journaled, so finishing drops it).
     set_error(error, (is_disk_full(error) ? "disk full: recording stopped journaling " : "write failed: ") +
-                         file.journal.path() + ": " + std::strerror(error));
+                         errno_message(file.journal.path(), error));
     return nullptr;
   }
   bytes_written_ += slot.bytes;

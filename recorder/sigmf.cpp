@@ -21,6 +21,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "pipeline/errno_message.hpp"
 #include "pipeline/stage.hpp"
 #include "pipeline/unique_fd.hpp"
 
@@ -28,7 +29,7 @@ namespace sluice::recorder {
 namespace {
 
 std::runtime_error errno_error(const std::string& call, const std::string& path, int error) {
-  return std::runtime_error(call + "(" + path + "): " + std::strerror(error));
+  return std::runtime_error(call + errno_message("(" + path + ")", error));
 }
 
 void write_all(int fd, const std::string& path, const std::string& text) {

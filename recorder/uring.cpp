@@ -11,17 +11,19 @@
 
 #include <spdlog/spdlog.h>
 
+#include "pipeline/errno_message.hpp"
+
 namespace sluice::recorder {
 
 void FileDescriptor::close() noexcept {
-  if (const int error = fd_.close(); error != 0) spdlog::warn("close({}): {}", path_, std::strerror(error));
+  if (const int error = fd_.close(); error != 0) spdlog::warn("{}", errno_message("close(" + path_ + ")", error));
 }
 
 FileDescriptor open_file(const std::string& path, int flags, mode_t mode) {
   const int fd = ::open(path.c_str(), flags | O_CLOEXEC, mode);
   if (fd < 0) {
     const int error = errno;
-    throw std::runtime_error("open(" + path + "): " + std::strerror(error) +
+    throw std::runtime_error(errno_message("open(" + path + ")", error) +
                              (error == EEXIST ? " (a capture is never overwritten: set overwrite: true to replace it)"
                               : error == EINVAL && (flags & O_DIRECT) != 0
                                   ? " (this filesystem refuses O_DIRECT: set direct: false)"
@@ -32,7 +34,7 @@ FileDescriptor open_file(const std::string& path, int flags, mode_t mode) {
 
 Uring::Uring(unsigned queue_depth) {
   if (const int result = io_uring_queue_init(queue_depth, &ring_, 0); result < 0) {
-    throw std::runtime_error(std::string("io_uring_queue_init: ") + std::strerror(-result));
+    throw std::runtime_error(errno_message("io_uring_queue_init", -result));
   }
   initialised_ = true;
 }
@@ -78,8 +80,8 @@ std::string Uring::register_pools(const std::vector<Pool*>& pools) {
   if (buffers.empty()) return "no host chunks to register";
   const int result = io_uring_register_buffers(&ring_, buffers.data(), static_cast<unsigned>(buffers.size()));
   if (result < 0) {
-    return std::string("io_uring_register_buffers(") + std::to_string(buffers.size()) + " chunks): " +
-           std::strerror(-result) + (result == -ENOMEM ? " (raise RLIMIT_MEMLOCK: ulimit -l)" : "");
+    return errno_message("io_uring_register_buffers(" + std::to_string(buffers.size()) + " chunks)", -result) +
+           (result == -ENOMEM ? " (raise RLIMIT_MEMLOCK: ulimit -l)" : "");
   }
   buffers_registered_ = true;
   pool_base_ = std::move(bases);

@@ -57,7 +57,5 @@ std::string set_receive_buffer(int fd, std::uint64_t bytes) {
   return note;
 }
 
-std::string errno_message(std::string_view call) { return errno_message(call, errno); }
-std::string errno_message(std::string_view call, int error) { return std::string(call) + ": " + std::strerror(error); }
 
 }  // namespace sluice::wire

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <utility>
 
+#include "pipeline/errno_message.hpp"
 #include "pipeline/unique_fd.hpp"
 
 namespace sluice::wire {
@@ -26,7 +27,6 @@ std::string to_string(const sockaddr_in& address);
 // On a TCP socket, call it before listen()/connect(): the window scale is fixed then.
 std::string set_receive_buffer(int fd, std::uint64_t bytes);
 // "socket: Permission denied" — for errors naming the call: errno now, or a saved one.
-std::string errno_message(std::string_view call);
-std::string errno_message(std::string_view call, int error);
+using ::sluice::errno_message;  // pipeline/errno_message.hpp
 
 }  // namespace sluice::wire

@@ -156,7 +156,7 @@ Rates cufft_ceiling(std::size_t batch_samples, double seconds) {
 // nothing parsed or copied (as bench/stages/socket_bench's baseline).
 Rates recvmmsg_ceiling(const std::string& emulator, double seconds, double warmup) {
   wire::UniqueFd socket(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  if (socket.get() < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+  if (socket.get() < 0) throw std::runtime_error(errno_message("socket", errno));
   const int buffer = 256 << 20;
   if (::setsockopt(socket.get(), SOL_SOCKET, SO_RCVBUFFORCE, &buffer, sizeof(buffer)) != 0) {
     (void)::setsockopt(socket.get(), SOL_SOCKET, SO_RCVBUF, &buffer, sizeof(buffer));
@@ -167,7 +167,7 @@ Rates recvmmsg_ceiling(const std::string& emulator, double seconds, double warmu
   const bool gro = ::setsockopt(socket.get(), SOL_UDP, UDP_GRO, &one, sizeof(one)) == 0;
   sockaddr_in address = *wire::parse_endpoint("127.0.0.1:0");
   if (::bind(socket.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    throw std::runtime_error(std::string("bind(127.0.0.1:0): ") + std::strerror(errno));
+    throw std::runtime_error(errno_message("bind(127.0.0.1:0)", errno));
   }
   socklen_t length = sizeof(address);
   ::getsockname(socket.get(), reinterpret_cast<sockaddr*>(&address), &length);
@@ -231,7 +231,7 @@ Rates uring_ceiling(const std::string& path, std::uint64_t total, unsigned depth
   const int flags = (write ? O_WRONLY | O_CREAT | O_TRUNC : O_RDONLY) | O_CLOEXEC | (direct ? O_DIRECT : 0);
   recorder::FileDescriptor file = recorder::open_file(path, flags);
   if (write && ::fallocate(file.get(), 0, 0, static_cast<off_t>(total)) != 0 && errno != EOPNOTSUPP) {
-    throw std::runtime_error("fallocate(" + path + "): " + std::strerror(errno));
+    throw std::runtime_error(errno_message("fallocate(" + path + ")", errno));
   }
   // The blocks come from the allocator the stages' pools use (MemoryRegion, host), so huge
   // pages or not is the same on both sides of the ratio.
@@ -247,7 +247,7 @@ Rates uring_ceiling(const std::string& path, std::uint64_t total, unsigned depth
   std::vector<iovec> vectors;
   for (std::byte* block : blocks) vectors.push_back({block, kChunkBytes});
   if (const int registered = io_uring_register_buffers(ring.get(), vectors.data(), depth); registered != 0) {
-    throw std::runtime_error(std::string("io_uring_register_buffers: ") + std::strerror(-registered) +
+    throw std::runtime_error(errno_message("io_uring_register_buffers", -registered) +
                              " (RLIMIT_MEMLOCK too small for " + std::to_string(depth) + " × 4 MiB?)");
   }
   const std::uint64_t count = total / kChunkBytes;
@@ -272,7 +272,7 @@ Rates uring_ceiling(const std::string& path, std::uint64_t total, unsigned depth
       ++submitted;
     }
     const int pushed = io_uring_submit_and_wait(ring.get(), 1);
-    if (pushed < 0 && pushed != -EINTR) throw std::runtime_error(std::string("io_uring_submit_and_wait: ") + std::strerror(-pushed));
+    if (pushed < 0 && pushed != -EINTR) throw std::runtime_error(errno_message("io_uring_submit_and_wait", -pushed));
     io_uring_cqe* cqe = nullptr;
     while (io_uring_peek_cqe(ring.get(), &cqe) == 0) {
       if (cqe->res != static_cast<int>(kChunkBytes)) {

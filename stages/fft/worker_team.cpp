@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "pipeline/clock.hpp"
+#include "pipeline/errno_message.hpp"
 
 namespace sluice {
 namespace {
@@ -68,7 +69,7 @@ WorkerTeam::WorkerTeam(std::size_t threads, const std::vector<int>& cpus, int av
   // The main thread's cores (its id is the process id): the process's own, even when the thread that
   // builds the team is pinned somewhere narrower.
   if (sched_getaffinity(getpid(), sizeof(allowed), &allowed) != 0) {
-    throw std::runtime_error(std::string("sched_getaffinity: ") + std::strerror(errno));
+    throw std::runtime_error(errno_message("sched_getaffinity", errno));
   }
   // Every worker's core set, checked before any thread starts.
   std::vector<cpu_set_t> sets;
@@ -101,7 +102,7 @@ WorkerTeam::WorkerTeam(std::size_t threads, const std::vector<int>& cpus, int av
       const pthread_t handle = workers_.back().native_handle();
       if (!sets.empty()) {
         if (int error = pthread_setaffinity_np(handle, sizeof(cpu_set_t), &sets[index - 1]); error != 0) {
-          throw std::runtime_error("pthread_setaffinity_np (worker " + std::to_string(index) + "): " + std::strerror(error));
+          throw std::runtime_error(errno_message("pthread_setaffinity_np (worker " + std::to_string(index) + ")", error));
         }
       }
       // For top -H and perf; a name that does not fit 15 bytes is cut, which harms nothing.

@@ -13,6 +13,7 @@
 
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
+#include "pipeline/errno_message.hpp"
 #include "recorder/sigmf.hpp"
 
 namespace sluice {
@@ -167,7 +168,7 @@ void ReplayStage::reap(std::chrono::microseconds timeout) noexcept {
       return;
     }
     if (result < 0) {
-      error_ = "read(" + lane_.segments.front().data_path + "): " + std::strerror(-result);
+      error_ = errno_message("read(" + lane_.segments.front().data_path + ")", -result);
       return;
     }
     read.done += static_cast<std::uint64_t>(result);

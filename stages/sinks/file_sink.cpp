@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "pipeline/config.hpp"
+#include "pipeline/errno_message.hpp"
 
 namespace sluice {
 
@@ -26,7 +27,7 @@ void FileSink::start(StageContext& context) {
   fd_ = ::open(settings_.path.c_str(), flags, 0644);
   if (fd_ < 0) {
     const int error = errno;
-    throw std::runtime_error("open(" + settings_.path + "): " + std::strerror(error) +
+    throw std::runtime_error(errno_message("open(" + settings_.path + ")", error) +
                              (error == EEXIST ? " (set overwrite: true to replace it)" : ""));
   }
   for (Pool* pool : context.lane_pools()) {
@@ -56,7 +57,7 @@ StageStatus FileSink::process() {
     const ssize_t result = ::write(fd_, data + written, chunk->size - written);
     if (result < 0) {
       if (errno == EINTR) continue;
-      context_->fail("write(" + settings_.path + "): " + std::strerror(errno));
+      context_->fail(errno_message("write(" + settings_.path + ")", errno));
       return StageStatus::error;
     }
     written += static_cast<std::size_t>(result);
@@ -67,8 +68,8 @@ StageStatus FileSink::process() {
 
 void FileSink::stop() noexcept {
   if (fd_ < 0) return;
-  if (::fsync(fd_) != 0) spdlog::warn("fsync({}): {}", settings_.path, std::strerror(errno));
-  if (::close(fd_) != 0) spdlog::warn("close({}): {}", settings_.path, std::strerror(errno));
+  if (::fsync(fd_) != 0) spdlog::warn("{}", errno_message("fsync(" + settings_.path + ")"));
+  if (::close(fd_) != 0) spdlog::warn("{}", errno_message("close(" + settings_.path + ")"));
   fd_ = -1;
 }
 

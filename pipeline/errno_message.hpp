@@ -1,0 +1,19 @@
+// The one way Sluice words a failed system call: "call: strerror(error)". Header-only, so
+// every library (the lowest included) uses it; errno by default, or a saved / returned code.
+#pragma once
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+namespace sluice {
+
+inline std::string errno_message(std::string_view call, int error = errno) {
+  std::string text(call);
+  text += ": ";
+  text += std::strerror(error);
+  return text;
+}
+
+}  // namespace sluice
