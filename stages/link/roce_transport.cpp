@@ -21,17 +21,15 @@ constexpr std::chrono::milliseconds kStepTimeout{2000};
 constexpr std::uint32_t kMaxOutstanding = 16;  // chunk writes in flight (see docs/PERFORMANCE.md)
 constexpr std::uint32_t kSignalEvery = 4;
 
-// Waiting for a credit or an arrival: spin briefly, then yield, then sleep in 50 us steps,
-// as the ports do. Busy polling only pays for the first microseconds; beyond them it takes
-// the CPU from whatever moves the data (another lane, or the kernel's soft RoCE).
-void back_off(std::uint32_t& idle_rounds) {
-  ++idle_rounds;
-  if (idle_rounds < 64) return;
-  if (idle_rounds < 128) {
-    std::this_thread::yield();
-    return;
-  }
-  std::this_thread::sleep_for(std::chrono::microseconds(50));
+// Waiting for a credit, a completion or an arrival: poll a few rounds (the next event is often
+// microseconds away), then sleep on the CQ's completion channel until the NIC (or the
+// kernel's soft RoCE) raises the next completion. Spinning longer takes the CPU from whatever
+// moves the data (another lane, or soft RoCE itself) and buys nothing at chunk granularity.
+constexpr std::uint32_t kSpinRounds = 64;
+
+std::chrono::microseconds left_until(std::chrono::steady_clock::time_point deadline) {
+  return std::max(std::chrono::microseconds(0),
+                  std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::steady_clock::now()));
 }
 
 std::chrono::milliseconds heartbeat_for(const TransportSettings& settings) {
@@ -83,6 +81,8 @@ void RoceSender::connect(const TransportSettings& settings, std::uint32_t lane, 
     sources_.push_back(Source{pool, mr.lkey});
   }
   in_flight_.resize(kMaxOutstanding);
+  spdlog::info("link: lane {} connected over roce to {} ({} landing slots of {} bytes)", lane,
+               rdma::describe(options.address, options.port), sender_->slot_count(), sender_->slot_bytes());
 }
 
 bool RoceSender::collect() noexcept {
@@ -126,7 +126,7 @@ LinkStatus RoceSender::send(ChunkPtr& chunk, std::chrono::microseconds timeout) 
         const auto give_back_by = std::chrono::steady_clock::now() + kStepTimeout;  // a live peer completes far sooner
         while (pool->available() == 0 && sender_->in_flight() > 0 && std::chrono::steady_clock::now() < give_back_by) {
           if (!collect()) return failure();
-          back_off(idle_rounds);
+          if (++idle_rounds > kSpinRounds) sender_->wait(left_until(give_back_by));
         }
         return LinkStatus::ok;
       }
@@ -134,7 +134,7 @@ LinkStatus RoceSender::send(ChunkPtr& chunk, std::chrono::microseconds timeout) 
       case rdma::SendStatus::no_credit: break;
     }
     if (std::chrono::steady_clock::now() >= deadline) return LinkStatus::idle;
-    back_off(idle_rounds);
+    if (++idle_rounds > kSpinRounds) sender_->wait(left_until(deadline));
   }
 }
 
@@ -158,6 +158,7 @@ void RoceSender::close() noexcept {
 
 void RoceReceiver::listen(const TransportSettings& settings, std::uint32_t lane, Pool& landing) {
   settings_ = settings;
+  lane_ = lane;
   rdma::ReceiverOptions options;
   options.address = settings.endpoint.address;
   options.port = settings.endpoint.port;
@@ -207,6 +208,8 @@ std::vector<std::byte> RoceReceiver::accept() {
     throw std::runtime_error("roce link: no sender connected within " + std::to_string(settings_.connect_timeout.count()) +
                              " ms");
   }
+  spdlog::info("link: lane {} accepted a roce sender on {}", lane_,
+               rdma::describe(settings_.endpoint.address, settings_.endpoint.port));
   return receiver_->hello();
 }
 
@@ -250,7 +253,7 @@ LinkStatus RoceReceiver::receive(ChunkPtr& chunk, std::chrono::microseconds time
         return LinkStatus::error;
     }
     if (std::chrono::steady_clock::now() >= deadline) return LinkStatus::idle;
-    back_off(idle_rounds);
+    if (++idle_rounds > kSpinRounds) receiver_->wait(left_until(deadline));
   }
 }
 

@@ -58,6 +58,7 @@ class RoceReceiver final : public LinkReceiver {
 
  private:
   TransportSettings settings_;
+  std::uint32_t lane_ = 0;
   Pool* landing_ = nullptr;
   // Host-pinned bounce ring when GPU landing memory cannot be registered (copied per chunk).
   MemoryRegion bounce_;

@@ -239,7 +239,8 @@ TEST_F(LinkNodes, PlacementMistakesAreConfigurationErrors) {
   EXPECT_NE(unknown.err.find("nodes named in the file: a, b"), std::string::npos) << unknown.err;
   auto same_node = run_process({kSluice, "validate", file.string(), "--set", "lanes.port0.stages.link.node=a"});
   EXPECT_EQ(same_node.exit_code, 2);
-  EXPECT_NE(same_node.err.find("transport tcp carries a lane between two nodes"), std::string::npos) << same_node.err;
+  EXPECT_NE(same_node.err.find("transport " + kTransport + " carries a lane between two nodes"), std::string::npos)
+      << same_node.err;
   auto local_between = run_process({kSluice, "validate", file.string(), "--set", "lanes.port0.stages.link.transport=local"});
   EXPECT_EQ(local_between.exit_code, 2);
   EXPECT_NE(local_between.err.find("needs transport: tcp, roce or auto"), std::string::npos) << local_between.err;

@@ -1,6 +1,8 @@
 // RDMA CM helpers shared by the sender and the receiver.
 #include "stages/link/rdma/cm.hpp"
 
+#include "pipeline/errno_message.hpp"
+
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
@@ -12,8 +14,6 @@
 #include <thread>
 
 namespace sluice::rdma {
-
-std::string errno_text(const char* call) { return std::string(call) + ": " + std::strerror(errno); }
 
 int post_control_message(ibv_qp& qp, ControlMessage& message, std::uint32_t lkey, std::uint64_t wr_id, ControlType type,
                          std::uint64_t chunks, std::string_view text) noexcept {
@@ -36,12 +36,12 @@ int post_control_message(ibv_qp& qp, ControlMessage& message, std::uint32_t lkey
 EventChannelPtr make_event_channel() {
   EventChannelPtr channel(rdma_create_event_channel());
   if (!channel) {
-    throw std::runtime_error(errno_text("rdma_create_event_channel") +
+    throw std::runtime_error(errno_message("rdma_create_event_channel") +
                              " (is rdma_ucm loaded and /dev/infiniband/rdma_cm accessible?)");
   }
   const int flags = ::fcntl(channel->fd, F_GETFL);
   if (flags < 0 || ::fcntl(channel->fd, F_SETFL, flags | O_NONBLOCK) != 0) {
-    throw std::runtime_error(errno_text("fcntl(rdma_cm channel, O_NONBLOCK)"));
+    throw std::runtime_error(errno_message("fcntl(rdma_cm channel, O_NONBLOCK)"));
   }
   return channel;
 }
@@ -61,15 +61,15 @@ std::optional<CmEvent> next_event(rdma_event_channel& channel, std::chrono::mill
         const auto* bytes = static_cast<const std::byte*>(conn.private_data);
         copy.private_data.assign(bytes, bytes + conn.private_data_len);
       }
-      if (rdma_ack_cm_event(event) != 0) throw std::runtime_error(errno_text("rdma_ack_cm_event"));
+      if (rdma_ack_cm_event(event) != 0) throw std::runtime_error(errno_message("rdma_ack_cm_event"));
       return copy;
     }
-    if (errno != EAGAIN && errno != EWOULDBLOCK) throw std::runtime_error(errno_text("rdma_get_cm_event"));
+    if (errno != EAGAIN && errno != EWOULDBLOCK) throw std::runtime_error(errno_message("rdma_get_cm_event"));
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return std::nullopt;
     pollfd descriptor{channel.fd, POLLIN, 0};
     if (::poll(&descriptor, 1, static_cast<int>(left.count())) < 0 && errno != EINTR) {
-      throw std::runtime_error(errno_text("poll(rdma_cm channel)"));
+      throw std::runtime_error(errno_message("poll(rdma_cm channel)"));
     }
   }
 }
@@ -114,7 +114,7 @@ std::string describe(const std::string& address, std::uint16_t port) {
 void set_ack_timeout(rdma_cm_id& id) {
   std::uint8_t timeout = kAckTimeout;
   if (rdma_set_option(&id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &timeout, sizeof timeout) != 0) {
-    throw std::runtime_error(errno_text("rdma_set_option(RDMA_OPTION_ID_ACK_TIMEOUT)"));
+    throw std::runtime_error(errno_message("rdma_set_option(RDMA_OPTION_ID_ACK_TIMEOUT)"));
   }
 }
 
@@ -129,7 +129,7 @@ QpOnIdPtr create_qp(rdma_cm_id& id, ibv_pd& pd, ibv_cq& cq, std::uint32_t send_d
   attributes.cap.max_send_sge = 1;
   attributes.cap.max_recv_sge = 1;
   if (rdma_create_qp(&id, &pd, &attributes) != 0) {
-    throw std::runtime_error(errno_text("rdma_create_qp") + " (send depth " + std::to_string(send_depth) +
+    throw std::runtime_error(errno_message("rdma_create_qp") + " (send depth " + std::to_string(send_depth) +
                              ", receive depth " + std::to_string(receive_depth) + ")");
   }
   return QpOnIdPtr(&id);
@@ -151,7 +151,7 @@ void drain(rdma_cm_id& id, ibv_cq& cq, std::uint64_t outstanding, std::chrono::m
   ibv_qp_attr attributes{};
   attributes.qp_state = IBV_QPS_ERR;
   if (int error = ibv_modify_qp(id.qp, &attributes, IBV_QP_STATE); error != 0) {
-    spdlog::warn("ibv_modify_qp(IBV_QPS_ERR): {}", std::strerror(error));
+    spdlog::warn("{}", errno_message("ibv_modify_qp(IBV_QPS_ERR)", error));
     return;
   }
   const auto deadline = std::chrono::steady_clock::now() + limit;
@@ -173,6 +173,61 @@ void drain(rdma_cm_id& id, ibv_cq& cq, std::uint64_t outstanding, std::chrono::m
     }
     seen += static_cast<std::uint64_t>(count);
   }
+}
+
+CompletionWait::CompletionWait(ibv_context& context) : channel_(ibv_create_comp_channel(&context)) {
+  if (!channel_) throw std::runtime_error(errno_message("ibv_create_comp_channel"));
+  // Non-blocking: events are taken only when poll says there are some, never waited for twice.
+  const int flags = ::fcntl(channel_->fd, F_GETFL);
+  if (flags < 0 || ::fcntl(channel_->fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+    throw std::runtime_error(errno_message("fcntl(completion channel, O_NONBLOCK)"));
+  }
+}
+
+bool CompletionWait::arm(ibv_cq& cq) noexcept {
+  if (armed_ && cq_ == &cq) return true;
+  if (int error = ibv_req_notify_cq(&cq, 0); error != 0) {
+    errno = error;
+    return false;
+  }
+  cq_ = &cq;
+  armed_ = true;
+  return true;
+}
+
+void CompletionWait::take_events() noexcept {
+  ibv_cq* cq = nullptr;
+  void* context = nullptr;
+  while (ibv_get_cq_event(channel_.get(), &cq, &context) == 0) {
+    ++unacknowledged_;
+    cq_ = cq;
+    armed_ = false;
+  }
+  // Acknowledging takes a lock in the provider: do it in batches.
+  if (unacknowledged_ >= 64 && cq_ != nullptr) {
+    ibv_ack_cq_events(cq_, unacknowledged_);
+    unacknowledged_ = 0;
+  }
+}
+
+void CompletionWait::sleep(std::initializer_list<int> also, std::chrono::microseconds timeout) noexcept {
+  std::array<pollfd, 4> descriptors{};
+  std::size_t count = 0;
+  descriptors[count++] = pollfd{channel_->fd, POLLIN, 0};
+  for (int fd : also) {
+    if (fd >= 0 && count < descriptors.size()) descriptors[count++] = pollfd{fd, POLLIN, 0};
+  }
+  const auto micros = std::max<std::int64_t>(0, timeout.count());
+  const timespec limit{static_cast<time_t>(micros / 1'000'000), static_cast<long>(micros % 1'000'000) * 1000};
+  if (::ppoll(descriptors.data(), count, &limit, nullptr) > 0 && (descriptors[0].revents & POLLIN) != 0) take_events();
+}
+
+void CompletionWait::release(ibv_cq& cq) noexcept {
+  take_events();
+  if (unacknowledged_ > 0) ibv_ack_cq_events(&cq, unacknowledged_);
+  unacknowledged_ = 0;
+  armed_ = false;
+  cq_ = nullptr;
 }
 
 }  // namespace sluice::rdma

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -58,11 +59,36 @@ rdma_conn_param connection_parameters(const void* private_data, std::uint8_t pri
 // came back or `limit` passed: what must happen before the QP and CQ are destroyed.
 void drain(rdma_cm_id& id, ibv_cq& cq, std::uint64_t outstanding, std::chrono::milliseconds limit) noexcept;
 
-std::string errno_text(const char* call);
+// How a half that found its CQ empty goes to sleep instead of spinning: through the CQ's
+// completion channel, so the kernel (soft RoCE) or the NIC wakes it at the next completion.
+// The protocol is verbs' own: arm() asks for an event at the next completion; the caller then
+// polls the CQ once more (a completion that arrived before the request raises no event) and
+// calls sleep() only when that poll found nothing. Create the CQ with channel().
+class CompletionWait {
+ public:
+  explicit CompletionWait(ibv_context& context);  // throws naming ibv_create_comp_channel
+  [[nodiscard]] ibv_comp_channel* channel() const { return channel_.get(); }
+  [[nodiscard]] bool armed() const { return armed_; }
+  // Requests an event at the next completion of `cq`; false (errno set) when that failed.
+  bool arm(ibv_cq& cq) noexcept;
+  // Waits until the armed CQ raises its event, one of `also` is readable, or `timeout`
+  // passes; takes the event (the CQ must be armed again before the next sleep).
+  void sleep(std::initializer_list<int> also, std::chrono::microseconds timeout) noexcept;
+  // Acknowledges every event taken; must run before `cq` is destroyed (ibv_destroy_cq
+  // waits for that). Leaves the wait disarmed, ready for another CQ.
+  void release(ibv_cq& cq) noexcept;
+
+ private:
+  void take_events() noexcept;
+  CompChannelPtr channel_;
+  ibv_cq* cq_ = nullptr;  // the CQ armed last
+  unsigned unacknowledged_ = 0;
+  bool armed_ = false;
+};
 
 // Fills `message` (in registered memory under `lkey`) and posts it as a signalled SEND;
 // returns ibv_post_send's error (0 on success).
 int post_control_message(ibv_qp& qp, ControlMessage& message, std::uint32_t lkey, std::uint64_t wr_id, ControlType type,
-                         std::uint64_t chunks, std::string_view text) noexcept;  // "call: strerror(errno)"
+                         std::uint64_t chunks, std::string_view text) noexcept;
 
 }  // namespace sluice::rdma

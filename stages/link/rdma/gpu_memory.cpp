@@ -2,6 +2,8 @@
 // BAR1 through NVML) are in gpu_memory_cuda.cpp or gpu_memory_none.cpp.
 #include "stages/link/rdma/gpu_memory.hpp"
 
+#include "pipeline/errno_message.hpp"
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -50,7 +52,7 @@ std::optional<LandingRegistration> register_landing(ibv_pd& pd, void* address, s
   LandingRegistration registration;
   if (!device) {
     registration.mr.reset(ibv_reg_mr(&pd, address, bytes, kRemoteWriteAccess));
-    if (!registration.mr) throw std::runtime_error(errno_text("ibv_reg_mr(host landing buffers)"));
+    if (!registration.mr) throw std::runtime_error(errno_message("ibv_reg_mr(host landing buffers)"));
     registration.why = "landing buffers in host memory (ibv_reg_mr)";
     return registration;
   }
@@ -65,7 +67,7 @@ std::optional<LandingRegistration> register_landing(ibv_pd& pd, void* address, s
       registration.why = "landing buffers in GPU memory through dma-buf (ibv_reg_dmabuf_mr)";
       return registration;
     }
-    dmabuf_reason = errno_text("ibv_reg_dmabuf_mr");
+    dmabuf_reason = errno_message("ibv_reg_dmabuf_mr");
   }
   registration.mr.reset(ibv_reg_mr(&pd, address, bytes, kRemoteWriteAccess));
   if (registration.mr) {
@@ -75,7 +77,7 @@ std::optional<LandingRegistration> register_landing(ibv_pd& pd, void* address, s
     return registration;
   }
   why = "GPU memory cannot be registered: dma-buf: " + dmabuf_reason + "; " +
-        errno_text("ibv_reg_mr(device pointer)") + " (nvidia-peermem not loaded?)";
+        errno_message("ibv_reg_mr(device pointer)") + " (nvidia-peermem not loaded?)";
   return std::nullopt;
 }
 

@@ -2,12 +2,17 @@
 // arrivals from WRITE WITH IMMEDIATE completions, credits written back in ring order.
 #include "stages/link/rdma/receiver.hpp"
 
+#include "pipeline/errno_message.hpp"
+
 #include <netinet/in.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cstring>
 #include <stdexcept>
+#include <thread>
 
 namespace sluice::rdma {
 
@@ -46,21 +51,24 @@ RdmaReceiver::RdmaReceiver(ReceiverOptions options, const LandingRing& ring)
   channel_ = make_event_channel();
   rdma_cm_id* listener = nullptr;
   if (rdma_create_id(channel_.get(), &listener, nullptr, RDMA_PS_TCP) != 0) {
-    throw std::runtime_error(errno_text("rdma_create_id"));
+    throw std::runtime_error(errno_message("rdma_create_id"));
   }
   listener_.reset(listener);
   sockaddr_storage address = socket_address(options_.address, options_.port);
   if (rdma_bind_addr(listener_.get(), reinterpret_cast<sockaddr*>(&address)) != 0) {
-    throw std::runtime_error(errno_text("rdma_bind_addr") + " on " + describe(options_.address, options_.port));
+    throw std::runtime_error(errno_message("rdma_bind_addr") + " on " + describe(options_.address, options_.port));
   }
   if (listener_->verbs == nullptr) {
     throw std::runtime_error("rdma_bind_addr(" + describe(options_.address, options_.port) +
                              ") found no RDMA device for that address; hint: listen on the IP address of a RoCE "
                              "port (rdma link show)");
   }
-  if (rdma_listen(listener_.get(), 1) != 0) throw std::runtime_error(errno_text("rdma_listen"));
+  if (rdma_listen(listener_.get(), 1) != 0) throw std::runtime_error(errno_message("rdma_listen"));
+  completions_.emplace(*listener_->verbs);
+  wake_ = UniqueFd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!wake_.valid()) throw std::runtime_error(errno_message("eventfd"));
   pd_.reset(ibv_alloc_pd(listener_->verbs));
-  if (!pd_) throw std::runtime_error(errno_text("ibv_alloc_pd"));
+  if (!pd_) throw std::runtime_error(errno_message("ibv_alloc_pd"));
 
   std::string why;
   std::optional<LandingRegistration> landing =
@@ -70,7 +78,7 @@ RdmaReceiver::RdmaReceiver(ReceiverOptions options, const LandingRing& ring)
   landing_path_ = landing_.why;
   host_mr_.reset(ibv_reg_mr(pd_.get(), host_area_.data(), host_area_.size(),
                             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
-  if (!host_mr_) throw std::runtime_error(errno_text("ibv_reg_mr(metadata and control buffers)"));
+  if (!host_mr_) throw std::runtime_error(errno_message("ibv_reg_mr(metadata and control buffers)"));
 }
 
 RdmaReceiver::~RdmaReceiver() { close(); }
@@ -88,7 +96,7 @@ bool RdmaReceiver::post_receive(std::uint32_t buffer) noexcept {
   request.num_sge = 1;
   ibv_recv_wr* bad = nullptr;
   if (int error = ibv_post_recv(qp_->qp, &request, &bad); error != 0) {
-    error_ = std::string("ibv_post_recv: ") + std::strerror(error);
+    error_ = errno_message("ibv_post_recv", error);
     return false;
   }
   return true;
@@ -122,12 +130,12 @@ bool RdmaReceiver::accept(std::chrono::milliseconds timeout) {
     }
     if (!refusal.empty()) {
       spdlog::warn("RoCE receiver {}: refused a sender: {}", describe(options_.address, options_.port), refusal);
-      if (rdma_reject(id.get(), nullptr, 0) != 0) spdlog::warn("{}", errno_text("rdma_reject"));
+      if (rdma_reject(id.get(), nullptr, 0) != 0) spdlog::warn("{}", errno_message("rdma_reject"));
       continue;
     }
     set_ack_timeout(*id);
-    cq_.reset(ibv_create_cq(id->verbs, static_cast<int>(receive_depth_ + kSendDepth), nullptr, nullptr, 0));
-    if (!cq_) throw std::runtime_error(errno_text("ibv_create_cq"));
+    cq_.reset(ibv_create_cq(id->verbs, static_cast<int>(receive_depth_ + kSendDepth), nullptr, completions_->channel(), 0));
+    if (!cq_) throw std::runtime_error(errno_message("ibv_create_cq"));
     qp_ = create_qp(*id, *pd_, *cq_, kSendDepth, receive_depth_);
     id_ = std::move(id);
     peer_ = request;
@@ -148,7 +156,7 @@ bool RdmaReceiver::accept(std::chrono::milliseconds timeout) {
     advert.arrived = arrived_;
     advert.released = released_;
     rdma_conn_param parameters = connection_parameters(&advert, sizeof advert);
-    if (rdma_accept(id_.get(), &parameters) != 0) throw std::runtime_error(errno_text("rdma_accept"));
+    if (rdma_accept(id_.get(), &parameters) != 0) throw std::runtime_error(errno_message("rdma_accept"));
     expect_event(*channel_, RDMA_CM_EVENT_ESTABLISHED, options_.timeout,
                  "RoCE receiver " + describe(options_.address, options_.port));
     last_signal_ = std::chrono::steady_clock::now();
@@ -190,7 +198,39 @@ ReceiveStatus RdmaReceiver::fail(std::string text) noexcept {
 }
 
 void RdmaReceiver::release(std::uint32_t slot) noexcept {
-  if (slot < slot_released_.size()) slot_released_[slot].store(true, std::memory_order_release);
+  if (slot >= slot_released_.size()) return;
+  // Sequentially consistent with wait(): either this sees the receiver asleep and wakes it,
+  // or the receiver, about to sleep, sees this release and stays up.
+  slot_released_[slot].store(true, std::memory_order_seq_cst);
+  if (sleeping_.load(std::memory_order_seq_cst)) {
+    const std::uint64_t one = 1;
+    static_cast<void>(::write(wake_.get(), &one, sizeof one));  // a full counter still wakes
+  }
+}
+
+bool RdmaReceiver::credit_pending() const noexcept {
+  return released_ < arrived_ && slot_released_[released_ % ring_.slot_count].load(std::memory_order_seq_cst);
+}
+
+void RdmaReceiver::wait(std::chrono::microseconds timeout) noexcept {
+  if (!qp_) {
+    std::this_thread::sleep_for(std::min<std::chrono::microseconds>(timeout, std::chrono::milliseconds(1)));
+    return;
+  }
+  if (!completions_->armed()) {
+    if (!completions_->arm(*cq_)) std::this_thread::sleep_for(std::chrono::microseconds(50));  // poll on
+    return;
+  }
+  sleeping_.store(true, std::memory_order_seq_cst);
+  if (!credit_pending()) {
+    // Never past the next heartbeat, nor past a disconnect's grace period.
+    const auto limit = std::chrono::duration_cast<std::chrono::microseconds>(
+        std::min<std::chrono::milliseconds>(options_.heartbeat / 2, kDisconnectGrace / 4));
+    completions_->sleep({channel_->fd, wake_.get()}, std::min(timeout, limit));
+  }
+  sleeping_.store(false, std::memory_order_seq_cst);
+  std::uint64_t count = 0;
+  static_cast<void>(::read(wake_.get(), &count, sizeof count));
 }
 
 void RdmaReceiver::return_credits() noexcept {
@@ -220,7 +260,7 @@ void RdmaReceiver::return_credits() noexcept {
   request.wr.rdma.rkey = peer_.credit_rkey;
   ibv_send_wr* bad = nullptr;
   if (int error = ibv_post_send(qp_->qp, &request, &bad); error != 0) {
-    error_ = std::string("ibv_post_send(credit write): ") + std::strerror(error);
+    error_ = errno_message("ibv_post_send(credit write)", error);
     return;
   }
   ++sends_posted_;
@@ -309,7 +349,7 @@ ReceiveStatus RdmaReceiver::poll(Arrival& arrival) noexcept {
   if (!event) return ReceiveStatus::idle;
   if (event->type == RDMA_CM_EVENT_CONNECT_REQUEST) {
     CmIdPtr extra(event->id);
-    if (rdma_reject(extra.get(), nullptr, 0) != 0) spdlog::warn("{}", errno_text("rdma_reject"));
+    if (rdma_reject(extra.get(), nullptr, 0) != 0) spdlog::warn("{}", errno_message("rdma_reject"));
     return ReceiveStatus::idle;
   }
   if (event->type == RDMA_CM_EVENT_DISCONNECTED || event->type == RDMA_CM_EVENT_DEVICE_REMOVAL) {
@@ -342,9 +382,10 @@ void RdmaReceiver::abort(std::string_view reason) noexcept {
 
 void RdmaReceiver::close() noexcept {
   if (!qp_) return;
-  if (rdma_disconnect(id_.get()) != 0 && errno != EINVAL) spdlog::debug("{}", errno_text("rdma_disconnect"));
+  if (rdma_disconnect(id_.get()) != 0 && errno != EINVAL) spdlog::debug("{}", errno_message("rdma_disconnect"));
   drain(*id_, *cq_, receive_depth_ + (sends_posted_ - sends_completed_), std::chrono::milliseconds(200));
   qp_.reset();
+  completions_->release(*cq_);
   cq_.reset();
   id_.reset();
 }

@@ -64,7 +64,12 @@ class RdmaReceiver {
   bool accept(std::chrono::milliseconds timeout);
   // Polls completions and CM events; never throws, never allocates.
   ReceiveStatus poll(Arrival& arrival) noexcept;
-  // The caller is done with `slot`: its credit goes back (in ring order) at the next poll.
+  // Nothing to do after poll() said idle: sleeps until a completion, a CM event, a released
+  // slot or `timeout` (at most half a heartbeat). The first call after activity only arms
+  // the CQ and returns, so the caller polls once more before it really sleeps.
+  void wait(std::chrono::microseconds timeout) noexcept;
+  // The caller is done with `slot`: its credit goes back (in ring order) at the next poll,
+  // and a receiver asleep in wait() wakes for it.
   void release(std::uint32_t slot) noexcept;
   // Tells the sender (best effort, within options.timeout) that this half fails and why, then closes.
   void abort(std::string_view reason) noexcept;
@@ -88,6 +93,7 @@ class RdmaReceiver {
     return host_area_.data() + std::size_t{ring_.slot_count} * metadata_slot_bytes_ + std::size_t{index} * kControlBytes;
   }
   void return_credits() noexcept;
+  [[nodiscard]] bool credit_pending() const noexcept;
   ReceiveStatus fail(std::string text) noexcept;
 
   ReceiverOptions options_;
@@ -97,9 +103,13 @@ class RdmaReceiver {
   std::vector<std::byte> host_area_;  // metadata slots, receive buffers, the credit word
   std::vector<std::atomic<bool>> slot_released_;
 
-  // Creation order (destroyed in reverse): channel, listener, PD, MRs, then per connection id, CQ, QP.
+  // Creation order (destroyed in reverse): channel, listener, completion channel, PD, MRs,
+  // then per connection id, CQ, QP.
   EventChannelPtr channel_;
   CmIdPtr listener_;
+  std::optional<CompletionWait> completions_;
+  UniqueFd wake_;  // eventfd: release() wakes a receiver asleep in wait()
+  std::atomic<bool> sleeping_{false};
   PdPtr pd_;
   LandingRegistration landing_;
   MrPtr host_mr_;

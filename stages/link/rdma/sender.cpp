@@ -2,6 +2,8 @@
 // chunk, selective signalling, credits read from the word the receiver writes into.
 #include "stages/link/rdma/sender.hpp"
 
+#include "pipeline/errno_message.hpp"
+
 #include <netinet/in.h>
 
 #include <algorithm>
@@ -19,6 +21,9 @@ constexpr std::uint64_t kReceiveTag = 1ull << 62;  // wr_id of the one receive (
 constexpr std::size_t kMetadataAlign = 64;
 constexpr std::size_t kPollBatch = 16;
 constexpr std::uint32_t kExtraWork = 8;  // control message and zero-length signals beyond two per chunk
+// How often a sender with nothing in flight looks at the credit word: credits are RDMA
+// writes into it, which raise no completion here.
+constexpr std::chrono::microseconds kCreditPoll{50};
 
 std::uint32_t round_up(std::size_t value, std::size_t to) {
   return static_cast<std::uint32_t>((value + to - 1) / to * to);
@@ -34,20 +39,21 @@ RdmaSender::RdmaSender(SenderOptions options)
   const std::string where = "RoCE sender to " + describe(options_.address, options_.port);
   channel_ = make_event_channel();
   rdma_cm_id* id = nullptr;
-  if (rdma_create_id(channel_.get(), &id, nullptr, RDMA_PS_TCP) != 0) throw std::runtime_error(errno_text("rdma_create_id"));
+  if (rdma_create_id(channel_.get(), &id, nullptr, RDMA_PS_TCP) != 0) throw std::runtime_error(errno_message("rdma_create_id"));
   id_.reset(id);
   sockaddr_storage destination = socket_address(options_.address, options_.port);
   const int timeout_ms = static_cast<int>(options_.timeout.count());
   if (rdma_resolve_addr(id_.get(), nullptr, reinterpret_cast<sockaddr*>(&destination), timeout_ms) != 0) {
-    throw std::runtime_error(where + ": " + errno_text("rdma_resolve_addr"));
+    throw std::runtime_error(where + ": " + errno_message("rdma_resolve_addr"));
   }
   expect_event(*channel_, RDMA_CM_EVENT_ADDR_RESOLVED, options_.timeout + std::chrono::milliseconds(500), where);
-  if (rdma_resolve_route(id_.get(), timeout_ms) != 0) throw std::runtime_error(where + ": " + errno_text("rdma_resolve_route"));
+  if (rdma_resolve_route(id_.get(), timeout_ms) != 0) throw std::runtime_error(where + ": " + errno_message("rdma_resolve_route"));
   expect_event(*channel_, RDMA_CM_EVENT_ROUTE_RESOLVED, options_.timeout + std::chrono::milliseconds(500), where);
   set_ack_timeout(*id_);
 
+  completions_.emplace(*id_->verbs);
   pd_.reset(ibv_alloc_pd(id_->verbs));
-  if (!pd_) throw std::runtime_error(errno_text("ibv_alloc_pd"));
+  if (!pd_) throw std::runtime_error(errno_message("ibv_alloc_pd"));
   if (options_.hello.size() > ControlMessage::kTextBytes) {
     throw std::invalid_argument(where + ": hello of " + std::to_string(options_.hello.size()) + " bytes exceeds " +
                                 std::to_string(ControlMessage::kTextBytes));
@@ -57,10 +63,10 @@ RdmaSender::RdmaSender(SenderOptions options)
                     sizeof(std::uint64_t));
   host_mr_.reset(ibv_reg_mr(pd_.get(), host_area_.data(), host_area_.size(),
                             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
-  if (!host_mr_) throw std::runtime_error(errno_text("ibv_reg_mr(metadata staging and credit word)"));
+  if (!host_mr_) throw std::runtime_error(errno_message("ibv_reg_mr(metadata staging and credit word)"));
   send_depth_ = 2 * options_.max_outstanding + kExtraWork;
-  cq_.reset(ibv_create_cq(id_->verbs, static_cast<int>(send_depth_ + 1), nullptr, nullptr, 0));
-  if (!cq_) throw std::runtime_error(errno_text("ibv_create_cq"));
+  cq_.reset(ibv_create_cq(id_->verbs, static_cast<int>(send_depth_ + 1), nullptr, completions_->channel(), 0));
+  if (!cq_) throw std::runtime_error(errno_message("ibv_create_cq"));
   qp_ = create_qp(*id_, *pd_, *cq_, send_depth_, 1);
   ibv_sge receive_sge{reinterpret_cast<std::uint64_t>(host_area_.data() + host_area_.size() - sizeof(std::uint64_t) -
                                                       kControlBytes),
@@ -71,7 +77,7 @@ RdmaSender::RdmaSender(SenderOptions options)
   receive.num_sge = 1;
   ibv_recv_wr* bad_receive = nullptr;
   if (int error = ibv_post_recv(qp_->qp, &receive, &bad_receive); error != 0) {
-    throw std::runtime_error(std::string("ibv_post_recv: ") + std::strerror(error));
+    throw std::runtime_error(errno_message("ibv_post_recv", error));
   }
 
   ConnectRequest request;
@@ -80,7 +86,7 @@ RdmaSender::RdmaSender(SenderOptions options)
   request.metadata_bytes = options_.metadata_bytes;
   request.lane = options_.lane;
   rdma_conn_param parameters = connection_parameters(&request, sizeof request);
-  if (rdma_connect(id_.get(), &parameters) != 0) throw std::runtime_error(where + ": " + errno_text("rdma_connect"));
+  if (rdma_connect(id_.get(), &parameters) != 0) throw std::runtime_error(where + ": " + errno_message("rdma_connect"));
   CmEvent established = expect_event(*channel_, RDMA_CM_EVENT_ESTABLISHED, options_.timeout, where);
   if (established.private_data.size() < sizeof advert_) throw std::runtime_error(where + ": the peer sent no ring advertisement");
   std::memcpy(&advert_, established.private_data.data(), sizeof advert_);
@@ -172,7 +178,7 @@ SendStatus RdmaSender::send(const void* metadata, std::size_t metadata_bytes, co
   work[1].wr.rdma.rkey = advert_.payload_rkey;
   ibv_send_wr* bad = nullptr;
   if (int error = ibv_post_send(qp_->qp, work.data(), &bad); error != 0) {
-    error_ = std::string("ibv_post_send(chunk write): ") + std::strerror(error);
+    error_ = errno_message("ibv_post_send(chunk write)", error);
     return SendStatus::failed;
   }
   cookies_[posted_ % cookies_.size()] = cookie;
@@ -196,7 +202,7 @@ bool RdmaSender::post_signal() noexcept {
   request.wr.rdma.rkey = advert_.metadata_rkey;
   ibv_send_wr* bad = nullptr;
   if (int error = ibv_post_send(qp_->qp, &request, &bad); error != 0) {
-    error_ = std::string("ibv_post_send(signal): ") + std::strerror(error);
+    error_ = errno_message("ibv_post_send(signal)", error);
     return false;
   }
   ++work_posted_;
@@ -210,7 +216,7 @@ bool RdmaSender::post_control(ControlType type, std::string_view text) noexcept 
                                                     std::size_t{options_.max_outstanding} * metadata_slot_bytes_);
   if (int error = post_control_message(*qp_->qp, *message, host_mr_->lkey, kControlTag | posted_, type, posted_, text);
       error != 0) {
-    error_ = std::string("ibv_post_send(control message): ") + std::strerror(error);
+    error_ = errno_message("ibv_post_send(control message)", error);
     return false;
   }
   ++work_posted_;
@@ -268,6 +274,18 @@ bool RdmaSender::progress() noexcept {
   return true;
 }
 
+void RdmaSender::wait(std::chrono::microseconds timeout) noexcept {
+  if (!qp_) return;
+  if (!completions_->armed()) {
+    if (!completions_->arm(*cq_)) std::this_thread::sleep_for(kCreditPoll);  // poll on
+    return;
+  }
+  // With writes in flight a completion is coming (at most signal_every chunks away, or the
+  // signal covering an unsignalled tail); never sleep past the next heartbeat.
+  auto limit = in_flight() > 0 ? std::chrono::duration_cast<std::chrono::microseconds>(options_.heartbeat / 2) : kCreditPoll;
+  completions_->sleep({channel_->fd}, std::min(timeout, limit));
+}
+
 bool RdmaSender::finish(std::chrono::milliseconds timeout) noexcept {
   if (!qp_ || finished_) return false;
   if (!post_control(ControlType::end_of_stream, {})) return false;
@@ -315,9 +333,10 @@ void RdmaSender::fail(std::string_view message) noexcept {
 
 void RdmaSender::disconnect() noexcept {
   if (!qp_) return;
-  if (rdma_disconnect(id_.get()) != 0 && errno != EINVAL) spdlog::debug("{}", errno_text("rdma_disconnect"));
+  if (rdma_disconnect(id_.get()) != 0 && errno != EINVAL) spdlog::debug("{}", errno_message("rdma_disconnect"));
   drain(*id_, *cq_, work_posted_, std::chrono::milliseconds(200));
   qp_.reset();
+  completions_->release(*cq_);
   cq_.reset();
 }
 

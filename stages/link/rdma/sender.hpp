@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,6 +58,11 @@ class RdmaSender {
     while (delivered_ < completed_) on_done(cookies_[delivered_++ % cookies_.size()]);
     return true;
   }
+  // Nothing to do after poll() or send() (window full, no credit): sleeps until a completion
+  // or a CM event, at most `timeout`. Credits arrive as plain RDMA writes, which raise no
+  // event, so while no write is in flight the sleep is short (kCreditPoll). The first call
+  // after activity only arms the CQ and returns, so the caller polls once more first.
+  void wait(std::chrono::microseconds timeout) noexcept;
   // Sends end of stream after every chunk and waits until all completed; false on failure.
   bool finish(std::chrono::milliseconds timeout) noexcept;
   // Tells the receiver the stream failed (best effort), then disconnects.
@@ -84,6 +90,7 @@ class RdmaSender {
   // Creation order (destroyed in reverse).
   EventChannelPtr channel_;
   CmIdPtr id_;
+  std::optional<CompletionWait> completions_;
   PdPtr pd_;
   MrPtr host_mr_;
   std::vector<LandingRegistration> sources_;

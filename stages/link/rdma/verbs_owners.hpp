@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "pipeline/unique_fd.hpp"
+#include "pipeline/errno_message.hpp"
 
 namespace sluice::rdma {
 
@@ -30,7 +31,7 @@ struct LoggingDeleter {
       release(handle);
     } else if (int error = release(handle); error != 0) {
       // verbs return a positive errno, RDMA CM -1 with errno set.
-      spdlog::warn("{}: {}", name, std::strerror(error > 0 ? error : errno));
+      spdlog::warn("{}", errno_message(name, error > 0 ? error : errno));
     }
   }
 };
@@ -41,6 +42,7 @@ inline constexpr char kDeallocPd[] = "ibv_dealloc_pd";
 inline constexpr char kDeregMr[] = "ibv_dereg_mr";
 inline constexpr char kDestroyCq[] = "ibv_destroy_cq";
 inline constexpr char kDestroyQp[] = "rdma_destroy_qp";
+inline constexpr char kDestroyCompChannel[] = "ibv_destroy_comp_channel";
 
 inline void destroy_qp_of(rdma_cm_id* id) noexcept { rdma_destroy_qp(id); }
 
@@ -50,6 +52,7 @@ using CmIdPtr = std::unique_ptr<rdma_cm_id, LoggingDeleter<rdma_destroy_id, kDes
 using PdPtr = std::unique_ptr<ibv_pd, LoggingDeleter<ibv_dealloc_pd, kDeallocPd>>;
 using MrPtr = std::unique_ptr<ibv_mr, LoggingDeleter<ibv_dereg_mr, kDeregMr>>;
 using CqPtr = std::unique_ptr<ibv_cq, LoggingDeleter<ibv_destroy_cq, kDestroyCq>>;
+using CompChannelPtr = std::unique_ptr<ibv_comp_channel, LoggingDeleter<ibv_destroy_comp_channel, kDestroyCompChannel>>;
 // The QP that rdma_create_qp hung on a CM id; the pointer held is the id, released with
 // rdma_destroy_qp before the id itself is destroyed.
 using QpOnIdPtr = std::unique_ptr<rdma_cm_id, LoggingDeleter<destroy_qp_of, kDestroyQp>>;
