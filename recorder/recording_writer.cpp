@@ -760,29 +760,9 @@ void RecordingWriter::complete(std::uint64_t user_data, int result) noexcept {
 
 bool RecordingWriter::poll(std::chrono::microseconds timeout) noexcept {
   take_rotation_error();
-  io_uring_cqe* cqe = nullptr;
-  unsigned seen = 0;
-  unsigned head = 0;
-  io_uring_for_each_cqe(ring_.get(), head, cqe) {
-    complete(io_uring_cqe_get_data64(cqe), cqe->res);
-    ++seen;
-  }
-  if (seen > 0) {
-    io_uring_cq_advance(ring_.get(), seen);
-  } else if (timeout.count() > 0 && in_flight_ > 0) {
-    __kernel_timespec wait{};
-    wait.tv_sec = timeout.count() / 1'000'000;
-    wait.tv_nsec = (timeout.count() % 1'000'000) * 1000;
-    if (io_uring_wait_cqe_timeout(ring_.get(), &cqe, &wait) == 0) {
-      complete(io_uring_cqe_get_data64(cqe), cqe->res);
-      io_uring_cqe_seen(ring_.get(), cqe);
-    }
-  }
-  if (io_uring_sq_ready(ring_.get()) > 0) {
-    if (const int result = io_uring_submit(ring_.get()); result < 0) {
-      set_error(-result, errno_message("io_uring_submit", -result));
-    }
-  }
+  const int submitted = ring_.reap(timeout, in_flight_ > 0,
+                                   [this](std::uint64_t user_data, int result) { complete(user_data, result); });
+  if (submitted < 0) set_error(-submitted, errno_message("io_uring_submit", -submitted));
   return !failed();
 }
 

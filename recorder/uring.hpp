@@ -4,6 +4,7 @@
 
 #include <liburing.h>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -61,6 +62,35 @@ class Uring {
   // The fixed-buffer index of `chunk`, or -1 when its pool is not registered.
   [[nodiscard]] int buffer_index(const Chunk& chunk) const noexcept;
   [[nodiscard]] io_uring* get() { return &ring_; }
+
+  // The one completion loop (recorder and replay): hands every completion waiting to
+  // `on_done(user_data, res)`; when none was waiting and `wait` is true, waits up to
+  // `timeout` for one. Then submits whatever the callbacks queued. Returns io_uring_submit's
+  // negative error, else 0.
+  template <typename OnDone>
+  int reap(std::chrono::microseconds timeout, bool wait, OnDone&& on_done) noexcept {
+    io_uring_cqe* cqe = nullptr;
+    unsigned seen = 0;
+    unsigned head = 0;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+      on_done(io_uring_cqe_get_data64(cqe), cqe->res);
+      ++seen;
+    }
+    if (seen > 0) {
+      io_uring_cq_advance(&ring_, seen);
+    } else if (wait && timeout.count() > 0) {
+      __kernel_timespec limit{};
+      limit.tv_sec = timeout.count() / 1'000'000;
+      limit.tv_nsec = (timeout.count() % 1'000'000) * 1000;
+      if (io_uring_wait_cqe_timeout(&ring_, &cqe, &limit) == 0) {
+        on_done(io_uring_cqe_get_data64(cqe), cqe->res);
+        io_uring_cqe_seen(&ring_, cqe);
+      }
+    }
+    if (io_uring_sq_ready(&ring_) == 0) return 0;
+    const int submitted = io_uring_submit(&ring_);
+    return submitted < 0 ? submitted : 0;
+  }
   [[nodiscard]] bool valid() const { return initialised_; }
 
  private:

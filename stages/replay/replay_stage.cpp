@@ -156,9 +156,6 @@ bool ReplayStage::queue(std::size_t index) noexcept {
 }
 
 void ReplayStage::reap(std::chrono::microseconds timeout) noexcept {
-  io_uring_cqe* cqe = nullptr;
-  unsigned seen = 0;
-  unsigned head = 0;
   auto handle = [this](std::uint64_t index, int result) {
     Read& read = reads_[index];
     read.pending = false;
@@ -179,22 +176,11 @@ void ReplayStage::reap(std::chrono::microseconds timeout) noexcept {
     }
     queue(index);  // short read: the rest
   };
-  io_uring_for_each_cqe(ring_.get(), head, cqe) {
-    handle(io_uring_cqe_get_data64(cqe), cqe->res);
-    ++seen;
+  // -EAGAIN / -EBUSY / -EINTR leave the reads queued for the next submit; anything else fails.
+  const int submitted = ring_.reap(timeout, pending_ > 0, handle);
+  if (submitted < 0 && submitted != -EAGAIN && submitted != -EBUSY && submitted != -EINTR && error_.empty()) {
+    error_ = errno_message("io_uring_submit", -submitted);
   }
-  if (seen > 0) {
-    io_uring_cq_advance(ring_.get(), seen);
-  } else if (timeout.count() > 0 && pending_ > 0) {
-    __kernel_timespec wait{};
-    wait.tv_sec = timeout.count() / 1'000'000;
-    wait.tv_nsec = (timeout.count() % 1'000'000) * 1000;
-    if (io_uring_wait_cqe_timeout(ring_.get(), &cqe, &wait) == 0) {
-      handle(io_uring_cqe_get_data64(cqe), cqe->res);
-      io_uring_cqe_seen(ring_.get(), cqe);
-    }
-  }
-  if (io_uring_sq_ready(ring_.get()) > 0) io_uring_submit(ring_.get());
 }
 
 void ReplayStage::drain() noexcept {
