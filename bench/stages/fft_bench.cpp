@@ -70,18 +70,24 @@ RawRates raw_fftw_samples_per_second(std::size_t size, std::uint64_t total_sampl
   return rates;
 }
 
-double stage_samples_per_second(std::size_t size, std::uint64_t total_samples, const std::string& output) {
-  Pipeline pipeline(load_pipeline_text(
-      "pipeline: {chunk: 4MiB, chunks: 8}\nlanes: [{name: a, stages: [{type: generator, format: ci16, stop_after: " +
-      std::to_string(total_samples * 4) + "}, {type: fft, size: " + std::to_string(size) + ", output: " + output +
-      "}, {type: null}]}]\n"));
+// Runs `yaml` (generator → fft → null) and returns the fft stage's input samples per second
+// of its own time in process(), so the generator and sink threads sharing cores do not count.
+double fft_stage_rate(const std::string& yaml, std::uint64_t total_samples) {
+  Pipeline pipeline(load_pipeline_text(yaml));
   pipeline.start();
   pipeline.run();
   const auto lanes = pipeline.metrics_by_lane();
   const StageMetrics& fft = *lanes[0][1];
   if (fft.in.samples.load() != total_samples) throw std::runtime_error("fft stage lost samples");
-  // The fft stage's own time in process(), so the generator and sink threads sharing cores do not count.
   return static_cast<double>(total_samples) / (static_cast<double>(fft.busy_ns.load()) / 1e9);
+}
+
+double stage_samples_per_second(std::size_t size, std::uint64_t total_samples, const std::string& output) {
+  return fft_stage_rate(
+      "pipeline: {chunk: 4MiB, chunks: 8}\nlanes: [{name: a, stages: [{type: generator, format: ci16, stop_after: " +
+          std::to_string(total_samples * 4) + "}, {type: fft, size: " + std::to_string(size) + ", output: " + output +
+          "}, {type: null}]}]\n",
+      total_samples);
 }
 
 void BM_FftStageVsRawFftw(benchmark::State& state, const std::string& output) {
@@ -178,18 +184,14 @@ double threaded_stage_samples_per_second(std::size_t size, std::uint64_t total_s
   const auto pin = [&](std::size_t index) {
     return index < cores.size() ? ", cpu: " + std::to_string(cores[index]) : std::string();
   };
-  Pipeline pipeline(load_pipeline_text(
+  return fft_stage_rate(
       "pipeline: {chunk: 4MiB, chunks: 8}\nlanes: [{name: a, stages: [{type: generator, format: ci16, stop_after: " +
-      std::to_string(total_samples * 4) + pin(threads) + "}, {type: fft, backend: fftw, size: " + std::to_string(size) +
-      ", output: " + output + ", average: " + std::to_string(average) + ", cpu: " + std::to_string(cores[0]) +
-      (threads > 1 ? ", threads: " + std::to_string(threads) + ", worker_cpus: [" + workers + "]" : "") + "}, {type: null" +
-      pin(threads + 1) + "}]}]\n"));
-  pipeline.start();
-  pipeline.run();
-  const auto lanes = pipeline.metrics_by_lane();
-  const StageMetrics& fft = *lanes[0][1];
-  if (fft.in.samples.load() != total_samples) throw std::runtime_error("fft stage lost samples");
-  return static_cast<double>(total_samples) / (static_cast<double>(fft.busy_ns.load()) / 1e9);
+          std::to_string(total_samples * 4) + pin(threads) + "}, {type: fft, backend: fftw, size: " +
+          std::to_string(size) + ", output: " + output + ", average: " + std::to_string(average) +
+          ", cpu: " + std::to_string(cores[0]) +
+          (threads > 1 ? ", threads: " + std::to_string(threads) + ", worker_cpus: [" + workers + "]" : "") +
+          "}, {type: null" + pin(threads + 1) + "}]}]\n",
+      total_samples);
 }
 
 // The backend alone, driven as the stage drives it (load a batch, transform it, fold it into rows)

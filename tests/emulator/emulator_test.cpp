@@ -137,13 +137,24 @@ TEST(FaultPlan, ListedPacketsAndProbabilityAreDeterministic) {
   EXPECT_GT(differences, 50U);
 }
 
-TEST(Emulator, SendsValidPacketsWithTimestampsThatAdvanceWithTheSampleCount) {
+// A UDP socket on a free loopback port (`address` says which), with a 1 s receive timeout:
+// a missing datagram fails the test instead of hanging it.
+wire::UniqueFd loopback_receiver(sockaddr_in& address) {
   wire::UniqueFd receiver(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  ASSERT_TRUE(receiver.valid());
-  sockaddr_in address = *wire::parse_endpoint("127.0.0.1:0");
-  ASSERT_EQ(::bind(receiver.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  address = *wire::parse_endpoint("127.0.0.1:0");
   socklen_t length = sizeof(address);
-  ASSERT_EQ(::getsockname(receiver.get(), reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const timeval timeout{1, 0};
+  if (!receiver.valid() || ::bind(receiver.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      ::getsockname(receiver.get(), reinterpret_cast<sockaddr*>(&address), &length) != 0 ||
+      ::setsockopt(receiver.get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout)) != 0) {
+    throw std::runtime_error(wire::errno_message("a loopback UDP receiver"));
+  }
+  return receiver;
+}
+
+TEST(Emulator, SendsValidPacketsWithTimestampsThatAdvanceWithTheSampleCount) {
+  sockaddr_in address{};
+  const wire::UniqueFd receiver = loopback_receiver(address);
 
   EmulatorSettings settings;
   settings.streams = {{wire::to_string(address), 42}};
@@ -176,14 +187,8 @@ TEST(Emulator, SendsValidPacketsWithTimestampsThatAdvanceWithTheSampleCount) {
 // packet at or after that time (10 µs at 100 Msps = sample 1000: packet 3 of 360 samples),
 // never in the middle of a send batch, and the frequency before it is the old one.
 TEST(Emulator, RetuneAtATimeGoesOutRightBeforeTheFirstPacketItAppliesTo) {
-  wire::UniqueFd receiver(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  ASSERT_TRUE(receiver.valid());
-  sockaddr_in address = *wire::parse_endpoint("127.0.0.1:0");
-  ASSERT_EQ(::bind(receiver.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  socklen_t length = sizeof(address);
-  ASSERT_EQ(::getsockname(receiver.get(), reinterpret_cast<sockaddr*>(&address), &length), 0);
-  const timeval timeout{1, 0};  // a missing datagram fails the test instead of hanging it
-  ASSERT_EQ(::setsockopt(receiver.get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout)), 0);
+  sockaddr_in address{};
+  const wire::UniqueFd receiver = loopback_receiver(address);
   EmulatorSettings settings = load_emulator_text(
       "emulator: {sample_rate: 100Msps, count: 8, gso: false, batch: 32, start_seconds: 1700000000,\n"
       "           context: {rf_frequency: 2.4GHz, retune: {at: 10us, rf_frequency: 2.5GHz}}}\n");

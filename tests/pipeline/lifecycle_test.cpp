@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "pipeline/config.hpp"
+#include "tests/stages/stage_test_util.hpp"
 
 namespace sluice {
 namespace {
@@ -84,20 +85,11 @@ class SlowSink final : public Stage {
 };
 
 const StageRegistry& test_registry() {
-  static const StageRegistry registry = [] {
-    StageRegistry built;
-    register_builtin_stages(built);
-    auto add = [&built]<typename T>(const char* name, StageRole role, T*) {
-      built.add(StageType{name, role, "test stage", [](SettingsReader& reader, const PipelineSettings& pipeline) {
-                            return std::unique_ptr<Stage>(std::make_unique<T>(reader, pipeline));
-                          }});
-    };
-    add("failing_start", StageRole::sink, static_cast<FailingStartSink*>(nullptr));
-    add("tracking", StageRole::sink, static_cast<TrackingSink*>(nullptr));
-    add("fail_after", StageRole::transform, static_cast<FailAfter*>(nullptr));
-    add("slow", StageRole::sink, static_cast<SlowSink*>(nullptr));
-    return built;
-  }();
+  static const StageRegistry registry = testing::builtin_registry_with(
+      {testing::stage_type_of<FailingStartSink>("failing_start", StageRole::sink, "test stage"),
+       testing::stage_type_of<TrackingSink>("tracking", StageRole::sink, "test stage"),
+       testing::stage_type_of<FailAfter>("fail_after", StageRole::transform, "test stage"),
+       testing::stage_type_of<SlowSink>("slow", StageRole::sink, "test stage")});
   return registry;
 }
 

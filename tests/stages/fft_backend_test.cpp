@@ -27,6 +27,7 @@
 #include "pipeline/runtime.hpp"
 #include "stages/fft/fft_stage.hpp"
 #include "stages/fft/window.hpp"
+#include "tests/stages/stage_test_util.hpp"
 
 #ifndef SLUICE_TEST_FFT_BACKEND
 #error "define SLUICE_TEST_FFT_BACKEND (fftw or cufft)"
@@ -158,17 +159,9 @@ class CaptureSink final : public Stage {
 };
 
 const StageRegistry& test_registry() {
-  static const StageRegistry registry = [] {
-    StageRegistry built;
-    register_builtin_stages(built);
-    built.add(StageType{"feed", StageRole::source, "test chunks", [](SettingsReader& reader, const PipelineSettings& pipeline) {
-                          return std::unique_ptr<Stage>(std::make_unique<FeedSource>(reader, pipeline));
-                        }});
-    built.add(StageType{"capture", StageRole::sink, "keeps chunks", [](SettingsReader& reader, const PipelineSettings& pipeline) {
-                          return std::unique_ptr<Stage>(std::make_unique<CaptureSink>(reader, pipeline));
-                        }});
-    return built;
-  }();
+  static const StageRegistry registry =
+      testing::builtin_registry_with({testing::stage_type_of<FeedSource>("feed", StageRole::source, "test chunks"),
+                                      testing::stage_type_of<CaptureSink>("capture", StageRole::sink, "keeps chunks")});
   return registry;
 }
 

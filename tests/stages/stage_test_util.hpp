@@ -11,6 +11,7 @@
 
 #include "pipeline/config.hpp"
 #include "pipeline/runtime.hpp"
+#include "pipeline/stage.hpp"
 
 namespace sluice::testing {
 
@@ -19,6 +20,23 @@ inline std::unique_ptr<Pipeline> run_pipeline(const std::string& yaml) {
   pipeline->start();
   pipeline->run();
   return pipeline;
+}
+
+// A stage type whose stages are `T(reader, pipeline)`: how a test adds its own source or sink.
+template <typename T>
+StageType stage_type_of(std::string name, StageRole role, std::string description) {
+  return StageType{std::move(name), role, std::move(description),
+                   [](SettingsReader& reader, const PipelineSettings& pipeline) -> std::unique_ptr<Stage> {
+                     return std::make_unique<T>(reader, pipeline);
+                   }};
+}
+
+// The built-in stages and `extra` (test stages made with stage_type_of).
+inline StageRegistry builtin_registry_with(std::vector<StageType> extra) {
+  StageRegistry registry;
+  register_builtin_stages(registry);
+  for (StageType& type : extra) registry.add(std::move(type));
+  return registry;
 }
 
 inline std::vector<std::byte> read_file(const std::filesystem::path& path) {

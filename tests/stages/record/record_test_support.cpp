@@ -15,6 +15,7 @@
 #include "recorder/capture_reader.hpp"
 #include "stages/generator/generator.hpp"
 #include "tests/support/process.hpp"
+#include "tests/stages/stage_test_util.hpp"
 
 namespace sluice::test {
 namespace fs = std::filesystem;
@@ -237,23 +238,10 @@ std::vector<SeenChunk> gappy_expected(std::uint64_t chunk_bytes, std::uint64_t c
 }
 
 const StageRegistry& test_registry() {
-  static const StageRegistry registry = [] {
-    StageRegistry built;
-    register_builtin_stages(built);
-    built.add(StageType{"slow", StageRole::transform, "test stage that passes chunks on slowly",
-                        [](SettingsReader& reader, const PipelineSettings& pipeline) -> std::unique_ptr<Stage> {
-                          return std::make_unique<SlowStage>(reader, pipeline);
-                        }});
-    built.add(StageType{"gappy", StageRole::source, "test source with gaps",
-                        [](SettingsReader& reader, const PipelineSettings& pipeline) -> std::unique_ptr<Stage> {
-                          return std::make_unique<GappySource>(reader, pipeline);
-                        }});
-    built.add(StageType{"collect", StageRole::sink, "test sink that keeps chunks",
-                        [](SettingsReader& reader, const PipelineSettings& pipeline) -> std::unique_ptr<Stage> {
-                          return std::make_unique<CollectSink>(reader, pipeline);
-                        }});
-    return built;
-  }();
+  static const StageRegistry registry = testing::builtin_registry_with(
+      {testing::stage_type_of<SlowStage>("slow", StageRole::transform, "test stage that passes chunks on slowly"),
+       testing::stage_type_of<GappySource>("gappy", StageRole::source, "test source with gaps"),
+       testing::stage_type_of<CollectSink>("collect", StageRole::sink, "test sink that keeps chunks")});
   return registry;
 }
 
