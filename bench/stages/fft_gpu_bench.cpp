@@ -9,10 +9,14 @@
 // Stage rates are input bytes over the time data flowed (first chunk in to last rows out), bare
 // loops' over their wall time; 64 GiB per measurement.
 // Without a CUDA device it reports an error and measures nothing.
+// SLUICE_BENCH_FFT_OUT_CHUNKS=N sizes the fft stage's output pool (default 8); SLUICE_BENCH_BUSY=1
+// prints each stage thread's busy share of every stage run on stderr.
 #include <benchmark/benchmark.h>
 #include <cuda_runtime.h>
 #include <cufft.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <stdexcept>
@@ -40,13 +44,19 @@ void check(cufftResult status, const char* call) {
 
 SampleFormat g_format = SampleFormat::cf32;  // the current benchmark's input format
 
+// Chunks in the fft stage's output pool: SLUICE_BENCH_FFT_OUT_CHUNKS, else 8.
+std::size_t out_chunks() {
+  const char* text = std::getenv("SLUICE_BENCH_FFT_OUT_CHUNKS");
+  return text != nullptr && std::atoi(text) > 0 ? static_cast<std::size_t>(std::atoi(text)) : 8;
+}
+
 // Input bytes/s through device_source → fft (cuFFT, device in and out) → null.
 double stage_rate(std::size_t chunk_bytes, std::uint64_t chunks, const std::string& fft, std::size_t out_chunk_bytes) {
   Pipeline pipeline(load_pipeline_text(
       "lanes: [{name: a, stages: [{type: device_source, format: " + std::string(to_string(g_format)) +
           ", chunks_to_send: " + std::to_string(chunks) + ", memory: device, chunk: " + std::to_string(chunk_bytes) +
-          ", chunks: " + std::to_string(kBuffers) + "}, {type: fft, backend: cufft, memory: device, chunks: 8, chunk: " +
-          std::to_string(out_chunk_bytes) + ", " + fft + "}, {type: null}]}]\n",
+          ", chunks: " + std::to_string(kBuffers) + "}, {type: fft, backend: cufft, memory: device, chunks: " +
+          std::to_string(out_chunks()) + ", chunk: " + std::to_string(out_chunk_bytes) + ", " + fft + "}, {type: null}]}]\n",
       "bench.yaml", {}, bench::bench_registry()));
   pipeline.start();
   pipeline.run();
@@ -58,6 +68,15 @@ double stage_rate(std::size_t chunk_bytes, std::uint64_t chunks, const std::stri
   const std::vector<const StageMetrics*> stages = pipeline.metrics_by_lane()[0];
   const FlowCounters& in = stages[1]->in;
   const double seconds = static_cast<double>(stages[2]->in.last_ns.load() - in.first_ns.load()) / 1e9;
+  // Where the time goes: each thread's share of the run that it spent in process() (waits for
+  // queues and pools excluded), printed with SLUICE_BENCH_BUSY=1.
+  if (std::getenv("SLUICE_BENCH_BUSY") != nullptr) {
+    const double total = static_cast<double>(stages[2]->in.last_ns.load() - stages[0]->started_ns);
+    std::fprintf(stderr, "busy: source %.2f fft %.2f (wait %.2f) sink %.2f over %.3f s, %llu chunks\n",
+                 static_cast<double>(stages[0]->busy_ns.load()) / total, static_cast<double>(stages[1]->busy_ns.load()) / total,
+                 static_cast<double>(stages[1]->wait_ns.load()) / total, static_cast<double>(stages[2]->busy_ns.load()) / total,
+                 total / 1e9, static_cast<unsigned long long>(in.chunks.load()));
+  }
   return static_cast<double>(in.bytes.load() - in.first_bytes.load()) / seconds;
 }
 

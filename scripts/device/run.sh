@@ -11,7 +11,8 @@
 #   bash .device/run.sh suite    `sluice bench` three times, the medians of its rows in one table
 #   bash .device/run.sh fftw     fft_bench's FftwThreads cases: the FFTW stage (and its backend alone) on 2, 4, 8
 #                                threads against one thread and against as many bare fftwf_execute loops on the
-#                                same cores; prints scaling and ratios (of medians of 5) last
+#                                same cores; prints scaling and ratios (of medians of 5) last; FFTW_FILTER and
+#                                FFTW_REPETITIONS narrow it (e.g. FFTW_FILTER=FftwThreads/power_db/1024/2/)
 #   bash .device/run.sh dual     configs/dual_port.yaml (2 emulator streams → udp → link → cuFFT → record → null,
 #                                every thread pinned) at 2 × 3 GB/s for DUAL_SECONDS (30), then higher rates for
 #                                10 s each until one loses; prints a table last
@@ -153,7 +154,8 @@ PY
       echo "===== fft_bench FftwThreads" | tee -a "$out/bench.log"
       lscpu | grep -E '^(Model name|Thread|Core|Socket|NUMA node)' | tee -a "$out/bench.log"
       lscpu -e=CPU,CORE,SOCKET >> "$out/bench.log"  # which cores N threads on cpus 0 … N−1 land on (siblings?)
-      timeout 540 "$pack/bin/fft_bench" --benchmark_filter=FftwThreads --benchmark_repetitions=5 \
+      timeout 540 "$pack/bin/fft_bench" --benchmark_filter="${FFTW_FILTER:-FftwThreads}" \
+        --benchmark_repetitions="${FFTW_REPETITIONS:-5}" \
         --benchmark_report_aggregates_only=true --benchmark_out="$out/fftw-threads.json" --benchmark_out_format=json \
         >> "$out/bench.log" 2>&1 || status=1
       python3 - "$out/fftw-threads.json" <<'PY' | tee "$out/fftw-threads.txt"
