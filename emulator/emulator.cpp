@@ -23,6 +23,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "emulator/capture_stream.hpp"
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
@@ -411,7 +413,7 @@ void Emulator::open() {
   impl.slot_bytes = impl.packet_bytes;
   impl.gso = settings_.transport == Transport::udp && settings_.gso && !settings_.faults.any();
   if (settings_.transport == Transport::udp && settings_.gso && settings_.faults.any()) {
-    std::fprintf(stderr, "emulator: faults configured: GSO off so each datagram can be altered on its own\n");
+    fmt::print(stderr, "emulator: faults configured: GSO off so each datagram can be altered on its own\n");
   }
 
   impl.streams.clear();
@@ -421,11 +423,10 @@ void Emulator::open() {
     if (!lanes.empty()) {
       stream.capture = std::make_unique<CaptureStream>(lanes[i]);
       const recorder::CaptureLane& lane = stream.capture->lane();
-      std::fprintf(stderr, "emulator: stream %u sends capture lane %s: %s at %s, %llu samples, %zu gap(s), %s\n",
-                   settings_.streams[i].stream_id, lane.name.c_str(), lane.datatype.c_str(),
-                   format_frequency(lane.sample_rate).c_str(), static_cast<unsigned long long>(lane.total_samples),
-                   lane.gaps.size(),
-                   settings_.capture_pace == CapturePace::recorded ? "paced by its timestamps" : "as fast as possible");
+      fmt::print(stderr, "emulator: stream {} sends capture lane {}: {} at {}, {} samples, {} gap(s), {}\n",
+                 settings_.streams[i].stream_id, lane.name, lane.datatype, format_frequency(lane.sample_rate),
+                 lane.total_samples, lane.gaps.size(),
+                 settings_.capture_pace == CapturePace::recorded ? "paced by its timestamps" : "as fast as possible");
     }
     const auto destination = wire::parse_endpoint(settings_.streams[i].address);
     if (!destination) throw std::runtime_error("emulator: bad address '" + settings_.streams[i].address + "'");
@@ -443,7 +444,7 @@ void Emulator::open() {
       if (impl.gso) {
         const int segment = static_cast<int>(impl.packet_bytes);
         if (::setsockopt(stream.socket.get(), SOL_UDP, UDP_SEGMENT, &segment, sizeof(segment)) != 0) {
-          std::fprintf(stderr, "emulator: UDP GSO unavailable (%s): sending one datagram per message\n", std::strerror(errno));
+          fmt::print(stderr, "emulator: {}: sending one datagram per message\n", errno_message("UDP GSO unavailable"));
           impl.gso = false;
         }
       }
@@ -865,7 +866,7 @@ EmulatorReport Emulator::run(const std::atomic<bool>* stop, bool progress) {
       try {
         pin_thread(settings_.streams[i].cpu);
       } catch (const std::exception& error) {
-        std::fprintf(stderr, "emulator: %s: stream %zu sends unpinned\n", error.what(), i);
+        fmt::print(stderr, "emulator: {}: stream {} sends unpinned\n", error.what(), i);
       }
       senders[i]->run(stop);
     });
@@ -891,10 +892,9 @@ EmulatorReport Emulator::run(const std::atomic<bool>* stop, bool progress) {
     }
     const double interval = static_cast<double>(now - last_ns) * 1e-9;
     const double seconds = static_cast<double>(now - plan.start_ns) * 1e-9;
-    std::fprintf(stderr, "emulator: %.1f s  %.3f Mpkt/s  %s  sent %llu packets, %s\n", seconds,
-                 static_cast<double>(packets - last_packets) / interval / 1e6,
-                 format_byte_rate(static_cast<double>(bytes) / seconds).c_str(), static_cast<unsigned long long>(packets),
-                 format_bytes(static_cast<double>(bytes)).c_str());
+    fmt::print(stderr, "emulator: {:.1f} s  {:.3f} Mpkt/s  {}  sent {} packets, {}\n", seconds,
+               static_cast<double>(packets - last_packets) / interval / 1e6, format_byte_rate(static_cast<double>(bytes) / seconds),
+               packets, format_bytes(static_cast<double>(bytes)));
     last_packets = packets;
     last_ns = now;
   }
@@ -911,19 +911,14 @@ EmulatorReport Emulator::run(const std::atomic<bool>* stop, bool progress) {
 }
 
 std::string format_report(const EmulatorReport& report) {
-  char text[512];
-  std::snprintf(text, sizeof(text),
-                "emulator: sent %llu packets (%s) in %.2f s, %.3f Mpkt/s, %s; samples %llu; faults: dropped %llu, "
-                "duplicated %llu, reordered %llu, truncated %llu, corrupted %llu, shifted %llu; IF Context packets %llu; GSO %s",
-                static_cast<unsigned long long>(report.packets), format_bytes(static_cast<double>(report.bytes)).c_str(),
-                report.seconds, report.seconds > 0 ? static_cast<double>(report.packets) / report.seconds / 1e6 : 0.0,
-                format_byte_rate(report.seconds > 0 ? static_cast<double>(report.bytes) / report.seconds : 0).c_str(),
-                static_cast<unsigned long long>(report.samples), static_cast<unsigned long long>(report.dropped),
-                static_cast<unsigned long long>(report.duplicated), static_cast<unsigned long long>(report.reordered),
-                static_cast<unsigned long long>(report.truncated), static_cast<unsigned long long>(report.corrupted),
-                static_cast<unsigned long long>(report.shifted),
-                static_cast<unsigned long long>(report.context_packets), report.gso_used ? "on" : "off");
-  return text;
+  return fmt::format(
+      "emulator: sent {} packets ({}) in {:.2f} s, {:.3f} Mpkt/s, {}; samples {}; faults: dropped {}, duplicated {}, "
+      "reordered {}, truncated {}, corrupted {}, shifted {}; IF Context packets {}; GSO {}",
+      report.packets, format_bytes(static_cast<double>(report.bytes)), report.seconds,
+      report.seconds > 0 ? static_cast<double>(report.packets) / report.seconds / 1e6 : 0.0,
+      format_byte_rate(report.seconds > 0 ? static_cast<double>(report.bytes) / report.seconds : 0), report.samples,
+      report.dropped, report.duplicated, report.reordered, report.truncated, report.corrupted, report.shifted,
+      report.context_packets, report.gso_used ? "on" : "off");
 }
 
 }  // namespace sluice::emulator

@@ -10,6 +10,8 @@
 
 namespace sluice {
 
+__extension__ using Wide128 = unsigned __int128;  // exact sample-to-picosecond products
+
 std::string_view to_string(SampleFormat format) {
   switch (format) {
     case SampleFormat::ci8: return "ci8";
@@ -107,6 +109,25 @@ void Chunk::reset_metadata() noexcept {
 
 void ChunkReleaser::operator()(Chunk* chunk) const noexcept {
   if (chunk != nullptr && chunk->pool != nullptr) chunk->pool->release(chunk);
+}
+
+Timestamp time_after(const Timestamp& time, std::uint64_t samples, double sample_rate) {
+  if (!time.valid || samples == 0) return time;
+  if (sample_rate <= 0) return Timestamp{};
+  const auto rate = static_cast<std::uint64_t>(sample_rate);
+  std::uint64_t seconds = 0;
+  std::uint64_t picoseconds = 0;
+  if (static_cast<double>(rate) == sample_rate) {
+    // Integer arithmetic where the rate is whole (it nearly always is): exact timestamps.
+    seconds = samples / rate;
+    picoseconds = static_cast<std::uint64_t>(static_cast<Wide128>(samples % rate) * 1'000'000'000'000ULL / rate);
+  } else {
+    const long double elapsed = static_cast<long double>(samples) / static_cast<long double>(sample_rate);
+    seconds = static_cast<std::uint64_t>(elapsed);
+    picoseconds = static_cast<std::uint64_t>((elapsed - static_cast<long double>(seconds)) * 1e12L);
+  }
+  picoseconds += time.picoseconds;
+  return Timestamp{time.seconds + seconds + picoseconds / 1'000'000'000'000ULL, picoseconds % 1'000'000'000'000ULL, true};
 }
 
 }  // namespace sluice

@@ -42,6 +42,12 @@ struct Timestamp {
   bool valid = false;
 };
 
+// The time of the sample `samples` after the one at `time`, at `sample_rate`: exact (integer
+// picoseconds, truncated) where the rate is a whole number of Hz, long double otherwise. The one
+// timestamp-plus-samples conversion (sources, the fft stage's rows, SigMF segments, replay).
+// Invalid when `time` is, or when the rate is unknown (0) and `samples` is not 0.
+Timestamp time_after(const Timestamp& time, std::uint64_t samples, double sample_rate);
+
 // What the sender says about its stream (a VITA-49 IF Context packet's values), as carried by
 // a chunk where they change. NaN where the sender gave no value.
 struct StreamContext {

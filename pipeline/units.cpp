@@ -5,8 +5,9 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <utility>
+
+#include <fmt/format.h>
 
 namespace sluice {
 namespace {
@@ -65,12 +66,6 @@ constexpr std::array<std::pair<std::string_view, double>, 9> kDurationUnits{{
     {"ns", 1.0}, {"us", 1e3}, {"µs", 1e3}, {"ms", 1e6}, {"s", 1e9}, {"", 1e9}, {"m", 60e9}, {"min", 60e9}, {"h", 3600e9},
 }};
 
-std::string printf_string(const char* format, double value, const char* unit) {
-  std::array<char, 64> buffer{};
-  std::snprintf(buffer.data(), buffer.size(), format, value, unit);
-  return buffer.data();
-}
-
 }  // namespace
 
 std::optional<std::uint64_t> parse_bytes(std::string_view text) {
@@ -123,28 +118,28 @@ std::string format_bytes(double bytes) {
     bytes /= kKi;
     ++unit;
   }
-  return printf_string(unit == 0 ? "%.0f %s" : "%.2f %s", bytes, kUnits[unit]);
+  return unit == 0 ? fmt::format("{:.0f} {}", bytes, kUnits[unit]) : fmt::format("{:.2f} {}", bytes, kUnits[unit]);
 }
 
 std::string format_byte_rate(double bytes_per_second) {
-  if (bytes_per_second >= 1e9) return printf_string("%.2f %s", bytes_per_second / 1e9, "GB/s");
-  if (bytes_per_second >= 1e6) return printf_string("%.1f %s", bytes_per_second / 1e6, "MB/s");
-  if (bytes_per_second >= 1e3) return printf_string("%.1f %s", bytes_per_second / 1e3, "kB/s");
-  return printf_string("%.0f %s", bytes_per_second, "B/s");
+  if (bytes_per_second >= 1e9) return fmt::format("{:.2f} GB/s", bytes_per_second / 1e9);
+  if (bytes_per_second >= 1e6) return fmt::format("{:.1f} MB/s", bytes_per_second / 1e6);
+  if (bytes_per_second >= 1e3) return fmt::format("{:.1f} kB/s", bytes_per_second / 1e3);
+  return fmt::format("{:.0f} B/s", bytes_per_second);
 }
 
 std::string format_frequency(double hertz) {
-  if (hertz >= 1e9) return printf_string("%g %s", hertz / 1e9, "GHz");
-  if (hertz >= 1e6) return printf_string("%g %s", hertz / 1e6, "MHz");
-  if (hertz >= 1e3) return printf_string("%g %s", hertz / 1e3, "kHz");
-  return printf_string("%g %s", hertz, "Hz");
+  if (hertz >= 1e9) return fmt::format("{:g} GHz", hertz / 1e9);
+  if (hertz >= 1e6) return fmt::format("{:g} MHz", hertz / 1e6);
+  if (hertz >= 1e3) return fmt::format("{:g} kHz", hertz / 1e3);
+  return fmt::format("{:g} Hz", hertz);
 }
 
 std::string format_duration(std::chrono::nanoseconds duration) {
   const double seconds = std::chrono::duration<double>(duration).count();
-  if (seconds >= 1.0) return printf_string("%.2f %s", seconds, "s");
-  if (seconds >= 1e-3) return printf_string("%.2f %s", seconds * 1e3, "ms");
-  return printf_string("%.1f %s", seconds * 1e6, "us");
+  if (seconds >= 1.0) return fmt::format("{:.2f} s", seconds);
+  if (seconds >= 1e-3) return fmt::format("{:.2f} ms", seconds * 1e3);
+  return fmt::format("{:.1f} us", seconds * 1e6);
 }
 
 }  // namespace sluice

@@ -17,6 +17,7 @@
 #include <ctime>
 #include <algorithm>
 #include <filesystem>
+#include <iterator>
 #include <fstream>
 #include <memory>
 #include <stdexcept>
@@ -42,7 +43,6 @@ void write_all(int fd, const std::string& path, const std::string& text) {
   }
 }
 
-__extension__ using Wide = unsigned __int128;  // exact sample-to-picosecond products
 
 }  // namespace
 
@@ -68,11 +68,8 @@ std::string iso8601(const Timestamp& timestamp) {
   const auto seconds = static_cast<std::time_t>(timestamp.seconds);
   std::tm utc{};
   gmtime_r(&seconds, &utc);
-  std::array<char, 80> text{};
-  const int length = std::snprintf(text.data(), text.size(), "%04d-%02d-%02dT%02d:%02d:%02d.%012lluZ", utc.tm_year + 1900,
-                                   utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec,
-                                   static_cast<unsigned long long>(timestamp.picoseconds % 1'000'000'000'000ULL));
-  return std::string(text.data(), static_cast<std::size_t>(length));
+  return fmt::format("{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}.{:012d}Z", utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday,
+                     utc.tm_hour, utc.tm_min, utc.tm_sec, timestamp.picoseconds % 1'000'000'000'000ULL);
 }
 
 std::optional<Timestamp> parse_iso8601(std::string_view text) {
@@ -133,25 +130,6 @@ nlohmann::json make_global(const StreamInfo& stream, const std::string& lane, co
   if (stream.gain_db) global["sluice:gain_db"] = *stream.gain_db;
   if (stream.start_time.valid) global["sluice:start_time"] = iso8601(stream.start_time);
   return global;
-}
-
-Timestamp time_after(const Timestamp& time, std::uint64_t samples, double sample_rate) {
-  if (!time.valid || samples == 0) return time;
-  if (sample_rate <= 0) return Timestamp{};
-  const auto rate = static_cast<std::uint64_t>(sample_rate);
-  std::uint64_t seconds = 0;
-  std::uint64_t picoseconds = 0;
-  if (static_cast<double>(rate) == sample_rate) {
-    // Integer arithmetic where the rate is whole (it nearly always is): exact timestamps.
-    seconds = samples / rate;
-    picoseconds = static_cast<std::uint64_t>(static_cast<Wide>(samples % rate) * 1'000'000'000'000ULL / rate);
-  } else {
-    const long double elapsed = static_cast<long double>(samples) / static_cast<long double>(sample_rate);
-    seconds = static_cast<std::uint64_t>(elapsed);
-    picoseconds = static_cast<std::uint64_t>((elapsed - static_cast<long double>(seconds)) * 1e12L);
-  }
-  picoseconds += time.picoseconds;
-  return Timestamp{time.seconds + seconds + picoseconds / 1'000'000'000'000ULL, picoseconds % 1'000'000'000'000ULL, true};
 }
 
 nlohmann::json build_meta(const nlohmann::json& global_in, const std::vector<JournalRecord>& records, bool complete) {
@@ -347,11 +325,7 @@ std::string sha512_of_file(const std::string& path) {
   unsigned int length = 0;
   if (EVP_DigestFinal_ex(context.get(), digest.data(), &length) != 1) throw std::runtime_error("EVP_DigestFinal_ex failed");
   std::string hex;
-  for (unsigned int i = 0; i < length; ++i) {
-    std::array<char, 3> pair{};
-    std::snprintf(pair.data(), pair.size(), "%02x", digest[i]);
-    hex += pair.data();
-  }
+  for (unsigned int i = 0; i < length; ++i) fmt::format_to(std::back_inserter(hex), "{:02x}", digest[i]);
   return hex;
 }
 

@@ -33,9 +33,7 @@ std::optional<SampleFormat> format_from_datatype(std::string_view datatype);
 std::string iso8601(const Timestamp& timestamp);
 std::optional<Timestamp> parse_iso8601(std::string_view text);
 
-// The time `samples` samples after `time` at `sample_rate` (exact integer arithmetic for a
-// whole rate). Invalid when `time` is, or when the rate is unknown and `samples` is not 0.
-Timestamp time_after(const Timestamp& time, std::uint64_t samples, double sample_rate);
+using ::sluice::time_after;  // pipeline/chunk.hpp
 
 // The global object of a recording of `stream` on `lane` (provisional until finished).
 nlohmann::json make_global(const StreamInfo& stream, const std::string& lane, const std::string& recorder_name,

@@ -598,15 +598,7 @@ std::uint64_t FftStage::rows_end(std::size_t first, std::size_t rows) const noex
 
 Timestamp FftStage::timestamp_at(const Timestamp& chunk_timestamp, std::uint64_t offset) const noexcept {
   if (!chunk_timestamp.valid) return {};
-  if (offset == 0) return chunk_timestamp;
-  if (sample_rate_ <= 0) return {};
-  constexpr std::uint64_t kPicosecondsPerSecond = 1'000'000'000'000ULL;
-  const long double seconds = static_cast<long double>(offset) / static_cast<long double>(sample_rate_);
-  const auto whole = static_cast<std::uint64_t>(seconds);
-  const std::uint64_t picoseconds =
-      chunk_timestamp.picoseconds + static_cast<std::uint64_t>(std::llround((seconds - static_cast<long double>(whole)) * 1e12L));
-  return Timestamp{chunk_timestamp.seconds + whole + picoseconds / kPicosecondsPerSecond, picoseconds % kPicosecondsPerSecond,
-                   true};
+  return time_after(chunk_timestamp, offset, sample_rate_);
 }
 
 void register_fft_stage(StageRegistry& registry) {

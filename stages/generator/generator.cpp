@@ -164,12 +164,7 @@ StageStatus GeneratorStage::process() {
   chunk->sequence = sequence_++;
   chunk->first_sample = next_sample_;
   chunk->sample_count = bytes / size;
-  const long double offset_seconds = static_cast<long double>(next_sample_) / settings_.sample_rate;
-  const auto whole = static_cast<std::uint64_t>(offset_seconds);
-  const std::uint64_t picoseconds =
-      start_time_.picoseconds + static_cast<std::uint64_t>((offset_seconds - static_cast<long double>(whole)) * 1e12L);
-  chunk->timestamp = Timestamp{start_time_.seconds + whole + picoseconds / 1'000'000'000'000ULL,
-                               picoseconds % 1'000'000'000'000ULL, true};
+  chunk->timestamp = time_after(start_time_, next_sample_, settings_.sample_rate);
   next_sample_ += chunk->sample_count;
   produced_bytes_ += bytes;
   context_->emit(std::move(chunk));
