@@ -42,6 +42,7 @@
 #include "emulator/context_sender.hpp"
 #include "emulator/framing.hpp"
 #include "emulator/signal.hpp"
+#include "pipeline/clock.hpp"
 #include "pipeline/settings.hpp"
 
 namespace sluice::emulator {
@@ -136,20 +137,7 @@ EmulatorSettings load_emulator_file(const std::string& path, const std::vector<s
 EmulatorSettings load_emulator_text(const std::string& yaml, const std::string& name = "<text>",
                                     const std::vector<std::string>& overrides = {});
 
-// When the next byte may leave: bytes are due at `rate` from the first send. Pure, for tests.
-class Pacer {
- public:
-  explicit Pacer(double bytes_per_second) : rate_(bytes_per_second) {}
-  // Nanoseconds to wait before sending more, given what was sent `elapsed_ns` after the start.
-  [[nodiscard]] std::uint64_t wait_ns(std::uint64_t sent_bytes, std::uint64_t elapsed_ns) const {
-    if (rate_ <= 0) return 0;
-    const auto due_ns = static_cast<std::uint64_t>(static_cast<double>(sent_bytes) / rate_ * 1e9);
-    return due_ns > elapsed_ns ? due_ns - elapsed_ns : 0;
-  }
-
- private:
-  double rate_;
-};
+using ::sluice::Pacer;  // pipeline/clock.hpp
 
 struct EmulatorReport {
   std::uint64_t packets = 0;   // datagrams/frames sent (duplicates included)

@@ -1,4 +1,4 @@
-// Monotonic nanoseconds for latency and rate measurement.
+// Monotonic nanoseconds for latency and rate measurement, and the one pacing rule.
 #pragma once
 
 #include <chrono>
@@ -11,5 +11,21 @@ inline std::uint64_t monotonic_ns() noexcept {
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
           .count());
 }
+
+// When the next unit may leave: units (bytes, samples) are due at `rate` per second from the
+// first. Pure, for tests. The emulator, the generator and replay all pace with it.
+class Pacer {
+ public:
+  explicit Pacer(double units_per_second = 0) : rate_(units_per_second) {}
+  // Nanoseconds to wait before sending more, given `sent` units `elapsed_ns` after the start.
+  [[nodiscard]] std::uint64_t wait_ns(std::uint64_t sent, std::uint64_t elapsed_ns) const {
+    if (rate_ <= 0) return 0;
+    const auto due_ns = static_cast<std::uint64_t>(static_cast<double>(sent) / rate_ * 1e9);
+    return due_ns > elapsed_ns ? due_ns - elapsed_ns : 0;
+  }
+
+ private:
+  double rate_;
+};
 
 }  // namespace sluice

@@ -136,10 +136,8 @@ StageStatus GeneratorStage::process() {
 
   if (settings_.rate > 0) {
     // Pace by the bytes already sent: the next chunk may leave once they are due.
-    const auto due = start_ns_ + static_cast<std::uint64_t>(static_cast<double>(produced_bytes_) / settings_.rate * 1e9);
-    const std::uint64_t now = monotonic_ns();
-    if (due > now) {
-      std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<std::uint64_t>(due - now, 10'000'000)));
+    if (const std::uint64_t wait = Pacer(settings_.rate).wait_ns(produced_bytes_, monotonic_ns() - start_ns_); wait > 0) {
+      std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<std::uint64_t>(wait, 10'000'000)));
       return StageStatus::idle;
     }
   }

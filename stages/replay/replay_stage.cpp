@@ -230,12 +230,12 @@ StageStatus ReplayStage::process() {
     if (read.pending || read.done < read.chunk->size) return StageStatus::idle;
   }
   if (settings_.pace == ReplayPace::recorded) {
+    // Pace by the samples before this chunk, at the recorded rate.
     const std::uint64_t now = monotonic_ns();
     if (start_ns_ == 0) start_ns_ = now;
-    const double offset = static_cast<double>(read.chunk->first_sample - first_index_) / lane_.sample_rate;
-    const std::uint64_t due = start_ns_ + static_cast<std::uint64_t>(offset * 1e9);
-    if (due > now) {
-      std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<std::uint64_t>(due - now, 10'000'000)));
+    if (const std::uint64_t wait = Pacer(lane_.sample_rate).wait_ns(read.chunk->first_sample - first_index_, now - start_ns_);
+        wait > 0) {
+      std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<std::uint64_t>(wait, 10'000'000)));
       return StageStatus::idle;
     }
   }
