@@ -19,6 +19,9 @@
 
 namespace sluice {
 namespace {
+// How long a half whose own write failed waits for its reader to take what the peer sent
+// before (its chunks, its error frame): the peer's reason is worth more than "Broken pipe".
+constexpr std::chrono::milliseconds kSettle{500};
 
 constexpr std::uint32_t kProtocolVersion = 1;
 constexpr std::size_t kMaxHelloBytes = 64 * 1024;
@@ -91,6 +94,13 @@ void TcpConnection::set_failure(LinkStatus status, std::string message) noexcept
   if (failure_status_.load(std::memory_order_relaxed) != LinkStatus::ok) return;
   failure_ = std::move(message);
   failure_status_.store(status, std::memory_order_release);
+}
+
+void TcpConnection::set_peer_error(std::string message) noexcept {
+  std::lock_guard lock(failure_mutex_);
+  if (peer_error_set_.load(std::memory_order_relaxed)) return;
+  peer_error_ = std::move(message);
+  peer_error_set_.store(true, std::memory_order_release);
 }
 
 void TcpConnection::shutdown() noexcept {
@@ -274,7 +284,7 @@ void TcpSender::read_loop() noexcept {
       end_acknowledged_ = true;
     } else if (header.type == TcpConnection::Frame::error) {
       const std::string text = connection_.read_error_text(header, stop_);
-      connection_.set_failure(LinkStatus::error, "receiver failed: " + text);
+      connection_.set_peer_error("receiver failed: " + text);
       break;
     } else if (header.type != TcpConnection::Frame::heartbeat) {
       connection_.set_failure(LinkStatus::error, "protocol error: unexpected frame " +
@@ -282,6 +292,10 @@ void TcpSender::read_loop() noexcept {
       break;
     }
     changed_.notify_all();
+  }
+  {
+    std::lock_guard lock(mutex_);
+    reader_done_ = true;
   }
   changed_.notify_all();
 }
@@ -308,6 +322,10 @@ LinkStatus TcpSender::send(ChunkPtr& chunk, std::chrono::microseconds timeout) n
     payload = staging_.data();
   }
   if (!connection_.send({TcpConnection::Frame::chunk, 0, chunk->size}, metadata, std::span(payload, chunk->size))) {
+    // The write failed: a receiver that fails says why in a frame that may still be unread.
+    // Let the reader take it (it ends at the frame or the connection's end) before reporting.
+    std::unique_lock lock(mutex_);
+    changed_.wait_for(lock, kSettle, [this] { return reader_done_; });
     return connection_.failure_status();
   }
   chunk.reset();  // its bytes are in the kernel's send buffer: the upstream slot is free again
@@ -436,7 +454,7 @@ void TcpReceiver::read_loop() noexcept {
     }
     if (header.type == TcpConnection::Frame::error) {
       const std::string text = connection_.read_error_text(header, stop_);
-      connection_.set_failure(LinkStatus::error, "sender failed: " + text);
+      connection_.set_peer_error("sender failed: " + text);
       break;
     }
     if (header.type != TcpConnection::Frame::chunk) {
@@ -495,6 +513,10 @@ void TcpReceiver::read_loop() noexcept {
     }
     changed_.notify_all();
   }
+  {
+    std::lock_guard lock(mutex_);
+    reader_done_ = true;
+  }
   changed_.notify_all();
 }
 
@@ -510,6 +532,18 @@ LinkStatus TcpReceiver::receive(ChunkPtr& chunk, std::chrono::microseconds timeo
     return LinkStatus::ok;
   }
   if (ended_) return LinkStatus::end_of_stream;
+  if (connection_.failure_status() == LinkStatus::peer_lost && !reader_done_) {
+    // A credit write failed first: the sender's last chunks, or its error frame, may still be
+    // on their way to the reader. Let it take them before reporting.
+    changed_.wait_for(lock, kSettle, [this] { return reader_done_ || landed_count_ > 0; });
+    if (landed_count_ > 0) {
+      chunk = ChunkPtr(landed_[landed_head_]);
+      landed_head_ = (landed_head_ + 1) % landed_.size();
+      --landed_count_;
+      return LinkStatus::ok;
+    }
+    if (ended_) return LinkStatus::end_of_stream;
+  }
   return connection_.failure_status() != LinkStatus::ok ? connection_.failure_status() : LinkStatus::idle;
 }
 

@@ -58,11 +58,19 @@ class TcpConnection {
 
   // The first failure seen ("" while healthy), and whether it was peer loss.
   void set_failure(LinkStatus status, std::string message) noexcept;
-  [[nodiscard]] LinkStatus failure_status() const noexcept { return failure_status_.load(std::memory_order_acquire); }
-  // Written once, before the status is published: safe to read from any thread after.
+  // The peer's own report of why it failed (its error frame). It wins over a local failure
+  // seen first: a write into a connection the failing peer just closed ("Broken pipe") often
+  // comes before the reader has taken the frame that says why.
+  void set_peer_error(std::string message) noexcept;
+  [[nodiscard]] LinkStatus failure_status() const noexcept {
+    if (peer_error_set_.load(std::memory_order_acquire)) return LinkStatus::error;
+    return failure_status_.load(std::memory_order_acquire);
+  }
+  // Each text is written once, before its flag is published: safe to read from any thread after.
   [[nodiscard]] const std::string& failure() const noexcept {
     static const std::string kNone;
-    return failure_status() == LinkStatus::ok ? kNone : failure_;
+    if (peer_error_set_.load(std::memory_order_acquire)) return peer_error_;
+    return failure_status_.load(std::memory_order_acquire) == LinkStatus::ok ? kNone : failure_;
   }
   void shutdown() noexcept;
   void close() noexcept { fd_.reset(); }
@@ -75,6 +83,8 @@ class TcpConnection {
   std::atomic<LinkStatus> failure_status_{LinkStatus::ok};
   std::mutex failure_mutex_;
   std::string failure_;
+  std::atomic<bool> peer_error_set_{false};
+  std::string peer_error_;
 };
 
 class TcpSender final : public LinkSender {
@@ -102,6 +112,7 @@ class TcpSender final : public LinkSender {
   std::condition_variable changed_;
   std::uint64_t credits_ = 0;  // guarded by mutex_
   bool end_acknowledged_ = false;
+  bool reader_done_ = false;  // guarded by mutex_
   std::atomic<bool> stop_{false};
   std::thread reader_;
 };
@@ -134,6 +145,7 @@ class TcpReceiver final : public LinkReceiver {
   std::size_t landed_head_ = 0;
   std::size_t landed_count_ = 0;
   bool ended_ = false;  // the sender's end frame was read
+  bool reader_done_ = false;  // guarded by mutex_
   std::atomic<bool> stop_{false};
   std::thread reader_;
 };
