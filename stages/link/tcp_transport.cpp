@@ -525,6 +525,11 @@ LinkStatus TcpReceiver::receive(ChunkPtr& chunk, std::chrono::microseconds timeo
   changed_.wait_for(lock, timeout, [this] {
     return landed_count_ > 0 || ended_ || connection_.failure_status() != LinkStatus::ok;
   });
+  // A credit write that failed first (peer_lost) may come before the sender's last chunks or its
+  // error frame reach the reader: let it take them before reporting.
+  if (landed_count_ == 0 && !ended_ && connection_.failure_status() == LinkStatus::peer_lost && !reader_done_) {
+    changed_.wait_for(lock, kSettle, [this] { return reader_done_ || landed_count_ > 0; });
+  }
   if (landed_count_ > 0) {
     chunk = ChunkPtr(landed_[landed_head_]);
     landed_head_ = (landed_head_ + 1) % landed_.size();
@@ -532,18 +537,6 @@ LinkStatus TcpReceiver::receive(ChunkPtr& chunk, std::chrono::microseconds timeo
     return LinkStatus::ok;
   }
   if (ended_) return LinkStatus::end_of_stream;
-  if (connection_.failure_status() == LinkStatus::peer_lost && !reader_done_) {
-    // A credit write failed first: the sender's last chunks, or its error frame, may still be
-    // on their way to the reader. Let it take them before reporting.
-    changed_.wait_for(lock, kSettle, [this] { return reader_done_ || landed_count_ > 0; });
-    if (landed_count_ > 0) {
-      chunk = ChunkPtr(landed_[landed_head_]);
-      landed_head_ = (landed_head_ + 1) % landed_.size();
-      --landed_count_;
-      return LinkStatus::ok;
-    }
-    if (ended_) return LinkStatus::end_of_stream;
-  }
   return connection_.failure_status() != LinkStatus::ok ? connection_.failure_status() : LinkStatus::idle;
 }
 
