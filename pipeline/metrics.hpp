@@ -47,18 +47,19 @@ class LatencyHistogram {
 // What an fft stage's rows hold, so the dashboard can draw them in dB.
 enum class SpectrumScale { decibels, linear_power, complex_bins };
 
-// The latest spectrum row of an fft stage, for the dashboard. The stage offers every row;
-// about ten times a second one is copied in, under a try_lock so the stage never waits for
-// a reader. The HTTP server copies it out under the same lock.
+// The latest spectrum row of an fft stage, for the dashboard. The stage offers each output
+// chunk's rows; about ten times a second a chunk's last row is copied in, under a try_lock so
+// the stage never waits for a reader. The HTTP server copies it out under the same lock.
 class SpectrumSnapshot {
  public:
   static constexpr std::uint64_t kIntervalNs = 100'000'000;
 
   // Setup only (allocates): rows of `bins` values, DC at bins/2.
   void configure(std::size_t bins, SpectrumScale scale, double sample_rate, double center_frequency, std::size_t averaging);
-  // Called by the fft stage for each finished row (host or device memory); copies at most
-  // every kIntervalNs. Never allocates, never blocks.
-  void offer(const std::byte* row, MemoryKind memory, void* cuda_stream) noexcept;
+  // Called by the fft stage for each finished chunk of `count` rows of `row_bytes` (host or
+  // device memory); copies the last row when kIntervalNs have passed since the last copy.
+  // Never allocates, never blocks.
+  void offer(const std::byte* rows, std::size_t count, std::size_t row_bytes, MemoryKind memory, void* cuda_stream) noexcept;
 
   struct Copy {
     std::vector<float> decibels;  // fftshifted, DC at size/2

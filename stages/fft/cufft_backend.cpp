@@ -12,12 +12,13 @@
 //   callbacks would fuse the same way around cuFFT's kernel, but cuFFT 12.0.0 as shipped with
 //   CUDA 13.0 cannot link them: it asks libnvJitLink for 13.1 entry points the toolkit's 13.0
 //   lacks, and every plan with a callback fails with CUFFT_INTERNAL_ERROR.)
-// Nothing is synchronised per chunk: the stage asks for a fence (a CUDA event recorded on the
-// stream) and hands a chunk on, or back, once it is reached. The stream also writes each fence's
-// number into a word of mapped host memory (cuStreamWriteValue64, ordered after everything
-// enqueued before it), so reached() is a load, not a driver call: cudaEventQuery costs about
-// 1.5 µs on the H100 host and the stage asks several times a chunk. Where the driver has no
-// stream memory operations, reached() queries the events. Every CUDA and cuFFT return code is
+// Nothing is synchronised per chunk: the stage asks for a fence and hands a chunk on, or back,
+// once it is reached. The stream writes each fence's number into a word of mapped host memory
+// (cuStreamWriteValue64, ordered after everything enqueued before it), so reached() is a load,
+// not a driver call (cudaEventQuery costs about 1.5 µs on the H100 host, and the stage asks
+// several times a chunk), and wait() spins on the word. Where the driver has no stream memory
+// operations, each fence is a CUDA event instead. A fence with no work enqueued since the last
+// is the last one again, with no stream operation. Every CUDA and cuFFT return code is
 // checked where it is called and the last error after each launch; the first failure is kept for
 // error(), and later calls become no-ops.
 #include <cuda.h>
@@ -31,6 +32,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -46,6 +48,12 @@ static_assert(fft_kernels::kOutputPowerDb == static_cast<int>(FftOutput::power_d
               fft_kernels::kOutputPower == static_cast<int>(FftOutput::power) &&
               fft_kernels::kOutputComplex == static_cast<int>(FftOutput::complex));
 static_assert(fft_kernels::kPowerFloor == kPowerFloorLinear);
+
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
 
 constexpr std::size_t kEvents = 1024;  // fences in the ring; an older fence reads a newer one's event (conservative)
 
@@ -227,10 +235,11 @@ class CufftBackend final : public FftBackend {
       return;
     }
     if (frames < batch_ &&
-        !ok("cudaMemcpyAsync(keep partial frame)", cudaMemcpyAsync(kept_memory_.data(), batch + frames * size_,
+        !enqueued("cudaMemcpyAsync(keep partial frame)", cudaMemcpyAsync(kept_memory_.data(), batch + frames * size_,
                                                                    size_ * sizeof(float2), cudaMemcpyDeviceToDevice, stream_))) {
       return;
     }
+    enqueued_ = true;
     if (cufftResult result = cufftExecC2C(plan_, batch, batch, CUFFT_FORWARD); result != CUFFT_SUCCESS) {
       error_ = describe("cufftExecC2C", result);
     }
@@ -242,7 +251,7 @@ class CufftBackend final : public FftBackend {
       error_ = "carry of frame " + std::to_string(from) + " after a transform of " + std::to_string(kept_frame_) + " frames";
       return;
     }
-    if (!ok("cudaMemcpyAsync(carry)", cudaMemcpyAsync(batch_memory_.data(), kept_memory_.data(), count * sizeof(float2),
+    if (!enqueued("cudaMemcpyAsync(carry)", cudaMemcpyAsync(batch_memory_.data(), kept_memory_.data(), count * sizeof(float2),
                                                       cudaMemcpyDeviceToDevice, stream_))) {
       return;
     }
@@ -259,7 +268,7 @@ class CufftBackend final : public FftBackend {
                  std::to_string(complex_input_.frames);
         return;
       }
-      ok("fused kernel launch", fft_kernels::fused_complex(complex_input_, static_cast<unsigned>(first),
+      enqueued("fused kernel launch", fft_kernels::fused_complex(complex_input_, static_cast<unsigned>(first),
                                                            static_cast<unsigned>(count), amplitude_scale_,
                                                            reinterpret_cast<float2*>(rows), stream_));
       return;
@@ -271,8 +280,8 @@ class CufftBackend final : public FftBackend {
         return;
       }
       if (finished > 0 &&
-          !ok("fold kernel launch",
-              fft_kernels::finish_rows(reinterpret_cast<float*>(ring_memory_.data()), static_cast<unsigned>(ring_rows_),
+          !enqueued("fold kernel launch",
+                    fft_kernels::finish_rows(reinterpret_cast<float*>(ring_memory_.data()), static_cast<unsigned>(ring_rows_),
                                          static_cast<unsigned>(size_), row_cursor_, static_cast<unsigned>(finished),
                                          power_scale_, static_cast<unsigned>(average_), output_ == FftOutput::power_db,
                                          reinterpret_cast<float*>(rows), stream_))) {
@@ -298,16 +307,22 @@ class CufftBackend final : public FftBackend {
     args.accumulator_in = reinterpret_cast<const float*>(accumulators_[current_].data());
     args.accumulator_out = reinterpret_cast<float*>(accumulators_[current_ ^ 1].data());
     args.out = rows;
-    if (!ok("fold kernel launch", fft_kernels::fold(args, left > 0, stream_))) return;
+    if (!enqueued("fold kernel launch", fft_kernels::fold(args, left > 0, stream_))) return;
     if (left > 0) current_ ^= 1;
   }
 
   std::uint64_t fence() noexcept override {
     // A span no transform took yet must not be read after its chunk goes back to its pool.
     if (fused_ && raw_.count > 0 && error_.empty()) materialize();
+    // Nothing enqueued since the last fence: it already covers everything. The stage asks for a
+    // fence for its output and another for its input each chunk, and each costs a stream
+    // operation (about as much host time as a kernel launch).
+    if (!enqueued_) return fences_;
+    enqueued_ = false;
     const std::uint64_t fence = ++fences_;
-    ok("cudaEventRecord", cudaEventRecord(events_[fence % kEvents], stream_));
-    if (write_value_ != nullptr && error_.empty()) {
+    if (write_value_ == nullptr) {
+      ok("cudaEventRecord", cudaEventRecord(events_[fence % kEvents], stream_));
+    } else if (error_.empty()) {
       if (const CUresult result = write_value_(stream_, fence_word_device_, fence, CU_STREAM_WRITE_VALUE_DEFAULT);
           result != CUDA_SUCCESS) {
         error_ = "cuStreamWriteValue64(fence) failed with CUresult " + std::to_string(static_cast<int>(result));
@@ -331,7 +346,29 @@ class CufftBackend final : public FftBackend {
 
   void wait(std::uint64_t fence) noexcept override {
     if (fence <= completed_ || !error_.empty()) return;
-    if (ok("cudaEventSynchronize", cudaEventSynchronize(events_[fence % kEvents]))) completed_ = fence;
+    if (write_value_ == nullptr) {
+      if (ok("cudaEventSynchronize", cudaEventSynchronize(events_[fence % kEvents]))) completed_ = fence;
+      return;
+    }
+    // No event stands for the fence: spin on the word, as cudaEventSynchronize spins on an event.
+    // A stream that failed never writes it, so every 4096 polls the stream is asked.
+    for (unsigned polls = 1;; ++polls) {
+      if (reached(fence)) return;
+      if (polls % 4096 != 0) {
+        cpu_relax();
+        continue;
+      }
+      const cudaError_t state = cudaStreamQuery(stream_);
+      if (state == cudaSuccess && !reached(fence)) {
+        error_ = "the stream finished without writing fence " + std::to_string(fence);
+        return;
+      }
+      if (state != cudaSuccess && state != cudaErrorNotReady) {
+        ok("cudaStreamQuery", state);
+        return;
+      }
+      std::this_thread::yield();
+    }
   }
 
   [[nodiscard]] std::string error() const override { return error_; }
@@ -346,8 +383,8 @@ class CufftBackend final : public FftBackend {
 
   void load_kernel(const std::byte* input, SampleFormat format, std::size_t count, std::size_t position,
                    float2* target) noexcept {
-    ok("load kernel launch",
-       fft_kernels::load(input, format, static_cast<unsigned>(count), static_cast<unsigned>(position),
+    enqueued("load kernel launch",
+             fft_kernels::load(input, format, static_cast<unsigned>(count), static_cast<unsigned>(position),
                          static_cast<unsigned>(size_), reinterpret_cast<const float*>(window_memory_.data()), target,
                          stream_));
   }
@@ -374,8 +411,8 @@ class CufftBackend final : public FftBackend {
       // It begins among converted samples (never with the stage's framing, which keeps those
       // shorter than a frame): convert everything into the batch and keep it aside from there.
       if (raw_.count > 0) materialize();
-      ok("cudaMemcpyAsync(keep partial frame)",
-         cudaMemcpyAsync(kept_memory_.data(), batch_memory_.data() + whole * sizeof(float2),
+      enqueued("cudaMemcpyAsync(keep partial frame)",
+               cudaMemcpyAsync(kept_memory_.data(), batch_memory_.data() + whole * sizeof(float2),
                          (prefix_end_ - whole) * sizeof(float2), cudaMemcpyDeviceToDevice, stream_));
     }
     fft_kernels::FusedArgs args{};
@@ -403,7 +440,13 @@ class CufftBackend final : public FftBackend {
     args.pending = static_cast<unsigned>(pending_frames_);
     args.average = static_cast<unsigned>(average_);
     args.row_base = row_cursor_;
-    ok("fused kernel launch", fft_kernels::fused_power(args, stream_));
+    enqueued("fused kernel launch", fft_kernels::fused_power(args, stream_));
+  }
+
+  // ok() for a call that put work on the stream: the next fence must cover it.
+  bool enqueued(const char* call, cudaError_t error) noexcept {
+    enqueued_ = true;
+    return ok(call, error);
   }
 
   bool ok(const char* call, cudaError_t error) noexcept {
@@ -430,6 +473,7 @@ class CufftBackend final : public FftBackend {
   std::array<cudaEvent_t, kEvents> events_{};
   std::uint64_t fences_ = 0;
   std::uint64_t completed_ = 0;
+  bool enqueued_ = false;  // work went on the stream after the last fence
   std::uint64_t* fence_word_ = nullptr;  // mapped pinned host memory the stream writes fences into
   CUdeviceptr fence_word_device_ = 0;
   CUresult (*write_value_)(CUstream, CUdeviceptr, cuuint64_t, unsigned int) = nullptr;  // null: events only

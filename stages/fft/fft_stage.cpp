@@ -511,9 +511,7 @@ void FftStage::hand_on(ChunkPtr finished) noexcept {
   // waits; the rows are final here (their fence was reached), in host or GPU memory.
   const std::size_t rows = row_bytes_ == 0 ? 0 : finished->size / row_bytes_;
   void* stream = finished->memory == MemoryKind::device ? context_->cuda_stream() : nullptr;
-  for (std::size_t row = 0; row < rows; ++row) {
-    context_->metrics().spectrum.offer(finished->data + row * row_bytes_, finished->memory, stream);
-  }
+  context_->metrics().spectrum.offer(finished->data, rows, row_bytes_, finished->memory, stream);
   context_->emit(std::move(finished));
 }
 

@@ -98,20 +98,20 @@ TEST(LatencyHistogram, KeepsTheExactSumForPrometheus) {
   EXPECT_EQ(counted, 1000U);
 }
 
-// The first row is published; the clock is only read on every 16th, so rows 1 to 15 never are.
-TEST(SpectrumSnapshot, PublishesTheFirstRowAndSkipsTheNextFifteen) {
+// A chunk's last row is published; the next chunk, offered within 100 ms, is not.
+TEST(SpectrumSnapshot, PublishesAChunksLastRowAndNothingMoreWithinTheInterval) {
   SpectrumSnapshot snapshot;
   EXPECT_FALSE(snapshot.read());  // nothing configured, nothing published
   snapshot.configure(4, SpectrumScale::linear_power, 1e6, 100e6, 2);
   EXPECT_FALSE(snapshot.read());
-  const std::array<float, 4> first{1.0F, 0.1F, 0.01F, 1e-40F};
-  snapshot.offer(reinterpret_cast<const std::byte*>(first.data()), MemoryKind::host, nullptr);
+  const std::array<float, 8> first{0.5F, 0.5F, 0.5F, 0.5F, 1.0F, 0.1F, 0.01F, 1e-40F};  // two rows
+  snapshot.offer(reinterpret_cast<const std::byte*>(first.data()), 2, 16, MemoryKind::host, nullptr);
   const std::array<float, 4> second{0.5F, 0.5F, 0.5F, 0.5F};
-  for (int i = 0; i < 15; ++i) snapshot.offer(reinterpret_cast<const std::byte*>(second.data()), MemoryKind::host, nullptr);
+  snapshot.offer(reinterpret_cast<const std::byte*>(second.data()), 1, 16, MemoryKind::host, nullptr);
   const auto copy = snapshot.read();
   ASSERT_TRUE(copy);
   EXPECT_EQ(copy->sequence, 1U);
-  EXPECT_EQ(copy->row, 0U);
+  EXPECT_EQ(copy->row, 1U);  // the first chunk's last row
   EXPECT_DOUBLE_EQ(copy->sample_rate, 1e6);
   EXPECT_DOUBLE_EQ(copy->center_frequency, 100e6);
   EXPECT_EQ(copy->averaging, 2U);
@@ -126,7 +126,7 @@ TEST(SpectrumSnapshot, ComplexBinsAreShownAsPowerInDecibels) {
   SpectrumSnapshot snapshot;
   snapshot.configure(2, SpectrumScale::complex_bins, 1e6, 0, 1);
   const std::array<float, 4> row{0.6F, 0.8F, 0.1F, 0.0F};  // |1|², |0.1|²
-  snapshot.offer(reinterpret_cast<const std::byte*>(row.data()), MemoryKind::host, nullptr);
+  snapshot.offer(reinterpret_cast<const std::byte*>(row.data()), 1, 16, MemoryKind::host, nullptr);
   const auto copy = snapshot.read();
   ASSERT_TRUE(copy);
   EXPECT_NEAR(copy->decibels[0], 0.0F, 1e-5);
