@@ -8,10 +8,13 @@
 //     against cudaMemcpyAsync device-to-device of the same input bytes. Counter `ratio`. Argument: fusion, as above.
 // Stage rates are input bytes over the time data flowed (first chunk in to last rows out), bare
 // loops' over their wall time; 64 GiB per measurement.
+//   BM_FusedComplexKernelVsC2C: either complex kernel alone against cufftExecC2C, same buffers.
+//   BM_HostCallCost: the host's nanoseconds per CUDA call of the stage's per-chunk path.
 // Without a CUDA device it reports an error and measures nothing.
 // SLUICE_BENCH_FFT_OUT_CHUNKS=N sizes the fft stage's output pool (default 8); SLUICE_BENCH_BUSY=1
 // prints each stage thread's busy share of every stage run on stderr.
 #include <benchmark/benchmark.h>
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <cufft.h>
 
@@ -257,7 +260,7 @@ BENCHMARK(BM_FusedKernelVsCopy)->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Iterat
 // Input bytes/s of the fused complex kernel alone (cf32 → 1024-point FFT → scaled, fftshifted rows,
 // window none), over kBuffers chunk-sized buffers on one stream: what the fused complex stage could
 // reach without the runtime around it, next to bare_c2c_rate over the same bytes.
-double bare_fused_complex_rate(std::size_t chunk_bytes, std::uint64_t chunks) {
+double bare_fused_complex_rate(std::size_t chunk_bytes, std::uint64_t chunks, fft_kernels::ComplexKernel kernel) {
   const auto frames = static_cast<unsigned>(chunk_bytes / 8 / fft_kernels::kFusedSize);
   cudaStream_t stream = nullptr;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
@@ -275,7 +278,8 @@ double bare_fused_complex_rate(std::size_t chunk_bytes, std::uint64_t chunks) {
     args.format = SampleFormat::cf32;
     args.window = reinterpret_cast<const float*>(window.data());
     args.frames = frames;
-    check(fft_kernels::fused_complex(args, 0, frames, 1.0F / 1024.0F, reinterpret_cast<float2*>(out[i % kBuffers].data()), stream),
+    check(fft_kernels::fused_complex(args, 0, frames, 1.0F / 1024.0F, reinterpret_cast<float2*>(out[i % kBuffers].data()), stream,
+                                     kernel),
           "fused complex kernel");
   });
   check(cudaStreamDestroy(stream), "cudaStreamDestroy");
@@ -293,13 +297,89 @@ void BM_FusedComplexKernelVsC2C(benchmark::State& state) {
   double bare = 0;
   for (auto _ : state) {
     bare = bare_c2c_rate(chunk_bytes, chunks);
-    fused = bare_fused_complex_rate(chunk_bytes, chunks);
+    fused = bare_fused_complex_rate(chunk_bytes, chunks, static_cast<fft_kernels::ComplexKernel>(state.range(1)));
   }
   state.counters["fused_kernel_GBps"] = fused / 1e9;
   state.counters["bare_c2c_GBps"] = bare / 1e9;
   state.counters["ratio"] = fused / bare;
 }
-BENCHMARK(BM_FusedComplexKernelVsC2C)->Arg(4)->Arg(16)->Arg(64)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+// Second argument: 1 one warp per frame, 2 one block per frame (fft_kernels::ComplexKernel).
+BENCHMARK(BM_FusedComplexKernelVsC2C)
+    ->ArgsProduct({{1, 4, 8, 16, 64, 256}, {1, 2}})
+    ->Iterations(1)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// What the host pays per call on the stage's per-chunk path (the stage thread's time, not the
+// GPU's): each call enqueued 64 000 times on one stream, synchronising every 256 calls outside the
+// timed part so the launch queue never fills. Argument: 0 a kernel launch (the fused complex
+// kernel over one frame), 1 cuStreamWriteValue64 into mapped host memory, 2 cudaEventRecord,
+// 3 cudaSetDevice to the current device, 4 cudaGetLastError, 5 cudaEventQuery of a completed event.
+void BM_HostCallCost(benchmark::State& state) {
+  if (!cuda_available()) {
+    state.SkipWithError(("no CUDA device: " + cuda_unavailable_reason()).c_str());
+    return;
+  }
+  cudaStream_t stream = nullptr;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  check(fft_kernels::prepare_fused(), "prepare_fused");
+  MemoryRegion in(MemoryKind::device, fft_kernels::kFusedSize * 8);
+  MemoryRegion out(MemoryKind::device, fft_kernels::kFusedSize * 8);
+  MemoryRegion window(MemoryKind::device, fft_kernels::kFusedSize * sizeof(float));
+  cudaEvent_t event = nullptr;
+  check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  void* function = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  check(cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", &function, 12000, cudaEnableDefault, &found),
+        "cudaGetDriverEntryPointByVersion");
+  using WriteValue = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
+  const auto write_value = reinterpret_cast<WriteValue>(function);
+  std::uint64_t* word = nullptr;
+  check(cudaHostAlloc(reinterpret_cast<void**>(&word), sizeof(std::uint64_t), cudaHostAllocMapped), "cudaHostAlloc");
+  void* device_word = nullptr;
+  check(cudaHostGetDevicePointer(&device_word, word, 0), "cudaHostGetDevicePointer");
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  fft_kernels::FusedArgs args{};
+  args.raw = in.data();
+  args.raw_end = fft_kernels::kFusedSize;
+  args.format = SampleFormat::cf32;
+  args.window = reinterpret_cast<const float*>(window.data());
+  args.frames = 1;
+  const auto call = [&](std::uint64_t i) {
+    switch (state.range(0)) {
+      case 0:
+        check(fft_kernels::fused_complex(args, 0, 1, 1.0F, reinterpret_cast<float2*>(out.data()), stream), "launch");
+        break;
+      case 1:
+        if (write_value(stream, reinterpret_cast<CUdeviceptr>(device_word), i, CU_STREAM_WRITE_VALUE_DEFAULT) != CUDA_SUCCESS) {
+          throw std::runtime_error("cuStreamWriteValue64 failed");
+        }
+        break;
+      case 2: check(cudaEventRecord(event, stream), "cudaEventRecord"); break;
+      case 3: check(cudaSetDevice(device), "cudaSetDevice"); break;
+      case 4: check(cudaGetLastError(), "cudaGetLastError"); break;
+      default: static_cast<void>(cudaEventQuery(event)); break;
+    }
+  };
+  constexpr std::uint64_t kCalls = 64'000;
+  std::uint64_t spent_ns = 0;
+  for (auto _ : state) {
+    check(cudaEventRecord(event, stream), "cudaEventRecord");
+    for (std::uint64_t i = 0; i < kCalls; i += 256) {
+      check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      const std::uint64_t begin = monotonic_ns();
+      for (std::uint64_t k = 0; k < 256; ++k) call(i + k);
+      spent_ns += monotonic_ns() - begin;
+    }
+  }
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  state.counters["ns_per_call"] = static_cast<double>(spent_ns) / static_cast<double>(kCalls);
+  check(cudaFreeHost(word), "cudaFreeHost");
+  check(cudaEventDestroy(event), "cudaEventDestroy");
+  check(cudaStreamDestroy(stream), "cudaStreamDestroy");
+}
+BENCHMARK(BM_HostCallCost)->DenseRange(0, 5)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_Ci16PowerDbVsCopy)->Arg(0)->Arg(1)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 

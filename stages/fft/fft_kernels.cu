@@ -274,6 +274,90 @@ __global__ void __launch_bounds__(kFusedWarps * 32) fused_complex_kernel(FusedAr
   }
 }
 
+// The same complex rows for small batches, one block of kBlockThreads per frame: five radix-4
+// Stockham passes (natural order in and out) through the block's shared row. A 4 MiB chunk is 512
+// frames; at one warp each that is 4 warps per SM, each running a whole 1024-point transform
+// serially, so the kernel waited on its own latency (0.69× of cuFFT at 4 MiB). Here a frame is 8
+// warps with 4 values per thread. Pass p (stride ns = 4^p) reads d[j + 256·r], applies
+// W1024^((j mod ns)·r·256/ns), takes the 4-point DFT and writes d[(j / ns)·4·ns + j mod ns + r·ns].
+constexpr unsigned kBlockThreads = kFusedSize / 4;
+
+__device__ __forceinline__ void dft4(float2 (&v)[4]) {  // forward: W4 = -i
+  const float2 s02 = make_float2(v[0].x + v[2].x, v[0].y + v[2].y);
+  const float2 d02 = make_float2(v[0].x - v[2].x, v[0].y - v[2].y);
+  const float2 s13 = make_float2(v[1].x + v[3].x, v[1].y + v[3].y);
+  const float2 d13 = make_float2(v[1].x - v[3].x, v[1].y - v[3].y);
+  v[0] = make_float2(s02.x + s13.x, s02.y + s13.y);
+  v[2] = make_float2(s02.x - s13.x, s02.y - s13.y);
+  v[1] = make_float2(d02.x + d13.y, d02.y - d13.x);  // d02 − i·d13
+  v[3] = make_float2(d02.x - d13.y, d02.y + d13.x);  // d02 + i·d13
+}
+
+// The shared row, one float2 of padding after every 16: the first pass's stores (stride 4) and
+// the next ones' (runs of 4 and 16) then spread over the banks instead of piling onto a few.
+__device__ __forceinline__ unsigned padded(unsigned i) { return i + (i >> 4); }
+constexpr unsigned kPaddedRow = kFusedSize + kFusedSize / 16;
+
+template <unsigned NS>
+__device__ __forceinline__ void stockham_pass(float2* data, unsigned j) {
+  float2 v[4];
+#pragma unroll
+  for (unsigned r = 0; r < 4; ++r) {
+    const float2 x = data[padded(j + kBlockThreads * r)];
+    // Twiddles from the global table: a few distinct values per warp, served from L1.
+    v[r] = r == 0 ? x : cmul(x, __ldg(&g_w1024[(j % NS) * r * (kBlockThreads / NS)]));
+  }
+  dft4(v);
+  __syncthreads();  // every thread has read its inputs before any output lands on them
+  const unsigned base = (j / NS) * NS * 4 + j % NS;
+#pragma unroll
+  for (unsigned r = 0; r < 4; ++r) data[padded(base + r * NS)] = v[r];
+  __syncthreads();
+}
+
+template <typename Sample>
+__global__ void __launch_bounds__(kBlockThreads) block_complex_kernel(FusedArgs args, unsigned first, unsigned count,
+                                                                      float amplitude, float scale, float2* out) {
+  __shared__ float2 data[kPaddedRow];
+  const unsigned j = threadIdx.x;
+  for (unsigned row = blockIdx.x; row < count; row += gridDim.x) {
+    const unsigned base = (first + row) * kFusedSize;
+    float2 v[4];
+    if (base >= args.raw_begin && base + kFusedSize <= args.raw_end) {
+#pragma unroll
+      for (unsigned r = 0; r < 4; ++r) {
+        const unsigned n = j + kBlockThreads * r;
+        const float2 value = read_sample<Sample>(args.raw, base - args.raw_begin + n);
+        const float weight = args.window[n] * scale;
+        v[r] = make_float2(value.x * weight, value.y * weight);
+      }
+    } else {
+#pragma unroll
+      for (unsigned r = 0; r < 4; ++r) v[r] = fused_sample<Sample>(args, base + j + kBlockThreads * r, scale);
+    }
+    dft4(v);          // pass 1 (ns = 1, no twiddles) straight from the input
+    __syncthreads();  // the previous frame's last pass has read the row
+#pragma unroll
+    for (unsigned r = 0; r < 4; ++r) data[padded(j * 4 + r)] = v[r];
+    __syncthreads();
+    stockham_pass<4>(data, j);
+    stockham_pass<16>(data, j);
+    stockham_pass<64>(data, j);
+    // Pass 5 (ns = 256) writes X[j + 256·r] straight to the output row, scaled and fftshifted.
+#pragma unroll
+    for (unsigned r = 0; r < 4; ++r) {
+      const float2 x = data[padded(j + kBlockThreads * r)];
+      v[r] = r == 0 ? x : cmul(x, __ldg(&g_w1024[j * r]));
+    }
+    dft4(v);
+    float2* target = out + static_cast<std::size_t>(row) * kFusedSize;
+#pragma unroll
+    for (unsigned r = 0; r < 4; ++r) {
+      target[(j + kBlockThreads * r + kFusedSize / 2) % kFusedSize] = make_float2(v[r].x * amplitude, v[r].y * amplitude);
+    }
+  }
+}
+
 // One thread per (row, bin) of the finished rows; reads the ring row, writes the output row, zeroes the ring row.
 __global__ void finish_kernel(float* ring, unsigned ring_rows, unsigned size, unsigned long long first_row,
                               float scale, bool to_decibels, float* out, unsigned blocks_per_row) {
@@ -375,8 +459,26 @@ cudaError_t fused_power(const FusedArgs& arguments, cudaStream_t stream) noexcep
 }
 
 cudaError_t fused_complex(const FusedArgs& args, unsigned first, unsigned count, float amplitude_scale, float2* out,
-                          cudaStream_t stream) noexcept {
+                          cudaStream_t stream, ComplexKernel kernel) noexcept {
   if (count == 0) return cudaSuccess;
+  if (kernel == ComplexKernel::block_per_frame || (kernel == ComplexKernel::automatic && count < kBlockKernelBelow)) {
+    // Grid-stride: enough blocks to fill every SM several times over, each building its twiddles once.
+    const unsigned blocks = std::min(count, 132U * 8U);
+    switch (args.format) {
+      case SampleFormat::ci8:
+        block_complex_kernel<char2><<<blocks, kBlockThreads, 0, stream>>>(args, first, count, amplitude_scale, 1.0F / 128.0F, out);
+        break;
+      case SampleFormat::ci16:
+        block_complex_kernel<short2><<<blocks, kBlockThreads, 0, stream>>>(args, first, count, amplitude_scale, 1.0F / 32768.0F,
+                                                                          out);
+        break;
+      case SampleFormat::cf32:
+        block_complex_kernel<float2><<<blocks, kBlockThreads, 0, stream>>>(args, first, count, amplitude_scale, 1.0F, out);
+        break;
+      case SampleFormat::rf32: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+  }
   int device = 0;
   if (cudaError_t error = cudaGetDevice(&device); error != cudaSuccess) return error;
   const unsigned resident = device >= 0 && device < 64 && g_fused_blocks[device] > 0 ? g_fused_blocks[device] : 1024;

@@ -67,11 +67,18 @@ cudaError_t prepare_fused() noexcept;
 // Transforms frames [0, args.frames) and adds their power into the ring. Returns the launch's error.
 cudaError_t fused_power(const FusedArgs& args, cudaStream_t stream) noexcept;
 
+// Which kernel transforms complex rows: one warp per frame (the four-step kernel above, for large
+// batches) or one block of 256 threads per frame (radix-4 passes through shared memory: a small
+// batch is too few warps to hide a warp's whole transform). automatic takes the block kernel
+// below kBlockKernelBelow frames.
+enum class ComplexKernel { automatic, warp_per_frame, block_per_frame };
+constexpr unsigned kBlockKernelBelow = 1024;
+
 // The fused complex path: frames [first, first + count) of the batch described by args (its ring,
 // pending, average and row fields unused), each transformed and written as one output row of `out`:
 // X · amplitude_scale, fftshifted. Returns the launch's error.
 cudaError_t fused_complex(const FusedArgs& args, unsigned first, unsigned count, float amplitude_scale, float2* out,
-                          cudaStream_t stream) noexcept;
+                          cudaStream_t stream, ComplexKernel kernel = ComplexKernel::automatic) noexcept;
 
 // Finishes `rows` rows of the ring from global row `first_row` on: sum × power_scale / average,
 // fftshifted, in dB when `decibels`, into `out` (rf32 rows of `size`); zeroes each ring row after.
