@@ -11,6 +11,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
 #include "stages/fft/worker_team.hpp"
 
@@ -283,7 +284,7 @@ StageStatus FftStage::process() {
                      " bytes exceeds the fft stage's staging buffer");
       return StageStatus::error;
     }
-    backend_->wait(staging_fence_);  // the backend is done reading the previous chunk staged there
+    wait_for(staging_fence_);  // the backend is done reading the previous chunk staged there
     if (std::string error = copy_memory(input_staging_.data(), input_staging_.kind(), chunk->data, chunk->memory,
                                         chunk->size, context_->cuda_stream());
         !error.empty()) {
@@ -321,7 +322,7 @@ void FftStage::retire(bool all) noexcept {
   while (!outputs_in_flight_.empty()) {
     InFlight& oldest = outputs_in_flight_.front();
     if (all) {
-      backend_->wait(oldest.fence);
+      wait_for(oldest.fence);
     } else if (!backend_->reached(oldest.fence)) {
       break;
     }
@@ -331,8 +332,17 @@ void FftStage::retire(bool all) noexcept {
 }
 
 void FftStage::retire_input(bool wait) noexcept {
-  if (wait) backend_->wait(inputs_in_flight_.front().fence);
+  if (wait) wait_for(inputs_in_flight_.front().fence);
   inputs_in_flight_.pop();  // back to its pool
+}
+
+void FftStage::wait_for(std::uint64_t fence) noexcept {
+  // Time spent waiting for the GPU is waiting, not work: it counts as the stage's wait, so its
+  // busy share says what the thread itself costs.
+  if (backend_->reached(fence)) return;
+  const std::uint64_t begin = monotonic_ns();
+  backend_->wait(fence);
+  context_->metrics().wait_ns.fetch_add(monotonic_ns() - begin, std::memory_order_relaxed);
 }
 
 bool FftStage::check_backend() noexcept {
@@ -498,7 +508,7 @@ void FftStage::ensure_output() noexcept {
     out_ = context_->acquire(*pool_, std::chrono::microseconds(0));
     if (out_) break;
     if (!outputs_in_flight_.empty()) {
-      backend_->wait(outputs_in_flight_.front().fence);
+      wait_for(outputs_in_flight_.front().fence);
       hand_on(outputs_in_flight_.pop());
       continue;
     }
@@ -519,7 +529,7 @@ void FftStage::emit_output() noexcept {
   if (!out_ || out_rows_ == 0) return;
   const std::size_t bytes = out_rows_ * row_bytes_;
   if (output_staging_.size() > 0) {
-    backend_->wait(backend_->fence());
+    wait_for(backend_->fence());
     if (std::string error = copy_memory(out_->data, out_->memory, output_staging_.data(), output_staging_.kind(), bytes,
                                         context_->cuda_stream());
         !error.empty()) {

@@ -102,6 +102,7 @@ class FftStage final : public Stage {
   // Hands on finished outputs and releases finished inputs; `all` waits for every one.
   void retire(bool all) noexcept;
   void retire_input(bool wait) noexcept;
+  void wait_for(std::uint64_t fence) noexcept;  // backend_->wait(), its time counted as the stage's wait
   bool check_backend() noexcept;         // false (and fails the stage) once the backend reported an error
   void remember_gap(const Gap& gap) noexcept;
   [[nodiscard]] FrameInfo frame_info(std::size_t frame) const noexcept;
