@@ -12,6 +12,16 @@ inline std::uint64_t monotonic_ns() noexcept {
           .count());
 }
 
+// One pause in a polling loop: lets the sibling hyperthread run and saves power while a
+// thread waits microseconds for another (or for the GPU).
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 // When the next unit may leave: units (bytes, samples) are due at `rate` per second from the
 // first. Pure, for tests. The emulator, the generator and replay all pace with it.
 class Pacer {

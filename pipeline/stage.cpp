@@ -13,14 +13,6 @@
 namespace sluice {
 namespace {
 
-inline void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
 // Spin briefly (a hand-off is usually nanoseconds away), then yield, then sleep in short
 // steps so an idle stage costs little CPU while adding at most ~50 µs of latency.
 class Backoff {

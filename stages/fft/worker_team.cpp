@@ -22,21 +22,13 @@ namespace {
 // futex wake-up costs tens of microseconds; an idle stage (waiting for input) stops spinning after this.
 constexpr std::uint64_t kSpinNs = 50'000;
 
-inline void relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
 // Spins until `counter` differs from `seen` or kSpinNs have passed; returns its last value.
 std::uint32_t spin_while_equal(const std::atomic<std::uint32_t>& counter, std::uint32_t seen) noexcept {
   std::uint32_t now = counter.load(std::memory_order_acquire);
   if (now != seen) return now;
   const std::uint64_t deadline = monotonic_ns() + kSpinNs;
   for (unsigned turn = 1;; ++turn) {
-    relax();
+    cpu_relax();
     now = counter.load(std::memory_order_acquire);
     if (now != seen) return now;
     if (turn % 64 == 0 && monotonic_ns() > deadline) return now;  // the clock is read rarely: it costs more than a pause
