@@ -8,10 +8,11 @@
 //     against cudaMemcpyAsync device-to-device of the same input bytes. Counter `ratio`. Argument: fusion, as above.
 // Stage rates are input bytes over the time data flowed (first chunk in to last rows out), bare
 // loops' over their wall time; 64 GiB per measurement.
-//   BM_FusedComplexKernelVsC2C: either complex kernel alone against cufftExecC2C, same buffers.
+//   BM_FusedComplexKernelVsC2C: either complex kernel alone against cufftExecC2C, same buffers,
+//     bare or followed by the backend's fence-word write.
 //   BM_HostCallCost: the host's nanoseconds per CUDA call of the stage's per-chunk path.
 // Without a CUDA device it reports an error and measures nothing.
-// SLUICE_BENCH_FFT_OUT_CHUNKS=N sizes the fft stage's output pool (default 8); SLUICE_BENCH_BUSY=1
+// SLUICE_BENCH_FFT_OUT_CHUNKS=N sizes the fft stage's output pool (default 32); SLUICE_BENCH_BUSY=1
 // prints each stage thread's busy share of every stage run on stderr.
 #include <benchmark/benchmark.h>
 #include <cuda.h>
@@ -47,10 +48,14 @@ void check(cufftResult status, const char* call) {
 
 SampleFormat g_format = SampleFormat::cf32;  // the current benchmark's input format
 
-// Chunks in the fft stage's output pool: SLUICE_BENCH_FFT_OUT_CHUNKS, else 8.
+// Chunks in the fft stage's output pool: SLUICE_BENCH_FFT_OUT_CHUNKS, else 32, the pipeline's
+// default `chunks` (what a stage gets unless its config says otherwise). With 8, the rows of
+// 4 MiB chunks waited on the sink: its thread polls, then sleeps in 50 µs steps, and 8 chunks
+// are ~90 µs of GPU work, so the GPU ran dry between its wake-ups (4 MiB: 290 GB/s with 8,
+// 371 GB/s with 32, same run).
 std::size_t out_chunks() {
   const char* text = std::getenv("SLUICE_BENCH_FFT_OUT_CHUNKS");
-  return text != nullptr && std::atoi(text) > 0 ? static_cast<std::size_t>(std::atoi(text)) : 8;
+  return text != nullptr && std::atoi(text) > 0 ? static_cast<std::size_t>(std::atoi(text)) : 32;
 }
 
 // Input bytes/s through device_source → fft (cuFFT, device in and out) → null.
@@ -257,10 +262,48 @@ void BM_FusedKernelVsCopy(benchmark::State& state) {
 // Argument: frames of a row each warp sums before its one add to the ring (the stage uses 4).
 BENCHMARK(BM_FusedKernelVsCopy)->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 
+// A mapped pinned host word that a stream writes with cuStreamWriteValue64, as the cuFFT
+// backend's fences are.
+class FenceWord {
+ public:
+  FenceWord() {
+    void* function = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    check(cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", &function, 12000, cudaEnableDefault, &found),
+          "cudaGetDriverEntryPointByVersion");
+    if (found != cudaDriverEntryPointSuccess || function == nullptr) throw std::runtime_error("no cuStreamWriteValue64");
+    write_ = reinterpret_cast<WriteValue>(function);
+    check(cudaHostAlloc(reinterpret_cast<void**>(&word_), sizeof(std::uint64_t), cudaHostAllocMapped), "cudaHostAlloc");
+    void* device_word = nullptr;
+    check(cudaHostGetDevicePointer(&device_word, word_, 0), "cudaHostGetDevicePointer");
+    device_word_ = reinterpret_cast<CUdeviceptr>(device_word);
+  }
+  FenceWord(const FenceWord&) = delete;
+  FenceWord& operator=(const FenceWord&) = delete;
+  ~FenceWord() { static_cast<void>(cudaFreeHost(word_)); }
+  void write(cudaStream_t stream, std::uint64_t value) const {
+    if (write_(stream, device_word_, value, CU_STREAM_WRITE_VALUE_DEFAULT) != CUDA_SUCCESS) {
+      throw std::runtime_error("cuStreamWriteValue64 failed");
+    }
+  }
+  [[nodiscard]] unsigned long long* device_pointer() const { return reinterpret_cast<unsigned long long*>(device_word_); }
+
+ private:
+  using WriteValue = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
+  WriteValue write_ = nullptr;
+  std::uint64_t* word_ = nullptr;
+  CUdeviceptr device_word_ = 0;
+};
+
 // Input bytes/s of the fused complex kernel alone (cf32 → 1024-point FFT → scaled, fftshifted rows,
 // window none), over kBuffers chunk-sized buffers on one stream: what the fused complex stage could
 // reach without the runtime around it, next to bare_c2c_rate over the same bytes.
-double bare_fused_complex_rate(std::size_t chunk_bytes, std::uint64_t chunks, fft_kernels::ComplexKernel kernel) {
+// fence: 0 none, 1 cuStreamWriteValue64 of a fence word after each kernel, 2 the kernel writes it
+// itself (fft_kernels::Signal, as the stage does).
+double bare_fused_complex_rate(std::size_t chunk_bytes, std::uint64_t chunks, fft_kernels::ComplexKernel kernel, int fence) {
+  const FenceWord word;
+  MemoryRegion blocks_done(MemoryKind::device, sizeof(unsigned));
+  check(cudaMemset(blocks_done.data(), 0, sizeof(unsigned)), "cudaMemset");
   const auto frames = static_cast<unsigned>(chunk_bytes / 8 / fft_kernels::kFusedSize);
   cudaStream_t stream = nullptr;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
@@ -278,9 +321,12 @@ double bare_fused_complex_rate(std::size_t chunk_bytes, std::uint64_t chunks, ff
     args.format = SampleFormat::cf32;
     args.window = reinterpret_cast<const float*>(window.data());
     args.frames = frames;
+    fft_kernels::Signal signal{};
+    if (fence == 2) signal = {reinterpret_cast<unsigned*>(blocks_done.data()), word.device_pointer(), i + 1};
     check(fft_kernels::fused_complex(args, 0, frames, 1.0F / 1024.0F, reinterpret_cast<float2*>(out[i % kBuffers].data()), stream,
-                                     kernel),
+                                     kernel, signal),
           "fused complex kernel");
+    if (fence == 1) word.write(stream, i + 1);
   });
   check(cudaStreamDestroy(stream), "cudaStreamDestroy");
   return rate;
@@ -297,15 +343,17 @@ void BM_FusedComplexKernelVsC2C(benchmark::State& state) {
   double bare = 0;
   for (auto _ : state) {
     bare = bare_c2c_rate(chunk_bytes, chunks);
-    fused = bare_fused_complex_rate(chunk_bytes, chunks, static_cast<fft_kernels::ComplexKernel>(state.range(1)));
+    fused = bare_fused_complex_rate(chunk_bytes, chunks, static_cast<fft_kernels::ComplexKernel>(state.range(1)),
+                                    static_cast<int>(state.range(2)));
   }
   state.counters["fused_kernel_GBps"] = fused / 1e9;
   state.counters["bare_c2c_GBps"] = bare / 1e9;
   state.counters["ratio"] = fused / bare;
 }
 // Second argument: 1 one warp per frame, 2 one block per frame (fft_kernels::ComplexKernel).
+// Third: the fence after each kernel: 0 none, 1 cuStreamWriteValue64, 2 written by the kernel itself.
 BENCHMARK(BM_FusedComplexKernelVsC2C)
-    ->ArgsProduct({{1, 4, 8, 16, 64, 256}, {1, 2}})
+    ->ArgsProduct({{1, 4, 8, 16, 64, 256}, {1, 2}, {0, 1, 2}})
     ->Iterations(1)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
@@ -328,16 +376,7 @@ void BM_HostCallCost(benchmark::State& state) {
   MemoryRegion window(MemoryKind::device, fft_kernels::kFusedSize * sizeof(float));
   cudaEvent_t event = nullptr;
   check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-  void* function = nullptr;
-  cudaDriverEntryPointQueryResult found{};
-  check(cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", &function, 12000, cudaEnableDefault, &found),
-        "cudaGetDriverEntryPointByVersion");
-  using WriteValue = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
-  const auto write_value = reinterpret_cast<WriteValue>(function);
-  std::uint64_t* word = nullptr;
-  check(cudaHostAlloc(reinterpret_cast<void**>(&word), sizeof(std::uint64_t), cudaHostAllocMapped), "cudaHostAlloc");
-  void* device_word = nullptr;
-  check(cudaHostGetDevicePointer(&device_word, word, 0), "cudaHostGetDevicePointer");
+  const FenceWord word;
   int device = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
   fft_kernels::FusedArgs args{};
@@ -351,11 +390,7 @@ void BM_HostCallCost(benchmark::State& state) {
       case 0:
         check(fft_kernels::fused_complex(args, 0, 1, 1.0F, reinterpret_cast<float2*>(out.data()), stream), "launch");
         break;
-      case 1:
-        if (write_value(stream, reinterpret_cast<CUdeviceptr>(device_word), i, CU_STREAM_WRITE_VALUE_DEFAULT) != CUDA_SUCCESS) {
-          throw std::runtime_error("cuStreamWriteValue64 failed");
-        }
-        break;
+      case 1: word.write(stream, i); break;
       case 2: check(cudaEventRecord(event, stream), "cudaEventRecord"); break;
       case 3: check(cudaSetDevice(device), "cudaSetDevice"); break;
       case 4: check(cudaGetLastError(), "cudaGetLastError"); break;
@@ -375,7 +410,6 @@ void BM_HostCallCost(benchmark::State& state) {
   }
   check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   state.counters["ns_per_call"] = static_cast<double>(spent_ns) / static_cast<double>(kCalls);
-  check(cudaFreeHost(word), "cudaFreeHost");
   check(cudaEventDestroy(event), "cudaEventDestroy");
   check(cudaStreamDestroy(stream), "cudaStreamDestroy");
 }

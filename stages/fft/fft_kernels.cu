@@ -245,13 +245,30 @@ __global__ void __launch_bounds__(kFusedWarps * 32) fused_kernel(FusedArgs args,
   }
 }
 
+// The kernel's fence (Signal): each block publishes its writes at device scope and counts itself
+// done; the last one resets the counter for the next kernel on the stream and, after a
+// system-scope fence (cumulative over the blocks' writes it has observed through the counter),
+// writes the fence value into host memory.
+__device__ __forceinline__ void signal_done(const Signal& signal) {
+  if (signal.word == nullptr) return;
+  __syncthreads();  // every thread of the block has written its rows
+  if (threadIdx.x != 0) return;
+  __threadfence();
+  if (atomicAdd(signal.blocks_done, 1U) + 1U == gridDim.x) {
+    *signal.blocks_done = 0U;  // the next kernel on the stream starts after this one has ended
+    __threadfence_system();
+    *reinterpret_cast<volatile unsigned long long*>(signal.word) = signal.value;
+  }
+}
+
 // The fused 1024-point complex path: frames [first, first + count) of the batch, one warp per frame,
 // each written as one output row, scaled to amplitude and fftshifted on the store (lane t writes bins
 // t + 32·k1, so every store instruction covers 32 consecutive output elements). One read of the input
 // and one write of the output: the same memory traffic as a bare out-of-place cufftExecC2C.
 template <typename Sample>
 __global__ void __launch_bounds__(kFusedWarps * 32) fused_complex_kernel(FusedArgs args, unsigned first, unsigned count,
-                                                                         float amplitude, float scale, float2* out) {
+                                                                         float amplitude, float scale, float2* out,
+                                                                         Signal signal) {
   __shared__ float transpose_re[kFusedWarps][32][33];
   __shared__ float transpose_im[kFusedWarps][32][33];
   __shared__ float2 twiddle[32][32];  // as in fused_kernel
@@ -272,6 +289,7 @@ __global__ void __launch_bounds__(kFusedWarps * 32) fused_complex_kernel(FusedAr
       target[32U * ((k1 + 16) % 32)] = make_float2(a[k1].x * amplitude, a[k1].y * amplitude);
     }
   }
+  signal_done(signal);
 }
 
 // The same complex rows for small batches, one block of kBlockThreads per frame: five radix-4
@@ -317,7 +335,8 @@ __device__ __forceinline__ void stockham_pass(float2* data, unsigned j) {
 
 template <typename Sample>
 __global__ void __launch_bounds__(kBlockThreads) block_complex_kernel(FusedArgs args, unsigned first, unsigned count,
-                                                                      float amplitude, float scale, float2* out) {
+                                                                      float amplitude, float scale, float2* out,
+                                                                      Signal signal) {
   __shared__ float2 data[kPaddedRow];
   const unsigned j = threadIdx.x;
   for (unsigned row = blockIdx.x; row < count; row += gridDim.x) {
@@ -356,6 +375,7 @@ __global__ void __launch_bounds__(kBlockThreads) block_complex_kernel(FusedArgs 
       target[(j + kBlockThreads * r + kFusedSize / 2) % kFusedSize] = make_float2(v[r].x * amplitude, v[r].y * amplitude);
     }
   }
+  signal_done(signal);
 }
 
 // One thread per (row, bin) of the finished rows; reads the ring row, writes the output row, zeroes the ring row.
@@ -459,21 +479,22 @@ cudaError_t fused_power(const FusedArgs& arguments, cudaStream_t stream) noexcep
 }
 
 cudaError_t fused_complex(const FusedArgs& args, unsigned first, unsigned count, float amplitude_scale, float2* out,
-                          cudaStream_t stream, ComplexKernel kernel) noexcept {
+                          cudaStream_t stream, ComplexKernel kernel, Signal signal) noexcept {
   if (count == 0) return cudaSuccess;
   if (kernel == ComplexKernel::block_per_frame || (kernel == ComplexKernel::automatic && count < kBlockKernelBelow)) {
     // Grid-stride: enough blocks to fill every SM several times over, each building its twiddles once.
     const unsigned blocks = std::min(count, 132U * 8U);
     switch (args.format) {
       case SampleFormat::ci8:
-        block_complex_kernel<char2><<<blocks, kBlockThreads, 0, stream>>>(args, first, count, amplitude_scale, 1.0F / 128.0F, out);
+        block_complex_kernel<char2><<<blocks, kBlockThreads, 0, stream>>>(args, first, count, amplitude_scale, 1.0F / 128.0F, out,
+                                                                                     signal);
         break;
       case SampleFormat::ci16:
         block_complex_kernel<short2><<<blocks, kBlockThreads, 0, stream>>>(args, first, count, amplitude_scale, 1.0F / 32768.0F,
-                                                                          out);
+                                                                          out, signal);
         break;
       case SampleFormat::cf32:
-        block_complex_kernel<float2><<<blocks, kBlockThreads, 0, stream>>>(args, first, count, amplitude_scale, 1.0F, out);
+        block_complex_kernel<float2><<<blocks, kBlockThreads, 0, stream>>>(args, first, count, amplitude_scale, 1.0F, out, signal);
         break;
       case SampleFormat::rf32: return cudaErrorInvalidValue;
     }
@@ -485,14 +506,15 @@ cudaError_t fused_complex(const FusedArgs& args, unsigned first, unsigned count,
   const unsigned blocks = std::min((count + kFusedWarps - 1) / kFusedWarps, resident);
   switch (args.format) {
     case SampleFormat::ci8:
-      fused_complex_kernel<char2><<<blocks, kFusedWarps * 32, 0, stream>>>(args, first, count, amplitude_scale, 1.0F / 128.0F, out);
+      fused_complex_kernel<char2><<<blocks, kFusedWarps * 32, 0, stream>>>(args, first, count, amplitude_scale, 1.0F / 128.0F, out,
+                                                                                     signal);
       break;
     case SampleFormat::ci16:
       fused_complex_kernel<short2><<<blocks, kFusedWarps * 32, 0, stream>>>(args, first, count, amplitude_scale, 1.0F / 32768.0F,
-                                                                           out);
+                                                                           out, signal);
       break;
     case SampleFormat::cf32:
-      fused_complex_kernel<float2><<<blocks, kFusedWarps * 32, 0, stream>>>(args, first, count, amplitude_scale, 1.0F, out);
+      fused_complex_kernel<float2><<<blocks, kFusedWarps * 32, 0, stream>>>(args, first, count, amplitude_scale, 1.0F, out, signal);
       break;
     case SampleFormat::rf32: return cudaErrorInvalidValue;
   }

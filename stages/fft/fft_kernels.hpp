@@ -74,11 +74,20 @@ cudaError_t fused_power(const FusedArgs& args, cudaStream_t stream) noexcept;
 enum class ComplexKernel { automatic, warp_per_frame, block_per_frame };
 constexpr unsigned kBlockKernelBelow = 1024;
 
+// A fence the kernel itself writes: the last of its blocks to finish stores `value` into `word`
+// (mapped host memory) after every block's writes, so the stream needs no separate operation
+// for it. `blocks_done` is a zeroed device counter the kernel leaves zeroed. word null: none.
+struct Signal {
+  unsigned* blocks_done = nullptr;
+  unsigned long long* word = nullptr;
+  unsigned long long value = 0;
+};
+
 // The fused complex path: frames [first, first + count) of the batch described by args (its ring,
 // pending, average and row fields unused), each transformed and written as one output row of `out`:
-// X · amplitude_scale, fftshifted. Returns the launch's error.
+// X · amplitude_scale, fftshifted; then `signal`. Returns the launch's error.
 cudaError_t fused_complex(const FusedArgs& args, unsigned first, unsigned count, float amplitude_scale, float2* out,
-                          cudaStream_t stream, ComplexKernel kernel = ComplexKernel::automatic) noexcept;
+                          cudaStream_t stream, ComplexKernel kernel = ComplexKernel::automatic, Signal signal = {}) noexcept;
 
 // Finishes `rows` rows of the ring from global row `first_row` on: sum × power_scale / average,
 // fftshifted, in dB when `decibels`, into `out` (rf32 rows of `size`); zeroes each ring row after.

@@ -1,6 +1,7 @@
 // The fused complex kernels themselves, each forced in turn (the stage picks one by batch size, so
 // its tests reach the warp kernel only with large chunks): every output row against a float64
-// reference DFT of the converted, windowed input, scaled and fftshifted, output poisoned first.
+// reference DFT of the converted, windowed input, scaled and fftshifted, output poisoned first;
+// and the fence each kernel writes itself when it is done.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -97,10 +98,28 @@ TEST_P(FusedComplexKernel, EveryRowMatchesAFloat64ReferenceDft) {
   args.window = reinterpret_cast<const float*>(window_memory.data());
   args.frames = kFrames;
   const float amplitude = 1.0F / kSize;
-  check(fft_kernels::fused_complex(args, kFirst, kFrames - kFirst, amplitude, reinterpret_cast<float2*>(out_memory.data()),
-                                   nullptr, run.kernel),
-        "fused_complex");
-  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  // The kernel's own fence: the last block writes the value into mapped host memory and leaves
+  // its counter zeroed for the next launch (run twice, so a counter left behind shows).
+  unsigned long long* word = nullptr;
+  check(cudaHostAlloc(reinterpret_cast<void**>(&word), sizeof(*word), cudaHostAllocMapped), "cudaHostAlloc");
+  *word = 0;
+  void* device_word = nullptr;
+  check(cudaHostGetDevicePointer(&device_word, word, 0), "cudaHostGetDevicePointer");
+  MemoryRegion blocks_done(MemoryKind::device, sizeof(unsigned));
+  check(cudaMemset(blocks_done.data(), 0, sizeof(unsigned)), "cudaMemset");
+  for (unsigned long long fence : {41ULL, 42ULL}) {
+    const fft_kernels::Signal signal{reinterpret_cast<unsigned*>(blocks_done.data()),
+                                     static_cast<unsigned long long*>(device_word), fence};
+    check(fft_kernels::fused_complex(args, kFirst, kFrames - kFirst, amplitude, reinterpret_cast<float2*>(out_memory.data()),
+                                     nullptr, run.kernel, signal),
+          "fused_complex");
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    EXPECT_EQ(*word, fence) << run.name;
+    unsigned left = 1;
+    check(cudaMemcpy(&left, blocks_done.data(), sizeof(left), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    EXPECT_EQ(left, 0U) << run.name;
+  }
+  check(cudaFreeHost(word), "cudaFreeHost");
   std::vector<float> out(out_values);
   check(cudaMemcpy(out.data(), out_memory.data(), out_memory.size(), cudaMemcpyDeviceToHost), "cudaMemcpy");
 
