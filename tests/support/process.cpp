@@ -1,4 +1,4 @@
-// Child processes for e2e tests: fork/exec with pipes, poll-driven reads, bounded waits.
+// Child processes for tests: fork (and exec) with pipes, poll-driven reads, bounded waits.
 #include "tests/support/process.hpp"
 
 #include <fcntl.h>
@@ -9,13 +9,14 @@
 
 #include <array>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
 namespace sluice::testing {
 
-Process::Process(const std::vector<std::string>& argv) {
+bool Process::start() {
   std::array<int, 2> out{};
   std::array<int, 2> err{};
   if (pipe2(out.data(), O_CLOEXEC) != 0 || pipe2(err.data(), O_CLOEXEC) != 0) {
@@ -26,16 +27,36 @@ Process::Process(const std::vector<std::string>& argv) {
   if (pid_ == 0) {
     dup2(out[1], STDOUT_FILENO);
     dup2(err[1], STDERR_FILENO);
-    std::vector<char*> args;
-    for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());  // a bare name (python3) is looked up on PATH
-    _exit(127);
+    return true;
   }
   close(out[1]);
   close(err[1]);
   out_fd_ = out[0];
   err_fd_ = err[0];
+  return false;
+}
+
+Process::Process(const std::vector<std::string>& argv) {
+  if (!start()) return;
+  std::vector<char*> args;
+  for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  execvp(args[0], args.data());  // a bare name (python3) is looked up on PATH
+  _exit(127);
+}
+
+Process::Process(const std::function<int()>& body) {
+  if (!start()) return;
+  int code = 126;
+  try {
+    code = body();
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "child: %s\n", error.what());
+  } catch (...) {
+    std::fprintf(stderr, "child: unknown exception\n");
+  }
+  std::fflush(nullptr);
+  _exit(code);  // not exit(): the test framework's handlers belong to the parent
 }
 
 Process::~Process() {
@@ -64,8 +85,16 @@ void Process::pump(std::chrono::milliseconds timeout) {
 }
 
 bool Process::wait_for_stderr(const std::string& needle, std::chrono::milliseconds timeout) {
+  return wait_for(result_.err, needle, timeout);
+}
+
+bool Process::wait_for_stdout(const std::string& needle, std::chrono::milliseconds timeout) {
+  return wait_for(result_.out, needle, timeout);
+}
+
+bool Process::wait_for(const std::string& text, const std::string& needle, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (result_.err.find(needle) == std::string::npos) {
+  while (text.find(needle) == std::string::npos) {
     if (std::chrono::steady_clock::now() >= deadline || (out_fd_ < 0 && err_fd_ < 0)) return false;
     pump(std::chrono::milliseconds(50));
   }

@@ -5,15 +5,16 @@
 // here from the chunk number alone, not against anything the transport reported.
 #include <infiniband/verbs.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <array>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "pipeline/chunk.hpp"
 #include "stages/link/rdma/receiver.hpp"
 #include "stages/link/rdma/sender.hpp"
+#include "tests/support/process.hpp"
 
 namespace sluice::rdma {
 namespace {
@@ -362,23 +364,9 @@ std::unique_ptr<RdmaSender> connect_with_retries(std::uint16_t port) {
 
 // The other side of the kill tests runs in its own process (this binary, started with
 // --peer ROLE): verbs contexts cannot be shared across fork().
-struct Peer {
-  pid_t pid = -1;
-  int output = -1;  // the peer's stdout
-};
-Peer start_peer(const std::string& role, std::uint16_t port) {
-  std::array<int, 2> pipe_ends{};
-  if (::pipe(pipe_ends.data()) != 0) return {};
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(pipe_ends[1], STDOUT_FILENO);
-    ::close(pipe_ends[0]);
-    const std::string port_text = std::to_string(port);
-    ::execl("/proc/self/exe", "rdma_transport_test", "--peer", role.c_str(), port_text.c_str(), nullptr);
-    ::_exit(127);
-  }
-  ::close(pipe_ends[1]);
-  return Peer{pid, pipe_ends[0]};
+std::unique_ptr<testing::Process> start_peer(const std::string& role, std::uint16_t port) {
+  return std::make_unique<testing::Process>(
+      std::vector<std::string>{"/proc/self/exe", "--peer", role, std::to_string(port)});
 }
 
 // The peer's loss must be noticed within the 1-2 s the design promises; the bound here is
@@ -389,8 +377,7 @@ TEST(RdmaTransport, AReceiverNoticesItsSenderKilledMidStream) {
   REQUIRE_RDMA();
   HostRing ring(8, 16 << 10);
   RdmaReceiver receiver(receiver_options(), ring.ring);
-  const Peer peer = start_peer("sender", receiver.port());
-  ASSERT_GT(peer.pid, 0);
+  const auto peer = start_peer("sender", receiver.port());
   ASSERT_TRUE(receiver.accept(20s));
   std::uint64_t arrived = 0;
   ReceiveStatus status = ReceiveStatus::idle;
@@ -403,7 +390,7 @@ TEST(RdmaTransport, AReceiverNoticesItsSenderKilledMidStream) {
       EXPECT_TRUE(matches_pattern(arrived, arrival.payload, arrival.payload_bytes));
       receiver.release(arrival.slot);
       if (++arrived == 20) {
-        ::kill(peer.pid, SIGKILL);
+        peer->send_signal(SIGKILL);
         killed = Clock::now();
       }
       continue;
@@ -411,9 +398,7 @@ TEST(RdmaTransport, AReceiverNoticesItsSenderKilledMidStream) {
     if (status != ReceiveStatus::idle) break;
   }
   const auto noticed = Clock::now() - killed;
-  int peer_status = 0;
-  ::waitpid(peer.pid, &peer_status, 0);
-  ::close(peer.output);
+  peer->wait(10s);
   ASSERT_GE(arrived, 20U) << receiver.error();
   EXPECT_TRUE(status == ReceiveStatus::disconnected || status == ReceiveStatus::failed) << receiver.error();
   EXPECT_LT(noticed, kNoticeWithin);
@@ -423,10 +408,9 @@ TEST(RdmaTransport, AReceiverNoticesItsSenderKilledMidStream) {
 
 TEST(RdmaTransport, ASenderNoticesItsReceiverKilledMidStream) {
   REQUIRE_RDMA();
-  const Peer peer = start_peer("receiver", 0);
-  ASSERT_GT(peer.pid, 0);
-  std::uint16_t port = 0;
-  ASSERT_EQ(::read(peer.output, &port, sizeof port), static_cast<ssize_t>(sizeof port));
+  const auto peer = start_peer("receiver", 0);
+  ASSERT_TRUE(peer->wait_for_stdout("\n", 20s)) << peer->stderr_so_far();
+  const auto port = static_cast<std::uint16_t>(std::stoi(peer->stdout_so_far()));
   auto sender = connect_with_retries(port);
   std::vector<std::byte> source(16 << 10);
   const std::uint32_t lkey = sender->register_source(source.data(), source.size()).lkey;
@@ -438,7 +422,7 @@ TEST(RdmaTransport, ASenderNoticesItsReceiverKilledMidStream) {
   while (alive && Clock::now() < deadline) {
     alive = sender->poll([&](std::uint64_t) {
       if (++completed == 20) {
-        ::kill(peer.pid, SIGKILL);
+        peer->send_signal(SIGKILL);
         killed = Clock::now();
       }
     });
@@ -451,9 +435,7 @@ TEST(RdmaTransport, ASenderNoticesItsReceiverKilledMidStream) {
     }
   }
   const auto noticed = Clock::now() - killed;
-  int peer_status = 0;
-  ::waitpid(peer.pid, &peer_status, 0);
-  ::close(peer.output);
+  peer->wait(10s);
   ASSERT_GE(completed, 20U) << sender->error();
   EXPECT_FALSE(alive) << "the sender did not notice its receiver was killed";
   EXPECT_LT(noticed, kNoticeWithin);
@@ -462,7 +444,7 @@ TEST(RdmaTransport, ASenderNoticesItsReceiverKilledMidStream) {
 }
 
 // --peer sender PORT: streams to PORT until killed. --peer receiver 0: listens, writes its
-// port (2 bytes) to stdout, takes chunks until killed.
+// port as a line to stdout, takes chunks until killed.
 int run_peer(const std::string& role, std::uint16_t port) {
   try {
     if (role == "sender") {
@@ -473,7 +455,8 @@ int run_peer(const std::string& role, std::uint16_t port) {
     HostRing ring(8, 16 << 10);
     RdmaReceiver receiver(receiver_options(), ring.ring);
     const std::uint16_t bound = receiver.port();
-    if (::write(STDOUT_FILENO, &bound, sizeof bound) != sizeof bound) return 1;
+    std::printf("%u\n", static_cast<unsigned>(bound));
+    std::fflush(stdout);
     if (receiver.accept(20s)) receive_stream(receiver, 0us, 120s);
     return 0;
   } catch (const std::exception& error) {

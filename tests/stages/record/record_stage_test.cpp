@@ -3,11 +3,11 @@
 // and record → replay giving back the same samples, gaps and timestamps.
 #include <signal.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -21,6 +21,7 @@
 #include "recorder/journal.hpp"
 #include "recorder/recording_writer.hpp"
 #include "tests/stages/record/record_test_support.hpp"
+#include "tests/support/process.hpp"
 
 namespace sluice {
 namespace {
@@ -267,26 +268,19 @@ TEST(RecordStage, ValidationRefusesADirectoryThatCannotBeWrittenAndCreatesNothin
   }
 }
 
-// Runs `yaml` in a child process with a file size limit; returns its exit status.
-int run_in_child(const std::string& yaml, rlim_t file_size_limit) {
-  const pid_t child = ::fork();
-  if (child == 0) {
+// Runs `yaml` in a child process with a file size limit: 3 for the clean "disk full" failure,
+// 4 for any other, 5 for an exception, 90 if the limit could not be set.
+testing::ProcessResult run_in_child(const std::string& yaml, rlim_t file_size_limit) {
+  testing::Process child([&] {
     if (file_size_limit > 0) {
       rlimit limit{file_size_limit, file_size_limit};
-      if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) ::_exit(90);
+      if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) return 90;
     }
-    try {
-      const auto failures = run_pipeline(yaml);
-      for (const auto& failure : failures) std::fprintf(stderr, "child: %s\n", failure.c_str());
-      ::_exit(failures.empty() ? 0 : (failures.front().find("disk full") != std::string::npos ? 3 : 4));
-    } catch (const std::exception& error) {
-      std::fprintf(stderr, "child: %s\n", error.what());
-      ::_exit(5);
-    }
-  }
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    const auto failures = run_pipeline(yaml);
+    for (const auto& failure : failures) std::fprintf(stderr, "child: %s\n", failure.c_str());
+    return failures.empty() ? 0 : (failures.front().find("disk full") != std::string::npos ? 3 : 4);
+  });
+  return child.wait(std::chrono::seconds(120));
 }
 
 TEST(RecordStage, AFullDiskStopsCleanlyAndKeepsAValidCapture) {
@@ -294,7 +288,8 @@ TEST(RecordStage, AFullDiskStopsCleanlyAndKeepsAValidCapture) {
   // RLIMIT_FSIZE makes the data file "full" at 1.5 MiB: io_uring reports EFBIG, handled like ENOSPC.
   const rlim_t limit = 3ULL << 19;
   const std::string yaml = generator_yaml("  - {name: rec, type: record, directory: " + dir.str() + "}\n", 8ULL << 20);
-  EXPECT_EQ(run_in_child(yaml, limit), 3) << "expected the clean 'disk full' failure";
+  const testing::ProcessResult result = run_in_child(yaml, limit);
+  EXPECT_EQ(result.exit_code, 3) << "expected the clean 'disk full' failure: " << result.err;
   const recorder::Capture capture = recorder::open_capture(dir.str("cap.sigmf-collection"));
   ASSERT_EQ(capture.lanes.size(), 1U);
   const auto& lane = capture.lanes[0];
@@ -357,7 +352,8 @@ void expect_full_volume_stops_cleanly(const std::string& type, const std::string
   }
   const std::string yaml =
       generator_yaml("  - {name: rec, type: record, directory: " + volume.path() + "/cap}\n", bytes);
-  EXPECT_EQ(run_in_child(yaml, 0), 3) << "expected the clean 'disk full' failure on " << type;
+  const testing::ProcessResult result = run_in_child(yaml, 0);
+  EXPECT_EQ(result.exit_code, 3) << "expected the clean 'disk full' failure on " << type << ": " << result.err;
   const recorder::Capture capture = recorder::open_capture(volume.path() + "/cap/cap.sigmf-collection");
   ASSERT_EQ(capture.lanes.size(), 1U);
   const auto& lane = capture.lanes[0];
@@ -388,26 +384,20 @@ TEST(RecordStage, ASmallTmpfsVolumeRecordsUntilFullAndStopsCleanly) {
 
 
 // Runs `yaml` in a child process and kills it without warning once `journal` holds `chunks`
-// journaled chunks (or after 10 s); returns the child's wait status.
-int run_and_kill_after(const std::string& yaml, const std::string& journal, std::size_t chunks) {
-  const pid_t child = ::fork();
-  if (child == 0) {
-    try {
-      run_pipeline(yaml);
-    } catch (...) {
-    }
-    ::_exit(0);
-  }
+// journaled chunks (or after 10 s); returns how the child ended.
+testing::ProcessResult run_and_kill_after(const std::string& yaml, const std::string& journal, std::size_t chunks) {
+  testing::Process child([&] {
+    run_pipeline(yaml);
+    return 0;
+  });
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::chrono::steady_clock::now() < deadline &&
          (!fs::exists(journal) ||
           fs::file_size(journal) < recorder::kJournalHeaderBytes + chunks * sizeof(recorder::JournalRecord))) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  EXPECT_EQ(::kill(child, SIGKILL), 0);
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  return status;
+  child.send_signal(SIGKILL);
+  return child.wait(std::chrono::seconds(10));
 }
 
 TEST(RecordStage, KilledMidRecordingIsRepairedUpToTheLastChunkOnDisk) {
@@ -416,8 +406,8 @@ TEST(RecordStage, KilledMidRecordingIsRepairedUpToTheLastChunkOnDisk) {
   const std::string yaml = generator_yaml("  - {name: rec, type: record, directory: " + dir.str() + "}\n", 0,
                                           ", rate: 40MB/s");
   const std::string journal = dir.str("cap-port0-0000.sluice-journal");
-  const int status = run_and_kill_after(yaml, journal, 6);
-  ASSERT_TRUE(WIFSIGNALED(status));
+  const testing::ProcessResult killed = run_and_kill_after(yaml, journal, 6);
+  ASSERT_EQ(killed.signal, SIGKILL) << "the recording ended before the kill: " << killed.err;
   ASSERT_TRUE(fs::exists(journal)) << "the recording never started";
 
   const recorder::Capture cut = recorder::open_capture(dir.str("cap.sigmf-collection"));
