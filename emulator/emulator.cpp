@@ -830,34 +830,75 @@ void pin_thread(int cpu) {
 
 }  // namespace
 
-EmulatorReport Emulator::run(const std::atomic<bool>* stop, bool progress) {
-  Impl& impl = *impl_;
-  if (impl.streams.empty()) open();
-  if (settings_.transport == Transport::tcp) connect_tcp_streams(impl, settings_, stop);
+namespace {
+
+// What every sender of this run shares: the stream's format, packet shape, rate and time base.
+SendPlan make_send_plan(const EmulatorSettings& settings, const Emulator::Impl& impl) {
   SendPlan plan{};
-  plan.settings = &settings_;
-  plan.format = settings_.signal.format;
+  plan.settings = &settings;
+  plan.format = settings.signal.format;
   plan.sample_bytes = bytes_per_sample(plan.format);
   plan.samples_per_packet = impl.samples_per_packet;
-  plan.rate = static_cast<std::uint64_t>(settings_.signal.sample_rate);
-  plan.capture_mode = !settings_.capture.empty();
-  plan.capture_paced = plan.capture_mode && settings_.capture_pace == CapturePace::recorded;
-  plan.start_seconds = settings_.start_seconds;
+  plan.rate = static_cast<std::uint64_t>(settings.signal.sample_rate);
+  plan.capture_mode = !settings.capture.empty();
+  plan.capture_paced = plan.capture_mode && settings.capture_pace == CapturePace::recorded;
+  plan.start_seconds = settings.start_seconds;
   if (plan.start_seconds == 0) {
     plan.start_seconds = static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
   }
   plan.segments_per_message = impl.gso ? std::max<std::size_t>(1, std::min(kMaxGsoSegments, kMaxGsoBytes / impl.packet_bytes)) : 1;
+  return plan;
+}
 
-  std::vector<std::unique_ptr<StreamSender>> senders;
-  for (std::uint32_t index = 0; index < impl.streams.size(); ++index) {
-    senders.push_back(std::make_unique<StreamSender>(plan, impl, index));
+// Waits for every sender to finish, printing the aggregate rate every report interval when asked.
+void report_until_finished(const std::vector<std::unique_ptr<StreamSender>>& senders, const EmulatorSettings& settings,
+                           std::uint64_t start_ns, bool progress) {
+  const auto all_finished = [&] {
+    return std::all_of(senders.begin(), senders.end(), [](const auto& sender) { return sender->finished(); });
+  };
+  std::uint64_t last_packets = 0;
+  std::uint64_t last_ns = start_ns;
+  while (!all_finished()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const std::uint64_t now = monotonic_ns();
+    if (!progress || settings.report_interval.count() <= 0 ||
+        now - last_ns < static_cast<std::uint64_t>(settings.report_interval.count())) {
+      continue;
+    }
+    std::uint64_t packets = 0;
+    std::uint64_t bytes = 0;
+    for (const auto& sender : senders) {
+      packets += sender->packets_sent();
+      bytes += sender->bytes_sent();
+    }
+    const double interval = static_cast<double>(now - last_ns) * 1e-9;
+    const double seconds = static_cast<double>(now - start_ns) * 1e-9;
+    fmt::print(stderr, "emulator: {:.1f} s  {:.3f} Mpkt/s  {}  sent {} packets, {}\n", seconds,
+               static_cast<double>(packets - last_packets) / interval / 1e6, format_byte_rate(static_cast<double>(bytes) / seconds),
+               packets, format_bytes(static_cast<double>(bytes)));
+    last_packets = packets;
+    last_ns = now;
   }
+}
+
+}  // namespace
+
+// One thread per stream sends (pinned where the stream says); this thread reports progress.
+EmulatorReport Emulator::run(const std::atomic<bool>* stop, bool progress) {
+  Impl& impl = *impl_;
+  if (impl.streams.empty()) open();
+  if (settings_.transport == Transport::tcp) connect_tcp_streams(impl, settings_, stop);
+  SendPlan plan = make_send_plan(settings_, impl);
   for (const StreamTarget& target : settings_.streams) {
     if (target.cpu >= 0 && static_cast<unsigned>(target.cpu) >= std::thread::hardware_concurrency()) {
       throw std::runtime_error("emulator: cannot pin a sender to cpu " + std::to_string(target.cpu) + ": this host has " +
                                std::to_string(std::thread::hardware_concurrency()) + " cpus");
     }
+  }
+  std::vector<std::unique_ptr<StreamSender>> senders;
+  for (std::uint32_t index = 0; index < impl.streams.size(); ++index) {
+    senders.push_back(std::make_unique<StreamSender>(plan, impl, index));
   }
   plan.start_ns = monotonic_ns();
   std::vector<std::thread> threads;
@@ -871,33 +912,7 @@ EmulatorReport Emulator::run(const std::atomic<bool>* stop, bool progress) {
       senders[i]->run(stop);
     });
   }
-  // This thread only reports progress while the senders send.
-  const auto all_finished = [&] {
-    return std::all_of(senders.begin(), senders.end(), [](const auto& sender) { return sender->finished(); });
-  };
-  std::uint64_t last_packets = 0;
-  std::uint64_t last_ns = plan.start_ns;
-  while (!all_finished()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    const std::uint64_t now = monotonic_ns();
-    if (!progress || settings_.report_interval.count() <= 0 ||
-        now - last_ns < static_cast<std::uint64_t>(settings_.report_interval.count())) {
-      continue;
-    }
-    std::uint64_t packets = 0;
-    std::uint64_t bytes = 0;
-    for (const auto& sender : senders) {
-      packets += sender->packets_sent();
-      bytes += sender->bytes_sent();
-    }
-    const double interval = static_cast<double>(now - last_ns) * 1e-9;
-    const double seconds = static_cast<double>(now - plan.start_ns) * 1e-9;
-    fmt::print(stderr, "emulator: {:.1f} s  {:.3f} Mpkt/s  {}  sent {} packets, {}\n", seconds,
-               static_cast<double>(packets - last_packets) / interval / 1e6, format_byte_rate(static_cast<double>(bytes) / seconds),
-               packets, format_bytes(static_cast<double>(bytes)));
-    last_packets = packets;
-    last_ns = now;
-  }
+  report_until_finished(senders, settings_, plan.start_ns, progress);
   for (std::thread& thread : threads) thread.join();
   impl.report.seconds = static_cast<double>(monotonic_ns() - plan.start_ns) * 1e-9;
   for (auto& stream : impl.streams) {
