@@ -14,6 +14,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
 #include "wire/vita49.hpp"
 
@@ -174,7 +175,13 @@ StageStatus TcpSource::process() {
   }
   if (!connected_) return connect_or_accept() ? StageStatus::ok : StageStatus::idle;
   pollfd readable{socket_.get(), POLLIN, 0};
-  const int ready = ::poll(&readable, 1, 10);
+  int ready = ::poll(&readable, 1, 0);
+  if (ready == 0) {
+    // Nothing to read yet: wait for it, timed as the stage's wait rather than its busy time.
+    const std::uint64_t begin = monotonic_ns();
+    ready = ::poll(&readable, 1, 10);
+    context_->metrics().wait_ns.fetch_add(monotonic_ns() - begin, std::memory_order_relaxed);
+  }
   if (ready < 0 && errno != EINTR) {
     context_->fail(wire::errno_message("poll"));
     return StageStatus::error;

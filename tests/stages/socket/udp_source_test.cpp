@@ -46,6 +46,7 @@ struct UdpRun {
   std::uint64_t context_changes = 0;
   std::map<std::string, std::uint64_t> drops;
   std::size_t samples_per_packet = 0;
+  double busy_fraction = 0;  // the stage thread's busy time over its run
 };
 
 constexpr std::uint64_t kStartSeconds = 1'700'000'000;
@@ -103,6 +104,8 @@ void run_udp(emulator::EmulatorSettings settings, UdpRun& run, const std::string
   run.context_packets = counter(metrics, "context_packets");
   run.context_changes = counter(metrics, "context_changes");
   for (const auto& named : metrics.drops()) run.drops[named.name] = named.get();
+  run.busy_fraction =
+      static_cast<double>(metrics.busy_ns.load()) / static_cast<double>(metrics.stopped_ns.load() - metrics.started_ns.load());
   test_support::current_capture() = nullptr;
 }
 
@@ -159,6 +162,20 @@ TEST(UdpSource, CleanStreamArrivesWholeAndInOrder) {
   EXPECT_EQ(run.reordered, 0U);
   EXPECT_EQ(run.samples_out, total);
   expect_stream(run, settings, total, {});
+}
+
+// A stream that trickles in leaves the stage waiting on its socket most of the time, and that
+// time is the stage's wait, not its busy time (a blocking receive used to count as busy, so a
+// receiver that kept up with ease read as saturated).
+TEST(UdpSource, TimeSpentWaitingForPacketsIsNotBusyTime) {
+  auto settings = with_count(200);
+  settings.batch = 1;  // one datagram at a time, every 2 ms: the receive always has one to wait for
+  settings.rate = static_cast<double>(settings.samples_per_packet() * 4) / 0.002;
+  UdpRun run;
+  run_udp(settings, run);
+  EXPECT_EQ(run.packets, 200U);
+  EXPECT_EQ(run.lost_samples, 0U);
+  EXPECT_LT(run.busy_fraction, 0.5);
 }
 
 TEST(UdpSource, GsoCoalescedDatagramsAreSplitBackIntoPackets) {
