@@ -46,6 +46,13 @@ void check(cufftResult status, const char* call) {
   if (status != CUFFT_SUCCESS) throw std::runtime_error(std::string(call) + ": cufftResult " + std::to_string(status));
 }
 
+// Without a CUDA device a benchmark reports why and measures nothing.
+bool skipped_without_cuda(benchmark::State& state) {
+  if (cuda_available()) return false;
+  state.SkipWithError(("no CUDA device: " + cuda_unavailable_reason()).c_str());
+  return true;
+}
+
 SampleFormat g_format = SampleFormat::cf32;  // the current benchmark's input format
 
 // Chunks in the fft stage's output pool: SLUICE_BENCH_FFT_OUT_CHUNKS, else 32, the pipeline's
@@ -156,10 +163,7 @@ std::uint64_t chunks_for(std::size_t chunk_bytes) {
 }
 
 void BM_StageVsBareC2C(benchmark::State& state) {
-  if (!cuda_available()) {
-    state.SkipWithError(("no CUDA device: " + cuda_unavailable_reason()).c_str());
-    return;
-  }
+  if (skipped_without_cuda(state)) return;
   const auto chunk_bytes = static_cast<std::size_t>(state.range(0)) << 20;
   const std::uint64_t chunks = chunks_for(chunk_bytes);
   g_format = SampleFormat::cf32;
@@ -182,10 +186,7 @@ BENCHMARK(BM_StageVsBareC2C)
     ->Unit(benchmark::kMillisecond);
 
 void BM_Ci16PowerDbVsCopy(benchmark::State& state) {
-  if (!cuda_available()) {
-    state.SkipWithError(("no CUDA device: " + cuda_unavailable_reason()).c_str());
-    return;
-  }
+  if (skipped_without_cuda(state)) return;
   const std::size_t chunk_bytes = 64 << 20;
   const std::uint64_t chunks = chunks_for(chunk_bytes);
   const std::string fusion = state.range(0) == 0 ? ", fusion: fused" : ", fusion: kernels";
@@ -243,10 +244,7 @@ double bare_fused_rate(std::size_t chunk_bytes, std::uint64_t chunks, unsigned f
 }
 
 void BM_FusedKernelVsCopy(benchmark::State& state) {
-  if (!cuda_available()) {
-    state.SkipWithError(("no CUDA device: " + cuda_unavailable_reason()).c_str());
-    return;
-  }
+  if (skipped_without_cuda(state)) return;
   const std::size_t chunk_bytes = 64 << 20;
   const std::uint64_t chunks = chunks_for(chunk_bytes);
   double fused = 0;
@@ -333,10 +331,7 @@ double bare_fused_complex_rate(std::size_t chunk_bytes, std::uint64_t chunks, ff
 }
 
 void BM_FusedComplexKernelVsC2C(benchmark::State& state) {
-  if (!cuda_available()) {
-    state.SkipWithError(("no CUDA device: " + cuda_unavailable_reason()).c_str());
-    return;
-  }
+  if (skipped_without_cuda(state)) return;
   const auto chunk_bytes = static_cast<std::size_t>(state.range(0)) << 20;
   const std::uint64_t chunks = chunks_for(chunk_bytes);
   double fused = 0;
@@ -364,10 +359,7 @@ BENCHMARK(BM_FusedComplexKernelVsC2C)
 // kernel over one frame), 1 cuStreamWriteValue64 into mapped host memory, 2 cudaEventRecord,
 // 3 cudaSetDevice to the current device, 4 cudaGetLastError, 5 cudaEventQuery of a completed event.
 void BM_HostCallCost(benchmark::State& state) {
-  if (!cuda_available()) {
-    state.SkipWithError(("no CUDA device: " + cuda_unavailable_reason()).c_str());
-    return;
-  }
+  if (skipped_without_cuda(state)) return;
   cudaStream_t stream = nullptr;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   check(fft_kernels::prepare_fused(), "prepare_fused");
