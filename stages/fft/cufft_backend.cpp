@@ -240,7 +240,7 @@ class CufftBackend final : public FftBackend {
                                                                    size_ * sizeof(float2), cudaMemcpyDeviceToDevice, stream_))) {
       return;
     }
-    enqueued_ = true;
+    note_enqueued();
     if (cufftResult result = cufftExecC2C(plan_, batch, batch, CUFFT_FORWARD); result != CUFFT_SUCCESS) {
       error_ = describe("cufftExecC2C", result);
     }
@@ -462,10 +462,16 @@ class CufftBackend final : public FftBackend {
     enqueued("fused kernel launch", fft_kernels::fused_power(args, stream_));
   }
 
-  // ok() for a call that put work on the stream: the next fence must cover it.
-  bool enqueued(const char* call, cudaError_t error) noexcept {
+  // Work went on the stream: the next fence must cover it (and a plain fence, since this work
+  // does not write one itself).
+  void note_enqueued() noexcept {
     enqueued_ = true;
     signaled_ = false;
+  }
+
+  // ok() for a call that put work on the stream.
+  bool enqueued(const char* call, cudaError_t error) noexcept {
+    note_enqueued();
     return ok(call, error);
   }
 

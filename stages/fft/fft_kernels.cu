@@ -109,6 +109,7 @@ __device__ constexpr float kW32Im[16] = {-0.000000000f, -0.195090322f, -0.382683
 __device__ float2 g_w1024[1024];           // W1024^j
 bool g_fused_ready[64] = {};               // per device
 unsigned g_fused_blocks[64] = {};          // per device: fused_kernel blocks that fit on it at once
+unsigned g_sms[64] = {};                   // per device: multiprocessors
 
 __device__ __forceinline__ float2 cmul(float2 a, float2 b) { return make_float2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x); }
 
@@ -395,25 +396,36 @@ unsigned blocks_for(std::size_t threads) {
   return static_cast<unsigned>(std::min<std::size_t>((threads + kThreads - 1) / kThreads, 132 * 32));
 }
 
+// Calls launch(Sample{}, scale) with the format's sample type and full-scale divisor (the same
+// for every kernel that reads raw samples), then returns the launch's error.
+template <typename Launch>
+cudaError_t launch_for_format(SampleFormat format, Launch launch) {
+  switch (format) {
+    case SampleFormat::ci8: launch(char2{}, 1.0F / 128.0F); break;
+    case SampleFormat::ci16: launch(short2{}, 1.0F / 32768.0F); break;
+    case SampleFormat::cf32: launch(float2{}, 1.0F); break;
+    case SampleFormat::rf32: return cudaErrorInvalidValue;  // refused at start: real samples have no I/Q pairs
+  }
+  return cudaGetLastError();
+}
+
+// The current device's entry in a per-device table filled by prepare_fused(), or `fallback`.
+cudaError_t per_device(const unsigned (&table)[64], unsigned fallback, unsigned& value) {
+  int device = 0;
+  if (cudaError_t error = cudaGetDevice(&device); error != cudaSuccess) return error;
+  value = device >= 0 && device < 64 && table[device] > 0 ? table[device] : fallback;
+  return cudaSuccess;
+}
+
 
 }  // namespace
 
 cudaError_t load(const std::byte* input, SampleFormat format, unsigned count, unsigned start, unsigned size,
                  const float* window, float2* batch, cudaStream_t stream) noexcept {
   const unsigned blocks = blocks_for(count);
-  switch (format) {
-    case SampleFormat::ci8:
-      load_kernel<char2><<<blocks, kThreads, 0, stream>>>(input, count, start, size, window, 1.0F / 128.0F, batch);
-      break;
-    case SampleFormat::ci16:
-      load_kernel<short2><<<blocks, kThreads, 0, stream>>>(input, count, start, size, window, 1.0F / 32768.0F, batch);
-      break;
-    case SampleFormat::cf32:
-      load_kernel<float2><<<blocks, kThreads, 0, stream>>>(input, count, start, size, window, 1.0F, batch);
-      break;
-    case SampleFormat::rf32: return cudaErrorInvalidValue;  // refused at start: real samples have no I/Q pairs
-  }
-  return cudaGetLastError();
+  return launch_for_format(format, [&](auto sample, float scale) {
+    load_kernel<decltype(sample)><<<blocks, kThreads, 0, stream>>>(input, count, start, size, window, scale, batch);
+  });
 }
 
 cudaError_t fold(const FoldArgs& args, bool partial, cudaStream_t stream) noexcept {
@@ -446,6 +458,7 @@ cudaError_t prepare_fused() noexcept {
   if (cudaError_t error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); error != cudaSuccess) return error;
   if (device >= 0 && device < 64) {
     g_fused_blocks[device] = static_cast<unsigned>(std::max(1, per_sm * sms));
+    g_sms[device] = static_cast<unsigned>(std::max(1, sms));
     g_fused_ready[device] = true;
   }
   return cudaSuccess;
@@ -459,66 +472,34 @@ cudaError_t fused_power(const FusedArgs& arguments, cudaStream_t stream) noexcep
   const unsigned segments_per_row = (args.average + args.frames_per_warp - 1) / args.frames_per_warp;
   const unsigned long long segments = rows * segments_per_row;
   const unsigned long long needed = (segments + kFusedWarps - 1) / kFusedWarps;
-  int device = 0;
-  if (cudaError_t error = cudaGetDevice(&device); error != cudaSuccess) return error;
-  const unsigned resident = device >= 0 && device < 64 && g_fused_blocks[device] > 0 ? g_fused_blocks[device] : 1024;
+  unsigned resident = 0;
+  if (cudaError_t error = per_device(g_fused_blocks, 1024, resident); error != cudaSuccess) return error;
   const auto blocks = static_cast<unsigned>(std::min<unsigned long long>(needed, resident));
-  switch (args.format) {
-    case SampleFormat::ci8:
-      fused_kernel<char2><<<blocks, kFusedWarps * 32, 0, stream>>>(args, segments_per_row, segments, 1.0F / 128.0F);
-      break;
-    case SampleFormat::ci16:
-      fused_kernel<short2><<<blocks, kFusedWarps * 32, 0, stream>>>(args, segments_per_row, segments, 1.0F / 32768.0F);
-      break;
-    case SampleFormat::cf32:
-      fused_kernel<float2><<<blocks, kFusedWarps * 32, 0, stream>>>(args, segments_per_row, segments, 1.0F);
-      break;
-    case SampleFormat::rf32: return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  return launch_for_format(args.format, [&](auto sample, float scale) {
+    fused_kernel<decltype(sample)><<<blocks, kFusedWarps * 32, 0, stream>>>(args, segments_per_row, segments, scale);
+  });
 }
 
 cudaError_t fused_complex(const FusedArgs& args, unsigned first, unsigned count, float amplitude_scale, float2* out,
                           cudaStream_t stream, ComplexKernel kernel, Signal signal) noexcept {
   if (count == 0) return cudaSuccess;
   if (kernel == ComplexKernel::block_per_frame || (kernel == ComplexKernel::automatic && count < kBlockKernelBelow)) {
-    // Grid-stride: enough blocks to fill every SM several times over, each building its twiddles once.
-    const unsigned blocks = std::min(count, 132U * 8U);
-    switch (args.format) {
-      case SampleFormat::ci8:
-        block_complex_kernel<char2><<<blocks, kBlockThreads, 0, stream>>>(args, first, count, amplitude_scale, 1.0F / 128.0F, out,
-                                                                                     signal);
-        break;
-      case SampleFormat::ci16:
-        block_complex_kernel<short2><<<blocks, kBlockThreads, 0, stream>>>(args, first, count, amplitude_scale, 1.0F / 32768.0F,
-                                                                          out, signal);
-        break;
-      case SampleFormat::cf32:
-        block_complex_kernel<float2><<<blocks, kBlockThreads, 0, stream>>>(args, first, count, amplitude_scale, 1.0F, out, signal);
-        break;
-      case SampleFormat::rf32: return cudaErrorInvalidValue;
-    }
-    return cudaGetLastError();
+    // Grid-stride: enough blocks to fill every SM several times over.
+    unsigned sms = 0;
+    if (cudaError_t error = per_device(g_sms, 132, sms); error != cudaSuccess) return error;
+    const unsigned blocks = std::min(count, sms * 8U);
+    return launch_for_format(args.format, [&](auto sample, float scale) {
+      block_complex_kernel<decltype(sample)><<<blocks, kBlockThreads, 0, stream>>>(args, first, count, amplitude_scale, scale, out,
+                                                                                  signal);
+    });
   }
-  int device = 0;
-  if (cudaError_t error = cudaGetDevice(&device); error != cudaSuccess) return error;
-  const unsigned resident = device >= 0 && device < 64 && g_fused_blocks[device] > 0 ? g_fused_blocks[device] : 1024;
+  unsigned resident = 0;
+  if (cudaError_t error = per_device(g_fused_blocks, 1024, resident); error != cudaSuccess) return error;
   const unsigned blocks = std::min((count + kFusedWarps - 1) / kFusedWarps, resident);
-  switch (args.format) {
-    case SampleFormat::ci8:
-      fused_complex_kernel<char2><<<blocks, kFusedWarps * 32, 0, stream>>>(args, first, count, amplitude_scale, 1.0F / 128.0F, out,
-                                                                                     signal);
-      break;
-    case SampleFormat::ci16:
-      fused_complex_kernel<short2><<<blocks, kFusedWarps * 32, 0, stream>>>(args, first, count, amplitude_scale, 1.0F / 32768.0F,
-                                                                           out, signal);
-      break;
-    case SampleFormat::cf32:
-      fused_complex_kernel<float2><<<blocks, kFusedWarps * 32, 0, stream>>>(args, first, count, amplitude_scale, 1.0F, out, signal);
-      break;
-    case SampleFormat::rf32: return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  return launch_for_format(args.format, [&](auto sample, float scale) {
+    fused_complex_kernel<decltype(sample)><<<blocks, kFusedWarps * 32, 0, stream>>>(args, first, count, amplitude_scale, scale, out,
+                                                                                    signal);
+  });
 }
 
 cudaError_t finish_rows(float* ring, unsigned ring_rows, unsigned size, unsigned long long first_row, unsigned rows,
