@@ -117,6 +117,22 @@ struct FlowCounters {
   void add(const Chunk& chunk) noexcept { add(chunk.size, chunk.sample_count); }
 };
 
+class StageMetrics;
+
+// Counts the time from its construction to the end of its scope as the stage's wait: blocked
+// on a queue, a pool, a socket or the GPU, time its busy share must not include.
+class WaitTimer {
+ public:
+  explicit WaitTimer(StageMetrics& metrics) noexcept : metrics_(metrics), begin_(monotonic_ns()) {}
+  WaitTimer(const WaitTimer&) = delete;
+  WaitTimer& operator=(const WaitTimer&) = delete;
+  ~WaitTimer();
+
+ private:
+  StageMetrics& metrics_;
+  std::uint64_t begin_;
+};
+
 class StageMetrics {
  public:
   StageMetrics(std::string lane, std::string stage, std::string type);
@@ -129,7 +145,7 @@ class StageMetrics {
   FlowCounters out;   // chunks handed to the output queue (or consumed, for sinks)
   std::atomic<std::uint64_t> packets{0};
   std::atomic<std::uint64_t> busy_ns{0};   // inside process(), minus waits
-  std::atomic<std::uint64_t> wait_ns{0};   // blocked on an empty input, a full output or an empty pool
+  std::atomic<std::uint64_t> wait_ns{0};   // blocked on an input, output, pool, socket or the GPU (WaitTimer)
   std::atomic<std::uint64_t> started_ns{0};
   std::atomic<std::uint64_t> stopped_ns{0};
   LatencyHistogram latency;                // chunk creation at the source → done in this stage
@@ -155,5 +171,7 @@ class StageMetrics {
   std::deque<NamedCounter> drops_;     // deque: stable addresses for the hot path
   std::deque<NamedCounter> counters_;
 };
+
+inline WaitTimer::~WaitTimer() { metrics_.wait_ns.fetch_add(monotonic_ns() - begin_, std::memory_order_relaxed); }
 
 }  // namespace sluice

@@ -122,10 +122,9 @@ bool OutputPort::push(ChunkPtr chunk) noexcept {
       remember_dropped(std::move(chunk));
       return false;  // its samples are a gap on the next chunk
     }
-    const std::uint64_t begin = monotonic_ns();
+    const WaitTimer waiting(*metrics_);
     Backoff backoff;
     while (!try_hand_off(raw)) backoff.wait(1'000'000);
-    metrics_->wait_ns.fetch_add(monotonic_ns() - begin, std::memory_order_relaxed);
   }
   chunk.release();
   return true;
@@ -168,9 +167,8 @@ Pool& StageContext::create_pool(const std::string& name, PoolSpec spec) {
 ChunkPtr StageContext::acquire(Pool& pool, std::chrono::microseconds timeout) noexcept {
   ChunkPtr chunk = pool.try_acquire();
   if (!chunk && timeout.count() > 0) {
-    const std::uint64_t begin = monotonic_ns();
+    const WaitTimer waiting(*metrics_);
     chunk = pool.acquire(timeout);
-    metrics_->wait_ns.fetch_add(monotonic_ns() - begin, std::memory_order_relaxed);
   }
   if (chunk) chunk->lane = lane_index();
   return chunk;

@@ -11,7 +11,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
 #include "stages/fft/worker_team.hpp"
 
@@ -340,9 +339,8 @@ void FftStage::wait_for(std::uint64_t fence) noexcept {
   // Time spent waiting for the GPU is waiting, not work: it counts as the stage's wait, so its
   // busy share says what the thread itself costs.
   if (backend_->reached(fence)) return;
-  const std::uint64_t begin = monotonic_ns();
+  const WaitTimer waiting(context_->metrics());
   backend_->wait(fence);
-  context_->metrics().wait_ns.fetch_add(monotonic_ns() - begin, std::memory_order_relaxed);
 }
 
 bool FftStage::check_backend() noexcept {

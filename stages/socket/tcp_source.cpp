@@ -14,7 +14,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
 #include "wire/vita49.hpp"
 
@@ -178,9 +177,8 @@ StageStatus TcpSource::process() {
   int ready = ::poll(&readable, 1, 0);
   if (ready == 0) {
     // Nothing to read yet: wait for it, timed as the stage's wait rather than its busy time.
-    const std::uint64_t begin = monotonic_ns();
+    const WaitTimer waiting(context_->metrics());
     ready = ::poll(&readable, 1, 10);
-    context_->metrics().wait_ns.fetch_add(monotonic_ns() - begin, std::memory_order_relaxed);
   }
   if (ready < 0 && errno != EINTR) {
     context_->fail(wire::errno_message("poll"));

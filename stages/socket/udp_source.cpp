@@ -288,10 +288,12 @@ StageStatus UdpSource::process() {
   if (received < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
     // Nothing queued: wait for the socket, timed as the stage's wait. (A blocking receive
     // counted its sleep as busy time, and a receiver that kept up read as saturated.)
-    const std::uint64_t begin = monotonic_ns();
     pollfd readable{socket_.get(), POLLIN, 0};
-    const int ready = ::poll(&readable, 1, 10);  // process() returns now and then to see stop requests
-    context_->metrics().wait_ns.fetch_add(monotonic_ns() - begin, std::memory_order_relaxed);
+    int ready = 0;
+    {
+      const WaitTimer waiting(context_->metrics());
+      ready = ::poll(&readable, 1, 10);  // process() returns now and then to see stop requests
+    }
     if (ready > 0) {
       received = ::recvmmsg(socket_.get(), messages_.data(), static_cast<unsigned>(settings_.batch), MSG_DONTWAIT, nullptr);
     } else if (ready == 0 || errno == EINTR) {
