@@ -194,7 +194,8 @@ fail() {
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
-mount -t tmpfs tmpfs /tmp
+# No tmpfs over /tmp: the initramfs root is already in memory and writable, and a mount there
+# would hide what was copied under /tmp at its host path (a checkout or build tree in /tmp).
 mkdir -p /dev/shm /dev/pts
 mount -t tmpfs tmpfs /dev/shm
 for module in $(cat /lib/sluice-vm/order); do
