@@ -38,6 +38,7 @@
 #include "pipeline/config.hpp"
 #include "pipeline/runtime.hpp"
 #include "stages/socket/udp_source.hpp"
+#include "bare_udp.hpp"
 #include "wire/socket.hpp"
 
 extern char** environ;
@@ -183,33 +184,13 @@ ReceiveResult with_cpu(double packets_per_second, std::size_t payload, const Cpu
   return ReceiveResult{packets_per_second, gigabytes > 0 ? window.receive_seconds / gigabytes : 0, window.emulator_busy};
 }
 
-// Bare receive: recvmmsg with GRO, counting datagrams (segments), nothing else.
+// Bare receive (bare_udp.hpp): recvmmsg with GRO, counting datagrams (segments), nothing else.
 ReceiveResult bare_receive(std::size_t payload) {
-  wire::UniqueFd socket(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  const int buffer = 256 << 20;
-  if (::setsockopt(socket.get(), SOL_SOCKET, SO_RCVBUFFORCE, &buffer, sizeof(buffer)) != 0) {
-    (void)::setsockopt(socket.get(), SOL_SOCKET, SO_RCVBUF, &buffer, sizeof(buffer));
-  }
-  const timeval timeout{0, 10'000};
-  (void)::setsockopt(socket.get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  const int one = 1;
-  const bool gro = ::setsockopt(socket.get(), SOL_UDP, UDP_GRO, &one, sizeof(one)) == 0;
-  sockaddr_in address = *wire::parse_endpoint("127.0.0.1:0");
-  if (::bind(socket.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) return {};
-  socklen_t length = sizeof(address);
-  ::getsockname(socket.get(), reinterpret_cast<sockaddr*>(&address), &length);
-
-  const std::size_t slot = gro ? 65536 : 9000;
-  const std::size_t batch = kBatch != 0 ? kBatch : default_udp_batch(gro);
-  std::vector<std::byte> buffers(batch * slot);
-  std::vector<iovec> iovs(batch);
-  std::vector<mmsghdr> messages(batch);
-  std::vector<std::byte> controls(batch * CMSG_SPACE(sizeof(int)));
+  bench::BareUdpReceiver receiver("127.0.0.1:0", 256 << 20, kBatch);
   const PinnedThread pinned(kReceiveCpu);
-  EmulatorProcess emulator(ntohs(address.sin_port), payload, kWarmupSeconds + kMeasureSeconds + 0.5, 0);
+  EmulatorProcess emulator(receiver.port(), payload, kWarmupSeconds + kMeasureSeconds + 0.5, 0);
   if (!emulator.running()) return {};
   std::optional<CpuWindow> window;
-  std::uint64_t packets = 0;
   std::uint64_t begin_ns = 0;
   std::uint64_t start_ns = monotonic_ns();
   const auto warmup_ns = static_cast<std::uint64_t>(kWarmupSeconds * 1e9);
@@ -218,38 +199,15 @@ ReceiveResult bare_receive(std::size_t payload) {
     const std::uint64_t now = monotonic_ns();
     if (begin_ns == 0 && now - start_ns >= warmup_ns) {
       begin_ns = now;
-      packets = 0;
+      receiver.reset_counts();
       window.emplace();
     }
     if (begin_ns != 0 && now - begin_ns >= measure_ns) break;
     if (now - start_ns > 10'000'000'000ULL) return {};
-    for (std::size_t i = 0; i < batch; ++i) {
-      iovs[i] = {buffers.data() + i * slot, slot};
-      messages[i].msg_hdr = {};
-      messages[i].msg_hdr.msg_iov = &iovs[i];
-      messages[i].msg_hdr.msg_iovlen = 1;
-      messages[i].msg_hdr.msg_control = controls.data() + i * CMSG_SPACE(sizeof(int));
-      messages[i].msg_hdr.msg_controllen = CMSG_SPACE(sizeof(int));
-    }
-    const int got = ::recvmmsg(socket.get(), messages.data(), static_cast<unsigned>(batch), MSG_WAITFORONE, nullptr);
-    if (got <= 0) continue;
-    for (int i = 0; i < got; ++i) {
-      const msghdr& header = messages[static_cast<std::size_t>(i)].msg_hdr;
-      std::size_t segment = messages[static_cast<std::size_t>(i)].msg_len;
-      for (cmsghdr* control = CMSG_FIRSTHDR(&header); control != nullptr;
-           control = CMSG_NXTHDR(const_cast<msghdr*>(&header), control)) {
-        if (control->cmsg_level == SOL_UDP && control->cmsg_type == UDP_GRO) {
-          int size = 0;
-          std::memcpy(&size, CMSG_DATA(control), sizeof(size));
-          segment = static_cast<std::size_t>(size);
-        }
-      }
-      const std::size_t bytes = messages[static_cast<std::size_t>(i)].msg_len;
-      packets += segment == 0 ? 1 : (bytes + segment - 1) / segment;
-    }
+    receiver.receive_once();
   }
   window->end();
-  return with_cpu(static_cast<double>(packets) / kMeasureSeconds, payload, *window);
+  return with_cpu(static_cast<double>(receiver.packets()) / kMeasureSeconds, payload, *window);
 }
 
 struct StageResult {

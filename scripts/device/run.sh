@@ -14,9 +14,12 @@
 #                                same cores; prints scaling and ratios (of medians of 5) last; FFTW_FILTER and
 #                                FFTW_REPETITIONS narrow it (e.g. FFTW_FILTER=FftwThreads/power_db/1024/2/)
 #   bash .device/run.sh dual     configs/dual_port.yaml (2 emulator streams → udp → link → cuFFT → record → null,
-#                                every thread pinned) at 2 × 3 GB/s for DUAL_SECONDS (30), then higher rates for
-#                                10 s each until one loses; prints a table last
-#   bash .device/run.sh soak     the same at 2 × 3 GB/s for SOAK_SECONDS (600), every stage's counts printed
+#                                every thread pinned) at 2 × 3 GB/s for DUAL_SECONDS (30); then, rate by rate
+#                                (DUAL_RATES, 10 s each), that pipeline and two bare receive loops on the same
+#                                cores (udp_receive_loops), until each loses; prints both highest lossless rates
+#                                and their ratio last
+#   bash .device/run.sh soak     the same at 2 × 3 GB/s for SOAK_SECONDS (600), every stage's counts printed,
+#                                with the kernel's UDP and softnet drop counters before and after
 # Several modes may be given; everything is logged into a few files under $OUT.
 set -uo pipefail
 pack=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -56,14 +59,37 @@ dual_run() {  # dual_run RATE SECONDS: one run of the dual-port pipeline; prints
   python3 - "$out/$name.json" "$rate" "$out/$name-emulator.log" <<'PY'
 import json, re, sys
 report = json.load(open(sys.argv[1]))
-sent = re.search(r"Mpkt/s, ([0-9.]+ [GM]B/s)", open(sys.argv[3]).read())
-lost = drops = rows = 0
+sent = re.search(r"sent ([0-9]+) packets .* Mpkt/s, ([0-9.]+) ([GM]B/s)", open(sys.argv[3]).read())
+lost = lost_packets = drops = rows = 0
 for lane in report["lanes"]:
     stages = lane["stages"]
     lost += stages[0]["counters"].get("lost_samples", 0)
+    lost_packets += stages[0]["counters"].get("lost_packets", 0)
     drops += sum(stage.get("drops_total", 0) for stage in stages)
     rows += next((s["counters"].get("rows", 0) for s in stages if s["name"] == "fft"), 0)
-print(f"{sys.argv[2]:>8} {sent.group(1) if sent else '?':>12} {lost:>14} {drops:>8} {rows:>10}")
+gbps = float(sent.group(2)) / (1000 if sent and sent.group(3) == "MB/s" else 1) if sent else 0
+print(f"{'pipeline':<9}{sys.argv[2]:>9} {gbps:9.2f} {sent.group(1) if sent else '?':>11} "
+      f"{lost_packets:>10} {lost:>14} {drops:>6} {rows:>10}")
+PY
+}
+
+bare_run() {  # bare_run RATE SECONDS: two bare receive loops on the udp stages' cores; prints the same row
+  local rate=$1 seconds=$2 name="bare-${1%%/*}-$2s"
+  "$pack/bin/udp_receive_loops" --port 50100 --cpu 2 --port 50101 --cpu 8 --receive-buffer 256MiB \
+    --seconds "$((seconds + 20))" --idle 1 > "$out/$name.json" 2> "$out/$name.log" &
+  local loops=$!
+  sleep 1
+  "$pack/bin/sluice-emulator" "$pack/configs/dual_port.yaml" --set "emulator.rate=$rate" --set emulator.sample_rate=750Msps \
+    --set "emulator.duration=${seconds}s" --cpu 14 --cpu 15 -q 2> "$out/$name-emulator.log"
+  wait $loops || status=1
+  python3 - "$out/$name.json" "$rate" "$out/$name-emulator.log" <<'PY'
+import json, re, sys
+received = json.load(open(sys.argv[1]))["packets"]
+sent = re.search(r"sent ([0-9]+) packets .* Mpkt/s, ([0-9.]+) ([GM]B/s)", open(sys.argv[3]).read())
+lost = int(sent.group(1)) - received if sent else -1
+gbps = float(sent.group(2)) / (1000 if sent and sent.group(3) == "MB/s" else 1) if sent else 0
+print(f"{'loops':<9}{sys.argv[2]:>9} {gbps:9.2f} {sent.group(1) if sent else '?':>11} "
+      f"{lost:>10} {'-':>14} {'-':>6} {'-':>10}")
 PY
 }
 
@@ -173,31 +199,70 @@ PY
       ;;
     dual)
       table="$out/dual-table.txt"
-      printf '%8s %12s %14s %8s %10s\n' rate emulator_sent lost_samples drops fft_rows > "$table"
+      printf '%-9s%9s %9s %11s %10s %14s %6s %10s\n' receiver rate 'GB/s' sent_pkts lost_pkts lost_samples drops fft_rows \
+        > "$table"
       dual_run 3GB/s "${DUAL_SECONDS:-30}" >> "$table"
-      for rate in 3.5GB/s 4GB/s 5GB/s; do
-        dual_run "$rate" 10 >> "$table"
-        [ "$(tail -1 "$table" | awk '{ print $4 + $5 }')" = 0 ] || break
+      # Rate by rate (GB/s per port), the bare loops and the pipeline alternate, same emulator and
+      # cores, 10 s each, until each has lost a packet or the emulator falls short of the rate asked
+      # (it sends from cores 14 and 15: sender-bound). Lossless means 0 lost packets and 0 drops.
+      best_pipeline=none best_loops=none pipeline_done=0 loops_done=0
+      for rate in ${DUAL_RATES:-3.25 3.5 3.75 4 4.25 4.5 5 5.5 6}; do
+        for receiver in loops pipeline; do
+          done_var=${receiver}_done
+          [ "${!done_var}" = 0 ] || continue
+          if [ $receiver = loops ]; then row=$(bare_run "${rate}GB/s" 10); else row=$(dual_run "${rate}GB/s" 10); fi
+          echo "$row" >> "$table"
+          # columns: receiver rate GB/s sent_pkts lost_pkts lost_samples drops fft_rows (the GB/s sent is both ports')
+          verdict=$(echo "$row" | awk -v want="$rate" '{ drops = ($7 == "-") ? 0 : $7 }
+            { if ($5 != 0 || drops != 0) print "lost"; else if ($3 < 0.97 * 2 * want) print "sender"; else print "ok" }')
+          case $verdict in
+            ok) printf -v "best_$receiver" '%s' "$rate" ;;
+            sender) printf -v "$done_var" 1; echo "# $receiver at $rate GB/s per port: the emulator fell short (sender-bound)" >> "$table" ;;
+            *) printf -v "$done_var" 1 ;;
+          esac
+        done
+        [ "$pipeline_done$loops_done" = 11 ] && break
       done
       dual_run 0 5 >> "$table"  # unpaced: what the two emulator threads offer
       grep -h -E 'note|cuFFT|FFTW' "$out"/dual-*.log | sort -u | head -4
+      {
+        echo "highest lossless paced rate per port, 10 s runs: pipeline $best_pipeline GB/s, bare loops $best_loops GB/s"
+        if [[ $best_pipeline != none && $best_loops != none ]]; then
+          awk -v p="$best_pipeline" -v l="$best_loops" 'BEGIN { printf "ratio pipeline / bare loops: %.2f\n", p / l }'
+        fi
+      } >> "$table"
       cat "$table"
       ;;
     soak)
       # The dual-port pipeline at 2 × 3 GB/s for SOAK_SECONDS (600), every stage's counts printed
       # for reconciliation. Spectra are averaged over 128 frames instead of 16 so that ten minutes
-      # of them (2 × 23 MB/s) fit the host's 64 GiB disk; every frame is still transformed.
+      # of them (2 × 23 MB/s) fit the host's 64 GiB disk; every frame is still transformed. The
+      # kernel's own drop counters (UDP receive buffer errors, softnet backlog drops) are read
+      # before and after, so a loss the stage did not see would still show.
       table="$out/soak-table.txt"
-      printf '%8s %12s %14s %8s %10s\n' rate emulator_sent lost_samples drops fft_rows > "$table"
+      printf '%-9s%9s %9s %11s %10s %14s %6s %10s\n' receiver rate 'GB/s' sent_pkts lost_pkts lost_samples drops fft_rows \
+        > "$table"
+      grep '^Udp:' /proc/net/snmp > "$out/snmp-before.txt"
+      cp /proc/net/softnet_stat "$out/softnet-before.txt"
       DUAL_EXTRA="--set template.fft.average=128" dual_run 3GB/s "${SOAK_SECONDS:-600}" >> "$table"
+      grep '^Udp:' /proc/net/snmp > "$out/snmp-after.txt"
+      cp /proc/net/softnet_stat "$out/softnet-after.txt"
       cat "$table"
-      python3 - "$out/dual-3GB-${SOAK_SECONDS:-600}s.json" <<'PY'
+      python3 - "$out/dual-3GB-${SOAK_SECONDS:-600}s.json" "$out" <<'PY'
 import json, sys
 for lane in json.load(open(sys.argv[1]))["lanes"]:
     for s in lane["stages"]:
         print(f'{lane["name"]:6} {s["name"]:7} in {s["in"]["samples"]:>14} out {s["out"]["samples"]:>14} '
               f'drops {s.get("drops_total", 0):>6} busy {s["busy_fraction"]:.3f} ' +
               " ".join(f"{k}={v}" for k, v in s["counters"].items() if v))
+def udp(path):
+    names, values = (line.split()[1:] for line in open(path))
+    return dict(zip(names, map(int, values)))
+def softnet_dropped(path):  # second column, hex, one row per CPU
+    return sum(int(line.split()[1], 16) for line in open(path))
+before, after = udp(f"{sys.argv[2]}/snmp-before.txt"), udp(f"{sys.argv[2]}/snmp-after.txt")
+print("kernel, during the run: " + ", ".join(f"Udp {k} +{after[k] - before[k]}" for k in ("InDatagrams", "RcvbufErrors", "InErrors")) +
+      f", softnet dropped +{softnet_dropped(sys.argv[2] + '/softnet-after.txt') - softnet_dropped(sys.argv[2] + '/softnet-before.txt')}")
 PY
       ;;
     *) echo "unknown mode $mode"; status=2 ;;

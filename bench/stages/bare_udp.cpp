@@ -1,0 +1,75 @@
+#include "bare_udp.hpp"
+
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <sys/time.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+#include "stages/socket/udp_source.hpp"
+
+namespace sluice::bench {
+
+BareUdpReceiver::BareUdpReceiver(const std::string& endpoint, int receive_buffer, std::size_t batch)
+    : socket_(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) {
+  if (socket_.get() < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+  if (::setsockopt(socket_.get(), SOL_SOCKET, SO_RCVBUFFORCE, &receive_buffer, sizeof(receive_buffer)) != 0) {
+    (void)::setsockopt(socket_.get(), SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof(receive_buffer));
+  }
+  const timeval timeout{0, 10'000};
+  (void)::setsockopt(socket_.get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  const int one = 1;
+  gro_ = ::setsockopt(socket_.get(), SOL_UDP, UDP_GRO, &one, sizeof(one)) == 0;
+  const auto parsed = wire::parse_endpoint(endpoint);
+  if (!parsed) throw std::runtime_error("not an endpoint: " + endpoint);
+  sockaddr_in address = *parsed;
+  if (::bind(socket_.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    throw std::runtime_error("bind " + endpoint + ": " + std::strerror(errno));
+  }
+  socklen_t length = sizeof(address);
+  ::getsockname(socket_.get(), reinterpret_cast<sockaddr*>(&address), &length);
+  port_ = ntohs(address.sin_port);
+
+  slot_ = gro_ ? 65536 : 9000;
+  if (batch == 0) batch = default_udp_batch(gro_);
+  buffers_.resize(batch * slot_);
+  iovs_.resize(batch);
+  messages_.resize(batch);
+  controls_.resize(batch * CMSG_SPACE(sizeof(int)));
+}
+
+std::size_t BareUdpReceiver::receive_once() {
+  const std::size_t batch = messages_.size();
+  for (std::size_t i = 0; i < batch; ++i) {
+    iovs_[i] = {buffers_.data() + i * slot_, slot_};
+    messages_[i].msg_hdr = {};
+    messages_[i].msg_hdr.msg_iov = &iovs_[i];
+    messages_[i].msg_hdr.msg_iovlen = 1;
+    messages_[i].msg_hdr.msg_control = controls_.data() + i * CMSG_SPACE(sizeof(int));
+    messages_[i].msg_hdr.msg_controllen = CMSG_SPACE(sizeof(int));
+  }
+  const int got = ::recvmmsg(socket_.get(), messages_.data(), static_cast<unsigned>(batch), MSG_WAITFORONE, nullptr);
+  if (got <= 0) return 0;
+  std::size_t datagrams = 0;
+  for (int i = 0; i < got; ++i) {
+    const msghdr& header = messages_[static_cast<std::size_t>(i)].msg_hdr;
+    const std::size_t bytes = messages_[static_cast<std::size_t>(i)].msg_len;
+    std::size_t segment = bytes;
+    for (cmsghdr* control = CMSG_FIRSTHDR(&header); control != nullptr;
+         control = CMSG_NXTHDR(const_cast<msghdr*>(&header), control)) {
+      if (control->cmsg_level == SOL_UDP && control->cmsg_type == UDP_GRO) {
+        int size = 0;
+        std::memcpy(&size, CMSG_DATA(control), sizeof(size));
+        segment = static_cast<std::size_t>(size);
+      }
+    }
+    datagrams += segment == 0 ? 1 : (bytes + segment - 1) / segment;
+    bytes_ += bytes;
+  }
+  packets_ += datagrams;
+  return datagrams;
+}
+
+}  // namespace sluice::bench

@@ -1,0 +1,50 @@
+// A bare UDP receive loop: recvmmsg with GRO into fixed buffers, counting datagrams and bytes,
+// nothing else (no parsing, no copy). The baseline the udp stage is held against, in socket_bench
+// (one loop against the stage, unpaced) and in udp_receive_loops (two loops against the dual-port
+// pipeline, paced): both use this one loop so that the two baselines are the same code.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "wire/socket.hpp"
+
+namespace sluice::bench {
+
+class BareUdpReceiver {
+ public:
+  // Binds `endpoint` ("127.0.0.1:0" for any free port) with the udp stage's socket settings:
+  // receive_buffer bytes (SO_RCVBUFFORCE, else SO_RCVBUF), UDP_GRO where the kernel has it, and a
+  // batch of `batch` messages per recvmmsg (0: the stage's default_udp_batch). Throws on failure.
+  BareUdpReceiver(const std::string& endpoint, int receive_buffer, std::size_t batch);
+
+  [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
+  [[nodiscard]] bool gro() const noexcept { return gro_; }
+  [[nodiscard]] std::size_t batch() const noexcept { return messages_.size(); }
+
+  // One recvmmsg: waits at most 10 ms for the first datagram. Returns the datagrams (GRO segments
+  // counted one by one) it received, and adds them to packets()/bytes().
+  std::size_t receive_once();
+
+  [[nodiscard]] std::uint64_t packets() const noexcept { return packets_; }
+  [[nodiscard]] std::uint64_t bytes() const noexcept { return bytes_; }
+  void reset_counts() noexcept { packets_ = bytes_ = 0; }
+
+ private:
+  wire::UniqueFd socket_;
+  std::uint16_t port_ = 0;
+  bool gro_ = false;
+  std::size_t slot_ = 0;
+  std::vector<std::byte> buffers_;
+  std::vector<iovec> iovs_;
+  std::vector<mmsghdr> messages_;
+  std::vector<std::byte> controls_;
+  std::uint64_t packets_ = 0;
+  std::uint64_t bytes_ = 0;
+};
+
+}  // namespace sluice::bench
