@@ -3,8 +3,14 @@
 // wire/CMakeLists.txt turns on for this file (plain -O2 in GCC 12 leaves them scalar).
 #include "wire/samples.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace sluice::wire {
 namespace {
@@ -36,14 +42,101 @@ void copy_words(const std::byte* in, std::byte* out, std::size_t bytes, Swap swa
   }
 }
 
+#if defined(__SSE2__)
+enum class Lanes { none, bits16, bits32 };
+
+template <Lanes L>
+inline __m128i swap_vector(__m128i v) noexcept {
+  if constexpr (L == Lanes::none) return v;
+  // Bytes within each 16-bit lane: [a b] -> [b a].
+  v = _mm_or_si128(_mm_slli_epi16(v, 8), _mm_srli_epi16(v, 8));
+  if constexpr (L == Lanes::bits32) {
+    // Then the two 16-bit halves of each 32-bit lane: [b a d c] -> [d c b a].
+    v = _mm_shufflehi_epi16(_mm_shufflelo_epi16(v, 0xB1), 0xB1);
+  }
+  return v;
+}
+
+template <Lanes L>
+inline __m128i swapped_at(const std::byte* in) noexcept {
+  return swap_vector<L>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in)));
+}
+
+template <Lanes L, typename Swap>
+void stream_lanes(const std::byte* in, std::byte* out, std::size_t bytes, Swap swap) noexcept {
+  if (bytes < 16) {
+    copy_words(in, out, bytes, swap);
+    return;
+  }
+  // The first and the last 16 bytes with ordinary unaligned stores, everything from the first
+  // 16-byte boundary of `out` to the last one streamed; the pieces overlap and write the same
+  // values there. Every piece starts a whole number of 4-byte lanes into the copy (`out` is a
+  // whole number of samples into a chunk, and `bytes` a whole number of samples), so the lanes
+  // swap as samples.
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), swapped_at<L>(in));
+  std::size_t i = (16 - (reinterpret_cast<std::uintptr_t>(out) & 15U)) & 15U;
+  for (; i + 64 <= bytes; i += 64) {
+    const __m128i a = swapped_at<L>(in + i);
+    const __m128i b = swapped_at<L>(in + i + 16);
+    const __m128i c = swapped_at<L>(in + i + 32);
+    const __m128i d = swapped_at<L>(in + i + 48);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(out + i), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(out + i + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(out + i + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(out + i + 48), d);
+  }
+  for (; i + 16 <= bytes; i += 16) _mm_stream_si128(reinterpret_cast<__m128i*>(out + i), swapped_at<L>(in + i));
+  if (i < bytes) _mm_storeu_si128(reinterpret_cast<__m128i*>(out + bytes - 16), swapped_at<L>(in + bytes - 16));
+}
+#endif
+
+struct Same {
+  std::uint64_t operator()(std::uint64_t word) const noexcept { return word; }
+};
+struct Swap16 {
+  std::uint64_t operator()(std::uint64_t word) const noexcept { return swap16_lanes(word); }
+};
+struct Swap32 {
+  std::uint64_t operator()(std::uint64_t word) const noexcept { return swap32_lanes(word); }
+};
+
 }  // namespace
+
+void stream_copy(SampleFormat format, bool swap, const std::byte* in, std::byte* out, std::size_t bytes) noexcept {
+  if (!swap || format == SampleFormat::ci8) {
+#if defined(__SSE2__)
+    stream_lanes<Lanes::none>(in, out, bytes, Same{});
+#else
+    std::memcpy(out, in, bytes);
+#endif
+    return;
+  }
+#if defined(__SSE2__)
+  switch (format) {
+    case SampleFormat::ci8: return;  // handled above
+    case SampleFormat::ci16: stream_lanes<Lanes::bits16>(in, out, bytes, Swap16{}); return;
+    case SampleFormat::cf32:
+    case SampleFormat::rf32: stream_lanes<Lanes::bits32>(in, out, bytes, Swap32{}); return;
+  }
+#else
+  copy_swapped(format, in, out, bytes);
+#endif
+}
+
+void stream_fence() noexcept {
+#if defined(__SSE2__)
+  _mm_sfence();
+#else
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
+}
 
 void copy_swapped(SampleFormat format, const std::byte* in, std::byte* out, std::size_t bytes) noexcept {
   switch (format) {
     case SampleFormat::ci8: std::memcpy(out, in, bytes); return;  // single bytes: no order
-    case SampleFormat::ci16: copy_words(in, out, bytes, swap16_lanes); return;
+    case SampleFormat::ci16: copy_words(in, out, bytes, Swap16{}); return;
     case SampleFormat::cf32:
-    case SampleFormat::rf32: copy_words(in, out, bytes, swap32_lanes); return;
+    case SampleFormat::rf32: copy_words(in, out, bytes, Swap32{}); return;
   }
 }
 

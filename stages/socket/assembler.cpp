@@ -2,7 +2,6 @@
 #include "stages/socket/assembler.hpp"
 
 #include <algorithm>
-#include <cstring>
 
 #include "wire/samples.hpp"
 #include "wire/vita49.hpp"
@@ -100,11 +99,8 @@ bool ChunkAssembler::append(std::uint64_t first, const std::byte* data, std::siz
     }
     const std::size_t take = std::min((usable - chunk.size) / sample_bytes_, samples - done);
     const std::byte* from = data + done * sample_bytes_;
-    if (swap_) {
-      wire::copy_swapped(format_, from, chunk.data + chunk.size, take * sample_bytes_);
-    } else {
-      std::memcpy(chunk.data + chunk.size, from, take * sample_bytes_);
-    }
+    // Streamed past the cache: the chunk is read next by another thread or a DMA engine.
+    wire::stream_copy(format_, swap_, from, chunk.data + chunk.size, take * sample_bytes_);
     chunk.size += take * sample_bytes_;
     chunk.sample_count += take;
     done += take;
@@ -119,6 +115,7 @@ void ChunkAssembler::flush() noexcept {
   if (!chunk_) return;
   if (chunk_->size == 0 && chunk_->gap_count == 0) return;
   ++sequence_;
+  wire::stream_fence();  // every streamed store into the chunk lands before it is published
   context_->emit(std::move(chunk_));
   chunk_.reset();
 }

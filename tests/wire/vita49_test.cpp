@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstring>
 #include <vector>
 
@@ -168,6 +169,38 @@ TEST(Samples, SwapTurnsBigEndianComponentsIntoLittleEndian) {
   std::memcpy(values, floats.data(), sizeof(values));
   EXPECT_EQ(values[0], 1.0F);
   EXPECT_EQ(values[1], -2.0F);
+}
+
+TEST(Samples, StreamedCopyWritesWhatTheSwapWritesAtEveryAlignmentAndLength) {
+  // The socket stages' copy into chunks: non-temporal stores from the first 16-byte boundary on,
+  // ordinary ones before it and after the last whole 16 bytes. Every destination offset (a whole
+  // number of 4-byte lanes into the chunk) and every length up to a few vectors, for each format
+  // swapped and not: the bytes written equal copy_swapped's (or memcpy's), and not one byte
+  // outside [out, out + bytes) changes.
+  std::vector<std::byte> wire_bytes(512);
+  for (std::size_t i = 0; i < wire_bytes.size(); ++i) wire_bytes[i] = static_cast<std::byte>((i * 37 + 11) & 0xFF);
+  for (const SampleFormat format : {SampleFormat::ci8, SampleFormat::ci16, SampleFormat::cf32, SampleFormat::rf32}) {
+    const std::size_t sample = bytes_per_sample(format);
+    for (const bool swap : {true, false}) {
+      for (std::size_t offset = 0; offset < 32; offset += 4) {
+        for (std::size_t length = 0; length <= 200; length += sample) {
+          alignas(64) std::array<std::byte, 320> streamed{};
+          alignas(64) std::array<std::byte, 320> expected{};
+          streamed.fill(std::byte{0xA5});
+          expected.fill(std::byte{0xA5});
+          wire::stream_copy(format, swap, wire_bytes.data() + 3, streamed.data() + offset, length);
+          wire::stream_fence();
+          if (swap) {
+            wire::copy_swapped(format, wire_bytes.data() + 3, expected.data() + offset, length);
+          } else {
+            std::memcpy(expected.data() + offset, wire_bytes.data() + 3, length);
+          }
+          ASSERT_EQ(streamed, expected) << to_string(format) << (swap ? " swapped" : " plain") << ", offset " << offset
+                                        << ", " << length << " bytes";
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
