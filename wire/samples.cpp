@@ -1,6 +1,7 @@
-// Byte-order conversion of sample payloads. Loops over 64-bit words with memcpy loads and
-// a shift/mask or __builtin_bswap, which GCC vectorises with the dynamic cost model that
-// wire/CMakeLists.txt turns on for this file (plain -O2 in GCC 12 leaves them scalar).
+// Byte-order conversion of sample payloads. copy_swapped loops over 64-bit words with memcpy
+// loads and a shift/mask or __builtin_bswap, which GCC vectorises with the dynamic cost model
+// that wire/CMakeLists.txt turns on for this file (plain -O2 in GCC 12 leaves them scalar).
+// stream_copy, for chunks, is written with SSE2 intrinsics, its stores non-temporal.
 #include "wire/samples.hpp"
 
 #include <algorithm>
@@ -62,37 +63,56 @@ inline __m128i swapped_at(const std::byte* in) noexcept {
   return swap_vector<L>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in)));
 }
 
-template <Lanes L, typename Swap>
-void stream_lanes(const std::byte* in, std::byte* out, std::size_t bytes, Swap swap) noexcept {
-  if (bytes < 16) {
-    copy_words(in, out, bytes, swap);
-    return;
+// One 4-byte lane (or two 16-bit ones), swapped like swap_vector and streamed (movnti).
+template <Lanes L>
+inline void stream_word(const std::byte* in, std::byte* out) noexcept {
+  std::uint32_t word = 0;
+  std::memcpy(&word, in, 4);
+  if constexpr (L == Lanes::bits16) word = ((word & 0x00FF00FFU) << 8) | ((word >> 8) & 0x00FF00FFU);
+  if constexpr (L == Lanes::bits32) word = __builtin_bswap32(word);
+  _mm_stream_si32(reinterpret_cast<int*>(out), static_cast<int>(word));
+}
+
+template <Lanes L>
+void stream_lanes(const std::byte* in, std::byte* out, std::size_t bytes) noexcept {
+  // Every store is non-temporal: 4-byte ones up to the first 16-byte boundary of `out` and after
+  // the last, 16-byte ones between. (Ordinary stores into the same lines as streamed ones made the
+  // copy slower: a cached line must be evicted before a streamed store to it.) `out` and `bytes`
+  // are whole numbers of samples into a chunk, so 4-byte aligned; only ci8 (2-byte samples) can
+  // leave a 2-byte rest, copied plainly.
+  std::size_t i = 0;
+  while (i + 4 <= bytes && ((reinterpret_cast<std::uintptr_t>(out + i) & 15U) != 0 || bytes - i < 16)) {
+    if ((reinterpret_cast<std::uintptr_t>(out + i) & 3U) != 0) break;  // 2-byte aligned ci8: plain copy below
+    stream_word<L>(in + i, out + i);
+    i += 4;
   }
-  // The first and the last 16 bytes with ordinary unaligned stores, everything from the first
-  // 16-byte boundary of `out` to the last one streamed; the pieces overlap and write the same
-  // values there. Every piece starts a whole number of 4-byte lanes into the copy (`out` is a
-  // whole number of samples into a chunk, and `bytes` a whole number of samples), so the lanes
-  // swap as samples.
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), swapped_at<L>(in));
-  std::size_t i = (16 - (reinterpret_cast<std::uintptr_t>(out) & 15U)) & 15U;
-  for (; i + 64 <= bytes; i += 64) {
-    const __m128i a = swapped_at<L>(in + i);
-    const __m128i b = swapped_at<L>(in + i + 16);
-    const __m128i c = swapped_at<L>(in + i + 32);
-    const __m128i d = swapped_at<L>(in + i + 48);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(out + i), a);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(out + i + 16), b);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(out + i + 32), c);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(out + i + 48), d);
+  if ((reinterpret_cast<std::uintptr_t>(out + i) & 15U) == 0) {
+    for (; i + 64 <= bytes; i += 64) {
+      const __m128i a = swapped_at<L>(in + i);
+      const __m128i b = swapped_at<L>(in + i + 16);
+      const __m128i c = swapped_at<L>(in + i + 32);
+      const __m128i d = swapped_at<L>(in + i + 48);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(out + i), a);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(out + i + 16), b);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(out + i + 32), c);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(out + i + 48), d);
+    }
+    for (; i + 16 <= bytes; i += 16) _mm_stream_si128(reinterpret_cast<__m128i*>(out + i), swapped_at<L>(in + i));
+    for (; i + 4 <= bytes; i += 4) stream_word<L>(in + i, out + i);
   }
-  for (; i + 16 <= bytes; i += 16) _mm_stream_si128(reinterpret_cast<__m128i*>(out + i), swapped_at<L>(in + i));
-  if (i < bytes) _mm_storeu_si128(reinterpret_cast<__m128i*>(out + bytes - 16), swapped_at<L>(in + bytes - 16));
+  if (i < bytes) {
+    static_assert(L == Lanes::none || L == Lanes::bits16 || L == Lanes::bits32);
+    if constexpr (L == Lanes::none) {
+      std::memcpy(out + i, in + i, bytes - i);
+    } else {
+      copy_words(in + i, out + i, bytes - i, [](std::uint64_t word) {
+        return L == Lanes::bits16 ? swap16_lanes(word) : swap32_lanes(word);
+      });
+    }
+  }
 }
 #endif
 
-struct Same {
-  std::uint64_t operator()(std::uint64_t word) const noexcept { return word; }
-};
 struct Swap16 {
   std::uint64_t operator()(std::uint64_t word) const noexcept { return swap16_lanes(word); }
 };
@@ -105,7 +125,7 @@ struct Swap32 {
 void stream_copy(SampleFormat format, bool swap, const std::byte* in, std::byte* out, std::size_t bytes) noexcept {
   if (!swap || format == SampleFormat::ci8) {
 #if defined(__SSE2__)
-    stream_lanes<Lanes::none>(in, out, bytes, Same{});
+    stream_lanes<Lanes::none>(in, out, bytes);
 #else
     std::memcpy(out, in, bytes);
 #endif
@@ -114,9 +134,9 @@ void stream_copy(SampleFormat format, bool swap, const std::byte* in, std::byte*
 #if defined(__SSE2__)
   switch (format) {
     case SampleFormat::ci8: return;  // handled above
-    case SampleFormat::ci16: stream_lanes<Lanes::bits16>(in, out, bytes, Swap16{}); return;
+    case SampleFormat::ci16: stream_lanes<Lanes::bits16>(in, out, bytes); return;
     case SampleFormat::cf32:
-    case SampleFormat::rf32: stream_lanes<Lanes::bits32>(in, out, bytes, Swap32{}); return;
+    case SampleFormat::rf32: stream_lanes<Lanes::bits32>(in, out, bytes); return;
   }
 #else
   copy_swapped(format, in, out, bytes);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <vector>
@@ -172,17 +173,17 @@ TEST(Samples, SwapTurnsBigEndianComponentsIntoLittleEndian) {
 }
 
 TEST(Samples, StreamedCopyWritesWhatTheSwapWritesAtEveryAlignmentAndLength) {
-  // The socket stages' copy into chunks: non-temporal stores from the first 16-byte boundary on,
-  // ordinary ones before it and after the last whole 16 bytes. Every destination offset (a whole
-  // number of 4-byte lanes into the chunk) and every length up to a few vectors, for each format
-  // swapped and not: the bytes written equal copy_swapped's (or memcpy's), and not one byte
-  // outside [out, out + bytes) changes.
+  // The socket stages' copy into chunks: 16-byte non-temporal stores from the first 16-byte
+  // boundary on, 4-byte streamed ones before it and after the last whole 16 bytes. Every
+  // destination offset (a whole number of samples, at most 4 bytes apart) and every length up to
+  // a few vectors, for each format swapped and not: the bytes written equal copy_swapped's (or
+  // memcpy's), and not one byte outside [out, out + bytes) changes.
   std::vector<std::byte> wire_bytes(512);
   for (std::size_t i = 0; i < wire_bytes.size(); ++i) wire_bytes[i] = static_cast<std::byte>((i * 37 + 11) & 0xFF);
   for (const SampleFormat format : {SampleFormat::ci8, SampleFormat::ci16, SampleFormat::cf32, SampleFormat::rf32}) {
     const std::size_t sample = bytes_per_sample(format);
     for (const bool swap : {true, false}) {
-      for (std::size_t offset = 0; offset < 32; offset += 4) {
+      for (std::size_t offset = 0; offset < 32; offset += std::min<std::size_t>(sample, 4)) {
         for (std::size_t length = 0; length <= 200; length += sample) {
           alignas(64) std::array<std::byte, 320> streamed{};
           alignas(64) std::array<std::byte, 320> expected{};
