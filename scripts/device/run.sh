@@ -20,6 +20,11 @@
 #                                and their ratio last
 #   bash .device/run.sh soak     the same at 2 × 3 GB/s for SOAK_SECONDS (600), every stage's counts printed,
 #                                with the kernel's UDP and softnet drop counters before and after
+#   bash .device/run.sh soak-start   the soak in a session of its own, detached from this command (one
+#                                command may run 600 s at most there, and a 600 s soak takes 610 s); returns
+#                                at once. Then, while the machine is still held (within its idle time):
+#   bash .device/run.sh soak-wait    waits for it (SOAK_WAIT seconds, default 580), then prints its table
+#                                and copies its files under $OUT; call it again if it is still running
 # Several modes may be given; everything is logged into a few files under $OUT.
 set -uo pipefail
 pack=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -27,6 +32,7 @@ export LD_LIBRARY_PATH="$pack/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD
 export PATH="$pack/bin:$PATH"  # fio, packed by pack.sh, for recorder_bench
 export SLUICE_BINARY="$pack/bin/sluice" SLUICE_EMULATOR="$pack/bin/sluice-emulator" SLUICE_SOURCE_DIR="$PWD"
 out=${OUT:-/tmp/out}
+soak_dir=/tmp/sluice-soak  # soak-start and soak-wait
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.max,pcie.link.width.max --format=csv,noheader \
   | tee "$out/gpu.txt"
@@ -264,6 +270,33 @@ before, after = udp(f"{sys.argv[2]}/snmp-before.txt"), udp(f"{sys.argv[2]}/snmp-
 print("kernel, during the run: " + ", ".join(f"Udp {k} +{after[k] - before[k]}" for k in ("InDatagrams", "RcvbufErrors", "InErrors")) +
       f", softnet dropped +{softnet_dropped(sys.argv[2] + '/softnet-after.txt') - softnet_dropped(sys.argv[2] + '/softnet-before.txt')}")
 PY
+      ;;
+    soak-start)
+      # A copy of the pack, so that a new command's tree cannot change the script under the soak;
+      # every inherited descriptor is closed, so nothing of this command waits on the soak.
+      rm -rf "$soak_dir" && mkdir -p "$soak_dir/out" && cp -r "$pack" "$soak_dir/pack"
+      python3 - "$soak_dir" <<'PY'
+import os, subprocess, sys
+where = sys.argv[1]
+log = open(f"{where}/console.log", "w")
+child = subprocess.Popen(["bash", f"{where}/pack/run.sh", "soak"], cwd=where, env=dict(os.environ, OUT=f"{where}/out"),
+                         stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True)
+open(f"{where}/pid", "w").write(str(child.pid))
+PY
+      echo "soak started at $(date -u +%T), pid $(cat "$soak_dir/pid"), in $soak_dir; collect it with run.sh soak-wait"
+      ;;
+    soak-wait)
+      [ -f "$soak_dir/pid" ] || { echo "no soak was started on this machine ($soak_dir/pid is missing)"; status=1; continue; }
+      for _ in $(seq 1 "${SOAK_WAIT:-580}"); do
+        kill -0 "$(cat "$soak_dir/pid")" 2> /dev/null || break
+        sleep 1
+      done
+      if kill -0 "$(cat "$soak_dir/pid")" 2> /dev/null; then
+        echo "the soak is still running at $(date -u +%T); call soak-wait again"
+        status=3
+      fi
+      tail -30 "$soak_dir/console.log"
+      cp -r "$soak_dir/out/." "$out/"
       ;;
     *) echo "unknown mode $mode"; status=2 ;;
   esac
