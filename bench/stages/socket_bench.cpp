@@ -34,11 +34,11 @@
 #include <thread>
 #include <vector>
 
+#include "bench/suite/bare_udp.hpp"
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
 #include "pipeline/runtime.hpp"
 #include "stages/socket/udp_source.hpp"
-#include "bare_udp.hpp"
 #include "wire/socket.hpp"
 
 extern char** environ;

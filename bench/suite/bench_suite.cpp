@@ -30,6 +30,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "bench/suite/bare_udp.hpp"
 #include "bench/suite/cufft_loop.hpp"
 #include "bench/suite/device_source.hpp"
 #include "emulator/emulator_process.hpp"
@@ -153,75 +154,29 @@ Rates cufft_ceiling(std::size_t batch_samples, double seconds) {
 }
 
 // Bare receive on loopback from the emulator: recvmmsg with GRO, counting datagrams and bytes,
-// nothing parsed or copied (as bench/stages/socket_bench's baseline).
+// nothing parsed or copied (bare_udp.hpp, as bench/stages/socket_bench's baseline).
 Rates recvmmsg_ceiling(const std::string& emulator, double seconds, double warmup) {
-  wire::UniqueFd socket(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  if (socket.get() < 0) throw std::runtime_error(errno_message("socket", errno));
-  const int buffer = 256 << 20;
-  if (::setsockopt(socket.get(), SOL_SOCKET, SO_RCVBUFFORCE, &buffer, sizeof(buffer)) != 0) {
-    (void)::setsockopt(socket.get(), SOL_SOCKET, SO_RCVBUF, &buffer, sizeof(buffer));
-  }
-  const timeval timeout{0, 10'000};
-  (void)::setsockopt(socket.get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  const int one = 1;
-  const bool gro = ::setsockopt(socket.get(), SOL_UDP, UDP_GRO, &one, sizeof(one)) == 0;
-  sockaddr_in address = *wire::parse_endpoint("127.0.0.1:0");
-  if (::bind(socket.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    throw std::runtime_error(errno_message("bind(127.0.0.1:0)", errno));
-  }
-  socklen_t length = sizeof(address);
-  ::getsockname(socket.get(), reinterpret_cast<sockaddr*>(&address), &length);
-
-  const std::size_t slot = gro ? 65536 : 9000;
-  const std::size_t batch = default_udp_batch(gro);
-  std::vector<std::byte> buffers(batch * slot);
-  std::vector<iovec> iovs(batch);
-  std::vector<mmsghdr> messages(batch);
-  std::vector<std::byte> controls(batch * CMSG_SPACE(sizeof(int)));
-  emulator::EmulatorProcess sender(emulator, {"--to", "127.0.0.1:" + std::to_string(ntohs(address.sin_port)), "--payload",
+  bench::BareUdpReceiver receiver("127.0.0.1:0", 256 << 20, 0);
+  emulator::EmulatorProcess sender(emulator, {"--to", "127.0.0.1:" + std::to_string(receiver.port()), "--payload",
                                               std::to_string(kPayload), "--duration",
                                               std::to_string(static_cast<int>((warmup + seconds + 1) * 1000)) + "ms",
                                               "--batch", "64", "-q"});
-  double packets = 0;
-  double bytes = 0;
   std::unique_ptr<Span> span;
   const Span total;
   while (!span || span->wall() < seconds) {
     // The warm-up starts with the first datagram: the emulator may take a while to start.
-    if (!span && packets > 0 && total.wall() >= warmup) {
+    if (!span && receiver.packets() > 0 && total.wall() >= warmup) {
       span = std::make_unique<Span>();
-      packets = 0;
-      bytes = 0;
+      receiver.reset_counts();
     }
     if (total.wall() > warmup + seconds + 10) throw std::runtime_error("bare receive loop: the emulator sent nothing");
-    for (std::size_t i = 0; i < batch; ++i) {
-      iovs[i] = {buffers.data() + i * slot, slot};
-      messages[i].msg_hdr = {};
-      messages[i].msg_hdr.msg_iov = &iovs[i];
-      messages[i].msg_hdr.msg_iovlen = 1;
-      messages[i].msg_hdr.msg_control = controls.data() + i * CMSG_SPACE(sizeof(int));
-      messages[i].msg_hdr.msg_controllen = CMSG_SPACE(sizeof(int));
-    }
-    const int got = ::recvmmsg(socket.get(), messages.data(), static_cast<unsigned>(batch), MSG_WAITFORONE, nullptr);
-    if (got <= 0) continue;
-    for (int i = 0; i < got; ++i) {
-      const msghdr& header = messages[static_cast<std::size_t>(i)].msg_hdr;
-      const std::size_t received = messages[static_cast<std::size_t>(i)].msg_len;
-      std::size_t segment = received;
-      for (cmsghdr* control = CMSG_FIRSTHDR(&header); control != nullptr;
-           control = CMSG_NXTHDR(const_cast<msghdr*>(&header), control)) {
-        if (control->cmsg_level == SOL_UDP && control->cmsg_type == UDP_GRO) {
-          int size = 0;
-          std::memcpy(&size, CMSG_DATA(control), sizeof(size));
-          segment = static_cast<std::size_t>(size);
-        }
-      }
-      packets += segment == 0 ? 1 : static_cast<double>((received + segment - 1) / segment);
-      bytes += static_cast<double>(received);
-    }
+    receiver.receive_once();
   }
-  if (packets == 0) throw std::runtime_error("bare receive loop: no datagrams from sluice-emulator (" + sender.report_line() + ")");
-  return rates(bytes, bytes / kBytesPerSample, packets, span->wall(), span->cpu());
+  if (receiver.packets() == 0) {
+    throw std::runtime_error("bare receive loop: no datagrams from sluice-emulator (" + sender.report_line() + ")");
+  }
+  const auto bytes = static_cast<double>(receiver.bytes());
+  return rates(bytes, bytes / kBytesPerSample, static_cast<double>(receiver.packets()), span->wall(), span->cpu());
 }
 
 // Raw io_uring: `total` bytes of kChunkBytes blocks at `depth` in flight, sequential, to or

@@ -1,7 +1,8 @@
 // A bare UDP receive loop: recvmmsg with GRO into fixed buffers, counting datagrams and bytes,
-// nothing else (no parsing, no copy). The baseline the udp stage is held against, in socket_bench
-// (one loop against the stage, unpaced) and in udp_receive_loops (two loops against the dual-port
-// pipeline, paced): both use this one loop so that the two baselines are the same code.
+// nothing else (no parsing, no copy). The baseline the udp stage is held against everywhere:
+// `sluice bench`'s udp ceiling, bench/stages/socket_bench (one loop against the stage, unpaced)
+// and bench/stages/udp_receive_loops (two loops against the dual-port pipeline, paced) all run
+// this one loop, so the baselines are the same code.
 #pragma once
 
 #include <sys/socket.h>

@@ -1,4 +1,4 @@
-#include "bare_udp.hpp"
+#include "bench/suite/bare_udp.hpp"
 
 #include <netinet/in.h>
 #include <netinet/udp.h>
