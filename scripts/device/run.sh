@@ -31,6 +31,7 @@ pack=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export LD_LIBRARY_PATH="$pack/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
 export PATH="$pack/bin:$PATH"  # fio, packed by pack.sh, for recorder_bench
 export SLUICE_BINARY="$pack/bin/sluice" SLUICE_EMULATOR="$pack/bin/sluice-emulator" SLUICE_SOURCE_DIR="$PWD"
+export SLUICE_UDP_RECEIVE_LOOPS="$pack/bin/udp_receive_loops"
 out=${OUT:-/tmp/out}
 soak_dir=/tmp/sluice-soak  # soak-start and soak-wait
 mkdir -p "$out"

@@ -1,0 +1,69 @@
+// bench/stages/udp_receive_loops, the bare baseline of `run.sh dual`: real sockets, the real
+// emulator. The ratio it stands for is only as good as its count, so the count must be exact.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/free_port.hpp"
+#include "tests/support/process.hpp"
+
+namespace sluice {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::path_from_env;
+using testing::run_process;
+
+const std::string kLoops = path_from_env("SLUICE_UDP_RECEIVE_LOOPS", SLUICE_UDP_RECEIVE_LOOPS);
+const std::string kEmulator = path_from_env("SLUICE_EMULATOR", SLUICE_EMULATOR);
+
+TEST(UdpReceiveLoops, CountsEveryDatagramTheEmulatorSentToEachPort) {
+  const std::uint16_t first = testing::free_udp_port();
+  std::uint16_t second = testing::free_udp_port();
+  while (second == first) second = testing::free_udp_port();
+  testing::Process loops({kLoops, "--port", std::to_string(first), "--port", std::to_string(second), "--seconds", "60",
+                          "--idle", "1"});
+  ASSERT_TRUE(loops.wait_for_stderr("2 loops ready", 10s)) << loops.stderr_so_far();
+  // Paced, so that even a receive buffer capped by rmem_max (no CAP_NET_ADMIN) holds every one.
+  for (const auto& [port, count] : {std::pair{first, 300}, std::pair{second, 500}}) {
+    const auto sent = run_process({kEmulator, "--to", "127.0.0.1:" + std::to_string(port), "--set",
+                                   "emulator.count=" + std::to_string(count), "--set", "emulator.rate=50MB/s", "-q"});
+    ASSERT_EQ(sent.exit_code, 0) << sent.err;
+    ASSERT_NE(sent.err.find("sent " + std::to_string(count) + " packets"), std::string::npos) << sent.err;
+  }
+  const auto result = loops.wait(30s);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto report = nlohmann::json::parse(result.out);
+  ASSERT_EQ(report["ports"].size(), 2U) << result.out;
+  EXPECT_EQ(report["ports"][0]["port"], first);
+  EXPECT_EQ(report["ports"][0]["packets"], 300);
+  EXPECT_EQ(report["ports"][1]["port"], second);
+  EXPECT_EQ(report["ports"][1]["packets"], 500);
+  EXPECT_EQ(report["packets"], 800);
+  // Every datagram the same size: the bytes are in the same proportion, and add up.
+  const auto bytes_first = report["ports"][0]["bytes"].get<std::uint64_t>();
+  const auto bytes_second = report["ports"][1]["bytes"].get<std::uint64_t>();
+  EXPECT_GT(bytes_first, 300U * 28);
+  EXPECT_EQ(bytes_first / 300, bytes_second / 500);
+  EXPECT_EQ(bytes_first % 300, 0U);
+  EXPECT_EQ(report["bytes"].get<std::uint64_t>(), bytes_first + bytes_second);
+}
+
+TEST(UdpReceiveLoops, UsageErrorsExitWithTwoAndSayWhy) {
+  const std::string port = std::to_string(testing::free_udp_port());
+  const auto cpus = run_process({kLoops, "--port", port, "--port", port, "--cpu", "0"});
+  EXPECT_EQ(cpus.exit_code, 2);
+  EXPECT_NE(cpus.err.find("one --cpu per --port"), std::string::npos) << cpus.err;
+  const auto buffer = run_process({kLoops, "--port", port, "--receive-buffer", "lots"});
+  EXPECT_EQ(buffer.exit_code, 2);
+  EXPECT_NE(buffer.err.find("--receive-buffer lots"), std::string::npos) << buffer.err;
+  const auto missing = run_process({kLoops});
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.err.find("--port"), std::string::npos) << missing.err;
+}
+
+}  // namespace
+}  // namespace sluice
