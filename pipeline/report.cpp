@@ -73,17 +73,21 @@ std::vector<std::string> progress_lines(const Pipeline& pipeline) {
     const StageRates source = stage_rates(*lane.front());
     const StageRates sink = stage_rates(*lane.back());
     std::uint64_t drops = 0;
+    std::uint64_t lost = 0;  // samples the lane never received (a source's gaps), as they happen
     std::string queues;
     for (const StageMetrics* stage : lane) {
       drops += stage->total_drops();
+      for (const auto& counter : stage->counters()) {
+        if (counter.name == "lost_samples") lost += counter.get();
+      }
       if (stage->queue_capacity.load() != 0) {
         queues += (queues.empty() ? "" : " ") + std::to_string(stage->queue_depth.load()) + "/" +
                   std::to_string(stage->queue_capacity.load());
       }
     }
-    lines.push_back(fmt::format("{:<10} {:>11} {:>9.1f} Msps  samples {:<8}  out {:<9}  drops {:<6}  queues {}",
+    lines.push_back(fmt::format("{:<10} {:>11} {:>9.1f} Msps  samples {:<8}  lost {:<7}  out {:<9}  drops {:<6}  queues {}",
                                 lane.front()->lane(), format_byte_rate(source.bytes_per_second),
-                                source.samples_per_second / 1e6, count_text(source.samples),
+                                source.samples_per_second / 1e6, count_text(source.samples), count_text(lost),
                                 format_bytes(static_cast<double>(sink.bytes)), count_text(drops), queues));
   }
   return lines;

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "emulator/emulator.hpp"
+#include "pipeline/report.hpp"
 #include "recorder/capture_reader.hpp"
 #include "recorder/capture_tools.hpp"
 #include "recorder/sigmf.hpp"
@@ -47,6 +48,7 @@ struct UdpRun {
   std::map<std::string, std::uint64_t> drops;
   std::size_t samples_per_packet = 0;
   double busy_fraction = 0;  // the stage thread's busy time over its run
+  std::vector<std::string> progress;  // the progress lines after the run
 };
 
 constexpr std::uint64_t kStartSeconds = 1'700'000'000;
@@ -93,6 +95,7 @@ void run_udp(emulator::EmulatorSettings settings, UdpRun& run, const std::string
       << metrics.packets.load() << " of " << expected_datagrams;
   pipeline.request_stop();
   runner.join();
+  run.progress = progress_lines(pipeline);
   run.packets = metrics.packets.load();
   run.lost_packets = counter(metrics, "lost_packets");
   run.lost_samples = counter(metrics, "lost_samples");
@@ -219,6 +222,10 @@ TEST(UdpSource, DroppedPacketsAreExactGaps) {
   EXPECT_EQ(run.lost_samples, 3 * spp);
   EXPECT_EQ(run.duplicates, 0U);
   expect_stream(run, settings, 999 * spp, {{10 * spp, spp}, {500 * spp, 2 * spp}});
+  // The live progress line says what was lost, not only what arrived.
+  ASSERT_EQ(run.progress.size(), 1U);
+  ASSERT_LT(3 * spp, 10'000U);  // printed whole below 10 000
+  EXPECT_NE(run.progress[0].find("lost " + std::to_string(3 * spp) + " "), std::string::npos) << run.progress[0];
 }
 
 TEST(UdpSource, DropsByProbabilityAreCountedExactly) {
