@@ -231,7 +231,7 @@ void add_capture_commands(CLI::App& app, Commands& commands) {
   play_command->add_flag("--loop", options->loop, "start again at the end until Ctrl-C");
   play_command->add_flag("--no-fft", options->no_fft, "replay → summary only");
   play_command->add_option("--report", options->report, "write the summary as JSON to this file");
-  play_command->add_option("--plot", options->plot, "write each lane's rate over time as an SVG chart to this file");
+  play_command->add_option("--plot", options->plot, "write each lane's rate over time as an SVG chart to this file, with a marker where a lane lost samples");
   play_command->add_option("--http", options->http, "serve /metrics and the live dashboard at ADDR:PORT while playing");
   play_command->add_option("--set", options->overrides, "override a setting: key.path=value (repeatable)");
   commands.add(play_command, [options] { return play(*options); });

@@ -210,7 +210,7 @@ void add_pipeline_commands(CLI::App& app, Commands& commands) {
   run->add_option("--set", options->overrides, "override a setting: key.path=value (repeatable)");
   run->add_option("--duration", options->duration, "stop after this long (overrides pipeline.duration)");
   run->add_option("--report", options->report, "write the summary as JSON to this file");
-  run->add_option("--plot", options->plot, "write each lane's rate over time as an SVG chart to this file");
+  run->add_option("--plot", options->plot, "write each lane's rate over time as an SVG chart to this file, with a marker where a lane lost samples");
   run->add_option("--node", options->node, "run only the stages the file places on this node (node: keys)");
   run->add_flag("--quiet,-q", options->quiet, "no progress lines");
   run->add_option("--http", options->http,

@@ -133,6 +133,13 @@ NamedCounter& StageMetrics::counter(const std::string& name) {
   return counter;
 }
 
+std::uint64_t StageMetrics::lost_samples() const {
+  for (const auto& counter : counters_) {
+    if (counter.name == "lost_samples") return counter.get();
+  }
+  return 0;
+}
+
 std::uint64_t StageMetrics::total_drops() const {
   std::uint64_t total = 0;
   for (const auto& counter : drops_) total += counter.get();

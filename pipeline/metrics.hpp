@@ -155,6 +155,8 @@ class StageMetrics {
   [[nodiscard]] const std::string& stage() const { return stage_; }
   [[nodiscard]] const std::string& type() const { return type_; }
   [[nodiscard]] std::uint64_t total_drops() const;
+  // The "lost_samples" counter (samples a source never received), 0 where the stage has none.
+  [[nodiscard]] std::uint64_t lost_samples() const;
   [[nodiscard]] const std::deque<NamedCounter>& drops() const { return drops_; }
   [[nodiscard]] const std::deque<NamedCounter>& counters() const { return counters_; }
   // Queue occupancy of this stage's input, sampled by the runtime (0 for sources).

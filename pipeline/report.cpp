@@ -77,9 +77,7 @@ std::vector<std::string> progress_lines(const Pipeline& pipeline) {
     std::string queues;
     for (const StageMetrics* stage : lane) {
       drops += stage->total_drops();
-      for (const auto& counter : stage->counters()) {
-        if (counter.name == "lost_samples") lost += counter.get();
-      }
+      lost += stage->lost_samples();
       if (stage->queue_capacity.load() != 0) {
         queues += (queues.empty() ? "" : " ") + std::to_string(stage->queue_depth.load()) + "/" +
                   std::to_string(stage->queue_capacity.load());
@@ -135,7 +133,7 @@ nlohmann::json report_json(const Pipeline& pipeline, int exit_code) {
   nlohmann::json timeline = nlohmann::json::array();
   for (const auto& point : pipeline.timeline()) {
     timeline.push_back({{"seconds", point.seconds}, {"source_bytes", point.source_bytes}, {"sink_bytes", point.sink_bytes},
-                        {"drops", point.drops}});
+                        {"drops", point.drops}, {"lost_samples", point.lost_samples}});
   }
   report["timeline"] = timeline;
   report["lanes"] = nlohmann::json::array();
@@ -200,7 +198,9 @@ std::string rate_plot_svg(const Pipeline& pipeline) {
     }
   }
   if (max_rate <= 0) max_rate = 1;
-  max_rate *= 1.1;
+  const bool any_lost = !timeline.empty() && std::any_of(timeline.back().lost_samples.begin(), timeline.back().lost_samples.end(),
+                                                         [](std::uint64_t lost) { return lost != 0; });
+  max_rate *= any_lost ? 1.1 + 0.06 * static_cast<double>(lanes.size()) : 1.1;  // room for the loss markers' rows
   static constexpr std::array<const char*, 8> kColours{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
                                                        "#9467bd", "#8c564b", "#e377c2", "#17becf"};
   std::ostringstream svg;
@@ -238,6 +238,23 @@ std::string rate_plot_svg(const Pipeline& pipeline) {
         << fmt::format(R"(<text x="{:.1f}" y="{:.1f}">{}</text>)", kLeft + plot_width + 34, kTop + 16 + 20.0 * static_cast<double>(lane),
                        label)
         << "\n";
+    // Where the lane lost samples: a marker in the lane's colour, in the lane's own row along the
+    // plot's top, for every sampling interval in which its lost count grew (the count so far in
+    // its tooltip).
+    for (std::size_t i = 0; i < timeline.size(); ++i) {
+      const auto& now = timeline[i].lost_samples;
+      const std::uint64_t before = i == 0 || lane >= timeline[i - 1].lost_samples.size() ? 0 : timeline[i - 1].lost_samples[lane];
+      if (lane >= now.size() || now[lane] <= before) continue;
+      const double x = kLeft + plot_width * timeline[i].seconds / max_time;
+      svg << fmt::format(R"(<path d="M{:.1f},{:.1f} l-5,-9 h10 z" fill="{}"><title>{}: {} samples lost by {:.1f} s</title></path>)",
+                         x, kTop + 12 + 10.0 * static_cast<double>(lane), colour, label, count_text(now[lane]), timeline[i].seconds)
+          << "\n";
+    }
+  }
+  if (any_lost) {
+    const double y = kTop + 16 + 20.0 * static_cast<double>(series.size()) + 10;
+    svg << fmt::format(R"(<path d="M{:.1f},{:.1f} l-5,-9 h10 z" fill="#444"/>)", kLeft + plot_width + 21, y + 2)
+        << fmt::format(R"(<text x="{:.1f}" y="{:.1f}">samples lost</text>)", kLeft + plot_width + 34, y) << "\n";
   }
   svg << "</svg>\n";
   return svg.str();

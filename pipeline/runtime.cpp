@@ -292,8 +292,13 @@ void Pipeline::sample_timeline() {
     point.source_bytes.push_back(lane.slots.front().metrics->out.bytes.load(std::memory_order_relaxed));
     point.sink_bytes.push_back(lane.slots.back().metrics->in.bytes.load(std::memory_order_relaxed));
     std::uint64_t drops = 0;
-    for (const auto& slot : lane.slots) drops += slot.metrics->total_drops();
+    std::uint64_t lost = 0;
+    for (const auto& slot : lane.slots) {
+      drops += slot.metrics->total_drops();
+      lost += slot.metrics->lost_samples();
+    }
     point.drops.push_back(drops);
+    point.lost_samples.push_back(lost);
   }
   timeline_.push_back(std::move(point));
 }

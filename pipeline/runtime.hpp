@@ -95,6 +95,7 @@ class Pipeline {
     std::vector<std::uint64_t> source_bytes;  // per lane: what the first stage has handed on
     std::vector<std::uint64_t> sink_bytes;    // per lane: what the last stage has taken in
     std::vector<std::uint64_t> drops;         // per lane: all drops so far
+    std::vector<std::uint64_t> lost_samples;  // per lane: samples never received so far (lost_samples counters)
   };
   [[nodiscard]] const std::vector<TimelinePoint>& timeline() const { return timeline_; }
 

@@ -49,6 +49,8 @@ struct UdpRun {
   std::size_t samples_per_packet = 0;
   double busy_fraction = 0;  // the stage thread's busy time over its run
   std::vector<std::string> progress;  // the progress lines after the run
+  std::uint64_t timeline_lost = 0;    // the timeline's last lost_samples for the lane
+  std::string plot;                   // the rates plot (rate_plot_svg)
 };
 
 constexpr std::uint64_t kStartSeconds = 1'700'000'000;
@@ -96,6 +98,10 @@ void run_udp(emulator::EmulatorSettings settings, UdpRun& run, const std::string
   pipeline.request_stop();
   runner.join();
   run.progress = progress_lines(pipeline);
+  if (!pipeline.timeline().empty() && !pipeline.timeline().back().lost_samples.empty()) {
+    run.timeline_lost = pipeline.timeline().back().lost_samples[0];
+  }
+  run.plot = rate_plot_svg(pipeline);
   run.packets = metrics.packets.load();
   run.lost_packets = counter(metrics, "lost_packets");
   run.lost_samples = counter(metrics, "lost_samples");
@@ -226,6 +232,19 @@ TEST(UdpSource, DroppedPacketsAreExactGaps) {
   ASSERT_EQ(run.progress.size(), 1U);
   ASSERT_LT(3 * spp, 10'000U);  // printed whole below 10 000
   EXPECT_NE(run.progress[0].find("lost " + std::to_string(3 * spp) + " "), std::string::npos) << run.progress[0];
+  // So do the report's timeline and the rates plot, which marks where the samples were lost.
+  EXPECT_EQ(run.timeline_lost, 3 * spp);
+  EXPECT_NE(run.plot.find("samples lost by"), std::string::npos);
+  EXPECT_NE(run.plot.find(">samples lost</text>"), std::string::npos);
+}
+
+TEST(UdpSource, ALosslessRunMarksNoLossOnTheRatesPlot) {
+  UdpRun run;
+  run_udp(with_count(200), run);
+  EXPECT_EQ(run.lost_samples, 0U);
+  EXPECT_EQ(run.timeline_lost, 0U);
+  EXPECT_EQ(run.plot.find("samples lost"), std::string::npos);
+  EXPECT_NE(run.progress.at(0).find("lost 0 "), std::string::npos) << run.progress.at(0);
 }
 
 TEST(UdpSource, DropsByProbabilityAreCountedExactly) {
