@@ -262,6 +262,16 @@ for lane in json.load(open(sys.argv[1]))["lanes"]:
         print(f'{lane["name"]:6} {s["name"]:7} in {s["in"]["samples"]:>14} out {s["out"]["samples"]:>14} '
               f'drops {s.get("drops_total", 0):>6} busy {s["busy_fraction"]:.3f} ' +
               " ".join(f"{k}={v}" for k, v in s["counters"].items() if v))
+report = json.load(open(sys.argv[1]))
+names = [lane["name"] for lane in report["lanes"]]
+grew = []  # when each lane's lost count grew, from the report's timeline (about 4 points a second)
+start = [{"lost_samples": [0] * len(names)}]
+for before, now in zip(start + report["timeline"], report["timeline"]):
+    for lane, name in enumerate(names):
+        lost_now, lost_before = now.get("lost_samples", [0] * len(names))[lane], before.get("lost_samples", [0] * len(names))[lane]
+        if lost_now > lost_before:
+            grew.append(f"{name} {now['seconds']:.1f} s +{lost_now - lost_before}")
+print("losses over time:", ", ".join(grew) if grew else "none")
 def udp(path):
     names, values = (line.split()[1:] for line in open(path))
     return dict(zip(names, map(int, values)))
