@@ -178,8 +178,9 @@ function renderStatus(status) {
                  el("td", {class: "num"}, (rates[index].samples / 1e6).toFixed(2)),
                  el("td", {class: "num", "data-samples": stage.samples}, formatCount(stage.samples)));
       const busy = el("td");
-      const busyBar = el("span", {class: "bar"}); busyBar.append(el("i", {style: `width:${Math.min(stage.busy_fraction, 1) * 100}%`}));
-      busy.append(busyBar, document.createTextNode((stage.busy_fraction * 100).toFixed(0) + "%"));
+      const busyShare = stage.busy_fraction_flowing ?? stage.busy_fraction;  // over the time data flowed
+      const busyBar = el("span", {class: "bar"}); busyBar.append(el("i", {style: `width:${Math.min(busyShare, 1) * 100}%`}));
+      busy.append(busyBar, document.createTextNode((busyShare * 100).toFixed(0) + "%"));
       const queue = el("td");
       if (stage.queue_capacity > 0) {
         const fill = stage.queue_depth / stage.queue_capacity;

@@ -54,8 +54,11 @@ StageRates stage_rates(const StageMetrics& metrics) {
   const std::uint64_t first_ns = flow.first_ns.load();
   const std::uint64_t last_ns = flow.last_ns.load();
   const std::uint64_t first_bytes = flow.first_bytes.load();
+  rates.busy_flowing_fraction = rates.busy_fraction;
   if (rates.chunks >= 2 && last_ns > first_ns && rates.bytes > first_bytes) {
     rates.flow_seconds = static_cast<double>(last_ns - first_ns) / 1e9;
+    const double span = rates.flow_seconds * static_cast<double>(rates.chunks) / static_cast<double>(rates.chunks - 1);
+    rates.busy_flowing_fraction = std::min(1.0, static_cast<double>(metrics.busy_ns.load()) / 1e9 / span);
     rates.bytes_per_second = static_cast<double>(rates.bytes - first_bytes) / rates.flow_seconds;
     rates.samples_per_second = rates.bytes_per_second * static_cast<double>(rates.samples) / static_cast<double>(rates.bytes);
   } else if (rates.seconds > 0) {
@@ -93,8 +96,9 @@ std::vector<std::string> progress_lines(const Pipeline& pipeline) {
 
 std::string summary_table(const Pipeline& pipeline) {
   std::ostringstream out;
-  // GB/s and Msamp/s are over "flow s", the time between a stage's first and last chunk; the
-  // run's duration is on the first line, so a lane that waited for its sender does not read slow.
+  // GB/s, Msamp/s and busy% are over "flow s", the time between a stage's first and last chunk
+  // (busy% one chunk's time wider); the run's duration is on the first line, so a lane that
+  // waited for its sender reads neither slow nor idle.
   out << fmt::format("run {:.2f} s\n", pipeline.elapsed_seconds());
   out << fmt::format("{:<10} {:<12} {:<10} {:>10} {:>10} {:>8} {:>9} {:>12} {:>8} {:>6} {:>9} {:>9}\n", "lane", "stage", "type",
                      "GB/s", "Msamp/s", "flow s", "chunks", "bytes", "drops", "busy%", "lat p50", "lat p99");
@@ -104,7 +108,7 @@ std::string summary_table(const Pipeline& pipeline) {
       out << fmt::format("{:<10} {:<12} {:<10} {:>10.3f} {:>10.2f} {:>8.2f} {:>9} {:>12} {:>8} {:>6.1f} {:>9} {:>9}\n",
                          stage->lane(), stage->stage(), stage->type(), rates.bytes_per_second / 1e9,
                          rates.samples_per_second / 1e6, rates.flow_seconds, rates.chunks,
-                         format_bytes(static_cast<double>(rates.bytes)), stage->total_drops(), rates.busy_fraction * 100.0,
+                         format_bytes(static_cast<double>(rates.bytes)), stage->total_drops(), rates.busy_flowing_fraction * 100.0,
                          latency_text(stage->latency.percentile(0.5)), latency_text(stage->latency.percentile(0.99)));
       for (const auto& drop : stage->drops()) {
         if (drop.get() != 0) out << fmt::format("{:<10}   drops {:<20} {}\n", "", drop.name, drop.get());
@@ -151,6 +155,7 @@ nlohmann::json report_json(const Pipeline& pipeline, int exit_code) {
           {"bytes_per_second", rates.bytes_per_second},
           {"samples_per_second", rates.samples_per_second},
           {"busy_fraction", rates.busy_fraction},
+          {"busy_fraction_flowing", rates.busy_flowing_fraction},
           {"in", {{"bytes", stage->in.bytes.load()}, {"chunks", stage->in.chunks.load()}, {"samples", stage->in.samples.load()}}},
           {"out", {{"bytes", stage->out.bytes.load()}, {"chunks", stage->out.chunks.load()}, {"samples", stage->out.samples.load()}}},
           {"packets", stage->packets.load()},
@@ -457,6 +462,7 @@ nlohmann::json live_status_json(const Pipeline& pipeline) {
           {"bytes_per_second", rates.bytes_per_second},
           {"samples_per_second", rates.samples_per_second},
           {"busy_fraction", rates.busy_fraction},
+          {"busy_fraction_flowing", rates.busy_flowing_fraction},
           {"queue_depth", stage->queue_depth.load(std::memory_order_relaxed)},
           {"queue_capacity", stage->queue_capacity.load(std::memory_order_relaxed)},
           {"drops", drops},

@@ -260,7 +260,7 @@ import json, sys
 for lane in json.load(open(sys.argv[1]))["lanes"]:
     for s in lane["stages"]:
         print(f'{lane["name"]:6} {s["name"]:7} in {s["in"]["samples"]:>14} out {s["out"]["samples"]:>14} '
-              f'drops {s.get("drops_total", 0):>6} busy {s["busy_fraction"]:.3f} ' +
+              f'drops {s.get("drops_total", 0):>6} busy {s["busy_fraction_flowing"]:.3f} ' +
               " ".join(f"{k}={v}" for k, v in s["counters"].items() if v))
 report = json.load(open(sys.argv[1]))
 names = [lane["name"] for lane in report["lanes"]]

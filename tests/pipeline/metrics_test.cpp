@@ -135,3 +135,44 @@ TEST(SpectrumSnapshot, ComplexBinsAreShownAsPowerInDecibels) {
 
 }  // namespace
 }  // namespace sluice
+
+namespace sluice {
+namespace {
+
+// A stage that waited 4 s for its sender, then was busy all the 5.5 s it had data (11 chunks,
+// the first finished at 4.5 s): its busy share over its life is 0.55, over the flow 1.0.
+TEST(StageRates, BusyShareWhileDataFlowedIgnoresTheWaitForTheSender) {
+  StageMetrics saturated("lane", "source", "udp");
+  saturated.started_ns = 1'000'000'000;
+  saturated.stopped_ns = 11'000'000'000;
+  saturated.busy_ns = 5'500'000'000;
+  saturated.out.chunks = 11;
+  saturated.out.bytes = 11 << 20;
+  saturated.out.samples = 11 << 18;
+  saturated.out.first_bytes = 1 << 20;
+  saturated.out.first_ns = 5'500'000'000;
+  saturated.out.last_ns = 10'500'000'000;
+  const StageRates rates = stage_rates(saturated);
+  EXPECT_DOUBLE_EQ(rates.flow_seconds, 5.0);
+  EXPECT_NEAR(rates.busy_fraction, 0.55, 1e-12);
+  EXPECT_NEAR(rates.busy_flowing_fraction, 1.0, 1e-12);
+
+  // Half as busy over the same flow reads half; a stage with one chunk has no span to go by.
+  saturated.busy_ns = 2'750'000'000;
+  EXPECT_NEAR(stage_rates(saturated).busy_flowing_fraction, 0.5, 1e-12);
+  StageMetrics single("lane", "sink", "null");
+  single.started_ns = 1'000'000'000;
+  single.stopped_ns = 3'000'000'000;
+  single.busy_ns = 500'000'000;
+  single.in.chunks = 1;
+  single.in.bytes = 1 << 20;
+  single.in.first_bytes = 1 << 20;
+  single.in.first_ns = 2'000'000'000;
+  single.in.last_ns = 2'000'000'000;
+  single.queue_capacity = 4;  // a consumer: its flow is what it took in
+  EXPECT_NEAR(stage_rates(single).busy_flowing_fraction, stage_rates(single).busy_fraction, 1e-12);
+  EXPECT_NEAR(stage_rates(single).busy_fraction, 0.25, 1e-12);
+}
+
+}  // namespace
+}  // namespace sluice
