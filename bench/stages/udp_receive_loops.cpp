@@ -79,7 +79,11 @@ int main(int argc, char** argv) {
   app.add_option("--batch", batch, "datagrams per recvmmsg (0: the udp stage's default)");
   app.add_option("--seconds", seconds, "stop this long after the start")->check(CLI::PositiveNumber);
   app.add_option("--idle", idle, "stop a loop this long after its last datagram")->check(CLI::PositiveNumber);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    return app.exit(error) == 0 ? 0 : 2;  // --help is 0; every usage error is 2, as for sluice
+  }
   if (!cpus.empty() && cpus.size() != ports.size()) {
     std::fprintf(stderr, "udp_receive_loops: give one --cpu per --port (%zu ports, %zu cpus)\n", ports.size(), cpus.size());
     return 2;

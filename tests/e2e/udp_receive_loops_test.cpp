@@ -61,7 +61,7 @@ TEST(UdpReceiveLoops, UsageErrorsExitWithTwoAndSayWhy) {
   EXPECT_EQ(buffer.exit_code, 2);
   EXPECT_NE(buffer.err.find("--receive-buffer lots"), std::string::npos) << buffer.err;
   const auto missing = run_process({kLoops});
-  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.err.find("--port"), std::string::npos) << missing.err;
 }
 
