@@ -306,13 +306,6 @@ std::string stage_labels(const StageMetrics& stage) {
          label_value(stage.type()) + "\"";
 }
 
-std::uint64_t named_value(const std::deque<NamedCounter>& counters, std::string_view name) {
-  for (const auto& counter : counters) {
-    if (counter.name == name) return counter.get();
-  }
-  return 0;
-}
-
 }  // namespace
 
 std::string prometheus_text(const Pipeline& pipeline) {
@@ -345,7 +338,7 @@ std::string prometheus_text(const Pipeline& pipeline) {
       {"sluice_stage_packets_total", "Network packets received by the stage.",
        [](const StageMetrics& m) { return m.packets.load(std::memory_order_relaxed); }},
       {"sluice_stage_lost_samples_total", "Samples the source never received (holes in the stream).",
-       [](const StageMetrics& m) { return named_value(m.counters(), "lost_samples"); }},
+       [](const StageMetrics& m) { return m.lost_samples(); }},
       {"sluice_stage_drops_all_total", "Chunks or packets dropped by the stage, all reasons together.",
        [](const StageMetrics& m) { return m.total_drops(); }},
   }};
@@ -467,7 +460,7 @@ nlohmann::json live_status_json(const Pipeline& pipeline) {
           {"queue_capacity", stage->queue_capacity.load(std::memory_order_relaxed)},
           {"drops", drops},
           {"drops_total", stage->total_drops()},
-          {"lost_samples", named_value(stage->counters(), "lost_samples")},
+          {"lost_samples", stage->lost_samples()},
           {"latency_p50_ns", stage->latency.percentile(0.5)},
           {"latency_p99_ns", stage->latency.percentile(0.99)},
       });
