@@ -80,14 +80,11 @@ void stream_lanes(const std::byte* in, std::byte* out, std::size_t bytes) noexce
   // copy slower: a cached line must be evicted before a streamed store to it.) `out` and `bytes`
   // are whole numbers of samples into a chunk, so 4-byte aligned; only ci8 (2-byte samples) can
   // leave a 2-byte rest, copied plainly.
+  const auto aligned = [out](std::size_t at, std::uintptr_t mask) { return (reinterpret_cast<std::uintptr_t>(out + at) & mask) == 0; };
   std::size_t i = 0;
-  while (i + 4 <= bytes && ((reinterpret_cast<std::uintptr_t>(out + i) & 15U) != 0 || bytes - i < 16)) {
-    if ((reinterpret_cast<std::uintptr_t>(out + i) & 3U) != 0) break;  // 2-byte aligned ci8: plain copy below
-    stream_word<L>(in + i, out + i);
-    i += 4;
-  }
-  if ((reinterpret_cast<std::uintptr_t>(out + i) & 15U) == 0) {
-    for (; i + 64 <= bytes; i += 64) {
+  if (aligned(0, 3)) {
+    for (; i + 4 <= bytes && !aligned(i, 15); i += 4) stream_word<L>(in + i, out + i);
+    for (; i + 64 <= bytes; i += 64) {  // aligned to 16 here, or too short to enter
       const __m128i a = swapped_at<L>(in + i);
       const __m128i b = swapped_at<L>(in + i + 16);
       const __m128i c = swapped_at<L>(in + i + 32);
@@ -100,15 +97,11 @@ void stream_lanes(const std::byte* in, std::byte* out, std::size_t bytes) noexce
     for (; i + 16 <= bytes; i += 16) _mm_stream_si128(reinterpret_cast<__m128i*>(out + i), swapped_at<L>(in + i));
     for (; i + 4 <= bytes; i += 4) stream_word<L>(in + i, out + i);
   }
-  if (i < bytes) {
-    static_assert(L == Lanes::none || L == Lanes::bits16 || L == Lanes::bits32);
-    if constexpr (L == Lanes::none) {
-      std::memcpy(out + i, in + i, bytes - i);
-    } else {
-      copy_words(in + i, out + i, bytes - i, [](std::uint64_t word) {
-        return L == Lanes::bits16 ? swap16_lanes(word) : swap32_lanes(word);
-      });
-    }
+  if (i == bytes) return;
+  if constexpr (L == Lanes::none) {
+    std::memcpy(out + i, in + i, bytes - i);
+  } else {
+    copy_words(in + i, out + i, bytes - i, [](std::uint64_t word) { return L == Lanes::bits16 ? swap16_lanes(word) : swap32_lanes(word); });
   }
 }
 #endif
