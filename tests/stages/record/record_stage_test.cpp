@@ -269,7 +269,7 @@ TEST(RecordStage, ValidationRefusesADirectoryThatCannotBeWrittenAndCreatesNothin
 }
 
 // Runs `yaml` in a child process with a file size limit: 3 for the clean "disk full" failure,
-// 4 for any other, 5 for an exception, 90 if the limit could not be set.
+// 4 for any other, 90 if the limit could not be set (an exception: testing::Process's 126).
 testing::ProcessResult run_in_child(const std::string& yaml, rlim_t file_size_limit) {
   testing::Process child([&] {
     if (file_size_limit > 0) {
