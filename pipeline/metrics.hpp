@@ -146,6 +146,12 @@ class StageMetrics {
   std::atomic<std::uint64_t> packets{0};
   std::atomic<std::uint64_t> busy_ns{0};   // inside process(), minus waits
   std::atomic<std::uint64_t> wait_ns{0};   // blocked on an input, output, pool, socket or the GPU (WaitTimer)
+  // Backpressure: each time the stage found its own pool empty and waited for a chunk to come
+  // back (a source that waits stops reading its socket, so a long wait shows where a loss began).
+  std::atomic<std::uint64_t> pool_waits{0};
+  std::atomic<std::uint64_t> pool_wait_ns{0};
+  std::atomic<std::uint64_t> pool_wait_max_ns{0};
+  void add_pool_wait(std::uint64_t ns) noexcept;
   std::atomic<std::uint64_t> started_ns{0};
   std::atomic<std::uint64_t> stopped_ns{0};
   LatencyHistogram latency;                // chunk creation at the source → done in this stage
@@ -173,6 +179,12 @@ class StageMetrics {
   std::deque<NamedCounter> drops_;     // deque: stable addresses for the hot path
   std::deque<NamedCounter> counters_;
 };
+
+inline void StageMetrics::add_pool_wait(std::uint64_t ns) noexcept {
+  pool_waits.fetch_add(1, std::memory_order_relaxed);
+  pool_wait_ns.fetch_add(ns, std::memory_order_relaxed);
+  if (ns > pool_wait_max_ns.load(std::memory_order_relaxed)) pool_wait_max_ns.store(ns, std::memory_order_relaxed);  // one writer
+}
 
 inline WaitTimer::~WaitTimer() { metrics_.wait_ns.fetch_add(monotonic_ns() - begin_, std::memory_order_relaxed); }
 

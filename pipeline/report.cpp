@@ -114,6 +114,11 @@ std::string summary_table(const Pipeline& pipeline) {
         if (drop.get() != 0) out << fmt::format("{:<10}   drops {:<20} {}\n", "", drop.name, drop.get());
       }
       for (const auto& counter : stage->counters()) out << fmt::format("{:<10}   {:<26} {}\n", "", counter.name, counter.get());
+      if (const std::uint64_t waits = stage->pool_waits.load(std::memory_order_relaxed); waits != 0) {
+        out << fmt::format("{:<10}   {:<26} {} (longest {}, {} in all: downstream held every chunk)\n", "", "pool waits", waits,
+                           latency_text(stage->pool_wait_max_ns.load(std::memory_order_relaxed)),
+                           latency_text(stage->pool_wait_ns.load(std::memory_order_relaxed)));
+      }
       for (const auto& note : stage->notes) out << fmt::format("{:<10}   note: {}\n", "", note);
     }
   }
@@ -161,6 +166,10 @@ nlohmann::json report_json(const Pipeline& pipeline, int exit_code) {
           {"packets", stage->packets.load()},
           {"drops_total", stage->total_drops()},
           {"queue", {{"capacity", stage->queue_capacity.load()}, {"high_water", stage->queue_high_water.load()}}},
+          {"pool_waits",
+           {{"count", stage->pool_waits.load()},
+            {"seconds", static_cast<double>(stage->pool_wait_ns.load()) / 1e9},
+            {"longest_seconds", static_cast<double>(stage->pool_wait_max_ns.load()) / 1e9}}},
           {"latency_ns",
            {{"count", stage->latency.count()},
             {"p50", stage->latency.percentile(0.5)},
@@ -368,6 +377,11 @@ std::string prometheus_text(const Pipeline& pipeline) {
     PrometheusFamily wait(out, "sluice_stage_wait_seconds_total", "counter",
                           "Time blocked on an empty input, a full output or an empty pool.");
     for (const StageMetrics* stage : stages) wait.sample(stage_labels(*stage), static_cast<double>(stage->wait_ns.load(std::memory_order_relaxed)) / 1e9);
+    PrometheusFamily pool_waits(out, "sluice_stage_pool_waits_total", "counter",
+                                "Times the stage found its own pool empty and waited for a chunk (backpressure).");
+    for (const StageMetrics* stage : stages) pool_waits.sample(stage_labels(*stage), stage->pool_waits.load(std::memory_order_relaxed));
+    PrometheusFamily pool_wait(out, "sluice_stage_pool_wait_seconds_total", "counter", "Time spent waiting for the stage's own pool.");
+    for (const StageMetrics* stage : stages) pool_wait.sample(stage_labels(*stage), static_cast<double>(stage->pool_wait_ns.load(std::memory_order_relaxed)) / 1e9);
   }
   std::vector<StageRates> rates;
   for (const StageMetrics* stage : stages) rates.push_back(stage_rates(*stage));

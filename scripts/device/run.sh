@@ -60,9 +60,32 @@ dual_run() {  # dual_run RATE SECONDS: one run of the dual-port pipeline; prints
     --set pipeline.progress_interval=1s --report "$out/$name.json" 2> "$out/$name.log" > /dev/null &
   local pipeline=$!
   sleep 4  # sockets bound, plans made
+  # Where every thread of the pipeline may run (a thread that shares a receive core can stall it).
+  for task in /proc/$pipeline/task/*; do
+    printf '%-16s %s\n' "$(cat "$task/comm")" "$(taskset -pc "${task##*/}" 2> /dev/null | sed 's/.*: //')"
+  done > "$out/$name-threads.txt"
+  grep -E '^cpu(2|8|14|15) ' /proc/stat > "$out/$name-stat-before.txt"
   "$pack/bin/sluice-emulator" "$pack/configs/dual_port.yaml" --set "emulator.rate=$rate" --set emulator.sample_rate=750Msps \
     --set "emulator.duration=${seconds}s" --cpu 14 --cpu 15 -q 2> "$out/$name-emulator.log"
+  grep -E '^cpu(2|8|14|15) ' /proc/stat > "$out/$name-stat-after.txt"
   wait $pipeline || status=1
+  python3 - "$out/$name.json" "$out/$name-stat-before.txt" "$out/$name-stat-after.txt" "$name" <<'PY' >> "$out/dual-detail.txt"
+import json, sys
+# Per stage: pool waits (count, longest ms); per core: the shares of user, system, softirq, idle and steal.
+parts = []
+for lane in json.load(open(sys.argv[1]))["lanes"]:
+    for s in lane["stages"]:
+        waits = s.get("pool_waits", {})
+        if waits.get("count"):
+            parts.append(f'{lane["name"]}.{s["name"]} pool waits {waits["count"]} longest {waits["longest_seconds"] * 1e3:.1f} ms')
+before = {l.split()[0]: list(map(int, l.split()[1:])) for l in open(sys.argv[2])}
+after = {l.split()[0]: list(map(int, l.split()[1:])) for l in open(sys.argv[3])}
+for cpu in before:
+    d = [a - b for a, b in zip(after[cpu], before[cpu])]
+    total = sum(d[:8]) or 1
+    parts.append(f"{cpu} usr {d[0] / total:.2f} sys {d[2] / total:.2f} soft {d[6] / total:.2f} idle {d[3] / total:.2f} steal {d[7] / total:.3f}")
+print(sys.argv[4] + ": " + "; ".join(parts))
+PY
   python3 - "$out/$name.json" "$rate" "$out/$name-emulator.log" <<'PY'
 import json, re, sys
 report = json.load(open(sys.argv[1]))
@@ -206,6 +229,7 @@ PY
       ;;
     dual)
       table="$out/dual-table.txt"
+      df -h /tmp | tail -1 > "$out/dual-detail.txt"
       printf '%-9s%9s %9s %11s %10s %14s %6s %10s\n' receiver rate 'GB/s' sent_pkts lost_pkts lost_samples drops fft_rows \
         > "$table"
       dual_run 3GB/s "${DUAL_SECONDS:-30}" >> "$table"
@@ -238,7 +262,7 @@ PY
           awk -v p="$best_pipeline" -v l="$best_loops" 'BEGIN { printf "ratio pipeline / bare loops: %.2f\n", p / l }'
         fi
       } >> "$table"
-      cat "$table"
+      cat "$out/dual-detail.txt" "$table"
       ;;
     soak)
       # The dual-port pipeline at 2 × 3 GB/s for SOAK_SECONDS (600), every stage's counts printed
@@ -254,13 +278,14 @@ PY
       DUAL_EXTRA="--set template.fft.average=128" dual_run 3GB/s "${SOAK_SECONDS:-600}" >> "$table"
       grep '^Udp:' /proc/net/snmp > "$out/snmp-after.txt"
       cp /proc/net/softnet_stat "$out/softnet-after.txt"
-      cat "$table"
+      cat "$out/dual-detail.txt" "$table"
       python3 - "$out/dual-3GB-${SOAK_SECONDS:-600}s.json" "$out" <<'PY'
 import json, sys
 for lane in json.load(open(sys.argv[1]))["lanes"]:
     for s in lane["stages"]:
         print(f'{lane["name"]:6} {s["name"]:7} in {s["in"]["samples"]:>14} out {s["out"]["samples"]:>14} '
-              f'drops {s.get("drops_total", 0):>6} busy {s["busy_fraction_flowing"]:.3f} ' +
+              f'drops {s.get("drops_total", 0):>6} busy {s["busy_fraction_flowing"]:.3f} '
+              f'pool waits {s["pool_waits"]["count"]} (longest {s["pool_waits"]["longest_seconds"] * 1e3:.1f} ms) ' +
               " ".join(f"{k}={v}" for k, v in s["counters"].items() if v))
 report = json.load(open(sys.argv[1]))
 names = [lane["name"] for lane in report["lanes"]]

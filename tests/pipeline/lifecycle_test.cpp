@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "pipeline/config.hpp"
+#include "pipeline/report.hpp"
 #include "tests/stages/stage_test_util.hpp"
 
 namespace sluice {
@@ -232,6 +233,32 @@ lanes:
   EXPECT_EQ(lanes[0][1]->in.bytes, 2U << 20);
   EXPECT_EQ(lanes[0][0]->total_drops(), 0U);
   EXPECT_GT(lanes[0][0]->wait_ns.load(), 0U);  // the source felt the backpressure
+  // ... at the full queue: 8 chunks, of which the sink, its queue and the push hold at most 4.
+  EXPECT_EQ(lanes[0][0]->pool_waits.load(), 0U);
+}
+
+TEST(Lifecycle, ASourceWhosePoolRunsDryCountsEachWaitAndTheLongest) {
+  // Two chunks, a sink that holds each for 3 ms and a deep queue: the generator waits for its
+  // pool, not its queue, and the report says how often and for how long.
+  auto pipeline = make(R"(pipeline: {chunk: 64KiB, chunks: 2}
+lanes:
+  - name: a
+    stages: [{type: generator, stop_after: 1MiB}, {type: slow, delay: 3ms, queue_depth: 8}]
+)");
+  pipeline->start();
+  pipeline->run();
+  const StageMetrics& source = *pipeline->metrics_by_lane()[0][0];
+  EXPECT_EQ(pipeline->metrics_by_lane()[0][1]->in.bytes, 1U << 20);
+  EXPECT_GE(source.pool_waits.load(), 10U);  // 16 chunks through 2
+  EXPECT_GE(source.pool_wait_max_ns.load(), 1'000'000U);  // a chunk comes back only after the sink's 3 ms
+  EXPECT_GE(source.pool_wait_ns.load(), source.pool_wait_max_ns.load());
+  EXPECT_LE(source.pool_wait_ns.load(), source.wait_ns.load());  // a pool wait is a wait
+
+  const nlohmann::json report = report_json(*pipeline, 0)["lanes"][0]["stages"][0];
+  EXPECT_EQ(report["pool_waits"]["count"], source.pool_waits.load());
+  EXPECT_GE(report["pool_waits"]["longest_seconds"].get<double>(), 1e-3);
+  EXPECT_NE(summary_table(*pipeline).find("pool waits"), std::string::npos) << summary_table(*pipeline);
+  EXPECT_NE(prometheus_text(*pipeline).find("sluice_stage_pool_waits_total{"), std::string::npos);
 }
 
 TEST(Lifecycle, PinningToACpuThisProcessCannotUseFailsAtStart) {
