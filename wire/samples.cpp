@@ -1,7 +1,8 @@
 // Byte-order conversion of sample payloads. copy_swapped loops over 64-bit words with memcpy
 // loads and a shift/mask or __builtin_bswap, which GCC vectorises with the dynamic cost model
 // that wire/CMakeLists.txt turns on for this file (plain -O2 in GCC 12 leaves them scalar).
-// stream_copy, for chunks, is written with SSE2 intrinsics, its stores non-temporal.
+// stream_copy, for chunks, is written with SSE2 intrinsics, its stores non-temporal; where the
+// CPU has AVX-512BW, whole 64-byte lines go out in one streamed store each.
 #include "wire/samples.hpp"
 
 #include <algorithm>
@@ -11,6 +12,10 @@
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
+#endif
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define SLUICE_STREAM_AVX512 1
 #endif
 
 namespace sluice::wire {
@@ -73,17 +78,49 @@ inline void stream_word(const std::byte* in, std::byte* out) noexcept {
   _mm_stream_si32(reinterpret_cast<int*>(out), static_cast<int>(word));
 }
 
+#if defined(SLUICE_STREAM_AVX512)
+// Whole 64-byte lines, `out` 64-byte aligned: one unaligned load, one in-lane byte shuffle and
+// one streamed store (vmovntdq zmm) per line. Returns the bytes done.
 template <Lanes L>
-void stream_lanes(const std::byte* in, std::byte* out, std::size_t bytes) noexcept {
+__attribute__((target("avx512f,avx512bw"))) std::size_t stream_lines_avx512(const std::byte* in, std::byte* out,
+                                                                             std::size_t bytes) noexcept {
+  // Byte order within each 16-byte lane, as 32-bit words from the lowest: [1 0 3 2 ...] swaps
+  // 16-bit components, [3 2 1 0 ...] 32-bit ones.
+  const __m512i order = L == Lanes::bits16 ? _mm512_set4_epi32(0x0E0F0C0D, 0x0A0B0809, 0x06070405, 0x02030001)
+                                           : _mm512_set4_epi32(0x0C0D0E0F, 0x08090A0B, 0x04050607, 0x00010203);
+  std::size_t i = 0;
+  for (; i + 64 <= bytes; i += 64) {
+    __m512i v = _mm512_loadu_si512(in + i);
+    if constexpr (L != Lanes::none) v = _mm512_shuffle_epi8(v, order);
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(out + i), v);
+  }
+  return i;
+}
+
+bool cpu_has_avx512bw() noexcept {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+}
+#endif
+
+template <Lanes L>
+void stream_lanes(const std::byte* in, std::byte* out, std::size_t bytes, [[maybe_unused]] StreamWidth width) noexcept {
   // Every store is non-temporal: 4-byte ones up to the first 16-byte boundary of `out` and after
-  // the last, 16-byte ones between. (Ordinary stores into the same lines as streamed ones made the
-  // copy slower: a cached line must be evicted before a streamed store to it.) `out` and `bytes`
-  // are whole numbers of samples into a chunk, so 4-byte aligned; only ci8 (2-byte samples) can
-  // leave a 2-byte rest, copied plainly.
+  // the last, 16-byte ones between (64-byte ones from the first 64-byte boundary on, with
+  // AVX-512). (Ordinary stores into the same lines as streamed ones made the copy slower: a cached
+  // line must be evicted before a streamed store to it.) `out` and `bytes` are whole numbers of
+  // samples into a chunk, so 4-byte aligned; only ci8 (2-byte samples) can leave a 2-byte rest,
+  // copied plainly.
   const auto aligned = [out](std::size_t at, std::uintptr_t mask) { return (reinterpret_cast<std::uintptr_t>(out + at) & mask) == 0; };
   std::size_t i = 0;
   if (aligned(0, 3)) {
     for (; i + 4 <= bytes && !aligned(i, 15); i += 4) stream_word<L>(in + i, out + i);
+#if defined(SLUICE_STREAM_AVX512)
+    if (width == StreamWidth::avx512) {
+      for (; i + 16 <= bytes && !aligned(i, 63); i += 16) _mm_stream_si128(reinterpret_cast<__m128i*>(out + i), swapped_at<L>(in + i));
+      if (aligned(i, 63)) i += stream_lines_avx512<L>(in + i, out + i, bytes - i);
+    }
+#endif
     for (; i + 64 <= bytes; i += 64) {  // aligned to 16 here, or too short to enter
       const __m128i a = swapped_at<L>(in + i);
       const __m128i b = swapped_at<L>(in + i + 16);
@@ -115,10 +152,24 @@ struct Swap32 {
 
 }  // namespace
 
+StreamWidth stream_width() noexcept {
+#if defined(SLUICE_STREAM_AVX512) && defined(__SSE2__)
+  static const StreamWidth widest = cpu_has_avx512bw() ? StreamWidth::avx512 : StreamWidth::sse2;
+  return widest;
+#else
+  return StreamWidth::sse2;
+#endif
+}
+
 void stream_copy(SampleFormat format, bool swap, const std::byte* in, std::byte* out, std::size_t bytes) noexcept {
+  stream_copy(format, swap, in, out, bytes, stream_width());
+}
+
+void stream_copy(SampleFormat format, bool swap, const std::byte* in, std::byte* out, std::size_t bytes,
+                 [[maybe_unused]] StreamWidth width) noexcept {
   if (!swap || format == SampleFormat::ci8) {
 #if defined(__SSE2__)
-    stream_lanes<Lanes::none>(in, out, bytes);
+    stream_lanes<Lanes::none>(in, out, bytes, width);
 #else
     std::memcpy(out, in, bytes);
 #endif
@@ -127,9 +178,9 @@ void stream_copy(SampleFormat format, bool swap, const std::byte* in, std::byte*
 #if defined(__SSE2__)
   switch (format) {
     case SampleFormat::ci8: return;  // handled above
-    case SampleFormat::ci16: stream_lanes<Lanes::bits16>(in, out, bytes); return;
+    case SampleFormat::ci16: stream_lanes<Lanes::bits16>(in, out, bytes, width); return;
     case SampleFormat::cf32:
-    case SampleFormat::rf32: stream_lanes<Lanes::bits32>(in, out, bytes); return;
+    case SampleFormat::rf32: stream_lanes<Lanes::bits32>(in, out, bytes, width); return;
   }
 #else
   copy_swapped(format, in, out, bytes);

@@ -21,6 +21,13 @@ void copy_swapped(SampleFormat format, const std::byte* in, std::byte* out, std:
 // another thread may read `out` (before the chunk is emitted).
 void stream_copy(SampleFormat format, bool swap, const std::byte* in, std::byte* out, std::size_t bytes) noexcept;
 
+// The widest streamed store stream_copy uses: 16 bytes (SSE2), or a whole 64-byte line where the
+// CPU has AVX-512BW (checked once at run time).
+enum class StreamWidth { sse2, avx512 };
+[[nodiscard]] StreamWidth stream_width() noexcept;
+// stream_copy with a given width, for its test and benchmark: `width` must not exceed stream_width().
+void stream_copy(SampleFormat format, bool swap, const std::byte* in, std::byte* out, std::size_t bytes, StreamWidth width) noexcept;
+
 // Orders every stream_copy store before the stores that follow (publishing the chunk).
 void stream_fence() noexcept;
 

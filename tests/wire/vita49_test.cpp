@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -174,34 +175,40 @@ TEST(Samples, SwapTurnsBigEndianComponentsIntoLittleEndian) {
 
 TEST(Samples, StreamedCopyWritesWhatTheSwapWritesAtEveryAlignmentAndLength) {
   // The socket stages' copy into chunks: 16-byte non-temporal stores from the first 16-byte
-  // boundary on, 4-byte streamed ones before it and after the last whole 16 bytes. Every
-  // destination offset (a whole number of samples, at most 4 bytes apart) and every length up to
-  // a few vectors, for each format swapped and not: the bytes written equal copy_swapped's (or
-  // memcpy's), and not one byte outside [out, out + bytes) changes.
+  // boundary on (64-byte ones from the first 64-byte boundary, with AVX-512), 4-byte streamed
+  // ones before and after. Each width this CPU has, every destination offset (a whole number of
+  // samples, at most 4 bytes apart) within a line and every length up to a few lines, for each
+  // format swapped and not: the bytes written equal copy_swapped's (or memcpy's), and not one
+  // byte outside [out, out + bytes) changes.
   std::vector<std::byte> wire_bytes(512);
   for (std::size_t i = 0; i < wire_bytes.size(); ++i) wire_bytes[i] = static_cast<std::byte>((i * 37 + 11) & 0xFF);
-  for (const SampleFormat format : {SampleFormat::ci8, SampleFormat::ci16, SampleFormat::cf32, SampleFormat::rf32}) {
-    const std::size_t sample = bytes_per_sample(format);
-    for (const bool swap : {true, false}) {
-      for (std::size_t offset = 0; offset < 32; offset += std::min<std::size_t>(sample, 4)) {
-        for (std::size_t length = 0; length <= 200; length += sample) {
-          alignas(64) std::array<std::byte, 320> streamed{};
-          alignas(64) std::array<std::byte, 320> expected{};
-          streamed.fill(std::byte{0xA5});
-          expected.fill(std::byte{0xA5});
-          wire::stream_copy(format, swap, wire_bytes.data() + 3, streamed.data() + offset, length);
-          wire::stream_fence();
-          if (swap) {
-            wire::copy_swapped(format, wire_bytes.data() + 3, expected.data() + offset, length);
-          } else {
-            std::memcpy(expected.data() + offset, wire_bytes.data() + 3, length);
+  std::vector<wire::StreamWidth> widths{wire::StreamWidth::sse2};
+  if (wire::stream_width() == wire::StreamWidth::avx512) widths.push_back(wire::StreamWidth::avx512);
+  for (const wire::StreamWidth width : widths) {
+    for (const SampleFormat format : {SampleFormat::ci8, SampleFormat::ci16, SampleFormat::cf32, SampleFormat::rf32}) {
+      const std::size_t sample = bytes_per_sample(format);
+      for (const bool swap : {true, false}) {
+        for (std::size_t offset = 0; offset < 68; offset += std::min<std::size_t>(sample, 4)) {
+          for (std::size_t length = 0; length <= 328; length += sample) {
+            alignas(64) std::array<std::byte, 448> streamed{};
+            alignas(64) std::array<std::byte, 448> expected{};
+            streamed.fill(std::byte{0xA5});
+            expected.fill(std::byte{0xA5});
+            wire::stream_copy(format, swap, wire_bytes.data() + 3, streamed.data() + offset, length, width);
+            wire::stream_fence();
+            if (swap) {
+              wire::copy_swapped(format, wire_bytes.data() + 3, expected.data() + offset, length);
+            } else {
+              std::memcpy(expected.data() + offset, wire_bytes.data() + 3, length);
+            }
+            ASSERT_EQ(streamed, expected) << to_string(format) << (swap ? " swapped" : " plain") << ", offset " << offset << ", "
+                                          << length << " bytes, " << (width == wire::StreamWidth::avx512 ? "AVX-512" : "SSE2");
           }
-          ASSERT_EQ(streamed, expected) << to_string(format) << (swap ? " swapped" : " plain") << ", offset " << offset
-                                        << ", " << length << " bytes";
         }
       }
     }
   }
+  std::printf("stream_copy on this CPU: %s\n", wire::stream_width() == wire::StreamWidth::avx512 ? "64-byte AVX-512 stores" : "16-byte SSE2 stores");
 }
 
 }  // namespace
