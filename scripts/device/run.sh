@@ -17,7 +17,7 @@
 #                                every thread pinned) at 2 × 3 GB/s for DUAL_SECONDS (30); then, rate by rate
 #                                (DUAL_RATES, 10 s each), that pipeline and two bare receive loops on the same
 #                                cores (udp_receive_loops), until each loses; prints both highest lossless rates
-#                                and their ratio last
+#                                and their ratio last (DUAL_BEFORE=path/to/other/sluice: that build too, labelled before)
 #   bash .device/run.sh soak     the same at 2 × 3 GB/s for SOAK_SECONDS (600), every stage's counts printed,
 #                                with the kernel's UDP and softnet drop counters before and after
 #   bash .device/run.sh soak-start   the soak in a session of its own, detached from this command (one
@@ -40,8 +40,10 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.max,pcie.l
 nproc | tee -a "$out/gpu.txt"
 status=0
 
-dual_run() {  # dual_run RATE SECONDS: one run of the dual-port pipeline; prints "rate lost drops rows"
-  local rate=$1 seconds=$2 name="dual-${1%%/*}-$2s"
+dual_run() {  # dual_run RATE SECONDS [SLUICE LABEL]: one run of the dual-port pipeline (by another build of
+  # sluice, LABEL, where given); prints the table's row
+  local rate=$1 seconds=$2 sluice=${3:-$pack/bin/sluice} label=${4:-pipeline}
+  local name="dual-${1%%/*}-$2s${3:+-$label}"
   # Spectra are recorded at 2 × 187.5 MB/s at 2 × 3 GB/s: the device's 64 GiB disk holds about two
   # minutes of them, so every run starts from an empty capture directory (a longer soak needs a bigger disk).
   rm -rf /tmp/sluice-dual-port
@@ -56,7 +58,7 @@ dual_run() {  # dual_run RATE SECONDS: one run of the dual-port pipeline; prints
               --set template.fft.chunk=4MiB --set template.record.preallocate=1GiB)
   # shellcheck disable=SC2206  # DUAL_EXTRA: more --set arguments, split on spaces
   local extra=(${DUAL_EXTRA:-})
-  "$pack/bin/sluice" run "$pack/configs/dual_port.yaml" "${load[@]}" "${pins[@]}" "${extra[@]}" --duration "$((seconds + 6))s" \
+  "$sluice" run "$pack/configs/dual_port.yaml" "${load[@]}" "${pins[@]}" "${extra[@]}" --duration "$((seconds + 6))s" \
     --set pipeline.progress_interval=1s --report "$out/$name.json" 2> "$out/$name.log" > /dev/null &
   local pipeline=$!
   sleep 4  # sockets bound, plans made
@@ -86,7 +88,7 @@ for cpu in before:
     parts.append(f"{cpu} usr {d[0] / total:.2f} sys {d[2] / total:.2f} soft {d[6] / total:.2f} idle {d[3] / total:.2f} steal {d[7] / total:.3f}")
 print(sys.argv[4] + ": " + "; ".join(parts))
 PY
-  python3 - "$out/$name.json" "$rate" "$out/$name-emulator.log" <<'PY'
+  python3 - "$out/$name.json" "$rate" "$out/$name-emulator.log" "$label" <<'PY'
 import json, re, sys
 report = json.load(open(sys.argv[1]))
 sent = re.search(r"sent ([0-9]+) packets .* Mpkt/s, ([0-9.]+) ([GM]B/s)", open(sys.argv[3]).read())
@@ -98,7 +100,7 @@ for lane in report["lanes"]:
     drops += sum(stage.get("drops_total", 0) for stage in stages)
     rows += next((s["counters"].get("rows", 0) for s in stages if s["name"] == "fft"), 0)
 gbps = float(sent.group(2)) / (1000 if sent and sent.group(3) == "MB/s" else 1) if sent else 0
-print(f"{'pipeline':<9}{sys.argv[2]:>9} {gbps:9.2f} {sent.group(1) if sent else '?':>11} "
+print(f"{sys.argv[4]:<9}{sys.argv[2]:>9} {gbps:9.2f} {sent.group(1) if sent else '?':>11} "
       f"{lost_packets:>10} {lost:>14} {drops:>6} {rows:>10}")
 PY
 }
@@ -236,12 +238,19 @@ PY
       # Rate by rate (GB/s per port), the bare loops and the pipeline alternate, same emulator and
       # cores, 10 s each, until each has lost a packet or the emulator falls short of the rate asked
       # (it sends from cores 14 and 15: sender-bound). Lossless means 0 lost packets and 0 drops.
-      best_pipeline=none best_loops=none pipeline_done=0 loops_done=0
+      # DUAL_BEFORE: another build of sluice (an A/B of a change), run after the pipeline at each
+      # rate, labelled "before".
+      best_pipeline=none best_loops=none best_before=none pipeline_done=0 loops_done=0 before_done=0
+      receivers="loops pipeline${DUAL_BEFORE:+ before}"
       for rate in ${DUAL_RATES:-3.25 3.5 3.75 4 4.25 4.5 5 5.5 6}; do
-        for receiver in loops pipeline; do
+        for receiver in $receivers; do
           done_var=${receiver}_done
           [ "${!done_var}" = 0 ] || continue
-          if [ $receiver = loops ]; then row=$(bare_run "${rate}GB/s" 10); else row=$(dual_run "${rate}GB/s" 10); fi
+          case $receiver in
+            loops) row=$(bare_run "${rate}GB/s" 10) ;;
+            pipeline) row=$(dual_run "${rate}GB/s" 10) ;;
+            before) row=$(dual_run "${rate}GB/s" 10 "$DUAL_BEFORE" before) ;;
+          esac
           echo "$row" >> "$table"
           # columns: receiver rate GB/s sent_pkts lost_pkts lost_samples drops fft_rows (the GB/s sent is both ports')
           verdict=$(echo "$row" | awk -v want="$rate" '{ drops = ($7 == "-") ? 0 : $7 }
@@ -252,12 +261,12 @@ PY
             *) printf -v "$done_var" 1 ;;
           esac
         done
-        [ "$pipeline_done$loops_done" = 11 ] && break
+        [ "$pipeline_done$loops_done" = 11 ] && { [ -z "${DUAL_BEFORE:-}" ] || [ "$before_done" = 1 ]; } && break
       done
       dual_run 0 5 >> "$table"  # unpaced: what the two emulator threads offer
       grep -h -E 'note|cuFFT|FFTW' "$out"/dual-*.log | sort -u | head -4
       {
-        echo "highest lossless paced rate per port, 10 s runs: pipeline $best_pipeline GB/s, bare loops $best_loops GB/s"
+        echo "highest lossless paced rate per port, 10 s runs: pipeline $best_pipeline GB/s, bare loops $best_loops GB/s${DUAL_BEFORE:+, before $best_before GB/s}"
         if [[ $best_pipeline != none && $best_loops != none ]]; then
           awk -v p="$best_pipeline" -v l="$best_loops" 'BEGIN { printf "ratio pipeline / bare loops: %.2f\n", p / l }'
         fi
