@@ -40,6 +40,28 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.max,pcie.l
 nproc | tee -a "$out/gpu.txt"
 status=0
 
+detail_line() {  # detail_line NAME [REPORT]: one line into dual-detail.txt from NAME's /proc/stat snapshots
+  python3 - "$out/$1-stat-before.txt" "$out/$1-stat-after.txt" "$1" "${2:-}" <<'PY' >> "$out/dual-detail.txt"
+import json, sys
+# Per core: the shares of user, system, softirq, idle and steal time; per stage of a pipeline's
+# report: its pool waits (count, longest).
+parts = []
+if sys.argv[4]:
+    for lane in json.load(open(sys.argv[4]))["lanes"]:
+        for s in lane["stages"]:
+            waits = s.get("pool_waits", {})
+            if waits.get("count"):
+                parts.append(f'{lane["name"]}.{s["name"]} pool waits {waits["count"]} longest {waits["longest_seconds"] * 1e3:.1f} ms')
+before = {l.split()[0]: list(map(int, l.split()[1:])) for l in open(sys.argv[1])}
+after = {l.split()[0]: list(map(int, l.split()[1:])) for l in open(sys.argv[2])}
+for cpu in before:
+    d = [a - b for a, b in zip(after[cpu], before[cpu])]
+    total = sum(d[:8]) or 1
+    parts.append(f"{cpu} usr {d[0] / total:.2f} sys {d[2] / total:.2f} soft {d[6] / total:.2f} idle {d[3] / total:.2f} steal {d[7] / total:.3f}")
+print(sys.argv[3] + ": " + "; ".join(parts))
+PY
+}
+
 dual_run() {  # dual_run RATE SECONDS [SLUICE LABEL]: one run of the dual-port pipeline (by another build of
   # sluice, LABEL, where given); prints the table's row
   local rate=$1 seconds=$2 sluice=${3:-$pack/bin/sluice} label=${4:-pipeline}
@@ -71,23 +93,7 @@ dual_run() {  # dual_run RATE SECONDS [SLUICE LABEL]: one run of the dual-port p
     --set "emulator.duration=${seconds}s" --cpu 14 --cpu 15 -q 2> "$out/$name-emulator.log"
   grep -E '^cpu(2|8|14|15) ' /proc/stat > "$out/$name-stat-after.txt"
   wait $pipeline || status=1
-  python3 - "$out/$name.json" "$out/$name-stat-before.txt" "$out/$name-stat-after.txt" "$name" <<'PY' >> "$out/dual-detail.txt"
-import json, sys
-# Per stage: pool waits (count, longest ms); per core: the shares of user, system, softirq, idle and steal.
-parts = []
-for lane in json.load(open(sys.argv[1]))["lanes"]:
-    for s in lane["stages"]:
-        waits = s.get("pool_waits", {})
-        if waits.get("count"):
-            parts.append(f'{lane["name"]}.{s["name"]} pool waits {waits["count"]} longest {waits["longest_seconds"] * 1e3:.1f} ms')
-before = {l.split()[0]: list(map(int, l.split()[1:])) for l in open(sys.argv[2])}
-after = {l.split()[0]: list(map(int, l.split()[1:])) for l in open(sys.argv[3])}
-for cpu in before:
-    d = [a - b for a, b in zip(after[cpu], before[cpu])]
-    total = sum(d[:8]) or 1
-    parts.append(f"{cpu} usr {d[0] / total:.2f} sys {d[2] / total:.2f} soft {d[6] / total:.2f} idle {d[3] / total:.2f} steal {d[7] / total:.3f}")
-print(sys.argv[4] + ": " + "; ".join(parts))
-PY
+  detail_line "$name" "$out/$name.json"
   python3 - "$out/$name.json" "$rate" "$out/$name-emulator.log" "$label" <<'PY'
 import json, re, sys
 report = json.load(open(sys.argv[1]))
@@ -111,9 +117,12 @@ bare_run() {  # bare_run RATE SECONDS: two bare receive loops on the udp stages'
     --seconds "$((seconds + 20))" --idle 1 > "$out/$name.json" 2> "$out/$name.log" &
   local loops=$!
   sleep 1
+  grep -E '^cpu(2|8|14|15) ' /proc/stat > "$out/$name-stat-before.txt"
   "$pack/bin/sluice-emulator" "$pack/configs/dual_port.yaml" --set "emulator.rate=$rate" --set emulator.sample_rate=750Msps \
     --set "emulator.duration=${seconds}s" --cpu 14 --cpu 15 -q 2> "$out/$name-emulator.log"
+  grep -E '^cpu(2|8|14|15) ' /proc/stat > "$out/$name-stat-after.txt"
   wait $loops || status=1
+  detail_line "$name"
   python3 - "$out/$name.json" "$rate" "$out/$name-emulator.log" <<'PY'
 import json, re, sys
 received = json.load(open(sys.argv[1]))["packets"]
