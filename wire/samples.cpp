@@ -13,9 +13,9 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(__SSE2__) && defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-#define SLUICE_STREAM_AVX512 1
+#define SLUICE_STREAM_AVX512 1  // compiled for AVX-512BW beside SSE2, chosen at run time
 #endif
 
 namespace sluice::wire {
@@ -153,7 +153,7 @@ struct Swap32 {
 }  // namespace
 
 StreamWidth stream_width() noexcept {
-#if defined(SLUICE_STREAM_AVX512) && defined(__SSE2__)
+#if defined(SLUICE_STREAM_AVX512)
   static const StreamWidth widest = cpu_has_avx512bw() ? StreamWidth::avx512 : StreamWidth::sse2;
   return widest;
 #else
