@@ -16,8 +16,9 @@
 #   bash .device/run.sh dual     configs/dual_port.yaml (2 emulator streams → udp → link → cuFFT → record → null,
 #                                every thread pinned) at 2 × 3 GB/s for DUAL_SECONDS (30); then, rate by rate
 #                                (DUAL_RATES, 10 s each), that pipeline and two bare receive loops on the same
-#                                cores (udp_receive_loops), until each loses; prints both highest lossless rates
-#                                and their ratio last (DUAL_BEFORE=path/to/other/sluice: that build too, labelled before)
+#                                cores (udp_receive_loops), until each loses; prints both highest lossless rates,
+#                                their ratio and, at each rate both ran, their receive cores' busy shares last
+#                                (DUAL_BEFORE=path/to/other/sluice: that build too, labelled before)
 #   bash .device/run.sh soak     the same at 2 × 3 GB/s for SOAK_SECONDS (600), every stage's counts printed,
 #                                with the kernel's UDP and softnet drop counters before and after
 #   bash .device/run.sh soak-start   the soak in a session of its own, detached from this command (one
