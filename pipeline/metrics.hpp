@@ -120,16 +120,20 @@ struct FlowCounters {
 class StageMetrics;
 
 // Counts the time from its construction to the end of its scope as the stage's wait: blocked
-// on a queue, a pool, a socket or the GPU, time its busy share must not include.
+// on a queue, a pool, a socket or the GPU, time its busy share must not include. A wait for the
+// stage's own pool (Kind::pool) is also counted among its pool waits.
 class WaitTimer {
  public:
-  explicit WaitTimer(StageMetrics& metrics) noexcept : metrics_(metrics), begin_(monotonic_ns()) {}
+  enum class Kind { other, pool };
+  explicit WaitTimer(StageMetrics& metrics, Kind kind = Kind::other) noexcept
+      : metrics_(metrics), kind_(kind), begin_(monotonic_ns()) {}
   WaitTimer(const WaitTimer&) = delete;
   WaitTimer& operator=(const WaitTimer&) = delete;
   ~WaitTimer();
 
  private:
   StageMetrics& metrics_;
+  Kind kind_;
   std::uint64_t begin_;
 };
 
@@ -186,6 +190,10 @@ inline void StageMetrics::add_pool_wait(std::uint64_t ns) noexcept {
   if (ns > pool_wait_max_ns.load(std::memory_order_relaxed)) pool_wait_max_ns.store(ns, std::memory_order_relaxed);  // one writer
 }
 
-inline WaitTimer::~WaitTimer() { metrics_.wait_ns.fetch_add(monotonic_ns() - begin_, std::memory_order_relaxed); }
+inline WaitTimer::~WaitTimer() {
+  const std::uint64_t waited = monotonic_ns() - begin_;
+  metrics_.wait_ns.fetch_add(waited, std::memory_order_relaxed);
+  if (kind_ == Kind::pool) metrics_.add_pool_wait(waited);
+}
 
 }  // namespace sluice

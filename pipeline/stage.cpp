@@ -167,11 +167,8 @@ Pool& StageContext::create_pool(const std::string& name, PoolSpec spec) {
 ChunkPtr StageContext::acquire(Pool& pool, std::chrono::microseconds timeout) noexcept {
   ChunkPtr chunk = pool.try_acquire();
   if (!chunk && timeout.count() > 0) {
-    const std::uint64_t begin = monotonic_ns();
+    const WaitTimer waiting(*metrics_, WaitTimer::Kind::pool);
     chunk = pool.acquire(timeout);
-    const std::uint64_t waited = monotonic_ns() - begin;
-    metrics_->wait_ns.fetch_add(waited, std::memory_order_relaxed);  // a wait, like WaitTimer's
-    metrics_->add_pool_wait(waited);
   }
   if (chunk) chunk->lane = lane_index();
   return chunk;
