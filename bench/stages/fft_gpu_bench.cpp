@@ -8,8 +8,8 @@
 //     against cudaMemcpyAsync device-to-device of the same input bytes. Counter `ratio`. Argument: fusion, as above.
 // Stage rates are input bytes over the time data flowed (first chunk in to last rows out), bare
 // loops' over their wall time; 64 GiB per measurement.
-//   BM_FusedComplexKernelVsC2C: either complex kernel alone against cufftExecC2C, same buffers,
-//     bare or followed by the backend's fence-word write.
+//   BM_FusedComplexKernelVsC2C: the complex kernel alone against cufftExecC2C, same buffers, with no
+//     fence, a stream write of the fence word after each kernel, or the fence each next kernel writes.
 //   BM_HostCallCost: the host's nanoseconds per CUDA call of the stage's per-chunk path.
 // Without a CUDA device it reports an error and measures nothing.
 // SLUICE_BENCH_FFT_OUT_CHUNKS=N sizes the fft stage's output pool (default 32); SLUICE_BENCH_BUSY=1
@@ -257,7 +257,7 @@ void BM_FusedKernelVsCopy(benchmark::State& state) {
   state.counters["d2d_copy_GBps"] = copy / 1e9;
   state.counters["ratio"] = fused / copy;
 }
-// Argument: frames of a row each warp sums before its one add to the ring (the stage uses 4).
+// Argument: frames of a row each warp sums before its one add to the ring (the stage uses 8, the default).
 BENCHMARK(BM_FusedKernelVsCopy)->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // A mapped pinned host word that a stream writes with cuStreamWriteValue64, as the cuFFT
@@ -296,12 +296,10 @@ class FenceWord {
 // Input bytes/s of the fused complex kernel alone (cf32 → 1024-point FFT → scaled, fftshifted rows,
 // window none), over kBuffers chunk-sized buffers on one stream: what the fused complex stage could
 // reach without the runtime around it, next to bare_c2c_rate over the same bytes.
-// fence: 0 none, 1 cuStreamWriteValue64 of a fence word after each kernel, 2 the kernel writes it
-// itself (fft_kernels::Signal, as the stage does).
-double bare_fused_complex_rate(std::size_t chunk_bytes, std::uint64_t chunks, fft_kernels::ComplexKernel kernel, int fence) {
+// fence: 0 none, 1 cuStreamWriteValue64 of a fence word after each kernel, 2 each kernel writes the
+// previous one's fence when it starts (fft_kernels::Signal, as the stage does).
+double bare_fused_complex_rate(std::size_t chunk_bytes, std::uint64_t chunks, int fence) {
   const FenceWord word;
-  MemoryRegion blocks_done(MemoryKind::device, sizeof(unsigned));
-  check(cudaMemset(blocks_done.data(), 0, sizeof(unsigned)), "cudaMemset");
   const auto frames = static_cast<unsigned>(chunk_bytes / 8 / fft_kernels::kFusedSize);
   cudaStream_t stream = nullptr;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
@@ -320,9 +318,9 @@ double bare_fused_complex_rate(std::size_t chunk_bytes, std::uint64_t chunks, ff
     args.window = reinterpret_cast<const float*>(window.data());
     args.frames = frames;
     fft_kernels::Signal signal{};
-    if (fence == 2) signal = {reinterpret_cast<unsigned*>(blocks_done.data()), word.device_pointer(), i + 1};
+    if (fence == 2 && i > 0) signal = {word.device_pointer(), i};
     check(fft_kernels::fused_complex(args, 0, frames, 1.0F / 1024.0F, reinterpret_cast<float2*>(out[i % kBuffers].data()), stream,
-                                     kernel, signal),
+                                     signal),
           "fused complex kernel");
     if (fence == 1) word.write(stream, i + 1);
   });
@@ -338,17 +336,16 @@ void BM_FusedComplexKernelVsC2C(benchmark::State& state) {
   double bare = 0;
   for (auto _ : state) {
     bare = bare_c2c_rate(chunk_bytes, chunks);
-    fused = bare_fused_complex_rate(chunk_bytes, chunks, static_cast<fft_kernels::ComplexKernel>(state.range(1)),
-                                    static_cast<int>(state.range(2)));
+    fused = bare_fused_complex_rate(chunk_bytes, chunks, static_cast<int>(state.range(1)));
   }
   state.counters["fused_kernel_GBps"] = fused / 1e9;
   state.counters["bare_c2c_GBps"] = bare / 1e9;
   state.counters["ratio"] = fused / bare;
 }
-// Second argument: 1 one warp per frame, 2 one block per frame (fft_kernels::ComplexKernel).
-// Third: the fence after each kernel: 0 none, 1 cuStreamWriteValue64, 2 written by the kernel itself.
+// Second argument: the fence for each kernel: 0 none, 1 cuStreamWriteValue64 after it, 2 written by
+// the next kernel when it starts.
 BENCHMARK(BM_FusedComplexKernelVsC2C)
-    ->ArgsProduct({{1, 4, 8, 16, 64, 256}, {1, 2}, {0, 1, 2}})
+    ->ArgsProduct({{1, 4, 8, 16, 64, 256}, {0, 1, 2}})
     ->Iterations(1)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);

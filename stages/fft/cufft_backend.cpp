@@ -18,9 +18,10 @@
 // not a driver call (cudaEventQuery costs about 1.5 µs on the H100 host, and the stage asks
 // several times a chunk), and wait() spins on the word. Where the driver has no stream memory
 // operations, each fence is a CUDA event instead. A fence with no work enqueued since the last
-// is the last one again, with no stream operation, and the fused complex kernels write their
-// fence into the word themselves (the last block to finish), so a complex chunk costs the
-// stream one kernel and nothing else. Every CUDA and cuFFT return code is
+// is the last one again, with no stream operation. A fused complex chunk's fence is written by the
+// next chunk's kernel when it starts (the kernels before it have ended then), so a complex chunk
+// costs the stream one kernel and nothing else; when the stage waits for a fence that no kernel
+// enqueued yet will write, the stream writes it (wait()). Every CUDA and cuFFT return code is
 // checked where it is called and the last error after each launch; the first failure is kept for
 // error(), and later calls become no-ops.
 #include <cuda.h>
@@ -129,10 +130,6 @@ class CufftBackend final : public FftBackend {
       check("fused FFT twiddles", fft_kernels::prepare_fused());
       if (output_ == FftOutput::complex) {
         fusion_note_ = "fused: conversion, window, 1024-point FFT, scale and fftshift in one pass from input to output rows";
-        if (write_value_ != nullptr) {  // the complex kernels write their own fences into the word
-          blocks_done_memory_ = MemoryRegion(MemoryKind::device, sizeof(unsigned), device_);
-          check("cudaMemset(blocks done)", cudaMemset(blocks_done_memory_.data(), 0, sizeof(unsigned)));
-        }
         return;  // no ring, no cuFFT plan
       }
       // Rows one batch can touch: every finished row of a full batch, plus the unfinished one.
@@ -269,21 +266,21 @@ class CufftBackend final : public FftBackend {
                  std::to_string(complex_input_.frames);
         return;
       }
-      // The kernel writes the next fence itself (no stream operation for it, host or GPU side:
-      // measured, a cuStreamWriteValue64 after each kernel cost ~1.1 µs of host time and ~2 µs
-      // of the stream's, 4 MiB chunks went 428 → 360 GB/s).
+      // No stream operation for the fence (measured, a cuStreamWriteValue64 after each kernel cost
+      // ~1.1 µs of host time and ~2 µs of the stream's: 4 MiB chunks went 428 → 360 GB/s), and
+      // none in the kernel's own end (a fence and a counter in every block: 20% of a 4 MiB
+      // chunk). The kernel writes the fence owed for the work before it when it starts; its own
+      // is owed until the next kernel, or wait(), writes it.
       fft_kernels::Signal signal{};
-      if (blocks_done_memory_.size() > 0) {
-        signal.blocks_done = reinterpret_cast<unsigned*>(blocks_done_memory_.data());
+      if (write_value_ != nullptr && owed_ != 0) {
         signal.word = reinterpret_cast<unsigned long long*>(fence_word_device_);
-        signal.value = fences_ + 1;
+        signal.value = owed_;
       }
-      enqueued("fused kernel launch", fft_kernels::fused_complex(complex_input_, static_cast<unsigned>(first),
-                                                                 static_cast<unsigned>(count), amplitude_scale_,
-                                                                 reinterpret_cast<float2*>(rows), stream_,
-                                                                 fft_kernels::ComplexKernel::automatic, signal));
-      if (signal.word != nullptr) {
-        fences_ = signal.value;  // taken now: a later fold before the next fence writes a later one
+      const bool launched = enqueued("fused kernel launch",
+                                     fft_kernels::fused_complex(complex_input_, static_cast<unsigned>(first), static_cast<unsigned>(count),
+                                                                amplitude_scale_, reinterpret_cast<float2*>(rows), stream_, signal));
+      if (launched && write_value_ != nullptr) {
+        owed_ = ++fences_;  // taken now: a later fold before the next fence owes a later one
         signaled_ = true;
       }
       return;
@@ -334,18 +331,15 @@ class CufftBackend final : public FftBackend {
     // operation (about as much host time as a kernel launch).
     if (!enqueued_) return fences_;
     enqueued_ = false;
-    if (signaled_) {  // the last work enqueued was a kernel that writes fence fences_ itself
+    if (signaled_) {  // the last work enqueued was a complex kernel: its fence is fences_, owed
       signaled_ = false;
       return fences_;
     }
     const std::uint64_t fence = ++fences_;
     if (write_value_ == nullptr) {
       ok("cudaEventRecord", cudaEventRecord(events_[fence % kEvents], stream_));
-    } else if (error_.empty()) {
-      if (const CUresult result = write_value_(stream_, fence_word_device_, fence, CU_STREAM_WRITE_VALUE_DEFAULT);
-          result != CUDA_SUCCESS) {
-        error_ = "cuStreamWriteValue64(fence) failed with CUresult " + std::to_string(static_cast<int>(result));
-      }
+    } else {
+      write_fence(fence);
     }
     return fence;
   }
@@ -370,7 +364,9 @@ class CufftBackend final : public FftBackend {
       return;
     }
     // No event stands for the fence: spin on the word, as cudaEventSynchronize spins on an event.
+    // A fence still owed (no kernel enqueued after it would write it) is written by the stream now.
     // A stream that failed never writes it, so every 4096 polls the stream is asked.
+    if (owed_ != 0 && fence >= owed_) write_fence(owed_);
     for (unsigned polls = 1;; ++polls) {
       if (reached(fence)) return;
       if (polls % 4096 != 0) {
@@ -462,6 +458,16 @@ class CufftBackend final : public FftBackend {
     enqueued("fused kernel launch", fft_kernels::fused_power(args, stream_));
   }
 
+  // The stream writes `fence` into the word after everything enqueued so far; that pays any fence owed.
+  void write_fence(std::uint64_t fence) noexcept {
+    if (!error_.empty()) return;
+    owed_ = 0;
+    if (const CUresult result = write_value_(stream_, fence_word_device_, fence, CU_STREAM_WRITE_VALUE_DEFAULT);
+        result != CUDA_SUCCESS) {
+      error_ = "cuStreamWriteValue64(fence) failed with CUresult " + std::to_string(static_cast<int>(result));
+    }
+  }
+
   // Work went on the stream: the next fence must cover it (and a plain fence, since this work
   // does not write one itself).
   void note_enqueued() noexcept {
@@ -500,8 +506,8 @@ class CufftBackend final : public FftBackend {
   std::uint64_t fences_ = 0;
   std::uint64_t completed_ = 0;
   bool enqueued_ = false;  // work went on the stream after the last fence
-  bool signaled_ = false;  // ... and the last of it was a kernel that writes fence fences_ when done
-  MemoryRegion blocks_done_memory_;  // the complex kernels' counter for their own fences
+  bool signaled_ = false;  // ... and the last of it was a complex kernel, whose fence is fences_
+  std::uint64_t owed_ = 0;  // a complex kernel's fence that nothing enqueued yet writes (0: none)
   std::uint64_t* fence_word_ = nullptr;  // mapped pinned host memory the stream writes fences into
   CUdeviceptr fence_word_device_ = 0;
   CUresult (*write_value_)(CUstream, CUdeviceptr, cuuint64_t, unsigned int) = nullptr;  // null: events only

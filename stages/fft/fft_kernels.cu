@@ -1,6 +1,6 @@
 // The cuFFT backend's kernels: conversion + window on load and the fold on the way out (around
-// cuFFT), and the fused 1024-point power path that needs no cuFFT at all. All are memory-bound:
-// one pass over their input, coalesced across each warp.
+// cuFFT), and the fused 1024-point power and complex paths that need no cuFFT at all. Each makes
+// one pass over its input, coalesced across each warp.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -83,7 +83,7 @@ __global__ void fold_kernel(FoldArgs args, unsigned blocks_per_row) {
   reinterpret_cast<float*>(args.out)[at] = args.output == kOutputPowerDb ? decibels(power) : power;
 }
 
-// ---- The fused 1024-point path -------------------------------------------------------------
+// ---- The fused 1024-point power path -------------------------------------------------------
 // N = 1024 = 32 × 32, one warp per frame, lane t. With n = n1 + 32·n2 and k = k2 + 32·k1:
 //   X[k2 + 32·k1] = Σ_n1 W32^(n1·k1) · W1024^(n1·k2) · Σ_n2 x[n1 + 32·n2] · W32^(n2·k2).
 // Lane n1 holds x[n1 + 32·m] (m = 0..31: each load instruction reads 32 consecutive samples), takes
@@ -94,7 +94,9 @@ constexpr unsigned kFusedWarps = 4;        // warps (frames in flight) per block
 // BM_FusedKernelVsCopy, ci16, average 16, 64 MiB, twiddles in shared memory, medians of 5):
 // 1 → 1084, 2 → 1191, 4 → 1210, 8 → 1249, 16 → 1051 GB/s (a D2D copy: 1394 GB/s).
 // Tried and dropped: loading the next frame while transforming one (64 more registers: slower at
-// every count).
+// every count); the complex path's two warps per frame (below) for power too: it moved 1.02–1.06
+// TB/s of ci16 where this kernel moves 1.08–1.28 (H200, 64 MiB, 4 / 8 / 16 frames a segment), for
+// power is bound by the transforms, which here need one exchange instead of two.
 constexpr unsigned kFramesPerWarp = 8;
 // W32^j = e^(-2πi j/32), j < 16, as literals: after unrolling every index is a constant, so the
 // compiler folds them into the multiplies (and W32^8 = -i is a swap, below).
@@ -110,6 +112,7 @@ __device__ float2 g_w1024[1024];           // W1024^j
 bool g_fused_ready[64] = {};               // per device
 unsigned g_fused_blocks[64] = {};          // per device: fused_kernel blocks that fit on it at once
 unsigned g_sms[64] = {};                   // per device: multiprocessors
+unsigned g_pair_blocks[64] = {};           // per device: pair_complex_kernel blocks that fit on it at once
 
 __device__ __forceinline__ float2 cmul(float2 a, float2 b) { return make_float2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x); }
 
@@ -246,60 +249,17 @@ __global__ void __launch_bounds__(kFusedWarps * 32) fused_kernel(FusedArgs args,
   }
 }
 
-// The kernel's fence (Signal): each block publishes its writes at device scope and counts itself
-// done; the last one resets the counter for the next kernel on the stream and, after a
-// system-scope fence (cumulative over the blocks' writes it has observed through the counter),
-// writes the fence value into host memory.
-__device__ __forceinline__ void signal_done(const Signal& signal) {
-  if (signal.word == nullptr) return;
-  __syncthreads();  // every thread of the block has written its rows
-  if (threadIdx.x != 0) return;
-  __threadfence();
-  if (atomicAdd(signal.blocks_done, 1U) + 1U == gridDim.x) {
-    *signal.blocks_done = 0U;  // the next kernel on the stream starts after this one has ended
-    __threadfence_system();
+// The kernel's fence (Signal): the kernel's first thread writes the value of the fence that the
+// kernels before it on the stream stand for. They have all ended, and everything a kernel writes is
+// visible at device scope once it has ended, so no fence instruction is needed; a plain store to the
+// mapped word suffices. (Signalling its own end cost each kernel a device-scope fence and a counter
+// add in every block, then a system-scope fence in the last: 20% of a 4 MiB chunk's time on the
+// H200.)
+__device__ __forceinline__ void signal_start(const Signal& signal) {
+  if (signal.word != nullptr && blockIdx.x == 0 && threadIdx.x == 0) {
     *reinterpret_cast<volatile unsigned long long*>(signal.word) = signal.value;
   }
 }
-
-// The fused 1024-point complex path: frames [first, first + count) of the batch, one warp per frame,
-// each written as one output row, scaled to amplitude and fftshifted on the store (lane t writes bins
-// t + 32·k1, so every store instruction covers 32 consecutive output elements). One read of the input
-// and one write of the output: the same memory traffic as a bare out-of-place cufftExecC2C.
-template <typename Sample>
-__global__ void __launch_bounds__(kFusedWarps * 32) fused_complex_kernel(FusedArgs args, unsigned first, unsigned count,
-                                                                         float amplitude, float scale, float2* out,
-                                                                         Signal signal) {
-  __shared__ float transpose_re[kFusedWarps][32][33];
-  __shared__ float transpose_im[kFusedWarps][32][33];
-  __shared__ float2 twiddle[32][32];  // as in fused_kernel
-  for (unsigned i = threadIdx.x; i < 32 * 32; i += blockDim.x) {
-    twiddle[i / 32][i % 32] = g_w1024[((i % 32) * (i / 32)) % kFusedSize];
-  }
-  __syncthreads();
-  const unsigned warp = threadIdx.x / 32;
-  const unsigned lane = threadIdx.x % 32;
-  for (unsigned row = blockIdx.x * kFusedWarps + warp; row < count; row += gridDim.x * kFusedWarps) {
-    float2 a[32];
-    load_frame<Sample>(args, (first + row) * kFusedSize, lane, scale, a);
-    transform_frame(a, twiddle, transpose_re[warp], transpose_im[warp], lane);
-    // a[k1] = X[lane + 32·k1]; fftshift: bin k goes to (k + 512) mod 1024
-    float2* target = out + static_cast<std::size_t>(row) * kFusedSize + lane;
-#pragma unroll
-    for (int k1 = 0; k1 < 32; ++k1) {
-      target[32U * ((k1 + 16) % 32)] = make_float2(a[k1].x * amplitude, a[k1].y * amplitude);
-    }
-  }
-  signal_done(signal);
-}
-
-// The same complex rows for small batches, one block of kBlockThreads per frame: five radix-4
-// Stockham passes (natural order in and out) through the block's shared row. A 4 MiB chunk is 512
-// frames; at one warp each that is 4 warps per SM, each running a whole 1024-point transform
-// serially, so the kernel waited on its own latency (0.69× of cuFFT at 4 MiB). Here a frame is 8
-// warps with 4 values per thread. Pass p (stride ns = 4^p) reads d[j + 256·r], applies
-// W1024^((j mod ns)·r·256/ns), takes the 4-point DFT and writes d[(j / ns)·4·ns + j mod ns + r·ns].
-constexpr unsigned kBlockThreads = kFusedSize / 4;
 
 __device__ __forceinline__ void dft4(float2 (&v)[4]) {  // forward: W4 = -i
   const float2 s02 = make_float2(v[0].x + v[2].x, v[0].y + v[2].y);
@@ -312,71 +272,178 @@ __device__ __forceinline__ void dft4(float2 (&v)[4]) {  // forward: W4 = -i
   v[3] = make_float2(d02.x - d13.y, d02.y + d13.x);  // d02 + i·d13
 }
 
-// The shared row, one float2 of padding after every 16: the first pass's stores (stride 4) and
-// the next ones' (runs of 4 and 16) then spread over the banks instead of piling onto a few.
-__device__ __forceinline__ unsigned padded(unsigned i) { return i + (i >> 4); }
-constexpr unsigned kPaddedRow = kFusedSize + kFusedSize / 16;
 
-template <unsigned NS>
-__device__ __forceinline__ void stockham_pass(float2* data, unsigned j) {
-  float2 v[4];
-#pragma unroll
-  for (unsigned r = 0; r < 4; ++r) {
-    const float2 x = data[padded(j + kBlockThreads * r)];
-    // Twiddles from the global table: a few distinct values per warp, served from L1.
-    v[r] = r == 0 ? x : cmul(x, __ldg(&g_w1024[(j % NS) * r * (kBlockThreads / NS)]));
-  }
-  dft4(v);
-  __syncthreads();  // every thread has read its inputs before any output lands on them
-  const unsigned base = (j / NS) * NS * 4 + j % NS;
-#pragma unroll
-  for (unsigned r = 0; r < 4; ++r) data[padded(base + r * NS)] = v[r];
-  __syncthreads();
+// ---- The complex path: two warps per frame, 1024 = 16 × 16 × 4 ---------------------------------
+// The shape of cuFFT's own batched 1024-point kernel on the H100 and H200 (ncu: 64 threads per
+// frame, 16 values each), with the conversion, window, scale and fftshift fused in. Thread t of a
+// frame:
+//   1. holds x[t + 64·m] (m < 16: each load instruction reads 64 consecutive samples), takes the
+//      16-point DFT over m and multiplies by W1024^(t·k1): Y_t[k1];
+//   2. through the shared row, thread t = k1 + 16·u takes Y_(u + 4·v)[k1] (v < 16) and the 16-point
+//      DFT over v: B_(k1,u)[p];
+//   3. through the shared row again, it takes B_(k1,w)[u + 4·i] for every w, multiplies by
+//      W64^(w·(u + 4·i)) and takes the 4-point DFT over w for each i: X[k1 + 16·u + 64·i + 256·q]
+//      lands in a[4·i + q].
+// (X[k1 + 16·k2] = Σ_t W64^(t·k2) Y_t[k1]; with t = u + 4·v and k2 = p + 16·q that is
+// Σ_w W4^(w·q) W64^(w·p) Σ_v W16^(v·p) Y_(w+4v)[k1].) The lanes of a warp hold 32 consecutive bins
+// for every (i, q), so each store instruction writes 256 contiguous bytes.
+// Twiddles come from registers: W1024^t and W1024^(4t) (step 1) and W64^(w·u) (step 3) are loaded
+// once per thread, and the rest are products of them and of constants (loading each from a table
+// in the step that uses it kept the loads on the frame's critical path). Measured on the H100,
+// the kernel alone with its fence against cufftExecC2C at 4 / 16 / 64 / 256 MiB, medians of 3:
+// registers capped at 64 (16 blocks an SM): 0.93 / 0.96 / 0.91 / 0.93×; left to the compiler (80):
+// 0.90 / 0.88 / 0.91 / 0.91×; step 2's twiddles from the table instead (117): 0.95 / 0.91 / 0.88 / 0.91×.
+constexpr unsigned kPairThreads = 64;
+constexpr unsigned kPairBlocksPerSm = 16;
+constexpr unsigned kPairRow = 16 * 65;  // step 1's rows of 64 plus one: step 2's column reads miss no bank twice
+
+// W32^j for any j (a compile-time constant after unrolling), as a multiply by that constant.
+template <int J>
+__device__ __forceinline__ float2 times_w32(float2 z) {
+  constexpr int j = J % 32;
+  if constexpr (j == 0) return z;
+  if constexpr (j == 8) return make_float2(z.y, -z.x);  // × -i
+  if constexpr (j == 16) return make_float2(-z.x, -z.y);
+  if constexpr (j == 24) return make_float2(-z.y, z.x);  // × i
+  if constexpr (j < 16) return cmul(z, make_float2(kW32Re[j], kW32Im[j]));
+  return cmul(z, make_float2(-kW32Re[j - 16], -kW32Im[j - 16]));
 }
 
-template <typename Sample>
-__global__ void __launch_bounds__(kBlockThreads) block_complex_kernel(FusedArgs args, unsigned first, unsigned count,
-                                                                      float amplitude, float scale, float2* out,
-                                                                      Signal signal) {
-  __shared__ float2 data[kPaddedRow];
-  const unsigned j = threadIdx.x;
-  for (unsigned row = blockIdx.x; row < count; row += gridDim.x) {
-    const unsigned base = (first + row) * kFusedSize;
-    float2 v[4];
-    if (base >= args.raw_begin && base + kFusedSize <= args.raw_end) {
-#pragma unroll
-      for (unsigned r = 0; r < 4; ++r) {
-        const unsigned n = j + kBlockThreads * r;
-        const float2 value = read_sample<Sample>(args.raw, base - args.raw_begin + n);
-        const float weight = args.window[n] * scale;
-        v[r] = make_float2(value.x * weight, value.y * weight);
-      }
-    } else {
-#pragma unroll
-      for (unsigned r = 0; r < 4; ++r) v[r] = fused_sample<Sample>(args, base + j + kBlockThreads * r, scale);
-    }
-    dft4(v);          // pass 1 (ns = 1, no twiddles) straight from the input
-    __syncthreads();  // the previous frame's last pass has read the row
-#pragma unroll
-    for (unsigned r = 0; r < 4; ++r) data[padded(j * 4 + r)] = v[r];
-    __syncthreads();
-    stockham_pass<4>(data, j);
-    stockham_pass<16>(data, j);
-    stockham_pass<64>(data, j);
-    // Pass 5 (ns = 256) writes X[j + 256·r] straight to the output row, scaled and fftshifted.
-#pragma unroll
-    for (unsigned r = 0; r < 4; ++r) {
-      const float2 x = data[padded(j + kBlockThreads * r)];
-      v[r] = r == 0 ? x : cmul(x, __ldg(&g_w1024[j * r]));
-    }
+// In-place 16-point forward DFT of registers, natural order in and out: 4 × 4, with
+// m = a + 4·b, k = c + 4·d: F[c + 4·d] = Σ_a W4^(a·d) · W16^(a·c) · Σ_b x[a + 4·b] W4^(b·c).
+template <int A = 0>
+__device__ __forceinline__ void fft16_columns(float2 (&x)[16], float2 (&y)[4][4]) {
+  if constexpr (A < 4) {
+    float2 v[4] = {x[A], x[A + 4], x[A + 8], x[A + 12]};
     dft4(v);
-    float2* target = out + static_cast<std::size_t>(row) * kFusedSize;
+    y[A][0] = v[0];
+    y[A][1] = times_w32<2 * A * 1>(v[1]);  // W16^(a·c) = W32^(2·a·c)
+    y[A][2] = times_w32<2 * A * 2>(v[2]);
+    y[A][3] = times_w32<2 * A * 3>(v[3]);
+    fft16_columns<A + 1>(x, y);
+  }
+}
+__device__ __forceinline__ void fft16(float2 (&x)[16]) {
+  float2 y[4][4];
+  fft16_columns(x, y);
 #pragma unroll
-    for (unsigned r = 0; r < 4; ++r) {
-      target[(j + kBlockThreads * r + kFusedSize / 2) % kFusedSize] = make_float2(v[r].x * amplitude, v[r].y * amplitude);
+  for (int c = 0; c < 4; ++c) {
+    float2 v[4] = {y[0][c], y[1][c], y[2][c], y[3][c]};
+    dft4(v);
+#pragma unroll
+    for (int d = 0; d < 4; ++d) x[c + 4 * d] = v[d];
+  }
+}
+
+// Step 3's factor W16^(w·i) for its compile-time w and i, after the thread's W64^(w·u).
+template <int I>
+__device__ __forceinline__ void step3_twiddles(float2 (&v)[4], const float2 (&w64)[3]) {
+  v[1] = times_w32<2 * I>(cmul(v[1], w64[0]));
+  v[2] = times_w32<4 * I>(cmul(v[2], w64[1]));
+  v[3] = times_w32<6 * I>(cmul(v[3], w64[2]));
+}
+
+// The twiddles a thread keeps for every frame it transforms.
+struct PairTwiddles {
+  float2 w1;      // W1024^t
+  float2 w4;      // W1024^(4t)
+  float2 w64[3];  // W64^(w·u), w = 1, 2, 3
+};
+
+__device__ __forceinline__ PairTwiddles pair_twiddles(unsigned t) {
+  const unsigned u = t / 16;
+  return {g_w1024[t], g_w1024[4 * t], {g_w1024[16 * u], g_w1024[32 * u], g_w1024[48 * u]}};
+}
+
+// Loads frame `base` (batch position of its sample 0): a[m] = x[t + 64·m], converted and windowed.
+template <typename Sample>
+__device__ __forceinline__ void load_frame_pair(const FusedArgs& args, unsigned base, unsigned t, float scale, float2 (&a)[16]) {
+  if (base >= args.raw_begin && base + kFusedSize <= args.raw_end) {
+    const unsigned first = base - args.raw_begin;
+#pragma unroll
+    for (unsigned m = 0; m < 16; ++m) {
+      const unsigned n = t + kPairThreads * m;
+      const float2 value = read_sample<Sample>(args.raw, first + n);
+      const float weight = args.window[n] * scale;
+      a[m] = make_float2(value.x * weight, value.y * weight);
+    }
+    return;
+  }
+#pragma unroll
+  for (unsigned m = 0; m < 16; ++m) a[m] = fused_sample<Sample>(args, base + t + kPairThreads * m, scale);
+}
+
+// Steps 1–3 above for one frame held by the block's 64 threads; `row` is the block's shared row.
+// Starts with a barrier, so a loop may call it again at once.
+__device__ __forceinline__ void transform_frame_pair(float2 (&a)[16], float2* row, unsigned t, const PairTwiddles& twiddles) {
+  fft16(a);  // over m: a[k1]
+  {
+    // W1024^(t·k1) = W1024^(4t·(k1 / 4)) · W1024^(t·(k1 mod 4)): two roundings more than a table.
+    const float2 w2 = cmul(twiddles.w1, twiddles.w1);
+    const float2 w3 = cmul(w2, twiddles.w1);
+    const float2 w8 = cmul(twiddles.w4, twiddles.w4);
+    const float2 w12 = cmul(w8, twiddles.w4);
+    const float2 low[4] = {make_float2(1.0F, 0.0F), twiddles.w1, w2, w3};
+    const float2 high[4] = {make_float2(1.0F, 0.0F), twiddles.w4, w8, w12};
+#pragma unroll
+    for (unsigned k1 = 1; k1 < 16; ++k1) {
+      const float2 w = k1 / 4 == 0 ? low[k1 % 4] : k1 % 4 == 0 ? high[k1 / 4] : cmul(high[k1 / 4], low[k1 % 4]);
+      a[k1] = cmul(a[k1], w);
     }
   }
-  signal_done(signal);
+  __syncthreads();  // the previous frame's last reads are done
+#pragma unroll
+  for (unsigned k1 = 0; k1 < 16; ++k1) row[k1 * 65 + t] = a[k1];
+  __syncthreads();
+  const unsigned k1 = t % 16;
+  const unsigned u = t / 16;
+#pragma unroll
+  for (unsigned v = 0; v < 16; ++v) a[v] = row[k1 * 65 + u + 4 * v];
+  fft16(a);  // over v: a[p]
+  __syncthreads();
+#pragma unroll
+  for (unsigned p = 0; p < 16; ++p) row[p * kPairThreads + t] = a[p];  // B_(k1,u)[p] at p·64 + 16·u + k1
+  __syncthreads();
+#pragma unroll
+  for (unsigned i = 0; i < 4; ++i) {
+    float2 v[4];
+#pragma unroll
+    for (unsigned w = 0; w < 4; ++w) v[w] = row[(u + 4 * i) * kPairThreads + 16 * w + k1];
+    // W64^(w·(u + 4·i)) = W64^(w·u) · W16^(w·i)
+    if (i == 0) step3_twiddles<0>(v, twiddles.w64);
+    if (i == 1) step3_twiddles<1>(v, twiddles.w64);
+    if (i == 2) step3_twiddles<2>(v, twiddles.w64);
+    if (i == 3) step3_twiddles<3>(v, twiddles.w64);
+    dft4(v);  // over w: X[k1 + 16·(u + 4·i) + 256·q]
+#pragma unroll
+    for (unsigned q = 0; q < 4; ++q) a[4 * i + q] = v[q];
+  }
+}
+
+// The fused complex path: frames [first, first + count) of the batch, one block of two warps per
+// frame at a time (a grid-stride loop over frames), each written as one output row, scaled to
+// amplitude and fftshifted on the store. One read of the input and one write of the output: the
+// same memory traffic as a bare out-of-place cufftExecC2C.
+template <typename Sample>
+__global__ void __launch_bounds__(kPairThreads, kPairBlocksPerSm) pair_complex_kernel(FusedArgs args, unsigned first, unsigned count, float amplitude,
+                                                                    float scale, float2* out, Signal signal) {
+  __shared__ float2 row[kPairRow];
+  signal_start(signal);
+  const unsigned t = threadIdx.x;  // also the bin k1 + 16·u
+  const PairTwiddles twiddles = pair_twiddles(t);
+  for (unsigned frame = blockIdx.x; frame < count; frame += gridDim.x) {
+    float2 a[16];
+    load_frame_pair<Sample>(args, (first + frame) * kFusedSize, t, scale, a);
+    transform_frame_pair(a, row, t, twiddles);
+    float2* target = out + static_cast<std::size_t>(frame) * kFusedSize;
+#pragma unroll
+    for (unsigned i = 0; i < 4; ++i) {
+#pragma unroll
+      for (unsigned q = 0; q < 4; ++q) {  // bin t + 64·i + 256·q, fftshifted: + 512
+        target[t + 64 * i + 256 * ((q + 2) % 4)] = make_float2(a[4 * i + q].x * amplitude, a[4 * i + q].y * amplitude);
+      }
+    }
+  }
 }
 
 // One thread per (row, bin) of the finished rows; reads the ring row, writes the output row, zeroes the ring row.
@@ -389,11 +456,6 @@ __global__ void finish_kernel(float* ring, unsigned ring_rows, unsigned size, un
   const float power = sums[k] * scale;
   sums[k] = 0.0F;
   out[static_cast<std::size_t>(row) * size + (k + size / 2) % size] = to_decibels ? decibels(power) : power;
-}
-
-unsigned blocks_for(std::size_t threads) {
-  // Grid-stride loops: a few waves over the H100's 132 SMs are enough for a memory-bound kernel.
-  return static_cast<unsigned>(std::min<std::size_t>((threads + kThreads - 1) / kThreads, 132 * 32));
 }
 
 // Calls launch(Sample{}, scale) with the format's sample type and full-scale divisor (the same
@@ -418,11 +480,21 @@ cudaError_t per_device(const unsigned (&table)[64], unsigned fallback, unsigned&
 }
 
 
+// Grid-stride loops: a few waves over the device's multiprocessors (32 blocks of kThreads each) are
+// enough for a memory-bound kernel.
+cudaError_t blocks_for(std::size_t threads, unsigned& blocks) {
+  unsigned sms = 0;
+  if (cudaError_t error = per_device(g_sms, 132, sms); error != cudaSuccess) return error;
+  blocks = static_cast<unsigned>(std::min<std::size_t>((threads + kThreads - 1) / kThreads, std::size_t{sms} * 32));
+  return cudaSuccess;
+}
+
 }  // namespace
 
 cudaError_t load(const std::byte* input, SampleFormat format, unsigned count, unsigned start, unsigned size,
                  const float* window, float2* batch, cudaStream_t stream) noexcept {
-  const unsigned blocks = blocks_for(count);
+  unsigned blocks = 0;
+  if (cudaError_t error = blocks_for(count, blocks); error != cudaSuccess) return error;
   return launch_for_format(format, [&](auto sample, float scale) {
     load_kernel<decltype(sample)><<<blocks, kThreads, 0, stream>>>(input, count, start, size, window, scale, batch);
   });
@@ -455,9 +527,15 @@ cudaError_t prepare_fused() noexcept {
       error != cudaSuccess) {
     return error;
   }
+  int pair_per_sm = 0;
+  if (cudaError_t error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&pair_per_sm, pair_complex_kernel<short2>, kPairThreads, 0);
+      error != cudaSuccess) {
+    return error;
+  }
   if (cudaError_t error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); error != cudaSuccess) return error;
   if (device >= 0 && device < 64) {
     g_fused_blocks[device] = static_cast<unsigned>(std::max(1, per_sm * sms));
+    g_pair_blocks[device] = static_cast<unsigned>(std::max(1, pair_per_sm * sms));
     g_sms[device] = static_cast<unsigned>(std::max(1, sms));
     g_fused_ready[device] = true;
   }
@@ -481,24 +559,15 @@ cudaError_t fused_power(const FusedArgs& arguments, cudaStream_t stream) noexcep
 }
 
 cudaError_t fused_complex(const FusedArgs& args, unsigned first, unsigned count, float amplitude_scale, float2* out,
-                          cudaStream_t stream, ComplexKernel kernel, Signal signal) noexcept {
-  if (count == 0) return cudaSuccess;
-  if (kernel == ComplexKernel::block_per_frame || (kernel == ComplexKernel::automatic && count < kBlockKernelBelow)) {
-    // Grid-stride: enough blocks to fill every SM several times over.
-    unsigned sms = 0;
-    if (cudaError_t error = per_device(g_sms, 132, sms); error != cudaSuccess) return error;
-    const unsigned blocks = std::min(count, sms * 8U);
-    return launch_for_format(args.format, [&](auto sample, float scale) {
-      block_complex_kernel<decltype(sample)><<<blocks, kBlockThreads, 0, stream>>>(args, first, count, amplitude_scale, scale, out,
-                                                                                  signal);
-    });
+                          cudaStream_t stream, Signal signal) noexcept {
+  if (count == 0) {  // no kernel would write the signal
+    return signal.word == nullptr ? cudaSuccess : cudaErrorInvalidValue;
   }
   unsigned resident = 0;
-  if (cudaError_t error = per_device(g_fused_blocks, 1024, resident); error != cudaSuccess) return error;
-  const unsigned blocks = std::min((count + kFusedWarps - 1) / kFusedWarps, resident);
+  if (cudaError_t error = per_device(g_pair_blocks, 2048, resident); error != cudaSuccess) return error;
+  const unsigned blocks = std::min(count, resident);
   return launch_for_format(args.format, [&](auto sample, float scale) {
-    fused_complex_kernel<decltype(sample)><<<blocks, kFusedWarps * 32, 0, stream>>>(args, first, count, amplitude_scale, scale, out,
-                                                                                    signal);
+    pair_complex_kernel<decltype(sample)><<<blocks, kPairThreads, 0, stream>>>(args, first, count, amplitude_scale, scale, out, signal);
   });
 }
 

@@ -34,10 +34,11 @@ struct FoldArgs {
   std::byte* out;
 };
 
-// The fused path (1024-point power outputs; complex outputs below): one kernel reads the samples where they lie, converts
-// and windows them, transforms each frame in registers (a 32 × 32 four-step FFT, one warp per
-// frame, the transpose through shared memory) and sums |X|² of a row's frames in registers, then
-// adds the sums into a small ring of row sums; finish_rows turns finished rows into output rows.
+// The fused path (1024-point power outputs; complex outputs below): one kernel reads the samples
+// where they lie, converts and windows them, transforms each frame in registers (a 32 × 32
+// four-step FFT, one warp per frame, the transpose through shared memory) and sums |X|² of a row's
+// frames in registers, then adds the sums into a small ring of row sums; finish_rows turns finished
+// rows into output rows.
 constexpr unsigned kFusedSize = 1024;
 
 struct FusedArgs {
@@ -67,27 +68,21 @@ cudaError_t prepare_fused() noexcept;
 // Transforms frames [0, args.frames) and adds their power into the ring. Returns the launch's error.
 cudaError_t fused_power(const FusedArgs& args, cudaStream_t stream) noexcept;
 
-// Which kernel transforms complex rows: one warp per frame (the four-step kernel above, for large
-// batches) or one block of 256 threads per frame (radix-4 passes through shared memory: a small
-// batch is too few warps to hide a warp's whole transform). automatic takes the block kernel
-// below kBlockKernelBelow frames.
-enum class ComplexKernel { automatic, warp_per_frame, block_per_frame };
-constexpr unsigned kBlockKernelBelow = 1024;
-
-// A fence the kernel itself writes: the last of its blocks to finish stores `value` into `word`
-// (mapped host memory) after every block's writes, so the stream needs no separate operation
-// for it. `blocks_done` is a zeroed device counter the kernel leaves zeroed. word null: none.
+// A fence the kernel itself writes: its first thread stores `value` into `word` (mapped host
+// memory) when the kernel starts, that is once every kernel before it on the stream has ended and
+// its writes are visible on the device; so `value` stands for the work enqueued before this
+// kernel, not for this kernel. The stream needs no separate operation for it. word null: none.
 struct Signal {
-  unsigned* blocks_done = nullptr;
   unsigned long long* word = nullptr;
   unsigned long long value = 0;
 };
 
 // The fused complex path: frames [first, first + count) of the batch described by args (its ring,
 // pending, average and row fields unused), each transformed and written as one output row of `out`:
-// X · amplitude_scale, fftshifted; then `signal`. Returns the launch's error.
+// X · amplitude_scale, fftshifted. Two warps per frame, 16 values a thread (1024 = 16 × 16 × 4, the
+// shape of cuFFT's own kernel). Writes `signal` when it starts. Returns the launch's error.
 cudaError_t fused_complex(const FusedArgs& args, unsigned first, unsigned count, float amplitude_scale, float2* out,
-                          cudaStream_t stream, ComplexKernel kernel = ComplexKernel::automatic, Signal signal = {}) noexcept;
+                          cudaStream_t stream, Signal signal = {}) noexcept;
 
 // Finishes `rows` rows of the ring from global row `first_row` on: sum × power_scale / average,
 // fftshifted, in dB when `decibels`, into `out` (rf32 rows of `size`); zeroes each ring row after.

@@ -1,7 +1,6 @@
-// The fused complex kernels themselves, each forced in turn (the stage picks one by batch size, so
-// its tests reach the warp kernel only with large chunks): every output row against a float64
+// The fused complex kernel itself, for every input format: every output row against a float64
 // reference DFT of the converted, windowed input, scaled and fftshifted, output poisoned first;
-// and the fence each kernel writes itself when it is done.
+// and the fence it writes when it starts.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -26,7 +25,6 @@ constexpr unsigned kSize = fft_kernels::kFusedSize;
 void check(cudaError_t error, const char* call) { ASSERT_EQ(error, cudaSuccess) << call << ": " << cudaGetErrorString(error); }
 
 struct KernelRun {
-  fft_kernels::ComplexKernel kernel;
   SampleFormat format;
   const char* name;
 };
@@ -98,26 +96,20 @@ TEST_P(FusedComplexKernel, EveryRowMatchesAFloat64ReferenceDft) {
   args.window = reinterpret_cast<const float*>(window_memory.data());
   args.frames = kFrames;
   const float amplitude = 1.0F / kSize;
-  // The kernel's own fence: the last block writes the value into mapped host memory and leaves
-  // its counter zeroed for the next launch (run twice, so a counter left behind shows).
+  // The kernel's fence: its first thread writes the value it is given when it starts (the value
+  // stands for the work before it). Two launches, two values: each must land.
   unsigned long long* word = nullptr;
   check(cudaHostAlloc(reinterpret_cast<void**>(&word), sizeof(*word), cudaHostAllocMapped), "cudaHostAlloc");
   *word = 0;
   void* device_word = nullptr;
   check(cudaHostGetDevicePointer(&device_word, word, 0), "cudaHostGetDevicePointer");
-  MemoryRegion blocks_done(MemoryKind::device, sizeof(unsigned));
-  check(cudaMemset(blocks_done.data(), 0, sizeof(unsigned)), "cudaMemset");
   for (unsigned long long fence : {41ULL, 42ULL}) {
-    const fft_kernels::Signal signal{reinterpret_cast<unsigned*>(blocks_done.data()),
-                                     static_cast<unsigned long long*>(device_word), fence};
+    const fft_kernels::Signal signal{static_cast<unsigned long long*>(device_word), fence};
     check(fft_kernels::fused_complex(args, kFirst, kFrames - kFirst, amplitude, reinterpret_cast<float2*>(out_memory.data()),
-                                     nullptr, run.kernel, signal),
+                                     nullptr, signal),
           "fused_complex");
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     EXPECT_EQ(*word, fence) << run.name;
-    unsigned left = 1;
-    check(cudaMemcpy(&left, blocks_done.data(), sizeof(left), cudaMemcpyDeviceToHost), "cudaMemcpy");
-    EXPECT_EQ(left, 0U) << run.name;
   }
   check(cudaFreeHost(word), "cudaFreeHost");
   std::vector<float> out(out_values);
@@ -144,14 +136,56 @@ TEST_P(FusedComplexKernel, EveryRowMatchesAFloat64ReferenceDft) {
   EXPECT_LT(std::sqrt(error / norm), 1e-5) << run.name;
 }
 
+// A batch larger than the grid: each block transforms several frames in turn (the loop the small
+// batch above never takes). Every row must equal, bit for bit, the row of a launch over that frame
+// alone (one frame per block, checked against the reference above).
+TEST(FusedComplexKernel, ABlockThatTransformsManyFramesWritesTheRowsOfOneFrameLaunches) {
+  if (!cuda_available()) GTEST_SKIP() << "no GPU for the fused kernels: " << cuda_unavailable_reason();
+  constexpr unsigned kFrames = 8192;  // more than the resident blocks of any current GPU (H200: 132 SMs × 7)
+  constexpr unsigned kSingles = 97;   // frames checked one by one, spread over the batch
+  std::mt19937 random(7);
+  std::uniform_real_distribution<float> value(-1.0F, 1.0F);
+  std::vector<float> samples(static_cast<std::size_t>(kFrames) * kSize * 2);
+  for (float& sample : samples) sample = value(random);
+  std::vector<float> window(kSize, 1.0F);
+  check(fft_kernels::prepare_fused(), "prepare_fused");
+  MemoryRegion raw(MemoryKind::device, samples.size() * sizeof(float));
+  MemoryRegion window_memory(MemoryKind::device, kSize * sizeof(float));
+  MemoryRegion all(MemoryKind::device, raw.size());
+  MemoryRegion one(MemoryKind::device, kSize * sizeof(float2));
+  check(cudaMemcpy(raw.data(), samples.data(), raw.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+  check(cudaMemcpy(window_memory.data(), window.data(), window_memory.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+  check(cudaMemset(all.data(), 0xff, all.size()), "cudaMemset");  // NaN everywhere until written
+  fft_kernels::FusedArgs args{};
+  args.raw = raw.data();
+  args.raw_end = kFrames * kSize;
+  args.format = SampleFormat::cf32;
+  args.window = reinterpret_cast<const float*>(window_memory.data());
+  args.frames = kFrames;
+  check(fft_kernels::fused_complex(args, 0, kFrames, 1.0F / kSize, reinterpret_cast<float2*>(all.data()), nullptr), "fused_complex");
+  std::vector<float> rows(samples.size());
+  check(cudaMemcpy(rows.data(), all.data(), all.size(), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  std::size_t unwritten = 0;
+  for (float x : rows) {
+    if (std::isnan(x)) ++unwritten;
+  }
+  EXPECT_EQ(unwritten, 0U);
+  std::vector<float> single(kSize * 2);
+  unsigned mismatched = 0;
+  for (unsigned k = 0; k < kSingles; ++k) {
+    const unsigned frame = k * (kFrames / kSingles) + k % 7;
+    check(fft_kernels::fused_complex(args, frame, 1, 1.0F / kSize, reinterpret_cast<float2*>(one.data()), nullptr), "fused_complex");
+    check(cudaMemcpy(single.data(), one.data(), one.size(), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    if (std::memcmp(single.data(), rows.data() + static_cast<std::size_t>(frame) * kSize * 2, single.size() * sizeof(float)) != 0) {
+      ++mismatched;
+    }
+  }
+  EXPECT_EQ(mismatched, 0U) << "of " << kSingles << " frames";
+}
+
 INSTANTIATE_TEST_SUITE_P(
-    BothKernels, FusedComplexKernel,
-    ::testing::Values(KernelRun{fft_kernels::ComplexKernel::warp_per_frame, SampleFormat::cf32, "warp_cf32"},
-                      KernelRun{fft_kernels::ComplexKernel::warp_per_frame, SampleFormat::ci16, "warp_ci16"},
-                      KernelRun{fft_kernels::ComplexKernel::warp_per_frame, SampleFormat::ci8, "warp_ci8"},
-                      KernelRun{fft_kernels::ComplexKernel::block_per_frame, SampleFormat::cf32, "block_cf32"},
-                      KernelRun{fft_kernels::ComplexKernel::block_per_frame, SampleFormat::ci16, "block_ci16"},
-                      KernelRun{fft_kernels::ComplexKernel::block_per_frame, SampleFormat::ci8, "block_ci8"}),
+    EveryFormat, FusedComplexKernel,
+    ::testing::Values(KernelRun{SampleFormat::cf32, "cf32"}, KernelRun{SampleFormat::ci16, "ci16"}, KernelRun{SampleFormat::ci8, "ci8"}),
     [](const ::testing::TestParamInfo<KernelRun>& param) { return std::string(param.param.name); });
 
 }  // namespace
