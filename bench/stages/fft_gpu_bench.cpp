@@ -15,7 +15,6 @@
 // SLUICE_BENCH_FFT_OUT_CHUNKS=N sizes the fft stage's output pool (default 32); SLUICE_BENCH_BUSY=1
 // prints each stage thread's busy share of every stage run on stderr.
 #include <benchmark/benchmark.h>
-#include <cuda.h>
 #include <cuda_runtime.h>
 #include <cufft.h>
 
@@ -32,6 +31,7 @@
 #include "pipeline/config.hpp"
 #include "pipeline/memory.hpp"
 #include "pipeline/runtime.hpp"
+#include "stages/fft/fence_word.hpp"
 #include "stages/fft/fft_kernels.hpp"
 
 namespace sluice {
@@ -260,38 +260,16 @@ void BM_FusedKernelVsCopy(benchmark::State& state) {
 // Argument: frames of a row each warp sums before its one add to the ring (the stage uses 8, the default).
 BENCHMARK(BM_FusedKernelVsCopy)->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 
-// A mapped pinned host word that a stream writes with cuStreamWriteValue64, as the cuFFT
-// backend's fences are.
-class FenceWord {
- public:
-  FenceWord() {
-    void* function = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    check(cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", &function, 12000, cudaEnableDefault, &found),
-          "cudaGetDriverEntryPointByVersion");
-    if (found != cudaDriverEntryPointSuccess || function == nullptr) throw std::runtime_error("no cuStreamWriteValue64");
-    write_ = reinterpret_cast<WriteValue>(function);
-    check(cudaHostAlloc(reinterpret_cast<void**>(&word_), sizeof(std::uint64_t), cudaHostAllocMapped), "cudaHostAlloc");
-    void* device_word = nullptr;
-    check(cudaHostGetDevicePointer(&device_word, word_, 0), "cudaHostGetDevicePointer");
-    device_word_ = reinterpret_cast<CUdeviceptr>(device_word);
-  }
-  FenceWord(const FenceWord&) = delete;
-  FenceWord& operator=(const FenceWord&) = delete;
-  ~FenceWord() { static_cast<void>(cudaFreeHost(word_)); }
-  void write(cudaStream_t stream, std::uint64_t value) const {
-    if (write_(stream, device_word_, value, CU_STREAM_WRITE_VALUE_DEFAULT) != CUDA_SUCCESS) {
-      throw std::runtime_error("cuStreamWriteValue64 failed");
-    }
-  }
-  [[nodiscard]] unsigned long long* device_pointer() const { return reinterpret_cast<unsigned long long*>(device_word_); }
+// The cuFFT backend's fence word, opened on `stream`; a benchmark that needs it cannot run without it.
+FenceWord fence_word(cudaStream_t stream) {
+  FenceWord word = FenceWord::open(stream);
+  if (!word) throw std::runtime_error("no cuStreamWriteValue64 on this driver");
+  return word;
+}
 
- private:
-  using WriteValue = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
-  WriteValue write_ = nullptr;
-  std::uint64_t* word_ = nullptr;
-  CUdeviceptr device_word_ = 0;
-};
+void write(const FenceWord& word, cudaStream_t stream, std::uint64_t value) {
+  if (const std::string error = word.write(stream, value); !error.empty()) throw std::runtime_error(error);
+}
 
 // Input bytes/s of the fused complex kernel alone (cf32 → 1024-point FFT → scaled, fftshifted rows,
 // window none), over kBuffers chunk-sized buffers on one stream: what the fused complex stage could
@@ -299,10 +277,10 @@ class FenceWord {
 // fence: 0 none, 1 cuStreamWriteValue64 of a fence word after each kernel, 2 each kernel writes the
 // previous one's fence when it starts (fft_kernels::Signal, as the stage does).
 double bare_fused_complex_rate(std::size_t chunk_bytes, std::uint64_t chunks, int fence) {
-  const FenceWord word;
   const auto frames = static_cast<unsigned>(chunk_bytes / 8 / fft_kernels::kFusedSize);
   cudaStream_t stream = nullptr;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  const FenceWord word = fence_word(stream);
   check(fft_kernels::prepare_fused(), "prepare_fused");
   const std::vector<MemoryRegion> in = device_buffers(chunk_bytes, bench::random_samples(chunk_bytes, SampleFormat::cf32));
   const std::vector<MemoryRegion> out = device_buffers(chunk_bytes, {});
@@ -322,7 +300,7 @@ double bare_fused_complex_rate(std::size_t chunk_bytes, std::uint64_t chunks, in
     check(fft_kernels::fused_complex(args, 0, frames, 1.0F / 1024.0F, reinterpret_cast<float2*>(out[i % kBuffers].data()), stream,
                                      signal),
           "fused complex kernel");
-    if (fence == 1) word.write(stream, i + 1);
+    if (fence == 1) write(word, stream, i + 1);
   });
   check(cudaStreamDestroy(stream), "cudaStreamDestroy");
   return rate;
@@ -365,7 +343,7 @@ void BM_HostCallCost(benchmark::State& state) {
   MemoryRegion window(MemoryKind::device, fft_kernels::kFusedSize * sizeof(float));
   cudaEvent_t event = nullptr;
   check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-  const FenceWord word;
+  const FenceWord word = fence_word(stream);
   int device = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
   fft_kernels::FusedArgs args{};
@@ -379,7 +357,7 @@ void BM_HostCallCost(benchmark::State& state) {
       case 0:
         check(fft_kernels::fused_complex(args, 0, 1, 1.0F, reinterpret_cast<float2*>(out.data()), stream), "launch");
         break;
-      case 1: word.write(stream, i); break;
+      case 1: write(word, stream, i); break;
       case 2: check(cudaEventRecord(event, stream), "cudaEventRecord"); break;
       case 3: check(cudaSetDevice(device), "cudaSetDevice"); break;
       case 4: check(cudaGetLastError(), "cudaGetLastError"); break;

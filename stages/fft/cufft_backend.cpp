@@ -24,13 +24,11 @@
 // enqueued yet will write, the stream writes it (wait()). Every CUDA and cuFFT return code is
 // checked where it is called and the last error after each launch; the first failure is kept for
 // error(), and later calls become no-ops.
-#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <cufft.h>
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <climits>
 #include <cmath>
 #include <stdexcept>
@@ -42,6 +40,7 @@
 
 #include "pipeline/clock.hpp"
 #include "stages/fft/decibels.hpp"
+#include "stages/fft/fence_word.hpp"
 #include "stages/fft/fft_backend.hpp"
 #include "stages/fft/fft_kernels.hpp"
 
@@ -150,40 +149,14 @@ class CufftBackend final : public FftBackend {
     check("cufftSetStream", cufftSetStream(plan_, stream_));
   }
 
-  // The fence word: a mapped, pinned host word the stream writes each fence's number into. Tried
-  // once here (written and read back); left off, with events alone, where that does not work.
-  void prepare_fence_word() {
-    using WriteValue64 = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
-    void* function = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", &function, 12000, cudaEnableDefault, &found) !=
-            cudaSuccess ||
-        found != cudaDriverEntryPointSuccess || function == nullptr) {
-      static_cast<void>(cudaGetLastError());
-      return;
-    }
-    void* word = nullptr;
-    check("cudaHostAlloc(fence word)", cudaHostAlloc(&word, sizeof(std::uint64_t), cudaHostAllocMapped));
-    fence_word_ = static_cast<std::uint64_t*>(word);
-    *fence_word_ = 0;
-    void* device_word = nullptr;
-    check("cudaHostGetDevicePointer(fence word)", cudaHostGetDevicePointer(&device_word, word, 0));
-    fence_word_device_ = reinterpret_cast<CUdeviceptr>(device_word);
-    const auto write = reinterpret_cast<WriteValue64>(function);
-    if (write(stream_, fence_word_device_, 1, CU_STREAM_WRITE_VALUE_DEFAULT) != CUDA_SUCCESS ||
-        cudaStreamSynchronize(stream_) != cudaSuccess || *fence_word_ != 1) {
-      static_cast<void>(cudaGetLastError());
-      return;  // no stream memory operations here: the events answer reached()
-    }
-    *fence_word_ = 0;
-    write_value_ = write;
-  }
+  // The fence word: tried once (written and read back); left off, with events alone, where the
+  // driver has no stream memory operations.
+  void prepare_fence_word() { fence_word_ = FenceWord::open(stream_); }
 
   void release() noexcept {
     // Everything enqueued must finish before the memory it uses is freed.
     if (stream_ != nullptr) warn_unless("cudaStreamSynchronize", cudaStreamSynchronize(stream_));
-    if (fence_word_ != nullptr) warn_unless("cudaFreeHost(fence word)", cudaFreeHost(fence_word_));
-    fence_word_ = nullptr;
+    fence_word_ = FenceWord();
     destroy_plan();
     for (cudaEvent_t event : events_) {
       if (event != nullptr) warn_unless("cudaEventDestroy", cudaEventDestroy(event));
@@ -272,14 +245,14 @@ class CufftBackend final : public FftBackend {
       // chunk). The kernel writes the fence owed for the work before it when it starts; its own
       // is owed until the next kernel, or wait(), writes it.
       fft_kernels::Signal signal{};
-      if (write_value_ != nullptr && owed_ != 0) {
-        signal.word = reinterpret_cast<unsigned long long*>(fence_word_device_);
+      if (fence_word_ && owed_ != 0) {
+        signal.word = fence_word_.device_pointer();
         signal.value = owed_;
       }
       const bool launched = enqueued("fused kernel launch",
                                      fft_kernels::fused_complex(complex_input_, static_cast<unsigned>(first), static_cast<unsigned>(count),
                                                                 amplitude_scale_, reinterpret_cast<float2*>(rows), stream_, signal));
-      if (launched && write_value_ != nullptr) {
+      if (launched && fence_word_) {
         owed_ = ++fences_;  // taken now: a later fold before the next fence owes a later one
         signaled_ = true;
       }
@@ -336,7 +309,7 @@ class CufftBackend final : public FftBackend {
       return fences_;
     }
     const std::uint64_t fence = ++fences_;
-    if (write_value_ == nullptr) {
+    if (!fence_word_) {
       ok("cudaEventRecord", cudaEventRecord(events_[fence % kEvents], stream_));
     } else {
       write_fence(fence);
@@ -346,8 +319,8 @@ class CufftBackend final : public FftBackend {
 
   bool reached(std::uint64_t fence) noexcept override {
     if (fence <= completed_ || !error_.empty()) return true;
-    if (write_value_ != nullptr) {  // the stream wrote every fence up to this one: no driver call
-      const std::uint64_t written = std::atomic_ref<std::uint64_t>(*fence_word_).load(std::memory_order_acquire);
+    if (fence_word_) {  // the stream wrote every fence up to this one: no driver call
+      const std::uint64_t written = fence_word_.load();
       if (written > completed_) completed_ = written;
       return fence <= completed_;
     }
@@ -359,7 +332,7 @@ class CufftBackend final : public FftBackend {
 
   void wait(std::uint64_t fence) noexcept override {
     if (fence <= completed_ || !error_.empty()) return;
-    if (write_value_ == nullptr) {
+    if (!fence_word_) {
       if (ok("cudaEventSynchronize", cudaEventSynchronize(events_[fence % kEvents]))) completed_ = fence;
       return;
     }
@@ -462,10 +435,7 @@ class CufftBackend final : public FftBackend {
   void write_fence(std::uint64_t fence) noexcept {
     if (!error_.empty()) return;
     owed_ = 0;
-    if (const CUresult result = write_value_(stream_, fence_word_device_, fence, CU_STREAM_WRITE_VALUE_DEFAULT);
-        result != CUDA_SUCCESS) {
-      error_ = "cuStreamWriteValue64(fence) failed with CUresult " + std::to_string(static_cast<int>(result));
-    }
+    error_ = fence_word_.write(stream_, fence);
   }
 
   // Work went on the stream: the next fence must cover it (and a plain fence, since this work
@@ -508,9 +478,7 @@ class CufftBackend final : public FftBackend {
   bool enqueued_ = false;  // work went on the stream after the last fence
   bool signaled_ = false;  // ... and the last of it was a complex kernel, whose fence is fences_
   std::uint64_t owed_ = 0;  // a complex kernel's fence that nothing enqueued yet writes (0: none)
-  std::uint64_t* fence_word_ = nullptr;  // mapped pinned host memory the stream writes fences into
-  CUdeviceptr fence_word_device_ = 0;
-  CUresult (*write_value_)(CUstream, CUdeviceptr, cuuint64_t, unsigned int) = nullptr;  // null: events only
+  FenceWord fence_word_;  // the word the stream writes fences into; empty: events only
   MemoryRegion batch_memory_;
   MemoryRegion window_memory_;
   MemoryRegion kept_memory_;     // the partial frame after the last transformed one, for carry()
