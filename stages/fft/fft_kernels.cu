@@ -95,8 +95,9 @@ constexpr unsigned kFusedWarps = 4;        // warps (frames in flight) per block
 // 1 → 1084, 2 → 1191, 4 → 1210, 8 → 1249, 16 → 1051 GB/s (a D2D copy: 1394 GB/s).
 // Tried and dropped: loading the next frame while transforming one (64 more registers: slower at
 // every count); the complex path's two warps per frame (below) for power too: it moved 1.02–1.06
-// TB/s of ci16 where this kernel moves 1.08–1.28 (H200, 64 MiB, 4 / 8 / 16 frames a segment), for
-// power is bound by the transforms, which here need one exchange instead of two.
+// TB/s of ci16 where this kernel moves 1.08–1.28 (H200, 64 MiB, 4 / 8 / 16 frames a segment). A
+// ci16 byte carries twice the transforms of a cf32 one, and this kernel needs one exchange a frame
+// where that one needs two.
 constexpr unsigned kFramesPerWarp = 8;
 // W32^j = e^(-2πi j/32), j < 16, as literals: after unrolling every index is a constant, so the
 // compiler folds them into the multiplies (and W32^8 = -i is a swap, below).
@@ -289,7 +290,7 @@ __device__ __forceinline__ void dft4(float2 (&v)[4]) {  // forward: W4 = -i
 // for every (i, q), so each store instruction writes 256 contiguous bytes.
 // Twiddles come from registers: W1024^t and W1024^(4t) (step 1) and W64^(w·u) (step 3) are loaded
 // once per thread, and the rest are products of them and of constants (loading each from a table
-// in the step that uses it kept the loads on the frame's critical path). Measured on the H100,
+// in the step that uses it was slower: docs/PERFORMANCE.md, stop 20). Measured on the H100,
 // the kernel alone with its fence against cufftExecC2C at 4 / 16 / 64 / 256 MiB, medians of 3:
 // registers capped at 64 (16 blocks an SM): 0.93 / 0.96 / 0.91 / 0.93×; left to the compiler (80):
 // 0.90 / 0.88 / 0.91 / 0.91×; step 2's twiddles from the table instead (117): 0.95 / 0.91 / 0.88 / 0.91×.
