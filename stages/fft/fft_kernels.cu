@@ -130,11 +130,19 @@ __device__ __forceinline__ void butterflies(float2 (&a)[32]) {
       const float2 u = a[start + j];
       const int index = j * (16 / HALF);
       const float2 b = a[start + j + HALF];
-      const float2 v = index == 0   ? b
-                       : index == 8 ? make_float2(b.y, -b.x)  // × -i
-                                    : cmul(b, make_float2(kW32Re[index], kW32Im[index]));
-      a[start + j] = make_float2(u.x + v.x, u.y + v.y);
-      a[start + j + HALF] = make_float2(u.x - v.x, u.y - v.y);
+      if (index == 0 || index == 8) {
+        const float2 v = index == 0 ? b : make_float2(b.y, -b.x);  // × -i
+        a[start + j] = make_float2(u.x + v.x, u.y + v.y);
+        a[start + j + HALF] = make_float2(u.x - v.x, u.y - v.y);
+      } else {
+        // u + b·w as two fused multiply-adds a component, u − b·w as 2u − (u + b·w): three
+        // instructions a component where the product, its sum and its difference took four.
+        const float wr = kW32Re[index];
+        const float wi = kW32Im[index];
+        const float2 top = make_float2(fmaf(b.x, wr, fmaf(-b.y, wi, u.x)), fmaf(b.x, wi, fmaf(b.y, wr, u.y)));
+        a[start + j] = top;
+        a[start + j + HALF] = make_float2(fmaf(2.0F, u.x, -top.x), fmaf(2.0F, u.y, -top.y));
+      }
     }
   }
 }
@@ -188,18 +196,14 @@ __device__ __forceinline__ void load_frame(const FusedArgs& args, unsigned base,
 // The 32 × 32 four-step transform of one frame held by a warp: the inner 32-point DFT over n2 in
 // each lane's registers, the twiddle W1024^(n1·k2) from the block's table, the transpose through
 // the warp's shared rows, and the outer DFT over n1; afterwards lane t holds X[t + 32·k1] in a[k1].
-__device__ __forceinline__ void transform_frame(float2 (&a)[32], const float2 (&twiddle)[32][32], float (&re)[32][33],
-                                                float (&im)[32][33], unsigned lane) {
+__device__ __forceinline__ void transform_frame(float2 (&a)[32], const float2 (&twiddle)[32][32], float2 (&rows)[32][33],
+                                                unsigned lane) {
   fft32(a);  // over n2: a[k2] for n1 = lane
 #pragma unroll
-  for (int k2 = 0; k2 < 32; ++k2) {
-    const float2 z = k2 == 0 ? a[0] : cmul(a[k2], twiddle[k2][lane]);
-    re[lane][k2] = z.x;
-    im[lane][k2] = z.y;
-  }
+  for (int k2 = 0; k2 < 32; ++k2) rows[lane][k2] = k2 == 0 ? a[0] : cmul(a[k2], twiddle[k2][lane]);
   __syncwarp();
 #pragma unroll
-  for (int n1 = 0; n1 < 32; ++n1) a[n1] = make_float2(re[n1][lane], im[n1][lane]);
+  for (int n1 = 0; n1 < 32; ++n1) a[n1] = rows[n1][lane];
   __syncwarp();  // the next frame's stores wait until every lane has read this one
   fft32(a);      // over n1
 }
@@ -211,8 +215,9 @@ __device__ __forceinline__ void transform_frame(float2 (&a)[32], const float2 (&
 template <typename Sample>
 __global__ void __launch_bounds__(kFusedWarps * 32) fused_kernel(FusedArgs args, unsigned segments_per_row,
                                                                  unsigned long long segments, float scale) {
-  __shared__ float transpose_re[kFusedWarps][32][33];
-  __shared__ float transpose_im[kFusedWarps][32][33];
+  // Rows of 33 complex values: a store instruction (lanes 0..31 of one column) and a load (one
+  // row) each touch every bank pair once per half-warp.
+  __shared__ float2 transpose[kFusedWarps][32][33];
   // twiddle[k2][t] = W1024^(t·k2): lane t reads row k2 at consecutive addresses (no bank conflicts).
   // Read from g_w1024 at (t·k2) mod 1024 instead, every warp's 31 twiddle loads touched up to 32 lines
   // each: ~750 L1 wavefronts per frame, against ~190 for everything else the frame needs.
@@ -240,7 +245,7 @@ __global__ void __launch_bounds__(kFusedWarps * 32) fused_kernel(FusedArgs args,
     for (unsigned long long g = begin; g < last; ++g) {
       float2 a[32];
       load_frame<Sample>(args, static_cast<unsigned>((g - args.pending) * kFusedSize), lane, scale, a);
-      transform_frame(a, twiddle, transpose_re[warp], transpose_im[warp], lane);  // a[k1] = X[lane + 32·k1]
+      transform_frame(a, twiddle, transpose[warp], lane);  // a[k1] = X[lane + 32·k1]
 #pragma unroll
       for (int k1 = 0; k1 < 32; ++k1) power[k1] += a[k1].x * a[k1].x + a[k1].y * a[k1].y;
     }
