@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -29,6 +30,12 @@ inline std::uint64_t swap16_lanes(std::uint64_t word) {
 inline std::uint64_t swap32_lanes(std::uint64_t word) {
   return __builtin_bswap64((word << 32) | (word >> 32));
 }
+struct Swap16 {
+  std::uint64_t operator()(std::uint64_t word) const noexcept { return swap16_lanes(word); }
+};
+struct Swap32 {
+  std::uint64_t operator()(std::uint64_t word) const noexcept { return swap32_lanes(word); }
+};
 
 template <typename Swap>
 void copy_words(const std::byte* in, std::byte* out, std::size_t bytes, Swap swap) noexcept {
@@ -138,17 +145,10 @@ void stream_lanes(const std::byte* in, std::byte* out, std::size_t bytes, [[mayb
   if constexpr (L == Lanes::none) {
     std::memcpy(out + i, in + i, bytes - i);
   } else {
-    copy_words(in + i, out + i, bytes - i, [](std::uint64_t word) { return L == Lanes::bits16 ? swap16_lanes(word) : swap32_lanes(word); });
+    copy_words(in + i, out + i, bytes - i, std::conditional_t<L == Lanes::bits16, Swap16, Swap32>{});
   }
 }
 #endif
-
-struct Swap16 {
-  std::uint64_t operator()(std::uint64_t word) const noexcept { return swap16_lanes(word); }
-};
-struct Swap32 {
-  std::uint64_t operator()(std::uint64_t word) const noexcept { return swap32_lanes(word); }
-};
 
 }  // namespace
 
