@@ -63,6 +63,22 @@ print(sys.argv[3] + ": " + "; ".join(parts))
 PY
 }
 
+paced_send() {  # paced_send NAME RATE SECONDS: the emulator's two streams at RATE per port from cores 14 and 15,
+  # with /proc/stat snapshots of the receive and sending cores before and after
+  grep -E '^cpu(2|8|14|15) ' /proc/stat > "$out/$1-stat-before.txt"
+  "$pack/bin/sluice-emulator" "$pack/configs/dual_port.yaml" --set "emulator.rate=$2" --set emulator.sample_rate=750Msps \
+    --set "emulator.duration=${3}s" --cpu 14 --cpu 15 -q 2> "$out/$1-emulator.log"
+  grep -E '^cpu(2|8|14|15) ' /proc/stat > "$out/$1-stat-after.txt"
+}
+
+emulator_sent() {  # emulator_sent NAME: "PACKETS GB/S" that NAME's emulator says it sent (both ports), "? 0" if it did not
+  python3 - "$out/$1-emulator.log" <<'PY'
+import re, sys
+sent = re.search(r"sent ([0-9]+) packets .* Mpkt/s, ([0-9.]+) ([GM]B/s)", open(sys.argv[1]).read())
+print(f"{sent.group(1)} {float(sent.group(2)) / (1000 if sent.group(3) == 'MB/s' else 1)}" if sent else "? 0")
+PY
+}
+
 dual_run() {  # dual_run RATE SECONDS [SLUICE LABEL]: one run of the dual-port pipeline (by another build of
   # sluice, LABEL, where given); prints the table's row
   local rate=$1 seconds=$2 sluice=${3:-$pack/bin/sluice} label=${4:-pipeline}
@@ -89,16 +105,14 @@ dual_run() {  # dual_run RATE SECONDS [SLUICE LABEL]: one run of the dual-port p
   for task in /proc/$pipeline/task/*; do
     printf '%-16s %s\n' "$(cat "$task/comm")" "$(taskset -pc "${task##*/}" 2> /dev/null | sed 's/.*: //')"
   done > "$out/$name-threads.txt"
-  grep -E '^cpu(2|8|14|15) ' /proc/stat > "$out/$name-stat-before.txt"
-  "$pack/bin/sluice-emulator" "$pack/configs/dual_port.yaml" --set "emulator.rate=$rate" --set emulator.sample_rate=750Msps \
-    --set "emulator.duration=${seconds}s" --cpu 14 --cpu 15 -q 2> "$out/$name-emulator.log"
-  grep -E '^cpu(2|8|14|15) ' /proc/stat > "$out/$name-stat-after.txt"
+  paced_send "$name" "$rate" "$seconds"
   wait $pipeline || status=1
   detail_line "$name" "$out/$name.json"
-  python3 - "$out/$name.json" "$rate" "$out/$name-emulator.log" "$label" <<'PY'
-import json, re, sys
+  # shellcheck disable=SC2046  # emulator_sent's two words are two arguments
+  python3 - "$out/$name.json" "$rate" "$label" $(emulator_sent "$name") <<'PY'
+import json, sys
 report = json.load(open(sys.argv[1]))
-sent = re.search(r"sent ([0-9]+) packets .* Mpkt/s, ([0-9.]+) ([GM]B/s)", open(sys.argv[3]).read())
+sent, gbps = sys.argv[4], float(sys.argv[5])
 lost = lost_packets = drops = rows = 0
 for lane in report["lanes"]:
     stages = lane["stages"]
@@ -106,9 +120,7 @@ for lane in report["lanes"]:
     lost_packets += stages[0]["counters"].get("lost_packets", 0)
     drops += sum(stage.get("drops_total", 0) for stage in stages)
     rows += next((s["counters"].get("rows", 0) for s in stages if s["name"] == "fft"), 0)
-gbps = float(sent.group(2)) / (1000 if sent and sent.group(3) == "MB/s" else 1) if sent else 0
-print(f"{sys.argv[4]:<9}{sys.argv[2]:>9} {gbps:9.2f} {sent.group(1) if sent else '?':>11} "
-      f"{lost_packets:>10} {lost:>14} {drops:>6} {rows:>10}")
+print(f"{sys.argv[3]:<9}{sys.argv[2]:>9} {gbps:9.2f} {sent:>11} {lost_packets:>10} {lost:>14} {drops:>6} {rows:>10}")
 PY
 }
 
@@ -118,20 +130,16 @@ bare_run() {  # bare_run RATE SECONDS: two bare receive loops on the udp stages'
     --seconds "$((seconds + 20))" --idle 1 > "$out/$name.json" 2> "$out/$name.log" &
   local loops=$!
   sleep 1
-  grep -E '^cpu(2|8|14|15) ' /proc/stat > "$out/$name-stat-before.txt"
-  "$pack/bin/sluice-emulator" "$pack/configs/dual_port.yaml" --set "emulator.rate=$rate" --set emulator.sample_rate=750Msps \
-    --set "emulator.duration=${seconds}s" --cpu 14 --cpu 15 -q 2> "$out/$name-emulator.log"
-  grep -E '^cpu(2|8|14|15) ' /proc/stat > "$out/$name-stat-after.txt"
+  paced_send "$name" "$rate" "$seconds"
   wait $loops || status=1
   detail_line "$name"
-  python3 - "$out/$name.json" "$rate" "$out/$name-emulator.log" <<'PY'
-import json, re, sys
+  # shellcheck disable=SC2046  # emulator_sent's two words are two arguments
+  python3 - "$out/$name.json" "$rate" $(emulator_sent "$name") <<'PY'
+import json, sys
 received = json.load(open(sys.argv[1]))["packets"]
-sent = re.search(r"sent ([0-9]+) packets .* Mpkt/s, ([0-9.]+) ([GM]B/s)", open(sys.argv[3]).read())
-lost = int(sent.group(1)) - received if sent else -1
-gbps = float(sent.group(2)) / (1000 if sent and sent.group(3) == "MB/s" else 1) if sent else 0
-print(f"{'loops':<9}{sys.argv[2]:>9} {gbps:9.2f} {sent.group(1) if sent else '?':>11} "
-      f"{lost:>10} {'-':>14} {'-':>6} {'-':>10}")
+sent, gbps = sys.argv[3], float(sys.argv[4])
+lost = int(sent) - received if sent != "?" else -1
+print(f"{'loops':<9}{sys.argv[2]:>9} {gbps:9.2f} {sent:>11} {lost:>10} {'-':>14} {'-':>6} {'-':>10}")
 PY
 }
 
