@@ -23,9 +23,16 @@
 namespace sluice {
 namespace {
 
-// Far above any real pipeline file (a 64-lane file has a few thousand nodes), far below
-// what an alias bomb expands to.
-constexpr std::uint64_t kMaxYamlNodes = 100'000;
+// What aliases may add to a document beyond the nodes it writes: the larger of a fixed
+// allowance and a multiple of the nodes written. Walking the expanded tree then costs at most
+// a small multiple of reading the file, however long the file, while an alias bomb (a few
+// hundred bytes that expand to 10^9 nodes) is refused as soon as its expansion passes this.
+constexpr std::uint64_t kAliasNodeAllowance = 100'000;
+constexpr std::uint64_t kAliasExpansionRatio = 10;
+// Maps and lists nested this deep are refused with their position; yaml-cpp itself gives up
+// near 500 levels with "bad file" at the scanner's read-ahead position. A pipeline file nests
+// a handful of levels (lanes, a stage, a setting's list).
+constexpr std::size_t kMaxYamlDepth = 64;
 
 struct TextPosition {
   std::size_t line = 0;    // from 0
@@ -78,15 +85,27 @@ std::optional<TextPosition> first_invalid_utf8(std::string_view text) {
   return std::nullopt;
 }
 
-// Follows the parser's events: knows the key path being parsed (for syntax errors) and
-// counts the nodes the document expands to, an alias counting its anchor's whole tree.
+// Follows the parser's events: knows the key path being parsed (for syntax errors), refuses
+// maps and lists nested deeper than kMaxYamlDepth where the one too deep starts, and counts
+// the nodes the document writes and those it expands to (an alias counting its anchor's
+// whole tree), refusing the alias that makes the expansion add more than the rule allows.
 class YamlPrecheck final : public YAML::EventHandler {
  public:
   struct TooLarge {
     YAML::Mark mark;
     std::string path;
+    std::uint64_t written = 0;  // nodes the file writes, up to the alias refused
+    std::uint64_t allowed = 0;  // what aliases could add to them
   };
-  explicit YamlPrecheck(std::uint64_t limit) : limit_(limit) {}
+  struct TooDeep {
+    YAML::Mark mark;  // where the map or list past the limit starts
+    std::string path;
+  };
+
+  // The nodes aliases may add to a document that writes `written` nodes.
+  [[nodiscard]] static std::uint64_t allowed_addition(std::uint64_t written) {
+    return std::max(kAliasNodeAllowance, kAliasExpansionRatio * written);
+  }
 
   // Where parsing got to, e.g. "lanes[1].source.rate"; never empty.
   [[nodiscard]] std::string path() const {
@@ -132,9 +151,13 @@ class YamlPrecheck final : public YAML::EventHandler {
     }
     return top.path + "[" + std::to_string(top.index) + "]";
   }
+  // One node written, `nodes` once expanded. Every step is checked, so no count can grow
+  // past a few times the limit (nor overflow).
   void count(const YAML::Mark& mark, std::uint64_t nodes) {
+    ++written_;
     expanded_ += nodes;
-    if (expanded_ > limit_) throw TooLarge{mark, path()};
+    const std::uint64_t allowed = allowed_addition(written_);
+    if (expanded_ - written_ > allowed) throw TooLarge{mark, path(), written_, allowed};
   }
   void remember(YAML::anchor_t anchor, std::uint64_t nodes) {
     if (anchor == 0) return;
@@ -161,6 +184,7 @@ class YamlPrecheck final : public YAML::EventHandler {
     completed(nodes, scalar);
   }
   void open(const YAML::Mark& mark, YAML::anchor_t anchor, bool map) {
+    if (frames_.size() == kMaxYamlDepth) throw TooDeep{mark, path()};
     count(mark, 1);
     Frame frame;
     frame.map = map;
@@ -175,7 +199,7 @@ class YamlPrecheck final : public YAML::EventHandler {
     completed(done.nodes, {});
   }
 
-  std::uint64_t limit_;
+  std::uint64_t written_ = 0;
   std::uint64_t expanded_ = 0;
   std::vector<Frame> frames_;
   std::vector<std::uint64_t> anchor_sizes_;
@@ -378,7 +402,7 @@ YAML::Node parse_yaml(const std::string& text, ConfigSource& source, const std::
   // One pass over the parser's events first: syntax errors get the key path they occur at,
   // and aliases are expanded by count only, so that a small alias bomb is refused at once
   // instead of being walked node by node.
-  YamlPrecheck precheck(kMaxYamlNodes);
+  YamlPrecheck precheck;
   try {
     std::istringstream stream(text);
     YAML::Parser parser(stream);
@@ -390,8 +414,17 @@ YAML::Node parse_yaml(const std::string& text, ConfigSource& source, const std::
     throw ConfigException(std::move(errors));
   } catch (const YamlPrecheck::TooLarge& error) {
     errors.add({at(static_cast<std::size_t>(error.mark.line), static_cast<std::size_t>(error.mark.column)), error.path,
-                "aliases expand to more than " + std::to_string(kMaxYamlNodes) + " nodes",
-                "a pipeline file needs far fewer; write the repeated settings in a lane template instead"});
+                "aliases expand the document by more than " + std::to_string(error.allowed) + " nodes (it writes " +
+                    std::to_string(error.written) + " up to here)",
+                "aliases may add " + std::to_string(kAliasExpansionRatio) + " times the nodes a file writes, or " +
+                    std::to_string(kAliasNodeAllowance) +
+                    " to a small one; write the repeated settings in a lane template instead"});
+    throw ConfigException(std::move(errors));
+  } catch (const YamlPrecheck::TooDeep& error) {
+    errors.add({at(static_cast<std::size_t>(error.mark.line), static_cast<std::size_t>(error.mark.column)), error.path,
+                "maps and lists nested deeper than " + std::to_string(kMaxYamlDepth) + " levels",
+                "a pipeline file nests a few levels (lanes, stages, settings); look for brackets or indentation that "
+                "keep opening"});
     throw ConfigException(std::move(errors));
   }
   YAML::Node root;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "stages/generator/generator.hpp"
@@ -139,9 +140,12 @@ TEST(Config, AliasBombIsRejectedAtOnce) {
   const auto errors = errors_of(yaml);
   const auto took = std::chrono::steady_clock::now() - started;
   ASSERT_EQ(errors.size(), 1U);
-  EXPECT_NE(errors[0].message.find("aliases expand"), std::string::npos) << errors[0].to_string();
-  EXPECT_EQ(errors[0].location.rfind("test.yaml:", 0), 0U);
-  EXPECT_FALSE(errors[0].key_path.empty());
+  EXPECT_NE(errors[0].message.find("aliases expand the document by more than 100000 nodes"), std::string::npos)
+      << errors[0].to_string();
+  // Lines 1 to 5 write 56 nodes that expand to 74,738; the first *e on line 6 adds 66,429
+  // more, past 100,000: it is the alias refused.
+  EXPECT_EQ(errors[0].location, "test.yaml:6:8") << errors[0].to_string();
+  EXPECT_EQ(errors[0].key_path, "f[0]");
   // Not a timing test: the limit is 10^5 nodes; walking 10^9 would take tens of seconds.
   EXPECT_LT(took, std::chrono::seconds(5));
   // A few aliases (the normal use) are fine.
@@ -149,6 +153,89 @@ TEST(Config, AliasBombIsRejectedAtOnce) {
       "template:\n  - &gen {name: source, type: generator}\n  - {name: sink, type: null}\nlanes: [{name: a}, {name: b}]\n",
       "test.yaml");
   EXPECT_EQ(fine.lanes.size(), 2U);
+}
+
+// One lane of a real file, with its stages written out (no template, no aliases).
+std::string written_out_lane(std::size_t lane) {
+  return "  - name: port" + std::to_string(lane) + "\n" +
+         "    stages:\n"
+         "      - name: source\n"
+         "        type: generator\n"
+         "        format: ci16\n"
+         "        sample_rate: 100Msps\n"
+         "        rate: " + std::to_string(lane % 1000 + 1) + "MB/s\n"
+         "        signal: tone\n"
+         "        amplitude: 0.25\n"
+         "      - name: link\n"
+         "        type: link\n"
+         "        memory: host\n"
+         "      - name: sink\n"
+         "        type: \"null\"\n"
+         "        queue_depth: 8\n";
+}
+
+TEST(Config, ALargeFileWithoutAliasesLoads) {
+  // Over 10 MB and 454,551 lines of lanes: a size no alias rule may refuse.
+  std::string yaml = "pipeline:\n  name: many-lanes\n  chunk: 1MiB\nlanes:\n";
+  std::size_t lanes = 0;
+  while (yaml.size() < 10'000'000) yaml += written_out_lane(lanes++);
+  ASSERT_GE(std::count(yaml.begin(), yaml.end(), '\n'), 454'551);
+  const PipelineDefinition definition = load_pipeline_text(yaml, "large.yaml");
+  ASSERT_EQ(definition.lanes.size(), lanes);
+  // Each lane is the one written at its place, settings included.
+  for (const std::size_t lane : {std::size_t{0}, std::size_t{12'345}, lanes - 1}) {
+    SCOPED_TRACE(lane);
+    EXPECT_EQ(definition.lanes[lane].name, "port" + std::to_string(lane));
+    ASSERT_EQ(definition.lanes[lane].stages.size(), 3U);
+    EXPECT_EQ(definition.lanes[lane].stages[2].queue_depth, 8U);
+    EXPECT_DOUBLE_EQ(generator_of(definition, lane).rate, static_cast<double>(lane % 1000 + 1) * 1e6);
+  }
+}
+
+TEST(Config, ModestAliasingInALargeFileLoads) {
+  // Every lane takes its generator from one anchor: each alias adds its 14 nodes, more than
+  // 100,000 in all, and still a fraction of what the file writes.
+  std::string yaml = "pipeline: {name: aliased}\nlanes:\n"
+                     "  - name: port0\n    stages:\n      - &source {type: generator, format: ci16, sample_rate: 100Msps,"
+                     " rate: 3MB/s, signal: ramp, amplitude: 0.25, stop_after: 1MiB}\n      - {type: \"null\"}\n";
+  constexpr std::size_t kLanes = 10'000;
+  for (std::size_t lane = 1; lane < kLanes; ++lane) {
+    yaml += "  - name: port" + std::to_string(lane) + "\n    stages:\n      - *source\n      - {type: link, memory: host}\n"
+            "      - {type: \"null\", queue_depth: 8}\n";
+  }
+  const PipelineDefinition definition = load_pipeline_text(yaml, "test.yaml");
+  ASSERT_EQ(definition.lanes.size(), kLanes);
+  EXPECT_EQ(definition.lanes.back().stages.size(), 3U);
+  EXPECT_DOUBLE_EQ(generator_of(definition, kLanes - 1).rate, 3e6);
+  EXPECT_EQ(generator_of(definition, kLanes - 1).signal, GeneratorSignal::ramp);
+}
+
+TEST(Config, DeepNestingIsRefusedWhereItGoesTooDeep) {
+  // Block maps, each key one level in: the 65th map (line 65) is one too many. It starts
+  // at its first key, indented 2 × 64 columns.
+  std::string block;
+  for (std::size_t level = 0; level < 600; ++level) block += std::string(2 * level, ' ') + "k" + std::to_string(level) + ":\n";
+  auto errors = errors_of(block);
+  ASSERT_EQ(errors.size(), 1U);
+  EXPECT_EQ(errors[0].location, "test.yaml:65:129") << errors[0].to_string();
+  EXPECT_EQ(errors[0].message, "maps and lists nested deeper than 64 levels");
+  std::string path = "k0";
+  for (int level = 1; level < 64; ++level) path += ".k" + std::to_string(level);
+  EXPECT_EQ(errors[0].key_path, path);
+  // Flow lists on line 2 after "lanes: ", from column 8: the top-level map is the first
+  // level, so the 64th "[" (column 71) is the first list too deep.
+  errors = errors_of("pipeline: {}\nlanes: " + std::string(1000, '[') + std::string(1000, ']') + "\n");
+  ASSERT_EQ(errors.size(), 1U);
+  EXPECT_EQ(errors[0].location, "test.yaml:2:71") << errors[0].to_string();
+  EXPECT_EQ(errors[0].message, "maps and lists nested deeper than 64 levels");
+  path = "lanes";
+  for (int level = 1; level < 64; ++level) path += "[0]";
+  EXPECT_EQ(errors[0].key_path, path);
+  // 64 levels are read (and then refused for what they hold, not for their depth).
+  errors = errors_of("pipeline: {}\nlanes: " + std::string(63, '[') + std::string(63, ']') + "\n");
+  ASSERT_EQ(errors.size(), 1U);
+  EXPECT_EQ(errors[0].location, "test.yaml:2:9") << errors[0].to_string();
+  EXPECT_EQ(errors[0].message, "expected a map with at least 'name'");
 }
 
 TEST(Config, UnknownKeyWithDidYouMeanHint) {
