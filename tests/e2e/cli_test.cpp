@@ -168,7 +168,15 @@ TEST(Cli, BadYamlIsRefusedBeforeAnythingIsCreated) {
   std::ofstream(config) << bomb;
   auto result = run_process({kSluice, "validate", config.string()}, std::chrono::seconds(20));
   EXPECT_EQ(result.exit_code, 2);
-  EXPECT_NE(result.err.find("aliases expand to more than"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find(config.string() + ":6:8: f[0]: aliases expand the document by more than 100000 nodes"),
+            std::string::npos)
+      << result.err;
+  // Nesting too deep names where the list past the limit starts.
+  std::ofstream(config) << "pipeline: {}\nlanes: " + std::string(1000, '[') + std::string(1000, ']') + "\n";
+  result = run_process({kSluice, "validate", config.string()});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.err.find(config.string() + ":2:71: "), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("maps and lists nested deeper than 64 levels"), std::string::npos) << result.err;
   // A syntax error names its key path.
   std::ofstream(config) << "pipeline:\n  name: [unclosed\nlanes: []\n";
   result = run_process({kSluice, "validate", config.string()});
