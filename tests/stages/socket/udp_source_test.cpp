@@ -22,6 +22,8 @@
 #include "recorder/capture_tools.hpp"
 #include "recorder/sigmf.hpp"
 #include "capture_sink.hpp"
+#include "proc_net_udp.hpp"
+#include "wire/samples.hpp"
 #include "wire/socket.hpp"
 #include "wire/vita49_context.hpp"
 
@@ -430,6 +432,7 @@ TEST(UdpSource, SustainedJumpAheadIsOneResynchronisationWithAGapAtItsPlace) {
   EXPECT_EQ(run.resyncs, 1U);
   EXPECT_EQ(run.resync_samples, jump);
   EXPECT_EQ(run.drops["outlier"], 0U);
+  EXPECT_EQ(run.drops["socket_overflow"], 0U) << "a jump with no datagram dropped by the kernel";
   // The packets that confirmed the jump are kept: nothing is lost.
   EXPECT_EQ(run.lost_samples, 0U);
   EXPECT_EQ(run.samples_out, 1000 * spp);
@@ -445,6 +448,119 @@ TEST(UdpSource, SustainedJumpAheadIsOneResynchronisationWithAGapAtItsPlace) {
     const std::uint64_t epoch = kStartSeconds * 100'000'000ULL + chunk.first_sample;
     EXPECT_EQ(chunk.timestamp.seconds, epoch / 100'000'000ULL);
   }
+}
+
+// The emulator's VITA-49 stream (stream ID 1, its signal, time from kStartSeconds at 100 Msps)
+// sent packet by packet, so that a test decides when each part of it goes out.
+class VitaStream {
+ public:
+  VitaStream(const emulator::EmulatorSettings& settings, std::uint16_t port)
+      : settings_(settings),
+        samples_(settings.samples_per_packet()),
+        encoder_(emulator::Framing::vita49, 1, settings.signal.format, samples_, false),
+        source_(settings.signal),
+        datagram_(encoder_.packet_bytes(samples_)),
+        scratch_(samples_ * bytes_per_sample(settings.signal.format)),
+        to_(*wire::parse_endpoint("127.0.0.1:" + std::to_string(port))) {}
+  // Packets [from, to); `pause_every`: a 1 ms pause after each so many (0: none).
+  void send(std::uint64_t from, std::uint64_t to, std::uint64_t pause_every) {
+    for (std::uint64_t k = from; k < to; ++k) {
+      emulator::PacketFields fields;
+      fields.k = k;
+      fields.first_sample = k * samples_;
+      fields.samples = samples_;
+      vita49::timestamp_of(fields.first_sample, 100'000'000, fields.seconds, fields.picoseconds);
+      fields.seconds += kStartSeconds;
+      const std::size_t bytes = encoder_.write(fields, datagram_.data());
+      source_.fill(fields.first_sample, scratch_);
+      wire::copy_swapped(settings_.signal.format, scratch_.data(), datagram_.data() + encoder_.prefix_bytes(), scratch_.size());
+      ASSERT_EQ(::sendto(socket_.get(), datagram_.data(), bytes, 0, reinterpret_cast<const sockaddr*>(&to_), sizeof(to_)),
+                static_cast<ssize_t>(bytes));
+      if (pause_every != 0 && (k + 1) % pause_every == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  [[nodiscard]] std::size_t samples_per_packet() const { return samples_; }
+
+ private:
+  emulator::EmulatorSettings settings_;
+  std::size_t samples_;
+  emulator::FrameEncoder encoder_;
+  emulator::SignalSource source_;
+  std::vector<std::byte> datagram_;
+  std::vector<std::byte> scratch_;
+  sockaddr_in to_;
+  wire::UniqueFd socket_{::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)};
+};
+
+// A stage that falls behind: the stream starts while nobody reads the socket, the kernel
+// keeps what its small buffer holds and drops the rest (far more than max_jump), then the
+// stage reads and the sender goes on. The hole is loss the kernel caused, at its place, not a
+// sender that jumped ahead; ground truth is the kernel's own drop count (/proc/net/udp) and
+// the emulator's signal on both sides of the hole.
+TEST(UdpSource, AKernelDropBurstLongerThanMaxJumpIsLossNotAJump) {
+  UdpRun run;
+  test_support::current_capture() = &run.capture;
+  const std::string yaml = "pipeline: {chunk: 64KiB, chunks: 64}\n"
+                           "template:\n"
+                           "  - {name: source, type: udp, address: 127.0.0.1:0, sample_rate: 100Msps, stream_id: 1, "
+                           "receive_buffer: 64KiB, max_jump: 1ms}\n"
+                           "  - {name: sink, type: capture}\n"
+                           "lanes: [{name: port0}]\n";
+  Pipeline pipeline(load_pipeline_text(yaml, "<test>", {}, test_support::test_registry()));
+  pipeline.start();  // the socket is bound; nothing reads it until run()
+  auto* stage = dynamic_cast<UdpSource*>(pipeline.definition().lanes[0].stages[0].stage.get());
+  ASSERT_NE(stage, nullptr);
+  const auto settings = with_count(0);
+  VitaStream stream(settings, stage->port());
+  const std::uint64_t spp = stream.samples_per_packet();
+  constexpr std::uint64_t kBurst = 3000;
+  constexpr std::uint64_t kTotal = kBurst + 600;
+  stream.send(0, kBurst, 64);  // pauses for the loopback backlog: every drop is the socket's
+  const std::uint64_t burst_dropped = test_support::proc_udp_drops(stage->port()).value();
+  const std::uint64_t kept = kBurst - burst_dropped;
+  ASSERT_GT(burst_dropped * spp, 100'000U) << "the kernel must drop more than max_jump (1 ms: 100 000 samples)";
+  ASSERT_GT(kept, 0U);
+
+  std::thread runner([&] { pipeline.run(); });
+  const StageMetrics& metrics = test_support::source_metrics(pipeline);
+  // The stage catches up with what the kernel kept before the sender goes on.
+  EXPECT_TRUE(test_support::wait_for([&] { return metrics.packets.load() >= kept; }));
+  stream.send(kBurst, kTotal - 20, 8);
+  stream.send(kTotal - 20, kTotal, 1);  // slowly at the end: a lost last packet could not be seen
+  std::uint64_t dropped = 0;
+  EXPECT_TRUE(test_support::wait_for([&] {
+    dropped = test_support::proc_udp_drops(stage->port()).value();
+    return metrics.packets.load() >= kTotal - dropped;
+  })) << metrics.packets.load() << " of " << kTotal - dropped;
+  pipeline.request_stop();
+  runner.join();
+  test_support::current_capture() = nullptr;
+
+  EXPECT_EQ(counter(metrics, "resyncs"), 0U);
+  EXPECT_EQ(counter(metrics, "resync_samples"), 0U);
+  EXPECT_EQ(drops(metrics, "outlier"), 0U);
+  EXPECT_EQ(metrics.packets.load(), kTotal - dropped);
+  EXPECT_EQ(drops(metrics, "socket_overflow"), dropped) << "the stage's count is the kernel's";
+  std::uint64_t captured = 0;
+  for (const auto& chunk : run.capture.chunks) captured += chunk.sample_count;
+  EXPECT_EQ(counter(metrics, "lost_samples"), kTotal * spp - captured);
+  EXPECT_EQ(counter(metrics, "lost_samples"), dropped * spp);
+  // The hole is where the kernel's buffer filled, as long as what it dropped, and every sample
+  // around it is the emulator's at its index (any later small overflow is a gap of its own).
+  emulator::SignalSource source(settings.signal);
+  std::uint64_t end = 0;
+  const std::vector<Gap> gaps = test_support::walk_stream(run.capture, 4, [&](std::uint64_t first, std::uint64_t count) {
+    std::vector<std::byte> bytes(count * 4);
+    source.fill(first, bytes);
+    return bytes;
+  }, end);
+  EXPECT_EQ(end, kTotal * spp);
+  ASSERT_FALSE(gaps.empty());
+  EXPECT_EQ(gaps[0].first_sample, kept * spp);
+  EXPECT_EQ(gaps[0].length, burst_dropped * spp);
+  std::uint64_t gap_samples = 0;
+  for (const Gap& gap : gaps) gap_samples += gap.length;
+  EXPECT_EQ(gap_samples, dropped * spp);
 }
 
 TEST(UdpSource, SustainedJumpBackStartsANewSegmentRightAfterTheOldOne) {
