@@ -44,6 +44,14 @@ struct Overflowing {
       ++sent;
     }
   }
+  // Overflows the buffer (nobody reads while 200 datagrams come), drains it, and receives one
+  // more datagram, which carries the kernel's count of what it dropped.
+  void overflow(KernelDrops& drops) {
+    send(200);
+    drain(drops);
+    send(1);
+    drain(drops);
+  }
   // Receives everything queued, each message's control data handed to `drops`. Returns the count.
   std::uint64_t drain(KernelDrops& drops) {
     std::uint64_t received = 0;
@@ -93,10 +101,7 @@ TEST(KernelDrops, AGapIsALossOnlyWhenTheDropsCanHoldIt) {
   drops.start(socket.receiver.get(), metrics, false);
   drops.used(0, 100, 0);
   EXPECT_FALSE(drops.explains(200, 100, 2)) << "no drops yet: a gap is not theirs";
-  socket.send(200);
-  socket.drain(drops);
-  socket.send(1);
-  socket.drain(drops);
+  socket.overflow(drops);
   const std::uint64_t dropped = drops.since_used();
   ASSERT_GT(dropped, 1U);
   const auto count_after = [](std::uint64_t missing) { return static_cast<std::uint8_t>((missing + 1) & 0xF); };
@@ -112,10 +117,7 @@ TEST(KernelDrops, AGapIsALossOnlyWhenTheDropsCanHoldIt) {
   drops.used(next, 100, count_after(dropped));
   EXPECT_FALSE(drops.explains(next + 200, 100, std::nullopt));
   // More drops; a late packet behind the furthest one does not move where the next gap starts.
-  socket.send(200);
-  socket.drain(drops);
-  socket.send(1);
-  socket.drain(drops);
+  socket.overflow(drops);
   const std::uint64_t again = drops.since_used();
   ASSERT_GT(again, 0U);
   drops.used(next - 100, 100, std::nullopt);
@@ -132,10 +134,7 @@ TEST(KernelDrops, WithGroOneCountedDropMayHoldACoalescedDatagram) {
   KernelDrops drops;
   drops.start(socket.receiver.get(), metrics, true);
   drops.used(0, 100, std::nullopt);
-  socket.send(200);
-  socket.drain(drops);
-  socket.send(1);
-  socket.drain(drops);
+  socket.overflow(drops);
   const std::uint64_t most = drops.since_used() * KernelDrops::kGroSegmentsMax;
   EXPECT_TRUE(drops.explains(100 + most * 100, 100, std::nullopt));
   EXPECT_FALSE(drops.explains(100 + (most + 1) * 100, 100, std::nullopt));

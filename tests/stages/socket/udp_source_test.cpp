@@ -57,6 +57,21 @@ struct UdpRun {
 
 constexpr std::uint64_t kStartSeconds = 1'700'000'000;
 
+// A pipeline of one lane: a udp stage on a free loopback port at 100 Msps (`settings` added
+// to its map) into the capture sink, with `chunks` chunks of 64 KiB.
+PipelineDefinition udp_to_capture(const std::string& settings, int chunks) {
+  const std::string yaml = "pipeline: {chunk: 64KiB, chunks: " + std::to_string(chunks) + "}\n" +
+                           "template:\n"
+                           "  - {name: source, type: udp, address: 127.0.0.1:0, sample_rate: 100Msps" + settings + "}\n" +
+                           "  - {name: sink, type: capture}\n"
+                           "lanes: [{name: port0}]\n";
+  return load_pipeline_text(yaml, "<test>", {}, test_support::test_registry());
+}
+
+UdpSource* udp_stage(Pipeline& pipeline) {
+  return dynamic_cast<UdpSource*>(pipeline.definition().lanes[0].stages[0].stage.get());
+}
+
 // Runs `settings` (destination filled in) against a udp stage; `extra` runs after the
 // emulator, with the stage's port (garbage senders, other framings). A count of 0: no
 // emulator, only `extra`.
@@ -77,7 +92,7 @@ void run_udp(emulator::EmulatorSettings settings, UdpRun& run, const std::string
       "lanes: [{name: port0}]\n";
   Pipeline pipeline(load_pipeline_text(yaml, "<test>", {}, test_support::test_registry()));
   pipeline.start();
-  auto* stage = dynamic_cast<UdpSource*>(pipeline.definition().lanes[0].stages[0].stage.get());
+  UdpSource* stage = udp_stage(pipeline);
   ASSERT_NE(stage, nullptr);
   std::thread runner([&] { pipeline.run(); });
 
@@ -118,6 +133,17 @@ void run_udp(emulator::EmulatorSettings settings, UdpRun& run, const std::string
   run.busy_fraction =
       static_cast<double>(metrics.busy_ns.load()) / static_cast<double>(metrics.stopped_ns.load() - metrics.started_ns.load());
   test_support::current_capture() = nullptr;
+}
+
+// Walks the capture (ci16) against the signal's samples at their stream indices: its gaps in
+// order, and the stream's end in `end`.
+std::vector<Gap> walk_signal(const UdpRun& run, const emulator::SignalSettings& signal, std::uint64_t& end) {
+  emulator::SignalSource source(signal);
+  return test_support::walk_stream(run.capture, 4, [&](std::uint64_t first, std::uint64_t count) {
+    std::vector<std::byte> bytes(count * 4);
+    source.fill(first, bytes);
+    return bytes;
+  }, end);
 }
 
 // The chunks hold exactly the samples not listed as lost, in order, equal to the source's,
@@ -500,15 +526,9 @@ class VitaStream {
 TEST(UdpSource, AKernelDropBurstLongerThanMaxJumpIsLossNotAJump) {
   UdpRun run;
   test_support::current_capture() = &run.capture;
-  const std::string yaml = "pipeline: {chunk: 64KiB, chunks: 64}\n"
-                           "template:\n"
-                           "  - {name: source, type: udp, address: 127.0.0.1:0, sample_rate: 100Msps, stream_id: 1, "
-                           "receive_buffer: 64KiB, max_jump: 1ms}\n"
-                           "  - {name: sink, type: capture}\n"
-                           "lanes: [{name: port0}]\n";
-  Pipeline pipeline(load_pipeline_text(yaml, "<test>", {}, test_support::test_registry()));
+  Pipeline pipeline(udp_to_capture(", stream_id: 1, receive_buffer: 64KiB, max_jump: 1ms", 64));
   pipeline.start();  // the socket is bound; nothing reads it until run()
-  auto* stage = dynamic_cast<UdpSource*>(pipeline.definition().lanes[0].stages[0].stage.get());
+  UdpSource* stage = udp_stage(pipeline);
   ASSERT_NE(stage, nullptr);
   const auto settings = with_count(0);
   VitaStream stream(settings, stage->port());
@@ -547,13 +567,8 @@ TEST(UdpSource, AKernelDropBurstLongerThanMaxJumpIsLossNotAJump) {
   EXPECT_EQ(counter(metrics, "lost_samples"), dropped * spp);
   // The hole is where the kernel's buffer filled, as long as what it dropped, and every sample
   // around it is the emulator's at its index (any later small overflow is a gap of its own).
-  emulator::SignalSource source(settings.signal);
   std::uint64_t end = 0;
-  const std::vector<Gap> gaps = test_support::walk_stream(run.capture, 4, [&](std::uint64_t first, std::uint64_t count) {
-    std::vector<std::byte> bytes(count * 4);
-    source.fill(first, bytes);
-    return bytes;
-  }, end);
+  const std::vector<Gap> gaps = walk_signal(run, settings.signal, end);
   EXPECT_EQ(end, kTotal * spp);
   ASSERT_FALSE(gaps.empty());
   EXPECT_EQ(gaps[0].first_sample, kept * spp);
@@ -694,13 +709,8 @@ std::uint64_t send_like_gnuradio(std::uint16_t port, int header_type, std::uint6
 // The capture holds the signal's samples with exactly `expected_gaps`, up to `total`.
 void expect_untimed_stream(const UdpRun& run, const emulator::SignalSettings& signal, std::uint64_t total,
                            const std::vector<Gap>& expected_gaps) {
-  emulator::SignalSource source(signal);
   std::uint64_t end = 0;
-  const std::vector<Gap> gaps = test_support::walk_stream(run.capture, 4, [&](std::uint64_t first, std::uint64_t count) {
-    std::vector<std::byte> bytes(count * 4);
-    source.fill(first, bytes);
-    return bytes;
-  }, end);
+  const std::vector<Gap> gaps = walk_signal(run, signal, end);
   EXPECT_EQ(end, total);
   ASSERT_EQ(gaps.size(), expected_gaps.size());
   for (std::size_t i = 0; i < gaps.size(); ++i) {
@@ -1036,14 +1046,9 @@ TEST(UdpSource, ContextWaitPutsTheSendersValuesIntoTheStreamDescription) {
 TEST(UdpSource, ContextSampleRateMismatchIsAnError) {
   UdpRun run;
   test_support::current_capture() = &run.capture;
-  const std::string yaml = "pipeline: {chunk: 64KiB, chunks: 8}\n"
-                           "template:\n"
-                           "  - {name: source, type: udp, address: 127.0.0.1:0, sample_rate: 100Msps, stream_id: 1}\n"
-                           "  - {name: sink, type: capture}\n"
-                           "lanes: [{name: port0}]\n";
-  Pipeline pipeline(load_pipeline_text(yaml, "<test>", {}, test_support::test_registry()));
+  Pipeline pipeline(udp_to_capture(", stream_id: 1", 8));
   pipeline.start();
-  auto* stage = dynamic_cast<UdpSource*>(pipeline.definition().lanes[0].stages[0].stage.get());
+  UdpSource* stage = udp_stage(pipeline);
   ASSERT_NE(stage, nullptr);
   std::thread runner([&] { pipeline.run(); });
   wire::UniqueFd sender(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
