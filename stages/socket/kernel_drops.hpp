@@ -22,7 +22,8 @@ class KernelDrops {
   static constexpr std::uint64_t kGroSegmentsMax = 64;
 
   // Turns the count on for `fd`; throws naming setsockopt and errno. `gro`: the socket receives
-  // coalesced datagrams. Counter: drop reason "socket_overflow" (datagrams the kernel dropped).
+  // coalesced datagrams. Counter: drop reason "socket_overflow", the kernel's count as it is
+  // (datagrams dropped; with GRO a coalesced datagram counts once).
   void start(int fd, StageMetrics& metrics, bool gro);
   // Reads the count off one received message (none on it: nothing dropped yet) and counts the
   // datagrams dropped since the previous one. Never allocates.

@@ -514,8 +514,8 @@ void UdpSource::place_after_overflow(std::uint64_t position, const std::byte* pa
   const std::uint64_t index = position - origin_;
   commit(index, payload, samples);
   highest_seen_ = std::max(highest_seen_, index);
-  spdlog::warn("{}: samples {} to {} lost ({} samples, {:.6f} s): the kernel dropped {} datagrams at the socket "
-               "(its receive buffer was full: the stage fell behind), not a jump of the sender",
+  spdlog::warn("{}: samples {} to {} lost ({} samples, {:.6f} s): the kernel dropped them at the socket (its drop count "
+               "rose by {}; its receive buffer was full: the stage fell behind), not a jump of the sender",
                context_->stage_name(), from, index, index - from, static_cast<double>(index - from) / settings_.sample_rate,
                drops_.since_used());
 }
