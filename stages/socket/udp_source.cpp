@@ -25,6 +25,8 @@ namespace sluice {
 namespace {
 
 constexpr std::size_t kGroBytes = 65536;  // a GRO super-datagram is at most 64 KiB
+// Per received message: the GRO segment size and the kernel's drop count.
+constexpr std::size_t kControlBytes = CMSG_SPACE(sizeof(int)) + KernelDrops::kControlBytes;
 
 }  // namespace
 
@@ -122,12 +124,14 @@ void UdpSource::start(StageContext& context) {
     }
   }
 
+  drops_.start(socket_.get(), context.metrics(), gro_);
+
   slot_bytes_ = gro_ ? kGroBytes : settings_.max_datagram;
   if (settings_.batch == 0) settings_.batch = default_udp_batch(gro_);
   buffers_.assign(settings_.batch * slot_bytes_, std::byte{0});
   iovs_.resize(settings_.batch);
   messages_.resize(settings_.batch);
-  controls_.assign(settings_.batch * CMSG_SPACE(sizeof(int)), std::byte{0});
+  controls_.assign(settings_.batch * kControlBytes, std::byte{0});
   pending_data_.assign(settings_.reorder_window * settings_.max_datagram, std::byte{0});
   pending_.assign(settings_.reorder_window, Pending{});
 
@@ -166,7 +170,9 @@ void UdpSource::start(StageContext& context) {
     case UdpFraming::none: {
       context.stream.description = "bare " + std::string(to_string(settings_.format)) + " samples" + where +
                                    ": lost datagrams cannot be detected (no sequence numbers or timestamps)";
-      const std::string warning = "framing none: lost datagrams cannot be detected or counted";
+      const std::string warning =
+          "framing none: lost datagrams cannot be detected or counted, except those the kernel drops at this socket "
+          "(socket_overflow)";
       spdlog::warn("{}: {}", context.stage_name(), warning);
       context.metrics().notes.push_back(warning);
       assembler_.set_origin(0, false);
@@ -279,10 +285,8 @@ StageStatus UdpSource::process() {
     header = {};
     header.msg_iov = &iovs_[i];
     header.msg_iovlen = 1;
-    if (gro_) {
-      header.msg_control = controls_.data() + i * CMSG_SPACE(sizeof(int));
-      header.msg_controllen = CMSG_SPACE(sizeof(int));
-    }
+    header.msg_control = controls_.data() + i * kControlBytes;
+    header.msg_controllen = kControlBytes;
   }
   int received = ::recvmmsg(socket_.get(), messages_.data(), static_cast<unsigned>(settings_.batch), MSG_DONTWAIT, nullptr);
   if (received < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -322,6 +326,7 @@ StageStatus UdpSource::process() {
     const msghdr& header = messages_[static_cast<std::size_t>(i)].msg_hdr;
     const std::size_t length = messages_[static_cast<std::size_t>(i)].msg_len;
     const std::byte* data = buffers_.data() + static_cast<std::size_t>(i) * slot_bytes_;
+    drops_.received(header);  // datagrams dropped right before this one
     std::size_t segment = length;
     if (gro_) {
       for (cmsghdr* control = CMSG_FIRSTHDR(&header); control != nullptr;
@@ -442,13 +447,7 @@ void UdpSource::handle_datagram(const std::byte* data, std::size_t bytes) noexce
     highest_seen_ = 0;
     assembler_.set_origin(origin_, timed);
   }
-  const std::uint64_t expected = origin_ + assembler_.expected();
-  switch (guard_.check(epoch_index, samples, expected, packet_.payload)) {
-    case JumpGuard::Verdict::plausible: break;
-    case JumpGuard::Verdict::held: return;
-    case JumpGuard::Verdict::confirmed: resynchronise(); return;
-  }
-  place_samples(epoch_index, packet_.payload.data(), samples);
+  accept_packet(epoch_index, packet_.payload, samples, header.packet_count);
 }
 
 void UdpSource::handle_gnuradio(const std::byte* data, std::size_t bytes) noexcept {
@@ -487,12 +486,38 @@ void UdpSource::handle_gnuradio(const std::byte* data, std::size_t bytes) noexce
     highest_seen_ = 0;
     assembler_.set_origin(0, false);
   }
-  switch (guard_.check(position, samples, origin_ + assembler_.expected(), std::span<const std::byte>(samples_at, payload))) {
-    case JumpGuard::Verdict::plausible: break;
-    case JumpGuard::Verdict::held: return;
-    case JumpGuard::Verdict::confirmed: resynchronise(); return;
+  accept_packet(position, std::span<const std::byte>(samples_at, payload), samples, std::nullopt);
+}
+
+void UdpSource::accept_packet(std::uint64_t position, std::span<const std::byte> payload, std::size_t samples,
+                              std::optional<std::uint8_t> packet_count) noexcept {
+  const std::uint64_t expected = origin_ + assembler_.expected();
+  if (position > expected && position - expected > guard_.bound() && drops_.explains(position, samples, packet_count)) {
+    guard_.discard();
+    place_after_overflow(position, payload.data(), samples);
+  } else {
+    switch (guard_.check(position, samples, expected, payload, packet_count.value_or(0))) {
+      case JumpGuard::Verdict::plausible: place_samples(position, payload.data(), samples); break;
+      case JumpGuard::Verdict::held: return;
+      case JumpGuard::Verdict::confirmed: resynchronise(); return;
+    }
   }
-  place_samples(position, samples_at, samples);
+  drops_.used(position, samples, packet_count);
+}
+
+void UdpSource::place_after_overflow(std::uint64_t position, const std::byte* payload, std::size_t samples) noexcept {
+  // The kernel dropped the datagrams in between, so none of them can still arrive: the hole is
+  // lost now, not after the reorder window, and the stream goes on from this packet.
+  while (release_oldest_pending()) {
+  }
+  const std::uint64_t from = assembler_.expected();
+  const std::uint64_t index = position - origin_;
+  commit(index, payload, samples);
+  highest_seen_ = std::max(highest_seen_, index);
+  spdlog::warn("{}: samples {} to {} lost ({} samples, {:.6f} s): the kernel dropped them at the socket (its drop count "
+               "rose by {}; its receive buffer was full: the stage fell behind), not a jump of the sender",
+               context_->stage_name(), from, index, index - from, static_cast<double>(index - from) / settings_.sample_rate,
+               drops_.since_used());
 }
 
 void UdpSource::place_samples(std::uint64_t epoch_index, const std::byte* payload, std::size_t samples) noexcept {
@@ -525,6 +550,7 @@ void UdpSource::resynchronise() noexcept {
   }
   highest_seen_ = assembler_.expected();
   history_count_ = 0;
+  drops_.restart();
   const std::uint64_t jump = forward ? first.position - old_position : old_position - first.position;
   spdlog::warn("{}: stream resynchronised at sample {}: the sender jumped {} by {} samples ({:.6f} s), confirmed by {} packets",
                context_->stage_name(), assembler_.expected(), forward ? "ahead" : "back", jump,
@@ -532,6 +558,8 @@ void UdpSource::resynchronise() noexcept {
   for (std::size_t i = 0; i < guard_.held_count(); ++i) {
     const JumpGuard::Held held = guard_.held(i);
     place_samples(held.position, held.payload.data(), held.samples);
+    drops_.used(held.position, held.samples,
+                settings_.framing == UdpFraming::vita49 ? std::optional(static_cast<std::uint8_t>(held.tag)) : std::nullopt);
   }
   guard_.resynchronised();
 }

@@ -1,19 +1,23 @@
 // `udp` source: VITA-49 IF Data (or bare samples, or GNU Radio's sequence-numbered
 // datagrams) off a UDP socket (recvmmsg batches, UDP GRO where the
 // kernel has it), every header validated, loss/duplicate/reorder accounting from the
-// timestamps, a single stray timestamp never moving the stream (JumpGuard), samples
-// byte-swapped into chunks in the one copy.
+// timestamps, a single stray timestamp never moving the stream (JumpGuard), datagrams the
+// kernel dropped at the socket told from a sender's jump by its own count (KernelDrops),
+// samples byte-swapped into chunks in the one copy.
 #pragma once
 
 #include <sys/socket.h>
 
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "pipeline/stage.hpp"
 #include "stages/socket/assembler.hpp"
 #include "stages/socket/jump_guard.hpp"
+#include "stages/socket/kernel_drops.hpp"
 #include "wire/socket.hpp"
 #include "wire/vita49.hpp"
 #include "wire/vita49_context.hpp"
@@ -71,6 +75,11 @@ class UdpSource final : public Stage {
   bool handle_context(const std::byte* data, std::size_t bytes) noexcept;
   void wait_for_context(StageContext& context);
   void handle_gnuradio(const std::byte* data, std::size_t bytes) noexcept;
+  // A data packet at `position` (sender's index space) through the guard, or after datagrams
+  // the kernel dropped. `packet_count`: VITA-49's 4-bit count.
+  void accept_packet(std::uint64_t position, std::span<const std::byte> payload, std::size_t samples,
+                     std::optional<std::uint8_t> packet_count) noexcept;
+  void place_after_overflow(std::uint64_t position, const std::byte* payload, std::size_t samples) noexcept;
   void place_samples(std::uint64_t epoch_index, const std::byte* payload, std::size_t samples) noexcept;
   void resynchronise() noexcept;
   void handle_samples(std::uint64_t index, const std::byte* payload, std::size_t samples) noexcept;
@@ -97,6 +106,7 @@ class UdpSource final : public Stage {
   std::size_t history_count_ = 0;
   ChunkAssembler assembler_;
   JumpGuard guard_;
+  KernelDrops drops_;
   vita49::Packet packet_;
   bool locked_ = false;
   std::uint32_t stream_id_ = 0;

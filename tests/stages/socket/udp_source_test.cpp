@@ -10,6 +10,8 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <random>
@@ -22,6 +24,8 @@
 #include "recorder/capture_tools.hpp"
 #include "recorder/sigmf.hpp"
 #include "capture_sink.hpp"
+#include "proc_net_udp.hpp"
+#include "wire/samples.hpp"
 #include "wire/socket.hpp"
 #include "wire/vita49_context.hpp"
 
@@ -55,6 +59,21 @@ struct UdpRun {
 
 constexpr std::uint64_t kStartSeconds = 1'700'000'000;
 
+// A pipeline of one lane: a udp stage on a free loopback port at 100 Msps (`settings` added
+// to its map) into the capture sink, with `chunks` chunks of 64 KiB.
+PipelineDefinition udp_to_capture(const std::string& settings, int chunks) {
+  const std::string yaml = "pipeline: {chunk: 64KiB, chunks: " + std::to_string(chunks) + "}\n" +
+                           "template:\n"
+                           "  - {name: source, type: udp, address: 127.0.0.1:0, sample_rate: 100Msps" + settings + "}\n" +
+                           "  - {name: sink, type: capture}\n"
+                           "lanes: [{name: port0}]\n";
+  return load_pipeline_text(yaml, "<test>", {}, test_support::test_registry());
+}
+
+UdpSource* udp_stage(Pipeline& pipeline) {
+  return dynamic_cast<UdpSource*>(pipeline.definition().lanes[0].stages[0].stage.get());
+}
+
 // Runs `settings` (destination filled in) against a udp stage; `extra` runs after the
 // emulator, with the stage's port (garbage senders, other framings). A count of 0: no
 // emulator, only `extra`.
@@ -75,7 +94,7 @@ void run_udp(emulator::EmulatorSettings settings, UdpRun& run, const std::string
       "lanes: [{name: port0}]\n";
   Pipeline pipeline(load_pipeline_text(yaml, "<test>", {}, test_support::test_registry()));
   pipeline.start();
-  auto* stage = dynamic_cast<UdpSource*>(pipeline.definition().lanes[0].stages[0].stage.get());
+  UdpSource* stage = udp_stage(pipeline);
   ASSERT_NE(stage, nullptr);
   std::thread runner([&] { pipeline.run(); });
 
@@ -116,6 +135,17 @@ void run_udp(emulator::EmulatorSettings settings, UdpRun& run, const std::string
   run.busy_fraction =
       static_cast<double>(metrics.busy_ns.load()) / static_cast<double>(metrics.stopped_ns.load() - metrics.started_ns.load());
   test_support::current_capture() = nullptr;
+}
+
+// Walks the capture (ci16) against the signal's samples at their stream indices: its gaps in
+// order, and the stream's end in `end`.
+std::vector<Gap> walk_signal(const UdpRun& run, const emulator::SignalSettings& signal, std::uint64_t& end) {
+  emulator::SignalSource source(signal);
+  return test_support::walk_stream(run.capture, 4, [&](std::uint64_t first, std::uint64_t count) {
+    std::vector<std::byte> bytes(count * 4);
+    source.fill(first, bytes);
+    return bytes;
+  }, end);
 }
 
 // The chunks hold exactly the samples not listed as lost, in order, equal to the source's,
@@ -430,6 +460,7 @@ TEST(UdpSource, SustainedJumpAheadIsOneResynchronisationWithAGapAtItsPlace) {
   EXPECT_EQ(run.resyncs, 1U);
   EXPECT_EQ(run.resync_samples, jump);
   EXPECT_EQ(run.drops["outlier"], 0U);
+  EXPECT_EQ(run.drops["socket_overflow"], 0U) << "a jump with no datagram dropped by the kernel";
   // The packets that confirmed the jump are kept: nothing is lost.
   EXPECT_EQ(run.lost_samples, 0U);
   EXPECT_EQ(run.samples_out, 1000 * spp);
@@ -445,6 +476,150 @@ TEST(UdpSource, SustainedJumpAheadIsOneResynchronisationWithAGapAtItsPlace) {
     const std::uint64_t epoch = kStartSeconds * 100'000'000ULL + chunk.first_sample;
     EXPECT_EQ(chunk.timestamp.seconds, epoch / 100'000'000ULL);
   }
+}
+
+// The emulator's VITA-49 stream (stream ID 1, its signal, time from kStartSeconds at 100 Msps)
+// sent packet by packet, so that a test decides when each part of it goes out.
+class VitaStream {
+ public:
+  VitaStream(const emulator::EmulatorSettings& settings, std::uint16_t port)
+      : settings_(settings),
+        samples_(settings.samples_per_packet()),
+        encoder_(emulator::Framing::vita49, 1, settings.signal.format, samples_, false),
+        source_(settings.signal),
+        packet_bytes_(encoder_.packet_bytes(samples_)),
+        scratch_(samples_ * bytes_per_sample(settings.signal.format)),
+        to_(*wire::parse_endpoint("127.0.0.1:" + std::to_string(port))) {}
+  // Packets [from, to), `segments` per send (above 1: one UDP GSO send, which the kernel hands
+  // a GRO socket as one coalesced datagram); a 1 ms pause after every `pause_every` sends.
+  void send(std::uint64_t from, std::uint64_t to, std::uint64_t segments, std::uint64_t pause_every) {
+    std::vector<std::byte> datagrams(segments * packet_bytes_);
+    std::uint64_t sends = 0;
+    for (std::uint64_t first = from; first < to; first += segments) {
+      const std::uint64_t count = std::min(segments, to - first);
+      for (std::uint64_t k = first; k < first + count; ++k) encode(k, datagrams.data() + (k - first) * packet_bytes_);
+      send_segments(datagrams.data(), count);
+      if (++sends % pause_every == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  [[nodiscard]] std::size_t samples_per_packet() const { return samples_; }
+
+ private:
+  void encode(std::uint64_t k, std::byte* out) {
+    emulator::PacketFields fields;
+    fields.k = k;
+    fields.first_sample = k * samples_;
+    fields.samples = samples_;
+    vita49::timestamp_of(fields.first_sample, 100'000'000, fields.seconds, fields.picoseconds);
+    fields.seconds += kStartSeconds;
+    ASSERT_EQ(encoder_.write(fields, out), packet_bytes_);
+    source_.fill(fields.first_sample, scratch_);
+    wire::copy_swapped(settings_.signal.format, scratch_.data(), out + encoder_.prefix_bytes(), scratch_.size());
+  }
+  void send_segments(std::byte* data, std::uint64_t count) {
+    iovec iov{data, count * packet_bytes_};
+    msghdr header{};
+    header.msg_name = &to_;
+    header.msg_namelen = sizeof(to_);
+    header.msg_iov = &iov;
+    header.msg_iovlen = 1;
+    alignas(cmsghdr) std::array<std::byte, CMSG_SPACE(sizeof(std::uint16_t))> control{};
+    if (count > 1) {
+      header.msg_control = control.data();
+      header.msg_controllen = control.size();
+      cmsghdr* segment = CMSG_FIRSTHDR(&header);
+      segment->cmsg_level = SOL_UDP;
+      segment->cmsg_type = UDP_SEGMENT;
+      segment->cmsg_len = CMSG_LEN(sizeof(std::uint16_t));
+      const auto size = static_cast<std::uint16_t>(packet_bytes_);
+      std::memcpy(CMSG_DATA(segment), &size, sizeof(size));
+    }
+    ASSERT_EQ(::sendmsg(socket_.get(), &header, 0), static_cast<ssize_t>(iov.iov_len)) << std::strerror(errno);
+  }
+
+  emulator::EmulatorSettings settings_;
+  std::size_t samples_;
+  emulator::FrameEncoder encoder_;
+  emulator::SignalSource source_;
+  std::size_t packet_bytes_;
+  std::vector<std::byte> scratch_;
+  sockaddr_in to_;
+  wire::UniqueFd socket_{::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)};
+};
+
+// A stage that falls behind: the stream starts while nobody reads the socket, the kernel
+// keeps what its small buffer holds and drops the rest (far more than max_jump), then the
+// stage reads and the sender goes on. The hole is loss the kernel caused, at its place, not a
+// sender that jumped ahead; ground truth is the kernel's own drop count (/proc/net/udp) and
+// the emulator's signal on both sides of the hole. `segments`: datagrams per send (the kernel
+// counts a dropped coalesced datagram once, as it does a NIC's GRO super-datagram).
+void expect_kernel_burst_is_loss(std::uint64_t segments) {
+  UdpRun run;
+  test_support::current_capture() = &run.capture;
+  Pipeline pipeline(udp_to_capture(", stream_id: 1, receive_buffer: 64KiB, max_jump: 1ms", 64));
+  pipeline.start();  // the socket is bound; nothing reads it until run()
+  UdpSource* stage = udp_stage(pipeline);
+  ASSERT_NE(stage, nullptr);
+  const auto settings = with_count(0);
+  VitaStream stream(settings, stage->port());
+  const std::uint64_t spp = stream.samples_per_packet();
+  constexpr std::uint64_t kBurst = 94 * 32;      // whole sends of 32
+  constexpr std::uint64_t kTail = 20;            // single datagrams, slowly: a lost last one could not be seen
+  constexpr std::uint64_t kTotal = kBurst + 18 * 32 + kTail;
+  stream.send(0, kBurst, segments, 64 / segments);  // pauses for the loopback backlog: every drop is the socket's
+  const std::uint64_t burst_drops = test_support::proc_udp_drops(stage->port()).value();
+  const std::uint64_t burst_missing = burst_drops * segments;
+  const std::uint64_t kept = kBurst - burst_missing;
+  ASSERT_GT(burst_missing * spp, 100'000U) << "the kernel must drop more than max_jump (1 ms: 100 000 samples)";
+  ASSERT_GT(kept, 0U);
+
+  std::thread runner([&] { pipeline.run(); });
+  const StageMetrics& metrics = test_support::source_metrics(pipeline);
+  // The stage catches up with what the kernel kept before the sender goes on.
+  EXPECT_TRUE(test_support::wait_for([&] { return metrics.packets.load() >= kept; }));
+  stream.send(kBurst, kTotal - kTail, segments, std::max<std::uint64_t>(1, 8 / segments));
+  stream.send(kTotal - kTail, kTotal, 1, 1);
+  EXPECT_TRUE(test_support::wait_for([&] {
+    return metrics.packets.load() + test_support::proc_udp_drops(stage->port()).value() * segments >= kTotal;
+  })) << metrics.packets.load();
+  const std::uint64_t dropped = test_support::proc_udp_drops(stage->port()).value();
+  pipeline.request_stop();
+  runner.join();
+  test_support::current_capture() = nullptr;
+
+  EXPECT_EQ(counter(metrics, "resyncs"), 0U);
+  EXPECT_EQ(counter(metrics, "resync_samples"), 0U);
+  EXPECT_EQ(drops(metrics, "outlier"), 0U);
+  EXPECT_EQ(drops(metrics, "socket_overflow"), dropped) << "the stage's count is the kernel's";
+  const std::uint64_t missing = kTotal - metrics.packets.load();
+  if (segments == 1) {
+    EXPECT_EQ(missing, dropped);  // one datagram per drop
+  }
+  std::uint64_t captured = 0;
+  for (const auto& chunk : run.capture.chunks) captured += chunk.sample_count;
+  EXPECT_EQ(counter(metrics, "lost_samples"), kTotal * spp - captured);
+  EXPECT_EQ(counter(metrics, "lost_samples"), missing * spp);
+  // The hole is where the kernel's buffer filled, as long as what it dropped, and every sample
+  // around it is the emulator's at its index (any later small overflow is a gap of its own).
+  std::uint64_t end = 0;
+  const std::vector<Gap> gaps = walk_signal(run, settings.signal, end);
+  EXPECT_EQ(end, kTotal * spp);
+  ASSERT_FALSE(gaps.empty());
+  EXPECT_EQ(gaps[0].first_sample, kept * spp);
+  EXPECT_EQ(gaps[0].length, burst_missing * spp);
+  std::uint64_t gap_samples = 0;
+  for (const Gap& gap : gaps) gap_samples += gap.length;
+  EXPECT_EQ(gap_samples, missing * spp);
+}
+
+TEST(UdpSource, AKernelDropBurstLongerThanMaxJumpIsLossNotAJump) { expect_kernel_burst_is_loss(1); }
+
+// As a NIC's GRO does: coalesced datagrams, each dropped one counted once by the kernel.
+TEST(UdpSource, AKernelDropBurstOfCoalescedDatagramsIsLossNotAJump) {
+  const wire::UniqueFd probe(::socket(AF_INET, SOCK_DGRAM, 0));
+  const int segment = 1400;
+  if (::setsockopt(probe.get(), SOL_UDP, UDP_SEGMENT, &segment, sizeof(segment)) != 0) GTEST_SKIP() << "kernel without UDP GSO";
+  expect_kernel_burst_is_loss(32);
 }
 
 TEST(UdpSource, SustainedJumpBackStartsANewSegmentRightAfterTheOldOne) {
@@ -578,13 +753,8 @@ std::uint64_t send_like_gnuradio(std::uint16_t port, int header_type, std::uint6
 // The capture holds the signal's samples with exactly `expected_gaps`, up to `total`.
 void expect_untimed_stream(const UdpRun& run, const emulator::SignalSettings& signal, std::uint64_t total,
                            const std::vector<Gap>& expected_gaps) {
-  emulator::SignalSource source(signal);
   std::uint64_t end = 0;
-  const std::vector<Gap> gaps = test_support::walk_stream(run.capture, 4, [&](std::uint64_t first, std::uint64_t count) {
-    std::vector<std::byte> bytes(count * 4);
-    source.fill(first, bytes);
-    return bytes;
-  }, end);
+  const std::vector<Gap> gaps = walk_signal(run, signal, end);
   EXPECT_EQ(end, total);
   ASSERT_EQ(gaps.size(), expected_gaps.size());
   for (std::size_t i = 0; i < gaps.size(); ++i) {
@@ -920,14 +1090,9 @@ TEST(UdpSource, ContextWaitPutsTheSendersValuesIntoTheStreamDescription) {
 TEST(UdpSource, ContextSampleRateMismatchIsAnError) {
   UdpRun run;
   test_support::current_capture() = &run.capture;
-  const std::string yaml = "pipeline: {chunk: 64KiB, chunks: 8}\n"
-                           "template:\n"
-                           "  - {name: source, type: udp, address: 127.0.0.1:0, sample_rate: 100Msps, stream_id: 1}\n"
-                           "  - {name: sink, type: capture}\n"
-                           "lanes: [{name: port0}]\n";
-  Pipeline pipeline(load_pipeline_text(yaml, "<test>", {}, test_support::test_registry()));
+  Pipeline pipeline(udp_to_capture(", stream_id: 1", 8));
   pipeline.start();
-  auto* stage = dynamic_cast<UdpSource*>(pipeline.definition().lanes[0].stages[0].stage.get());
+  UdpSource* stage = udp_stage(pipeline);
   ASSERT_NE(stage, nullptr);
   std::thread runner([&] { pipeline.run(); });
   wire::UniqueFd sender(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));

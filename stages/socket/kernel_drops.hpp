@@ -1,0 +1,55 @@
+// The kernel's count of datagrams a UDP socket dropped (SO_RXQ_OVFL, carried on each received
+// datagram), and whether it explains a stream jumping ahead: a burst the kernel dropped while
+// the receiver was behind is a loss, not a sender that jumped.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "pipeline/stage.hpp"
+
+namespace sluice {
+
+class KernelDrops {
+ public:
+  // Control-message space one received message needs for the count.
+  static constexpr std::size_t kControlBytes = CMSG_SPACE(sizeof(std::uint32_t));
+  // Datagrams one counted drop may hold with UDP GRO: the kernel counts a coalesced datagram it
+  // drops once, and coalesces at most this many (UDP_GRO_CNT_MAX in net/ipv4/udp_offload.c).
+  static constexpr std::uint64_t kGroSegmentsMax = 64;
+
+  // Turns the count on for `fd`; throws naming setsockopt and errno. `gro`: the socket receives
+  // coalesced datagrams. Counter: drop reason "socket_overflow", the kernel's count as it is
+  // (datagrams dropped; with GRO a coalesced datagram counts once).
+  void start(int fd, StageMetrics& metrics, bool gro);
+  // Reads the count off one received message (none on it: nothing dropped yet) and counts the
+  // datagrams dropped since the previous one. Never allocates.
+  void received(const msghdr& header) noexcept;
+  // Whether the datagrams dropped since the furthest used packet arrived explain a packet of
+  // `samples` samples at `position`: it lies whole packets of its size after that packet's
+  // end, those packets are no more than the kernel dropped, and the 4-bit VITA-49 packet
+  // count, where there is one, skipped as many.
+  [[nodiscard]] bool explains(std::uint64_t position, std::size_t samples,
+                              std::optional<std::uint8_t> packet_count) const noexcept;
+  // A packet of the stream was used (positions in the sender's index space). The furthest one
+  // is where a later gap starts; a late one behind it changes nothing.
+  void used(std::uint64_t position, std::size_t samples, std::optional<std::uint8_t> packet_count) noexcept;
+  // The stream was resynchronised: positions before it say nothing about the next gap.
+  void restart() noexcept { have_used_ = false; }
+  // Datagrams dropped since the furthest used packet arrived.
+  [[nodiscard]] std::uint64_t since_used() const noexcept { return static_cast<std::uint32_t>(count_ - count_at_used_); }
+
+ private:
+  std::uint64_t segments_per_drop_ = 1;
+  std::uint32_t count_ = 0;
+  std::uint32_t count_at_used_ = 0;
+  bool have_used_ = false;
+  std::uint64_t used_end_ = 0;
+  std::optional<std::uint8_t> used_packet_count_;
+  NamedCounter* overflow_ = nullptr;
+};
+
+}  // namespace sluice
