@@ -12,10 +12,10 @@ void PendingConnections::start(StageMetrics& metrics, Limits limits) {
   limits_ = limits;
   connections_ = &metrics.counter("connections");
   disconnects_ = &metrics.counter("disconnects");
-  idle_ = &metrics.drop_counter("idle_connection");
-  garbage_ = &metrics.drop_counter("garbage_connection");
-  second_sender_ = &metrics.drop_counter("second_sender");
-  crowded_out_ = &metrics.drop_counter("crowded_out");
+  std::size_t index = 0;
+  for (const char* reason : {"idle_connection", "garbage_connection", "second_sender", "crowded_out"}) {
+    closed_[index++] = &metrics.drop_counter(reason);
+  }
 }
 
 void PendingConnections::service(int listener, Clock::time_point now, bool serving) noexcept {
@@ -24,9 +24,9 @@ void PendingConnections::service(int listener, Clock::time_point now, bool servi
     if (slot.state == State::reading) read(slot, now);
     if (slot.state == State::empty || now - slot.since < limits_.idle) continue;
     if (slot.state == State::reading) {
-      close(slot, idle_);
+      close(slot, Close::idle);
     } else if (serving) {
-      close(slot, second_sender_);  // proved a sender, but another is served all along
+      close(slot, Close::second_sender);  // proved a sender, but another is served all along
     }
   }
 }
@@ -44,7 +44,7 @@ void PendingConnections::accept_all(int listener, Clock::time_point now) noexcep
         return (a.state == State::reading) > (b.state == State::reading) ||
                ((a.state == State::reading) == (b.state == State::reading) && a.since < b.since);
       });
-      close(*free, crowded_out_);
+      close(*free, Close::crowded_out);
     }
     free->state = State::reading;
     free->socket = std::move(socket);
@@ -59,7 +59,7 @@ void PendingConnections::read(Slot& slot, Clock::time_point now) noexcept {
   const ssize_t got = ::recv(slot.socket.get(), slot.bytes.data() + slot.have, wanted, MSG_DONTWAIT);
   if (got < 0 && (errno == EAGAIN || errno == EINTR)) return;
   if (got <= 0) {
-    close(slot, slot.have == 0 ? nullptr : garbage_);  // left, after no bytes or a cut header
+    close(slot, slot.have == 0 ? Close::left : Close::garbage);  // left, after no bytes or a cut header
     return;
   }
   slot.have += static_cast<std::size_t>(got);
@@ -67,7 +67,7 @@ void PendingConnections::read(Slot& slot, Clock::time_point now) noexcept {
   if (limits_.framed) {
     raw_tcp::FrameHeader header;
     if (raw_tcp::decode_header(slot.bytes, header) != raw_tcp::DecodeStatus::ok || header.payload_bytes > limits_.max_frame) {
-      close(slot, garbage_);
+      close(slot, Close::garbage);
       return;
     }
   }
@@ -96,17 +96,17 @@ std::size_t PendingConnections::poll_set(std::span<pollfd> out) const noexcept {
   return count;
 }
 
-void PendingConnections::close(Slot& slot, NamedCounter* reason) noexcept {
+void PendingConnections::close(Slot& slot, Close reason) noexcept {
   slot.socket.reset();
   slot.state = State::empty;
   slot.have = 0;
   disconnects_->add();
-  if (reason != nullptr) reason->add();
+  if (reason != Close::left) closed_[static_cast<std::size_t>(reason)]->add();
 }
 
 void PendingConnections::clear() noexcept {
   for (Slot& slot : slots_) {
-    if (slot.state != State::empty) close(slot, nullptr);
+    if (slot.state != State::empty) close(slot, Close::left);
   }
 }
 

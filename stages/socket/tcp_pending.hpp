@@ -49,6 +49,8 @@ class PendingConnections {
 
  private:
   enum class State : std::uint8_t { empty, reading, ready };
+  // Why the stage closed a connection; `left`: the peer closed it after no bytes.
+  enum class Close : std::uint8_t { idle, garbage, second_sender, crowded_out, left };
   struct Slot {
     State state = State::empty;
     wire::UniqueFd socket;
@@ -58,16 +60,13 @@ class PendingConnections {
   };
   void accept_all(int listener, Clock::time_point now) noexcept;
   void read(Slot& slot, Clock::time_point now) noexcept;
-  void close(Slot& slot, NamedCounter* reason) noexcept;
+  void close(Slot& slot, Close reason) noexcept;
 
   Limits limits_;
   std::array<Slot, kCapacity> slots_{};
   NamedCounter* connections_ = nullptr;
   NamedCounter* disconnects_ = nullptr;
-  NamedCounter* idle_ = nullptr;
-  NamedCounter* garbage_ = nullptr;
-  NamedCounter* second_sender_ = nullptr;
-  NamedCounter* crowded_out_ = nullptr;
+  std::array<NamedCounter*, 4> closed_{};  // drop counters by Close reason, `left` aside
 };
 
 }  // namespace sluice

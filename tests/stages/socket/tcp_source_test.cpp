@@ -348,6 +348,21 @@ TEST(TcpSource, EveryInjectedBadFrameIsCountedOnceUnderItsReason) {
   EXPECT_EQ(metrics.out.samples.load(), (settings.count - missing) * spp);
 }
 
+TEST(TcpSource, IdleTimeoutOutsideItsRangeOrInClientModeIsRefused) {
+  for (const std::string settings : {"mode: server, idle_timeout: 1ms", "mode: server, idle_timeout: 2h",
+                                     "mode: client, idle_timeout: 5s"}) {
+    const std::string yaml = "template:\n  - {name: source, type: tcp, address: 127.0.0.1:0, " + settings +
+                             "}\n  - {name: sink, type: capture}\nlanes: [{name: port0}]\n";
+    try {
+      (void)load_pipeline_text(yaml, "<test>", {}, test_support::test_registry());
+      ADD_FAILURE() << settings << " was accepted";
+    } catch (const ConfigException& error) {
+      ASSERT_FALSE(error.errors().empty());
+      EXPECT_NE(error.errors().to_string().find("idle_timeout"), std::string::npos) << settings;
+    }
+  }
+}
+
 // A client connection to the stage's port that the test holds open.
 wire::UniqueFd connect_to(std::uint16_t port) {
   wire::UniqueFd socket(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
