@@ -456,6 +456,23 @@ TEST(TcpSource, ASecondSenderIsClosedAfterTheIdleLimitAndTheFirstKeepsItsStream)
   EXPECT_EQ(counter(lane.metrics(), "lost_samples"), 0U);
 }
 
+// A silent connection opened while the sensor is served is closed for its idle time, counted,
+// whether the sensor is still sending then or has closed.
+TEST(TcpSource, ASilentConnectionOpenedWhileTheSensorIsServedIsClosedWhenIdle) {
+  ServerLane lane(", idle_timeout: 1s");
+  emulator::EmulatorSettings settings;
+  settings.count = 4000;  // about 2 s: the silent one goes idle while the sensor sends
+  settings.rate = 3e6;
+  std::thread sensor([&] { (void)lane.send(settings); });
+  ASSERT_TRUE(test_support::wait_for([&] { return lane.metrics().packets.load() > 0; }));
+  wire::UniqueFd silent = connect_to(lane.stage->port());
+  const auto opened = std::chrono::steady_clock::now();
+  EXPECT_TRUE(closed_by_peer(silent.get(), std::chrono::seconds(10)));
+  EXPECT_GE(std::chrono::steady_clock::now() - opened, std::chrono::milliseconds(900));
+  sensor.join();
+  EXPECT_TRUE(test_support::wait_for([&] { return drops(lane.metrics(), "idle_connection") == 1; }));
+}
+
 TEST(TcpSource, ByDefaultASensorThatClosesIsWaitedForAndResumesWithTheFramesBetweenAsAGap) {
   // No reconnect setting: raw TCP has no end-of-stream marker, so a close is not an end.
   ServerLane lane("");
