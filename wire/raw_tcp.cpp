@@ -1,6 +1,8 @@
 // Raw TCP frame header encode/decode (little-endian fields, read through memcpy).
 #include "wire/raw_tcp.hpp"
 
+#include <algorithm>
+#include <array>
 #include <bit>
 #include <cstring>
 
@@ -66,6 +68,14 @@ DecodeStatus decode_header(std::span<const std::byte> in, FrameHeader& out) {
     return DecodeStatus::bad_size_field;
   }
   return DecodeStatus::ok;
+}
+
+DecodeStatus decode_header_past_magic(std::span<const std::byte> in, FrameHeader& out) {
+  if (in.size() < kHeaderBytes) return DecodeStatus::truncated;
+  std::array<std::byte, kHeaderBytes> repaired{};
+  std::copy_n(in.begin(), kHeaderBytes, repaired.begin());
+  put<std::uint32_t>(repaired.data(), 0, kMagic);
+  return decode_header(repaired, out);
 }
 
 }  // namespace sluice::raw_tcp

@@ -51,5 +51,8 @@ std::string_view to_string(DecodeStatus status);
 
 void encode_header(const FrameHeader& header, std::span<std::byte, kHeaderBytes> out);
 DecodeStatus decode_header(std::span<const std::byte> in, FrameHeader& out);
+// decode_header as if the magic were right: `ok` says the other fields describe a frame whose
+// magic alone is damaged, so a reader can skip exactly that frame.
+DecodeStatus decode_header_past_magic(std::span<const std::byte> in, FrameHeader& out);
 
 }  // namespace sluice::raw_tcp

@@ -52,6 +52,17 @@ TcpSource::TcpSource(SettingsReader& reader, const PipelineSettings& pipeline) {
                                        "after the sender closes, wait for it to connect again (the frames in between a gap); "
                                        "false: its close ends the stream (raw TCP has no end-of-stream marker, so a drop "
                                        "ends it too). A connection without one valid frame never ends it");
+  settings_.idle_timeout = reader.duration(
+      "idle_timeout", settings_.idle_timeout,
+      "server: a connection that sends no valid frame header this long is closed (idle_connection; bytes that are no "
+      "header close it at once: garbage_connection); one sender is served at a time: a second one that sends a valid "
+      "header waits, is served when the first closes, and is closed after this long otherwise (second_sender)");
+  if (settings_.idle_timeout < std::chrono::milliseconds(10) || settings_.idle_timeout > std::chrono::hours(1)) {
+    reader.error("idle_timeout", "must be between 10ms and 1h", "e.g. 5s");
+  }
+  if (settings_.mode == TcpMode::client && reader.has("idle_timeout")) {
+    reader.error("idle_timeout", "applies to mode server, which accepts connections", "remove it, or set mode: server");
+  }
   if (settings_.max_jump.count() <= 0) reader.error("max_jump", "must be above 0", "e.g. 1s");
   settings_.pool = read_pool_settings(reader, pipeline, PoolWriter::host_writes);
   if (settings_.sample_rate != std::floor(settings_.sample_rate)) reader.error("sample_rate", "sample rate must be a whole number of Hz");
@@ -62,7 +73,8 @@ void TcpSource::start(StageContext& context) {
   context_ = &context;
   const auto address = wire::parse_endpoint(settings_.address);
   if (settings_.mode == TcpMode::server) {
-    listener_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    // Non-blocking: connections are accepted whenever the stage looks, never waited for.
+    listener_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!listener_.valid()) throw std::runtime_error(wire::errno_message("socket(AF_INET, SOCK_STREAM)"));
     const int one = 1;
     if (::setsockopt(listener_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) {
@@ -76,7 +88,9 @@ void TcpSource::start(StageContext& context) {
     if (::bind(listener_.get(), reinterpret_cast<const sockaddr*>(&*address), sizeof(sockaddr_in)) != 0) {
       throw std::runtime_error(wire::errno_message("bind(" + settings_.address + ")"));
     }
-    if (::listen(listener_.get(), 1) != 0) throw std::runtime_error(wire::errno_message("listen"));
+    if (::listen(listener_.get(), static_cast<int>(PendingConnections::kCapacity)) != 0) {
+      throw std::runtime_error(wire::errno_message("listen"));
+    }
     sockaddr_in bound{};
     socklen_t length = sizeof(bound);
     if (::getsockname(listener_.get(), reinterpret_cast<sockaddr*>(&bound), &length) != 0) {
@@ -92,6 +106,7 @@ void TcpSource::start(StageContext& context) {
     context.metrics().notes.push_back(note);
   }
   payload_.assign(settings_.max_frame, std::byte{0});
+  pending_.start(context.metrics(), {settings_.idle_timeout, settings_.max_frame, settings_.framing == TcpFraming::raw_tcp});
   connections_ = &context.metrics().counter("connections");
   disconnects_ = &context.metrics().counter("disconnects");
   duplicates_ = &context.metrics().counter("duplicates");
@@ -122,35 +137,87 @@ void TcpSource::start(StageContext& context) {
   }
 }
 
-bool TcpSource::connect_or_accept() noexcept {
-  if (settings_.mode == TcpMode::server) {
-    pollfd waiting{listener_.get(), POLLIN, 0};
-    if (::poll(&waiting, 1, 10) <= 0) return false;
-    socket_.reset(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+bool TcpSource::connect() noexcept {
+  const auto address = wire::parse_endpoint(settings_.address);
+  if (!socket_.valid()) {
+    // After a failed connect or a closed connection: a fresh socket, its buffer set first.
+    socket_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (!socket_.valid()) return false;
-  } else {
-    const auto address = wire::parse_endpoint(settings_.address);
-    if (!socket_.valid()) {
-      // After a failed connect or a closed connection: a fresh socket, its buffer set first.
-      socket_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-      if (!socket_.valid()) return false;
-      try {
-        (void)wire::set_receive_buffer(socket_.get(), settings_.receive_buffer);  // noted at start
-      } catch (const std::exception& error) {
-        spdlog::warn("{}: {}", context_->stage_name(), error.what());
-      }
-    }
-    if (::connect(socket_.get(), reinterpret_cast<const sockaddr*>(&*address), sizeof(sockaddr_in)) != 0) {
-      socket_.reset();
-      ::poll(nullptr, 0, 10);  // the sender may not be listening yet
-      return false;
+    try {
+      (void)wire::set_receive_buffer(socket_.get(), settings_.receive_buffer);  // noted at start
+    } catch (const std::exception& error) {
+      spdlog::warn("{}: {}", context_->stage_name(), error.what());
     }
   }
+  if (::connect(socket_.get(), reinterpret_cast<const sockaddr*>(&*address), sizeof(sockaddr_in)) != 0) {
+    socket_.reset();
+    ::poll(nullptr, 0, 10);  // the sender may not be listening yet
+    return false;
+  }
   valid_frames_ = 0;
+  placed_frames_ = 0;
   connected_ = true;
   connections_->add();
   spdlog::debug("{}: connected ({})", context_->stage_name(), settings_.address);
   return true;
+}
+
+StageStatus TcpSource::accept_senders() noexcept {
+  const auto now = PendingConnections::Clock::now();
+  // While a sender is served, the others are looked at every few milliseconds.
+  next_sweep_ = now + std::chrono::milliseconds(5);
+  pending_.service(listener_.get(), now, connected_);
+  if (connected_) return StageStatus::ok;
+  PendingConnections::Sender sender;
+  if (pending_.take_sender(sender)) return serve(sender);
+  StageStatus status = StageStatus::idle;
+  (void)wait_readable(status);
+  return status;
+}
+
+StageStatus TcpSource::serve(PendingConnections::Sender& sender) noexcept {
+  socket_ = std::move(sender.socket);
+  connected_ = true;
+  valid_frames_ = 0;
+  placed_frames_ = 0;
+  reading_ = Reading::header;
+  resyncing_ = false;
+  spdlog::debug("{}: serving a sender on {}", context_->stage_name(), settings_.address);
+  if (settings_.framing == TcpFraming::none) {
+    valid_frames_ = 1;  // any bytes are samples: this sender is the sensor
+    std::copy_n(sender.bytes.begin(), sender.have, payload_.begin());
+    have_ = sender.have;
+    return StageStatus::ok;
+  }
+  std::copy(sender.bytes.begin(), sender.bytes.end(), header_bytes_.begin());
+  have_ = sender.have;
+  return header_received();
+}
+
+bool TcpSource::wait_readable(StageStatus& status) noexcept {
+  std::array<pollfd, PendingConnections::kCapacity + 2> waiting{};
+  std::size_t count = 0;
+  if (connected_) waiting[count++] = pollfd{socket_.get(), POLLIN, 0};
+  if (listener_.valid()) {
+    waiting[count++] = pollfd{listener_.get(), POLLIN, 0};
+    count += pending_.poll_set(std::span<pollfd>(waiting).subspan(count));
+  }
+  int ready = 0;
+  {
+    // Nothing to read yet: wait for it, timed as the stage's wait rather than its busy time.
+    const WaitTimer timer(context_->metrics());
+    ready = ::poll(waiting.data(), count, 10);
+  }
+  if (ready < 0 && errno != EINTR) {
+    context_->fail(wire::errno_message("poll"));
+    status = StageStatus::error;
+    return false;
+  }
+  const std::size_t others = connected_ ? 1 : 0;
+  for (std::size_t i = others; ready > 0 && i < count; ++i) {
+    if (waiting[i].revents != 0) next_sweep_ = {};  // a new or pending connection: look at it now
+  }
+  return connected_ && ready > 0 && waiting[0].revents != 0;
 }
 
 StageStatus TcpSource::disconnected() noexcept {
@@ -163,7 +230,13 @@ StageStatus TcpSource::disconnected() noexcept {
   disconnects_->add();
   assembler_.flush();
   if (valid_frames_ > 0 && !settings_.reconnect) return StageStatus::end_of_stream;  // the sender closed the stream
-  spdlog::warn("{}: connection closed after {} valid frame(s); waiting for the sender", context_->stage_name(), valid_frames_);
+  if (settings_.framing == TcpFraming::none) {
+    spdlog::warn("{}: connection closed; waiting for the sender", context_->stage_name());
+  } else {
+    spdlog::warn("{}: connection closed after {} frame(s) with a valid header, {} of them placed in the stream (the "
+                 "others are drops: duplicate, late, outlier, wrong_format); waiting for the sender",
+                 context_->stage_name(), valid_frames_, placed_frames_);
+  }
   return StageStatus::idle;
 }
 
@@ -172,19 +245,24 @@ StageStatus TcpSource::process() {
     assembler_.flush();
     return StageStatus::end_of_stream;
   }
-  if (!connected_) return connect_or_accept() ? StageStatus::ok : StageStatus::idle;
-  pollfd readable{socket_.get(), POLLIN, 0};
-  int ready = ::poll(&readable, 1, 0);
-  if (ready == 0) {
-    // Nothing to read yet: wait for it, timed as the stage's wait rather than its busy time.
-    const WaitTimer waiting(context_->metrics());
-    ready = ::poll(&readable, 1, 10);
+  if (settings_.mode == TcpMode::server) {
+    if (!connected_ || PendingConnections::Clock::now() >= next_sweep_) {
+      const StageStatus status = accept_senders();
+      if (!connected_ || status != StageStatus::ok) return status;
+    }
+  } else if (!connected_) {
+    return connect() ? StageStatus::ok : StageStatus::idle;
   }
+  pollfd readable{socket_.get(), POLLIN, 0};
+  const int ready = ::poll(&readable, 1, 0);
   if (ready < 0 && errno != EINTR) {
     context_->fail(wire::errno_message("poll"));
     return StageStatus::error;
   }
-  if (ready <= 0) return StageStatus::idle;
+  if (ready <= 0) {
+    StageStatus status = StageStatus::idle;
+    if (!wait_readable(status)) return status;
+  }
   if (settings_.framing == TcpFraming::none) return receive_bare();
 
   std::byte* target = nullptr;
@@ -199,29 +277,46 @@ StageStatus TcpSource::process() {
   }
   StageStatus outcome = StageStatus::ok;
   if (!receive(target, wanted, outcome)) return outcome;
-  if (reading_ == Reading::header) {
-    if (have_ < raw_tcp::kHeaderBytes) return StageStatus::ok;
-    const raw_tcp::DecodeStatus status = raw_tcp::decode_header(header_bytes_, frame_);
-    if (status != raw_tcp::DecodeStatus::ok || frame_.payload_bytes > settings_.max_frame) {
-      if (!resyncing_) {
-        (status == raw_tcp::DecodeStatus::bad_magic ? drop_bad_magic_ : drop_bad_header_)->add();
-        resyncing_ = true;
-      }
-      std::memmove(header_bytes_.data(), header_bytes_.data() + 1, raw_tcp::kHeaderBytes - 1);
-      have_ = raw_tcp::kHeaderBytes - 1;
-      return StageStatus::ok;
-    }
-    resyncing_ = false;
-    reading_ = Reading::payload;
-    have_ = 0;
-    if (frame_.payload_bytes != 0) return StageStatus::ok;
-  } else if (have_ < frame_.payload_bytes) {
-    return StageStatus::ok;
-  }
-  context_->metrics().packets.fetch_add(1, std::memory_order_relaxed);
-  handle_frame();
+  if (reading_ == Reading::header) return header_received();
+  if (have_ < frame_.payload_bytes) return StageStatus::ok;
+  if (reading_ == Reading::payload) frame_received();
   reading_ = Reading::header;
   have_ = 0;
+  return StageStatus::ok;
+}
+
+void TcpSource::frame_received() noexcept {
+  context_->metrics().packets.fetch_add(1, std::memory_order_relaxed);
+  handle_frame();
+}
+
+StageStatus TcpSource::header_received() noexcept {
+  if (have_ < raw_tcp::kHeaderBytes) return StageStatus::ok;
+  const raw_tcp::DecodeStatus status = raw_tcp::decode_header(header_bytes_, frame_);
+  if (status == raw_tcp::DecodeStatus::ok && frame_.payload_bytes <= settings_.max_frame) {
+    resyncing_ = false;
+    reading_ = Reading::payload;
+  } else if (!resyncing_ && status == raw_tcp::DecodeStatus::bad_magic &&
+             raw_tcp::decode_header_past_magic(header_bytes_, frame_) == raw_tcp::DecodeStatus::ok &&
+             frame_.payload_bytes <= settings_.max_frame) {
+    // Where a header was due, one whose magic alone is damaged: that frame is skipped whole,
+    // so each damaged frame is one bad_magic drop, also when several follow each other.
+    drop_bad_magic_->add();
+    reading_ = Reading::damaged_payload;
+  } else {
+    // Not a header: hunt for the next magic; the bytes up to it are one drop.
+    if (!resyncing_) {
+      (status == raw_tcp::DecodeStatus::bad_magic ? drop_bad_magic_ : drop_bad_header_)->add();
+      resyncing_ = true;
+    }
+    std::memmove(header_bytes_.data(), header_bytes_.data() + 1, raw_tcp::kHeaderBytes - 1);
+    have_ = raw_tcp::kHeaderBytes - 1;
+    return StageStatus::ok;
+  }
+  have_ = 0;
+  if (frame_.payload_bytes != 0) return StageStatus::ok;
+  if (reading_ == Reading::payload) frame_received();
+  reading_ = Reading::header;
   return StageStatus::ok;
 }
 
@@ -309,6 +404,7 @@ void TcpSource::place_samples(std::uint64_t first_sample, const std::byte* paylo
   if (index < highest_seen_) reordered_->add();
   highest_seen_ = std::max(highest_seen_, index);
   if (assembler_.append(index, payload, samples)) {
+    ++placed_frames_;
     history_[history_count_++ % history_.size()] = index;
   }
 }
@@ -342,6 +438,7 @@ void TcpSource::resynchronise() noexcept {
 }
 
 void TcpSource::stop() noexcept {
+  pending_.clear();
   guard_.discard();  // never confirmed: outliers
   assembler_.flush();
 }

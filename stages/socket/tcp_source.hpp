@@ -1,5 +1,5 @@
-// `tcp` source: the raw TCP framing (wire/raw_tcp.hpp), as server (listens, takes one
-// sender at a time) or client (connects to the sender). Every header validated; a corrupt
+// `tcp` source: the raw TCP framing (wire/raw_tcp.hpp), as server (listens, watches every
+// connection and serves the one that sends a valid frame) or client (connects to the sender). Every header validated; a corrupt
 // header is counted and the stream resynchronised on the next magic; frames dropped,
 // repeated or out of order at the sender are accounted like UDP loss from their
 // first_sample field; a single stray first_sample never moves the stream (JumpGuard). A
@@ -16,6 +16,7 @@
 #include "pipeline/stage.hpp"
 #include "stages/socket/assembler.hpp"
 #include "stages/socket/jump_guard.hpp"
+#include "stages/socket/tcp_pending.hpp"
 #include "wire/raw_tcp.hpp"
 #include "wire/socket.hpp"
 
@@ -37,6 +38,9 @@ struct TcpSourceSettings {
   std::chrono::nanoseconds max_jump{std::chrono::seconds(1)};  // further from the stream: an outlier
   std::size_t resync_after = 4;   // agreeing outliers in a row that make a resynchronisation
   bool reconnect = true;          // after the sender closes: wait for it again instead of ending
+  // server: a connection without a valid frame header this long is closed (idle_connection),
+  // as is a second sender still kept out by the served one this long (second_sender)
+  std::chrono::nanoseconds idle_timeout{std::chrono::seconds(5)};
   PoolSettings pool;
 };
 
@@ -49,9 +53,18 @@ class TcpSource final : public Stage {
   [[nodiscard]] std::uint16_t port() const { return port_; }
 
  private:
-  enum class Reading : std::uint8_t { header, payload };
-  bool connect_or_accept() noexcept;
+  // damaged_payload: the payload of a frame whose magic alone is damaged, read and skipped.
+  enum class Reading : std::uint8_t { header, payload, damaged_payload };
+  bool connect() noexcept;
+  // Server: accepts and reads pending connections; serves one that proved itself a sender.
+  StageStatus accept_senders() noexcept;
+  StageStatus serve(PendingConnections::Sender& sender) noexcept;
+  // Waits up to 10 ms for the served socket, the listener or a pending connection; true when
+  // the served socket is readable, `status` error when poll failed.
+  bool wait_readable(StageStatus& status) noexcept;
   StageStatus disconnected() noexcept;
+  StageStatus header_received() noexcept;
+  void frame_received() noexcept;
   StageStatus receive_bare() noexcept;
   // recv() into `target`: true when bytes arrived (added to have_); otherwise `status` says
   // what process() returns (idle, the sender closed, or an error).
@@ -64,6 +77,8 @@ class TcpSource final : public Stage {
   TcpSourceSettings settings_;
   StageContext* context_ = nullptr;
   wire::UniqueFd listener_;
+  PendingConnections pending_;
+  PendingConnections::Clock::time_point next_sweep_{};
   wire::UniqueFd socket_;
   std::uint16_t port_ = 0;
   Reading reading_ = Reading::header;
@@ -76,7 +91,8 @@ class TcpSource final : public Stage {
   JumpGuard guard_;
   bool have_origin_ = false;
   std::uint64_t origin_ = 0;  // first_sample of stream index 0 (modulo 2^64 after a backward resync)
-  std::uint64_t valid_frames_ = 0;  // on the current connection
+  std::uint64_t valid_frames_ = 0;   // on the current connection: frames with a valid header
+  std::uint64_t placed_frames_ = 0;  // of them, those whose samples are in the stream
   bool connected_ = false;
   std::uint64_t highest_seen_ = 0;
   std::array<std::uint64_t, 64> history_{};

@@ -6,6 +6,7 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <random>
@@ -293,6 +294,7 @@ TEST(TcpSource, AStrayConnectionDoesNotEndTheRunAndTheSensorGetsIn) {
   ServerLane lane(", reconnect: false");
   send_garbage(lane.stage->port(), 4096);
   ASSERT_TRUE(test_support::wait_for([&] { return counter(lane.metrics(), "disconnects") == 1; }));
+  EXPECT_EQ(drops(lane.metrics(), "garbage_connection"), 1U);
   emulator::EmulatorSettings settings;
   settings.count = 2000;
   const std::size_t spp = settings.samples_per_packet();
@@ -300,11 +302,175 @@ TEST(TcpSource, AStrayConnectionDoesNotEndTheRunAndTheSensorGetsIn) {
   // The sensor delivered frames and closed: with reconnect off, that ends the stream.
   lane.runner.join();
   EXPECT_EQ(counter(lane.metrics(), "connections"), 2U);
-  EXPECT_GE(drops(lane.metrics(), "bad_magic"), 1U);
+  EXPECT_EQ(drops(lane.metrics(), "bad_magic"), 0U);  // the stray's bytes never reached the stream
   EXPECT_EQ(lane.metrics().out.samples.load(), 2000 * spp);
   TcpRun run;
   for (auto& chunk : lane.capture.chunks) run.capture.chunks.push_back(chunk);
   EXPECT_TRUE(gaps_of(run, settings.signal, 2000 * spp).empty());
+}
+
+// Every bad item the emulator injects is counted once, under its reason, against the
+// emulator's own report: back-to-back damaged frames each count (not one per scan), and a
+// duplicate of a damaged frame is one more damaged frame on the wire.
+TEST(TcpSource, EveryInjectedBadFrameIsCountedOnceUnderItsReason) {
+  ServerLane lane("");
+  emulator::EmulatorSettings settings;
+  settings.count = 20000;
+  settings.faults.drop.packets = {100};
+  settings.faults.duplicate.packets = {200, 600};
+  settings.faults.reorder.packets = {300};
+  settings.faults.corrupt.packets = {400, 401, 402, 600};
+  settings.faults.shift.packets = {500};
+  const std::size_t spp = settings.samples_per_packet();
+  const emulator::EmulatorReport report = lane.send(settings);
+  ASSERT_TRUE(test_support::wait_for([&] { return counter(lane.metrics(), "disconnects") == 1; }));
+  lane.pipeline->request_stop();
+  lane.runner.join();
+  std::uint64_t damaged_on_wire = 0;  // from the fault plan: a duplicated damaged frame goes twice
+  for (const std::uint64_t k : settings.faults.corrupt.packets) {
+    damaged_on_wire += settings.faults.applies(emulator::FaultKind::duplicate, 0, k) ? 2U : 1U;
+  }
+  ASSERT_EQ(report.corrupted, 4U);
+  ASSERT_EQ(damaged_on_wire, 5U);
+  const StageMetrics& metrics = lane.metrics();
+  EXPECT_EQ(drops(metrics, "bad_magic"), damaged_on_wire);
+  EXPECT_EQ(drops(metrics, "bad_header"), 0U);
+  EXPECT_EQ(drops(metrics, "duplicate"), report.duplicated - (damaged_on_wire - report.corrupted));
+  EXPECT_EQ(drops(metrics, "late"), report.reordered);
+  EXPECT_EQ(drops(metrics, "outlier"), report.shifted);
+  // Frames with a valid header: all that were sent but the damaged ones.
+  EXPECT_EQ(metrics.packets.load(), report.packets - damaged_on_wire);
+  // Missing from the stream: the dropped, damaged, late and shifted frames, each a gap; every
+  // frame on the wire that is not in the stream is one drop.
+  const std::uint64_t missing = report.dropped + report.corrupted + report.reordered + report.shifted;
+  EXPECT_EQ(metrics.total_drops(), report.packets - (settings.count - missing));
+  EXPECT_EQ(counter(metrics, "lost_samples"), missing * spp);
+  EXPECT_EQ(metrics.out.samples.load(), (settings.count - missing) * spp);
+}
+
+TEST(TcpSource, IdleTimeoutOutsideItsRangeOrInClientModeIsRefused) {
+  for (const std::string settings : {"mode: server, idle_timeout: 1ms", "mode: server, idle_timeout: 2h",
+                                     "mode: client, idle_timeout: 5s"}) {
+    const std::string yaml = "template:\n  - {name: source, type: tcp, address: 127.0.0.1:0, " + settings +
+                             "}\n  - {name: sink, type: capture}\nlanes: [{name: port0}]\n";
+    try {
+      (void)load_pipeline_text(yaml, "<test>", {}, test_support::test_registry());
+      ADD_FAILURE() << settings << " was accepted";
+    } catch (const ConfigException& error) {
+      ASSERT_FALSE(error.errors().empty());
+      EXPECT_NE(error.errors().to_string().find("idle_timeout"), std::string::npos) << settings;
+    }
+  }
+}
+
+// A client connection to the stage's port that the test holds open.
+wire::UniqueFd connect_to(std::uint16_t port) {
+  wire::UniqueFd socket(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  const sockaddr_in address = *wire::parse_endpoint("127.0.0.1:" + std::to_string(port));
+  EXPECT_EQ(::connect(socket.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+  return socket;
+}
+
+// True when the stage closed `socket`, as its peer sees it (end of file or reset), within `timeout`.
+bool closed_by_peer(int socket, std::chrono::milliseconds timeout) {
+  pollfd readable{socket, POLLIN, 0};
+  if (::poll(&readable, 1, static_cast<int>(timeout.count())) != 1) return false;
+  std::byte byte{};
+  const ssize_t got = ::recv(socket, &byte, 1, MSG_DONTWAIT);
+  return got == 0 || (got < 0 && errno == ECONNRESET);
+}
+
+// The sensor sends at a fixed rate while connection `first` is already open: its first frame
+// must be served at once (well inside the idle limit, which a stalled listener would wait
+// out), every frame must arrive, and the first connection must be closed by the stage.
+void sensor_after(ServerLane& lane, wire::UniqueFd first, std::uint64_t count) {
+  ASSERT_TRUE(test_support::wait_for([&] { return counter(lane.metrics(), "connections") == 1; }));
+  emulator::EmulatorSettings settings;
+  settings.count = count;
+  settings.rate = 3e6;  // bytes/s: about 2000 frames a second, paced as a digitizer sends
+  const std::size_t spp = settings.samples_per_packet();
+  const auto connected = std::chrono::steady_clock::now();
+  emulator::EmulatorReport report;
+  std::thread sensor([&] { report = lane.send(settings); });
+  const bool served = test_support::wait_for([&] { return lane.metrics().packets.load() > 0; }, std::chrono::seconds(8));
+  const auto first_frame = std::chrono::steady_clock::now() - connected;
+  // The stage closes the first connection (the test waits past the idle limit for that).
+  EXPECT_TRUE(closed_by_peer(first.get(), std::chrono::seconds(10)));
+  first.reset();  // lets a stalled stage go on, so that a failure ends
+  sensor.join();
+  ASSERT_TRUE(served) << "the sensor was not served while the first connection was open";
+  EXPECT_LT(first_frame, std::chrono::seconds(2)) << "the sensor's first frame waited";
+  ASSERT_TRUE(test_support::wait_for([&] { return lane.metrics().out.samples.load() >= report.samples; }));
+  lane.pipeline->request_stop();
+  lane.runner.join();
+  EXPECT_EQ(report.samples, count * spp);
+  EXPECT_EQ(lane.metrics().out.samples.load(), count * spp);
+  EXPECT_EQ(counter(lane.metrics(), "lost_samples"), 0U);
+  EXPECT_EQ(counter(lane.metrics(), "connections"), 2U);
+  TcpRun run;
+  for (auto& chunk : lane.capture.chunks) run.capture.chunks.push_back(chunk);
+  EXPECT_TRUE(gaps_of(run, settings.signal, count * spp).empty());
+}
+
+TEST(TcpSource, ASilentConnectionOpenedFirstNeitherDelaysTheSensorNorStaysOpen) {
+  ServerLane lane(", idle_timeout: 4s");
+  sensor_after(lane, connect_to(lane.stage->port()), 4000);
+  EXPECT_EQ(drops(lane.metrics(), "idle_connection"), 1U);
+  EXPECT_EQ(drops(lane.metrics(), "garbage_connection"), 0U);
+}
+
+TEST(TcpSource, AGarbageConnectionOpenedFirstIsClosedAtOnceAndTheSensorServed) {
+  ServerLane lane(", idle_timeout: 4s");
+  wire::UniqueFd garbage = connect_to(lane.stage->port());
+  const std::string text = "GET / HTTP/1.1\r\nHost: sluice\r\n\r\n and more than one frame header of it";
+  ASSERT_EQ(::send(garbage.get(), text.data(), text.size(), MSG_NOSIGNAL), static_cast<ssize_t>(text.size()));
+  sensor_after(lane, std::move(garbage), 4000);
+  EXPECT_EQ(drops(lane.metrics(), "garbage_connection"), 1U);
+  EXPECT_EQ(drops(lane.metrics(), "idle_connection"), 0U);
+  EXPECT_EQ(drops(lane.metrics(), "bad_magic"), 0U);
+}
+
+// One stream: a second connection that sends a valid frame header while the sensor is served
+// waits unread, and the stage closes it after the idle limit; the sensor's stream is whole.
+TEST(TcpSource, ASecondSenderIsClosedAfterTheIdleLimitAndTheFirstKeepsItsStream) {
+  ServerLane lane(", idle_timeout: 300ms");
+  emulator::EmulatorSettings settings;
+  settings.count = 4000;
+  settings.rate = 3e6;
+  const std::size_t spp = settings.samples_per_packet();
+  emulator::EmulatorReport report;
+  std::thread sensor([&] { report = lane.send(settings); });
+  ASSERT_TRUE(test_support::wait_for([&] { return lane.metrics().packets.load() > 0; }));
+  wire::UniqueFd second = connect_to(lane.stage->port());
+  std::array<std::byte, raw_tcp::kHeaderBytes> header{};
+  raw_tcp::FrameHeader frame;
+  raw_tcp::encode_header(frame, header);
+  ASSERT_EQ(::send(second.get(), header.data(), header.size(), MSG_NOSIGNAL), static_cast<ssize_t>(header.size()));
+  EXPECT_TRUE(closed_by_peer(second.get(), std::chrono::seconds(10)));
+  sensor.join();
+  ASSERT_TRUE(test_support::wait_for([&] { return lane.metrics().out.samples.load() >= report.samples; }));
+  lane.pipeline->request_stop();
+  lane.runner.join();
+  EXPECT_EQ(drops(lane.metrics(), "second_sender"), 1U);
+  EXPECT_EQ(lane.metrics().out.samples.load(), 4000 * spp);
+  EXPECT_EQ(counter(lane.metrics(), "lost_samples"), 0U);
+}
+
+// A silent connection opened while the sensor is served is closed for its idle time, counted,
+// whether the sensor is still sending then or has closed.
+TEST(TcpSource, ASilentConnectionOpenedWhileTheSensorIsServedIsClosedWhenIdle) {
+  ServerLane lane(", idle_timeout: 1s");
+  emulator::EmulatorSettings settings;
+  settings.count = 4000;  // about 2 s: the silent one goes idle while the sensor sends
+  settings.rate = 3e6;
+  std::thread sensor([&] { (void)lane.send(settings); });
+  ASSERT_TRUE(test_support::wait_for([&] { return lane.metrics().packets.load() > 0; }));
+  wire::UniqueFd silent = connect_to(lane.stage->port());
+  const auto opened = std::chrono::steady_clock::now();
+  EXPECT_TRUE(closed_by_peer(silent.get(), std::chrono::seconds(10)));
+  EXPECT_GE(std::chrono::steady_clock::now() - opened, std::chrono::milliseconds(900));
+  sensor.join();
+  EXPECT_TRUE(test_support::wait_for([&] { return drops(lane.metrics(), "idle_connection") == 1; }));
 }
 
 TEST(TcpSource, ByDefaultASensorThatClosesIsWaitedForAndResumesWithTheFramesBetweenAsAGap) {
