@@ -28,6 +28,7 @@ namespace {
 namespace fs = std::filesystem;
 const std::string kSluice = testing::path_from_env("SLUICE_BINARY", SLUICE_BINARY);
 const std::string kEmulator = testing::path_from_env("SLUICE_EMULATOR", SLUICE_EMULATOR);
+const std::string kSourceDir = testing::path_from_env("SLUICE_SOURCE_DIR", SLUICE_SOURCE_DIR);
 
 constexpr double kToneHz = 3.7e6;
 constexpr double kToneAmplitude = 0.4;
@@ -264,7 +265,7 @@ lanes:
 class DualPortDemo : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::ifstream in(fs::path(SLUICE_SOURCE_DIR) / "configs/dual_port.yaml");
+    std::ifstream in(fs::path(kSourceDir) / "configs/dual_port.yaml");
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     text = std::regex_replace(text, std::regex("50100"), std::to_string(testing::free_udp_port()));
     text = std::regex_replace(text, std::regex("50101"), std::to_string(testing::free_udp_port()));
@@ -328,7 +329,7 @@ TEST_F(DualPortDemo, RecordsBothLanesLosslesslyAndItsPicturePeaksAtTheTone) {
 
 // `enabled: false` is a switch for taps only: a lane without its link would carry other data.
 TEST(DualPortDemoConfig, OnlyATapCanBeSwitchedOff) {
-  const auto result = testing::run_process({kSluice, "validate", std::string(SLUICE_SOURCE_DIR) + "/configs/dual_port.yaml",
+  const auto result = testing::run_process({kSluice, "validate", kSourceDir + "/configs/dual_port.yaml",
                                             "--set", "template.link.enabled=false"});
   EXPECT_EQ(result.exit_code, 2) << result.err;  // the usage / configuration exit code
   EXPECT_NE(result.err.find("only a tap"), std::string::npos) << result.err;
