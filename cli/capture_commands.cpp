@@ -97,8 +97,8 @@ int capture_plot(const PlotOptions& options) {
   std::cout << "wrote " << output << "\n";
   for (const auto& spectrum : spectra) {
     const std::size_t peak = spectrum.peak_bin();
-    std::cout << "  lane " << spectrum.lane << ": " << spectrum.frames << (spectrum.from_spectra ? " recorded rows" : " FFT frames")
-              << ", peak " << format_frequency(spectrum.frequency_of(peak)) << " (" << spectrum.frequency_of(peak) << " Hz) at "
+    std::cout << "  lane " << spectrum.lane << ": " << spectrum.available << (spectrum.from_spectra ? " recorded rows, " : " FFT frames, ")
+              << spectrum.frames << " averaged, peak " << format_frequency(spectrum.frequency_of(peak)) << " (" << spectrum.frequency_of(peak) << " Hz) at "
               << spectrum.average_db[peak] << " dB\n";
   }
   return kExitOk;

@@ -42,7 +42,8 @@ struct CaptureSpectrum {
   std::vector<std::vector<float>> rows_db; // spectrogram, oldest first
   std::vector<double> row_seconds;         // start of each spectrogram row, from the lane's first sample
   double duration_seconds = 0;             // first to last sample, holes included
-  std::uint64_t frames = 0;                // FFT frames (or recorded rows) that went into the picture
+  std::uint64_t available = 0;             // FFT frames (or recorded rows) the lane holds, no frame across a hole
+  std::uint64_t frames = 0;                // of those, the ones that went into the picture
   std::size_t gaps = 0;
   [[nodiscard]] std::size_t peak_bin() const;  // of average_db
   [[nodiscard]] double frequency_of(std::size_t bin) const { return first_hz + static_cast<double>(bin) * bin_hz; }
