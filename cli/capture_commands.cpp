@@ -137,9 +137,11 @@ int capture_export(const ExportOptions& options) {
   const std::string base = recorder::strip_capture_suffix(options.output);
   const recorder::ExportReport report = recorder::export_capture(lane, seconds_into(lane, options.from, "--from"),
                                                                  seconds_into(lane, options.to, "--to"), base);
-  std::cout << "wrote " << base << ".sigmf-meta/.sigmf-data: lane " << lane.name << ", " << report.samples
-            << " samples (stream " << report.first_index << " to " << report.end_index << "), " << report.segments
-            << " segment(s), " << report.gaps << " gap(s)\n";
+  std::cout << "wrote " << report.data_path << " and " << report.meta_path << ": lane " << lane.name << ", stream samples "
+            << report.first_index << " to " << report.end_index - 1 << ": " << report.samples << " samples in "
+            << report.segments << " segment(s), " << report.gaps << " gap(s) (" << report.lost_samples << " samples lost";
+  if (report.marked_values > 0) std::cout << ", " << report.marked_values << " values marked";
+  std::cout << ")\n";
   return kExitOk;
 }
 
