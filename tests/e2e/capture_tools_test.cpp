@@ -289,14 +289,16 @@ std::vector<std::pair<std::uint64_t, std::uint64_t>> merged_holes(const std::vec
   return holes;
 }
 
-// A range that starts inside one dropped packet and ends inside the next: the slice begins
+// A range that starts inside one hole and ends inside the next: the slice begins
 // and ends with the parts of those holes that lie in the range, annotated as gaps, and its
 // totals and message say so.
 TEST_F(RecordedTone, ExportOfARangeStartingAndEndingInHolesAnnotatesBothParts) {
   const recorder::Capture capture = recorder::open_capture(collection_);
   const recorder::CaptureLane& lane = capture.lanes.at(0);
   const auto holes = holes_between_segments(lane);
-  ASSERT_EQ(holes.size(), 2U) << "the emulator dropped two packets";
+  // The emulator dropped two packets; a loaded kernel may drop more. The range runs between
+  // the first two holes, whatever they are.
+  ASSERT_GE(holes.size(), 2U);
   ASSERT_EQ(merged_holes(lane.gaps), holes) << "each hole between segments is annotated";
   const std::uint64_t origin = lane.segments.front().global_index;
   const std::uint64_t first = (holes[0].first + holes[0].second) / 2;
