@@ -97,8 +97,8 @@ int capture_plot(const PlotOptions& options) {
   std::cout << "wrote " << output << "\n";
   for (const auto& spectrum : spectra) {
     const std::size_t peak = spectrum.peak_bin();
-    std::cout << "  lane " << spectrum.lane << ": " << spectrum.frames << (spectrum.from_spectra ? " recorded rows" : " FFT frames")
-              << ", peak " << format_frequency(spectrum.frequency_of(peak)) << " (" << spectrum.frequency_of(peak) << " Hz) at "
+    std::cout << "  lane " << spectrum.lane << ": " << spectrum.available << (spectrum.from_spectra ? " recorded rows, " : " FFT frames, ")
+              << spectrum.frames << " averaged, peak " << format_frequency(spectrum.frequency_of(peak)) << " (" << spectrum.frequency_of(peak) << " Hz) at "
               << spectrum.average_db[peak] << " dB\n";
   }
   return kExitOk;
@@ -137,9 +137,11 @@ int capture_export(const ExportOptions& options) {
   const std::string base = recorder::strip_capture_suffix(options.output);
   const recorder::ExportReport report = recorder::export_capture(lane, seconds_into(lane, options.from, "--from"),
                                                                  seconds_into(lane, options.to, "--to"), base);
-  std::cout << "wrote " << base << ".sigmf-meta/.sigmf-data: lane " << lane.name << ", " << report.samples
-            << " samples (stream " << report.first_index << " to " << report.end_index << "), " << report.segments
-            << " segment(s), " << report.gaps << " gap(s)\n";
+  std::cout << "wrote " << report.data_path << " and " << report.meta_path << ": lane " << lane.name << ", stream samples "
+            << report.first_index << " to " << report.end_index - 1 << ": " << report.samples << " samples in "
+            << report.segments << " segment(s), " << report.gaps << " gap(s) (" << report.lost_samples << " samples lost";
+  if (report.marked_values > 0) std::cout << ", " << report.marked_values << " values marked";
+  std::cout << ")\n";
   return kExitOk;
 }
 

@@ -30,6 +30,99 @@ nlohmann::json read_global(const std::string& base) {
   return meta["global"];
 }
 
+// The stream index after the lane's last sample or hole: a range is cut to it, so samples
+// after the end of the recording are never counted as lost.
+std::uint64_t lane_end(const CaptureLane& lane) {
+  std::uint64_t end = lane.segments.back().global_index + lane.segments.back().sample_count;
+  for (const auto& gap : lane.gaps) end = std::max(end, gap.global_index + gap.length);
+  return end;
+}
+
+// Copies the samples of [report.first_index, report.end_index) into `data_path`, one piece per
+// run that is contiguous in the stream; counts them into `report`.
+std::vector<Piece> copy_samples(const CaptureLane& lane, const std::string& data_path, double values_per_second,
+                                ExportReport& report) {
+  std::vector<Piece> pieces;
+  std::ofstream data(data_path, std::ios::binary | std::ios::trunc);
+  if (!data) throw std::runtime_error("cannot create " + data_path);
+  std::vector<std::byte> buffer(std::size_t{4} << 20);
+  const std::uint64_t per_read = buffer.size() / lane.sample_bytes;
+  for (const auto& segment : lane.segments) {
+    const std::uint64_t begin = std::max(segment.global_index, report.first_index);
+    const std::uint64_t end = std::min(segment.global_index + segment.sample_count, report.end_index);
+    if (begin >= end) continue;
+    if (pieces.empty() || pieces.back().global_index + pieces.back().count != begin) {
+      pieces.push_back({begin, 0, report.samples, time_of_sample(segment, begin, values_per_second)});
+    }
+    for (std::uint64_t index = begin; index < end;) {
+      const std::uint64_t count = std::min(per_read, end - index);
+      if (read_segment(lane, segment, index - segment.global_index, count, buffer.data()) != count) {
+        throw std::runtime_error("short read from " + segment.data_path);
+      }
+      data.write(reinterpret_cast<const char*>(buffer.data()), static_cast<std::streamsize>(count * lane.sample_bytes));
+      index += count;
+      pieces.back().count += count;
+      report.samples += count;
+    }
+  }
+  if (!data.flush()) throw std::runtime_error("cannot write " + data_path);
+  return pieces;
+}
+
+// The gap annotations of the range, written as the recorder writes them: each gap of the
+// source cut to [first_index, end_index), so a range that starts or ends inside a hole has
+// that part of the hole as its leading or trailing gap. Counts them into `report`.
+nlohmann::json gap_annotations(const CaptureLane& lane, const std::vector<Piece>& pieces, ExportReport& report) {
+  // Where a stream index falls in the new file (a hole: where the next recorded sample went).
+  auto output_position = [&](std::uint64_t index) {
+    std::uint64_t position = 0;
+    for (const auto& piece : pieces) {
+      if (index < piece.global_index) break;
+      position = piece.output_start + std::min(index - piece.global_index, piece.count);
+    }
+    return position;
+  };
+  nlohmann::json annotations = nlohmann::json::array();
+  for (const auto& gap : lane.gaps) {
+    const std::uint64_t first = std::max(gap.global_index, report.first_index);
+    const std::uint64_t end = std::min(gap.global_index + gap.length, report.end_index);
+    if (first >= end) continue;
+    const std::uint64_t length = end - first;
+    std::string range = " (stream samples " + std::to_string(first) + " to " + std::to_string(end - 1);
+    if (length != gap.length) {
+      range += ": the part inside the exported range of the source's gap of " + std::to_string(gap.length) +
+               " at stream samples " + std::to_string(gap.global_index) + " to " +
+               std::to_string(gap.global_index + gap.length - 1);
+    }
+    range += ")";
+    nlohmann::json annotation{{"core:label", "gap"}, {"core:generator", "sluice"}, {"sluice:global_index", first}};
+    const std::uint64_t start = output_position(first);
+    if (gap.in_data) {
+      annotation["core:sample_start"] = start;
+      annotation["core:sample_count"] = std::max(output_position(end), start + 1) - start;
+      annotation["core:comment"] = std::to_string(length) + " values computed from input with lost samples" + range +
+                                   ": present in the data file, marked";
+      annotation["sluice:in_data"] = true;
+      annotation["sluice:marked_values"] = length;
+      report.marked_values += length;
+    } else {
+      annotation["core:sample_start"] = start;
+      annotation["core:sample_count"] = 0;
+      annotation["core:comment"] = std::to_string(length) + " samples lost" + range +
+                                   ": absent from the data file, which goes on at file sample " + std::to_string(start);
+      annotation["sluice:lost_samples"] = length;
+      report.lost_samples += length;
+    }
+    annotations.push_back(std::move(annotation));
+    ++report.gaps;
+  }
+  // SigMF wants annotations ordered by core:sample_start.
+  std::stable_sort(annotations.begin(), annotations.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+    return a["core:sample_start"].get<std::uint64_t>() < b["core:sample_start"].get<std::uint64_t>();
+  });
+  return annotations;
+}
+
 }  // namespace
 
 ExportReport export_capture(const CaptureLane& lane, double from_seconds, double to_seconds, const std::string& output_base) {
@@ -51,44 +144,33 @@ ExportReport export_capture(const CaptureLane& lane, double from_seconds, double
   const std::uint64_t origin = lane.segments.front().global_index;
   ExportReport report;
   report.base = output_base;
+  report.data_path = data_path;
+  report.meta_path = meta_path;
   report.first_index = origin + static_cast<std::uint64_t>(std::ceil(from_seconds * units_per_second - 1e-9)) * unit;
-  report.end_index = origin + static_cast<std::uint64_t>(std::ceil(to_seconds * units_per_second - 1e-9)) * unit;
-
-  std::vector<Piece> pieces;
-  {
-    std::ofstream data(data_path, std::ios::binary | std::ios::trunc);
-    if (!data) throw std::runtime_error("cannot create " + data_path);
-    std::vector<std::byte> buffer(std::size_t{4} << 20);
-    const std::uint64_t per_read = buffer.size() / lane.sample_bytes;
-    for (const auto& segment : lane.segments) {
-      const std::uint64_t begin = std::max(segment.global_index, report.first_index);
-      const std::uint64_t end = std::min(segment.global_index + segment.sample_count, report.end_index);
-      if (begin >= end) continue;
-      if (pieces.empty() || pieces.back().global_index + pieces.back().count != begin) {
-        pieces.push_back({begin, 0, report.samples, time_of_sample(segment, begin, values_per_second)});
-      }
-      for (std::uint64_t index = begin; index < end;) {
-        const std::uint64_t count = std::min(per_read, end - index);
-        if (read_segment(lane, segment, index - segment.global_index, count, buffer.data()) != count) {
-          throw std::runtime_error("short read from " + segment.data_path);
-        }
-        data.write(reinterpret_cast<const char*>(buffer.data()), static_cast<std::streamsize>(count * lane.sample_bytes));
-        index += count;
-        pieces.back().count += count;
-        report.samples += count;
-      }
-    }
-    if (!data.flush()) throw std::runtime_error("cannot write " + data_path);
+  report.end_index = std::min(lane_end(lane), origin + static_cast<std::uint64_t>(std::ceil(to_seconds * units_per_second - 1e-9)) * unit);
+  if (report.first_index >= report.end_index) {
+    throw std::runtime_error("the range starts at stream sample " + std::to_string(report.first_index) + ", after the end of lane " +
+                             lane.name + " (stream sample " + std::to_string(lane_end(lane) - 1) + ")");
   }
+
+  const std::vector<Piece> pieces = copy_samples(lane, data_path, values_per_second, report);
   if (pieces.empty()) {
     std::filesystem::remove(data_path);
-    throw std::runtime_error("nothing was recorded between " + std::to_string(from_seconds) + " s and " + std::to_string(to_seconds) +
-                             " s of lane " + lane.name);
+    throw std::runtime_error("nothing was recorded in stream samples " + std::to_string(report.first_index) + " to " +
+                             std::to_string(report.end_index - 1) + " of lane " + lane.name + " (the range lies in a hole)");
   }
+  const nlohmann::json annotations = gap_annotations(lane, pieces, report);
 
+  // The source's global object, less what describes the source alone; its totals are the slice's.
   nlohmann::json global = read_global(lane.recordings.front());
-  for (const char* key : {"core:sha512", "sluice:stripe", "sluice:stripes", "sluice:segment", "sluice:start_time"}) global.erase(key);
+  for (const char* key : {"core:sha512", "sluice:stripe", "sluice:stripes", "sluice:segment", "sluice:start_time",
+                          "sluice:marked_values"}) {
+    global.erase(key);
+  }
   global["sluice:complete"] = true;
+  global["sluice:first_sample"] = report.first_index;
+  global["sluice:lost_samples"] = report.lost_samples;
+  if (report.marked_values > 0) global["sluice:marked_values"] = report.marked_values;
   global["core:description"] = global.value("core:description", std::string()) + "; exported from " + lane.recordings.front() +
                                ", seconds " + std::to_string(from_seconds) + " to " + std::to_string(to_seconds);
   nlohmann::json captures = nlohmann::json::array();
@@ -98,34 +180,6 @@ ExportReport export_capture(const CaptureLane& lane, double from_seconds, double
                            {"core:frequency", lane.frequency}};
     if (piece.time.valid) capture["core:datetime"] = iso8601(piece.time);
     captures.push_back(capture);
-  }
-  // Where a stream index falls in the new file (a hole: where the next recorded sample went).
-  auto output_position = [&](std::uint64_t index) {
-    std::uint64_t position = 0;
-    for (const auto& piece : pieces) {
-      if (index < piece.global_index) break;
-      position = piece.output_start + std::min(index - piece.global_index, piece.count);
-    }
-    return position;
-  };
-  nlohmann::json annotations = nlohmann::json::array();
-  for (const auto& gap : lane.gaps) {
-    // A hole between two exported pieces, or an in_data gap (values present, computed over a hole) inside the range.
-    const bool between = gap.global_index > pieces.front().global_index &&
-                         gap.global_index < pieces.back().global_index + pieces.back().count;
-    if (!between && !(gap.in_data && gap.global_index >= report.first_index && gap.global_index < report.end_index)) continue;
-    const std::uint64_t start = output_position(gap.global_index);
-    const std::uint64_t present = gap.in_data ? std::min(gap.length, report.samples - start) : 0;
-    annotations.push_back({{"core:sample_start", start},
-                           {"core:sample_count", present},
-                           {"core:label", "gap"},
-                           {"core:generator", "sluice"},
-                           {"core:comment", std::to_string(gap.length) + " samples lost (stream samples " +
-                                                std::to_string(gap.global_index) + " to " +
-                                                std::to_string(gap.global_index + gap.length - 1) + ")"},
-                           {"sluice:lost_samples", gap.length},
-                           {"sluice:global_index", gap.global_index}});
-    ++report.gaps;
   }
   report.segments = pieces.size();
   write_file_durably(meta_path, nlohmann::json{{"global", global}, {"captures", captures}, {"annotations", annotations}}.dump(2) + "\n");

@@ -105,6 +105,7 @@ void build_spectrogram(const CaptureLane& lane, std::size_t size, std::size_t ma
   std::vector<std::byte> raw(size * lane.sample_bytes);
   std::vector<double> row(size);
   std::vector<double> total(size, 0.0);
+  result.available = blocks.total();
   const std::uint64_t rows = std::min<std::uint64_t>(max_rows, blocks.total());
   const std::uint64_t first_global = lane.segments.front().global_index;
   for (std::uint64_t r = 0; r < rows; ++r) {
@@ -325,11 +326,11 @@ std::string capture_plot_svg(const std::string& title, const std::vector<Capture
     svg << printf_string(R"(<g class="lane" data-lane="%s" data-peak-hz="%.3f" data-peak-db="%.2f" data-bin-hz="%.6f">)",
                          xml_escape(lane.lane).c_str(), peak_hz, lane.average_db[peak], lane.bin_hz)
         << "\n";
-    svg << printf_string(R"(<text x="%.0f" y="%.0f" font-size="14">lane %s: %s, %s, %llu %s; peak %s at %.1f dB</text>)", kLeft,
-                         top + 18, xml_escape(lane.lane).c_str(), lane.from_spectra ? "recorded spectra" : "averaged spectrum",
+    svg << printf_string(R"(<text x="%.0f" y="%.0f" font-size="14">lane %s: %s, %s, %llu %s, %llu averaged; peak %s at %.1f dB</text>)",
+                         kLeft, top + 18, xml_escape(lane.lane).c_str(), lane.from_spectra ? "recorded spectra" : "averaged spectrum",
                          format_duration(std::chrono::nanoseconds(static_cast<std::int64_t>(lane.duration_seconds * 1e9))).c_str(),
-                         static_cast<unsigned long long>(lane.frames), lane.from_spectra ? "rows" : "frames",
-                         hz_text(peak_hz).c_str(), lane.average_db[peak])
+                         static_cast<unsigned long long>(lane.available), lane.from_spectra ? "rows" : "frames",
+                         static_cast<unsigned long long>(lane.frames), hz_text(peak_hz).c_str(), lane.average_db[peak])
         << "\n";
     // Averaged spectrum.
     const double spectrum_top = top + 36;

@@ -117,11 +117,14 @@ void add_recording(CaptureLane& lane, const std::string& base) {
       }
       continue;
     }
-    if (!annotation.contains("sluice:lost_samples")) continue;
+    // A hole gives sluice:lost_samples; values computed over one (sluice:in_data) give sluice:marked_values.
+    const bool in_data = annotation.value("sluice:in_data", false);
+    const char* length_key = in_data ? "sluice:marked_values" : "sluice:lost_samples";
+    if (!annotation.contains(length_key)) continue;
     CaptureGap gap;
     gap.global_index = annotation.value("sluice:global_index", std::uint64_t{0});
-    gap.length = annotation.value("sluice:lost_samples", std::uint64_t{0});
-    gap.in_data = annotation.value("sluice:in_data", false);
+    gap.length = annotation.value(length_key, std::uint64_t{0});
+    gap.in_data = in_data;
     (gap.in_data ? lane.marked_values : lane.lost_samples) += gap.length;
     lane.gaps.push_back(gap);
   }

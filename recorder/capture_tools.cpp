@@ -34,6 +34,11 @@ RepairReport repair_capture(const std::string& path, bool restore_replaced) {
   std::vector<std::string> directories;
   std::string collection_name;
   const std::string collection_file = base + std::string(kCollectionSuffix);
+  const bool missing = ends_with(path, kCollectionSuffix)
+                           ? !fs::exists(path)
+                           : !fs::exists(path) && !fs::exists(base + std::string(kMetaSuffix)) &&
+                                 !fs::exists(base + std::string(kJournalSuffix)) && !fs::exists(collection_file);
+  if (missing) throw std::runtime_error(path + " does not exist");
   if (ends_with(path, kCollectionSuffix) || (fs::exists(collection_file) && !fs::exists(base + std::string(kMetaSuffix)) &&
                                              !fs::exists(base + std::string(kJournalSuffix)))) {
     std::ifstream in(collection_file);

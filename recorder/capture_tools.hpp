@@ -42,7 +42,8 @@ struct CaptureSpectrum {
   std::vector<std::vector<float>> rows_db; // spectrogram, oldest first
   std::vector<double> row_seconds;         // start of each spectrogram row, from the lane's first sample
   double duration_seconds = 0;             // first to last sample, holes included
-  std::uint64_t frames = 0;                // FFT frames (or recorded rows) that went into the picture
+  std::uint64_t available = 0;             // FFT frames (or recorded rows) the lane holds, no frame across a hole
+  std::uint64_t frames = 0;                // of those, the ones that went into the picture
   std::size_t gaps = 0;
   [[nodiscard]] std::size_t peak_bin() const;  // of average_db
   [[nodiscard]] double frequency_of(std::size_t bin) const { return first_hz + static_cast<double>(bin) * bin_hz; }
@@ -61,19 +62,25 @@ std::string spectrogram_png(const CaptureSpectrum& lane);
 // What `sluice capture export` wrote.
 struct ExportReport {
   std::string base;              // output path without suffix
-  std::uint64_t first_index = 0; // stream index of the first sample considered (inclusive)
-  std::uint64_t end_index = 0;   // stream index after the last one (exclusive)
+  std::string data_path;         // the files written
+  std::string meta_path;
+  std::uint64_t first_index = 0; // stream index of the range's first sample (inclusive)
+  std::uint64_t end_index = 0;   // stream index after its last one (exclusive; at most the lane's end)
   std::uint64_t samples = 0;     // written (holes are not samples)
   std::size_t segments = 0;
-  std::size_t gaps = 0;
+  std::size_t gaps = 0;          // annotated, holes cut at the range's ends included
+  std::uint64_t lost_samples = 0;   // of the range, absent from the data
+  std::uint64_t marked_values = 0;  // of the range, present but computed from input with lost samples
 };
 
 // Copies the samples of `lane` whose time since the lane's first sample lies in
 // [from_seconds, to_seconds) into a new SigMF recording at `output_base` (.sigmf-data and
-// .sigmf-meta): same datatype, rate and frequency, one capture segment per recorded run
-// (holes stay holes, with their gap annotations), stream indices and datetimes kept. For
-// spectra the range is whole rows. Throws std::runtime_error for an empty range or an
-// existing output.
+// .sigmf-meta): same datatype, rate and frequency, one capture segment per recorded run,
+// stream indices and datetimes kept. Every gap of the source that overlaps the range is
+// annotated for its part inside it (a range that starts in a hole begins with that gap), and
+// the global totals (sluice:lost_samples, sluice:marked_values, sluice:first_sample) are the
+// slice's. For spectra the range is whole rows. Throws std::runtime_error for a range with no
+// recorded sample or an existing output.
 ExportReport export_capture(const CaptureLane& lane, double from_seconds, double to_seconds, const std::string& output_base);
 
 }  // namespace sluice::recorder

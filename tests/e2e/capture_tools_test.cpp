@@ -13,9 +13,11 @@
 #include <fstream>
 #include <iterator>
 #include <regex>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "pipeline/units.hpp"
 #include "recorder/capture_reader.hpp"
 #include "recorder/capture_tools.hpp"
 #include "tests/stages/record/record_test_support.hpp"
@@ -28,6 +30,7 @@ namespace {
 namespace fs = std::filesystem;
 const std::string kSluice = testing::path_from_env("SLUICE_BINARY", SLUICE_BINARY);
 const std::string kEmulator = testing::path_from_env("SLUICE_EMULATOR", SLUICE_EMULATOR);
+const std::string kSourceDir = testing::path_from_env("SLUICE_SOURCE_DIR", SLUICE_SOURCE_DIR);
 
 constexpr double kToneHz = 3.7e6;
 constexpr double kToneAmplitude = 0.4;
@@ -82,6 +85,16 @@ testing::ProcessResult run_sluice(const std::vector<std::string>& arguments) {
 
 void expect_valid_sigmf(const std::vector<std::string>& files) { SLUICE_EXPECT_SIGMF_VALID(files); }
 
+// The line `sluice capture plot` prints for a lane: what it holds, what was averaged, the peak.
+std::string plot_line(const recorder::CaptureSpectrum& spectrum, std::uint64_t held, std::uint64_t averaged) {
+  const std::size_t peak = spectrum.peak_bin();
+  std::ostringstream line;
+  line << "  lane " << spectrum.lane << ": " << held << (spectrum.from_spectra ? " recorded rows, " : " FFT frames, ")
+       << averaged << " averaged, peak " << format_frequency(spectrum.frequency_of(peak)) << " (" << spectrum.frequency_of(peak)
+       << " Hz) at " << spectrum.average_db[peak] << " dB\n";
+  return line.str();
+}
+
 class RecordedTone : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -102,11 +115,15 @@ TEST_F(RecordedTone, PlotPeaksAtTheEmulatorsTone) {
   const std::string svg_path = dir_->str("tone.svg");
   const auto plotted = run_sluice({"capture", "plot", collection_, "-o", svg_path});
   ASSERT_EQ(plotted.exit_code, 0) << plotted.err;
-  EXPECT_NE(plotted.out.find("lane port0"), std::string::npos) << plotted.out;
 
   // The numbers behind the picture: the averaged spectrum's peak is the tone's bin.
   const recorder::Capture capture = recorder::open_capture(collection_);
   const recorder::CaptureSpectrum spectrum = recorder::capture_spectrum(capture.lanes.at(0), 1024);
+  // It says how many whole frames the lane holds (none across a hole) and how many it averaged:
+  // 300 rows of 16.
+  std::uint64_t held = 0;
+  for (const auto& segment : capture.lanes.at(0).segments) held += segment.sample_count / 1024;
+  EXPECT_EQ(plotted.out, "wrote " + svg_path + "\n" + plot_line(spectrum, held, 300 * 16));
   EXPECT_DOUBLE_EQ(spectrum.bin_hz, kSampleRate / 1024);
   const std::size_t peak = spectrum.peak_bin();
   EXPECT_NEAR(spectrum.frequency_of(peak), kToneHz, spectrum.bin_hz);
@@ -153,6 +170,11 @@ std::vector<char> source_bytes(const recorder::CaptureLane& lane, std::uint64_t 
   return bytes;
 }
 
+nlohmann::json read_meta(const std::string& base) {
+  std::ifstream in(base + ".sigmf-meta");
+  return nlohmann::json::parse(in);
+}
+
 TEST_F(RecordedTone, ExportHoldsExactlyTheRangeWithItsHoles) {
   const recorder::Capture capture = recorder::open_capture(collection_);
   const recorder::CaptureLane& lane = capture.lanes.at(0);
@@ -165,6 +187,7 @@ TEST_F(RecordedTone, ExportHoldsExactlyTheRangeWithItsHoles) {
   const auto exported = run_sluice({"capture", "export", collection_, "--from", std::to_string(from * 1e3) + "ms", "--to",
                                     std::to_string(to * 1e3) + "ms", "-o", base});
   ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_EQ(exported.err, "");
 
   const std::uint64_t first = origin + static_cast<std::uint64_t>(std::ceil(from * kSampleRate - 1e-9));
   const std::uint64_t end = origin + static_cast<std::uint64_t>(std::ceil(to * kSampleRate - 1e-9));
@@ -202,10 +225,22 @@ TEST_F(RecordedTone, ExportHoldsExactlyTheRangeWithItsHoles) {
   }
   EXPECT_GE(expected_gaps.size(), 1U);
   ASSERT_EQ(part.gaps.size(), expected_gaps.size());
+  std::uint64_t lost = 0;
   for (std::size_t i = 0; i < expected_gaps.size(); ++i) {
     EXPECT_EQ(part.gaps[i].global_index, expected_gaps[i].first);
     EXPECT_EQ(part.gaps[i].length, expected_gaps[i].second);
+    lost += expected_gaps[i].second;
   }
+  // The slice's totals are its own (the source lost more: its second dropped packet).
+  const nlohmann::json global = read_meta(base)["global"];
+  EXPECT_EQ(global["sluice:lost_samples"], lost);
+  EXPECT_LT(lost, lane.lost_samples);
+  EXPECT_EQ(global["sluice:first_sample"], first);
+  EXPECT_EQ(exported.out, "wrote " + base + ".sigmf-data and " + base + ".sigmf-meta: lane port0, stream samples " +
+                              std::to_string(first) + " to " + std::to_string(end - 1) + ": " +
+                              std::to_string(expected.size() / 4) + " samples in " + std::to_string(expected_runs.size()) +
+                              " segment(s), " + std::to_string(expected_gaps.size()) + " gap(s) (" + std::to_string(lost) +
+                              " samples lost)\n");
   // Times kept: every exported run starts at the source's time for that stream index.
   for (const auto& run : part.segments) {
     for (const auto& segment : lane.segments) {
@@ -227,6 +262,110 @@ TEST_F(RecordedTone, ExportHoldsExactlyTheRangeWithItsHoles) {
   EXPECT_EQ(run_sluice({"capture", "export", collection_, "--from", "soon", "--to", "1s", "-o", dir_->str("bad")}).exit_code, 1);
   EXPECT_EQ(run_sluice({"capture", "export", collection_, "--from", "0s", "--to", "1s", "-o", base}).exit_code, 1)
       << "an existing capture is never overwritten";
+}
+
+// The holes of the source as its data files show them: where one segment's samples end and
+// the next segment's begin further on in the stream (not taken from its gap annotations).
+std::vector<std::pair<std::uint64_t, std::uint64_t>> holes_between_segments(const recorder::CaptureLane& lane) {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> holes;  // first missing stream index, end
+  for (std::size_t i = 1; i < lane.segments.size(); ++i) {
+    const std::uint64_t end = lane.segments[i - 1].global_index + lane.segments[i - 1].sample_count;
+    if (lane.segments[i].global_index > end) holes.emplace_back(end, lane.segments[i].global_index);
+  }
+  return holes;
+}
+
+// Consecutive gaps that touch are one hole (a hole can be reported in two chunks).
+std::vector<std::pair<std::uint64_t, std::uint64_t>> merged_holes(const std::vector<recorder::CaptureGap>& gaps) {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> holes;  // first missing stream index, end
+  for (const auto& gap : gaps) {
+    if (gap.in_data) continue;
+    if (!holes.empty() && holes.back().second == gap.global_index) {
+      holes.back().second += gap.length;
+    } else {
+      holes.emplace_back(gap.global_index, gap.global_index + gap.length);
+    }
+  }
+  return holes;
+}
+
+// A range that starts inside one hole and ends inside the next: the slice begins
+// and ends with the parts of those holes that lie in the range, annotated as gaps, and its
+// totals and message say so.
+TEST_F(RecordedTone, ExportOfARangeStartingAndEndingInHolesAnnotatesBothParts) {
+  const recorder::Capture capture = recorder::open_capture(collection_);
+  const recorder::CaptureLane& lane = capture.lanes.at(0);
+  const auto holes = holes_between_segments(lane);
+  // The emulator dropped two packets; a loaded kernel may drop more. The range runs between
+  // the first two holes, whatever they are.
+  ASSERT_GE(holes.size(), 2U);
+  ASSERT_EQ(merged_holes(lane.gaps), holes) << "each hole between segments is annotated";
+  const std::uint64_t origin = lane.segments.front().global_index;
+  const std::uint64_t first = (holes[0].first + holes[0].second) / 2;
+  const std::uint64_t end = (holes[1].first + holes[1].second) / 2;
+  ASSERT_GT(first, holes[0].first);
+  ASSERT_LT(end, holes[1].second);
+  // One sample is 40 ns at 25 Msps: the range in whole nanoseconds is exact.
+  const auto at = [&](std::uint64_t index) { return std::to_string((index - origin) * 40) + "ns"; };
+  const std::string base = dir_->str("from-a-hole");
+  const auto exported = run_sluice({"capture", "export", collection_, "--from", at(first), "--to", at(end), "-o", base});
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+
+  // The data: exactly the source's samples between the two holes.
+  const std::vector<char> expected = source_bytes(lane, holes[0].second, holes[1].first);
+  std::ifstream data(base + ".sigmf-data", std::ios::binary);
+  const std::vector<char> actual((std::istreambuf_iterator<char>(data)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(actual.size(), (holes[1].first - holes[0].second) * 4);
+  EXPECT_TRUE(actual == expected) << "exported samples differ from the source range";
+
+  const std::uint64_t leading = holes[0].second - first;
+  const std::uint64_t trailing = end - holes[1].first;
+  const recorder::Capture slice = recorder::open_capture(base);
+  const recorder::CaptureLane& part = slice.lanes.at(0);
+  ASSERT_EQ(part.segments.size(), 1U);
+  EXPECT_EQ(part.segments[0].global_index, holes[0].second);
+  EXPECT_EQ(part.segments[0].sample_count, holes[1].first - holes[0].second);
+  using Holes = std::vector<std::pair<std::uint64_t, std::uint64_t>>;
+  EXPECT_EQ(merged_holes(part.gaps), (Holes{{first, holes[0].second}, {holes[1].first, end}}));
+  EXPECT_EQ(part.lost_samples, leading + trailing);
+
+  // As written: the leading gap where the data begins, the trailing one at its end.
+  const nlohmann::json meta = read_meta(base);
+  EXPECT_EQ(meta["global"]["sluice:lost_samples"], leading + trailing);
+  EXPECT_EQ(meta["global"]["sluice:first_sample"], first);
+  std::uint64_t leading_annotated = 0;
+  std::uint64_t trailing_annotated = 0;
+  for (const auto& annotation : meta["annotations"]) {
+    EXPECT_EQ(annotation["core:label"], "gap");
+    EXPECT_EQ(annotation["core:sample_count"], 0);
+    const auto index = annotation["sluice:global_index"].get<std::uint64_t>();
+    if (index < holes[0].second) {
+      EXPECT_EQ(annotation["core:sample_start"], 0);
+      leading_annotated += annotation["sluice:lost_samples"].get<std::uint64_t>();
+    } else {
+      EXPECT_EQ(annotation["core:sample_start"], actual.size() / 4);
+      trailing_annotated += annotation["sluice:lost_samples"].get<std::uint64_t>();
+    }
+  }
+  EXPECT_EQ(leading_annotated, leading);
+  EXPECT_EQ(trailing_annotated, trailing);
+  const std::size_t gaps = meta["annotations"].size();
+  EXPECT_EQ(exported.out, "wrote " + base + ".sigmf-data and " + base + ".sigmf-meta: lane port0, stream samples " +
+                              std::to_string(first) + " to " + std::to_string(end - 1) + ": " +
+                              std::to_string(actual.size() / 4) + " samples in 1 segment(s), " + std::to_string(gaps) +
+                              " gap(s) (" + std::to_string(leading + trailing) + " samples lost)\n");
+  EXPECT_EQ(exported.err, "");
+  expect_valid_sigmf({base + ".sigmf-meta"});
+
+  // A range wholly inside a hole holds nothing: an error, and nothing written.
+  const std::string empty = dir_->str("in-a-hole");
+  const auto nothing = run_sluice({"capture", "export", collection_, "--from", at(first), "--to", at(first + 1), "-o", empty});
+  EXPECT_EQ(nothing.exit_code, 1);
+  EXPECT_EQ(nothing.out, "");
+  EXPECT_EQ(nothing.err, "sluice: nothing was recorded in stream samples " + std::to_string(first) + " to " +
+                             std::to_string(first) + " of lane port0 (the range lies in a hole)\n");
+  EXPECT_FALSE(fs::exists(empty + ".sigmf-data"));
+  EXPECT_FALSE(fs::exists(empty + ".sigmf-meta"));
 }
 
 // Spectra recorded after the fft stage are drawn as recorded: the peak is the generator's tone.
@@ -254,7 +393,91 @@ lanes:
   EXPECT_NEAR(spectrum.average_db[spectrum.peak_bin()], 20 * std::log10(0.5), 1.5);
   const auto plotted = run_sluice({"capture", "plot", dir.str("spectra.sigmf-collection"), "-o", dir.str("spectra.svg")});
   EXPECT_EQ(plotted.exit_code, 0) << plotted.err;
-  EXPECT_NE(plotted.out.find("recorded rows"), std::string::npos) << plotted.out;
+  EXPECT_EQ(plotted.out, "wrote " + dir.str("spectra.svg") + "\n" + plot_line(spectrum, 4096, 4096));
+
+  // 100 spectrogram rows of at most 16 recorded rows each: 1600 of the 4096 on disk are averaged.
+  const std::uint64_t on_disk = fs::file_size(capture.lanes.at(0).segments.at(0).data_path) / (1024 * 4);
+  ASSERT_EQ(on_disk, 4096U);
+  const auto fewer = run_sluice({"capture", "plot", dir.str("spectra.sigmf-collection"), "--rows", "100", "-o", dir.str("fewer.svg")});
+  EXPECT_EQ(fewer.exit_code, 0) << fewer.err;
+  EXPECT_EQ(fewer.out, "wrote " + dir.str("fewer.svg") + "\n" +
+                           plot_line(recorder::capture_spectrum(capture.lanes.at(0), 1024, 100), on_disk, 100 * 16));
+}
+
+// Spectra of a source with holes: rows computed over a hole are in the file, marked
+// (sluice:in_data). The reader reads those marks as the meta writes them, and an export keeps
+// the part of each mark inside its range, with the slice's own sluice:marked_values.
+TEST(CaptureTools, MarkedRowsAreReadAndExportedWithTheSlicesOwnTotals) {
+  test::TempDir dir;
+  const std::string yaml = "pipeline: {name: marked, chunk: 64KiB, chunks: 8}\n"
+                           "template:\n"
+                           "  - {name: source, type: gappy, count: 12, sample_rate: 1MHz}\n"
+                           "  - {name: fft, type: fft, size: 256, window: hann, average: 1, output: power_db}\n"
+                           "  - {name: rec, type: record, directory: " + dir.str() + "}\n"
+                           "lanes:\n  - name: port0\n";
+  ASSERT_EQ(test::run_pipeline(yaml, test::test_registry()), std::vector<std::string>{});
+  const recorder::Capture capture = recorder::open_capture(dir.str("marked.sigmf-collection"));
+  const recorder::CaptureLane& lane = capture.lanes.at(0);
+  ASSERT_EQ(lane.recordings.size(), 1U);
+
+  // What the meta on disk marks, read as JSON: [stream index, end) of each in_data annotation.
+  using Runs = std::vector<std::pair<std::uint64_t, std::uint64_t>>;
+  Runs written;
+  const nlohmann::json source_meta = read_meta(lane.recordings.front());
+  for (const auto& annotation : source_meta["annotations"]) {
+    if (!annotation.value("sluice:in_data", false)) continue;
+    const auto first = annotation["sluice:global_index"].get<std::uint64_t>();
+    written.emplace_back(first, first + annotation["sluice:marked_values"].get<std::uint64_t>());
+  }
+  ASSERT_FALSE(written.empty()) << "rows over the source's holes are marked";
+  Runs read;
+  std::uint64_t marked = 0;
+  for (const auto& gap : lane.gaps) {
+    if (gap.in_data) read.emplace_back(gap.global_index, gap.global_index + gap.length);
+  }
+  for (const auto& [first, end] : written) marked += end - first;
+  EXPECT_EQ(read, written);
+  EXPECT_EQ(lane.marked_values, marked);
+  EXPECT_NE(recorder::describe_capture(capture).find("marked (" + std::to_string(marked) + " values computed"), std::string::npos)
+      << recorder::describe_capture(capture);
+
+  // From one row into the first mark (or its start) to the lane's end.
+  const std::uint64_t origin = lane.segments.front().global_index;
+  const std::uint64_t from_row = (written[0].first - origin) / 256 + ((written[0].second - written[0].first) > 256 ? 1 : 0);
+  const std::uint64_t first = origin + from_row * 256;
+  const std::string base = dir.str("slice");
+  // A row is 256 µs (1 Msps, 256 values a row): whole microseconds are exact.
+  const auto exported = run_sluice({"capture", "export", dir.str("marked.sigmf-collection"), "--from",
+                                    std::to_string(from_row * 256) + "us", "--to", "10s", "-o", base});
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  const recorder::CaptureLane part = recorder::open_capture(base).lanes.at(0);
+  const std::uint64_t end = part.segments.back().global_index + part.segments.back().sample_count;
+  Runs expected;
+  std::uint64_t expected_marked = 0;
+  for (const auto& [mark_first, mark_end] : written) {
+    if (mark_end <= first) continue;
+    expected.emplace_back(std::max(mark_first, first), mark_end);
+    expected_marked += mark_end - std::max(mark_first, first);
+  }
+  Runs sliced;
+  for (const auto& gap : part.gaps) {
+    if (gap.in_data) sliced.emplace_back(gap.global_index, gap.global_index + gap.length);
+  }
+  EXPECT_EQ(sliced, expected);
+  EXPECT_EQ(part.marked_values, expected_marked);
+  EXPECT_EQ(read_meta(base)["global"]["sluice:marked_values"], expected_marked);
+  std::ifstream data(base + ".sigmf-data", std::ios::binary);
+  const std::vector<char> actual((std::istreambuf_iterator<char>(data)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(actual == source_bytes(lane, first, end)) << "exported rows differ from the source's";
+  std::uint64_t range_end = end;  // the lane's end: its last sample or the end of a hole after it
+  for (const auto& gap : lane.gaps) range_end = std::max(range_end, gap.global_index + gap.length);
+  EXPECT_EQ(exported.out, "wrote " + base + ".sigmf-data and " + base + ".sigmf-meta: lane port0, stream samples " +
+                              std::to_string(first) + " to " + std::to_string(range_end - 1) + ": " +
+                              std::to_string(actual.size() / 4) + " samples in " + std::to_string(part.segments.size()) +
+                              " segment(s), " + std::to_string(part.gaps.size()) + " gap(s) (" +
+                              std::to_string(part.lost_samples) + " samples lost, " + std::to_string(expected_marked) +
+                              " values marked)\n");
+  expect_valid_sigmf({base + ".sigmf-meta"});
 }
 
 // The README's demo, configs/dual_port.yaml as shipped (its ports moved to free ones, its
@@ -264,7 +487,7 @@ lanes:
 class DualPortDemo : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::ifstream in(fs::path(SLUICE_SOURCE_DIR) / "configs/dual_port.yaml");
+    std::ifstream in(fs::path(kSourceDir) / "configs/dual_port.yaml");
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     text = std::regex_replace(text, std::regex("50100"), std::to_string(testing::free_udp_port()));
     text = std::regex_replace(text, std::regex("50101"), std::to_string(testing::free_udp_port()));
@@ -328,7 +551,7 @@ TEST_F(DualPortDemo, RecordsBothLanesLosslesslyAndItsPicturePeaksAtTheTone) {
 
 // `enabled: false` is a switch for taps only: a lane without its link would carry other data.
 TEST(DualPortDemoConfig, OnlyATapCanBeSwitchedOff) {
-  const auto result = testing::run_process({kSluice, "validate", std::string(SLUICE_SOURCE_DIR) + "/configs/dual_port.yaml",
+  const auto result = testing::run_process({kSluice, "validate", kSourceDir + "/configs/dual_port.yaml",
                                             "--set", "template.link.enabled=false"});
   EXPECT_EQ(result.exit_code, 2) << result.err;  // the usage / configuration exit code
   EXPECT_NE(result.err.find("only a tap"), std::string::npos) << result.err;

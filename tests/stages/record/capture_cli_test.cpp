@@ -96,5 +96,17 @@ TEST(CaptureCli, KillNineThenRepairGivesACompleteCapture) {
   SLUICE_EXPECT_SIGMF_VALID(test::sigmf_files(dir.str()));
 }
 
+// A path with nothing there is named as missing, whichever form it takes; nothing is created.
+TEST(CaptureCli, RepairOfAMissingPathSaysItDoesNotExist) {
+  test::TempDir dir;
+  for (const std::string& path : {dir.str("missing.sigmf-collection"), dir.str("missing.sigmf-meta"), dir.str("missing"),
+                                  dir.str("no-such-directory/missing.sigmf-collection")}) {
+    std::string output;
+    EXPECT_EQ(run_sluice({"capture", "repair", path}, &output), 1) << output;
+    EXPECT_EQ(output, "sluice: " + path + " does not exist\n");
+  }
+  EXPECT_TRUE(fs::is_empty(dir.path()));
+}
+
 }  // namespace
 }  // namespace sluice
