@@ -64,6 +64,6 @@ while [ "${#queue[@]}" -gt 0 ]; do
 done
 echo "pack: $packed shared libraries: $(cd .device/lib && echo *)"
 cp -r configs .device/
-cp scripts/device/run.sh .device/
+cp scripts/device/run.sh scripts/volumes.sh .device/
 scripts/device/check_pack.sh .device "$host_sonames"
 du -sh .device
