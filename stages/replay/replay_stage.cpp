@@ -189,80 +189,46 @@ void ReplayStage::drain() noexcept {
   filled_ = 0;
 }
 
-void ReplayStage::fill() noexcept {
-  while (!exhausted_ && error_.empty() && pending_ < settings_.read_ahead && filled_ < reads_.size()) {
-    // Wait for a free chunk only when the ring is empty (downstream holds them all).
-    ChunkPtr chunk = context_->acquire(*pool_, filled_ == 0 ? std::chrono::microseconds(10'000)
-                                                            : std::chrono::microseconds(0));
-    if (!chunk) return;
-    if (!plan_next(*chunk)) {
-      exhausted_ = true;
-      return;
-    }
-    const std::size_t index = (head_ + filled_) % reads_.size();
-    reads_[index].chunk = std::move(chunk);
-    ++filled_;
-    if (!queue(index)) return;
-  }
-}
-
-void ReplayStage::submit() noexcept {
-  if (io_uring_sq_ready(ring_.get()) == 0) return;
-  if (const int submitted = io_uring_submit(ring_.get());
-      submitted < 0 && submitted != -EAGAIN && submitted != -EBUSY && submitted != -EINTR && error_.empty()) {
-    error_ = errno_message("io_uring_submit", -submitted);
-  }
-}
-
-void ReplayStage::wait_for_completion(std::chrono::microseconds timeout) noexcept {
-  // The queued reads go to the disk and the thread sleeps until one completes, in one call.
-  __kernel_timespec limit{};
-  limit.tv_sec = timeout.count() / 1'000'000;
-  limit.tv_nsec = (timeout.count() % 1'000'000) * 1000;
-  io_uring_cqe* cqe = nullptr;
-  const int result = io_uring_submit_and_wait_timeout(ring_.get(), &cqe, 1, &limit, nullptr);
-  if (result < 0 && result != -ETIME && result != -EAGAIN && result != -EBUSY && result != -EINTR && error_.empty()) {
-    error_ = errno_message("io_uring_submit_and_wait_timeout", -result);
-  }
-  reap(std::chrono::microseconds(0));
-}
-
-bool ReplayStage::head_ready() const noexcept {
-  const Read& read = reads_[head_];
-  return !read.pending && read.done >= read.chunk->size;
-}
-
-StageStatus ReplayStage::fail() noexcept {
-  drain();
-  context_->fail(error_);
-  return StageStatus::error;
-}
-
 StageStatus ReplayStage::process() {
   if (context_->stop_requested()) {
     drain();
     return StageStatus::end_of_stream;
   }
-  // Take what completed, keep read_ahead reads at the disk, and when the next chunk out is
-  // still being read, submit the new reads and sleep until a completion in the same call.
+  // Take what completed, then keep read_ahead reads at the disk, all submitted in one call.
   if (pending_ > 0) reap(std::chrono::microseconds(0));
-  fill();
-  if (!error_.empty()) return fail();
-  if (filled_ == 0) {
-    submit();
-    return exhausted_ ? StageStatus::end_of_stream : StageStatus::idle;
+  bool queued = false;
+  while (!exhausted_ && error_.empty() && pending_ < settings_.read_ahead && filled_ < reads_.size()) {
+    // Wait for a free chunk only when the ring is empty (downstream holds them all).
+    ChunkPtr chunk = context_->acquire(*pool_, filled_ == 0 ? std::chrono::microseconds(10'000)
+                                                            : std::chrono::microseconds(0));
+    if (!chunk) break;
+    if (!plan_next(*chunk)) {
+      exhausted_ = true;
+      break;
+    }
+    const std::size_t index = (head_ + filled_) % reads_.size();
+    reads_[index].chunk = std::move(chunk);
+    ++filled_;
+    if (!queue(index)) break;
+    queued = true;
   }
-  if (!head_ready()) {
-    wait_for_completion(std::chrono::milliseconds(10));
-    fill();  // replace what completed at once: the disk keeps read_ahead reads
-    submit();
-    if (!error_.empty()) return fail();
-    if (!head_ready()) return StageStatus::idle;
-  } else {
-    submit();
-    if (!error_.empty()) return fail();
+  if (queued) io_uring_submit(ring_.get());
+  if (!error_.empty()) {
+    drain();
+    context_->fail(error_);
+    return StageStatus::error;
   }
+  if (filled_ == 0) return exhausted_ ? StageStatus::end_of_stream : StageStatus::idle;
   Read& read = reads_[head_];
+  if (read.pending || read.done < read.chunk->size) {
+    reap(std::chrono::milliseconds(10));
+    if (!error_.empty()) {
+      drain();
+      context_->fail(error_);
+      return StageStatus::error;
+    }
+    if (read.pending || read.done < read.chunk->size) return StageStatus::idle;
+  }
   if (settings_.pace == ReplayPace::recorded) {
     // Pace by the samples before this chunk, at the recorded rate.
     const std::uint64_t now = monotonic_ns();

@@ -49,14 +49,7 @@ class ReplayStage final : public Stage {
 
   bool plan_next(Chunk& chunk) noexcept;
   bool queue(std::size_t index) noexcept;
-  // Acquires chunks and queues reads until read_ahead are at the disk (submit() sends them).
-  void fill() noexcept;
-  void submit() noexcept;
   void reap(std::chrono::microseconds timeout) noexcept;
-  // Submits what is queued and sleeps until a read completes (or `timeout`), then reaps.
-  void wait_for_completion(std::chrono::microseconds timeout) noexcept;
-  [[nodiscard]] bool head_ready() const noexcept;  // the oldest read, the next chunk out, is whole
-  StageStatus fail() noexcept;                     // drains the reads and reports error_
   void drain() noexcept;
 
   ReplaySettings settings_;
