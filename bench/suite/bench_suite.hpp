@@ -15,7 +15,10 @@ namespace sluice::bench {
 
 struct BenchOptions {
   double seconds = 60;           // total time, spread over the measurements
-  std::string directory;         // where the disk rows write; empty: a new temp directory
+  // Where the disk rows write (empty: a new temp directory). The record and replay rows use the
+  // first; of the two lanes, lane i records to directories i, i + 2, i + 4, ... (one directory:
+  // both lanes share it).
+  std::vector<std::string> directories;
   std::string emulator_program;  // sluice-emulator; empty: locate_emulator_program()
   std::function<void(const std::string&)> progress;  // one line per step (stderr in the CLI)
 };
@@ -41,7 +44,9 @@ struct BenchRow {
 struct BenchResult {
   std::vector<BenchRow> rows;
   double two_lane_scaling = 0;  // two lanes' aggregate / one lane
-  std::string directory;
+  std::string directory;                              // the first work directory (record and replay rows)
+  std::vector<std::string> directories;               // the work directories, one per --dir
+  std::vector<std::vector<std::string>> lane_directories;  // where each of the two lanes records
   std::vector<std::string> notes;
   double seconds = 0;  // wall time the whole run took
 };

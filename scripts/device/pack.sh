@@ -4,7 +4,8 @@
 # configs, and run.sh. The device (Ubuntu 24.04) has CUDA 13, rdma-core, FFTW and yaml-cpp 0.8,
 # but not liburing, Google Benchmark, GoogleTest, spdlog, fmt, yaml-cpp 0.7 (what Debian 12
 # links) or fio. Which libraries to pack is read from ldd, not listed by hand, so a new
-# dependency is packed too; a library not found here stops the script.
+# dependency is packed too; a library not found here stops the script. check_pack.sh then loads
+# every packed binary, and runs fio, in a chroot with only the host's libraries and the pack.
 #   SLUICE_DEVICE_BUILD=build   pack from an existing build tree instead (no Release configure)
 #   SLUICE_DEVICE_TARGETS="fft_gpu_test fft_gpu_bench ..."   build and pack only these
 set -euo pipefail
@@ -22,31 +23,47 @@ done < <(find "$build" -type f -perm -u+x \( -name '*_test' -o -name '*_bench' -
 # recorder_bench compares against fio; run.sh puts .device/bin first on PATH.
 cp "$(command -v fio)" .device/bin/fio
 
-# Sonames a stock Ubuntu 24.04 host with CUDA, rdma-core and FFTW already has (glibc, the C++
-# runtime, CUDA, verbs, FFTW, yaml-cpp 0.8 and the base system libraries fio's dependencies use).
-base_sonames='^(linux-vdso\.so|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libresolv\.so|'
-base_sonames+='libstdc\+\+\.so|libgcc_s\.so|libcuda\.so|libcudart\.so|libcufft\.so|libnvidia|libibverbs\.so|'
-base_sonames+='librdmacm\.so|libnl-3\.so|libnl-route-3\.so|libfftw3f?\.so|libyaml-cpp\.so\.0\.8|libz\.so|'
-base_sonames+='libssl\.so|libcrypto\.so|libgnutls\.so|libp11-kit\.so|libidn2\.so|libunistring\.so|libtasn1\.so|'
-base_sonames+='libnettle\.so|libhogweed\.so|libgmp\.so|liblzma\.so|libzstd\.so|libbz2\.so|libselinux\.so|'
-base_sonames+='libpcre2-8\.so|libkeyutils\.so|libkrb5\.so|libkrb5support\.so|libk5crypto\.so|libgssapi_krb5\.so|'
-base_sonames+='libcom_err\.so|libffi\.so|libudev\.so|libblkid\.so|libuuid\.so|libacl\.so|libjson-c\.so|libkmod\.so|'
-base_sonames+='libdevmapper\.so|libcryptsetup\.so|libargon2\.so|libxml2\.so|libnuma\.so|libtirpc\.so|libicu)'
+# Sonames the lent host (Ubuntu 24.04, the 'cuda' image with rdma-core and FFTW) has itself: glibc,
+# the C++ runtime, CUDA, verbs, FFTW, yaml-cpp 0.8, and base libraries that ldd there found for the
+# packed fio. A library taken from the host brings its own dependencies, so what such a library
+# needs here (Debian 12's libunistring.so.2, libicuuc.so.72: Ubuntu 24.04 has .so.5 and .so.74)
+# is neither listed nor packed. Not listed, so packed: libaio.so.1 (Ubuntu 24.04's is
+# libaio.so.1t64), libcryptsetup and libtirpc (not in the image) and what only they lead to
+# (device-mapper, argon2, json-c; the Kerberos libraries).
+host_sonames='^(linux-vdso\.so|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libresolv\.so|'
+host_sonames+='libstdc\+\+\.so|libgcc_s\.so|libcuda\.so|libcudart\.so|libcufft\.so|libnvidia|libibverbs\.so|'
+host_sonames+='librdmacm\.so|libnl-3\.so|libnl-route-3\.so|libfftw3f?\.so|libyaml-cpp\.so\.0\.8|libz\.so|'
+host_sonames+='libssl\.so|libcrypto\.so|libgnutls\.so|liblzma\.so|libzstd\.so|libbz2\.so|libselinux\.so|'
+host_sonames+='libudev\.so|libblkid\.so|libuuid\.so|libacl\.so|libkmod\.so|libxml2\.so|libnuma\.so)'
 
 # ldd prints "soname => /path (address)"; awk reads all of its input (no early exit), so a
 # pipeline here never dies of SIGPIPE under pipefail.
-missing=$(for binary in .device/bin/*; do ldd "$binary"; done | awk '/not found/ { print $1 }' | sort -u)
+ldd_all=$(for binary in .device/bin/*; do ldd "$binary"; done)
+missing=$(awk '/not found/ { print $1 }' <<<"$ldd_all" | sort -u)
 if [ -n "$missing" ]; then
   echo "pack: not found here, so not packable: $missing" >&2
   exit 1
 fi
+declare -A path_of
+while read -r soname path; do path_of[$soname]=$path; done < <(awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' <<<"$ldd_all")
+needed() { readelf --dynamic "$1" | awk '/\(NEEDED\)/ { gsub(/[][]/, "", $5); print $5 }'; }
+# From each binary's own needs down: a host library ends the walk there; any other is packed and
+# its needs walked in turn.
+declare -A seen
+queue=()
+for binary in .device/bin/*; do mapfile -t -O "${#queue[@]}" queue < <(needed "$binary"); done
 packed=0
-while read -r soname path; do
-  if [[ $soname =~ $base_sonames ]]; then continue; fi
-  cp -L "$path" .device/lib/
+while [ "${#queue[@]}" -gt 0 ]; do
+  soname=${queue[0]}
+  queue=("${queue[@]:1}")
+  if [ -n "${seen[$soname]:-}" ] || [[ $soname =~ $host_sonames ]]; then continue; fi
+  seen[$soname]=1
+  cp -L "${path_of[$soname]}" ".device/lib/$soname"
   packed=$((packed + 1))
-done < <(for binary in .device/bin/*; do ldd "$binary"; done | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' | sort -u)
-echo "pack: $packed shared libraries: $(ls .device/lib | tr '\n' ' ')"
+  mapfile -t -O "${#queue[@]}" queue < <(needed ".device/lib/$soname")
+done
+echo "pack: $packed shared libraries: $(cd .device/lib && echo *)"
 cp -r configs .device/
-cp scripts/device/run.sh .device/
+cp scripts/device/run.sh scripts/volumes.sh .device/
+scripts/device/check_pack.sh .device "$host_sonames"
 du -sh .device

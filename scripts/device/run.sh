@@ -9,6 +9,7 @@
 #                                float64 reference and FFTW), fft_reference_test,
 #                                fft_gpu_bench (stage vs bare cufftExecC2C; ci16 power_db vs D2D copy), fft_bench
 #   bash .device/run.sh suite    `sluice bench` three times, the medians of its rows in one table
+#                                (SUITE_VOLUMES=N: on N loop volumes over /dev/shm, scripts/volumes.sh)
 #   bash .device/run.sh fftw     fft_bench's FftwThreads cases: the FFTW stage (and its backend alone) on 2, 4, 8
 #                                threads against one thread and against as many bare fftwf_execute loops on the
 #                                same cores; prints scaling and ratios (of medians of 5) last; FFTW_FILTER and
@@ -203,11 +204,18 @@ for mode in "$@"; do
       ;;
     suite)
       # `sluice bench` (each stage alone, one lane, two lanes, each next to its ceiling) three times;
-      # the figures are the medians of the three (SUITE_SECONDS each, default 40).
+      # the figures are the medians of the three (SUITE_SECONDS each, default 40). SUITE_VOLUMES=N:
+      # on N ext4 volumes of SUITE_VOLUME_SIZE (16G) over /dev/shm (volumes.sh), one --dir each.
+      dirs=()
+      if [ -n "${SUITE_VOLUMES:-}" ]; then
+        mapfile -t mounts < <(bash "$pack/volumes.sh" make "$SUITE_VOLUMES" "${SUITE_VOLUME_SIZE:-16G}" ext4 /dev/shm/sluice-suite)
+        for mount in "${mounts[@]}"; do dirs+=(--dir "$mount"); done
+      fi
       for run in 1 2 3; do
-        "$pack/bin/sluice" bench --seconds "${SUITE_SECONDS:-40}" --json > "$out/suite-$run.json" 2>> "$out/suite.log" \
+        "$pack/bin/sluice" bench --seconds "${SUITE_SECONDS:-40}" --json "${dirs[@]}" > "$out/suite-$run.json" 2>> "$out/suite.log" \
           || { status=1; tail -5 "$out/suite.log"; }
       done
+      [ -z "${SUITE_VOLUMES:-}" ] || bash "$pack/volumes.sh" remove /dev/shm/sluice-suite || status=1
       python3 - "$out"/suite-[123].json <<'PY' | tee "$out/suite-table.txt"
 import json, statistics, sys
 runs = [json.load(open(path)) for path in sys.argv[1:]]

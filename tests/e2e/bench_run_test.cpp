@@ -16,6 +16,7 @@
 #include <iterator>
 #include <regex>
 #include <set>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 #include <sys/statfs.h>
@@ -128,6 +129,82 @@ TEST(SluiceBench, TmpfsDirectoryFallsBackToBufferedIoWithANote) {
   EXPECT_TRUE(noted) << json["notes"];
   EXPECT_NE(row_named(json, "record")["ceiling_name"].get<std::string>().find("buffered"), std::string::npos);
   fs::remove_all(directory);
+}
+
+// Two small ext4 volumes on loop devices (scripts/volumes.sh), removed again at the end.
+class LoopVolumes {
+ public:
+  // Images in /dev/shm, as on the GPU hosts: RAM-backed stand-ins for NVMe drives.
+  LoopVolumes() : directory_("/dev/shm/sluice_bench_e2e_" + std::to_string(getpid()) + "_volumes") {
+    const auto made = run_process({"bash", (fs::path(kSourceDir) / "scripts/volumes.sh").string(), "make", "2", "1G", "ext4",
+                                   directory_.string()},
+                                  std::chrono::seconds(240));
+    why_not_ = made.exit_code == 0 ? "" : "scripts/volumes.sh make failed: " + made.err;
+    std::istringstream lines(made.out);
+    for (std::string line; std::getline(lines, line);) mounts_.push_back(line);
+  }
+  LoopVolumes(const LoopVolumes&) = delete;
+  LoopVolumes& operator=(const LoopVolumes&) = delete;
+  ~LoopVolumes() {
+    const auto removed = run_process({"bash", (fs::path(kSourceDir) / "scripts/volumes.sh").string(), "remove", directory_.string()},
+                                     std::chrono::seconds(120));
+    EXPECT_EQ(removed.exit_code, 0) << removed.err;
+    EXPECT_FALSE(fs::exists(directory_)) << directory_;
+  }
+  [[nodiscard]] const std::string& why_not() const { return why_not_; }
+  [[nodiscard]] const std::vector<std::string>& mounts() const { return mounts_; }
+
+ private:
+  fs::path directory_;
+  std::string why_not_;
+  std::vector<std::string> mounts_;
+};
+
+// Each lane records to its own volume, the table says which, and the scaling note names the
+// bound. The volumes are loop devices (root): where they cannot be made, two tmpfs directories
+// stand in (the bench then falls back to buffered I/O and says so) and the lanes share one
+// file system, which the note must then name; under CI=true that fallback is a failure.
+TEST(SluiceBench, SeveralDirsPutEachLaneOnItsOwnVolume) {
+  const LoopVolumes volumes;
+  std::vector<std::string> dirs = volumes.mounts();
+  bool own_volumes = volumes.why_not().empty() && dirs.size() == 2;
+  if (!own_volumes) {
+    ASSERT_EQ(std::getenv("CI"), nullptr) << volumes.why_not();
+    const std::string shm = "/dev/shm/sluice_bench_e2e_" + std::to_string(getpid());
+    dirs = {shm + "_a", shm + "_b"};
+  }
+  const auto json = bench("3", {"--dir", dirs[0], "--dir", dirs[1]});
+  ASSERT_EQ(json["lane_directories"].size(), 2U) << json.dump(2);
+  for (std::size_t lane = 0; lane < 2; ++lane) {
+    const auto recorded = json["lane_directories"][lane];
+    ASSERT_EQ(recorded.size(), 1U) << recorded;
+    EXPECT_EQ(recorded[0].get<std::string>().rfind(dirs[lane] + "/", 0), 0U) << recorded;
+    // The table's notes name each lane's directory.
+    const std::string named = "lane port" + std::to_string(lane) + " records to " + recorded[0].get<std::string>();
+    bool found = false;
+    for (const auto& note : json["notes"]) found = found || note.get<std::string>() == named;
+    EXPECT_TRUE(found) << named << " not in " << json["notes"];
+  }
+  std::string scaling;
+  for (const auto& note : json["notes"]) {
+    if (note.get<std::string>().rfind("two-lane scaling", 0) == 0) scaling = note.get<std::string>();
+  }
+  ASSERT_FALSE(scaling.empty()) << json["notes"];
+  // Below 1.8× the note says what holds the lanes back; on separate volumes they never share a disk.
+  const bool cpus = scaling.find("every CPU busy") != std::string::npos;
+  const bool volumes_bound = scaling.find("each lane on its own volumes") != std::string::npos;
+  const bool shared = scaling.find("both lanes share one disk") != std::string::npos;
+  if (own_volumes) {
+    EXPECT_FALSE(shared) << scaling;
+    EXPECT_TRUE(cpus || volumes_bound) << scaling;
+  }
+  if (json["two_lane_scaling"].get<double>() < 1.8) {
+    EXPECT_TRUE(cpus || scaling.find("bound by the") != std::string::npos || volumes_bound || shared) << scaling;
+  }
+  for (const auto& directory : json["directories"]) EXPECT_FALSE(fs::exists(directory.get<std::string>())) << directory;
+  if (!own_volumes) {
+    for (const auto& directory : dirs) fs::remove_all(directory);
+  }
 }
 
 // The emulator's pid from "emulator: started PROGRAM FILE (pid N)" on stderr.
