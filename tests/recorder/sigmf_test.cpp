@@ -252,6 +252,50 @@ TEST(Sigmf, AContextChangeStartsASegmentWithTheNewFrequency) {
   EXPECT_EQ(contexts, 1U);
 }
 
+// The room set aside for a final meta (RecordingWriter) comes from meta_bytes_bound: it must
+// hold what build_meta writes for the most demanding records there are.
+TEST(Sigmf, TheMetaBoundHoldsWhatBuildMetaWritesForTheWorstRecords) {
+  StreamInfo stream;
+  stream.sample_rate = 1.2345678901234567e8;
+  stream.center_frequency = 2.4123456789012345e9;
+  const nlohmann::json global = make_global(stream, "port0", "sluice", 0, 1, 0);
+  const std::uint64_t base = build_meta(global, {}, false).dump(2).size() + 1 + 512;  // as the writer sets it aside
+  std::vector<JournalRecord> records;
+  std::uint64_t bound = base;
+  std::uint64_t offset = 0;
+  for (std::uint64_t i = 0; i < 40; ++i) {
+    Chunk chunk;
+    chunk.first_sample = (1ULL << 63) + i * 1'000'000;  // 19-digit indices
+    chunk.sample_count = 1000;
+    chunk.timestamp = Timestamp{4'000'000'000ULL + i, 123'456'789'012ULL, true};
+    chunk.time_jump = i % 2 == 0;
+    chunk.context_change = true;
+    chunk.context = StreamContext{1.0000000000000002e9 + static_cast<double>(i), 1.2345678901234567e8, 9.876543210987654e7,
+                                  -12.345678901234567, 33.333333333333336};
+    constexpr std::uint64_t kLength = 1'000'000'000'000ULL;  // 13-digit counts
+    for (std::uint64_t g = 0; g < Chunk::kMaxGaps; ++g) {
+      // Before the chunk, absent holes between its samples (each with samples after it: a
+      // capture each), and marked values.
+      const std::uint64_t first = g % 3 == 0 ? chunk.first_sample - 1000 + g : chunk.first_sample + g * (kLength + 10) + 7;
+      ASSERT_TRUE(chunk.add_gap(first, kLength + g, g % 3 == 2));
+    }
+    records.push_back(make_journal_record(chunk, offset, chunk.sample_count * 4));
+    offset += chunk.sample_count * 4;
+    bound += meta_bytes_bound(chunk);
+  }
+  const std::uint64_t written = build_meta(global, records, true).dump(2).size() + 1;
+  EXPECT_LE(written, bound);
+  // Plain chunks: still within the bound, one record at a time.
+  std::vector<JournalRecord> plain;
+  Chunk chunk;
+  chunk.sample_count = 1000;
+  for (std::uint64_t i = 0; i < 40; ++i) {
+    chunk.first_sample = i * 1500;  // a hole before each: a capture per record
+    plain.push_back(make_journal_record(chunk, i * 4000, 4000));
+    EXPECT_LE(build_meta(global, plain, true).dump(2).size() + 1, base + (i + 1) * meta_bytes_bound(chunk));
+  }
+}
+
 TEST(Journal, ARecordThatDoesNotContinueTheFileEndsTheValidPrefix) {
   test::TempDir dir;
   const std::string path = dir.str("y.sluice-journal");
