@@ -148,7 +148,8 @@ std::mutex g_meta_cache_mutex;
 std::map<std::string, MetaEntry> g_meta_cache;  // by path
 
 // Writers of each collection in this process: room for the next rewrite is set aside while
-// one of them still records.
+// one of them still records. A writer leaves and rewrites the collection under the lock, so
+// the last one's rewrite comes last and leaves no room behind.
 std::mutex g_collection_writers_mutex;
 std::map<std::string, int> g_collection_writers;  // by collection path
 
@@ -157,9 +158,8 @@ void join_collection(const std::string& path) {
   ++g_collection_writers[path];
 }
 
-// Returns how many writers of `path` remain.
+// Returns how many writers of `path` remain. Called under g_collection_writers_mutex.
 int leave_collection(const std::string& path) {
-  std::lock_guard lock(g_collection_writers_mutex);
   const auto found = g_collection_writers.find(path);
   if (found == g_collection_writers.end()) return 0;
   const int left = --found->second;
@@ -500,7 +500,10 @@ std::string RecordingWriter::open(const std::vector<Pool*>& pools) {
   joined_collection_ = true;
   refresh_collection(settings_.directories, settings_.name, true);
   } catch (...) {
-    if (joined_collection_) leave_collection(collection_path(settings_));
+    if (joined_collection_) {
+      std::lock_guard lock(g_collection_writers_mutex);
+      leave_collection(collection_path(settings_));
+    }
     joined_collection_ = false;
     // Nothing of the new recording exists yet that anyone wants: the old capture comes back.
     restore_set_aside();
@@ -709,8 +712,11 @@ int RecordingWriter::grow_meta_room(File& file, std::uint64_t needed) noexcept {
   if (needed <= file.meta_reserved) return 0;
   const std::uint64_t size = needed + kMetaRoomStep;
   int error = reserve_bytes(file.meta_room.get(), size);
-  // Another lane's preallocation may hold what is left: it gives it back, then try again.
-  if (is_disk_full(error) && release_volume(file.device) > 0) error = reserve_bytes(file.meta_room.get(), size);
+  // Preallocation on the volume may hold what is left: it gives it back, then try again.
+  if (is_disk_full(error)) {
+    release_volume(file.device);
+    error = reserve_bytes(file.meta_room.get(), size);
+  }
   if (error == 0) file.meta_reserved = size;
   return error;
 }
@@ -840,8 +846,8 @@ bool RecordingWriter::submit(ChunkPtr chunk, ChunkPtr bounce) noexcept {
   slot.failed = false;
   slot.buffer_index = ring_.buffer_index(source);
   const std::uint64_t direct_part = (!settings_.direct || file.unaligned || !aligned(file.next_offset)) ? 0 : size / kBlock * kBlock;
-  slot.operations[0] = Operation{file.next_offset, source.data, direct_part, 0, true, false};
-  slot.operations[1] = Operation{file.next_offset + direct_part, source.data + direct_part, size - direct_part, 0, false, false};
+  slot.operations[0] = Operation{file.next_offset, source.data, direct_part, 0, true, false, false};
+  slot.operations[1] = Operation{file.next_offset + direct_part, source.data + direct_part, size - direct_part, 0, false, false, false};
   if (direct_part != size) file.unaligned = true;
   slot.chunk = std::move(chunk);
   slot.bounce = std::move(bounce);
@@ -868,8 +874,12 @@ void RecordingWriter::complete(std::uint64_t user_data, int result) noexcept {
     queue(index, user_data % 2);  // normal control flow: try again
     return;
   }
-  if (result < 0 && is_disk_full(-result) && release_volume(slot.file->device) > 0) {
-    queue(index, user_data % 2);  // preallocation elsewhere on the volume gave its space back
+  if (result < 0 && is_disk_full(-result) && !operation.retried) {
+    // Preallocation on the volume gives back what it holds, then the write tries once more
+    // (also when another write's failure took it back first: several fail at once).
+    operation.retried = true;
+    release_volume(slot.file->device);
+    queue(index, user_data % 2);
     return;
   }
   if (result <= 0) {
@@ -903,7 +913,10 @@ ChunkPtr RecordingWriter::take_done() noexcept {
   File& file = *slot.file;
   const JournalRecord record = make_journal_record(*slot.chunk, slot.offset, slot.bytes);
   int error = file.journal.append(record);
-  if (is_disk_full(error) && release_volume(file.device) > 0) error = file.journal.append(record);
+  if (is_disk_full(error)) {
+    release_volume(file.device);
+    error = file.journal.append(record);
+  }
   if (error != 0) {
     slot.failed = true;
     // The journal shares the data's file system: running out of room here is the same clean
@@ -996,6 +1009,7 @@ void RecordingWriter::finish(std::size_t* abandoned) noexcept {
   }
   try {
     // The last writer of this capture in this process leaves no room set aside behind it.
+    std::lock_guard lock(g_collection_writers_mutex);
     const bool others = joined_collection_ && leave_collection(collection_path(settings_)) > 0;
     joined_collection_ = false;
     refresh_collection(settings_.directories, settings_.name, others);

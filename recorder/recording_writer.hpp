@@ -125,6 +125,7 @@ class RecordingWriter {
     std::uint64_t done = 0;
     bool direct = false;
     bool pending = false;
+    bool retried = false;  // once after a full disk, when the volume gave back what it could
   };
   struct Slot {
     ChunkPtr chunk;

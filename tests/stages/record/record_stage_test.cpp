@@ -422,11 +422,12 @@ std::string two_lane_yaml(const std::string& directory, const std::string& recor
          "template:\n"
          "  - {name: source, type: generator, signal: ramp, sample_rate: 10Msps, stop_after: 256MiB}\n"
          "  - {name: rec, type: record, directory: " + directory + ", io_depth: 2" + record_settings + "}\n"
-         "lanes:\n  - name: port0\n  - name: port1\n";
+         "lanes:\n  - name: port0\n    source: {rate: 20MB/s}\n  - name: port1\n";
 }
 
-// Two lanes record onto one small volume until it is full. Each lane must go on writing
-// until the volume has no room left (whatever the other lane preallocated), and each must
+// Two lanes record onto one small volume until it is full: port0 slowly (the space it
+// preallocates stays unwritten), port1 as fast as it can. port1 must go on writing until
+// the volume has no room left (whatever port0 preallocated), and each lane must
 // end complete, with the message saying what the files hold. `slack`: what may stay free:
 // the chunks in flight when the disk filled (dropped: never journaled) and the metadata
 // set aside.
