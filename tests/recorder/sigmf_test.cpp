@@ -4,8 +4,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -176,6 +178,61 @@ TEST(Journal, ATornLastRecordIsDroppedAndTheRestKept) {
   ASSERT_EQ(contents.records.size(), 2U);
   EXPECT_EQ(contents.records[1].first_sample, 1024U);
   EXPECT_THROW(JournalWriter(path, nlohmann::json::object()), std::runtime_error);  // never overwritten
+}
+
+// A tmpfs mounted for one test, unmounted when it ends (also when it fails).
+class SmallTmpfs {
+ public:
+  SmallTmpfs(const test::TempDir& dir, const std::string& size) : path_(dir.str("mnt")) {
+    std::filesystem::create_directories(path_);
+    mounted_ = std::system(("mount -t tmpfs -o size=" + size + " tmpfs '" + path_ + "' 2>/dev/null").c_str()) == 0;
+  }
+  SmallTmpfs(const SmallTmpfs&) = delete;
+  SmallTmpfs& operator=(const SmallTmpfs&) = delete;
+  ~SmallTmpfs() {
+    if (mounted_) static_cast<void>(std::system(("umount '" + path_ + "'").c_str()));
+  }
+  [[nodiscard]] bool mounted() const { return mounted_; }
+  [[nodiscard]] std::string str(const std::string& child) const { return path_ + "/" + child; }
+
+ private:
+  std::string path_;
+  bool mounted_ = false;
+};
+
+// A full volume cuts an append mid-record (tmpfs: the bytes that fit in the last page are
+// written, then ENOSPC). The journal must end at its last whole record again, so that once
+// space is back the same record appends cleanly and nothing after it reads as broken.
+TEST(Journal, AnAppendCutShortByAFullDiskLeavesNoTornRecord) {
+  test::TempDir dir;
+  SmallTmpfs volume(dir, "1M");
+  if (!volume.mounted()) {
+    if (test::in_ci()) FAIL() << "cannot mount a tmpfs in CI";
+    GTEST_SKIP() << "cannot mount a tmpfs here (needs root)";
+  }
+  const std::string path = volume.str("full.sluice-journal");
+  JournalWriter writer(path, nlohmann::json::object());
+  ASSERT_EQ(writer.append(record_of(0, 0, 1024)), 0);  // the journal's last page is now part used
+  {
+    // Everything else the volume holds goes to a filler file.
+    std::ofstream filler(volume.str("filler"), std::ios::binary);
+    const std::string block(4096, 'x');
+    while (filler.write(block.data(), static_cast<std::streamsize>(block.size())) && filler.flush()) {
+    }
+  }
+  std::uint64_t records = 1;
+  int error = 0;
+  while ((error = writer.append(record_of(records * 4096, records * 1024, 1024))) == 0) ++records;
+  EXPECT_EQ(error, ENOSPC);
+  const std::uint64_t whole = kJournalHeaderBytes + records * sizeof(JournalRecord);
+  ASSERT_NE(whole % 4096, 0U) << "the failed record started on a page boundary: nothing of it was written";
+  EXPECT_EQ(std::filesystem::file_size(path), whole) << "a torn record is left at the end";
+  std::filesystem::remove(volume.str("filler"));
+  ASSERT_EQ(writer.append(record_of(records * 4096, records * 1024, 1024)), 0);
+  writer.close();
+  const JournalContents contents = read_journal(path);
+  EXPECT_EQ(contents.records.size(), records + 1);
+  EXPECT_EQ(contents.discarded, 0U);
 }
 
 // A journal written before chunks carried a stream context ("SLUICEJ1": records end after the
