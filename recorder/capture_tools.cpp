@@ -25,6 +25,32 @@ bool ends_with(const std::string& text, std::string_view suffix) {
   return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+std::string lane_of(const std::string& base) {
+  std::ifstream in(base + std::string(kMetaSuffix));
+  const nlohmann::json meta = nlohmann::json::parse(in, nullptr, false);
+  if (meta.is_discarded() || !meta.contains("global") || !meta["global"].is_object()) return {};
+  return meta["global"].value("sluice:lane", std::string());
+}
+
+// Removes the repaired recordings that never got a chunk (their data file is empty, which a
+// reader that maps every data file cannot open), as a clean stop does: a lane keeps one
+// only when it holds nothing else.
+void remove_unwritten(const std::vector<std::string>& unwritten, const std::set<std::string>& bases, RepairReport& report) {
+  std::set<std::string> lanes_with_data;
+  for (const auto& base : bases) {
+    if (std::find(unwritten.begin(), unwritten.end(), base) == unwritten.end()) lanes_with_data.insert(lane_of(base));
+  }
+  for (const auto& base : unwritten) {
+    if (lanes_with_data.insert(lane_of(base)).second) {  // the lane's only recording: kept, empty
+      report.repaired.push_back(base);
+      report.lines.push_back(base + ": kept 0 chunk(s), the lane recorded nothing");
+      continue;
+    }
+    remove_recording(base);
+    report.lines.push_back(base + ": removed, it holds no chunk (made ahead for the next file set)");
+  }
+}
+
 }  // namespace
 
 RepairReport repair_capture(const std::string& path, bool restore_replaced) {
@@ -71,9 +97,14 @@ RepairReport repair_capture(const std::string& path, bool restore_replaced) {
     }
     bases.insert(base);
   }
+  std::vector<std::string> unwritten;  // journals without a chunk: spares made ahead of a rotation
   for (const auto& each : bases) {
     if (!fs::exists(each + std::string(kJournalSuffix))) continue;
     const FinalizeResult result = finalize_recording(each);
+    if (result.records == 0 && result.discarded == 0 && !collection_name.empty()) {
+      unwritten.push_back(each);
+      continue;
+    }
     report.repaired.push_back(each);
     report.bytes_kept += result.bytes;
     report.records_discarded += result.discarded;
@@ -81,6 +112,7 @@ RepairReport repair_capture(const std::string& path, bool restore_replaced) {
                            (result.discarded > 0 ? ", dropped " + std::to_string(result.discarded) + " incomplete record(s)"
                                                  : std::string()));
   }
+  remove_unwritten(unwritten, bases, report);
   if (collection_name.empty()) {
     // One recording: its directory and capture name (NAME-LANE-NNNN) say where a set-aside lies.
     const fs::path single(base);

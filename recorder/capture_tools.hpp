@@ -19,10 +19,12 @@ struct RepairReport {
 
 // Rebuilds every recording of the capture at `path` that still has a journal (cut by
 // kill -9 or a crash): data truncated to the last chunk that reached the disk, final meta,
-// then the collection. Reports the files an overwrite cut off by a kill had set aside;
-// `restore_replaced` swaps them back in (the cut-off recording goes into the set-aside
-// directory in their place: renames only, nothing is removed). Throws std::runtime_error
-// when nothing there is a capture.
+// then the collection. A recording of a collection whose journal holds no chunk (the next
+// file set a rotation made ahead) is removed, unless it is all its lane has: the collection
+// then lists exactly the recordings that hold data. Reports the files an overwrite cut off
+// by a kill had set aside; `restore_replaced` swaps them back in (the cut-off recording goes
+// into the set-aside directory in their place: renames only, nothing is removed). Throws
+// std::runtime_error when nothing there is a capture.
 RepairReport repair_capture(const std::string& path, bool restore_replaced = false);
 
 // Format, duration, rate, gaps and size of every lane, as text.

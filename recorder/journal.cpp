@@ -81,15 +81,21 @@ JournalWriter::JournalWriter(const std::string& path, const nlohmann::json& glob
     if (result < 0) throw errno_error("write", path, errno);
     written += static_cast<std::size_t>(result);
   }
+  size_ = header.size();
 }
 
-JournalWriter::JournalWriter(JournalWriter&& other) noexcept : path_(std::move(other.path_)), fd_(other.fd_) { other.fd_ = -1; }
+JournalWriter::JournalWriter(JournalWriter&& other) noexcept
+    : path_(std::move(other.path_)), fd_(other.fd_), size_(other.size_), torn_(other.torn_) {
+  other.fd_ = -1;
+}
 
 JournalWriter& JournalWriter::operator=(JournalWriter&& other) noexcept {
   if (this != &other) {
     close();
     path_ = std::move(other.path_);
     fd_ = other.fd_;
+    size_ = other.size_;
+    torn_ = other.torn_;
     other.fd_ = -1;
   }
   return *this;
@@ -103,14 +109,22 @@ void JournalWriter::close() noexcept {
 }
 
 int JournalWriter::append(const JournalRecord& record) noexcept {
+  if (torn_) return EIO;
   const auto* data = reinterpret_cast<const char*>(&record);
   std::size_t written = 0;
   while (written < sizeof(record)) {
     const ssize_t result = ::write(fd_, data + written, sizeof(record) - written);
     if (result < 0 && errno == EINTR) continue;
-    if (result < 0) return errno;
+    if (result < 0) {
+      const int error = errno;
+      // Appended after a torn record, the next one would be read as broken too: when the
+      // torn bytes cannot be cut off, no later record is appended.
+      if (written > 0 && ::ftruncate(fd_, static_cast<off_t>(size_)) != 0) torn_ = true;
+      return error;
+    }
     written += static_cast<std::size_t>(result);
   }
+  size_ += sizeof(record);
   return 0;
 }
 

@@ -57,7 +57,8 @@ class JournalWriter {
   JournalWriter& operator=(const JournalWriter&) = delete;
   ~JournalWriter();
 
-  // 0 on success, else the errno. Hot path.
+  // 0 on success, else the errno. A record cut short (a full disk mid-record) is cut off
+  // again, so the journal ends at its last whole record and a later append may retry. Hot path.
   int append(const JournalRecord& record) noexcept;
   [[nodiscard]] const std::string& path() const { return path_; }
   void close() noexcept;
@@ -65,6 +66,8 @@ class JournalWriter {
  private:
   std::string path_;
   int fd_ = -1;
+  std::uint64_t size_ = 0;  // header and whole records: where the next record starts
+  bool torn_ = false;       // a torn record could not be cut off
 };
 
 struct JournalContents {

@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,6 +26,7 @@
 
 #include "pipeline/clock.hpp"
 #include "pipeline/errno_message.hpp"
+#include "recorder/disk_space.hpp"
 #include "recorder/sigmf.hpp"
 
 namespace sluice::recorder {
@@ -34,37 +34,18 @@ namespace {
 
 constexpr std::uint64_t kBlock = 4096;  // O_DIRECT alignment of offsets, lengths and buffers
 constexpr std::size_t kFinishBacklog = 64;  // rotated-out files (3 descriptors each) awaiting their finish
+constexpr std::uint64_t kCollectionSlack = 64 * 1024;  // room set aside for a collection's growth
+constexpr std::uint64_t kMetaRoomStep = 64 * 1024;     // a file set's meta room grows this far ahead
 
 bool aligned(std::uint64_t value) { return value % kBlock == 0; }
 
 bool is_disk_full(int error) { return error == ENOSPC || error == EFBIG || error == EDQUOT; }
 
-// Preallocates [offset, offset + wanted) with KEEP_SIZE, never more than half the space
-// still free (a small volume must still have room for the data and the metadata), and
-// releases what a failed call took: ext4 keeps the blocks a failed fallocate allocated.
-// `empty`: nothing is written to the file yet, so truncating it to 0 is safe. Returns the
-// bytes preallocated (0: none).
-std::uint64_t preallocate(int fd, const std::string& path, std::uint64_t offset, std::uint64_t wanted, bool empty) noexcept {
-  struct statvfs volume {};
-  if (::fstatvfs(fd, &volume) == 0) {
-    const std::uint64_t free_bytes = static_cast<std::uint64_t>(volume.f_bavail) * volume.f_frsize;
-    wanted = std::min(wanted, free_bytes / 2 / kBlock * kBlock);
-  }
-  if (wanted < kBlock) return 0;
-  if (::fallocate(fd, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset), static_cast<off_t>(wanted)) == 0) return wanted;
-  const int error = errno;
-  // ftruncate to the current size frees blocks past the end on ext4 and xfs; a hole punch
-  // does it where writes are in flight (the file's size may be moving).
-  if (empty) {
-    static_cast<void>(::ftruncate(fd, 0));
-  } else {
-    static_cast<void>(::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
-                                  static_cast<off_t>(wanted)));
-  }
-  spdlog::debug("{}; writing without preallocation",
-                errno_message("fallocate(" + path + ", " + std::to_string(wanted) + " bytes at " + std::to_string(offset) + ")", error));
-  return 0;
-}
+// A file set that cannot be made or grown because the volume is full: the clean "disk full"
+// stop, not a failure of the recorder.
+struct DiskFull : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 std::string two_digits(std::uint32_t value, int width) {
   std::string text = std::to_string(value);
@@ -75,11 +56,17 @@ std::string two_digits(std::uint32_t value, int width) {
 
 struct RecordingWriter::File {
   std::string base;
+  dev_t device = 0;            // the volume: what runs out of space together
   FileDescriptor direct_fd;    // O_DIRECT (the buffered one when direct is off)
   FileDescriptor buffered_fd;  // for tails that are not whole blocks
+  std::unique_ptr<Preallocation> preallocation;  // null with preallocate: 0
+  // BASE.sigmf-meta.tmp, where finalize_recording writes the final meta: blocks set aside
+  // for every chunk before it is written, so a full disk still takes the metadata.
+  FileDescriptor meta_room;
+  std::uint64_t meta_bound = 0;     // what the final meta may take, every chunk submitted so far
+  std::uint64_t meta_reserved = 0;  // the room's size
   JournalWriter journal;
   std::uint64_t next_offset = 0;
-  std::uint64_t preallocated = 0;
   std::size_t outstanding = 0;  // slots in flight that write into this file
   bool unaligned = false;
   bool closing = false;
@@ -107,6 +94,10 @@ struct RecordingWriter::Rotation {
   bool collection_dirty = false;
   std::string error;                          // first failure, for the record thread
   std::atomic<bool> failed{false};
+  // A spare that could not be made (a full volume) fails the recording only once a
+  // rotation needs it: the current file set may still take chunks until then.
+  std::string prepare_error;
+  int prepare_code = 0;
   std::uint64_t waits = 0;                    // rotations that had to wait for their spare
   std::thread preparer;  // makes spares: cheap, so a rotation rarely waits
   std::thread finisher;  // finishes rotated-out files and rewrites the collection: fsyncs
@@ -156,9 +147,44 @@ struct MetaEntry {
 std::mutex g_meta_cache_mutex;
 std::map<std::string, MetaEntry> g_meta_cache;  // by path
 
+// Writers of each collection in this process: room for the next rewrite is set aside while
+// one of them still records. A writer leaves and rewrites the collection under the lock, so
+// the last one's rewrite comes last and leaves no room behind.
+std::mutex g_collection_writers_mutex;
+std::map<std::string, int> g_collection_writers;  // by collection path
+
+void join_collection(const std::string& path) {
+  std::lock_guard lock(g_collection_writers_mutex);
+  ++g_collection_writers[path];
+}
+
+// Returns how many writers of `path` remain. Called under g_collection_writers_mutex.
+int leave_collection(const std::string& path) {
+  const auto found = g_collection_writers.find(path);
+  if (found == g_collection_writers.end()) return 0;
+  const int left = --found->second;
+  if (left <= 0) g_collection_writers.erase(found);
+  return std::max(left, 0);
+}
+
+// The next rewrite of the collection at `path` lands in this room (write_file_durably
+// reuses PATH.tmp), so a volume that fills meanwhile still takes it. Twice its size: it
+// grows a little with each rewrite. Best effort: without it, the rewrite asks the volume.
+void keep_room_for_collection(const std::string& path) {
+  const std::string room = path + std::string(kTemporarySuffix);
+  const int fd = ::open(room.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  FileDescriptor owner(fd, room);
+  std::error_code error;
+  const std::uint64_t size = std::filesystem::file_size(path, error);
+  if (const int failed = reserve_bytes(owner.get(), 2 * size + kCollectionSlack); failed != 0) {
+    spdlog::debug("{}", errno_message("setting aside room for the collection in " + room, failed));
+  }
+}
+
 }  // namespace
 
-void refresh_collection(const std::vector<std::string>& directories, const std::string& name) {
+void refresh_collection(const std::vector<std::string>& directories, const std::string& name, bool keep_room) {
   namespace fs = std::filesystem;
   const std::string& first = directories.front();
   const int lock_fd = ::open(first.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -230,13 +256,24 @@ void refresh_collection(const std::vector<std::string>& directories, const std::
     hashes.push_back(entry.hash);
     lanes[entry.lane].push_back(fs::relative(fs::path(entry.base), home).string());
   }
-  write_collection(collection_path(RecorderSettings{directories, name}), bases, lanes,
+  const std::string path = collection_path(RecorderSettings{directories, name});
+  write_collection(path, bases, lanes,
                    "sluice capture " + name + ": " + std::to_string(lanes.size()) + " lane(s), " +
                        std::to_string(bases.size()) + " recording(s)",
                    &hashes);
+  if (keep_room) keep_room_for_collection(path);
 }
 
-FinalizeResult finalize_recording(const std::string& base) {
+void remove_recording(const std::string& base) {
+  for (std::string_view suffix : {kDataSuffix, kMetaSuffix, kJournalSuffix}) {
+    const std::string path = base + std::string(suffix);
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) throw std::runtime_error(errno_message("unlink(" + path + ")", errno));
+  }
+  const std::string room = base + std::string(kMetaSuffix) + std::string(kTemporarySuffix);
+  static_cast<void>(::unlink(room.c_str()));  // set aside for the meta, maybe never made
+}
+
+FinalizeResult finalize_recording(const std::string& base, bool remove_if_empty) {
   const std::string journal_path = base + std::string(kJournalSuffix);
   const std::string data_path = base + std::string(kDataSuffix);
   JournalContents contents = read_journal(journal_path);
@@ -244,6 +281,13 @@ FinalizeResult finalize_recording(const std::string& base) {
   result.records = contents.records.size();
   result.discarded = contents.discarded;
   for (const auto& record : contents.records) result.bytes += record.bytes;
+  if (remove_if_empty && contents.records.empty()) {
+    // Never written to (a rotation's next file set, a stripe that got no chunk): its data
+    // file would be empty, which readers that map every data file cannot open.
+    remove_recording(base);
+    result.removed = true;
+    return result;
+  }
   {
     FileDescriptor data = open_file(data_path, O_WRONLY);
     // Drops bytes of writes that never got a journal record and the preallocated tail.
@@ -452,8 +496,15 @@ std::string RecordingWriter::open(const std::vector<Pool*>& pools) {
     stripes_.push_back(std::move(stripe));
   }
   for (auto& stripe : stripes_) open_file_set(*stripe);
-  refresh_collection(settings_.directories, settings_.name);
+  join_collection(collection_path(settings_));
+  joined_collection_ = true;
+  refresh_collection(settings_.directories, settings_.name, true);
   } catch (...) {
+    if (joined_collection_) {
+      std::lock_guard lock(g_collection_writers_mutex);
+      leave_collection(collection_path(settings_));
+    }
+    joined_collection_ = false;
     // Nothing of the new recording exists yet that anyone wants: the old capture comes back.
     restore_set_aside();
     throw;
@@ -484,16 +535,21 @@ std::string RecordingWriter::open(const std::vector<Pool*>& pools) {
           lock.unlock();
           std::unique_ptr<File> file;
           std::string error;
+          int code = 0;
           try {
             file = make_file_set(stripe, segment);
+          } catch (const DiskFull& failure) {
+            error = failure.what();
+            code = ENOSPC;
           } catch (const std::exception& failure) {
             error = std::string("preparing the next file set: ") + failure.what();
+            code = EIO;
           }
           lock.lock();
           if (file) work.spares[stripe] = std::move(file);
-          if (!error.empty() && !work.failed) {
-            work.error = error;
-            work.failed = true;
+          if (code != 0 && work.prepare_code == 0) {
+            work.prepare_error = error;
+            work.prepare_code = code;
           }
           work.ready.notify_all();
         }
@@ -502,7 +558,7 @@ std::string RecordingWriter::open(const std::vector<Pool*>& pools) {
           std::unique_ptr<File> file = std::move(work.to_finish.front());
           work.to_finish.erase(work.to_finish.begin());
           lock.unlock();
-          std::string error = finish_file(*file);
+          std::string error = finish_file(*file, journaled_.load(std::memory_order_relaxed) > 0);
           file.reset();
           lock.lock();
           work.collection_dirty = true;
@@ -521,7 +577,7 @@ std::string RecordingWriter::open(const std::vector<Pool*>& pools) {
           lock.unlock();
           std::string error;
           try {
-            refresh_collection(settings_.directories, settings_.name);
+            refresh_collection(settings_.directories, settings_.name, true);
           } catch (const std::exception& failure) {
             error = std::string("writing the collection: ") + failure.what();
           }
@@ -547,9 +603,10 @@ std::uint64_t RecordingWriter::rotation_waits() const {
 }
 
 void RecordingWriter::take_rotation_error() noexcept {
-  if (!rotation_ || !rotation_->failed.load(std::memory_order_relaxed) || failed()) return;
+  if (!rotation_ || !rotation_->failed.load(std::memory_order_relaxed) || rotation_error_taken_) return;
   std::lock_guard lock(rotation_->mutex);
-  set_error(EIO, rotation_->error);
+  add_error(EIO, rotation_->error);
+  rotation_error_taken_ = true;
 }
 
 void RecordingWriter::rotate(Stripe& stripe) {
@@ -557,8 +614,13 @@ void RecordingWriter::rotate(Stripe& stripe) {
   {
     std::unique_lock lock(rotation_->mutex);
     if (!rotation_->spares[stripe.index]) ++rotation_->waits;  // prepared too late: the writes wait
-    rotation_->ready.wait(lock, [&] { return rotation_->spares[stripe.index] != nullptr || rotation_->failed; });
-    if (!rotation_->spares[stripe.index]) throw std::runtime_error(rotation_->error);
+    rotation_->ready.wait(lock, [&] {
+      return rotation_->spares[stripe.index] != nullptr || rotation_->failed || rotation_->prepare_code != 0;
+    });
+    if (!rotation_->spares[stripe.index]) {
+      if (rotation_->prepare_code == ENOSPC) throw DiskFull(rotation_->prepare_error);
+      throw std::runtime_error(rotation_->failed ? rotation_->error : rotation_->prepare_error);
+    }
     next = std::move(rotation_->spares[stripe.index]);
     rotation_->to_prepare.push_back(stripe.index);
   }
@@ -600,21 +662,63 @@ std::unique_ptr<RecordingWriter::File> RecordingWriter::make_file_set(std::uint3
                    .string();
   const std::string data_path = file->base + std::string(kDataSuffix);
   file->buffered_fd = open_file(data_path, O_WRONLY | O_CREAT | O_EXCL);
-  file->direct_fd = settings_.direct ? open_file(data_path, O_WRONLY | O_DIRECT) : open_file(data_path, O_WRONLY);
-  const nlohmann::json global =
-      make_global(stream_, lane_, settings_.recorder_name, stripe, static_cast<std::uint32_t>(settings_.directories.size()),
-                  segment);
-  // Provisional meta first: a valid (empty) capture exists from the first moment, and the
-  // journal beside it is what `sluice capture repair` completes it (and the meta) from, so
-  // it needs no fsync: rotation prepares these often.
-  write_file_durably(file->base + std::string(kMetaSuffix), build_meta(global, {}, false).dump(2) + "\n", false);
-  file->journal = JournalWriter(file->base + std::string(kJournalSuffix), global);
-  if (settings_.preallocate_bytes > 0) {
-    const std::uint64_t first = settings_.rotate_bytes > 0 ? std::min(settings_.rotate_bytes, settings_.preallocate_bytes)
-                                                           : settings_.preallocate_bytes;
-    file->preallocated = preallocate(file->direct_fd.get(), data_path, 0, first, true);
+  // What failed part-way is removed again: a data file without a journal would be listed
+  // as an empty recording.
+  try {
+    file->direct_fd = settings_.direct ? open_file(data_path, O_WRONLY | O_DIRECT) : open_file(data_path, O_WRONLY);
+    struct stat status {};
+    if (::fstat(file->buffered_fd.get(), &status) != 0) throw std::runtime_error(errno_message("fstat(" + data_path + ")"));
+    file->device = status.st_dev;
+    const nlohmann::json global = make_global(stream_, lane_, settings_.recorder_name, stripe,
+                                              static_cast<std::uint32_t>(settings_.directories.size()), segment);
+    // Provisional meta first: a valid (empty) capture exists from the first moment, and the
+    // journal beside it is what `sluice capture repair` completes it (and the meta) from, so
+    // it needs no fsync: rotation prepares these often.
+    const std::string provisional = build_meta(global, {}, false).dump(2) + "\n";
+    write_file_durably(file->base + std::string(kMetaSuffix), provisional, false);
+    file->journal = JournalWriter(file->base + std::string(kJournalSuffix), global);
+    // The room for the final meta: the provisional one plus what finishing adds to the global object.
+    file->meta_room = open_file(file->base + std::string(kMetaSuffix) + std::string(kTemporarySuffix), O_WRONLY | O_CREAT);
+    file->meta_bound = provisional.size() + 512;
+    if (const int error = grow_meta_room(*file, file->meta_bound); error != 0) {
+      const std::string why = errno_message("room for the metadata of the new file set " + file->base, error);
+      if (is_disk_full(error)) throw DiskFull("disk full: " + why);
+      throw std::runtime_error(why);
+    }
+    if (settings_.preallocate_bytes > 0) {
+      file->preallocation = std::make_unique<Preallocation>(file->buffered_fd.get(), data_path);
+      const std::uint64_t first = settings_.rotate_bytes > 0 ? std::min(settings_.rotate_bytes, settings_.preallocate_bytes)
+                                                             : settings_.preallocate_bytes;
+      file->preallocation->claim(0, first);
+    }
+  } catch (const std::exception& failure) {
+    const std::string base = file->base;
+    file.reset();  // closes every descriptor first
+    try {
+      remove_recording(base);
+    } catch (const std::exception& cleanup) {
+      spdlog::warn("removing the unfinished file set {}: {}", base, cleanup.what());
+    }
+    if (dynamic_cast<const DiskFull*>(&failure) != nullptr) throw;
+    // Setup calls name their errno in the text; a full volume is still a full disk.
+    const std::string what = failure.what();
+    if (what.find(std::strerror(ENOSPC)) != std::string::npos) throw DiskFull("disk full: " + what);
+    throw;
   }
   return file;
+}
+
+int RecordingWriter::grow_meta_room(File& file, std::uint64_t needed) noexcept {
+  if (needed <= file.meta_reserved) return 0;
+  const std::uint64_t size = needed + kMetaRoomStep;
+  int error = reserve_bytes(file.meta_room.get(), size);
+  // Preallocation on the volume may hold what is left: it gives it back, then try again.
+  if (is_disk_full(error)) {
+    release_volume(file.device);
+    error = reserve_bytes(file.meta_room.get(), size);
+  }
+  if (error == 0) file.meta_reserved = size;
+  return error;
 }
 
 void RecordingWriter::open_file_set(Stripe& stripe) {
@@ -623,14 +727,17 @@ void RecordingWriter::open_file_set(Stripe& stripe) {
   ++stripe.segment;
 }
 
-std::string RecordingWriter::finish_file(File& file) noexcept {
+std::string RecordingWriter::finish_file(File& file, bool remove_if_empty) noexcept {
   std::string error;
   try {
-    // finalize_recording fsyncs the data once it is truncated to its journaled bytes.
+    // finalize_recording fsyncs the data once it is truncated to its journaled bytes, and
+    // writes the final meta into the room set aside for it.
+    if (file.preallocation) file.preallocation->close();
     file.direct_fd.close();
     file.buffered_fd.close();
+    file.meta_room.close();
     file.journal.close();
-    finalize_recording(file.base);
+    finalize_recording(file.base, remove_if_empty);
   } catch (const std::exception& failure) {
     const bool journal_kept = std::filesystem::exists(file.base + std::string(kJournalSuffix));
     error = std::string("finishing ") + file.base + ": " + failure.what() +
@@ -643,7 +750,9 @@ std::string RecordingWriter::finish_file(File& file) noexcept {
 void RecordingWriter::close_file_set(Stripe& stripe) noexcept {
   for (auto& file : stripe.closing) {
     if (!file || file->outstanding > 0) continue;
-    if (std::string error = finish_file(*file); !error.empty()) set_error(EIO, error);
+    if (std::string error = finish_file(*file, journaled_.load(std::memory_order_relaxed) > 0); !error.empty()) {
+      add_error(EIO, error);
+    }
     file.reset();
   }
   std::erase_if(stripe.closing, [](const std::unique_ptr<File>& file) { return !file; });
@@ -654,6 +763,17 @@ void RecordingWriter::set_error(int code, const std::string& message) noexcept {
   error_ = code;
   try {
     error_message_ = message;
+  } catch (...) {
+  }
+}
+
+void RecordingWriter::add_error(int code, const std::string& message) noexcept {
+  if (error_ == 0) {
+    set_error(code, message);
+    return;
+  }
+  try {
+    error_message_ += "; then " + message;
   } catch (...) {
   }
 }
@@ -697,17 +817,26 @@ bool RecordingWriter::submit(ChunkPtr chunk, ChunkPtr bounce) noexcept {
         stripe.file->next_offset + size > settings_.rotate_bytes) {
       rotate(stripe);
     }
+  } catch (const DiskFull& error) {
+    set_error(ENOSPC, std::string(error.what()) + " (rotating to a new file set)");
+    return false;
   } catch (const std::exception& error) {
     set_error(EIO, std::string("rotating to a new file set: ") + error.what());
     return false;
   }
   File& file = *stripe.file;
-  if (settings_.preallocate_bytes > 0 && file.preallocated > 0 && file.next_offset + size > file.preallocated) {
-    const std::uint64_t grow = std::max<std::uint64_t>(settings_.preallocate_bytes, size);
-    // Failure here is not an error: the write itself reports a full disk.
-    const std::uint64_t got = preallocate(file.direct_fd.get(), file.base, file.preallocated, grow, false);
-    file.preallocated = got > 0 ? file.preallocated + got : 0;  // 0: stop trying
+  // Room for what this chunk adds to the final meta, before its bytes take the space.
+  const std::uint64_t meta_bound = file.meta_bound + meta_bytes_bound(*chunk);
+  if (const int error = grow_meta_room(file, meta_bound); error != 0) {
+    set_error(error, (is_disk_full(error) ? "disk full: recording stopped before " : "write failed: before ") +
+                         file.base + std::string(kDataSuffix) + " byte " + std::to_string(file.next_offset) +
+                         ", with no room left for the metadata of one more chunk (" +
+                         errno_message("fallocate", error) + ")");
+    return false;
   }
+  file.meta_bound = meta_bound;
+  // Failure here is not an error: the write itself reports a full disk.
+  if (file.preallocation) file.preallocation->claim(file.next_offset + size, settings_.preallocate_bytes);
   const std::size_t index = (head_ + in_flight_) % slots_.size();
   Slot& slot = slots_[index];
   const Chunk& source = bounce ? *bounce : *chunk;
@@ -717,8 +846,8 @@ bool RecordingWriter::submit(ChunkPtr chunk, ChunkPtr bounce) noexcept {
   slot.failed = false;
   slot.buffer_index = ring_.buffer_index(source);
   const std::uint64_t direct_part = (!settings_.direct || file.unaligned || !aligned(file.next_offset)) ? 0 : size / kBlock * kBlock;
-  slot.operations[0] = Operation{file.next_offset, source.data, direct_part, 0, true, false};
-  slot.operations[1] = Operation{file.next_offset + direct_part, source.data + direct_part, size - direct_part, 0, false, false};
+  slot.operations[0] = Operation{file.next_offset, source.data, direct_part, 0, true, false, false};
+  slot.operations[1] = Operation{file.next_offset + direct_part, source.data + direct_part, size - direct_part, 0, false, false, false};
   if (direct_part != size) file.unaligned = true;
   slot.chunk = std::move(chunk);
   slot.bounce = std::move(bounce);
@@ -743,6 +872,14 @@ void RecordingWriter::complete(std::uint64_t user_data, int result) noexcept {
   operation.pending = false;
   if (result == -EAGAIN || result == -EINTR) {
     queue(index, user_data % 2);  // normal control flow: try again
+    return;
+  }
+  if (result < 0 && is_disk_full(-result) && !operation.retried) {
+    // Preallocation on the volume gives back what it holds, then the write tries once more
+    // (also when another write's failure took it back first: several fail at once).
+    operation.retried = true;
+    release_volume(slot.file->device);
+    queue(index, user_data % 2);
     return;
   }
   if (result <= 0) {
@@ -774,7 +911,13 @@ ChunkPtr RecordingWriter::take_done() noexcept {
     return nullptr;  // a short write is being completed
   }
   File& file = *slot.file;
-  if (const int error = file.journal.append(make_journal_record(*slot.chunk, slot.offset, slot.bytes)); error != 0) {
+  const JournalRecord record = make_journal_record(*slot.chunk, slot.offset, slot.bytes);
+  int error = file.journal.append(record);
+  if (is_disk_full(error)) {
+    release_volume(file.device);
+    error = file.journal.append(record);
+  }
+  if (error != 0) {
     slot.failed = true;
     // The journal shares the data's file system: running out of room here is the same clean
     // "disk full" stop as a data write's (the chunk is not journaled, so finishing drops it).
@@ -855,20 +998,23 @@ void RecordingWriter::finish(std::size_t* abandoned) noexcept {
     // Spares never written to: not part of the recording.
     for (auto& spare : rotation_->spares) {
       if (!spare) continue;
-      spare->direct_fd.close();
-      spare->buffered_fd.close();
-      spare->journal.close();
-      for (std::string_view suffix : {kDataSuffix, kMetaSuffix, kJournalSuffix}) {
-        std::error_code ignored;
-        std::filesystem::remove(spare->base + std::string(suffix), ignored);
+      const std::string base = spare->base;
+      spare.reset();  // its descriptors close first
+      try {
+        remove_recording(base);
+      } catch (const std::exception& error) {
+        add_error(EIO, std::string("removing the unused file set: ") + error.what());
       }
-      spare.reset();
     }
   }
   try {
-    refresh_collection(settings_.directories, settings_.name);
+    // The last writer of this capture in this process leaves no room set aside behind it.
+    std::lock_guard lock(g_collection_writers_mutex);
+    const bool others = joined_collection_ && leave_collection(collection_path(settings_)) > 0;
+    joined_collection_ = false;
+    refresh_collection(settings_.directories, settings_.name, others);
   } catch (const std::exception& error) {
-    set_error(EIO, std::string("writing the collection: ") + error.what());
+    add_error(EIO, std::string("writing the collection: ") + error.what());
   }
   settle_set_aside();
 }

@@ -4,6 +4,7 @@
 // its journal record is written.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -42,8 +43,9 @@ std::string unwritable_reason(const std::string& directory);
 bool collection_has_lane(const std::string& path, const std::string& lane);
 
 // Rewrites NAME.sigmf-collection from every NAME-*.sigmf-meta found in `directories`
-// (under an exclusive flock on the first directory: lanes finish concurrently).
-void refresh_collection(const std::vector<std::string>& directories, const std::string& name);
+// (under an exclusive flock on the first directory: lanes finish concurrently). `keep_room`:
+// then sets aside room for the next rewrite (while recordings go on that may fill the volume).
+void refresh_collection(const std::vector<std::string>& directories, const std::string& name, bool keep_room = false);
 
 // `overwrite: true` never deletes the old capture before the new one has shown it works: the
 // old lane's files are renamed into DIR/NAME-LANE.sluice-replaced/ (same file system) at
@@ -60,13 +62,18 @@ std::vector<std::string> find_replaced(const std::vector<std::string>& directori
 std::size_t swap_replaced(const std::string& replaced);
 
 // Finishes one recording (data + journal): truncates the data file to the journal's valid
-// prefix, writes the final meta, removes the journal. Returns the records kept and discarded.
+// prefix, writes the final meta (into the room set aside for it beside the meta, when there
+// is one), removes the journal. Returns the records kept and discarded. `remove_if_empty`:
+// a recording without a single journaled chunk is removed instead (every file of it).
 struct FinalizeResult {
   std::size_t records = 0;
   std::size_t discarded = 0;
   std::uint64_t bytes = 0;
+  bool removed = false;
 };
-FinalizeResult finalize_recording(const std::string& base);
+FinalizeResult finalize_recording(const std::string& base, bool remove_if_empty = false);
+// Removes the files of one recording (data, meta, journal, the meta's set-aside room).
+void remove_recording(const std::string& base);
 
 class RecordingWriter {
  public:
@@ -118,6 +125,7 @@ class RecordingWriter {
     std::uint64_t done = 0;
     bool direct = false;
     bool pending = false;
+    bool retried = false;  // once after a full disk, when the volume gave back what it could
   };
   struct Slot {
     ChunkPtr chunk;
@@ -136,7 +144,10 @@ class RecordingWriter {
   std::unique_ptr<File> make_file_set(std::uint32_t stripe, std::uint32_t segment);
   void open_file_set(Stripe& stripe);
   // Finishes a file whose writes all retired (fsync, truncate, final meta); the error, or "".
-  static std::string finish_file(File& file) noexcept;
+  // `remove_if_empty`: a file set without a journaled chunk is removed instead.
+  static std::string finish_file(File& file, bool remove_if_empty) noexcept;
+  // Grows the file set's meta room to hold `needed` bytes; 0, else the errno. Hot path.
+  static int grow_meta_room(File& file, std::uint64_t needed) noexcept;
   void close_file_set(Stripe& stripe) noexcept;
   // Rotation: swap in the stripe's prepared file set, hand the old one to the rotation thread.
   void rotate(Stripe& stripe);
@@ -145,6 +156,8 @@ class RecordingWriter {
   bool queue(std::size_t slot_index, std::size_t operation_index) noexcept;
   void complete(std::uint64_t user_data, int result) noexcept;
   void set_error(int code, const std::string& message) noexcept;
+  // Like set_error, but a message after the first is added to it (what finishing failed at).
+  void add_error(int code, const std::string& message) noexcept;
   // Sets the lane's existing files aside (overwrite), or refuses. Throws naming the cause.
   void set_aside_existing();
   // Open failed or nothing was journaled: the new files go, the set-aside ones come back.
@@ -168,7 +181,9 @@ class RecordingWriter {
   std::string error_message_;
   std::vector<std::string> bases_;
   std::vector<std::string> set_aside_;  // NAME-LANE.sluice-replaced directories this writer made
-  std::uint64_t journaled_ = 0;         // chunk records written: the new recording holds data
+  std::atomic<std::uint64_t> journaled_{0};  // chunk records written: the recording holds data
+  bool rotation_error_taken_ = false;
+  bool joined_collection_ = false;  // counted among this process's writers of the collection
   bool finished_ = false;
   // With rotation: a thread that prepares each stripe's next file set ahead of time and
   // finishes rotated-out ones (fsyncs, final meta, collection), off the write path.

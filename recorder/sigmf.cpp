@@ -287,13 +287,26 @@ nlohmann::json build_meta(const nlohmann::json& global_in, const std::vector<Jou
   return nlohmann::json{{"global", global}, {"captures", captures}, {"annotations", annotations}};
 }
 
+std::uint64_t meta_bytes_bound(const Chunk& chunk) noexcept {
+  // build_meta's output, indented by 2 with numbers of up to 20 digits: a capture object
+  // takes under 256 bytes, a gap annotation under 768, a resync annotation under 768 and a
+  // context annotation under 1024 (sigmf_test checks these against build_meta).
+  std::uint64_t bytes = 256;  // the capture a record may open
+  bytes += static_cast<std::uint64_t>(chunk.gap_count) * (768 + 256);  // each gap: its annotation, a capture after it
+  if (chunk.time_jump) bytes += 768;
+  if (chunk.context_change) bytes += 1024;
+  return bytes;
+}
+
 void write_file_durably(const std::string& path, const std::string& text, bool sync) {
-  const std::string temporary = path + ".tmp";
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const std::string temporary = path + std::string(kTemporarySuffix);
+  // No O_TRUNC: blocks set aside in an existing temporary file are reused, the rest cut off.
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) throw errno_error("open", temporary, errno);
   {
     const UniqueFd closer(fd);
     write_all(fd, temporary, text);
+    if (::ftruncate(fd, static_cast<off_t>(text.size())) != 0) throw errno_error("ftruncate", temporary, errno);
     if (sync && ::fsync(fd) != 0) throw errno_error("fsync", temporary, errno);
   }
   if (::rename(temporary.c_str(), path.c_str()) != 0) throw errno_error("rename", temporary, errno);

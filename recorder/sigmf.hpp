@@ -45,10 +45,18 @@ nlohmann::json make_global(const StreamInfo& stream, const std::string& lane, co
 // what was lost and where.
 nlohmann::json build_meta(const nlohmann::json& global, const std::vector<JournalRecord>& records, bool complete);
 
-// Writes `text` to `path` through a temporary file, fsync and rename, then fsyncs the
-// directory: a reader sees the old file or the new one, never half of one. Throws naming the call.
+// An upper bound on what one chunk's journal record adds to its recording's final meta
+// (captures and annotations as build_meta writes them), so that room for the meta can be
+// set aside before the chunk is written.
+std::uint64_t meta_bytes_bound(const Chunk& chunk) noexcept;
+
+// Writes `text` to `path` through a temporary file (PATH.tmp), fsync and rename, then fsyncs
+// the directory: a reader sees the old file or the new one, never half of one. Throws naming
+// the call. A PATH.tmp that exists already is written over in place and cut to the text's
+// length: room set aside there (reserve_bytes) is what the text lands in, even on a full disk.
 // `sync` false: the same rename (never half a file) without the fsyncs, for files that
 // something else can rebuild after a crash (a provisional meta beside its journal).
+inline constexpr std::string_view kTemporarySuffix = ".tmp";
 void write_file_durably(const std::string& path, const std::string& text, bool sync = true);
 
 std::string sha512_of_file(const std::string& path);  // lowercase hex; throws when unreadable

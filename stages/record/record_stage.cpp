@@ -1,8 +1,9 @@
 // Record stage: keeps up to io_depth writes in flight; a chunk is handed on (or ended) only
 // after its write completed and its journal record is down, in arrival order. A full disk
-// ends the lane with the reason while the capture keeps everything written before it.
+// ends the lane with the reason and what the capture holds, read back from the files.
 #include "stages/record/record_stage.hpp"
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <stdexcept>
@@ -11,6 +12,7 @@
 
 #include "pipeline/config.hpp"
 #include "pipeline/units.hpp"
+#include "recorder/capture_reader.hpp"
 
 namespace sluice {
 
@@ -116,9 +118,31 @@ StageStatus RecordStage::stop_on_failure() {
   writer_->finish(&abandoned);
   finished_ = true;
   not_recorded_->add(abandoned);
-  context_->fail(writer_->error() + "; the capture " + recorder::collection_path(settings_) + " keeps the " +
-                 format_bytes(static_cast<double>(writer_->bytes_written())) + " written before it and is valid");
+  context_->fail(writer_->error() + "; " + state_on_disk());
   return StageStatus::error;
+}
+
+std::string RecordStage::state_on_disk() const {
+  // Read back from the files, not taken from the writer's counts: what a reader will find.
+  const std::string collection = recorder::collection_path(settings_);
+  const std::string& lane_name = context_->lane_name();
+  const std::string repair = ": run `sluice capture repair " + collection + "`";
+  try {
+    const recorder::Capture capture = recorder::open_capture(collection);
+    const auto lane = std::find_if(capture.lanes.begin(), capture.lanes.end(),
+                                   [&](const recorder::CaptureLane& each) { return each.name == lane_name; });
+    if (lane == capture.lanes.end()) return "the capture " + collection + " holds nothing of lane " + lane_name;
+    const std::string held = format_bytes(static_cast<double>(lane->total_bytes)) + " (" +
+                             std::to_string(lane->total_samples) + " samples) in " +
+                             std::to_string(lane->recordings.size()) + " recording(s)";
+    if (!lane->complete || !lane->journals.empty()) {
+      return "lane " + lane_name + " of the capture " + collection + " holds " + held + " but is INCOMPLETE" + repair;
+    }
+    return "lane " + lane_name + " of the capture " + collection + " holds the " + held +
+           " written before it, complete";
+  } catch (const std::exception& error) {
+    return "the capture " + collection + " cannot be read back (" + error.what() + ")" + repair;
+  }
 }
 
 StageStatus RecordStage::process() {
@@ -157,7 +181,10 @@ StageStatus RecordStage::process() {
         }
         bounce->copy_metadata_from(*chunk);
       }
-      if (!writer_->submit(std::move(chunk), std::move(bounce))) return stop_on_failure();
+      if (!writer_->submit(std::move(chunk), std::move(bounce))) {
+        not_recorded_->add();  // refused, so never written
+        return stop_on_failure();
+      }
       return StageStatus::ok;
     }
     if (writer_->in_flight() == 0) {

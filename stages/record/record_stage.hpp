@@ -21,6 +21,8 @@ class RecordStage final : public Stage {
 
  private:
   StageStatus stop_on_failure();
+  // The lane's state as a reader finds it in the files: bytes, recordings, complete or not.
+  [[nodiscard]] std::string state_on_disk() const;
 
   recorder::RecorderSettings settings_;
   StageContext* context_ = nullptr;

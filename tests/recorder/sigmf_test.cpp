@@ -4,8 +4,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -178,6 +180,61 @@ TEST(Journal, ATornLastRecordIsDroppedAndTheRestKept) {
   EXPECT_THROW(JournalWriter(path, nlohmann::json::object()), std::runtime_error);  // never overwritten
 }
 
+// A tmpfs mounted for one test, unmounted when it ends (also when it fails).
+class SmallTmpfs {
+ public:
+  SmallTmpfs(const test::TempDir& dir, const std::string& size) : path_(dir.str("mnt")) {
+    std::filesystem::create_directories(path_);
+    mounted_ = std::system(("mount -t tmpfs -o size=" + size + " tmpfs '" + path_ + "' 2>/dev/null").c_str()) == 0;
+  }
+  SmallTmpfs(const SmallTmpfs&) = delete;
+  SmallTmpfs& operator=(const SmallTmpfs&) = delete;
+  ~SmallTmpfs() {
+    if (mounted_) static_cast<void>(std::system(("umount '" + path_ + "'").c_str()));
+  }
+  [[nodiscard]] bool mounted() const { return mounted_; }
+  [[nodiscard]] std::string str(const std::string& child) const { return path_ + "/" + child; }
+
+ private:
+  std::string path_;
+  bool mounted_ = false;
+};
+
+// A full volume cuts an append mid-record (tmpfs: the bytes that fit in the last page are
+// written, then ENOSPC). The journal must end at its last whole record again, so that once
+// space is back the same record appends cleanly and nothing after it reads as broken.
+TEST(Journal, AnAppendCutShortByAFullDiskLeavesNoTornRecord) {
+  test::TempDir dir;
+  SmallTmpfs volume(dir, "1M");
+  if (!volume.mounted()) {
+    if (test::in_ci()) FAIL() << "cannot mount a tmpfs in CI";
+    GTEST_SKIP() << "cannot mount a tmpfs here (needs root)";
+  }
+  const std::string path = volume.str("full.sluice-journal");
+  JournalWriter writer(path, nlohmann::json::object());
+  ASSERT_EQ(writer.append(record_of(0, 0, 1024)), 0);  // the journal's last page is now part used
+  {
+    // Everything else the volume holds goes to a filler file.
+    std::ofstream filler(volume.str("filler"), std::ios::binary);
+    const std::string block(4096, 'x');
+    while (filler.write(block.data(), static_cast<std::streamsize>(block.size())) && filler.flush()) {
+    }
+  }
+  std::uint64_t records = 1;
+  int error = 0;
+  while ((error = writer.append(record_of(records * 4096, records * 1024, 1024))) == 0) ++records;
+  EXPECT_EQ(error, ENOSPC);
+  const std::uint64_t whole = kJournalHeaderBytes + records * sizeof(JournalRecord);
+  ASSERT_NE(whole % 4096, 0U) << "the failed record started on a page boundary: nothing of it was written";
+  EXPECT_EQ(std::filesystem::file_size(path), whole) << "a torn record is left at the end";
+  std::filesystem::remove(volume.str("filler"));
+  ASSERT_EQ(writer.append(record_of(records * 4096, records * 1024, 1024)), 0);
+  writer.close();
+  const JournalContents contents = read_journal(path);
+  EXPECT_EQ(contents.records.size(), records + 1);
+  EXPECT_EQ(contents.discarded, 0U);
+}
+
 // A journal written before chunks carried a stream context ("SLUICEJ1": records end after the
 // gap table with an FNV-1a checksum over everything before) is still read, so an older
 // recording cut by a crash can still be repaired. The file is built here byte by byte.
@@ -250,6 +307,50 @@ TEST(Sigmf, AContextChangeStartsASegmentWithTheNewFrequency) {
     EXPECT_FALSE(annotation.contains("sluice:bandwidth"));  // the sender gave none
   }
   EXPECT_EQ(contexts, 1U);
+}
+
+// The room set aside for a final meta (RecordingWriter) comes from meta_bytes_bound: it must
+// hold what build_meta writes for the most demanding records there are.
+TEST(Sigmf, TheMetaBoundHoldsWhatBuildMetaWritesForTheWorstRecords) {
+  StreamInfo stream;
+  stream.sample_rate = 1.2345678901234567e8;
+  stream.center_frequency = 2.4123456789012345e9;
+  const nlohmann::json global = make_global(stream, "port0", "sluice", 0, 1, 0);
+  const std::uint64_t base = build_meta(global, {}, false).dump(2).size() + 1 + 512;  // as the writer sets it aside
+  std::vector<JournalRecord> records;
+  std::uint64_t bound = base;
+  std::uint64_t offset = 0;
+  for (std::uint64_t i = 0; i < 40; ++i) {
+    Chunk chunk;
+    chunk.first_sample = (1ULL << 63) + i * 1'000'000;  // 19-digit indices
+    chunk.sample_count = 1000;
+    chunk.timestamp = Timestamp{4'000'000'000ULL + i, 123'456'789'012ULL, true};
+    chunk.time_jump = i % 2 == 0;
+    chunk.context_change = true;
+    chunk.context = StreamContext{1.0000000000000002e9 + static_cast<double>(i), 1.2345678901234567e8, 9.876543210987654e7,
+                                  -12.345678901234567, 33.333333333333336};
+    constexpr std::uint64_t kLength = 1'000'000'000'000ULL;  // 13-digit counts
+    for (std::uint64_t g = 0; g < Chunk::kMaxGaps; ++g) {
+      // Before the chunk, absent holes between its samples (each with samples after it: a
+      // capture each), and marked values.
+      const std::uint64_t first = g % 3 == 0 ? chunk.first_sample - 1000 + g : chunk.first_sample + g * (kLength + 10) + 7;
+      ASSERT_TRUE(chunk.add_gap(first, kLength + g, g % 3 == 2));
+    }
+    records.push_back(make_journal_record(chunk, offset, chunk.sample_count * 4));
+    offset += chunk.sample_count * 4;
+    bound += meta_bytes_bound(chunk);
+  }
+  const std::uint64_t written = build_meta(global, records, true).dump(2).size() + 1;
+  EXPECT_LE(written, bound);
+  // Plain chunks: still within the bound, one record at a time.
+  std::vector<JournalRecord> plain;
+  Chunk chunk;
+  chunk.sample_count = 1000;
+  for (std::uint64_t i = 0; i < 40; ++i) {
+    chunk.first_sample = i * 1500;  // a hole before each: a capture per record
+    plain.push_back(make_journal_record(chunk, i * 4000, 4000));
+    EXPECT_LE(build_meta(global, plain, true).dump(2).size() + 1, base + (i + 1) * meta_bytes_bound(chunk));
+  }
 }
 
 TEST(Journal, ARecordThatDoesNotContinueTheFileEndsTheValidPrefix) {

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -382,6 +383,98 @@ TEST(RecordStage, ASmallTmpfsVolumeRecordsUntilFullAndStopsCleanly) {
   expect_full_volume_stops_cleanly("tmpfs", "64M", 128ULL << 20);
 }
 
+// What is left on a volume after a recording ended: files no finished capture has (a
+// journal, a meta's temporary file or set-aside room, an empty data file).
+std::vector<std::string> leftovers(const std::string& directory) {
+  std::vector<std::string> found;
+  for (const auto& item : fs::directory_iterator(directory)) {
+    const std::string name = item.path().filename().string();
+    const bool data = name.ends_with(".sigmf-data");
+    if (name.ends_with(".tmp") || name.ends_with(".sluice-journal") || (data && fs::file_size(item.path()) == 0)) {
+      found.push_back(name);
+    }
+  }
+  return found;
+}
+
+// Checks every "lane L of the capture C holds ... (N samples) in K recording(s) ..." that a
+// failure message says against the capture read back from the files. Returns how many.
+std::size_t expect_messages_match_the_files(const std::string& messages, const recorder::Capture& capture) {
+  static const std::regex kState(R"(lane (\S+) of the capture \S+ holds (the )?\S+ \S+ \((\d+) samples\) in (\d+) recording\(s\)( written before it, complete| but is INCOMPLETE))");
+  std::size_t checked = 0;
+  for (auto match = std::sregex_iterator(messages.begin(), messages.end(), kState); match != std::sregex_iterator(); ++match) {
+    const recorder::CaptureLane* lane = capture.lane((*match)[1]);
+    if (lane == nullptr) {
+      ADD_FAILURE() << "a message names lane " << (*match)[1] << ", which the capture does not hold";
+      continue;
+    }
+    ++checked;
+    EXPECT_EQ(std::stoull((*match)[3]), lane->total_samples) << match->str();
+    EXPECT_EQ(std::stoull((*match)[4]), lane->recordings.size()) << match->str();
+    const bool complete = lane->complete && lane->journals.empty();
+    EXPECT_EQ((*match)[5] == " written before it, complete", complete) << match->str();
+  }
+  return checked;
+}
+
+std::string two_lane_yaml(const std::string& directory, const std::string& record_settings) {
+  return "pipeline: {name: cap, chunk: 256KiB, chunks: 8}\n"
+         "template:\n"
+         "  - {name: source, type: generator, signal: ramp, sample_rate: 10Msps, stop_after: 256MiB}\n"
+         "  - {name: rec, type: record, directory: " + directory + ", io_depth: 2" + record_settings + "}\n"
+         "lanes:\n  - name: port0\n    source: {rate: 20MB/s}\n  - name: port1\n";
+}
+
+// Two lanes record onto one small volume until it is full: port0 slowly (the space it
+// preallocates stays unwritten), port1 as fast as it can. port1 must go on writing until
+// the volume has no room left (whatever port0 preallocated), and each lane must
+// end complete, with the message saying what the files hold. `slack`: what may stay free:
+// the chunks in flight when the disk filled (dropped: never journaled) and the metadata
+// set aside.
+void expect_two_lanes_fill_the_volume(const std::string& type, const std::string& size, const std::string& settings) {
+  TempDir dir;
+  LoopVolume volume(dir, type, size);
+  if (!volume.mounted()) {
+    if (test::in_ci()) FAIL() << "cannot mount a " << type << " volume in CI: " << volume.why();
+    GTEST_SKIP() << "cannot mount a " << type << " volume here (needs root and loop devices): " << volume.why();
+  }
+  const std::uint64_t free_before = fs::space(volume.path()).available;
+  const testing::ProcessResult result = run_in_child(two_lane_yaml(volume.path() + "/cap", settings), 0);
+  EXPECT_EQ(result.exit_code, 3) << "expected the clean 'disk full' failure on " << type << ": " << result.err;
+  const recorder::Capture capture = recorder::open_capture(volume.path() + "/cap/cap.sigmf-collection");
+  ASSERT_EQ(capture.lanes.size(), 2U) << result.err;
+  std::uint64_t kept = 0;
+  for (const auto& lane : capture.lanes) {
+    EXPECT_TRUE(lane.complete) << lane.name;
+    EXPECT_EQ(lane.journals, std::vector<std::string>{}) << lane.name;
+    EXPECT_GT(lane.total_bytes, 0U) << lane.name;
+    std::vector<std::string> problems;
+    test::check_every_sample(lane, test::ramp_truth(SampleFormat::ci16, kRate), problems);
+    EXPECT_EQ(problems, std::vector<std::string>{}) << lane.name;
+    kept += lane.total_bytes;
+  }
+  constexpr std::uint64_t kSlack = 2 * 3 * (256 << 10) + (2ULL << 20);  // 2 lanes x (io_depth + 1) chunks, metadata
+  EXPECT_GE(kept + kSlack, free_before) << type << ": the lanes kept " << (kept >> 10) << " KiB of "
+                                        << (free_before >> 10) << " KiB free";
+  std::fprintf(stderr, "%s %s%s: the two lanes kept %llu KiB of %llu KiB free\n", type.c_str(), size.c_str(),
+               settings.c_str(), static_cast<unsigned long long>(kept >> 10),
+               static_cast<unsigned long long>(free_before >> 10));
+  EXPECT_EQ(leftovers(volume.path() + "/cap"), std::vector<std::string>{});
+  EXPECT_GE(expect_messages_match_the_files(result.err, capture), 1U) << result.err;
+  SLUICE_EXPECT_SIGMF_VALID(test::sigmf_files(volume.path() + "/cap"));
+}
+
+TEST(RecordStage, TwoLanesOnOneSmallTmpfsBothWriteUntilItIsFull) {
+  expect_two_lanes_fill_the_volume("tmpfs", "64M", "");
+}
+
+TEST(RecordStage, TwoLanesOnOneSmallExt4BothWriteUntilItIsFull) {
+  expect_two_lanes_fill_the_volume("ext4", "64M", "");
+}
+
+TEST(RecordStage, WithoutPreallocationAFullExt4EndsEveryLaneComplete) {
+  expect_two_lanes_fill_the_volume("ext4", "64M", ", preallocate: 0");
+}
 
 // Runs `yaml` in a child process and kills it without warning once `journal` holds `chunks`
 // journaled chunks (or after 10 s); returns how the child ended.

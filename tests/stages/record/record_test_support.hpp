@@ -98,7 +98,8 @@ SampleTruth ramp_truth(SampleFormat format, double sample_rate);
 
 // Compares EVERY sample of `lane` with `truth` at the stream index the capture's metadata
 // gives it (segment core:global_index + offset), checks that the holes between segments
-// are the annotated gaps and that each segment's core:datetime follows from the previous
+// are the annotated gaps (a segment that starts the next file of a rotation may go on
+// without one) and that each segment's core:datetime follows from the previous
 // one at the sample rate. Appends what is wrong to `problems`; returns the samples checked.
 std::uint64_t check_every_sample(const recorder::CaptureLane& lane, const SampleTruth& truth,
                                  std::vector<std::string>& problems);

@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+# Reads a SigMF collection the way an outside tool does: numpy.memmap of every data file it
+# lists (an empty one cannot be mapped), counting the samples they hold, and the
+# collection listing exactly the recordings (NAME-*.sigmf-meta) in its directory.
+# Usage: map_collection.py NAME.sigmf-collection
+# Exit 0: readable; 1: not (reasons on stderr); 77: no numpy here (skip).
+import glob
+import json
+import os
+import sys
+
+SKIP = 77
+DTYPES = {"ci8": "i1", "ci16_le": "<i2", "cf32_le": "<f4", "rf32_le": "<f4"}
+COMPONENTS = {"ci8": 2, "ci16_le": 2, "cf32_le": 2, "rf32_le": 1}
+
+
+def main():
+    if len(sys.argv) != 2:
+        print("usage: map_collection.py NAME.sigmf-collection", file=sys.stderr)
+        return 2
+    try:
+        import numpy
+    except ImportError:
+        print("skip: numpy is not installed", file=sys.stderr)
+        return SKIP
+    path = sys.argv[1]
+    home = os.path.dirname(path)
+    name = os.path.basename(path)[: -len(".sigmf-collection")]
+    with open(path, encoding="utf-8") as handle:
+        streams = json.load(handle)["collection"]["core:streams"]
+    listed = sorted(os.path.normpath(os.path.join(home, stream["name"])) for stream in streams)
+    on_disk = sorted(meta[: -len(".sigmf-meta")] for meta in glob.glob(os.path.join(home, name + "-*.sigmf-meta")))
+    failures = []
+    if listed != on_disk:
+        failures.append(f"the collection lists {listed}, the directory holds {on_disk}")
+    samples = 0
+    for base in listed:
+        with open(base + ".sigmf-meta", encoding="utf-8") as handle:
+            datatype = json.load(handle)["global"]["core:datatype"]
+        try:
+            values = numpy.memmap(base + ".sigmf-data", dtype=DTYPES[datatype], mode="r")
+        except (OSError, ValueError) as error:
+            failures.append(f"{base}.sigmf-data: {error}")
+            continue
+        samples += len(values) // COMPONENTS[datatype]
+    for failure in failures:
+        print(failure, file=sys.stderr)
+    print(json.dumps({"recordings": len(listed), "samples": samples}))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
