@@ -14,7 +14,9 @@
 // that is the link's backpressure, and no chunk is ever dropped or overwritten.
 // Metadata crosses as the chunk_wire header (pipeline/chunk_wire.hpp), byte for byte.
 // Peer loss (connection broken, or silence longer than peer_timeout while connected) is
-// reported by both halves as LinkStatus::peer_lost within peer_timeout.
+// reported by both halves as LinkStatus::peer_lost within peer_timeout. Silence is what tcp's
+// I/O threads hear; over roce the kernel's RC transport answers for a stopped process, so a
+// roce peer is lost when its connection breaks (a killed process, a vanished host or port).
 #pragma once
 
 #include <chrono>
