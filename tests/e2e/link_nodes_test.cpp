@@ -423,6 +423,24 @@ class LinkFaults : public LinkNodes {
   std::uint64_t samples_sent() { return report("a")["lanes"][0]["stages"][1]["out"]["samples"].get<std::uint64_t>(); }
 
   void expect_pause_and_resume(Running& nodes, Process& stopped);
+
+  // Over tcp both sides report a stopped node as lost (the survivor at once, the stopped one
+  // when it continues; each with the seconds it took), node b's recording holds the stream
+  // up to the loss, and both nodes start again into a complete recording.
+  void expect_stop_reported(const testing::ProcessResult& sent, double sender_noticed,
+                            const testing::ProcessResult& received, double receiver_noticed) {
+    EXPECT_EQ(sent.exit_code, 1) << sent.err;
+    EXPECT_TRUE(names_one_of(sent.err, kPeerLost));
+    EXPECT_LT(sender_noticed, kReportWithinSeconds);
+    EXPECT_EQ(received.exit_code, 1) << received.err;
+    EXPECT_TRUE(names_one_of(received.err, kPeerLost));
+    EXPECT_LT(receiver_noticed, kReportWithinSeconds);
+    const Recording recording = read_recording("stopped");
+    expect_gap_free_prefix(recording);
+    EXPECT_LE(recording.samples, samples_sent());
+    std::cout << "recorded " << recording.samples << " of the " << samples_sent() << " samples node a sent\n";
+    expect_a_clean_restart("restarted");
+  }
 };
 
 // Whether `process` is still there (stopped or running, not exited): its /proc state.
@@ -472,17 +490,7 @@ TEST_F(LinkFaults, ReceiverStoppedPastPeerTimeout) {
   const double receiver_noticed = seconds_since(resumed);
   std::cout << "sender exited " << sender_noticed << " s after the receiver stopped; the receiver " << receiver_noticed
             << " s after it resumed\n";
-  EXPECT_EQ(sent.exit_code, 1) << sent.err;
-  EXPECT_TRUE(names_one_of(sent.err, kPeerLost));
-  EXPECT_LT(sender_noticed, kReportWithinSeconds);
-  EXPECT_EQ(received.exit_code, 1) << received.err;
-  EXPECT_TRUE(names_one_of(received.err, kPeerLost));
-  EXPECT_LT(receiver_noticed, kReportWithinSeconds);
-  const Recording recording = read_recording("stopped");
-  expect_gap_free_prefix(recording);
-  EXPECT_LE(recording.samples, samples_sent());
-  std::cout << "recorded " << recording.samples << " of the " << samples_sent() << " samples node a sent\n";
-  expect_a_clean_restart("restarted");
+  expect_stop_reported(sent, sender_noticed, received, receiver_noticed);
 }
 
 TEST_F(LinkFaults, SenderStoppedPastPeerTimeout) {
@@ -500,16 +508,7 @@ TEST_F(LinkFaults, SenderStoppedPastPeerTimeout) {
   const double sender_noticed = seconds_since(resumed);
   std::cout << "receiver exited " << receiver_noticed << " s after the sender stopped; the sender " << sender_noticed
             << " s after it resumed\n";
-  EXPECT_EQ(received.exit_code, 1) << received.err;
-  EXPECT_TRUE(names_one_of(received.err, kPeerLost));
-  EXPECT_LT(receiver_noticed, kReportWithinSeconds);
-  EXPECT_EQ(sent.exit_code, 1) << sent.err;
-  EXPECT_TRUE(names_one_of(sent.err, kPeerLost));
-  EXPECT_LT(sender_noticed, kReportWithinSeconds);
-  const Recording recording = read_recording("stopped");
-  expect_gap_free_prefix(recording);
-  EXPECT_LE(recording.samples, samples_sent());
-  expect_a_clean_restart("restarted");
+  expect_stop_reported(sent, sender_noticed, received, receiver_noticed);
 }
 
 TEST_F(LinkFaults, ReceiverKilledThenRestarted) {
