@@ -85,7 +85,15 @@ void LinkSendingHalf::start(StageContext& context) {
   spdlog::info("link: lane {} sends to {} over {} ({})", context.lane_name(), endpoint_text(settings_),
                to_string(transport.kind->transport), transport.reason);
   sender_ = transport.kind->make_sender();
-  sender_->connect(settings_.connection, context.lane_index(), context.lane_pools(), encode_stream_info(context.stream));
+  try {
+    sender_->connect(settings_.connection, context.lane_index(), context.lane_pools(), encode_stream_info(context.stream));
+  } catch (...) {
+    // A stage whose start throws is never stopped, and the lane's pools go before it: let go
+    // of every registration on them now.
+    sender_->close();
+    sender_.reset();
+    throw;
+  }
   oversize_ = &context.metrics().drop_counter("larger_than_landing_buffer");
 }
 
@@ -148,11 +156,19 @@ void LinkReceivingHalf::start(StageContext& context) {
   Pool& landing = context.create_pool("landing", settings_.landing.spec(context.pipeline().cuda_device));
   if (landing.memory() == MemoryKind::device) context.cuda_stream();
   receiver_ = transport.kind->make_receiver();
-  receiver_->listen(settings_.connection, context.lane_index(), landing);
-  spdlog::info("link: lane {} listens on {} over {} ({}); {} landing slots of {} bytes in {} memory", context.lane_name(),
-               endpoint_text(settings_), to_string(transport.kind->transport), transport.reason, landing.chunk_count(),
-               landing.chunk_bytes(), to_string(landing.memory()));
-  context.stream = decode_stream_info(receiver_->accept());
+  try {
+    receiver_->listen(settings_.connection, context.lane_index(), landing);
+    spdlog::info("link: lane {} listens on {} over {} ({}); {} landing slots of {} bytes in {} memory", context.lane_name(),
+                 endpoint_text(settings_), to_string(transport.kind->transport), transport.reason, landing.chunk_count(),
+                 landing.chunk_bytes(), to_string(landing.memory()));
+    context.stream = decode_stream_info(receiver_->accept());
+  } catch (...) {
+    // A stage whose start throws is never stopped, and the lane's pools go before it: give
+    // the landing ring back (slots, release hook, registration) while it still exists.
+    receiver_->close();
+    receiver_.reset();
+    throw;
+  }
 }
 
 StageStatus LinkReceivingHalf::process() {

@@ -276,6 +276,10 @@ void TcpSender::connect(const TransportSettings& settings, std::uint32_t lane, c
 void TcpSender::read_loop() noexcept {
   TcpConnection::Header header;
   while (connection_.read_header(header, stop_)) {
+    {
+      std::lock_guard lock(mutex_);
+      heard_ns_ = monotonic_ns();
+    }
     if (header.type == TcpConnection::Frame::credit) {
       std::lock_guard lock(mutex_);
       credits_ += header.value;
@@ -335,12 +339,16 @@ LinkStatus TcpSender::send(ChunkPtr& chunk, std::chrono::microseconds timeout) n
 LinkStatus TcpSender::finish(std::chrono::milliseconds timeout) noexcept {
   if (connection_.failure_status() != LinkStatus::ok) return connection_.failure_status();
   if (!connection_.send({TcpConnection::Frame::end, 0, 0})) return connection_.failure_status();
+  // The receiver acknowledges once it has read every chunk before the end, however long the
+  // bytes still in flight take; meanwhile its heartbeats and credits say it is alive.
   std::unique_lock lock(mutex_);
-  changed_.wait_for(lock, timeout, [this] { return end_acknowledged_ || connection_.failure_status() != LinkStatus::ok; });
+  heard_ns_ = monotonic_ns();  // silence counts from the end frame on
+  const auto done = [this] { return end_acknowledged_ || reader_done_ || connection_.failure_status() != LinkStatus::ok; };
+  while (!done() && monotonic_ns() - heard_ns_ <= to_ns(timeout)) changed_.wait_for(lock, timeout / 4, done);
   if (end_acknowledged_) return LinkStatus::ok;
   if (connection_.failure_status() != LinkStatus::ok) return connection_.failure_status();
-  connection_.set_failure(LinkStatus::peer_lost, "receiver did not acknowledge the end of stream within " +
-                                                     std::to_string(timeout.count()) + " ms");
+  connection_.set_failure(LinkStatus::peer_lost, "receiver silent for " + std::to_string(timeout.count()) +
+                                                     " ms without acknowledging the end of stream");
   return LinkStatus::peer_lost;
 }
 

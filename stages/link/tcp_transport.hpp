@@ -113,6 +113,7 @@ class TcpSender final : public LinkSender {
   std::uint64_t credits_ = 0;  // guarded by mutex_
   bool end_acknowledged_ = false;
   bool reader_done_ = false;  // guarded by mutex_
+  std::uint64_t heard_ns_ = 0;  // guarded by mutex_: when the reader last took a frame
   std::atomic<bool> stop_{false};
   std::thread reader_;
 };

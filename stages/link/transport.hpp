@@ -14,7 +14,9 @@
 // that is the link's backpressure, and no chunk is ever dropped or overwritten.
 // Metadata crosses as the chunk_wire header (pipeline/chunk_wire.hpp), byte for byte.
 // Peer loss (connection broken, or silence longer than peer_timeout while connected) is
-// reported by both halves as LinkStatus::peer_lost within peer_timeout.
+// reported by both halves as LinkStatus::peer_lost within peer_timeout. Silence is what tcp's
+// I/O threads hear; over roce the kernel's RC transport answers for a stopped process, so a
+// roce peer is lost when its connection breaks (a killed process, a vanished host or port).
 #pragma once
 
 #include <chrono>
@@ -84,8 +86,11 @@ class LinkSender {
   // releases it once its bytes have left (RDMA: the write completed); on idle `chunk` is
   // untouched. The caller never passes a chunk larger than slot_bytes().
   virtual LinkStatus send(ChunkPtr& chunk, std::chrono::microseconds timeout) noexcept = 0;
-  // End of stream: completes every send, tells the receiver and waits up to `timeout` for
-  // its acknowledgement (ok), so the sending process exits knowing everything arrived.
+  // End of stream: completes every send, tells the receiver and waits for its
+  // acknowledgement (ok), so the sending process exits knowing everything arrived. The
+  // chunks still in flight take as long as the link needs (a slow link, a busy machine):
+  // the wait goes on while the link makes progress or the receiver shows life, and fails
+  // once it stays silent for `timeout`.
   virtual LinkStatus finish(std::chrono::milliseconds timeout) noexcept = 0;
   // Tells the receiver (best effort) that this half fails and why; the receiver reports
   // LinkStatus::error with that reason.

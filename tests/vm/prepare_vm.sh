@@ -14,16 +14,18 @@ mkdir -p "$cache"
 cache=$(cd "$cache" && pwd)
 
 # Load order matters: busybox insmod does not resolve dependencies. crc32_generic is needed by
-# rdma_rxe (its ICRC) but not listed in its depends; udp_tunnel/ip6_udp_tunnel carry RoCEv2.
+# rdma_rxe (its ICRC) but not listed in its depends; udp_tunnel/ip6_udp_tunnel carry RoCEv2;
+# sch_netem gives the link fault tests loss and delay.
 modules=(configfs crc32_generic ib_core ib_uverbs iw_cm ib_cm rdma_cm rdma_ucm
-         udp_tunnel ip6_udp_tunnel rdma_rxe dummy)
+         udp_tunnel ip6_udp_tunnel rdma_rxe dummy sch_netem)
 
 die() { echo "prepare_vm: $*" >&2; exit 1; }
 
 # Two test runs may prepare the same cache at once: the second waits, then finds it ready.
 exec 9>"$cache/.lock"
 flock 9
-if [ -f "$cache/ready" ]; then
+# Ready means prepared with this module list: a cache from before a module was added is redone.
+if [ -f "$cache/ready" ] && [ "$(cat "$cache/modules/order" 2>/dev/null)" = "$(printf '%s\n' "${modules[@]}")" ]; then
   exit 0
 fi
 

@@ -6,11 +6,12 @@
 #   tests/vm/run_in_vm.sh [--cache DIR] --prepare     (only fetch the kernel; same exit codes)
 # Defaults: 2 vCPUs, memory sized to the initramfs (at least 128 MiB), a 300 s timeout.
 # The guest boots Debian's kernel (tests/vm/prepare_vm.sh) under TCG with a busybox initramfs,
-# loads the RDMA modules, makes dummy0 (MTU 9000, 192.0.2.1/24) and rxe0 on it, then runs
-# COMMAND as root in the same working directory as here. COMMAND, every argument that names an
-# existing file, each --bin (with their shared libraries) and each --file are copied into the
-# initramfs at their own paths, so the command line works unchanged. There is no network
-# (-nic none). The command's stdout and stderr come out on this script's stdout and stderr.
+# loads the RDMA modules and sch_netem (tc's netem), makes dummy0 (MTU 9000, 192.0.2.1/24) and
+# rxe0 on it, then runs COMMAND as root in the same working directory as here. COMMAND, every
+# argument that names an existing file, each --bin (with their shared libraries) and each --file
+# are copied into the initramfs at their own paths, so the command line works unchanged. There
+# is no network (-nic none). The command's stdout and stderr come out on this script's stdout
+# and stderr.
 # Exit status: the command's own, or
 #   125  the VM failed: qemu error, guest panic, set-up failure in the guest, or timeout
 #    77  qemu cannot run on this machine at all (a skip; under CI=true this is 125 instead)
@@ -31,7 +32,7 @@ prepare_only=0
 extra_bins=()
 extra_files=()
 
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 vm_fail() { echo "run_in_vm: $*" >&2; exit $kVmFailed; }
 
 while (($#)); do

@@ -290,7 +290,12 @@ bool RdmaSender::finish(std::chrono::milliseconds timeout) noexcept {
   if (!qp_ || finished_) return false;
   if (!post_control(ControlType::end_of_stream, {})) return false;
   finished_ = true;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // The end of stream completes after every write before it (RC keeps the order), however
+  // long those take on a slow link or a busy machine. A receiver that vanished fails a
+  // completion after the retries (cm.hpp), one that disconnected raises a CM event; `timeout`
+  // only bounds a stretch in which nothing completes and no credit comes back.
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::uint64_t credits_seen = credits();
   bool acknowledged = false;
   while (completed_ < posted_ || !acknowledged) {
     std::array<ibv_wc, kPollBatch> completions{};
@@ -299,14 +304,22 @@ bool RdmaSender::finish(std::chrono::milliseconds timeout) noexcept {
       const ibv_wc& completion = completions[static_cast<std::size_t>(index)];
       if (completion.status != IBV_WC_SUCCESS) {
         error_ = std::string("end of stream not delivered: ") + ibv_wc_status_str(completion.status);
+        peer_lost_ = completion.status == IBV_WC_RETRY_EXC_ERR || completion.status == IBV_WC_WR_FLUSH_ERR;
         disconnect();
         return false;
       }
       completed_ = std::max(completed_, completion.wr_id & ~kControlTag);
       acknowledged = acknowledged || (completion.wr_id & kControlTag) != 0;
     }
-    if (count < 0 || std::chrono::steady_clock::now() > deadline) {
-      error_ = "end of stream not acknowledged within " + std::to_string(timeout.count()) + " ms";
+    const auto now = std::chrono::steady_clock::now();
+    if (count > 0 || credits() != credits_seen) {
+      credits_seen = credits();
+      deadline = now + timeout;
+    }
+    if (count < 0 || now > deadline) {
+      error_ = count < 0 ? std::string("ibv_poll_cq failed at the end of stream")
+                         : "end of stream not acknowledged: nothing completed for " + std::to_string(timeout.count()) + " ms";
+      peer_lost_ = count >= 0;
       disconnect();
       return false;
     }

@@ -63,7 +63,8 @@ class RdmaSender {
   // event, so while no write is in flight the sleep is short (kCreditPoll). The first call
   // after activity only arms the CQ and returns, so the caller polls once more first.
   void wait(std::chrono::microseconds timeout) noexcept;
-  // Sends end of stream after every chunk and waits until all completed; false on failure.
+  // Sends end of stream after every chunk and waits until all completed; false on failure,
+  // or when nothing completed and no credit came back for `timeout`.
   bool finish(std::chrono::milliseconds timeout) noexcept;
   // Tells the receiver the stream failed (best effort), then disconnects.
   void fail(std::string_view message) noexcept;
