@@ -66,7 +66,10 @@ class MetricsServer {
   void wait_until_listening() const;
 };
 
-// The dashboard page: one self-contained HTML document (inline CSS, JS and SVG; no network).
+// The dashboard page, pipeline/dashboard.html embedded at build time: one self-contained HTML
+// document (inline CSS, JS and SVG; no network). It polls /api/status and /api/spectrum twice a
+// second; rates are differences of the counters over the server's own clock (time_ns), so a
+// throttled or virtual-time browser still shows true rates.
 std::string_view dashboard_page();
 
 }  // namespace sluice
