@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <spdlog/spdlog.h>
 
+#include "pipeline/prometheus_text.hpp"
 #include "pipeline/report.hpp"
 #include "pipeline/runtime.hpp"
 

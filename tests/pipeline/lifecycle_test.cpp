@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "pipeline/config.hpp"
+#include "pipeline/prometheus_text.hpp"
 #include "pipeline/report.hpp"
 #include "tests/stages/stage_test_util.hpp"
 
