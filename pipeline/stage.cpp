@@ -8,7 +8,7 @@
 
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
-#include "pipeline/runtime.hpp"
+#include "pipeline/lane.hpp"
 
 namespace sluice {
 namespace {
