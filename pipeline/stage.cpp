@@ -7,7 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "pipeline/clock.hpp"
-#include "pipeline/config.hpp"
+#include "pipeline/pipeline_settings.hpp"
 #include "pipeline/lane.hpp"
 
 namespace sluice {
