@@ -1,6 +1,6 @@
 // Metric families read from the stages' relaxed atomics at the moment of the scrape; no
 // prometheus-cpp registry, so nothing is kept between scrapes and the lanes never touch it.
-#include "pipeline/prometheus_text.hpp"
+#include "monitor/prometheus_text.hpp"
 
 #include <array>
 #include <atomic>
@@ -10,8 +10,8 @@
 #include <prometheus/metric_family.h>
 #include <prometheus/text_serializer.h>
 
+#include "monitor/report.hpp"
 #include "pipeline/metrics.hpp"
-#include "pipeline/report.hpp"
 #include "pipeline/runtime.hpp"
 
 namespace sluice {

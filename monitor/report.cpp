@@ -1,5 +1,5 @@
 // Progress lines, summary table and JSON report built from StageMetrics.
-#include "pipeline/report.hpp"
+#include "monitor/report.hpp"
 
 #include <algorithm>
 #include <array>

@@ -2,7 +2,7 @@
 // HTTP: /metrics is valid Prometheus text (promtool agrees) whose counters equal what the
 // generator was told to send, the live spectrum peaks at the generator's tone, and a scrape
 // loop never stalls the lanes.
-#include "pipeline/http_server.hpp"
+#include "monitor/http_server.hpp"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
