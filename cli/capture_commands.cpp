@@ -8,8 +8,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include "cli/commands.hpp"
+#include "monitor/report.hpp"
 #include "pipeline/config.hpp"
-#include "pipeline/report.hpp"
 #include "pipeline/runtime.hpp"
 #include "pipeline/units.hpp"
 #include "recorder/capture_reader.hpp"

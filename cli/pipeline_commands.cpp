@@ -7,11 +7,11 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.hpp"
+#include "monitor/http_server.hpp"
+#include "monitor/report.hpp"
 #include "pipeline/config.hpp"
-#include "pipeline/http_server.hpp"
 #include "pipeline/memory.hpp"
 #include "pipeline/placement.hpp"
-#include "pipeline/report.hpp"
 #include "pipeline/runtime.hpp"
 #include "pipeline/units.hpp"
 

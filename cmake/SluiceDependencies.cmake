@@ -19,6 +19,9 @@ find_package(yaml-cpp REQUIRED)          # libyaml-cpp-dev
 find_package(nlohmann_json 3 REQUIRED)   # nlohmann-json3-dev
 find_package(CLI11 REQUIRED)             # libcli11-dev
 find_package(spdlog REQUIRED)            # libspdlog-dev
+# prometheus-cpp-dev: only its core (metric families and the text serializer) is used; /metrics
+# is served by cpp-httplib, not by its civetweb exposer.
+find_package(prometheus-cpp CONFIG REQUIRED)
 find_package(GTest REQUIRED)             # libgtest-dev libgmock-dev
 if(SLUICE_BUILD_BENCH)
   find_package(benchmark REQUIRED)       # libbenchmark-dev

@@ -1,4 +1,4 @@
-// Chunk metadata helpers and the release path back to the owning pool.
+// Chunk metadata helpers.
 #include "pipeline/chunk.hpp"
 
 #include <algorithm>
@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "pipeline/pool.hpp"
 
 namespace sluice {
 
@@ -105,10 +104,6 @@ void Chunk::reset_metadata() noexcept {
   context = {};
   created_ns = 0;
   gap_count = 0;
-}
-
-void ChunkReleaser::operator()(Chunk* chunk) const noexcept {
-  if (chunk != nullptr && chunk->pool != nullptr) chunk->pool->release(chunk);
 }
 
 Timestamp time_after(const Timestamp& time, std::uint64_t samples, double sample_rate) {

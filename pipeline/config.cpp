@@ -18,7 +18,7 @@
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/parser.h>
 
-#include "pipeline/http_server.hpp"
+#include "pipeline/http_endpoint.hpp"
 
 namespace sluice {
 namespace {

@@ -8,7 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/config.hpp"
+#include "pipeline/definition.hpp"
+#include "pipeline/settings.hpp"
 
 namespace sluice {
 

@@ -42,6 +42,11 @@ ChunkPtr Pool::acquire(std::chrono::microseconds timeout) noexcept {
   return ChunkPtr(chunk);
 }
 
+// ChunkPtr's deleter (chunk.hpp) lives beside the pool it returns chunks to.
+void ChunkReleaser::operator()(Chunk* chunk) const noexcept {
+  if (chunk != nullptr && chunk->pool != nullptr) chunk->pool->release(chunk);
+}
+
 void Pool::release(Chunk* chunk) noexcept {
   chunk->reset_metadata();
   {

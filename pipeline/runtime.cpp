@@ -16,27 +16,6 @@
 
 namespace sluice {
 
-std::vector<Pool*> LaneResources::pools() const {
-  std::vector<Pool*> pools;
-  for (const auto& pool : pools_) pools.push_back(pool.get());
-  return pools;
-}
-
-void LaneResources::note_failure(std::string what) {
-  std::lock_guard lock(failure_mutex_);
-  if (failure_.empty()) failure_ = std::move(what);
-}
-
-std::string LaneResources::failure() const {
-  std::lock_guard lock(failure_mutex_);
-  return failure_;
-}
-
-void* LaneResources::cuda_stream() {
-  if (stream_.get() == nullptr) stream_ = CudaStream(cuda_device_);
-  return stream_.get();
-}
-
 Pipeline::Pipeline(PipelineDefinition definition) : definition_(std::move(definition)) {
   for (auto& lane_definition : definition_.lanes) {
     Lane& lane = lanes_.emplace_back();

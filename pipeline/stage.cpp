@@ -7,8 +7,8 @@
 #include <spdlog/spdlog.h>
 
 #include "pipeline/clock.hpp"
-#include "pipeline/config.hpp"
-#include "pipeline/runtime.hpp"
+#include "pipeline/pipeline_settings.hpp"
+#include "pipeline/lane.hpp"
 
 namespace sluice {
 namespace {

@@ -14,7 +14,7 @@ packages=(
   libibverbs-dev librdmacm-dev rdma-core perftest
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev libssl-dev
-  libcpp-httplib-dev libpng-dev prometheus
+  libcpp-httplib-dev libpng-dev prometheus prometheus-cpp-dev
   clang fio python3 python3-jsonschema python3-numpy  # numpy: docs/examples/read_sigmf.py and its test
   # The Soft-RoCE test VM (tests/vm/): qemu, an initramfs, verbs tools run inside it.
   qemu-system-x86 busybox-static cpio xz-utils perftest ibverbs-providers ibverbs-utils iproute2

@@ -8,8 +8,9 @@
 #include <atomic>
 #include <thread>
 
+#include "monitor/prometheus_text.hpp"
+#include "monitor/report.hpp"
 #include "pipeline/config.hpp"
-#include "pipeline/report.hpp"
 #include "tests/stages/stage_test_util.hpp"
 
 namespace sluice {

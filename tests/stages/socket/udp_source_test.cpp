@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "emulator/emulator.hpp"
-#include "pipeline/report.hpp"
+#include "monitor/report.hpp"
 #include "recorder/capture_reader.hpp"
 #include "recorder/capture_tools.hpp"
 #include "recorder/sigmf.hpp"

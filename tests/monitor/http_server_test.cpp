@@ -2,7 +2,7 @@
 // HTTP: /metrics is valid Prometheus text (promtool agrees) whose counters equal what the
 // generator was told to send, the live spectrum peaks at the generator's tone, and a scrape
 // loop never stalls the lanes.
-#include "pipeline/http_server.hpp"
+#include "monitor/http_server.hpp"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -204,6 +204,16 @@ TEST(MetricsServer, ScrapeIsValidPrometheusTextWithExactCounts) {
 
 // The live spectrum is the fft stage's latest row: it peaks at the generator's tone, and a
 // later read is a later row.
+// The page served at / is monitor/dashboard.html byte for byte, as the build embedded it.
+TEST(MetricsServer, ServesTheDashboardFileInTheTreeByteForByte) {
+  std::ifstream file(SLUICE_SOURCE_DIR "/monitor/dashboard.html", std::ios::binary);
+  ASSERT_TRUE(file) << "cannot read monitor/dashboard.html";
+  const std::string page((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  ASSERT_GT(page.size(), 1000U);
+  ServedPipeline served(tone_pipeline(", stop_after: 1MiB"));
+  EXPECT_EQ(served.get("/"), page);
+}
+
 TEST(MetricsServer, LiveSpectrumPeaksAtTheTone) {
   ServedPipeline served(tone_pipeline(", rate: 100MB/s"));
   nlohmann::json spectra;

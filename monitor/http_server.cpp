@@ -1,7 +1,7 @@
 // MetricsServer: cpp-httplib with a small thread pool of its own; every handler builds its
 // answer from the metrics at the moment of the request (nothing is cached or locked but the
 // spectrum snapshots, whose lock the fft stage only ever try_locks).
-#include "pipeline/http_server.hpp"
+#include "monitor/http_server.hpp"
 
 #include <chrono>
 #include <stdexcept>
@@ -10,7 +10,8 @@
 #include <sys/socket.h>
 #include <spdlog/spdlog.h>
 
-#include "pipeline/report.hpp"
+#include "monitor/prometheus_text.hpp"
+#include "monitor/report.hpp"
 #include "pipeline/runtime.hpp"
 
 namespace sluice {

@@ -20,10 +20,6 @@ nlohmann::json report_json(const Pipeline& pipeline, int exit_code);
 // An SVG chart of each lane's rate over time (from Pipeline::timeline()).
 std::string rate_plot_svg(const Pipeline& pipeline);
 
-// Every stage's metrics in the Prometheus text exposition format (version 0.0.4): counters
-// and gauges per lane and stage with units in their names, drops by reason, lost samples,
-// queue fill, busy fraction and the chunk latency as a histogram. Safe from any thread.
-std::string prometheus_text(const Pipeline& pipeline);
 // What the dashboard polls: every stage's counters, average rates and queue fill now. Safe from any thread.
 nlohmann::json live_status_json(const Pipeline& pipeline);
 // The latest row of every fft stage (in dB, at most `max_points` points: bins are merged by
