@@ -423,6 +423,34 @@ class LinkFaults : public LinkNodes {
   std::uint64_t samples_sent() { return report("a")["lanes"][0]["stages"][1]["out"]["samples"].get<std::uint64_t>(); }
 
   void expect_pause_and_resume(Running& nodes, Process& stopped);
+
+  // Over tcp, stopping a node for kStopFor: the other side reports the lost peer at once, the
+  // stopped one when it continues, each within the bound; node b's recording holds the stream
+  // up to the loss; then both nodes start again into a complete recording.
+  void expect_stop_reported(Process& stopped, const std::string& stopped_name, Process& survivor,
+                            const std::string& survivor_name) {
+    stopped.send_signal(SIGSTOP);
+    const std::uint64_t begin = monotonic_ns();
+    const auto survived = survivor.wait(120s);
+    const double survivor_noticed = seconds_since(begin);
+    std::this_thread::sleep_for(kStopFor - std::min<std::chrono::nanoseconds>(kStopFor, std::chrono::nanoseconds(monotonic_ns() - begin)));
+    stopped.send_signal(SIGCONT);
+    const std::uint64_t resumed = monotonic_ns();
+    const auto continued = stopped.wait(120s);
+    const double stopped_noticed = seconds_since(resumed);
+    std::cout << survivor_name << " exited " << survivor_noticed << " s after the " << stopped_name << " stopped; the "
+              << stopped_name << " " << stopped_noticed << " s after it resumed\n";
+    for (const auto& [result, seconds] : {std::pair{survived, survivor_noticed}, std::pair{continued, stopped_noticed}}) {
+      EXPECT_EQ(result.exit_code, 1) << result.err;
+      EXPECT_TRUE(names_one_of(result.err, kPeerLost));
+      EXPECT_LT(seconds, kReportWithinSeconds);
+    }
+    const Recording recording = read_recording("stopped");
+    expect_gap_free_prefix(recording);
+    EXPECT_LE(recording.samples, samples_sent());
+    std::cout << "recorded " << recording.samples << " of the " << samples_sent() << " samples node a sent\n";
+    expect_a_clean_restart("restarted");
+  }
 };
 
 // Whether `process` is still there (stopped or running, not exited): its /proc state.
@@ -461,28 +489,7 @@ TEST_F(LinkFaults, ReceiverStoppedPastPeerTimeout) {
   Running nodes(node(file, "b"), node(file, "a"));
   ASSERT_TRUE(wait_for_recorded("stopped", 1 << 20));
   if (kTransport == "roce") return expect_pause_and_resume(nodes, nodes.receiver);
-  nodes.receiver.send_signal(SIGSTOP);
-  const std::uint64_t stopped = monotonic_ns();
-  const auto sent = nodes.sender.wait(120s);
-  const double sender_noticed = seconds_since(stopped);
-  std::this_thread::sleep_for(kStopFor - std::min<std::chrono::nanoseconds>(kStopFor, std::chrono::nanoseconds(monotonic_ns() - stopped)));
-  nodes.receiver.send_signal(SIGCONT);
-  const std::uint64_t resumed = monotonic_ns();
-  const auto received = nodes.receiver.wait(120s);
-  const double receiver_noticed = seconds_since(resumed);
-  std::cout << "sender exited " << sender_noticed << " s after the receiver stopped; the receiver " << receiver_noticed
-            << " s after it resumed\n";
-  EXPECT_EQ(sent.exit_code, 1) << sent.err;
-  EXPECT_TRUE(names_one_of(sent.err, kPeerLost));
-  EXPECT_LT(sender_noticed, kReportWithinSeconds);
-  EXPECT_EQ(received.exit_code, 1) << received.err;
-  EXPECT_TRUE(names_one_of(received.err, kPeerLost));
-  EXPECT_LT(receiver_noticed, kReportWithinSeconds);
-  const Recording recording = read_recording("stopped");
-  expect_gap_free_prefix(recording);
-  EXPECT_LE(recording.samples, samples_sent());
-  std::cout << "recorded " << recording.samples << " of the " << samples_sent() << " samples node a sent\n";
-  expect_a_clean_restart("restarted");
+  expect_stop_reported(nodes.receiver, "receiver", nodes.sender, "sender");
 }
 
 TEST_F(LinkFaults, SenderStoppedPastPeerTimeout) {
@@ -490,26 +497,7 @@ TEST_F(LinkFaults, SenderStoppedPastPeerTimeout) {
   Running nodes(node(file, "b"), node(file, "a"));
   ASSERT_TRUE(wait_for_recorded("stopped", 1 << 20));
   if (kTransport == "roce") return expect_pause_and_resume(nodes, nodes.sender);
-  nodes.sender.send_signal(SIGSTOP);
-  const std::uint64_t stopped = monotonic_ns();
-  const auto received = nodes.receiver.wait(120s);
-  const double receiver_noticed = seconds_since(stopped);
-  nodes.sender.send_signal(SIGCONT);
-  const std::uint64_t resumed = monotonic_ns();
-  const auto sent = nodes.sender.wait(120s);
-  const double sender_noticed = seconds_since(resumed);
-  std::cout << "receiver exited " << receiver_noticed << " s after the sender stopped; the sender " << sender_noticed
-            << " s after it resumed\n";
-  EXPECT_EQ(received.exit_code, 1) << received.err;
-  EXPECT_TRUE(names_one_of(received.err, kPeerLost));
-  EXPECT_LT(receiver_noticed, kReportWithinSeconds);
-  EXPECT_EQ(sent.exit_code, 1) << sent.err;
-  EXPECT_TRUE(names_one_of(sent.err, kPeerLost));
-  EXPECT_LT(sender_noticed, kReportWithinSeconds);
-  const Recording recording = read_recording("stopped");
-  expect_gap_free_prefix(recording);
-  EXPECT_LE(recording.samples, samples_sent());
-  expect_a_clean_restart("restarted");
+  expect_stop_reported(nodes.sender, "sender", nodes.receiver, "receiver");
 }
 
 TEST_F(LinkFaults, ReceiverKilledThenRestarted) {
