@@ -292,7 +292,7 @@ bool RdmaSender::finish(std::chrono::milliseconds timeout) noexcept {
   finished_ = true;
   // The end of stream completes after every write before it (RC keeps the order), however
   // long those take on a slow link or a busy machine. A receiver that vanished fails a
-  // completion after the retries (cm.hpp), one that disconnected raises a CM event; `timeout`
+  // completion after the retries (cm.hpp), one that disconnected flushes them; `timeout`
   // only bounds a stretch in which nothing completes and no credit comes back.
   auto deadline = std::chrono::steady_clock::now() + timeout;
   std::uint64_t credits_seen = credits();
