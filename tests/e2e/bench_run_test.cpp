@@ -136,7 +136,7 @@ class LoopVolumes {
  public:
   // Images in /dev/shm, as on the GPU hosts: RAM-backed stand-ins for NVMe drives.
   LoopVolumes() : directory_("/dev/shm/sluice_bench_e2e_" + std::to_string(getpid()) + "_volumes") {
-    const auto made = run_process({"bash", (fs::path(kSourceDir) / "scripts/volumes.sh").string(), "make", "2", "1G", "ext4",
+    const auto made = run_process({"bash", (fs::path(kSourceDir) / "scripts/volumes.sh").string(), "make", "2", "2G", "ext4",
                                    directory_.string()},
                                   std::chrono::seconds(240));
     why_not_ = made.exit_code == 0 ? "" : "scripts/volumes.sh make failed: " + made.err;
