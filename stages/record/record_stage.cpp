@@ -129,9 +129,8 @@ std::string RecordStage::state_on_disk() const {
   const std::string repair = ": run `sluice capture repair " + collection + "`";
   try {
     const recorder::Capture capture = recorder::open_capture(collection);
-    const auto lane = std::find_if(capture.lanes.begin(), capture.lanes.end(),
-                                   [&](const recorder::CaptureLane& each) { return each.name == lane_name; });
-    if (lane == capture.lanes.end()) return "the capture " + collection + " holds nothing of lane " + lane_name;
+    const recorder::CaptureLane* lane = capture.lane(lane_name);
+    if (lane == nullptr) return "the capture " + collection + " holds nothing of lane " + lane_name;
     const std::string held = format_bytes(static_cast<double>(lane->total_bytes)) + " (" +
                              std::to_string(lane->total_samples) + " samples) in " +
                              std::to_string(lane->recordings.size()) + " recording(s)";
