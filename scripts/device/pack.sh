@@ -65,5 +65,6 @@ done
 echo "pack: $packed shared libraries: $(cd .device/lib && echo *)"
 cp -r configs .device/
 cp scripts/device/run.sh scripts/volumes.sh .device/
+mkdir -p .device/modes && cp scripts/device/modes/*.sh .device/modes/ 2>/dev/null || true
 scripts/device/check_pack.sh .device "$host_sonames"
 du -sh .device

@@ -27,6 +27,7 @@
 #                                at once. Then, while the machine is still held (within its idle time):
 #   bash .device/run.sh soak-wait    waits for it (SOAK_WAIT seconds, default 580), then prints its table
 #                                and copies its files under $OUT; call it again if it is still running
+#   bash .device/run.sh NAME     any mode in modes/NAME.sh (each says what it runs at its top)
 # Several modes may be given; everything is logged into a few files under $OUT.
 set -uo pipefail
 pack=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -384,7 +385,16 @@ PY
       tail -30 "$soak_dir/console.log"
       cp -r "$soak_dir/out/." "$out/"
       ;;
-    *) echo "unknown mode $mode"; status=2 ;;
+    *)
+      # A mode of its own file: scripts/device/modes/MODE.sh, sourced here (it sees $pack, $out
+      # and the functions above, and sets status=1 when a check fails).
+      if [ -f "$pack/modes/$mode.sh" ]; then
+        # shellcheck disable=SC1090 # the mode's own file
+        source "$pack/modes/$mode.sh"
+      else
+        echo "unknown mode $mode"; status=2
+      fi
+      ;;
   esac
 done
 exit $status
