@@ -135,16 +135,13 @@ void UdpSource::start(StageContext& context) {
   pending_data_.assign(settings_.reorder_window * settings_.max_datagram, std::byte{0});
   pending_.assign(settings_.reorder_window, Pending{});
 
-  duplicates_ = &context.metrics().counter("duplicates");
-  reordered_ = &context.metrics().counter("reordered");
+  history_.start(context.metrics());
   drop_truncated_ = &context.metrics().drop_counter("truncated");
   drop_empty_ = &context.metrics().drop_counter("empty");
   drop_bad_size_ = &context.metrics().drop_counter("bad_size_field");
   drop_unknown_type_ = &context.metrics().drop_counter("unknown_type");
   drop_wrong_stream_ = &context.metrics().drop_counter("wrong_stream_id");
   drop_bad_payload_ = &context.metrics().drop_counter("bad_payload");
-  drop_late_ = &context.metrics().drop_counter("late");
-  drop_duplicate_ = &context.metrics().drop_counter("duplicate");
   context_packets_ = &context.metrics().counter("context_packets");
   context_changes_ = &context.metrics().counter("context_changes");
   drop_bad_context_ = &context.metrics().drop_counter("bad_context");
@@ -288,7 +285,11 @@ StageStatus UdpSource::process() {
     header.msg_control = controls_.data() + i * kControlBytes;
     header.msg_controllen = kControlBytes;
   }
-  int received = ::recvmmsg(socket_.get(), messages_.data(), static_cast<unsigned>(settings_.batch), MSG_DONTWAIT, nullptr);
+  // After a short batch the socket is empty: wait for it first instead of asking recvmmsg for
+  // an EAGAIN (one system call less per wake-up at paced rates).
+  int received = -1;
+  errno = EAGAIN;
+  if (!drained_) received = ::recvmmsg(socket_.get(), messages_.data(), static_cast<unsigned>(settings_.batch), MSG_DONTWAIT, nullptr);
   if (received < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
     // Nothing queued: wait for the socket, timed as the stage's wait. (A blocking receive
     // counted its sleep as busy time, and a receiver that kept up read as saturated.)
@@ -322,6 +323,7 @@ StageStatus UdpSource::process() {
     return StageStatus::idle;
   }
   last_packet_ns_ = monotonic_ns();
+  drained_ = static_cast<std::size_t>(received) < settings_.batch;
   for (int i = 0; i < received; ++i) {
     const msghdr& header = messages_[static_cast<std::size_t>(i)].msg_hdr;
     const std::size_t length = messages_[static_cast<std::size_t>(i)].msg_len;
@@ -444,7 +446,6 @@ void UdpSource::handle_datagram(const std::byte* data, std::size_t bytes) noexce
     have_origin_ = true;
     timed_ = timed;
     origin_ = epoch_index;
-    highest_seen_ = 0;
     assembler_.set_origin(origin_, timed);
   }
   accept_packet(epoch_index, packet_.payload, samples, header.packet_count);
@@ -483,7 +484,6 @@ void UdpSource::handle_gnuradio(const std::byte* data, std::size_t bytes) noexce
     have_origin_ = true;
     timed_ = false;
     origin_ = position;
-    highest_seen_ = 0;
     assembler_.set_origin(0, false);
   }
   accept_packet(position, std::span<const std::byte>(samples_at, payload), samples, std::nullopt);
@@ -513,7 +513,7 @@ void UdpSource::place_after_overflow(std::uint64_t position, const std::byte* pa
   const std::uint64_t from = assembler_.expected();
   const std::uint64_t index = position - origin_;
   commit(index, payload, samples);
-  highest_seen_ = std::max(highest_seen_, index);
+  history_.reach(index);
   spdlog::warn("{}: samples {} to {} lost ({} samples, {:.6f} s): the kernel dropped them at the socket (its drop count "
                "rose by {}; its receive buffer was full: the stage fell behind), not a jump of the sender",
                context_->stage_name(), from, index, index - from, static_cast<double>(index - from) / settings_.sample_rate,
@@ -524,7 +524,7 @@ void UdpSource::place_samples(std::uint64_t epoch_index, const std::byte* payloa
   // Within max_jump of the stream (the guard saw to it), so the signed offset is exact.
   const auto offset = static_cast<std::int64_t>(epoch_index - (origin_ + assembler_.expected()));
   if (offset < 0 && static_cast<std::uint64_t>(-offset) > assembler_.expected()) {
-    drop_late_->add();  // before the stream's first sample
+    history_.count_late();  // before the stream's first sample
     return;
   }
   handle_samples(assembler_.expected() + static_cast<std::uint64_t>(offset), payload, samples);
@@ -548,8 +548,7 @@ void UdpSource::resynchronise() noexcept {
     assembler_.set_origin(origin_, timed_);
     assembler_.mark_time_jump();
   }
-  highest_seen_ = assembler_.expected();
-  history_count_ = 0;
+  history_.restart(assembler_.expected());
   drops_.restart();
   const std::uint64_t jump = forward ? first.position - old_position : old_position - first.position;
   spdlog::warn("{}: stream resynchronised at sample {}: the sender jumped {} by {} samples ({:.6f} s), confirmed by {} packets",
@@ -566,28 +565,15 @@ void UdpSource::resynchronise() noexcept {
 
 void UdpSource::handle_samples(std::uint64_t index, const std::byte* payload, std::size_t samples) noexcept {
   const std::uint64_t expected = assembler_.expected();
-  const bool behind_a_later_one = index < highest_seen_;
-  if (index < expected) {
-    if (seen(index)) {
-      duplicates_->add();
-      drop_duplicate_->add();
-    } else {
-      // Came after its hole was declared lost: its samples stay counted as lost.
-      reordered_->add();
-      drop_late_->add();
-    }
-    return;
-  }
+  if (history_.sort(index, expected) != PacketHistory::Verdict::fresh) return;
   for (std::size_t slot = 0; pending_count_ > 0 && slot < pending_.size(); ++slot) {
     const Pending& pending = pending_[slot];
     if (pending.used && pending.index == index) {
-      duplicates_->add();
-      drop_duplicate_->add();
+      history_.count_duplicate();
       return;
     }
   }
-  if (behind_a_later_one) reordered_->add();
-  highest_seen_ = std::max(highest_seen_, index);
+  history_.arrived(index);
   if (index == expected) {
     commit(index, payload, samples);
     drain_pending();
@@ -613,7 +599,7 @@ void UdpSource::handle_samples(std::uint64_t index, const std::byte* payload, st
 }
 
 void UdpSource::commit(std::uint64_t index, const std::byte* payload, std::size_t samples) noexcept {
-  if (assembler_.append(index, payload, samples)) remember(index);
+  if (assembler_.append(index, payload, samples)) history_.placed(index);
 }
 
 void UdpSource::drain_pending() noexcept {
@@ -643,19 +629,6 @@ bool UdpSource::release_oldest_pending() noexcept {
   --pending_count_;
   drain_pending();
   return true;
-}
-
-void UdpSource::remember(std::uint64_t index) noexcept {
-  history_[history_count_ % history_.size()] = index;
-  ++history_count_;
-}
-
-bool UdpSource::seen(std::uint64_t index) const noexcept {
-  const std::size_t count = std::min(history_count_, history_.size());
-  for (std::size_t i = 0; i < count; ++i) {
-    if (history_[i] == index) return true;
-  }
-  return false;
 }
 
 void UdpSource::stop() noexcept {

@@ -18,6 +18,7 @@
 #include "stages/socket/assembler.hpp"
 #include "stages/socket/jump_guard.hpp"
 #include "stages/socket/kernel_drops.hpp"
+#include "stages/socket/packet_history.hpp"
 #include "wire/socket.hpp"
 #include "wire/vita49.hpp"
 #include "wire/vita49_context.hpp"
@@ -86,8 +87,6 @@ class UdpSource final : public Stage {
   void commit(std::uint64_t index, const std::byte* payload, std::size_t samples) noexcept;
   void drain_pending() noexcept;
   bool release_oldest_pending() noexcept;
-  void remember(std::uint64_t index) noexcept;
-  [[nodiscard]] bool seen(std::uint64_t index) const noexcept;
 
   UdpSourceSettings settings_;
   StageContext* context_ = nullptr;
@@ -102,8 +101,7 @@ class UdpSource final : public Stage {
   std::vector<std::byte> pending_data_;
   std::vector<Pending> pending_;
   std::size_t pending_count_ = 0;
-  std::array<std::uint64_t, 64> history_{};  // start indices of recently committed packets
-  std::size_t history_count_ = 0;
+  PacketHistory history_;
   ChunkAssembler assembler_;
   JumpGuard guard_;
   KernelDrops drops_;
@@ -113,7 +111,6 @@ class UdpSource final : public Stage {
   bool have_origin_ = false;
   bool timed_ = true;
   std::uint64_t origin_ = 0;  // epoch index of stream index 0 (modulo 2^64 after a backward resync)
-  std::uint64_t highest_seen_ = 0;
   std::uint64_t last_packet_ns_ = 0;
   std::uint8_t next_count_ = 0;
   std::uint64_t untimed_next_ = 0;
@@ -126,6 +123,7 @@ class UdpSource final : public Stage {
   std::uint64_t last_epoch_index_ = 0;
   bool have_last_time_ = false;
   std::uint64_t batch_packets_ = 0;
+  bool drained_ = false;  // the last receive returned less than a batch: the socket was empty
   std::size_t datagram_samples_ = 0;  // gnuradio framings: the first datagram's, which all share
   vita49::ContextPacket context_packet_;
   vita49::ContextPacket context_scratch_;
@@ -134,16 +132,12 @@ class UdpSource final : public Stage {
   NamedCounter* context_packets_ = nullptr;
   NamedCounter* context_changes_ = nullptr;
   NamedCounter* drop_bad_context_ = nullptr;
-  NamedCounter* duplicates_ = nullptr;
-  NamedCounter* reordered_ = nullptr;
   NamedCounter* drop_truncated_ = nullptr;
   NamedCounter* drop_empty_ = nullptr;
   NamedCounter* drop_bad_size_ = nullptr;
   NamedCounter* drop_unknown_type_ = nullptr;
   NamedCounter* drop_wrong_stream_ = nullptr;
   NamedCounter* drop_bad_payload_ = nullptr;
-  NamedCounter* drop_late_ = nullptr;
-  NamedCounter* drop_duplicate_ = nullptr;
 };
 
 void register_udp_source_stage(StageRegistry& registry);
