@@ -89,10 +89,7 @@ UdpSource::UdpSource(SettingsReader& reader, const PipelineSettings& pipeline) {
   if (!wire::parse_endpoint(settings_.address)) reader.error("address", "expected IPv4 host:port", "127.0.0.1:50000");
 }
 
-void UdpSource::start(StageContext& context) {
-  context_ = &context;
-  rate_ = static_cast<std::uint64_t>(settings_.sample_rate);
-  samples_per_picosecond_ = settings_.sample_rate / 1e12;
+sockaddr_in UdpSource::open_socket(StageContext& context) {
   const auto address = wire::parse_endpoint(settings_.address);
   socket_.reset(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   if (!socket_.valid()) throw std::runtime_error(wire::errno_message("socket(AF_INET, SOCK_DGRAM)"));
@@ -123,7 +120,14 @@ void UdpSource::start(StageContext& context) {
       context.metrics().notes.push_back(fallback);
     }
   }
+  return bound;
+}
 
+void UdpSource::start(StageContext& context) {
+  context_ = &context;
+  rate_ = static_cast<std::uint64_t>(settings_.sample_rate);
+  samples_per_picosecond_ = settings_.sample_rate / 1e12;
+  const sockaddr_in bound = open_socket(context);
   drops_.start(socket_.get(), context.metrics(), gro_);
 
   slot_bytes_ = gro_ ? kGroBytes : settings_.max_datagram;
@@ -132,8 +136,7 @@ void UdpSource::start(StageContext& context) {
   iovs_.resize(settings_.batch);
   messages_.resize(settings_.batch);
   controls_.assign(settings_.batch * kControlBytes, std::byte{0});
-  pending_data_.assign(settings_.reorder_window * settings_.max_datagram, std::byte{0});
-  pending_.assign(settings_.reorder_window, Pending{});
+  window_.start(settings_.reorder_window, settings_.max_datagram);
 
   history_.start(context.metrics());
   drop_truncated_ = &context.metrics().drop_counter("truncated");
@@ -269,13 +272,7 @@ bool UdpSource::handle_context(const std::byte* data, std::size_t bytes) noexcep
   return true;
 }
 
-StageStatus UdpSource::process() {
-  if (context_->stop_requested()) {
-    while (release_oldest_pending()) {
-    }
-    assembler_.flush();
-    return StageStatus::end_of_stream;
-  }
+int UdpSource::receive_batch() noexcept {
   for (std::size_t i = 0; i < settings_.batch; ++i) {
     iovs_[i] = {buffers_.data() + i * slot_bytes_, slot_bytes_};
     msghdr& header = messages_[i].msg_hdr;
@@ -306,9 +303,21 @@ StageStatus UdpSource::process() {
       errno = EAGAIN;
     } else {
       context_->fail(wire::errno_message("poll"));
-      return StageStatus::error;
+      return kReceiveFailed;
     }
   }
+  return received;
+}
+
+StageStatus UdpSource::process() {
+  if (context_->stop_requested()) {
+    while (release_oldest_pending()) {
+    }
+    assembler_.flush();
+    return StageStatus::end_of_stream;
+  }
+  const int received = receive_batch();
+  if (received == kReceiveFailed) return StageStatus::error;
   if (received <= 0) {
     if (received < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
       context_->fail(wire::errno_message("recvmmsg"));
@@ -324,37 +333,7 @@ StageStatus UdpSource::process() {
   }
   last_packet_ns_ = monotonic_ns();
   drained_ = static_cast<std::size_t>(received) < settings_.batch;
-  for (int i = 0; i < received; ++i) {
-    const msghdr& header = messages_[static_cast<std::size_t>(i)].msg_hdr;
-    const std::size_t length = messages_[static_cast<std::size_t>(i)].msg_len;
-    const std::byte* data = buffers_.data() + static_cast<std::size_t>(i) * slot_bytes_;
-    drops_.received(header);  // datagrams dropped right before this one
-    std::size_t segment = length;
-    if (gro_) {
-      for (cmsghdr* control = CMSG_FIRSTHDR(&header); control != nullptr;
-           control = CMSG_NXTHDR(const_cast<msghdr*>(&header), control)) {
-        if (control->cmsg_level == SOL_UDP && control->cmsg_type == UDP_GRO) {
-          int size = 0;
-          std::memcpy(&size, CMSG_DATA(control), sizeof(size));
-          if (size > 0) segment = static_cast<std::size_t>(size);
-        }
-      }
-    }
-    if ((header.msg_flags & MSG_TRUNC) != 0) {
-      ++batch_packets_;
-      drop_truncated_->add();
-      continue;
-    }
-    if (length == 0) {  // a zero-length datagram is malformed like any other
-      ++batch_packets_;
-      drop_empty_->add();
-      continue;
-    }
-    // A coalesced datagram holds equal segments (the last may be shorter): split it back.
-    for (std::size_t offset = 0; offset < length; offset += segment) {
-      handle_datagram(data + offset, std::min(segment, length - offset));
-    }
-  }
+  for (int i = 0; i < received; ++i) handle_message(static_cast<std::size_t>(i));
   // One atomic add per receive call rather than per packet.
   context_->metrics().packets.fetch_add(batch_packets_, std::memory_order_relaxed);
   batch_packets_ = 0;
@@ -365,6 +344,38 @@ StageStatus UdpSource::process() {
     return StageStatus::error;
   }
   return StageStatus::ok;
+}
+
+void UdpSource::handle_message(std::size_t i) noexcept {
+  const msghdr& header = messages_[i].msg_hdr;
+  const std::size_t length = messages_[i].msg_len;
+  const std::byte* data = buffers_.data() + i * slot_bytes_;
+  drops_.received(header);  // datagrams dropped right before this one
+  std::size_t segment = length;
+  if (gro_) {
+    for (cmsghdr* control = CMSG_FIRSTHDR(&header); control != nullptr;
+         control = CMSG_NXTHDR(const_cast<msghdr*>(&header), control)) {
+      if (control->cmsg_level == SOL_UDP && control->cmsg_type == UDP_GRO) {
+        int size = 0;
+        std::memcpy(&size, CMSG_DATA(control), sizeof(size));
+        if (size > 0) segment = static_cast<std::size_t>(size);
+      }
+    }
+  }
+  if ((header.msg_flags & MSG_TRUNC) != 0) {
+    ++batch_packets_;
+    drop_truncated_->add();
+    return;
+  }
+  if (length == 0) {  // a zero-length datagram is malformed like any other
+    ++batch_packets_;
+    drop_empty_->add();
+    return;
+  }
+  // A coalesced datagram holds equal segments (the last may be shorter): split it back.
+  for (std::size_t offset = 0; offset < length; offset += segment) {
+    handle_datagram(data + offset, std::min(segment, length - offset));
+  }
 }
 
 void UdpSource::handle_datagram(const std::byte* data, std::size_t bytes) noexcept {
@@ -407,12 +418,23 @@ void UdpSource::handle_datagram(const std::byte* data, std::size_t bytes) noexce
   // Where the packet sits in the stream, in samples since the timestamp epoch.
   std::uint64_t epoch_index = 0;
   bool timed = true;
+  if (!packet_position(samples, epoch_index, timed)) {
+    drop_bad_payload_->add();
+    return;
+  }
+  if (!have_origin_) {
+    have_origin_ = true;
+    timed_ = timed;
+    origin_ = epoch_index;
+    assembler_.set_origin(origin_, timed);
+  }
+  accept_packet(epoch_index, packet_.payload, samples, packet_.header.packet_count);
+}
+
+bool UdpSource::packet_position(std::size_t samples, std::uint64_t& epoch_index, bool& timed) noexcept {
   const auto& header = packet_.header;
   if (header.tsf == vita49::Tsf::real_time && header.tsi != vita49::Tsi::none) {
-    if (packet_.fractional_timestamp >= vita49::kPicosecondsPerSecond) {
-      drop_bad_payload_->add();
-      return;
-    }
+    if (packet_.fractional_timestamp >= vita49::kPicosecondsPerSecond) return false;
     const std::uint64_t seconds = packet_.integer_timestamp;
     const std::uint64_t picoseconds = packet_.fractional_timestamp;
     if (have_last_time_ && seconds - last_seconds_ <= 1 && seconds >= last_seconds_) {
@@ -442,13 +464,7 @@ void UdpSource::handle_datagram(const std::byte* data, std::size_t bytes) noexce
     next_count_ = static_cast<std::uint8_t>((header.packet_count + 1) & 0xF);
     untimed_next_ = epoch_index + samples;
   }
-  if (!have_origin_) {
-    have_origin_ = true;
-    timed_ = timed;
-    origin_ = epoch_index;
-    assembler_.set_origin(origin_, timed);
-  }
-  accept_packet(epoch_index, packet_.payload, samples, header.packet_count);
+  return true;
 }
 
 void UdpSource::handle_gnuradio(const std::byte* data, std::size_t bytes) noexcept {
@@ -566,12 +582,9 @@ void UdpSource::resynchronise() noexcept {
 void UdpSource::handle_samples(std::uint64_t index, const std::byte* payload, std::size_t samples) noexcept {
   const std::uint64_t expected = assembler_.expected();
   if (history_.sort(index, expected) != PacketHistory::Verdict::fresh) return;
-  for (std::size_t slot = 0; pending_count_ > 0 && slot < pending_.size(); ++slot) {
-    const Pending& pending = pending_[slot];
-    if (pending.used && pending.index == index) {
-      history_.count_duplicate();
-      return;
-    }
+  if (window_.holds(index)) {
+    history_.count_duplicate();
+    return;
   }
   history_.arrived(index);
   if (index == expected) {
@@ -581,7 +594,7 @@ void UdpSource::handle_samples(std::uint64_t index, const std::byte* payload, st
   }
   // Ahead of a hole: hold it, unless the window is full — then the oldest hole is lost.
   if (samples * bytes_per_sample(settings_.format) > settings_.max_datagram) return;
-  while (pending_count_ == pending_.size()) {
+  while (window_.full()) {
     if (!release_oldest_pending()) break;
   }
   if (index == assembler_.expected()) {
@@ -589,13 +602,7 @@ void UdpSource::handle_samples(std::uint64_t index, const std::byte* payload, st
     drain_pending();
     return;
   }
-  for (std::size_t slot = 0; slot < pending_.size(); ++slot) {
-    if (pending_[slot].used) continue;
-    pending_[slot] = Pending{index, samples, true};
-    std::memcpy(pending_data_.data() + slot * settings_.max_datagram, payload, samples * bytes_per_sample(settings_.format));
-    ++pending_count_;
-    return;
-  }
+  window_.hold(index, std::span<const std::byte>(payload, samples * bytes_per_sample(settings_.format)), samples);
 }
 
 void UdpSource::commit(std::uint64_t index, const std::byte* payload, std::size_t samples) noexcept {
@@ -603,30 +610,13 @@ void UdpSource::commit(std::uint64_t index, const std::byte* payload, std::size_
 }
 
 void UdpSource::drain_pending() noexcept {
-  bool progressed = true;
-  while (progressed && pending_count_ > 0) {
-    progressed = false;
-    for (std::size_t slot = 0; slot < pending_.size(); ++slot) {
-      Pending& pending = pending_[slot];
-      if (!pending.used || pending.index != assembler_.expected()) continue;
-      commit(pending.index, pending_data_.data() + slot * settings_.max_datagram, pending.samples);
-      pending.used = false;
-      --pending_count_;
-      progressed = true;
-    }
-  }
+  while (const auto next = window_.take(assembler_.expected())) commit(next->index, next->payload.data(), next->samples);
 }
 
 bool UdpSource::release_oldest_pending() noexcept {
-  if (pending_count_ == 0) return false;
-  std::size_t oldest = pending_.size();
-  for (std::size_t slot = 0; slot < pending_.size(); ++slot) {
-    if (pending_[slot].used && (oldest == pending_.size() || pending_[slot].index < pending_[oldest].index)) oldest = slot;
-  }
-  Pending& pending = pending_[oldest];
-  commit(pending.index, pending_data_.data() + oldest * settings_.max_datagram, pending.samples);
-  pending.used = false;
-  --pending_count_;
+  const auto oldest = window_.take_oldest();
+  if (!oldest) return false;
+  commit(oldest->index, oldest->payload.data(), oldest->samples);
   drain_pending();
   return true;
 }

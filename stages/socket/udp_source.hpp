@@ -6,6 +6,7 @@
 // samples byte-swapped into chunks in the one copy.
 #pragma once
 
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <cstdint>
@@ -19,6 +20,7 @@
 #include "stages/socket/jump_guard.hpp"
 #include "stages/socket/kernel_drops.hpp"
 #include "stages/socket/packet_history.hpp"
+#include "stages/socket/reorder_window.hpp"
 #include "wire/socket.hpp"
 #include "wire/vita49.hpp"
 #include "wire/vita49_context.hpp"
@@ -66,12 +68,18 @@ class UdpSource final : public Stage {
   [[nodiscard]] const vita49::ContextPacket& last_context() const { return context_packet_; }
 
  private:
-  struct Pending {
-    std::uint64_t index = 0;
-    std::size_t samples = 0;
-    bool used = false;
-  };
+  // Socket, receive buffer, timeout, bind, GRO; returns the bound address.
+  sockaddr_in open_socket(StageContext& context);
+  // One recvmmsg batch, after waiting up to 10 ms for the socket when it was empty: the
+  // messages received, 0 or -1 when none came, kReceiveFailed after context_->fail().
+  static constexpr int kReceiveFailed = -2;
+  int receive_batch() noexcept;
+  // Message `i` of the batch: its kernel drop count, then its datagrams (GRO segments).
+  void handle_message(std::size_t i) noexcept;
   void handle_datagram(const std::byte* data, std::size_t bytes) noexcept;
+  // packet_'s position in samples since its timestamp's epoch; `timed` false when it has no
+  // timestamp (its 4-bit count placed it). False: its fractional timestamp is out of range.
+  bool packet_position(std::size_t samples, std::uint64_t& epoch_index, bool& timed) noexcept;
   // An IF Context packet (type 4): counted, its values kept; false when it is malformed.
   bool handle_context(const std::byte* data, std::size_t bytes) noexcept;
   void wait_for_context(StageContext& context);
@@ -98,9 +106,7 @@ class UdpSource final : public Stage {
   std::vector<iovec> iovs_;
   std::vector<mmsghdr> messages_;
   std::vector<std::byte> controls_;
-  std::vector<std::byte> pending_data_;
-  std::vector<Pending> pending_;
-  std::size_t pending_count_ = 0;
+  ReorderWindow window_;
   PacketHistory history_;
   ChunkAssembler assembler_;
   JumpGuard guard_;
