@@ -1,3 +1,4 @@
+# shellcheck disable=SC2154,SC2034 # $pack, $out, $mode and status belong to run.sh, which sources this
 # udp-landing: socket_bench's BM_ReceiveLanding at LANDING_RATES (bytes/s, default "1e9 3e9"):
 # the receiving thread's CPU per GB receiving into hot buffers (the bare loop), then streaming
 # each payload into a 128 MiB ring (the udp stage's copy), or with the kernel landing payloads
