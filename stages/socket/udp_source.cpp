@@ -123,19 +123,31 @@ sockaddr_in UdpSource::open_socket(StageContext& context) {
   return bound;
 }
 
-void UdpSource::start(StageContext& context) {
-  context_ = &context;
-  rate_ = static_cast<std::uint64_t>(settings_.sample_rate);
-  samples_per_picosecond_ = settings_.sample_rate / 1e12;
-  const sockaddr_in bound = open_socket(context);
-  drops_.start(socket_.get(), context.metrics(), gro_);
-
+void UdpSource::allocate_batch() {
   slot_bytes_ = gro_ ? kGroBytes : settings_.max_datagram;
   if (settings_.batch == 0) settings_.batch = default_udp_batch(gro_);
   buffers_.assign(settings_.batch * slot_bytes_, std::byte{0});
   iovs_.resize(settings_.batch);
   messages_.resize(settings_.batch);
   controls_.assign(settings_.batch * kControlBytes, std::byte{0});
+  for (std::size_t i = 0; i < settings_.batch; ++i) {
+    iovs_[i] = {buffers_.data() + i * slot_bytes_, slot_bytes_};
+    msghdr& header = messages_[i].msg_hdr;
+    header = {};
+    header.msg_iov = &iovs_[i];
+    header.msg_iovlen = 1;
+    header.msg_control = controls_.data() + i * kControlBytes;
+    header.msg_controllen = kControlBytes;
+  }
+}
+
+void UdpSource::start(StageContext& context) {
+  context_ = &context;
+  rate_ = static_cast<std::uint64_t>(settings_.sample_rate);
+  samples_per_picosecond_ = settings_.sample_rate / 1e12;
+  const sockaddr_in bound = open_socket(context);
+  drops_.start(socket_.get(), context.metrics(), gro_);
+  allocate_batch();
   window_.start(settings_.reorder_window, settings_.max_datagram);
 
   history_.start(context.metrics());
@@ -273,15 +285,8 @@ bool UdpSource::handle_context(const std::byte* data, std::size_t bytes) noexcep
 }
 
 int UdpSource::receive_batch() noexcept {
-  for (std::size_t i = 0; i < settings_.batch; ++i) {
-    iovs_[i] = {buffers_.data() + i * slot_bytes_, slot_bytes_};
-    msghdr& header = messages_[i].msg_hdr;
-    header = {};
-    header.msg_iov = &iovs_[i];
-    header.msg_iovlen = 1;
-    header.msg_control = controls_.data() + i * kControlBytes;
-    header.msg_controllen = kControlBytes;
-  }
+  // The kernel shortens msg_controllen to what it wrote; everything else stays as start() set it.
+  for (std::size_t i = 0; i < settings_.batch; ++i) messages_[i].msg_hdr.msg_controllen = kControlBytes;
   // After a short batch the socket is empty: wait for it first instead of asking recvmmsg for
   // an EAGAIN (one system call less per wake-up at paced rates).
   int received = -1;

@@ -72,6 +72,8 @@ class UdpSource final : public Stage {
   sockaddr_in open_socket(StageContext& context);
   // One recvmmsg batch, after waiting up to 10 ms for the socket when it was empty: the
   // messages received, 0 or -1 when none came, kReceiveFailed after context_->fail().
+  // The receive buffers and the recvmmsg headers pointing into them, set once.
+  void allocate_batch();
   static constexpr int kReceiveFailed = -2;
   int receive_batch() noexcept;
   // Message `i` of the batch: its kernel drop count, then its datagrams (GRO segments).
