@@ -22,8 +22,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
-#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -124,21 +122,5 @@ class LinkReceiver {
   // holds to the ring's free list; idempotent. Chunks still downstream return there too.
   virtual void close() noexcept = 0;
 };
-
-// A transport kind this build can make. tcp is always built; roce registers itself only
-// when rdma-core was found (SLUICE_HAVE_RDMA), from its own source file.
-struct TransportKind {
-  LinkTransport transport;
-  std::function<std::unique_ptr<LinkSender>()> make_sender;
-  std::function<std::unique_ptr<LinkReceiver>()> make_receiver;
-  // Empty when usable on this host; else why not ("no RDMA device: /sys/class/infiniband is empty").
-  std::function<std::string()> unavailable_reason;
-};
-
-// The transports built into this binary (tcp, and roce when built).
-const TransportKind* find_transport(LinkTransport transport);
-
-// Defined by the roce transport's source file (built only with rdma-core); appends its kind.
-void register_roce_transport(std::vector<TransportKind>& kinds);
 
 }  // namespace sluice
