@@ -24,6 +24,8 @@ LinkSettings read_link_settings(SettingsReader& reader, const PipelineSettings& 
   connection.peer_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
       reader.duration("peer_timeout", connection.peer_timeout,
                       "between nodes: silence after which the peer counts as lost (heartbeats every quarter of it)"));
+  connection.connections = static_cast<std::uint32_t>(reader.integer(
+      "connections", 1, "tcp: connections per lane, chunks spread over them in turn (one socket is one core's copying)", 1, 64));
   settings.landing = read_pool_settings(reader, pipeline);
   if (settings.transport == LinkTransport::roce && find_transport(LinkTransport::roce) == nullptr) {
     reader.error("transport", "this build has no roce transport",
@@ -32,6 +34,11 @@ LinkSettings read_link_settings(SettingsReader& reader, const PipelineSettings& 
   }
   if (!connection.device.empty() && settings.transport != LinkTransport::roce && settings.transport != LinkTransport::auto_select) {
     reader.error("device", "device names an RDMA device, used only by transport roce or auto");
+  }
+  if (connection.connections > 1 && settings.transport != LinkTransport::tcp && settings.transport != LinkTransport::auto_select) {
+    reader.error("connections", "connections spreads a lane over several tcp connections; transport " +
+                                    std::string(to_string(settings.transport)) + " has one",
+                 "use transport: tcp, or drop connections");
   }
   if (connection.peer_timeout < std::chrono::milliseconds(100)) {
     reader.error("peer_timeout", "peer_timeout below 100ms would declare healthy peers lost", "1.5s is the default");

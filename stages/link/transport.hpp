@@ -55,6 +55,9 @@ struct TransportSettings {
   // Silence after which a connected peer counts as lost; each half sends a heartbeat
   // after a quarter of it without other traffic.
   std::chrono::milliseconds peer_timeout{std::chrono::milliseconds(1500)};
+  // tcp: connections per lane, chunks spread over them in turn (one socket's copy work is
+  // one core's; several let a lane go past it). The receiver takes what the sender asks.
+  std::uint32_t connections = 1;
 };
 
 enum class LinkStatus : std::uint8_t {
