@@ -97,13 +97,13 @@ void TcpSender::read_loop(Stream& stream) noexcept {
       if (header.type == TcpConnection::Frame::credit) credits_ += header.value;
       if (header.type == TcpConnection::Frame::end_ack) ++ends_acknowledged_;
     }
+    if (header.type == TcpConnection::Frame::end_ack) break;  // this connection is done: its closing is no failure
     if (header.type == TcpConnection::Frame::error) {
       const std::string text = stream.connection.read_error_text(header, stop_);
       failure_.set_peer_error("receiver failed: " + text);
       break;
     }
-    if (header.type != TcpConnection::Frame::credit && header.type != TcpConnection::Frame::end_ack &&
-        header.type != TcpConnection::Frame::heartbeat) {
+    if (header.type != TcpConnection::Frame::credit && header.type != TcpConnection::Frame::heartbeat) {
       failure_.set(LinkStatus::error, "protocol error: unexpected frame " + std::to_string(static_cast<std::uint32_t>(header.type)) +
                                           " from receiver");
       break;
@@ -220,9 +220,7 @@ LinkStatus TcpSender::finish(std::chrono::milliseconds timeout) noexcept {
   // end, however long the bytes still in flight take; its heartbeats and credits say it is alive.
   lock.lock();
   heard_ns_ = monotonic_ns();  // silence counts from the end frames on
-  const auto done = [this] {
-    return ends_acknowledged_ == streams_.size() || readers_done_ > 0 || failure_.failed();
-  };
+  const auto done = [this] { return ends_acknowledged_ == streams_.size() || failure_.failed(); };
   while (!done() && monotonic_ns() - heard_ns_ <= to_ns(timeout)) changed_.wait_for(lock, timeout / 4, done);
   if (ends_acknowledged_ == streams_.size()) return LinkStatus::ok;
   if (failure_.failed()) return failure_.status();

@@ -84,7 +84,10 @@ void send_and_check(Connected& link, std::uint64_t chunks) {
     for (;;) {
       ChunkPtr chunk;
       const LinkStatus status = link.receiver.receive(chunk, 5s);
-      if (status == LinkStatus::end_of_stream) break;
+      if (status == LinkStatus::end_of_stream) {
+        link.receiver.close();  // at once, as the receiving stage does: the sender's finish must not take it for a loss
+        break;
+      }
       if (status != LinkStatus::ok) {
         ADD_FAILURE() << "receive: " << to_string(status) << " " << link.receiver.error();
         break;
