@@ -11,21 +11,11 @@
 #include <stdexcept>
 #include <thread>
 
+#include "pipeline/chunk_wire.hpp"
 #include "pipeline/clock.hpp"
 
 namespace sluice {
 namespace {
-
-template <typename Integer>
-void store(std::byte* out, Integer value) noexcept {
-  for (std::size_t i = 0; i < sizeof(Integer); ++i) out[i] = static_cast<std::byte>((static_cast<std::uint64_t>(value) >> (8 * i)) & 0xFF);
-}
-template <typename Integer>
-Integer load(const std::byte* in) noexcept {
-  std::uint64_t value = 0;
-  for (std::size_t i = 0; i < sizeof(Integer); ++i) value |= static_cast<std::uint64_t>(in[i]) << (8 * i);
-  return static_cast<Integer>(value);
-}
 
 constexpr std::size_t kMaxErrorBytes = 4096;
 
@@ -105,9 +95,9 @@ void TcpConnection::shutdown() noexcept {
 
 bool TcpConnection::send(const Header& header, std::span<const std::byte> first, std::span<const std::byte> second) noexcept {
   std::array<std::byte, kHeaderBytes> head{};
-  store<std::uint32_t>(head.data(), static_cast<std::uint32_t>(header.type));
-  store<std::uint32_t>(head.data() + 4, header.aux);
-  store<std::uint64_t>(head.data() + 8, header.value);
+  store_little_endian<std::uint32_t>(head.data(), static_cast<std::uint32_t>(header.type));
+  store_little_endian<std::uint32_t>(head.data() + 4, header.aux);
+  store_little_endian<std::uint64_t>(head.data() + 8, header.value);
   std::array<iovec, 3> parts{iovec{head.data(), head.size()}, iovec{const_cast<std::byte*>(first.data()), first.size()},
                              iovec{const_cast<std::byte*>(second.data()), second.size()}};
   std::lock_guard lock(write_mutex_);
@@ -154,7 +144,7 @@ void TcpConnection::heartbeat_if_due() noexcept {
   std::unique_lock lock(write_mutex_, std::try_to_lock);
   if (!lock.owns_lock()) return;  // a send is under way: the peer hears from us anyway
   std::array<std::byte, kHeaderBytes> head{};
-  store<std::uint32_t>(head.data(), static_cast<std::uint32_t>(Frame::heartbeat));
+  store_little_endian<std::uint32_t>(head.data(), static_cast<std::uint32_t>(Frame::heartbeat));
   // Sixteen bytes into an otherwise idle socket: fits unless the peer stopped reading, in
   // which case the silence check on its side (or our data sends) reports it.
   if (::send(fd_.get(), head.data(), head.size(), MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(head.size())) {
@@ -209,9 +199,9 @@ std::string TcpConnection::read_error_text(const Header& header, const std::atom
 bool TcpConnection::read_header(Header& header, const std::atomic<bool>& stop) noexcept {
   std::array<std::byte, kHeaderBytes> head{};
   if (!read_exact(head, stop)) return false;
-  header.type = static_cast<Frame>(load<std::uint32_t>(head.data()));
-  header.aux = load<std::uint32_t>(head.data() + 4);
-  header.value = load<std::uint64_t>(head.data() + 8);
+  header.type = static_cast<Frame>(load_little_endian<std::uint32_t>(head.data()));
+  header.aux = load_little_endian<std::uint32_t>(head.data() + 4);
+  header.value = load_little_endian<std::uint64_t>(head.data() + 8);
   return true;
 }
 
