@@ -156,6 +156,10 @@ bool TcpSender::stage_device_chunk(Job& job, const Chunk& chunk) noexcept {
 
 LinkStatus TcpSender::send(ChunkPtr& chunk, std::chrono::microseconds timeout) noexcept {
   const bool device = chunk->memory == MemoryKind::device;
+  if (device && staging_.empty()) {
+    failure_.set(LinkStatus::error, "a device-memory chunk from a pool that was not among the lane's pools at connect");
+    return LinkStatus::error;
+  }
   Job job;
   {
     std::unique_lock lock(mutex_);
