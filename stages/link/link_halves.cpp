@@ -84,6 +84,11 @@ void LinkSendingHalf::start(StageContext& context) {
   const ResolvedTransport transport = resolve_transport(settings_.transport);
   spdlog::info("link: lane {} sends to {} over {} ({})", context.lane_name(), endpoint_text(settings_),
                to_string(transport.kind->transport), transport.reason);
+  if (transport.kind->transport != LinkTransport::tcp && settings_.connection.connections > 1) {
+    throw std::runtime_error("link connections: " + std::to_string(settings_.connection.connections) + " applies to tcp, but " +
+                             transport.reason + " chose " + std::string(to_string(transport.kind->transport)) +
+                             " (set transport: tcp, or drop connections)");
+  }
   sender_ = transport.kind->make_sender();
   try {
     sender_->connect(settings_.connection, context.lane_index(), context.lane_pools(), encode_stream_info(context.stream));

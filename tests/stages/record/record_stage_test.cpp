@@ -707,6 +707,39 @@ TEST(RecordStage, ReplayLoopsAndPacesAtTheRecordedRate) {
   EXPECT_EQ(store.chunks[17].bytes, ramp_bytes(SampleFormat::ci16, 1e6, 16384, 16384));
 }
 
+// Paced replay counts the chunks that leave after their last sample's recorded time: none
+// for a capture whose 64 KiB chunks last 164 ms each, every one after the first for a capture
+// recorded at 100 Gsps, whose chunks last 164 ns (no read is that fast).
+TEST(RecordStage, PacedReplayCountsChunksThatFallBehindTheRecordedRate) {
+  TempDir dir;
+  const auto late_chunks = [&](const std::string& name, const std::string& rate) {
+    const std::string record = "pipeline: {name: " + name + ", chunk: 64KiB, chunks: 8}\n"
+                               "template:\n"
+                               "  - {name: source, type: generator, signal: ramp, sample_rate: " + rate + ", stop_after: 1MiB}\n"
+                               "  - {name: rec, type: record, directory: " + dir.str() + "}\n"
+                               "lanes:\n  - name: port0\n";
+    EXPECT_EQ(run_pipeline(record), std::vector<std::string>{});
+    const std::string replay = "pipeline: {name: back, chunk: 64KiB, chunks: 8}\n"
+                               "template:\n"
+                               "  - {name: source, type: replay, pace: recorded, capture: " + dir.str(name + ".sigmf-collection") +
+                               "}\n"
+                               "  - {name: sink, type: \"null\"}\n"
+                               "lanes:\n  - name: port0\n";
+    Pipeline pipeline(load_pipeline_text(replay, "test", {}, test::test_registry()));
+    pipeline.start();
+    pipeline.run();
+    EXPECT_TRUE(pipeline.failures().empty());
+    EXPECT_EQ(pipeline.metrics_by_lane()[0][0]->out.chunks.load(), 16U);
+    for (const auto& counter : pipeline.metrics_by_lane()[0][0]->counters()) {
+      if (counter.name == "late_chunks") return counter.get();
+    }
+    ADD_FAILURE() << "no late_chunks counter";
+    return std::uint64_t{0};
+  };
+  EXPECT_EQ(late_chunks("slow", "100ksps"), 0U);
+  EXPECT_GE(late_chunks("fast", "100Gsps"), 15U);
+}
+
 TEST(RecordStage, SigmfFilesValidateAgainstTheSpecification) {
   TempDir dir;
   ASSERT_EQ(run_pipeline(generator_yaml("  - {name: rec, type: record, rotate: 512KiB, directory: " + dir.str() + "}\n",
