@@ -27,7 +27,7 @@ RecordStage::RecordStage(SettingsReader& reader, const PipelineSettings& pipelin
   settings_.rotate_bytes = reader.bytes("rotate", 0, "start a new file set when a data file would pass this size (0: never)");
   settings_.preallocate_bytes =
       reader.bytes("preallocate", 1ULL << 30, "fallocate data files this far ahead of the writes (0: off)");
-  settings_.queue_depth = static_cast<unsigned>(reader.integer("io_depth", 8, "writes in flight (io_uring queue depth)", 1, 4096));
+  settings_.queue_depth = static_cast<unsigned>(reader.integer("io_depth", 8, "chunks in flight, shared out over the directories (each its own io_uring)", 1, 4096));
   settings_.direct = reader.boolean("direct", true, "write with O_DIRECT (turn off for filesystems that refuse it)");
   if (settings_.directories.empty() && !reader.docs_only()) {
     reader.error("directory", "record needs a directory to write into", "directory: /data/captures");
@@ -90,7 +90,7 @@ void RecordStage::start(StageContext& context) {
   }
   if (device_chunk_bytes > 0) {
     // GPU chunks are copied here on the lane's stream, then written like host chunks.
-    bounce_ = &context.create_pool("bounce", PoolSpec{device_chunk_bytes, settings_.queue_depth, MemoryKind::host_pinned,
+    bounce_ = &context.create_pool("bounce", PoolSpec{device_chunk_bytes, recorder::chunks_in_flight(settings_), MemoryKind::host_pinned,
                                                      context.pipeline().cuda_device});
     context.cuda_stream();
   }
