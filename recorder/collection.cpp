@@ -117,10 +117,11 @@ std::vector<Listed> list_recordings(const std::vector<std::string>& directories,
     }
   }
   // Metas of this capture in these directories that are gone: forgotten.
+  std::set<fs::path> homes;
+  for (const auto& directory : directories) homes.insert((fs::path(directory) / "meta").parent_path());
   std::erase_if(g_meta_cache, [&](const auto& entry) {
     const fs::path path(entry.first);
-    return !seen.contains(entry.first) && path.filename().string().rfind(prefix, 0) == 0 &&
-           std::find(directories.begin(), directories.end(), path.parent_path().string()) != directories.end();
+    return !seen.contains(entry.first) && path.filename().string().rfind(prefix, 0) == 0 && homes.contains(path.parent_path());
   });
   std::sort(listed.begin(), listed.end(), [](const Listed& a, const Listed& b) {
     return std::tie(a.lane, a.segment, a.stripe) < std::tie(b.lane, b.segment, b.stripe);
@@ -152,6 +153,33 @@ int leave_locked(const std::string& path) {
   return std::max(left, 0);
 }
 
+// `directories` and every other directory that the collection at `path` lists recordings
+// in: lanes that share a capture may record into different directories, and each lane's
+// rewrite must keep the others' recordings.
+std::vector<std::string> with_listed_directories(const std::vector<std::string>& directories, const std::string& path) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> searched = directories;
+  std::set<fs::path> known;
+  for (const auto& directory : directories) known.insert(fs::weakly_canonical(directory));
+  std::ifstream in(path);
+  const nlohmann::json document = nlohmann::json::parse(in, nullptr, false);
+  if (document.is_discarded() || !document.contains("collection")) return searched;
+  const auto& lanes = document["collection"].value("sluice:lanes", nlohmann::json::object());
+  if (!lanes.is_object()) return searched;
+  const fs::path home = fs::path(path).parent_path();
+  for (const auto& [lane, bases] : lanes.items()) {
+    if (!bases.is_array()) continue;
+    for (const auto& base : bases) {
+      if (!base.is_string()) continue;
+      std::error_code error;
+      const fs::path directory = fs::weakly_canonical(home / base.get<std::string>(), error).parent_path();
+      if (error || !fs::is_directory(directory, error) || !known.insert(directory).second) continue;
+      searched.push_back(directory.string());
+    }
+  }
+  return searched;
+}
+
 }  // namespace
 
 std::string collection_path(const std::vector<std::string>& directories, const std::string& name) {
@@ -173,11 +201,11 @@ void refresh_collection(const std::vector<std::string>& directories, const std::
   if (lock_fd < 0) throw std::runtime_error(errno_message("open(" + first + ")", errno));
   FileDescriptor lock(lock_fd, first);
   if (::flock(lock.get(), LOCK_EX) != 0) throw std::runtime_error(errno_message("flock(" + first + ")", errno));
-  const std::vector<Listed> listed = list_recordings(directories, name);
+  const std::string path = collection_path(directories, name);
+  const std::vector<Listed> listed = list_recordings(with_listed_directories(directories, path), name);
   std::vector<std::string> bases;
   std::vector<std::string> hashes;
   nlohmann::json lanes = nlohmann::json::object();
-  const std::string path = collection_path(directories, name);
   const fs::path home = fs::path(path).parent_path();
   for (const auto& entry : listed) {
     bases.push_back(entry.base);
