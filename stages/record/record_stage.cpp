@@ -13,6 +13,7 @@
 #include "pipeline/config.hpp"
 #include "pipeline/units.hpp"
 #include "recorder/capture_reader.hpp"
+#include "recorder/volume_check.hpp"
 
 namespace sluice {
 
@@ -95,6 +96,12 @@ void RecordStage::start(StageContext& context) {
     context.cuda_stream();
   }
   not_recorded_ = &context.metrics().drop_counter("not_recorded");
+  for (const auto& directory : settings_.directories) {
+    if (std::string warning = recorder::fresh_volume_warning(directory); !warning.empty()) {
+      spdlog::warn("lane {} stage {}: {}", context.lane_name(), context.stage_name(), warning);
+      context.metrics().notes.push_back(warning);
+    }
+  }
   writer_ = std::make_unique<recorder::RecordingWriter>(settings_, context.stream, context.lane_name());
   const std::string note = writer_->open(context.lane_pools());
   if (!note.empty()) {
