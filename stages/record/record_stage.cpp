@@ -10,12 +10,21 @@
 
 #include <spdlog/spdlog.h>
 
+#include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
 #include "pipeline/units.hpp"
 #include "recorder/capture_reader.hpp"
 #include "recorder/volume_check.hpp"
 
 namespace sluice {
+namespace {
+
+// Only the stage's own thread writes these counters.
+void keep_longest(NamedCounter& counter, std::uint64_t value) noexcept {
+  if (value > counter.get()) counter.value.store(value, std::memory_order_relaxed);
+}
+
+}  // namespace
 
 RecordStage::RecordStage(SettingsReader& reader, const PipelineSettings& pipeline) {
   settings_.directories = reader.strings("directory", {},
@@ -96,6 +105,8 @@ void RecordStage::start(StageContext& context) {
     context.cuda_stream();
   }
   not_recorded_ = &context.metrics().drop_counter("not_recorded");
+  longest_bounce_us_ = &context.metrics().counter("longest_bounce_us");
+  longest_submit_us_ = &context.metrics().counter("longest_submit_us");
   for (const auto& directory : settings_.directories) {
     if (std::string warning = recorder::fresh_volume_warning(directory); !warning.empty()) {
       spdlog::warn("lane {} stage {}: {}", context.lane_name(), context.stage_name(), warning);
@@ -171,6 +182,7 @@ StageStatus RecordStage::process() {
       // A chunk of gaps only (a loss at the end of a stream, a dropped chunk) is journaled
       // like any other: its gaps belong in the capture.
       ChunkPtr bounce;
+      const std::uint64_t began = monotonic_ns();
       if (chunk->memory == MemoryKind::device && chunk->size > 0) {
         bounce = context_->acquire(*bounce_, std::chrono::milliseconds(100));
         if (!bounce || bounce->capacity < chunk->size) {
@@ -187,7 +199,11 @@ StageStatus RecordStage::process() {
         }
         bounce->copy_metadata_from(*chunk);
       }
-      if (!writer_->submit(std::move(chunk), std::move(bounce))) {
+      const std::uint64_t copied = monotonic_ns();
+      const bool submitted = writer_->submit(std::move(chunk), std::move(bounce));
+      keep_longest(*longest_bounce_us_, (copied - began) / 1000);
+      keep_longest(*longest_submit_us_, (monotonic_ns() - copied) / 1000);
+      if (!submitted) {
         not_recorded_->add();  // refused, so never written
         return stop_on_failure();
       }

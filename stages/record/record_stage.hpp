@@ -29,6 +29,11 @@ class RecordStage final : public Stage {
   std::unique_ptr<recorder::RecordingWriter> writer_;
   Pool* bounce_ = nullptr;  // pinned copies of device chunks
   NamedCounter* not_recorded_ = nullptr;
+  // The longest time the stage thread spent on one chunk's copy out of GPU memory and on its
+  // submission (rotation, meta room, preallocation, io_uring_submit): where a lane's chunk
+  // may wait behind its recording.
+  NamedCounter* longest_bounce_us_ = nullptr;
+  NamedCounter* longest_submit_us_ = nullptr;
   bool finished_ = false;
   bool join_ = false;            // asked to add lanes to an existing capture
   bool joins_existing_ = false;  // NAME.sigmf-collection existed before this run

@@ -13,5 +13,6 @@ echo "$row" >> "$table"
 verdict=$(echo "$row" | awk '{ print ($5 == 0 && $6 == 0 && $7 == "all" && $8 == "ok") ? "lossless" : "LOST" }')
 record_row dual "2 x 3 GB/s ${RECORD_SECONDS:-10} s, raw host+GPU over 4 volumes (first run)" "$verdict" "-" "-"
 grep -h -i -E 'warn|allocated' "$out"/record-3GB-*-on.log | sort -u | head -4
+cat "$out"/record-*-taps.txt 2> /dev/null | sort | tail -12
 cat "$table"
 record_table

@@ -26,5 +26,6 @@ done
 ratio=-
 [[ $best_on == none || $best_off == none ]] || ratio=$(awk -v a="$best_on" -v b="$best_off" 'BEGIN { printf "%.2f", a / b }')
 record_row step "highest lossless GB/s a port, raw taps on vs off, 5 s runs" "$best_on" "off $best_off" "$ratio"
+cat "$out"/record-*-taps.txt 2> /dev/null | sort | tail -12
 cat "$table"
 record_table

@@ -88,6 +88,12 @@ for lane in report["lanes"]:
     drops += sum(s.get("drops_total", 0) for s in stages)
     received += stages[0]["out"]["samples"]
     tapped += sum(s["in"]["samples"] for s in stages if s["name"] in ("raw", "gpu_raw"))
+    for s in stages:  # where a lane's chunks may wait behind its recording
+        if s["name"] in ("raw", "gpu_raw", "record"):
+            c = s["counters"]
+            print(f'{lane["name"]}.{s["name"]}: longest submit {c.get("longest_submit_us", 0) / 1e3:.1f} ms, longest bounce '
+                  f'{c.get("longest_bounce_us", 0) / 1e3:.1f} ms, busy {s.get("busy_fraction_flowing", 0):.2f}',
+                  file=open(sys.argv[1].replace(".json", "-taps.txt"), "a"))
 whole = "all" if tapped == received else f"{tapped}/{received}"
 print(f"taps-{sys.argv[3]:<4}{sys.argv[2]:>9} {float(sys.argv[6]):9.2f} {sys.argv[5]:>11} {lost:>10} {drops:>6} {whole if sys.argv[3] == 'on' else '-':>12} {sys.argv[4]:>6}")
 PY
