@@ -162,6 +162,22 @@ std::string RecordStage::state_on_disk() const {
   }
 }
 
+ChunkPtr RecordStage::bounce_copy(const Chunk& chunk) {
+  ChunkPtr bounce = context_->acquire(*bounce_, std::chrono::milliseconds(100));
+  if (!bounce || bounce->capacity < chunk.size) {
+    context_->fail("no pinned bounce buffer for a device chunk");
+    return nullptr;
+  }
+  if (std::string error =
+          copy_memory(bounce->data, bounce->memory, chunk.data, chunk.memory, chunk.size, context_->cuda_stream());
+      !error.empty()) {
+    context_->fail(error);
+    return nullptr;
+  }
+  bounce->copy_metadata_from(chunk);
+  return bounce;
+}
+
 StageStatus RecordStage::process() {
   if (writer_->failed()) return stop_on_failure();
   writer_->poll(std::chrono::microseconds(0));
@@ -184,20 +200,11 @@ StageStatus RecordStage::process() {
       ChunkPtr bounce;
       const std::uint64_t began = monotonic_ns();
       if (chunk->memory == MemoryKind::device && chunk->size > 0) {
-        bounce = context_->acquire(*bounce_, std::chrono::milliseconds(100));
-        if (!bounce || bounce->capacity < chunk->size) {
-          context_->fail("no pinned bounce buffer for a device chunk");
+        bounce = bounce_copy(*chunk);
+        if (!bounce) {
           not_recorded_->add();
           return StageStatus::error;
         }
-        if (std::string error = copy_memory(bounce->data, bounce->memory, chunk->data, chunk->memory, chunk->size,
-                                            context_->cuda_stream());
-            !error.empty()) {
-          context_->fail(error);
-          not_recorded_->add();
-          return StageStatus::error;
-        }
-        bounce->copy_metadata_from(*chunk);
       }
       const std::uint64_t copied = monotonic_ns();
       const bool submitted = writer_->submit(std::move(chunk), std::move(bounce));

@@ -21,6 +21,8 @@ class RecordStage final : public Stage {
 
  private:
   StageStatus stop_on_failure();
+  // A pinned copy of a device chunk, made on the lane's stream; null once the stage failed.
+  ChunkPtr bounce_copy(const Chunk& chunk);
   // The lane's state as a reader finds it in the files: bytes, recordings, complete or not.
   [[nodiscard]] std::string state_on_disk() const;
 
