@@ -2,7 +2,7 @@
 # same bytes in one file: late_early is the last file's rate over the first's (goal >= 0.95).
 # shellcheck shell=bash disable=SC1091
 source "$pack/modes/record.sh"
-record_make_volumes 4
+record_make_volumes 1 "${RECORD_ROTATION_VOLUME:-44G}"
 SLUICE_BENCH_DIR=${record_mounts[0]} SLUICE_BENCH_ROTATIONS=5 SLUICE_BENCH_FILE_BYTES=${RECORD_ROTATE:-4GiB} \
   SLUICE_BENCH_CHUNK=16MiB timeout 500 "$pack/bin/rotation_bench" --benchmark_out="$out/record-rotation.json" \
   --benchmark_out_format=json >> "$out/record-bench.log" 2>&1 || status=1

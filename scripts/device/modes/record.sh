@@ -8,7 +8,8 @@
 #                    link from host memory, port1 after it from GPU memory through the pinned
 #                    bounce) at 2 x 3 GB/s for RECORD_SECONDS (10)
 #   record-step      the same stepped up (RECORD_RATES, 5 s each) with and without the raw taps
-# Volumes: scripts/volumes.sh, ext4 over /dev/shm; RECORD_VOLUME_SIZE (17G) each.
+# Volumes: scripts/volumes.sh, ext4 over /dev/shm; RECORD_VOLUME_SIZE (17G) each, one of 44G for
+# the rotation row (5 x 4 GiB rotating and the same in one file). `run.sh record-clean` removes them.
 # shellcheck shell=bash
 record_summary=/tmp/sluice-record-summary.txt  # kept on the machine between commands
 record_volumes=/dev/shm/sluice-record
@@ -24,10 +25,14 @@ record_table() {
   cp "$record_summary" "$out/record-summary.txt" 2> /dev/null || true
 }
 
-record_make_volumes() {  # record_make_volumes N: N volumes (idempotent), their mount points into record_mounts
-  if [ "$(find "$record_volumes/mnt" -mindepth 1 -maxdepth 1 2> /dev/null | wc -l)" != "$1" ]; then
+record_make_volumes() {  # record_make_volumes N [SIZE]: N volumes of SIZE (RECORD_VOLUME_SIZE, 17G), made again only
+  # when the last call asked for others; their mount points into record_mounts
+  local want="$1 ${2:-${RECORD_VOLUME_SIZE:-17G}}"
+  if [ "$(cat "$record_volumes.made" 2> /dev/null)" != "$want" ]; then
     bash "$pack/volumes.sh" remove "$record_volumes" > /dev/null
-    bash "$pack/volumes.sh" make "$1" "${RECORD_VOLUME_SIZE:-17G}" ext4 "$record_volumes" > /dev/null || status=1
+    rm -f "$record_volumes.made"
+    # shellcheck disable=SC2086  # N and SIZE
+    bash "$pack/volumes.sh" make $want ext4 "$record_volumes" > /dev/null && echo "$want" > "$record_volumes.made" || status=1
   fi
   mapfile -t record_mounts < <(find "$record_volumes/mnt" -mindepth 1 -maxdepth 1 | sort)
 }
