@@ -17,6 +17,7 @@
 namespace sluice {
 namespace {
 namespace fs = std::filesystem;
+using test::lane_bytes;
 using test::LoopVolume;
 using test::TempDir;
 
@@ -77,17 +78,6 @@ struct RampWriter {
   std::uint64_t submitted = 0;
   std::uint64_t taken = 0;
 };
-
-// Every sample of a lane, in stream order, through CaptureReader.
-std::vector<std::byte> lane_bytes(const recorder::CaptureLane& lane) {
-  std::vector<std::byte> bytes(lane.total_samples * lane.sample_bytes);
-  std::uint64_t at = 0;
-  for (const auto& segment : lane.segments) {
-    at += recorder::read_segment(lane, segment, 0, segment.sample_count, bytes.data() + at * lane.sample_bytes);
-  }
-  bytes.resize(at * lane.sample_bytes);
-  return bytes;
-}
 
 // "" when `got` equals `want`, else where they first differ (gtest would print every byte).
 std::string difference(const std::vector<std::byte>& got, const std::vector<std::byte>& want) {

@@ -30,21 +30,11 @@ namespace fs = std::filesystem;
 using test::ramp_bytes;
 using test::read_file;
 using test::run_pipeline;
+using test::lane_bytes;
 using test::LoopVolume;
 using test::TempDir;
 
 constexpr double kRate = 10e6;
-
-// Every sample of a lane, in stream order, read back through CaptureReader.
-std::vector<std::byte> lane_bytes(const recorder::CaptureLane& lane) {
-  std::vector<std::byte> bytes(lane.total_samples * lane.sample_bytes);
-  std::uint64_t at = 0;
-  for (const auto& segment : lane.segments) {
-    at += recorder::read_segment(lane, segment, 0, segment.sample_count, bytes.data() + at * lane.sample_bytes);
-  }
-  bytes.resize(at * lane.sample_bytes);
-  return bytes;
-}
 
 std::string generator_yaml(const std::string& stages, std::uint64_t bytes, const std::string& extra_source = {}) {
   return "pipeline: {name: cap, chunk: 256KiB, chunks: 8}\n"

@@ -59,6 +59,16 @@ std::vector<std::byte> read_file(const std::string& path) {
   return bytes;
 }
 
+std::vector<std::byte> lane_bytes(const recorder::CaptureLane& lane) {
+  std::vector<std::byte> bytes(lane.total_samples * lane.sample_bytes);
+  std::uint64_t at = 0;
+  for (const auto& segment : lane.segments) {
+    at += recorder::read_segment(lane, segment, 0, segment.sample_count, bytes.data() + at * lane.sample_bytes);
+  }
+  bytes.resize(at * lane.sample_bytes);
+  return bytes;
+}
+
 LoopVolume::LoopVolume(const TempDir& dir, const std::string& type, const std::string& size, const std::string& name) {
   const std::string label = name.empty() ? type : name;
   mount_ = dir.str("mnt-" + label);

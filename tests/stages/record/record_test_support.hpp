@@ -38,6 +38,9 @@ std::vector<std::byte> ramp_bytes(SampleFormat format, double sample_rate, std::
 
 std::vector<std::byte> read_file(const std::string& path);
 
+// Every sample of a lane, in stream order, read back through CaptureReader.
+std::vector<std::byte> lane_bytes(const recorder::CaptureLane& lane);
+
 // A small file system of `type` (ext4, xfs, tmpfs) of `size` (as mount and truncate take it)
 // in a loop-mounted image file under `dir`, mounted at dir/mnt-NAME (NAME: `type` unless
 // given); unmounted when destroyed. mounted() is false (with why()) where this process
