@@ -184,7 +184,6 @@ void log_placement(const LaneDefinition& lane) {
 }  // namespace
 
 void Pipeline::start() {
-  for (const auto& lane : definition_.lanes) log_placement(lane);
   enable_peer_access(definition_);
   std::vector<Slot*> started;
   for (auto& lane : lanes_) {
@@ -216,6 +215,8 @@ void Pipeline::start() {
       }
     }
   }
+  // Once every stage started, so that a lane's name first shows in the log when its sockets are bound.
+  for (const auto& lane : definition_.lanes) log_placement(lane);
 }
 
 void Pipeline::record_failure(const Slot& slot, const std::string& lane, std::string message) {
