@@ -1,6 +1,6 @@
 // Which GPU a lane uses when its file does not say: the one nearest the NIC its source
-// receives on (PCIe path and NUMA node from sysfs), else the least used. Pure logic over a
-// sysfs root and a GPU list given as parameters, so that tests run it on fake trees.
+// receives on (PCIe path and NUMA node from sysfs), else the least used. The sysfs root and
+// the GPU list are parameters, so that tests run it on fake trees; GpuHost is this machine's.
 #pragma once
 
 #include <optional>
