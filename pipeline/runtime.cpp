@@ -178,8 +178,12 @@ void log_placement(const LaneDefinition& lane) {
                          stage.cores.empty() ? "any" : format_core_list(stage.cores));
     if (stage.cuda_device != gpu.gpu) cores += fmt::format(" GPU {}", stage.cuda_device);
   }
-  spdlog::info("lane {}: GPU {}{}, {}{}; cores: {}", lane.name, gpu.gpu, gpu.pci_bus_id.empty() ? "" : " (" + gpu.pci_bus_id + ")",
-               gpu.reason, cuda_available() ? "" : " (" + cuda_unavailable_reason() + ": host memory)", cores);
+  if (!cuda_available()) {
+    spdlog::info("lane {}: no GPU ({}): host memory; cores: {}", lane.name, cuda_unavailable_reason(), cores);
+    return;
+  }
+  spdlog::info("lane {}: GPU {}{}, {}; cores: {}", lane.name, gpu.gpu, gpu.pci_bus_id.empty() ? "" : " (" + gpu.pci_bus_id + ")",
+               gpu.reason, cores);
 }
 }  // namespace
 
