@@ -158,7 +158,7 @@ void LinkSendingHalf::stop() noexcept {
 void LinkReceivingHalf::start(StageContext& context) {
   context_ = &context;
   const ResolvedTransport transport = resolve_transport(settings_.transport);
-  Pool& landing = context.create_pool("landing", settings_.landing.spec(context.pipeline().cuda_device));
+  Pool& landing = context.create_pool("landing", settings_.landing.spec(context.cuda_device()));
   if (landing.memory() == MemoryKind::device) context.cuda_stream();
   receiver_ = transport.kind->make_receiver();
   try {

@@ -48,7 +48,7 @@ void LocalLink::start(StageContext& context) {
                                std::to_string(pool->chunk_bytes()) + " bytes); set chunk: on the link");
     }
   }
-  landing_ = &context.create_pool("landing", settings_.landing.spec(context.pipeline().cuda_device));
+  landing_ = &context.create_pool("landing", settings_.landing.spec(context.cuda_device()));
   oversize_ = &context.metrics().drop_counter("larger_than_landing_buffer");
   if (landing_->memory() == MemoryKind::device) {
     context.cuda_stream();  // create it now, not on the hot path

@@ -101,7 +101,7 @@ void RecordStage::start(StageContext& context) {
   if (device_chunk_bytes > 0) {
     // GPU chunks are copied here on the lane's stream, then written like host chunks.
     bounce_ = &context.create_pool("bounce", PoolSpec{device_chunk_bytes, recorder::chunks_in_flight(settings_), MemoryKind::host_pinned,
-                                                     context.pipeline().cuda_device});
+                                                     context.cuda_device()});
     context.cuda_stream();
   }
   not_recorded_ = &context.metrics().drop_counter("not_recorded");

@@ -71,7 +71,7 @@ void ReplayStage::start(StageContext& context) {
   span_ = last.global_index + last.sample_count - lane_.segments.front().global_index;
   first_index_ = lane_.segments.front().global_index;
 
-  pool_ = &context.create_pool("out", settings_.pool.spec(context.pipeline().cuda_device));
+  pool_ = &context.create_pool("out", settings_.pool.spec(context.cuda_device()));
   ring_ = recorder::Uring(settings_.read_ahead * 2);
   if (std::string why = ring_.register_pools({pool_}); !why.empty()) {
     context.metrics().notes.push_back("fixed buffers off (" + why + ")");

@@ -114,7 +114,7 @@ void TcpSource::start(StageContext& context) {
   drop_partial_sample_ = &context.metrics().drop_counter("partial_sample");
   drop_bad_header_ = &context.metrics().drop_counter("bad_header");
   drop_wrong_format_ = &context.metrics().drop_counter("wrong_format");
-  Pool& pool = context.create_pool("out", settings_.pool.spec(context.pipeline().cuda_device));
+  Pool& pool = context.create_pool("out", settings_.pool.spec(context.cuda_device()));
   assembler_.start(context, pool, settings_.format, static_cast<std::uint64_t>(settings_.sample_rate), false);
   const double jump_samples = std::chrono::duration<double>(settings_.max_jump).count() * settings_.sample_rate;
   guard_.start(context.metrics(), static_cast<std::uint64_t>(std::max(1.0, jump_samples)), settings_.resync_after, settings_.max_frame);

@@ -48,6 +48,10 @@ struct TcpSourceSettings {
 class TcpSource final : public Stage {
  public:
   TcpSource(SettingsReader& reader, const PipelineSettings& pipeline);
+  // A client connects out: the NIC it leaves by is the kernel's route, not an address here.
+  [[nodiscard]] std::string receive_address() const override {
+    return settings_.mode == TcpMode::server ? settings_.address : std::string();
+  }
   void start(StageContext& context) override;
   StageStatus process() override;
   void stop() noexcept override;

@@ -163,7 +163,7 @@ void UdpSource::start(StageContext& context) {
   locked_ = settings_.stream_id >= 0;
   stream_id_ = locked_ ? static_cast<std::uint32_t>(settings_.stream_id) : 0;
 
-  Pool& pool = context.create_pool("out", settings_.pool.spec(context.pipeline().cuda_device));
+  Pool& pool = context.create_pool("out", settings_.pool.spec(context.cuda_device()));
   // VITA-49 payloads are big-endian; the other framings carry the sender's little-endian bytes.
   assembler_.start(context, pool, settings_.format, rate_, settings_.framing == UdpFraming::vita49);
   const double jump_samples = std::chrono::duration<double>(settings_.max_jump).count() * settings_.sample_rate;

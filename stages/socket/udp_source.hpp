@@ -59,6 +59,7 @@ std::size_t default_udp_batch(bool gro) noexcept;
 class UdpSource final : public Stage {
  public:
   UdpSource(SettingsReader& reader, const PipelineSettings& pipeline);
+  [[nodiscard]] std::string receive_address() const override { return settings_.address; }
   void start(StageContext& context) override;
   StageStatus process() override;
   void stop() noexcept override;
