@@ -117,7 +117,7 @@ void FftStage::start(StageContext& context) {
 
   std::size_t largest_input_bytes = 0;
   for (Pool* pool : context.lane_pools()) largest_input_bytes = std::max(largest_input_bytes, pool->chunk_bytes());
-  pool_ = &context.create_pool("spectra", settings_.pool.spec(context.pipeline().cuda_device));
+  pool_ = &context.create_pool("spectra", settings_.pool.spec(context.cuda_device()));
   choose_backend(context, largest_input_bytes);
 
   // Inputs or outputs not in the backend's memory go through a staging buffer (one copy each way).
@@ -127,7 +127,7 @@ void FftStage::start(StageContext& context) {
   for (Pool* pool : context.lane_pools()) {
     if (pool != pool_ && foreign(pool->memory())) foreign_input_bytes = std::max(foreign_input_bytes, pool->chunk_bytes());
   }
-  const int device = context.pipeline().cuda_device;
+  const int device = context.cuda_device();
   if (foreign_input_bytes > 0) input_staging_ = MemoryRegion(engine, foreign_input_bytes, device);
   if (foreign(pool_->memory())) output_staging_ = MemoryRegion(engine, pool_->chunk_bytes(), device);
   // Every host buffer that one of those copies touches is page-locked (no-op for device and pinned slabs).
@@ -138,7 +138,8 @@ void FftStage::start(StageContext& context) {
     input_staging_.pin_for_device();
     output_staging_.pin_for_device();
   }
-  if (input_staging_.size() > 0 || output_staging_.size() > 0) context.cuda_stream();  // create it now, not on the hot path
+  // FFTW with GPU chunks: its staging copies need a stream of the stage's own (cuFFT has one already).
+  if (!gpu_ && (input_staging_.size() > 0 || output_staging_.size() > 0)) gpu_ = GpuStream(device, pool_->chunk_count() + 1);
   // Inputs held while the backend reads them: a few, and never more than half an upstream pool,
   // so the producer always has chunks to fill.
   std::size_t in_flight = kInputsInFlight;
@@ -186,7 +187,7 @@ void FftStage::choose_backend(StageContext& context, std::size_t largest_input_b
   if (kind == FftBackendKind::automatic) {
     kind = cuda_available() ? FftBackendKind::cufft : FftBackendKind::fftw;
     const std::string note = kind == FftBackendKind::cufft
-                                 ? "backend auto → cuFFT on GPU " + std::to_string(context.pipeline().cuda_device)
+                                 ? "backend auto → cuFFT on GPU " + std::to_string(context.cuda_device())
                                  : "backend auto → FFTW: " + cuda_unavailable_reason();
     spdlog::info("lane {} stage {}: {}", context.lane_name(), context.stage_name(), note);
     context.metrics().notes.push_back(note);
@@ -199,7 +200,7 @@ void FftStage::choose_backend(StageContext& context, std::size_t largest_input_b
                       .output = settings_.output,
                       .batch_frames = 64,
                       .average = settings_.average,
-                      .cuda_device = context.pipeline().cuda_device,
+                      .cuda_device = context.cuda_device(),
                       .fusion = settings_.fusion,
                       .threads = settings_.threads,
                       .worker_cpus = settings_.worker_cpus,
@@ -208,13 +209,16 @@ void FftStage::choose_backend(StageContext& context, std::size_t largest_input_b
     if (settings_.threads > 1) {
       throw std::runtime_error("fft threads: " + std::to_string(settings_.threads) +
                                " needs the FFTW backend, and auto chose cuFFT on GPU " +
-                               std::to_string(context.pipeline().cuda_device) +
+                               std::to_string(context.cuda_device()) +
                                " (use backend: fftw to run FFTW on that many threads, or remove threads:)");
     }
     // One batch takes the largest upstream chunk whole (plus a carried partial frame), so each
     // chunk is a few kernel launches and one cuFFT execution.
     const std::size_t sample_bytes = bytes_per_sample(context.stream.format);
     spec.batch_frames = std::max<std::size_t>(64, largest_input_bytes / sample_bytes / settings_.size + 2);
+    // cuFFT works on the stage's stream, so staging copies and hand-offs are ordered with it, unsynchronised.
+    gpu_ = GpuStream(context.cuda_device(), pool_->chunk_count() + 1);
+    spec.stream = gpu_.get();
     backend_ = make_cufft_backend(spec);
     const std::string note = backend_->work_note();
     spdlog::info("lane {} stage {}: {}", context.lane_name(), context.stage_name(), note);
@@ -239,20 +243,6 @@ void FftStage::choose_backend(StageContext& context, std::size_t largest_input_b
   }
 }
 
-void FftStage::FenceRing::push(ChunkPtr chunk, std::uint64_t fence) noexcept {
-  InFlight& slot = slots_[(head_ + count_) % slots_.size()];
-  slot.chunk = std::move(chunk);
-  slot.fence = fence;
-  ++count_;
-}
-
-ChunkPtr FftStage::FenceRing::pop() noexcept {
-  ChunkPtr chunk = std::move(slots_[head_].chunk);
-  head_ = (head_ + 1) % slots_.size();
-  --count_;
-  return chunk;
-}
-
 StageStatus FftStage::process() {
   retire(false);
   // While the GPU still reads input chunks, upstream may be waiting for exactly those to come back
@@ -275,37 +265,49 @@ StageStatus FftStage::process() {
     not_complex_drops_->add();
     return StageStatus::ok;
   }
-  const std::byte* samples = chunk->data;
-  const bool staged = (chunk->memory == MemoryKind::device) != (backend_->memory() == MemoryKind::device);
-  if (staged) {
-    if (chunk->size > input_staging_.size()) {
-      context_->fail(std::string(to_string(chunk->memory)) + " chunk of " + std::to_string(chunk->size) +
-                     " bytes exceeds the fft stage's staging buffer");
-      return StageStatus::error;
-    }
-    wait_for(staging_fence_);  // the backend is done reading the previous chunk staged there
-    if (std::string error = copy_memory(input_staging_.data(), input_staging_.kind(), chunk->data, chunk->memory,
-                                        chunk->size, context_->cuda_stream());
-        !error.empty()) {
-      context_->fail(error);
-      return StageStatus::error;
-    }
-    samples = input_staging_.data();
-  }
+  const std::byte* samples = stage_input(*chunk);
+  if (samples == nullptr) return StageStatus::error;
   consume(*chunk, samples);
   if (failed_ || !check_backend()) return StageStatus::error;
+  // The backend (or a staging copy before it) may still be reading the chunk: it returns to its
+  // pool once the fence is reached (a host backend has finished already, and it goes back here).
   const std::uint64_t fence = backend_->fence();
-  if (staged) {
-    staging_fence_ = fence;  // the chunk itself is free now: its bytes were copied
-  } else {
-    // The backend may still be reading the chunk: it returns to its pool once the fence is reached
-    // (a host backend has finished already, and the chunk goes back here).
-    if (!backend_->reached(fence)) {
-      if (inputs_in_flight_.full()) retire_input(true);
-      inputs_in_flight_.push(std::move(chunk), fence);
-    }
+  if (!backend_->reached(fence)) {
+    if (inputs_in_flight_.full()) retire_input(true);
+    inputs_in_flight_.push(std::move(chunk), fence);
   }
   return StageStatus::ok;
+}
+
+const std::byte* FftStage::stage_input(const Chunk& chunk) noexcept {
+  const bool on_gpu = backend_->memory() == MemoryKind::device;
+  const bool staged = (chunk.memory == MemoryKind::device) != on_gpu;
+  // The backend's work (on the stage's stream) starts after the producer's GPU work on the chunk.
+  if (on_gpu && !staged && !gpu_.wait_for(chunk)) return fail_gpu();
+  if (!staged) return chunk.data;
+  if (chunk.size > input_staging_.size()) {
+    context_->fail(std::string(to_string(chunk.memory)) + " chunk of " + std::to_string(chunk.size) +
+                   " bytes exceeds the fft stage's staging buffer");
+    failed_ = true;
+    return nullptr;
+  }
+  // Ordered on the stream after the backend's reads of what the buffer held before (fence()
+  // enqueued every pending read), and before the loads that read it.
+  if (!gpu_.wait_for(chunk) || !gpu_.copy(input_staging_.data(), chunk.data, chunk.size)) return fail_gpu();
+  if (on_gpu) {
+    backend_->note_stage_work();
+  } else {
+    const WaitTimer waiting(context_->metrics());  // FFTW reads the staging buffer from the CPU: the copy must be done
+    gpu_.wait(gpu_.fence());
+    if (!gpu_.error().empty()) return fail_gpu();
+  }
+  return input_staging_.data();
+}
+
+const std::byte* FftStage::fail_gpu() noexcept {
+  context_->fail("fft: " + gpu_.error());
+  failed_ = true;
+  return nullptr;
 }
 
 void FftStage::stop() noexcept {
@@ -313,25 +315,26 @@ void FftStage::stop() noexcept {
   emit_output();
   retire(true);
   while (!inputs_in_flight_.empty()) retire_input(true);
+  // Outputs handed on with an event are written by then, before the lane frees its pools.
+  if (gpu_ && !gpu_.finish()) spdlog::warn("fft: lane {}: {}", context_->lane_name(), gpu_.error());
   // A partial frame, or frames of an unfinished row, at the end of the stream make no row.
   tail_counter_->add(fill_ + (loaded_ + frames_in_row_) * settings_.size);
 }
 
 void FftStage::retire(bool all) noexcept {
   while (!outputs_in_flight_.empty()) {
-    InFlight& oldest = outputs_in_flight_.front();
     if (all) {
-      wait_for(oldest.fence);
-    } else if (!backend_->reached(oldest.fence)) {
+      wait_for(outputs_in_flight_.front_fence());
+    } else if (!backend_->reached(outputs_in_flight_.front_fence())) {
       break;
     }
     hand_on(outputs_in_flight_.pop());
   }
-  while (!inputs_in_flight_.empty() && (all || backend_->reached(inputs_in_flight_.front().fence))) retire_input(all);
+  while (!inputs_in_flight_.empty() && (all || backend_->reached(inputs_in_flight_.front_fence()))) retire_input(all);
 }
 
 void FftStage::retire_input(bool wait) noexcept {
-  if (wait) wait_for(inputs_in_flight_.front().fence);
+  if (wait) wait_for(inputs_in_flight_.front_fence());
   inputs_in_flight_.pop();  // back to its pool
 }
 
@@ -347,6 +350,9 @@ bool FftStage::check_backend() noexcept {
   if (failed_) return false;
   if (std::string error = backend_->error(); !error.empty()) {
     context_->fail("fft " + std::string(backend_->name()) + ": " + error);
+    failed_ = true;
+  } else if (!gpu_.error().empty()) {
+    context_->fail("fft: " + gpu_.error());
     failed_ = true;
   }
   return !failed_;
@@ -506,7 +512,7 @@ void FftStage::ensure_output() noexcept {
     out_ = context_->acquire(*pool_, std::chrono::microseconds(0));
     if (out_) break;
     if (!outputs_in_flight_.empty()) {
-      wait_for(outputs_in_flight_.front().fence);
+      wait_for(outputs_in_flight_.front_fence());
       hand_on(outputs_in_flight_.pop());
       continue;
     }
@@ -518,7 +524,7 @@ void FftStage::hand_on(ChunkPtr finished) noexcept {
   // The dashboard's live spectrum: offer() copies about one row ten times a second and never
   // waits; the rows are final here (their fence was reached), in host or GPU memory.
   const std::size_t rows = row_bytes_ == 0 ? 0 : finished->size / row_bytes_;
-  void* stream = finished->memory == MemoryKind::device ? context_->cuda_stream() : nullptr;
+  void* stream = finished->memory == MemoryKind::device ? gpu_.get() : nullptr;
   context_->metrics().spectrum.offer(finished->data, rows, row_bytes_, finished->memory, stream);
   context_->emit(std::move(finished));
 }
@@ -526,16 +532,7 @@ void FftStage::hand_on(ChunkPtr finished) noexcept {
 void FftStage::emit_output() noexcept {
   if (!out_ || out_rows_ == 0) return;
   const std::size_t bytes = out_rows_ * row_bytes_;
-  if (output_staging_.size() > 0) {
-    wait_for(backend_->fence());
-    if (std::string error = copy_memory(out_->data, out_->memory, output_staging_.data(), output_staging_.kind(), bytes,
-                                        context_->cuda_stream());
-        !error.empty()) {
-      context_->fail(error);
-      failed_ = true;
-      return;
-    }
-  }
+  if (output_staging_.size() > 0 && !copy_out(bytes)) return;
   out_->size = bytes;
   out_->format = settings_.output == FftOutput::complex ? SampleFormat::cf32 : SampleFormat::rf32;
   out_->lane = context_->lane_index();
@@ -548,10 +545,38 @@ void FftStage::emit_output() noexcept {
   out_->context = out_context_change_ ? out_context_ : StreamContext{};
   out_context_change_ = false;
   out_rows_ = 0;
-  // Downstream may read the rows only once the backend has written them: a GPU backend's
-  // output waits here, in order, until its fence is reached (retire()).
+  if (out_->memory == MemoryKind::device && backend_->memory() == MemoryKind::device) {
+    // Downstream's stream waits for the event of the work that writes the rows: it goes now.
+    if (gpu_.hand_off(*out_) == 0) {
+      check_backend();
+      return;
+    }
+    retire(false);  // the outputs before it go first
+    hand_on(std::move(out_));
+    return;
+  }
+  // Read by the CPU downstream, the rows must be final: the output waits here, in order, until
+  // the fence of the work that writes them is reached (retire()).
   outputs_in_flight_.push(std::move(out_), backend_->fence());
   retire(false);
+}
+
+bool FftStage::copy_out(std::size_t bytes) noexcept {
+  // On the stream after the folds that wrote the staging rows, and before later folds overwrite them.
+  if (!gpu_.copy(out_->data, output_staging_.data(), bytes)) {
+    fail_gpu();
+    return false;
+  }
+  if (backend_->memory() == MemoryKind::device) {
+    backend_->note_stage_work();  // the output's fence covers the copy
+    return true;
+  }
+  // FFTW writes the next rows into the staging buffer from the CPU: the copy must be done first.
+  const WaitTimer waiting(context_->metrics());
+  gpu_.wait(gpu_.fence());
+  if (gpu_.error().empty()) return true;
+  fail_gpu();
+  return false;
 }
 
 void FftStage::remember_gap(const Gap& gap) noexcept {

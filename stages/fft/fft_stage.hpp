@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "pipeline/gpu_stream.hpp"
 #include "pipeline/stage.hpp"
 #include "stages/fft/fft_backend.hpp"
 #include "stages/fft/window.hpp"
@@ -69,28 +70,13 @@ class FftStage final : public Stage {
   static constexpr std::size_t kPendingGaps = 4 * Chunk::kMaxGaps;
   static constexpr std::size_t kInputsInFlight = 8;  // input chunks a GPU backend may still be reading
 
-  // Work a GPU backend has enqueued but not finished, with the chunk it reads or writes: an input
-  // chunk goes back to its pool, an output chunk downstream, only once its fence is reached.
-  struct InFlight {
-    ChunkPtr chunk;
-    std::uint64_t fence = 0;
-  };
-  class FenceRing {  // fixed capacity, allocated at start: the hot path never allocates
-   public:
-    void reserve(std::size_t capacity) { slots_.resize(capacity); }
-    [[nodiscard]] bool empty() const { return count_ == 0; }
-    [[nodiscard]] bool full() const { return count_ == slots_.size(); }
-    InFlight& front() { return slots_[head_]; }
-    void push(ChunkPtr chunk, std::uint64_t fence) noexcept;
-    ChunkPtr pop() noexcept;
-
-   private:
-    std::vector<InFlight> slots_;
-    std::size_t head_ = 0;
-    std::size_t count_ = 0;
-  };
-
   void choose_backend(StageContext& context, std::size_t largest_input_bytes);
+  // Where the backend reads the chunk's samples: the chunk, or the staging buffer they were copied
+  // to on the stage's stream; null (the stage failed) on an error.
+  const std::byte* stage_input(const Chunk& chunk) noexcept;
+  // Copies the finished rows from the staging buffer into the output chunk; false (failed) on an error.
+  bool copy_out(std::size_t bytes) noexcept;
+  const std::byte* fail_gpu() noexcept;  // fails the stage with the stream's error; null
   void consume(const Chunk& chunk, const std::byte* samples) noexcept;  // sets failed_ on error
   bool flush_batch() noexcept;           // transform loaded frames, emit the rows they complete, carry a partial frame
   // Row metadata (time, gaps) for the row of frames `first`..`last` at position `index` of the output
@@ -115,12 +101,16 @@ class FftStage final : public Stage {
   FftSettings settings_;
   StageContext* context_ = nullptr;
   Pool* pool_ = nullptr;
+  // The stage's stream (cuFFT's work, the staging copies, hand-offs downstream); before the backend,
+  // which works on it, so that it outlives it.
+  GpuStream gpu_;
   std::unique_ptr<FftBackend> backend_;
   // Input chunks not in the backend's memory are copied here first (host for FFTW, device for cuFFT),
   // and rows go here when the output pool is not in the backend's memory; allocated only when needed.
   MemoryRegion input_staging_;
   MemoryRegion output_staging_;
-  std::uint64_t staging_fence_ = 0;  // the backend's last read of input_staging_
+  // Chunks held until the backend's fence is reached: inputs it (or a staging copy) still reads,
+  // host outputs it still writes. Device outputs go downstream at once with an event (hand_off).
   FenceRing inputs_in_flight_;
   FenceRing outputs_in_flight_;
   std::size_t row_bytes_ = 0;

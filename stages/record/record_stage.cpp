@@ -89,10 +89,10 @@ void RecordStage::start(StageContext& context) {
     if (pool->memory() == MemoryKind::device) device_chunk_bytes = std::max(device_chunk_bytes, pool->chunk_bytes());
   }
   if (device_chunk_bytes > 0) {
-    // GPU chunks are copied here on the lane's stream, then written like host chunks.
+    // GPU chunks are copied here on this stage's stream, then written like host chunks.
     bounce_ = &context.create_pool("bounce", PoolSpec{device_chunk_bytes, settings_.queue_depth, MemoryKind::host_pinned,
-                                                     context.pipeline().cuda_device});
-    context.cuda_stream();
+                                                     context.cuda_device()});
+    gpu_ = GpuStream(context.cuda_device(), 2);
   }
   not_recorded_ = &context.metrics().drop_counter("not_recorded");
   writer_ = std::make_unique<recorder::RecordingWriter>(settings_, context.stream, context.lane_name());
@@ -171,10 +171,10 @@ StageStatus RecordStage::process() {
           not_recorded_->add();
           return StageStatus::error;
         }
-        if (std::string error = copy_memory(bounce->data, bounce->memory, chunk->data, chunk->memory, chunk->size,
-                                            context_->cuda_stream());
-            !error.empty()) {
-          context_->fail(error);
+        // After the producer's GPU work, on this stage's stream; the thread waits for this copy only.
+        if (gpu_.wait_for(*chunk) && gpu_.copy(bounce->data, chunk->data, chunk->size)) gpu_.wait(gpu_.fence());
+        if (!gpu_.error().empty()) {
+          context_->fail("record: " + gpu_.error());
           not_recorded_->add();
           return StageStatus::error;
         }
