@@ -1,6 +1,7 @@
 // GpuStream: a stage's stream and its events through cuda_glue, so that CPU-only builds compile it.
 #include "pipeline/gpu_stream.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -89,13 +90,13 @@ bool GpuStream::reached(std::uint64_t fence) noexcept {
   bool done = false;
   if (!ok(cuda_glue::query_event(events_[fence % events_.size()], done))) return true;
   // Recorded again since, the event stands for later work: done then means this fence is too.
-  if (done) completed_ = fence;
+  if (done) completed_ = std::max(completed_, fence);
   return done;
 }
 
 void GpuStream::wait(std::uint64_t fence) noexcept {
   if (fence <= completed_ || !error_.empty()) return;
-  if (ok(cuda_glue::synchronize_event(events_[fence % events_.size()]))) completed_ = fence;
+  if (ok(cuda_glue::synchronize_event(events_[fence % events_.size()]))) completed_ = std::max(completed_, fence);
 }
 
 bool GpuStream::finish() noexcept {

@@ -11,7 +11,7 @@ for test in gpu_stream_test memory_gpu_test record_gpu_test fft_gpu_test fft_gpu
   echo "===== $test" >> "$out/streams-tests.log"
   if timeout 400 "$pack/bin/$test" > "$out/streams-$test.log" 2>&1; then result=PASS; else result=FAIL; status=1; fi
   cat "$out/streams-$test.log" >> "$out/streams-tests.log"
-  skips=$(grep -c '^\[  SKIPPED \]' "$out/streams-$test.log")
+  skips=$(grep -cE '^\[  SKIPPED \] .* \([0-9]+ ms\)$' "$out/streams-$test.log")
   streams_table+=("$test|$result ($skips skipped)")
 done
 grep -B2 -A12 'Failure' "$out/streams-tests.log" | tail -40
