@@ -118,7 +118,8 @@ class StageContext {
   // The core the runtime pins this stage's thread to (its `cpu` setting), or -1: helper threads a
   // stage starts in start() (which runs on another thread) keep off it.
   [[nodiscard]] int cpu() const { return cpu_; }
-  // The CUDA device of this stage (its `gpu:`, else its lane's): its pools, its stream, its GPU work.
+  // The CUDA device of this stage (its `gpu:`, else its lane's): its pools, its stream
+  // (GpuStream, made in start()), its GPU work.
   [[nodiscard]] int cuda_device() const;
 
   [[nodiscard]] bool has_input() const { return input_ != nullptr; }
@@ -132,9 +133,6 @@ class StageContext {
   // Every pool created so far in this lane, upstream stages' first: what a downstream stage
   // registers with verbs or io_uring so that it can read any chunk that reaches it.
   [[nodiscard]] std::vector<Pool*> lane_pools() const;
-  // The CUDA device of this stage: its pools, its stream (GpuStream, made in start()), its GPU work.
-  [[nodiscard]] int cuda_device() const;
-
   // A free chunk from `pool`, or null after `timeout`; the wait counts as backpressure.
   ChunkPtr acquire(Pool& pool, std::chrono::microseconds timeout) noexcept;
   // The stage is done with `chunk`: hand it downstream, or end it here when nothing follows
