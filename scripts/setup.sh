@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # Installs what Sluice needs on Debian 12 or Ubuntu 24.04 (as root or through sudo), then
-# configures and builds it. Safe to run again: it installs only what is missing.
-#   scripts/setup.sh [BUILD_DIR] [extra cmake arguments...]
+# configures and builds it (everything, or only the targets named). Safe to run again: it installs
+# only what is missing.   scripts/setup.sh [--target NAME]... [BUILD_DIR] [extra cmake arguments...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+targets=()
+while [ "${1:-}" = --target ]; do
+  [ $# -ge 2 ] || { echo "sluice setup: --target needs a target name" >&2; exit 2; }
+  targets+=(--target "$2")
+  shift 2
+done
 build_dir=${1:-build}
 shift || true
 
@@ -40,4 +46,4 @@ fi
 
 # The CUDA toolkit is optional: CMake finds it under /usr/local/cuda when it is there.
 cmake -S . -B "$build_dir" -G Ninja "$@" >/dev/null
-cmake --build "$build_dir" -j "$(nproc)"
+cmake --build "$build_dir" -j "$(nproc)" "${targets[@]}"
