@@ -10,7 +10,9 @@
 //     tcp_role: client          # tcp only: client (connects) | server (listens, one peer per stream)
 //     streams:                  # one per lane / NIC port
 //       - {address: 127.0.0.1:50000, stream_id: 1, lane: port0, cpu: 14}   # lane: capture lane to send;
-//                                                 # cpu: core its sender thread is pinned to (-1: not pinned)
+//                                                 # cpu: core its sender thread is pinned to (-1: not pinned);
+//                                                 # cpus: [14, 15]: one core per sender thread
+//     threads_per_stream: 1     # udp: sender threads per stream, taking turns per batch (order kept)
 //     capture: /data/run.sigmf-collection  # send this capture instead of a signal (its rate and format)
 //     capture_pace: recorded    # recorded: at the capture's timestamps | fast: as fast as possible
 //     sample_rate: 100Msps      # whole Hz: timestamps are exact sample counts
@@ -23,7 +25,7 @@
 //     gso: true                 # UDP GSO (UDP_SEGMENT) where the kernel has it
 //     report_interval: 1s
 //     signal: {tones: [{frequency: 1MHz, amplitude: 0.5}], chirp: {start: 0Hz, stop: 10MHz, amplitude: 0.2},
-//              noise_snr_db: 30, seed: 1}
+//              noise_snr_db: 30, seed: 1}   # neither tones nor chirp: one tone at sample_rate / 16
 //     context: {rf_frequency: 2.4GHz, gain: 20, reference_level: -10, every: 1000}  # udp: IF Context packets
 //     faults: {seed: 1, drop: {probability: 0.001, packets: [10, 20]}, duplicate: {...}, reorder: {...},
 //              truncate: {...}, corrupt: {...}, shift: {...}, shift_by: 3600000000}
@@ -54,7 +56,7 @@ struct StreamTarget {
   std::string address = "127.0.0.1:50000";
   std::uint32_t stream_id = 1;
   std::string lane = {};  // capture mode: the capture lane this stream sends ("": the stream's position)
-  int cpu = -1;           // core the stream's sender thread is pinned to; -1: not pinned
+  std::vector<int> cpus = {};  // cores the stream's sender threads are pinned to, one each; empty: not pinned
 };
 
 enum class CapturePace : std::uint8_t { recorded, fast };
@@ -100,6 +102,9 @@ struct EmulatorSettings {
   std::uint64_t count = 0;               // packets per stream; 0 = unlimited
   std::chrono::nanoseconds duration{0};  // 0 = unlimited
   std::size_t batch = 32;
+  // Sender threads per stream: each builds every n-th batch and sends it when the previous one
+  // has gone, so a stream's packets enter its one socket in sequence order (udp, synthetic signal).
+  std::size_t threads_per_stream = 1;
   bool gso = true;
   std::chrono::nanoseconds report_interval{std::chrono::seconds(1)};
   FaultSettings faults;
