@@ -1,8 +1,6 @@
-// SigMF writing. Lost samples are never spliced silently: every hole, also one between two
-// samples of one chunk, opens a new capture segment (core:global_index and core:datetime
-// say where and when it resumes) and each gap becomes an annotation labelled "gap" with
-// sluice:lost_samples. Nothing is ever described as filled: a chunk's bytes hold only the
-// samples that arrived.
+// SigMF writing. Lost samples are never spliced silently: every hole opens a new capture segment
+// (core:global_index and core:datetime say where and when it resumes) and becomes a "gap"
+// annotation with sluice:lost_samples; nothing is described as filled.
 #include "recorder/sigmf.hpp"
 
 #include <fcntl.h>
