@@ -1,13 +1,15 @@
 # emulator-threads: can the emulator send more per stream with several sender threads? Two
 # streams (configs/dual_port.yaml's ports) into two bare receive loops on cores 2 and 8, at each
 # rate of EMU_RATES (default "5GB/s 6GB/s 8GB/s") per stream for EMU_SECONDS (10), with
-# threads_per_stream 1, 2 and 3 (EMU_THREADS), sender threads pinned to cores 10-15. Prints the
-# rate the emulator reached and the packets the loops lost, per run, in a table last.
+# threads_per_stream 1, 2 and 3 (EMU_THREADS), sender threads pinned to cores 10-15 (from
+# EMU_FIRST_CORE; the loops' cores: EMU_LOOP_CORES). Prints the rate the emulator reached and the
+# packets the loops lost, per run, in a table last.
 # Needs the packed targets sluice-emulator and udp_receive_loops.
 emu_seconds=${EMU_SECONDS:-10}
 emu_rows=()
+read -r -a emu_loop_cores <<< "${EMU_LOOP_CORES:-2 8}"
 emu_cores() {  # emu_cores THREADS STREAM: the stream's sender cores, as a YAML list
-  local threads=$1 stream=$2 first=$((10 + $2 * 3)) cores=()
+  local threads=$1 first=$((${EMU_FIRST_CORE:-10} + $2 * $1)) cores=()
   for ((i = 0; i < threads; i++)); do cores+=($((first + i))); done
   local IFS=,
   echo "[${cores[*]}]"
@@ -15,7 +17,7 @@ emu_cores() {  # emu_cores THREADS STREAM: the stream's sender cores, as a YAML 
 for threads in ${EMU_THREADS:-1 2 3}; do
   for rate in ${EMU_RATES:-5GB/s 6GB/s 8GB/s}; do
     name="emu-t$threads-${rate%%/*}"
-    "$pack/bin/udp_receive_loops" --port 50100 --cpu 2 --port 50101 --cpu 8 --receive-buffer 256MiB \
+    "$pack/bin/udp_receive_loops" --port 50100 --cpu "${emu_loop_cores[0]}" --port 50101 --cpu "${emu_loop_cores[1]}" --receive-buffer 256MiB \
       --seconds "$((emu_seconds + 20))" --idle 1 > "$out/$name.json" 2> "$out/$name.log" &
     loops=$!
     sleep 1
