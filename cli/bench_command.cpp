@@ -1,8 +1,8 @@
 // `sluice bench`: every stage alone, a whole lane and two lanes, each against a ceiling
-// measured in the same run (bench/suite); a table on stdout or JSON with --json.
+// measured in the same run (suite/); a table on stdout or JSON with --json.
 #include <iostream>
 
-#include "bench/suite/bench_suite.hpp"
+#include "suite/bench_suite.hpp"
 #include "cli/commands.hpp"
 
 namespace sluice::cli {

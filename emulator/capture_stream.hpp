@@ -1,7 +1,6 @@
-// One lane of a SigMF capture as the emulator sends it back out: packet by packet, in stream
-// order, each packet inside one recorded segment, so its samples are contiguous in the stream
-// and its timestamp is the recorded one. Samples the capture lacks (its gaps) are never sent:
-// the receiver sees the same holes the recorder saw.
+// One lane of a SigMF capture as the emulator sends it back out: packet by packet in stream
+// order, each inside one recorded segment with its recorded timestamp; the capture's gaps are
+// never sent, so the receiver sees the holes the recorder saw.
 #pragma once
 
 #include <cstddef>

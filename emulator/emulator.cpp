@@ -85,6 +85,31 @@ YAML::Node without(const YAML::Node& map, std::initializer_list<std::string_view
   return filtered;
 }
 
+// Several senders per stream build batches of packets known in advance (a synthetic signal over
+// udp, each batch a fixed run of packet numbers), each on the core its stream names for it.
+void sender_problems(const EmulatorSettings& settings, std::vector<SettingProblem>& problems) {
+  const bool udp = settings.transport == Transport::udp;
+  if (settings.threads_per_stream > 1) {
+    const char* why = !udp                        ? "tcp is one byte stream per connection"
+                      : !settings.capture.empty() ? "a capture is read in order by one sender"
+                      : settings.faults.any()     ? "faults change which packets a batch holds"
+                      : settings.context.enabled  ? "IF Context packets go out between data packets of one sender"
+                                                  : nullptr;
+    if (why != nullptr) {
+      problems.push_back({"emulator.threads_per_stream", std::string("more than one sender per stream cannot apply: ") + why,
+                          "threads_per_stream: 1, or udp with a synthetic signal and no faults or context"});
+    }
+  }
+  for (std::size_t i = 0; i < settings.streams.size(); ++i) {
+    const std::size_t cores = settings.streams[i].cpus.size();
+    if (cores > 1 && cores != settings.threads_per_stream) {
+      problems.push_back({"emulator.threads_per_stream", "stream " + std::to_string(i) + " names " + std::to_string(cores) +
+                          " cores for " + std::to_string(settings.threads_per_stream) + " sender thread(s)",
+                          "give cpus: one core per sender thread"});
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<SettingProblem> framing_problems(const EmulatorSettings& settings) {
@@ -129,6 +154,7 @@ std::vector<SettingProblem> framing_problems(const EmulatorSettings& settings) {
     problems.push_back({"emulator.payload", "payload too small for the " + std::string(to_string(framing)) + " header and one sample",
                         "e.g. payload: 1472"});
   }
+  sender_problems(settings, problems);
   return problems;
 }
 
@@ -157,12 +183,10 @@ std::size_t EmulatorSettings::samples_per_packet() const {
   return payload > overhead ? (payload - overhead) / bytes_per_sample(signal.format) : 0;
 }
 
-EmulatorSettings read_emulator_settings(const YAML::Node& section, const ConfigSource& source, ConfigErrors& errors) {
-  EmulatorSettings settings;
-  if (section && !section.IsMap()) {
-    errors.add({source.locate(section), "emulator", "expected a map", ""});
-    return settings;
-  }
+namespace {
+
+// The emulator section's own keys (every one but streams, signal, faults and context).
+void read_top_level(const YAML::Node& section, const ConfigSource& source, ConfigErrors& errors, EmulatorSettings& settings) {
   SettingsReader reader({SettingsLayer{without(section, {"streams", "signal", "faults", "context"}), "emulator"}}, source, errors);
   settings.transport = reader.choice("transport", Transport::udp, "udp or tcp",
                                      {{"udp", Transport::udp}, {"tcp", Transport::tcp}});
@@ -188,6 +212,8 @@ EmulatorSettings read_emulator_settings(const YAML::Node& section, const ConfigS
   settings.count = static_cast<std::uint64_t>(reader.integer("count", 0, "packets per stream, then stop (0: no limit)", 0));
   settings.duration = reader.duration("duration", std::chrono::nanoseconds(0), "stop after this long (0: no limit)");
   settings.batch = static_cast<std::size_t>(reader.integer("batch", 32, "packets per sendmmsg", 1, 1024));
+  settings.threads_per_stream = static_cast<std::size_t>(
+      reader.integer("threads_per_stream", 1, "udp: sender threads per stream, taking turns per batch", 1, 64));
   settings.gso = reader.boolean("gso", true, "UDP GSO (UDP_SEGMENT) where the kernel has it");
   settings.report_interval = reader.duration("report_interval", std::chrono::seconds(1), "period of progress lines");
   settings.start_seconds = static_cast<std::uint64_t>(reader.integer("start_seconds", 0, "UTC second of sample 0 (0: now)", 0));
@@ -196,6 +222,9 @@ EmulatorSettings read_emulator_settings(const YAML::Node& section, const ConfigS
   settings.capture_pace = reader.choice("capture_pace", CapturePace::recorded,
                                         "recorded: at the capture's timestamps; fast: as fast as possible",
                                         {{"recorded", CapturePace::recorded}, {"fast", CapturePace::fast}});
+  if (settings.capture.empty() && reader.has("capture_pace")) {
+    reader.error("capture_pace", "capture_pace applies to a capture", "set capture: FILE, or remove capture_pace");
+  }
   if (!settings.capture.empty()) {
     for (const char* key : {"sample_rate", "format", "rate"}) {
       if (reader.has(key)) {
@@ -205,79 +234,107 @@ EmulatorSettings read_emulator_settings(const YAML::Node& section, const ConfigS
     }
   }
   reader.finish();
+}
 
+// The cores of one stream's sender threads: `cpu: N` (one thread) or `cpus: [N, M, ...]`.
+std::vector<int> read_stream_cores(SettingsReader& stream) {
+  const auto cpu = stream.integer("cpu", -1, "core to pin this stream's sender thread to (-1: not pinned)", -1, 4095);
+  const std::vector<double> cpus = stream.numbers("cpus", {}, "cores to pin this stream's sender threads to, one each");
+  if (cpu >= 0 && !cpus.empty()) stream.error("cpus", "cpu and cpus both given", "cpu for one sender thread, cpus for several");
+  std::vector<int> cores;
+  if (cpu >= 0) cores.push_back(static_cast<int>(cpu));
+  for (const double core : cpus) {
+    if (core < 0 || core > 4095 || core != std::floor(core)) {
+      stream.error("cpus", "core " + std::to_string(core) + " is not a core number", "whole numbers from 0");
+      continue;
+    }
+    cores.push_back(static_cast<int>(core));
+  }
+  return cores;
+}
+
+std::vector<StreamTarget> read_streams(const YAML::Node& streams, const ConfigSource& source, ConfigErrors& errors) {
+  if (!streams.IsSequence() || streams.size() == 0) {
+    errors.add({source.locate(streams), "emulator.streams", "expected a non-empty list of {address, stream_id}", ""});
+    return {StreamTarget{}};
+  }
+  std::vector<StreamTarget> targets;
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    SettingsReader stream({SettingsLayer{streams[i], "emulator.streams[" + std::to_string(i) + "]"}}, source, errors);
+    StreamTarget target;
+    target.address = stream.string("address", "127.0.0.1:" + std::to_string(50000 + i), "destination host:port");
+    target.stream_id = static_cast<std::uint32_t>(stream.integer("stream_id", static_cast<std::int64_t>(i + 1),
+                                                                 "VITA-49 stream ID", 0, 0xFFFFFFFFLL));
+    target.lane = stream.string("lane", "", "capture lane this stream sends (default: the lane at its position)");
+    target.cpus = read_stream_cores(stream);
+    if (!wire::parse_endpoint(target.address)) stream.error("address", "expected IPv4 host:port", "127.0.0.1:50000");
+    stream.finish();
+    targets.push_back(target);
+  }
+  return targets;
+}
+
+// The signal: tones (one at sample_rate / 16 unless the section lists its own or a chirp),
+// a chirp, noise and its seed.
+void read_signal(const YAML::Node& signal, const ConfigSource& source, ConfigErrors& errors, SignalSettings& settings) {
+  if (!signal || (!signal["tones"] && !signal["chirp"])) settings.tones.push_back(Tone{settings.sample_rate / 16, 0.5});
+  if (!signal) return;
+  SettingsReader sig({SettingsLayer{without(signal, {"tones", "chirp"}), "emulator.signal"}}, source, errors);
+  settings.noise_snr_db = sig.number("noise_snr_db", std::numeric_limits<double>::quiet_NaN(),
+                                     "Gaussian noise at this SNR in dB (absent: no noise)", -100, 300);
+  settings.seed = static_cast<std::uint64_t>(sig.integer("seed", 1, "noise seed", 0));
+  sig.finish();
+  if (const YAML::Node tones = signal["tones"]; tones && !tones.IsSequence()) {
+    errors.add({source.locate(tones), "emulator.signal.tones", "expected a list of {frequency, amplitude}", ""});
+  } else if (tones) {
+    for (std::size_t i = 0; i < tones.size(); ++i) {
+      SettingsReader tone({SettingsLayer{tones[i], "emulator.signal.tones[" + std::to_string(i) + "]"}}, source, errors);
+      Tone value;
+      value.frequency = tone.frequency("frequency", 1e6, "tone frequency", -1e11, 1e11);
+      value.amplitude = tone.number("amplitude", 0.5, "amplitude, fraction of full scale", 0, 1);
+      tone.finish();
+      settings.tones.push_back(value);
+    }
+  }
+  if (const YAML::Node chirp = signal["chirp"]) {
+    SettingsReader sweep({SettingsLayer{chirp, "emulator.signal.chirp"}}, source, errors);
+    settings.chirp_start = sweep.frequency("start", 0, "start frequency", -1e11, 1e11);
+    settings.chirp_stop = sweep.frequency("stop", settings.sample_rate / 4, "stop frequency", -1e11, 1e11);
+    settings.chirp_amplitude = sweep.number("amplitude", 0.5, "amplitude, fraction of full scale", 0, 1);
+    sweep.finish();
+  }
+}
+
+FaultSettings read_faults(const YAML::Node& faults, const ConfigSource& source, ConfigErrors& errors) {
+  FaultSettings settings;
+  SettingsReader fault({SettingsLayer{without(faults, {"drop", "duplicate", "reorder", "truncate", "corrupt", "shift"}),
+                                      "emulator.faults"}},
+                       source, errors);
+  settings.seed = static_cast<std::uint64_t>(fault.integer("seed", 1, "seed of the fault plan", 0));
+  settings.shift_by = fault.integer("shift_by", settings.shift_by, "samples a shifted packet's position moves");
+  fault.finish();
+  settings.drop = read_fault(fault, faults, "drop", source, errors);
+  settings.duplicate = read_fault(fault, faults, "duplicate", source, errors);
+  settings.reorder = read_fault(fault, faults, "reorder", source, errors);
+  settings.truncate = read_fault(fault, faults, "truncate", source, errors);
+  settings.corrupt = read_fault(fault, faults, "corrupt", source, errors);
+  settings.shift = read_fault(fault, faults, "shift", source, errors);
+  return settings;
+}
+
+}  // namespace
+
+EmulatorSettings read_emulator_settings(const YAML::Node& section, const ConfigSource& source, ConfigErrors& errors) {
+  EmulatorSettings settings;
+  if (section && !section.IsMap()) {
+    errors.add({source.locate(section), "emulator", "expected a map", ""});
+    return settings;
+  }
+  read_top_level(section, source, errors, settings);
   settings.context = read_context_settings(section["context"], source, errors);
-
-  const YAML::Node streams = section["streams"];
-  if (streams) {
-    if (!streams.IsSequence() || streams.size() == 0) {
-      errors.add({source.locate(streams), "emulator.streams", "expected a non-empty list of {address, stream_id}", ""});
-    } else {
-      settings.streams.clear();
-      for (std::size_t i = 0; i < streams.size(); ++i) {
-        SettingsReader stream({SettingsLayer{streams[i], "emulator.streams[" + std::to_string(i) + "]"}}, source, errors);
-        StreamTarget target;
-        target.address = stream.string("address", "127.0.0.1:" + std::to_string(50000 + i), "destination host:port");
-        target.stream_id = static_cast<std::uint32_t>(stream.integer("stream_id", static_cast<std::int64_t>(i + 1),
-                                                                     "VITA-49 stream ID", 0, 0xFFFFFFFFLL));
-        target.lane = stream.string("lane", "", "capture lane this stream sends (default: the lane at its position)");
-        target.cpu = static_cast<int>(stream.integer("cpu", -1, "core to pin this stream's sender thread to (-1: not pinned)", -1, 4095));
-        if (!wire::parse_endpoint(target.address)) stream.error("address", "expected IPv4 host:port", "127.0.0.1:50000");
-        stream.finish();
-        settings.streams.push_back(target);
-      }
-    }
-  }
-
-  const YAML::Node signal = section["signal"];
-  if (signal) {
-    SettingsReader sig({SettingsLayer{without(signal, {"tones", "chirp"}), "emulator.signal"}}, source, errors);
-    settings.signal.noise_snr_db = sig.number("noise_snr_db", std::numeric_limits<double>::quiet_NaN(),
-                                              "Gaussian noise at this SNR in dB (absent: no noise)", -100, 300);
-    settings.signal.seed = static_cast<std::uint64_t>(sig.integer("seed", 1, "noise seed", 0));
-    sig.finish();
-    const YAML::Node tones = signal["tones"];
-    if (tones) {
-      if (!tones.IsSequence()) {
-        errors.add({source.locate(tones), "emulator.signal.tones", "expected a list of {frequency, amplitude}", ""});
-      } else {
-        for (std::size_t i = 0; i < tones.size(); ++i) {
-          SettingsReader tone({SettingsLayer{tones[i], "emulator.signal.tones[" + std::to_string(i) + "]"}}, source, errors);
-          Tone value;
-          value.frequency = tone.frequency("frequency", 1e6, "tone frequency", -1e11, 1e11);
-          value.amplitude = tone.number("amplitude", 0.5, "amplitude, fraction of full scale", 0, 1);
-          tone.finish();
-          settings.signal.tones.push_back(value);
-        }
-      }
-    }
-    const YAML::Node chirp = signal["chirp"];
-    if (chirp) {
-      SettingsReader sweep({SettingsLayer{chirp, "emulator.signal.chirp"}}, source, errors);
-      settings.signal.chirp_start = sweep.frequency("start", 0, "start frequency", -1e11, 1e11);
-      settings.signal.chirp_stop = sweep.frequency("stop", settings.signal.sample_rate / 4, "stop frequency", -1e11, 1e11);
-      settings.signal.chirp_amplitude = sweep.number("amplitude", 0.5, "amplitude, fraction of full scale", 0, 1);
-      sweep.finish();
-    }
-  } else {
-    settings.signal.tones.push_back(Tone{settings.signal.sample_rate / 16, 0.5});
-  }
-
-  const YAML::Node faults = section["faults"];
-  if (faults) {
-    SettingsReader fault({SettingsLayer{without(faults, {"drop", "duplicate", "reorder", "truncate", "corrupt", "shift"}),
-                                        "emulator.faults"}},
-                         source, errors);
-    settings.faults.seed = static_cast<std::uint64_t>(fault.integer("seed", 1, "seed of the fault plan", 0));
-    settings.faults.shift_by = fault.integer("shift_by", settings.faults.shift_by, "samples a shifted packet's position moves");
-    fault.finish();
-    settings.faults.drop = read_fault(fault, faults, "drop", source, errors);
-    settings.faults.duplicate = read_fault(fault, faults, "duplicate", source, errors);
-    settings.faults.reorder = read_fault(fault, faults, "reorder", source, errors);
-    settings.faults.truncate = read_fault(fault, faults, "truncate", source, errors);
-    settings.faults.corrupt = read_fault(fault, faults, "corrupt", source, errors);
-    settings.faults.shift = read_fault(fault, faults, "shift", source, errors);
-  }
+  if (const YAML::Node streams = section["streams"]) settings.streams = read_streams(streams, source, errors);
+  read_signal(section["signal"], source, errors, settings.signal);
+  if (const YAML::Node faults = section["faults"]) settings.faults = read_faults(faults, source, errors);
   for (const SettingProblem& problem : framing_problems(settings)) {
     const std::string key = problem.key.substr(problem.key.rfind('.') + 1);
     const YAML::Node at = problem.key.starts_with("emulator.faults") ? section["faults"] : section[key];
@@ -391,6 +448,44 @@ std::vector<recorder::CaptureLane> capture_lanes(EmulatorSettings& settings) {
 
 }  // namespace
 
+namespace {
+
+// A connected UDP socket with a large send buffer, and GSO where it is wanted and the kernel has it.
+void open_udp_socket(Emulator::Impl::Stream& stream, Emulator::Impl& impl) {
+  stream.socket.reset(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!stream.socket.valid()) throw std::runtime_error(errno_message("socket(AF_INET, SOCK_DGRAM)"));
+  const int buffer = 8 << 20;
+  if (::setsockopt(stream.socket.get(), SOL_SOCKET, SO_SNDBUF, &buffer, sizeof(buffer)) != 0) {
+    throw std::runtime_error(errno_message("setsockopt(SO_SNDBUF)"));
+  }
+  if (::connect(stream.socket.get(), reinterpret_cast<const sockaddr*>(&stream.destination), sizeof(sockaddr_in)) != 0) {
+    throw std::runtime_error(errno_message("connect(" + wire::to_string(stream.destination) + ")"));
+  }
+  if (impl.gso) {
+    const int segment = static_cast<int>(impl.packet_bytes);
+    if (::setsockopt(stream.socket.get(), SOL_UDP, UDP_SEGMENT, &segment, sizeof(segment)) != 0) {
+      fmt::print(stderr, "emulator: {}: sending one datagram per message\n", errno_message("UDP GSO unavailable"));
+      impl.gso = false;
+    }
+  }
+}
+
+// TCP server role: a listener on the stream's address, accepted from in run().
+void open_tcp_listener(Emulator::Impl::Stream& stream) {
+  stream.listener.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!stream.listener.valid()) throw std::runtime_error(errno_message("socket(AF_INET, SOCK_STREAM)"));
+  const int one = 1;
+  if (::setsockopt(stream.listener.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) {
+    throw std::runtime_error(errno_message("setsockopt(SO_REUSEADDR)"));
+  }
+  if (::bind(stream.listener.get(), reinterpret_cast<const sockaddr*>(&stream.destination), sizeof(sockaddr_in)) != 0) {
+    throw std::runtime_error(errno_message("bind(" + wire::to_string(stream.destination) + ")"));
+  }
+  if (::listen(stream.listener.get(), 1) != 0) throw std::runtime_error(errno_message("listen"));
+}
+
+}  // namespace
+
 void Emulator::open() {
   Impl& impl = *impl_;
   std::vector<recorder::CaptureLane> lanes;
@@ -432,33 +527,9 @@ void Emulator::open() {
     if (!destination) throw std::runtime_error("emulator: bad address '" + settings_.streams[i].address + "'");
     stream.destination = *destination;
     if (settings_.transport == Transport::udp) {
-      stream.socket.reset(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-      if (!stream.socket.valid()) throw std::runtime_error(errno_message("socket(AF_INET, SOCK_DGRAM)"));
-      const int buffer = 8 << 20;
-      if (::setsockopt(stream.socket.get(), SOL_SOCKET, SO_SNDBUF, &buffer, sizeof(buffer)) != 0) {
-        throw std::runtime_error(errno_message("setsockopt(SO_SNDBUF)"));
-      }
-      if (::connect(stream.socket.get(), reinterpret_cast<const sockaddr*>(&stream.destination), sizeof(sockaddr_in)) != 0) {
-        throw std::runtime_error(errno_message("connect(" + wire::to_string(stream.destination) + ")"));
-      }
-      if (impl.gso) {
-        const int segment = static_cast<int>(impl.packet_bytes);
-        if (::setsockopt(stream.socket.get(), SOL_UDP, UDP_SEGMENT, &segment, sizeof(segment)) != 0) {
-          fmt::print(stderr, "emulator: {}: sending one datagram per message\n", errno_message("UDP GSO unavailable"));
-          impl.gso = false;
-        }
-      }
+      open_udp_socket(stream, impl);
     } else if (settings_.tcp_role == TcpRole::server) {
-      stream.listener.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-      if (!stream.listener.valid()) throw std::runtime_error(errno_message("socket(AF_INET, SOCK_STREAM)"));
-      const int one = 1;
-      if (::setsockopt(stream.listener.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) {
-        throw std::runtime_error(errno_message("setsockopt(SO_REUSEADDR)"));
-      }
-      if (::bind(stream.listener.get(), reinterpret_cast<const sockaddr*>(&stream.destination), sizeof(sockaddr_in)) != 0) {
-        throw std::runtime_error(errno_message("bind(" + wire::to_string(stream.destination) + ")"));
-      }
-      if (::listen(stream.listener.get(), 1) != 0) throw std::runtime_error(errno_message("listen"));
+      open_tcp_listener(stream);
     }
   }
   impl.report.gso_used = impl.gso;
@@ -514,15 +585,27 @@ void add_report(EmulatorReport& total, const EmulatorReport& part) {
   total.corrupted += part.corrupted;
 }
 
+// The handoff between the senders of one stream: whose batch goes next, and whether the stream
+// has ended (a sender that stops ends it for all, so no later batch leaves after a missing one).
+struct BatchTurns {
+  std::atomic<std::uint64_t> next{0};  // the batch that may be sent now
+  std::atomic<bool> over{false};
+};
+
 // One stream's sender: its own packet slots, message arrays, pacer and counts, so that each
-// stream runs on its own thread. Loop: pace → build a batch (faults applied) → send it.
+// stream runs on its own thread. Loop: pace → build a batch (faults applied) → send it. With
+// several senders per stream, sender `turn` of n builds batches turn, turn + n, ... ahead and
+// sends each when the one before it has gone.
 class StreamSender {
  public:
-  StreamSender(const SendPlan& plan, Emulator::Impl& impl, std::uint32_t index)
+  StreamSender(const SendPlan& plan, Emulator::Impl& impl, std::uint32_t index, std::size_t turn = 0,
+               BatchTurns* turns = nullptr)
       : plan_(plan),
         impl_(impl),
         stream_(impl.streams[index]),
         index_(index),
+        turn_(turn),
+        turns_(turns),
         pacer_(plan.capture_mode ? 0 : plan.settings->rate),
         encoder_(plan.settings->wire_framing(), plan.settings->streams[index].stream_id, plan.format, plan.samples_per_packet,
                  plan.capture_mode),
@@ -540,10 +623,15 @@ class StreamSender {
   // Sends until the stream ends, `stop` is set or the duration passes. Errors are kept for the caller.
   void run(const std::atomic<bool>* stop) noexcept {
     try {
-      loop(stop);
+      if (turns_ != nullptr) {
+        loop_in_turns(stop);
+      } else {
+        loop(stop);
+      }
     } catch (const std::exception& error) {
       error_ = error.what();
     }
+    if (turns_ != nullptr) turns_->over.store(true, std::memory_order_release);
     finished_.store(true, std::memory_order_release);
   }
 
@@ -586,6 +674,64 @@ class StreamSender {
       }
       packets_.store(report_.packets, std::memory_order_relaxed);
       bytes_.store(report_.bytes, std::memory_order_relaxed);
+    }
+  }
+
+  [[nodiscard]] bool ended(const std::atomic<bool>* stop) const {
+    const std::chrono::nanoseconds duration = plan_.settings->duration;
+    return (stop != nullptr && stop->load(std::memory_order_relaxed)) ||
+           (duration.count() > 0 && monotonic_ns() - plan_.start_ns >= static_cast<std::uint64_t>(duration.count())) ||
+           turns_->over.load(std::memory_order_acquire);
+  }
+
+  // Batches turn_, turn_ + n, ... of a synthetic udp stream (no faults, no context, no capture:
+  // the settings refuse them with several senders), each packets [b·batch, (b + 1)·batch).
+  void loop_in_turns(const std::atomic<bool>* stop) {
+    const EmulatorSettings& settings = *plan_.settings;
+    for (std::uint64_t batch = turn_;; batch += settings.threads_per_stream) {
+      const std::uint64_t first = batch * settings.batch;
+      std::uint64_t end = first + settings.batch;
+      if (settings.count != 0) end = std::min<std::uint64_t>(end, settings.count);
+      if (first < end && !paced_until(first * impl_.packet_bytes, stop)) return;
+      if (first < end) build_packets(first, end);
+      while (turns_->next.load(std::memory_order_acquire) != batch) {
+        if (ended(stop)) return;
+        std::this_thread::yield();
+      }
+      if (first >= end || ended(stop)) return;  // the count is sent, or the stream stops here
+      send_udp();
+      report_.samples += (end - first) * plan_.samples_per_packet;
+      packets_.store(report_.packets, std::memory_order_relaxed);
+      bytes_.store(report_.bytes, std::memory_order_relaxed);
+      turns_->next.store(batch + 1, std::memory_order_release);
+    }
+  }
+
+  // Waits until `bytes` of the stream are due at its rate; false if the stream ended meanwhile.
+  bool paced_until(std::uint64_t bytes, const std::atomic<bool>* stop) {
+    for (;;) {
+      if (ended(stop)) return false;
+      const std::uint64_t wait = pacer_.wait_ns(bytes, monotonic_ns() - plan_.start_ns);
+      if (wait == 0) return true;
+      if (wait > 200'000) {
+        std::this_thread::sleep_for(std::chrono::nanoseconds(wait - 100'000));
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  }
+
+  // Packets [first, end) of the synthetic signal into the slots, in order.
+  void build_packets(std::uint64_t first, std::uint64_t end) {
+    order_.clear();
+    for (std::uint64_t k = first; k < end; ++k) {
+      PacketSpan span;
+      span.first_sample = k * plan_.samples_per_packet;
+      span.count = plan_.samples_per_packet;
+      span.time.valid = false;
+      span.after_gap = false;
+      const auto slot = static_cast<std::size_t>(k - first);
+      order_.push_back(Send{slot, encode(k, span, slots_[slot].data())});
     }
   }
 
@@ -780,6 +926,8 @@ class StreamSender {
   Emulator::Impl& impl_;
   Emulator::Impl::Stream& stream_;
   std::uint32_t index_;
+  std::size_t turn_;     // this sender's place among the stream's senders
+  BatchTurns* turns_;    // shared by the stream's senders; null with one sender
   Pacer pacer_;
   FrameEncoder encoder_;
   std::optional<ContextSender> context_;  // udp with a context: section only
@@ -817,9 +965,8 @@ void connect_tcp_streams(Emulator::Impl& impl, const EmulatorSettings& settings,
   }
 }
 
-// Pins the calling thread to `cpu` (no-op for -1); throws naming the call.
+// Pins the calling thread to `cpu`; throws naming the call.
 void pin_thread(int cpu) {
-  if (cpu < 0) return;
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(static_cast<std::size_t>(cpu), &set);
@@ -884,30 +1031,39 @@ void report_until_finished(const std::vector<std::unique_ptr<StreamSender>>& sen
 
 }  // namespace
 
-// One thread per stream sends (pinned where the stream says); this thread reports progress.
+// `threads_per_stream` threads per stream send (pinned where the stream says); this thread
+// reports progress.
 EmulatorReport Emulator::run(const std::atomic<bool>* stop, bool progress) {
   Impl& impl = *impl_;
   if (impl.streams.empty()) open();
   if (settings_.transport == Transport::tcp) connect_tcp_streams(impl, settings_, stop);
   SendPlan plan = make_send_plan(settings_, impl);
   for (const StreamTarget& target : settings_.streams) {
-    if (target.cpu >= 0 && static_cast<unsigned>(target.cpu) >= std::thread::hardware_concurrency()) {
-      throw std::runtime_error("emulator: cannot pin a sender to cpu " + std::to_string(target.cpu) + ": this host has " +
-                               std::to_string(std::thread::hardware_concurrency()) + " cpus");
+    for (const int cpu : target.cpus) {
+      if (static_cast<unsigned>(cpu) >= std::thread::hardware_concurrency()) {
+        throw std::runtime_error("emulator: cannot pin a sender to cpu " + std::to_string(cpu) + ": this host has " +
+                                 std::to_string(std::thread::hardware_concurrency()) + " cpus");
+      }
     }
   }
+  const std::size_t per_stream = settings_.threads_per_stream;
+  std::vector<std::unique_ptr<BatchTurns>> turns;
   std::vector<std::unique_ptr<StreamSender>> senders;
   for (std::uint32_t index = 0; index < impl.streams.size(); ++index) {
-    senders.push_back(std::make_unique<StreamSender>(plan, impl, index));
+    turns.push_back(per_stream > 1 ? std::make_unique<BatchTurns>() : nullptr);
+    for (std::size_t turn = 0; turn < per_stream; ++turn) {
+      senders.push_back(std::make_unique<StreamSender>(plan, impl, index, turn, turns.back().get()));
+    }
   }
   plan.start_ns = monotonic_ns();
   std::vector<std::thread> threads;
   for (std::size_t i = 0; i < senders.size(); ++i) {
     threads.emplace_back([&, i] {
+      const std::vector<int>& cpus = settings_.streams[i / per_stream].cpus;
       try {
-        pin_thread(settings_.streams[i].cpu);
+        if (!cpus.empty()) pin_thread(cpus[i % per_stream % cpus.size()]);
       } catch (const std::exception& error) {
-        fmt::print(stderr, "emulator: {}: stream {} sends unpinned\n", error.what(), i);
+        fmt::print(stderr, "emulator: {}: stream {} sends unpinned\n", error.what(), i / per_stream);
       }
       senders[i]->run(stop);
     });

@@ -1,32 +1,6 @@
-// The emulated FPGA digitizer: streams VITA-49 IF Data, GNU Radio sequence-numbered or bare
-// datagrams over UDP (or raw TCP frames or bare bytes over TCP) from a SampleSource or from a recorded SigMF capture, paced or unpaced, with deterministic
-// fault injection. Used by the `sluice-emulator` program and, in-process, by tests and benchmarks.
-//
-// YAML (the `emulator:` section of a pipeline file; every key optional but streams):
-//   emulator:
-//     transport: udp            # udp | tcp
-//     framing: vita49           # udp: vita49 | gnuradio_seq | gnuradio_seq_size | none; tcp: raw_tcp | none
-//                               # (default: vita49 for udp, raw_tcp for tcp)
-//     tcp_role: client          # tcp only: client (connects) | server (listens, one peer per stream)
-//     streams:                  # one per lane / NIC port
-//       - {address: 127.0.0.1:50000, stream_id: 1, lane: port0, cpu: 14}   # lane: capture lane to send;
-//                                                 # cpu: core its sender thread is pinned to (-1: not pinned)
-//     capture: /data/run.sigmf-collection  # send this capture instead of a signal (its rate and format)
-//     capture_pace: recorded    # recorded: at the capture's timestamps | fast: as fast as possible
-//     sample_rate: 100Msps      # whole Hz: timestamps are exact sample counts
-//     format: ci16              # ci16 | cf32
-//     payload: 1472             # UDP datagram bytes (header + samples); 8972 for jumbo frames
-//     rate: 400MB/s             # datagram bytes/s per stream; 0 = as fast as possible
-//     count: 0                  # packets per stream, then stop; 0 = no limit
-//     duration: 0s              # stop after this long; 0 = no limit
-//     batch: 32                 # packets per sendmmsg
-//     gso: true                 # UDP GSO (UDP_SEGMENT) where the kernel has it
-//     report_interval: 1s
-//     signal: {tones: [{frequency: 1MHz, amplitude: 0.5}], chirp: {start: 0Hz, stop: 10MHz, amplitude: 0.2},
-//              noise_snr_db: 30, seed: 1}
-//     context: {rf_frequency: 2.4GHz, gain: 20, reference_level: -10, every: 1000}  # udp: IF Context packets
-//     faults: {seed: 1, drop: {probability: 0.001, packets: [10, 20]}, duplicate: {...}, reorder: {...},
-//              truncate: {...}, corrupt: {...}, shift: {...}, shift_by: 3600000000}
+// The emulated FPGA digitizer: streams VITA-49, GNU Radio or bare datagrams over UDP (raw TCP frames
+// or bare bytes over TCP) from a signal or a recorded SigMF capture, paced or not, with deterministic
+// fault injection; the `sluice-emulator` program and, in-process, tests and benchmarks use it.
 #pragma once
 
 #include <atomic>
@@ -54,7 +28,7 @@ struct StreamTarget {
   std::string address = "127.0.0.1:50000";
   std::uint32_t stream_id = 1;
   std::string lane = {};  // capture mode: the capture lane this stream sends ("": the stream's position)
-  int cpu = -1;           // core the stream's sender thread is pinned to; -1: not pinned
+  std::vector<int> cpus = {};  // cores the stream's sender threads are pinned to, one each; empty: not pinned
 };
 
 enum class CapturePace : std::uint8_t { recorded, fast };
@@ -88,6 +62,33 @@ struct FaultSettings {
   [[nodiscard]] const FaultSpec& spec(FaultKind kind) const;
 };
 
+// YAML (the `emulator:` section of a pipeline file; every key optional but streams):
+//   emulator:
+//     transport: udp            # udp | tcp
+//     framing: vita49           # udp: vita49 | gnuradio_seq | gnuradio_seq_size | none; tcp: raw_tcp | none
+//                               # (default: vita49 for udp, raw_tcp for tcp)
+//     tcp_role: client          # tcp only: client (connects) | server (listens, one peer per stream)
+//     streams:                  # one per lane / NIC port
+//       - {address: 127.0.0.1:50000, stream_id: 1, lane: port0, cpu: 14}   # lane: capture lane to send;
+//                                                 # cpu: core its sender thread is pinned to (-1: not pinned);
+//                                                 # cpus: [14, 15]: one core per sender thread
+//     threads_per_stream: 1     # udp: sender threads per stream, taking turns per batch (order kept)
+//     capture: /data/run.sigmf-collection  # send this capture instead of a signal (its rate and format)
+//     capture_pace: recorded    # recorded: at the capture's timestamps | fast: as fast as possible
+//     sample_rate: 100Msps      # whole Hz: timestamps are exact sample counts
+//     format: ci16              # ci16 | cf32
+//     payload: 1472             # UDP datagram bytes (header + samples); 8972 for jumbo frames
+//     rate: 400MB/s             # datagram bytes/s per stream; 0 = as fast as possible
+//     count: 0                  # packets per stream, then stop; 0 = no limit
+//     duration: 0s              # stop after this long; 0 = no limit
+//     batch: 32                 # packets per sendmmsg
+//     gso: true                 # UDP GSO (UDP_SEGMENT) where the kernel has it
+//     report_interval: 1s
+//     signal: {tones: [{frequency: 1MHz, amplitude: 0.5}], chirp: {start: 0Hz, stop: 10MHz, amplitude: 0.2},
+//              noise_snr_db: 30, seed: 1}   # neither tones nor chirp: one tone at sample_rate / 16
+//     context: {rf_frequency: 2.4GHz, gain: 20, reference_level: -10, every: 1000}  # udp: IF Context packets
+//     faults: {seed: 1, drop: {probability: 0.001, packets: [10, 20]}, duplicate: {...}, reorder: {...},
+//              truncate: {...}, corrupt: {...}, shift: {...}, shift_by: 3600000000}
 struct EmulatorSettings {
   Transport transport = Transport::udp;
   // udp: vita49 | gnuradio_seq | gnuradio_seq_size | none; tcp: raw_tcp | none; unset: vita49 on udp, raw_tcp on tcp
@@ -100,6 +101,9 @@ struct EmulatorSettings {
   std::uint64_t count = 0;               // packets per stream; 0 = unlimited
   std::chrono::nanoseconds duration{0};  // 0 = unlimited
   std::size_t batch = 32;
+  // Sender threads per stream: each builds every n-th batch and sends it when the previous one
+  // has gone, so a stream's packets enter its one socket in sequence order (udp, synthetic signal).
+  std::size_t threads_per_stream = 1;
   bool gso = true;
   std::chrono::nanoseconds report_interval{std::chrono::seconds(1)};
   FaultSettings faults;

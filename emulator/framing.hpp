@@ -1,7 +1,6 @@
-// How the emulator frames one packet of samples on the wire: VITA-49 IF Data, GNU Radio's
-// gr-network sequence headers, bare samples (UDP), or the raw TCP frame and bare bytes (TCP).
-// One FrameEncoder per stream writes a packet's header (and trailer) around its samples and
-// damages it as the fault plan says; the send loop does not know which framing it sends.
+// How the emulator frames a packet on the wire (VITA-49, GNU Radio sequence headers or bare over
+// UDP; raw TCP frames or bare over TCP): one FrameEncoder per stream writes and damages packets,
+// so the send loop does not know the framing.
 #pragma once
 
 #include <cstddef>

@@ -1,168 +1,149 @@
-// sluice-emulator: an emulated FPGA digitizer streaming VITA-49, GNU Radio or bare datagrams
-// over UDP, or raw TCP frames or bare bytes over TCP,
-// configured from flags or from the `emulator:` section of a pipeline YAML file.
+// sluice-emulator: an emulated FPGA digitizer streaming VITA-49, GNU Radio or bare datagrams over
+// UDP, or raw TCP frames or bare bytes over TCP, configured by the `emulator:` section of a
+// pipeline file; every flag is one of that section's keys (read and checked by the same reader).
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <deque>
+#include <sstream>
 
 #include <CLI/CLI.hpp>
 
 #include "emulator/emulator.hpp"
-#include "pipeline/units.hpp"
 
 namespace {
+
 std::atomic<bool> g_stop{false};
 void on_signal(int) { g_stop.store(true); }
+
+// The flags, as given: each one that is set becomes an `emulator.KEY=VALUE` override.
+struct Flags {
+  std::string config;
+  std::vector<std::string> overrides;
+  std::vector<std::string> addresses;
+  std::vector<int> cpus;
+  std::deque<std::pair<const char*, std::string>> scalars;  // key, value as typed (a deque: options keep references)
+  std::vector<double> tones;
+  std::string seed;
+  std::deque<std::pair<const char*, std::vector<std::uint64_t>>> fault_packets;
+  bool no_gso = false;
+  bool quiet = false;
+};
+
+template <typename T>
+std::string yaml_list(const std::vector<T>& values) {
+  std::ostringstream text;
+  text.precision(17);
+  text << '[';
+  for (std::size_t i = 0; i < values.size(); ++i) text << (i == 0 ? "" : ", ") << values[i];
+  text << ']';
+  return text.str();
+}
+
+void add_options(CLI::App& app, Flags& flags) {
+  app.add_option("config", flags.config, "pipeline YAML file whose emulator: section to use");
+  app.add_option("--set", flags.overrides, "override a YAML key: emulator.rate=1GB/s (with or without a config file)");
+  app.add_option("--to", flags.addresses, "destination host:port, one per stream (stream IDs 1, 2, ...)");
+  app.add_option("--cpu", flags.cpus, "core to pin each stream's sender thread to, in stream order (repeatable)");
+  // Each scalar flag is the emulator: key of the same name (dashes for underscores).
+  static const std::vector<std::pair<const char*, const char*>> kScalars{
+      {"transport", "udp | tcp"},
+      {"framing", "udp: vita49 (default) | gnuradio_seq | gnuradio_seq_size | none; tcp: raw_tcp (default) | none"},
+      {"tcp_role", "client | server"},
+      {"sample_rate", "e.g. 100Msps"},
+      {"format", "ci16 | cf32"},
+      {"payload", "UDP datagram bytes (1472, 8972 jumbo)"},
+      {"rate", "bytes/s per stream, e.g. 400MB/s; 0 = unpaced"},
+      {"count", "packets per stream, then stop"},
+      {"duration", "stop after, e.g. 10s"},
+      {"batch", "packets per sendmmsg"},
+      {"threads_per_stream", "udp: sender threads per stream, taking turns per batch"},
+      {"capture", "send this SigMF capture (its samples, timestamps and gaps) instead of a signal"},
+      {"capture_pace", "recorded (default: at the capture's timestamps) | fast"}};
+  for (const auto& [key, help] : kScalars) {
+    std::string name = std::string("--") + key;
+    std::replace(name.begin(), name.end(), '_', '-');
+    flags.scalars.emplace_back(key, "");
+    app.add_option(name, flags.scalars.back().second, help);
+  }
+  flags.scalars.emplace_back("signal.noise_snr_db", "");
+  app.add_option("--snr", flags.scalars.back().second, "Gaussian noise at this SNR (dB)");
+  flags.scalars.emplace_back("faults.drop.probability", "");
+  app.add_option("--drop-probability", flags.scalars.back().second, "chance to drop each packet");
+  app.add_flag("--no-gso", flags.no_gso, "do not use UDP GSO");
+  app.add_option("--tone", flags.tones, "tone frequency in Hz (repeatable), amplitude 0.5 / count");
+  app.add_option("--seed", flags.seed, "seed for noise and faults");
+  static const std::vector<std::pair<const char*, const char*>> kFaults{{"drop", "packet numbers to drop"},
+                                                                        {"duplicate", "packet numbers to send twice"},
+                                                                        {"reorder", "packet numbers to send after the next one"},
+                                                                        {"truncate", "packet numbers to cut in half (UDP)"},
+                                                                        {"corrupt", "packet numbers whose header to corrupt"}};
+  for (const auto& [fault, help] : kFaults) {
+    flags.fault_packets.emplace_back(fault, std::vector<std::uint64_t>{});
+    app.add_option(std::string("--") + fault, flags.fault_packets.back().second, help);
+  }
+  app.add_flag("-q,--quiet", flags.quiet, "no periodic lines");
+}
+
+// The flags as `emulator.*` overrides, after the --set ones so that a flag wins.
+std::vector<std::string> overrides_of(const Flags& flags) {
+  std::vector<std::string> overrides = flags.overrides;
+  const auto set = [&](const std::string& key, const std::string& value) { overrides.push_back("emulator." + key + "=" + value); };
+  for (const auto& [key, value] : flags.scalars) {
+    if (!value.empty()) set(key, value);
+  }
+  if (flags.no_gso) set("gso", "false");
+  if (!flags.seed.empty()) {
+    set("signal.seed", flags.seed);
+    set("faults.seed", flags.seed);
+  }
+  for (const auto& [fault, packets] : flags.fault_packets) {
+    if (!packets.empty()) set(std::string("faults.") + fault + ".packets", yaml_list(packets));
+  }
+  if (!flags.tones.empty()) {
+    std::string tones;
+    for (const double tone : flags.tones) {
+      tones += (tones.empty() ? "" : ", ") + ("{frequency: " + std::to_string(tone) +
+                                              ", amplitude: " + std::to_string(0.5 / static_cast<double>(flags.tones.size())) + "}");
+    }
+    set("signal.tones", "[" + tones + "]");
+  }
+  if (!flags.addresses.empty()) {
+    std::string streams;
+    for (std::size_t i = 0; i < flags.addresses.size(); ++i) {
+      streams += (i == 0 ? "{address: " : ", {address: ") + flags.addresses[i] + ", stream_id: " + std::to_string(i + 1) +
+                 (i < flags.cpus.size() ? ", cpu: " + std::to_string(flags.cpus[i]) : "") + "}";
+    }
+    set("streams", "[" + streams + "]");
+  }
+  for (std::size_t i = flags.addresses.empty() ? 0 : flags.cpus.size(); i < flags.cpus.size(); ++i) {
+    set("streams." + std::to_string(i) + ".cpu", std::to_string(flags.cpus[i]));
+  }
+  return overrides;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace sluice;
   CLI::App app{"sluice-emulator: emulated FPGA digitizer (VITA-49, GNU Radio or bare samples over UDP; raw or bare over TCP)"};
-  std::string config;
-  std::vector<std::string> overrides;
-  std::vector<std::string> addresses;
-  std::vector<int> cpus;
-  std::string transport;
-  std::string framing;
-  std::string tcp_role;
-  std::string sample_rate;
-  std::string format;
-  std::size_t payload = 0;
-  std::string rate;
-  std::uint64_t count = 0;
-  std::string duration;
-  std::size_t batch = 0;
-  bool no_gso = false;
-  std::vector<double> tones;
-  double snr = std::numeric_limits<double>::quiet_NaN();
-  std::uint64_t seed = 0;
-  std::vector<std::uint64_t> drop;
-  std::vector<std::uint64_t> duplicate;
-  std::vector<std::uint64_t> reorder;
-  std::vector<std::uint64_t> truncate;
-  std::vector<std::uint64_t> corrupt;
-  double drop_probability = 0;
-  bool quiet = false;
-  std::string capture;
-  std::string capture_pace;
-  app.add_option("config", config, "pipeline YAML file whose emulator: section to use");
-  app.add_option("--set", overrides, "override a YAML key: emulator.rate=1GB/s (with or without a config file)");
-  app.add_option("--to", addresses, "destination host:port, one per stream (stream IDs 1, 2, ...)");
-  app.add_option("--transport", transport, "udp | tcp");
-  app.add_option("--framing", framing,
-                 "udp: vita49 (default) | gnuradio_seq | gnuradio_seq_size | none; tcp: raw_tcp (default) | none");
-  app.add_option("--tcp-role", tcp_role, "client | server");
-  app.add_option("--sample-rate", sample_rate, "e.g. 100Msps");
-  app.add_option("--format", format, "ci16 | cf32");
-  app.add_option("--payload", payload, "UDP datagram bytes (1472, 8972 jumbo)");
-  app.add_option("--rate", rate, "bytes/s per stream, e.g. 400MB/s; 0 = unpaced");
-  app.add_option("--count", count, "packets per stream, then stop");
-  app.add_option("--duration", duration, "stop after, e.g. 10s");
-  app.add_option("--batch", batch, "packets per sendmmsg");
-  app.add_flag("--no-gso", no_gso, "do not use UDP GSO");
-  app.add_option("--cpu", cpus, "core to pin each stream's sender thread to, in stream order (repeatable)");
-  app.add_option("--tone", tones, "tone frequency in Hz (repeatable), amplitude 0.5 / count");
-  app.add_option("--snr", snr, "Gaussian noise at this SNR (dB)");
-  app.add_option("--seed", seed, "seed for noise and faults");
-  app.add_option("--drop", drop, "packet numbers to drop");
-  app.add_option("--drop-probability", drop_probability, "chance to drop each packet");
-  app.add_option("--duplicate", duplicate, "packet numbers to send twice");
-  app.add_option("--reorder", reorder, "packet numbers to send after the next one");
-  app.add_option("--truncate", truncate, "packet numbers to cut in half (UDP)");
-  app.add_option("--corrupt", corrupt, "packet numbers whose header to corrupt");
-  app.add_option("--capture", capture, "send this SigMF capture (its samples, timestamps and gaps) instead of a signal");
-  app.add_option("--capture-pace", capture_pace, "recorded (default: at the capture's timestamps) | fast");
-  app.add_flag("-q,--quiet", quiet, "no periodic lines");
+  Flags flags;
+  add_options(app, flags);
   CLI11_PARSE(app, argc, argv);
-
-  // Transport and framing go through the YAML reader, so a framing defaults by transport and
-  // every combination is checked in one place.
-  if (!transport.empty()) overrides.push_back("emulator.transport=" + transport);
-  if (!framing.empty()) overrides.push_back("emulator.framing=" + framing);
+  if (!flags.addresses.empty() && flags.cpus.size() > flags.addresses.size()) {
+    std::fprintf(stderr, "sluice-emulator: --cpu given %zu times for %zu streams\n", flags.cpus.size(), flags.addresses.size());
+    return 2;
+  }
   try {
-    emulator::EmulatorSettings settings =
-        config.empty() ? emulator::load_emulator_text("emulator: {}\n", "<flags>", overrides)
-                       : emulator::load_emulator_file(config, overrides);
-    auto fail = [](const std::string& message) {
-      std::fprintf(stderr, "sluice-emulator: %s\n", message.c_str());
-      return 2;
-    };
-    if (!addresses.empty()) {
-      settings.streams.clear();
-      for (std::size_t i = 0; i < addresses.size(); ++i) {
-        settings.streams.push_back({addresses[i], static_cast<std::uint32_t>(i + 1)});
-      }
-    }
-    if (!tcp_role.empty()) {
-      if (tcp_role != "client" && tcp_role != "server") return fail("--tcp-role: client or server");
-      settings.tcp_role = tcp_role == "client" ? emulator::TcpRole::client : emulator::TcpRole::server;
-    }
-    if (!sample_rate.empty()) {
-      auto value = parse_frequency(sample_rate);
-      if (!value || *value < 1) return fail("--sample-rate: expected e.g. 100Msps");
-      settings.signal.sample_rate = *value;
-    }
-    if (!format.empty()) {
-      if (format != "ci16" && format != "cf32") return fail("--format: ci16 or cf32");
-      settings.signal.format = format == "ci16" ? SampleFormat::ci16 : SampleFormat::cf32;
-    }
-    if (!capture.empty()) {
-      if (!sample_rate.empty() || !format.empty() || !rate.empty()) {
-        return fail("--sample-rate, --format and --rate come from the capture (--capture-pace fast: unpaced)");
-      }
-      settings.capture = capture;
-    }
-    if (!capture_pace.empty()) {
-      if (capture_pace != "recorded" && capture_pace != "fast") return fail("--capture-pace: recorded or fast");
-      if (settings.capture.empty()) return fail("--capture-pace needs --capture");
-      settings.capture_pace = capture_pace == "fast" ? emulator::CapturePace::fast : emulator::CapturePace::recorded;
-    }
-    if (payload != 0) settings.payload = payload;
-    if (!rate.empty()) {
-      auto value = parse_byte_rate(rate);
-      if (!value) return fail("--rate: expected e.g. 400MB/s");
-      settings.rate = *value;
-    }
-    if (count != 0) settings.count = count;
-    if (!duration.empty()) {
-      auto value = parse_duration(duration);
-      if (!value) return fail("--duration: expected e.g. 10s");
-      settings.duration = *value;
-    }
-    if (batch != 0) settings.batch = batch;
-    if (no_gso) settings.gso = false;
-    if (cpus.size() > settings.streams.size()) {
-      return fail("--cpu given " + std::to_string(cpus.size()) + " times for " + std::to_string(settings.streams.size()) +
-                  " streams");
-    }
-    for (std::size_t i = 0; i < cpus.size(); ++i) settings.streams[i].cpu = cpus[i];
-    if (!tones.empty()) {
-      settings.signal.tones.clear();
-      for (double tone : tones) settings.signal.tones.push_back({tone, 0.5 / static_cast<double>(tones.size())});
-    }
-    if (!std::isnan(snr)) settings.signal.noise_snr_db = snr;
-    if (seed != 0) {
-      settings.signal.seed = seed;
-      settings.faults.seed = seed;
-    }
-    if (!drop.empty()) settings.faults.drop.packets = drop;
-    if (drop_probability > 0) settings.faults.drop.probability = drop_probability;
-    if (!duplicate.empty()) settings.faults.duplicate.packets = duplicate;
-    if (!reorder.empty()) settings.faults.reorder.packets = reorder;
-    if (!truncate.empty()) settings.faults.truncate.packets = truncate;
-    if (!corrupt.empty()) settings.faults.corrupt.packets = corrupt;
-    // Flags set after the YAML was read: check their combination with the framing again.
-    if (const auto problems = emulator::framing_problems(settings); !problems.empty()) {
-      for (const auto& problem : problems) {
-        std::fprintf(stderr, "sluice-emulator: %s: %s (%s)\n", problem.key.c_str(), problem.message.c_str(), problem.hint.c_str());
-      }
-      return 2;
-    }
-
+    const std::vector<std::string> overrides = overrides_of(flags);
+    const emulator::EmulatorSettings settings = flags.config.empty()
+                                                    ? emulator::load_emulator_text("emulator: {}\n", "<flags>", overrides)
+                                                    : emulator::load_emulator_file(flags.config, overrides);
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
     emulator::Emulator emulator(settings);
     emulator.open();
-    const emulator::EmulatorReport report = emulator.run(&g_stop, !quiet);
+    const emulator::EmulatorReport report = emulator.run(&g_stop, !flags.quiet);
     std::fprintf(stderr, "%s\n", emulator::format_report(report).c_str());
   } catch (const ConfigException& error) {
     std::fprintf(stderr, "%s", error.what());

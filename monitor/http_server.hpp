@@ -1,7 +1,6 @@
-// The live metrics endpoint, off unless asked for: `/metrics` (Prometheus text), `/` (the
-// dashboard page) and the JSON the page polls (`/api/status`, `/api/spectrum`). cpp-httplib
-// serves on its own threads and only reads the stages' relaxed atomics and the fft stages'
-// spectrum snapshots, so the lanes never wait for a scrape.
+// The live metrics endpoint, off unless asked for: `/metrics`, the dashboard page and the JSON it
+// polls, served by cpp-httplib on its own threads, which only read the stages' relaxed atomics
+// and spectrum snapshots, so the lanes never wait for a scrape.
 #pragma once
 
 #include <atomic>

@@ -205,83 +205,114 @@ nlohmann::json report_json(const Pipeline& pipeline, int exit_code) {
   return report;
 }
 
-std::string rate_plot_svg(const Pipeline& pipeline) {
-  const auto& timeline = pipeline.timeline();
-  const auto lanes = pipeline.metrics_by_lane();
-  constexpr double kWidth = 900, kHeight = 420, kLeft = 95, kRight = 160, kTop = 40, kBottom = 50;
-  const double plot_width = kWidth - kLeft - kRight;
-  const double plot_height = kHeight - kTop - kBottom;
-  // Rate of each lane's sink between consecutive samples.
-  std::vector<std::vector<std::pair<double, double>>> series(lanes.size());
-  double max_rate = 0;
-  double max_time = timeline.empty() ? 1 : std::max(timeline.back().seconds, 1e-3);
+namespace {
+
+// The plot's geometry: the picture, and the plotting area inside its margins.
+struct PlotFrame {
+  static constexpr double kWidth = 900, kHeight = 420, kLeft = 95, kRight = 160, kTop = 40, kBottom = 50;
+  static constexpr double kPlotWidth = kWidth - kLeft - kRight;
+  static constexpr double kPlotHeight = kHeight - kTop - kBottom;
+  double max_rate = 1;
+  double max_time = 1;
+  [[nodiscard]] double x(double seconds) const { return kLeft + kPlotWidth * seconds / max_time; }
+  [[nodiscard]] double y(double rate) const { return kTop + kPlotHeight - kPlotHeight * rate / max_rate; }
+};
+
+using RateSeries = std::vector<std::vector<std::pair<double, double>>>;  // per lane: (seconds, bytes/s)
+
+// Rate of each lane's sink between consecutive timeline points; the highest goes to `max_rate`.
+RateSeries sink_rates(const std::vector<Pipeline::TimelinePoint>& timeline, std::size_t lanes, double& max_rate) {
+  RateSeries series(lanes);
   for (std::size_t i = 1; i < timeline.size(); ++i) {
     const double dt = timeline[i].seconds - timeline[i - 1].seconds;
     if (dt < 0.05) continue;  // the final sample can come right after the last periodic one
-    for (std::size_t lane = 0; lane < lanes.size() && lane < timeline[i].sink_bytes.size(); ++lane) {
+    for (std::size_t lane = 0; lane < lanes && lane < timeline[i].sink_bytes.size(); ++lane) {
       const double rate = static_cast<double>(timeline[i].sink_bytes[lane] - timeline[i - 1].sink_bytes[lane]) / dt;
       series[lane].emplace_back(timeline[i].seconds, rate);
       max_rate = std::max(max_rate, rate);
     }
   }
-  if (max_rate <= 0) max_rate = 1;
+  return series;
+}
+
+// The frame, five rate ticks up the left and five time ticks along the bottom.
+void plot_axes(std::ostringstream& svg, const PlotFrame& frame) {
+  using F = PlotFrame;
+  for (int tick = 0; tick <= 5; ++tick) {
+    const double value = frame.max_rate * tick / 5;
+    const double y = frame.y(value);
+    svg << fmt::format(R"(<line x1="{:.1f}" y1="{:.1f}" x2="{:.1f}" y2="{:.1f}" stroke="#ddd"/>)", F::kLeft, y,
+                       F::kLeft + F::kPlotWidth, y)
+        << fmt::format(R"(<text x="{:.1f}" y="{:.1f}" text-anchor="end">{}</text>)", F::kLeft - 6, y + 4,
+                       format_byte_rate(value))
+        << "\n";
+  }
+  for (int tick = 0; tick <= 5; ++tick) {
+    const double seconds = frame.max_time * tick / 5;
+    svg << fmt::format(R"(<text x="{:.1f}" y="{:.1f}" text-anchor="middle">{:.1f} s</text>)", frame.x(seconds),
+                       F::kTop + F::kPlotHeight + 18, seconds)
+        << "\n";
+  }
+  svg << fmt::format(R"(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="none" stroke="#444"/>)", F::kLeft,
+                     F::kTop, F::kPlotWidth, F::kPlotHeight)
+      << "\n";
+}
+
+// One lane: its rate line, its legend entry, and a marker in its colour, in its own row along the
+// plot's top, for every timeline interval in which its lost count grew (the count so far in its tooltip).
+void plot_lane(std::ostringstream& svg, const PlotFrame& frame, const std::vector<Pipeline::TimelinePoint>& timeline, std::size_t lane,
+               const std::vector<std::pair<double, double>>& rates, const std::string& label, const char* colour) {
+  using F = PlotFrame;
+  svg << "<polyline fill=\"none\" stroke-width=\"2\" stroke=\"" << colour << "\" points=\"";
+  for (const auto& [seconds, rate] : rates) svg << fmt::format("{:.1f},{:.1f} ", frame.x(seconds), frame.y(rate));
+  svg << "\"/>\n";
+  const double row = static_cast<double>(lane);
+  svg << fmt::format(R"(<rect x="{:.1f}" y="{:.1f}" width="14" height="4" fill="{}"/>)", F::kLeft + F::kPlotWidth + 14,
+                     F::kTop + 10 + 20.0 * row, colour)
+      << fmt::format(R"(<text x="{:.1f}" y="{:.1f}">{}</text>)", F::kLeft + F::kPlotWidth + 34, F::kTop + 16 + 20.0 * row, label)
+      << "\n";
+  for (std::size_t i = 0; i < timeline.size(); ++i) {
+    const auto& now = timeline[i].lost_samples;
+    const std::uint64_t before = i == 0 || lane >= timeline[i - 1].lost_samples.size() ? 0 : timeline[i - 1].lost_samples[lane];
+    if (lane >= now.size() || now[lane] <= before) continue;
+    svg << fmt::format(R"(<path d="M{:.1f},{:.1f} l-5,-9 h10 z" fill="{}"><title>{}: {} samples lost by {:.1f} s</title></path>)",
+                       frame.x(timeline[i].seconds), F::kTop + 12 + 10.0 * row, colour, label, count_text(now[lane]),
+                       timeline[i].seconds)
+        << "\n";
+  }
+}
+
+}  // namespace
+
+std::string rate_plot_svg(const Pipeline& pipeline) {
+  using F = PlotFrame;
+  const auto& timeline = pipeline.timeline();
+  const auto lanes = pipeline.metrics_by_lane();
+  PlotFrame frame;
+  frame.max_rate = 0;
+  frame.max_time = timeline.empty() ? 1 : std::max(timeline.back().seconds, 1e-3);
+  const RateSeries series = sink_rates(timeline, lanes.size(), frame.max_rate);
+  if (frame.max_rate <= 0) frame.max_rate = 1;
   const bool any_lost = !timeline.empty() && std::any_of(timeline.back().lost_samples.begin(), timeline.back().lost_samples.end(),
                                                          [](std::uint64_t lost) { return lost != 0; });
-  max_rate *= any_lost ? 1.1 + 0.06 * static_cast<double>(lanes.size()) : 1.1;  // room for the loss markers' rows
+  frame.max_rate *= any_lost ? 1.1 + 0.06 * static_cast<double>(lanes.size()) : 1.1;  // room for the loss markers' rows
   static constexpr std::array<const char*, 8> kColours{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
                                                        "#9467bd", "#8c564b", "#e377c2", "#17becf"};
   std::ostringstream svg;
   svg << fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{:.0f}" height="{:.0f}" font-family="sans-serif" font-size="12">)",
-                     kWidth, kHeight)
+                     F::kWidth, F::kHeight)
       << "\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-      << "<text x=\"" << kLeft << "\" y=\"22\" font-size=\"15\">" << pipeline.definition().settings.name
+      << "<text x=\"" << F::kLeft << "\" y=\"22\" font-size=\"15\">" << pipeline.definition().settings.name
       << ": rate into each lane's last stage</text>\n";
-  for (int tick = 0; tick <= 5; ++tick) {
-    const double value = max_rate * tick / 5;
-    const double y = kTop + plot_height - plot_height * tick / 5;
-    svg << fmt::format(R"(<line x1="{:.1f}" y1="{:.1f}" x2="{:.1f}" y2="{:.1f}" stroke="#ddd"/>)", kLeft, y, kLeft + plot_width, y)
-        << fmt::format(R"(<text x="{:.1f}" y="{:.1f}" text-anchor="end">{}</text>)", kLeft - 6, y + 4, format_byte_rate(value))
-        << "\n";
-  }
-  for (int tick = 0; tick <= 5; ++tick) {
-    const double seconds = max_time * tick / 5;
-    const double x = kLeft + plot_width * tick / 5;
-    svg << fmt::format(R"(<text x="{:.1f}" y="{:.1f}" text-anchor="middle">{:.1f} s</text>)", x, kTop + plot_height + 18, seconds)
-        << "\n";
-  }
-  svg << fmt::format(R"(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="none" stroke="#444"/>)", kLeft, kTop,
-                     plot_width, plot_height)
-      << "\n";
+  plot_axes(svg, frame);
   for (std::size_t lane = 0; lane < series.size(); ++lane) {
-    const char* colour = kColours[lane % kColours.size()];
-    svg << "<polyline fill=\"none\" stroke-width=\"2\" stroke=\"" << colour << "\" points=\"";
-    for (const auto& [seconds, rate] : series[lane]) {
-      svg << fmt::format("{:.1f},{:.1f} ", kLeft + plot_width * seconds / max_time, kTop + plot_height - plot_height * rate / max_rate);
-    }
-    svg << "\"/>\n";
     const std::string label = lanes[lane].empty() ? "" : lanes[lane].front()->lane();
-    svg << fmt::format(R"(<rect x="{:.1f}" y="{:.1f}" width="14" height="4" fill="{}"/>)", kLeft + plot_width + 14,
-                       kTop + 10 + 20.0 * static_cast<double>(lane), colour)
-        << fmt::format(R"(<text x="{:.1f}" y="{:.1f}">{}</text>)", kLeft + plot_width + 34, kTop + 16 + 20.0 * static_cast<double>(lane),
-                       label)
-        << "\n";
-    // Where the lane lost samples: a marker in the lane's colour, in the lane's own row along the
-    // plot's top, for every sampling interval in which its lost count grew (the count so far in
-    // its tooltip).
-    for (std::size_t i = 0; i < timeline.size(); ++i) {
-      const auto& now = timeline[i].lost_samples;
-      const std::uint64_t before = i == 0 || lane >= timeline[i - 1].lost_samples.size() ? 0 : timeline[i - 1].lost_samples[lane];
-      if (lane >= now.size() || now[lane] <= before) continue;
-      const double x = kLeft + plot_width * timeline[i].seconds / max_time;
-      svg << fmt::format(R"(<path d="M{:.1f},{:.1f} l-5,-9 h10 z" fill="{}"><title>{}: {} samples lost by {:.1f} s</title></path>)",
-                         x, kTop + 12 + 10.0 * static_cast<double>(lane), colour, label, count_text(now[lane]), timeline[i].seconds)
-          << "\n";
-    }
+    plot_lane(svg, frame, timeline, lane, series[lane], label, kColours[lane % kColours.size()]);
   }
   if (any_lost) {
-    const double y = kTop + 16 + 20.0 * static_cast<double>(series.size()) + 10;
-    svg << fmt::format(R"(<path d="M{:.1f},{:.1f} l-5,-9 h10 z" fill="#444"/>)", kLeft + plot_width + 21, y + 2)
-        << fmt::format(R"(<text x="{:.1f}" y="{:.1f}">samples lost</text>)", kLeft + plot_width + 34, y) << "\n";
+    const double y = F::kTop + 16 + 20.0 * static_cast<double>(series.size()) + 10;
+    svg << fmt::format(R"(<path d="M{:.1f},{:.1f} l-5,-9 h10 z" fill="#444"/>)", F::kLeft + F::kPlotWidth + 21, y + 2)
+        << fmt::format(R"(<text x="{:.1f}" y="{:.1f}">samples lost</text>)", F::kLeft + F::kPlotWidth + 34, y) << "\n";
   }
   svg << "</svg>\n";
   return svg.str();

@@ -56,7 +56,7 @@ MemoryRegion::MemoryRegion(MemoryKind kind, std::size_t bytes, int cuda_device)
       void* memory = nullptr;
       // Slabs of 2 MiB or more are huge-page aligned and advised as such: a 4 MiB O_DIRECT
       // or DMA transfer from huge pages is a few physically contiguous segments instead of
-      // 1024 scattered ones (measured here: replay read 1.1 → 2.0 GB/s on the same disk).
+      // 1024 scattered ones.
       const std::size_t alignment = bytes >= kHugePage && huge_pages_wanted() ? kHugePage : kHostAlignment;
       const std::size_t rounded = (bytes + alignment - 1) / alignment * alignment;
       if (int error = posix_memalign(&memory, alignment, rounded); error != 0) {

@@ -1,8 +1,6 @@
-// SigMF writing. Lost samples are never spliced silently: every hole, also one between two
-// samples of one chunk, opens a new capture segment (core:global_index and core:datetime
-// say where and when it resumes) and each gap becomes an annotation labelled "gap" with
-// sluice:lost_samples. Nothing is ever described as filled: a chunk's bytes hold only the
-// samples that arrived.
+// SigMF writing. Lost samples are never spliced silently: every hole opens a new capture segment
+// (core:global_index and core:datetime say where and when it resumes) and becomes a "gap"
+// annotation with sluice:lost_samples; nothing is described as filled.
 #include "recorder/sigmf.hpp"
 
 #include <fcntl.h>
@@ -132,159 +130,194 @@ nlohmann::json make_global(const StreamInfo& stream, const std::string& lane, co
   return global;
 }
 
-nlohmann::json build_meta(const nlohmann::json& global_in, const std::vector<JournalRecord>& records, bool complete) {
-  nlohmann::json global = global_in;
-  global["sluice:complete"] = complete;
-  const auto format = format_from_datatype(global.value("core:datatype", std::string("ci16_le")));
-  const std::uint64_t sample_bytes = bytes_per_sample(format.value_or(SampleFormat::ci16));
-  double frequency = global.value("sluice:center_frequency", 0.0);  // until the sender's context changes it
-  const double rate = global.value("core:sample_rate", 0.0);
-  nlohmann::json captures = nlohmann::json::array();
-  nlohmann::json annotations = nlohmann::json::array();
-  bool any_sample = false;
-  std::uint64_t expected_next = 0;  // stream index after the last sample written so far
-  std::uint64_t lost_total = 0;
-  std::uint64_t marked_total = 0;
-  // One record's samples as runs contiguous in both the file and the stream.
-  struct Run {
-    std::uint64_t file_sample;
-    std::uint64_t stream_index;
-    std::uint64_t count;
-  };
-  std::vector<Run> runs;
-  std::vector<Gap> holes;
-  for (const JournalRecord& record : records) {
-    const std::uint64_t file_sample = record.file_offset / sample_bytes;
-    const Timestamp record_time{record.timestamp_seconds, record.timestamp_picoseconds, (record.timestamp_valid & 1U) != 0};
-    const bool time_jump = (record.timestamp_valid & kRecordTimeJump) != 0;
-    // The sender's context changed at this record's first sample (a retune): a new segment
-    // starts there with the new values, and an annotation says what changed.
-    const bool context_change = (record.timestamp_valid & kRecordContextChange) != 0;
-    if (context_change && !std::isnan(record.context.rf_frequency)) frequency = record.context.rf_frequency;
-    // Absent gaps from the record's first sample on lie between its samples (or after the
-    // last one): the stream jumps there. Walk them in stream order.
-    holes.clear();
-    for (std::uint32_t g = 0; g < record.gap_count; ++g) {
-      const Gap& gap = record.gaps[g];
-      if (!gap.in_data && gap.length > 0 && gap.first_sample >= record.first_sample) holes.push_back(gap);
-    }
-    std::sort(holes.begin(), holes.end(), [](const Gap& a, const Gap& b) { return a.first_sample < b.first_sample; });
-    runs.clear();
-    std::uint64_t stream = record.first_sample;
-    std::uint64_t file = file_sample;
-    std::uint64_t left = record.sample_count;
-    for (const Gap& hole : holes) {
-      if (left == 0) break;
-      const std::uint64_t before = hole.first_sample > stream ? std::min(hole.first_sample - stream, left) : 0;
-      if (before > 0) runs.push_back(Run{file, stream, before});
-      file += before;
-      stream += before;
-      left -= before;
-      stream = std::max(stream, hole.first_sample + hole.length);
-    }
-    if (left > 0) runs.push_back(Run{file, stream, left});
-    for (const Run& run : runs) {
-      const bool restarts = time_jump && &run == &runs.front();
-      const bool retuned = context_change && &run == &runs.front();
-      // A zero-length annotation at the run's first sample.
-      const auto boundary = [&run](const char* label) {
-        nlohmann::json annotation;
-        annotation["core:label"] = label;
-        annotation["core:generator"] = "sluice";
-        annotation["core:sample_start"] = run.file_sample;
-        annotation["core:sample_count"] = 0;
-        annotation["sluice:global_index"] = run.stream_index;
-        return annotation;
-      };
-      if (retuned && any_sample) {
-        const StreamContext& values = record.context;
-        nlohmann::json annotation = boundary("context");
-        std::string comment = "the sender's IF Context changed here; the capture segment starting here has its values:";
-        const auto add = [&](const char* key, const char* name, double value, const char* unit) {
-          if (std::isnan(value)) return;
-          annotation[key] = value;
-          comment += std::string(" ") + name + " " + fmt::format("{}", value) + unit + ",";
-        };
-        add("sluice:rf_frequency", "RF", values.rf_frequency, " Hz");
-        add("sluice:sample_rate", "sample rate", values.sample_rate, " Hz");
-        add("sluice:bandwidth", "bandwidth", values.bandwidth, " Hz");
-        add("sluice:reference_level_dbm", "reference level", values.reference_level_dbm, " dBm");
-        add("sluice:gain_db", "gain", values.gain_db, " dB");
-        comment.back() = '.';
-        annotation["core:comment"] = comment;
-        annotations.push_back(std::move(annotation));
-      }
-      if (restarts && any_sample) {
-        nlohmann::json annotation = boundary("resync");
-        annotation["core:comment"] =
-            "the sender's time base restarted (its clock or counter went back, and the source resynchronised "
-            "onto it): the capture segment starting here has its own core:datetime, not one that follows the "
-            "segment before";
-        annotation["sluice:resync"] = true;
-        annotations.push_back(std::move(annotation));
-      }
-      if (!any_sample || run.stream_index != expected_next || restarts || retuned) {
-        nlohmann::json capture;
-        capture["core:sample_start"] = run.file_sample;
-        capture["core:global_index"] = run.stream_index;
-        capture["core:frequency"] = frequency;
-        const Timestamp time = time_after(record_time, run.stream_index - record.first_sample, rate);
-        if (time.valid) capture["core:datetime"] = iso8601(time);
-        captures.push_back(std::move(capture));
-      }
-      any_sample = true;
-      expected_next = run.stream_index + run.count;
-    }
-    // File position of stream index `index` of this record: in the run holding it, else
-    // where the next sample after it lies (the end of the record's bytes when none does).
-    const auto file_position = [&](std::uint64_t index) {
-      for (const Run& run : runs) {
-        if (index < run.stream_index) return run.file_sample;
-        if (index < run.stream_index + run.count) return run.file_sample + (index - run.stream_index);
-      }
-      return file_sample + record.sample_count;
-    };
-    for (std::uint32_t g = 0; g < record.gap_count; ++g) {
-      const Gap& gap = record.gaps[g];
-      const std::uint64_t last = gap.first_sample + gap.length - 1;
-      const std::string range = " (stream samples " + std::to_string(gap.first_sample) + " to " + std::to_string(last) + ")";
-      nlohmann::json annotation;
-      annotation["core:label"] = "gap";
-      annotation["core:generator"] = "sluice";
-      annotation["sluice:global_index"] = gap.first_sample;
-      if (gap.in_data) {
-        // Values that are in the file but were computed from input with lost samples.
-        const std::uint64_t start = file_position(gap.first_sample);
-        const std::uint64_t end = std::min(file_position(gap.first_sample + gap.length), file_sample + record.sample_count);
-        annotation["core:sample_start"] = start;
-        annotation["core:sample_count"] = std::max(end, start + 1) - start;
-        annotation["core:comment"] = std::to_string(gap.length) + " values computed from input with lost samples" + range +
-                                     ": present in the data file, marked";
-        annotation["sluice:in_data"] = true;
-        annotation["sluice:marked_values"] = gap.length;
-        marked_total += gap.length;
-      } else {
-        const std::uint64_t resume = file_position(gap.first_sample + gap.length);
-        annotation["core:sample_start"] = resume;
-        annotation["core:sample_count"] = 0;
-        annotation["core:comment"] = std::to_string(gap.length) + " samples lost" + range +
-                                     ": absent from the data file, which goes on at file sample " +
-                                     std::to_string(resume);
-        annotation["sluice:lost_samples"] = gap.length;
-        lost_total += gap.length;
-      }
-      annotations.push_back(std::move(annotation));
-    }
+namespace {
+
+// One record's samples as runs contiguous in both the file and the stream.
+struct Run {
+  std::uint64_t file_sample;
+  std::uint64_t stream_index;
+  std::uint64_t count;
+};
+
+// Splits a record's samples at its absent gaps: gaps from the record's first sample on lie between
+// its samples (or after the last one), where the stream jumps. `holes` is scratch.
+void split_into_runs(const JournalRecord& record, std::uint64_t file_sample, std::vector<Gap>& holes, std::vector<Run>& runs) {
+  holes.clear();
+  for (std::uint32_t g = 0; g < record.gap_count; ++g) {
+    const Gap& gap = record.gaps[g];
+    if (!gap.in_data && gap.length > 0 && gap.first_sample >= record.first_sample) holes.push_back(gap);
   }
-  if (captures.empty()) captures.push_back({{"core:sample_start", 0}, {"core:frequency", frequency}});
-  if (!records.empty()) global["sluice:first_sample"] = records.front().first_sample;
-  global["sluice:lost_samples"] = lost_total;
-  if (marked_total > 0) global["sluice:marked_values"] = marked_total;
-  // SigMF wants annotations ordered by core:sample_start.
-  std::stable_sort(annotations.begin(), annotations.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
-    return a["core:sample_start"].get<std::uint64_t>() < b["core:sample_start"].get<std::uint64_t>();
-  });
-  return nlohmann::json{{"global", global}, {"captures", captures}, {"annotations", annotations}};
+  std::sort(holes.begin(), holes.end(), [](const Gap& a, const Gap& b) { return a.first_sample < b.first_sample; });
+  runs.clear();
+  std::uint64_t stream = record.first_sample;
+  std::uint64_t file = file_sample;
+  std::uint64_t left = record.sample_count;
+  for (const Gap& hole : holes) {
+    if (left == 0) break;
+    const std::uint64_t before = hole.first_sample > stream ? std::min(hole.first_sample - stream, left) : 0;
+    if (before > 0) runs.push_back(Run{file, stream, before});
+    file += before;
+    stream += before;
+    left -= before;
+    stream = std::max(stream, hole.first_sample + hole.length);
+  }
+  if (left > 0) runs.push_back(Run{file, stream, left});
+}
+
+// A zero-length annotation at a run's first sample.
+nlohmann::json boundary_annotation(const Run& run, const char* label) {
+  nlohmann::json annotation;
+  annotation["core:label"] = label;
+  annotation["core:generator"] = "sluice";
+  annotation["core:sample_start"] = run.file_sample;
+  annotation["core:sample_count"] = 0;
+  annotation["sluice:global_index"] = run.stream_index;
+  return annotation;
+}
+
+// Where the sender's IF Context changed: the values the segment starting at `run` has.
+nlohmann::json context_annotation(const Run& run, const StreamContext& values) {
+  nlohmann::json annotation = boundary_annotation(run, "context");
+  std::string comment = "the sender's IF Context changed here; the capture segment starting here has its values:";
+  const auto add = [&](const char* key, const char* name, double value, const char* unit) {
+    if (std::isnan(value)) return;
+    annotation[key] = value;
+    comment += std::string(" ") + name + " " + fmt::format("{}", value) + unit + ",";
+  };
+  add("sluice:rf_frequency", "RF", values.rf_frequency, " Hz");
+  add("sluice:sample_rate", "sample rate", values.sample_rate, " Hz");
+  add("sluice:bandwidth", "bandwidth", values.bandwidth, " Hz");
+  add("sluice:reference_level_dbm", "reference level", values.reference_level_dbm, " dBm");
+  add("sluice:gain_db", "gain", values.gain_db, " dB");
+  comment.back() = '.';
+  annotation["core:comment"] = comment;
+  return annotation;
+}
+
+nlohmann::json resync_annotation(const Run& run) {
+  nlohmann::json annotation = boundary_annotation(run, "resync");
+  annotation["core:comment"] =
+      "the sender's time base restarted (its clock or counter went back, and the source resynchronised "
+      "onto it): the capture segment starting here has its own core:datetime, not one that follows the "
+      "segment before";
+  annotation["sluice:resync"] = true;
+  return annotation;
+}
+
+// The metadata of a recording, record by record: captures where the stream jumps, restarts or
+// is retuned, and an annotation per gap, resync and retune.
+class MetaBuilder {
+ public:
+  explicit MetaBuilder(const nlohmann::json& global) : global_(global) {
+    const auto format = format_from_datatype(global.value("core:datatype", std::string("ci16_le")));
+    sample_bytes_ = bytes_per_sample(format.value_or(SampleFormat::ci16));
+    frequency_ = global.value("sluice:center_frequency", 0.0);  // until the sender's context changes it
+    rate_ = global.value("core:sample_rate", 0.0);
+  }
+
+  void add(const JournalRecord& record) {
+    const std::uint64_t file_sample = record.file_offset / sample_bytes_;
+    const bool context_change = (record.timestamp_valid & kRecordContextChange) != 0;
+    if (context_change && !std::isnan(record.context.rf_frequency)) frequency_ = record.context.rf_frequency;
+    split_into_runs(record, file_sample, holes_, runs_);
+    for (const Run& run : runs_) add_run(record, run, &run == &runs_.front() && context_change);
+    for (std::uint32_t g = 0; g < record.gap_count; ++g) add_gap(record, record.gaps[g], file_sample);
+  }
+
+  nlohmann::json finish(const std::vector<JournalRecord>& records, bool complete) {
+    global_["sluice:complete"] = complete;
+    if (captures_.empty()) captures_.push_back({{"core:sample_start", 0}, {"core:frequency", frequency_}});
+    if (!records.empty()) global_["sluice:first_sample"] = records.front().first_sample;
+    global_["sluice:lost_samples"] = lost_total_;
+    if (marked_total_ > 0) global_["sluice:marked_values"] = marked_total_;
+    // SigMF wants annotations ordered by core:sample_start.
+    std::stable_sort(annotations_.begin(), annotations_.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+      return a["core:sample_start"].get<std::uint64_t>() < b["core:sample_start"].get<std::uint64_t>();
+    });
+    return nlohmann::json{{"global", global_}, {"captures", captures_}, {"annotations", annotations_}};
+  }
+
+ private:
+  // A new capture segment where the stream jumps, its time base restarts or it was retuned.
+  void add_run(const JournalRecord& record, const Run& run, bool retuned) {
+    const bool restarts = (record.timestamp_valid & kRecordTimeJump) != 0 && &run == &runs_.front();
+    if (retuned && any_sample_) annotations_.push_back(context_annotation(run, record.context));
+    if (restarts && any_sample_) annotations_.push_back(resync_annotation(run));
+    if (!any_sample_ || run.stream_index != expected_next_ || restarts || retuned) {
+      nlohmann::json capture;
+      capture["core:sample_start"] = run.file_sample;
+      capture["core:global_index"] = run.stream_index;
+      capture["core:frequency"] = frequency_;
+      const Timestamp record_time{record.timestamp_seconds, record.timestamp_picoseconds, (record.timestamp_valid & 1U) != 0};
+      const Timestamp time = time_after(record_time, run.stream_index - record.first_sample, rate_);
+      if (time.valid) capture["core:datetime"] = iso8601(time);
+      captures_.push_back(std::move(capture));
+    }
+    any_sample_ = true;
+    expected_next_ = run.stream_index + run.count;
+  }
+
+  // File position of stream index `index` of the current record: in the run holding it, else
+  // where the next sample after it lies (the end of the record's bytes when none does).
+  [[nodiscard]] std::uint64_t file_position(std::uint64_t index, std::uint64_t record_end) const {
+    for (const Run& run : runs_) {
+      if (index < run.stream_index) return run.file_sample;
+      if (index < run.stream_index + run.count) return run.file_sample + (index - run.stream_index);
+    }
+    return record_end;
+  }
+
+  void add_gap(const JournalRecord& record, const Gap& gap, std::uint64_t file_sample) {
+    const std::uint64_t record_end = file_sample + record.sample_count;
+    const std::uint64_t last = gap.first_sample + gap.length - 1;
+    const std::string range = " (stream samples " + std::to_string(gap.first_sample) + " to " + std::to_string(last) + ")";
+    nlohmann::json annotation;
+    annotation["core:label"] = "gap";
+    annotation["core:generator"] = "sluice";
+    annotation["sluice:global_index"] = gap.first_sample;
+    if (gap.in_data) {
+      // Values that are in the file but were computed from input with lost samples.
+      const std::uint64_t start = file_position(gap.first_sample, record_end);
+      const std::uint64_t end = std::min(file_position(gap.first_sample + gap.length, record_end), record_end);
+      annotation["core:sample_start"] = start;
+      annotation["core:sample_count"] = std::max(end, start + 1) - start;
+      annotation["core:comment"] = std::to_string(gap.length) + " values computed from input with lost samples" + range +
+                                   ": present in the data file, marked";
+      annotation["sluice:in_data"] = true;
+      annotation["sluice:marked_values"] = gap.length;
+      marked_total_ += gap.length;
+    } else {
+      const std::uint64_t resume = file_position(gap.first_sample + gap.length, record_end);
+      annotation["core:sample_start"] = resume;
+      annotation["core:sample_count"] = 0;
+      annotation["core:comment"] = std::to_string(gap.length) + " samples lost" + range +
+                                   ": absent from the data file, which goes on at file sample " + std::to_string(resume);
+      annotation["sluice:lost_samples"] = gap.length;
+      lost_total_ += gap.length;
+    }
+    annotations_.push_back(std::move(annotation));
+  }
+
+  nlohmann::json global_;
+  std::uint64_t sample_bytes_ = 4;
+  double frequency_ = 0;
+  double rate_ = 0;
+  nlohmann::json captures_ = nlohmann::json::array();
+  nlohmann::json annotations_ = nlohmann::json::array();
+  bool any_sample_ = false;
+  std::uint64_t expected_next_ = 0;  // stream index after the last sample written so far
+  std::uint64_t lost_total_ = 0;
+  std::uint64_t marked_total_ = 0;
+  std::vector<Run> runs_;   // the current record's
+  std::vector<Gap> holes_;  // scratch for split_into_runs
+};
+
+}  // namespace
+
+nlohmann::json build_meta(const nlohmann::json& global, const std::vector<JournalRecord>& records, bool complete) {
+  MetaBuilder builder(global);
+  for (const JournalRecord& record : records) builder.add(record);
+  return builder.finish(records, complete);
 }
 
 std::uint64_t meta_bytes_bound(const Chunk& chunk) noexcept {

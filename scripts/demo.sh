@@ -6,7 +6,8 @@
 #   scripts/demo.sh [extra sluice run arguments, e.g. --set template.raw.enabled=false]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh build
+# Only the two programs the demo runs: the tests and benchmarks are a separate, much longer build.
+scripts/setup.sh --target sluice --target sluice-emulator build
 out=build/demo
 mkdir -p "$out"
 capture="$out/capture"

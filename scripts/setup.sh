@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # Installs what Sluice needs on Debian 12 or Ubuntu 24.04 (as root or through sudo), then
-# configures and builds it. Safe to run again: it installs only what is missing.
-#   scripts/setup.sh [BUILD_DIR] [extra cmake arguments...]
+# configures and builds it (everything, or only the targets named). Safe to run again: it installs
+# only what is missing.   scripts/setup.sh [--target NAME]... [BUILD_DIR] [extra cmake arguments...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+targets=()
+while [ "${1:-}" = --target ]; do
+  [ $# -ge 2 ] || { echo "sluice setup: --target needs a target name" >&2; exit 2; }
+  targets+=(--target "$2")
+  shift 2
+done
 build_dir=${1:-build}
 shift || true
 
@@ -16,6 +22,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libssl-dev
   libcpp-httplib-dev libpng-dev prometheus prometheus-cpp-dev
   clang fio python3 python3-jsonschema python3-numpy  # numpy: docs/examples/read_sigmf.py and its test
+  clang-format universal-ctags  # scripts/format.sh and scripts/check_functions.sh
   # The Soft-RoCE test VM (tests/vm/): qemu, an initramfs, verbs tools run inside it.
   qemu-system-x86 busybox-static cpio xz-utils perftest ibverbs-providers ibverbs-utils iproute2
   e2fsprogs xfsprogs util-linux
@@ -40,4 +47,4 @@ fi
 
 # The CUDA toolkit is optional: CMake finds it under /usr/local/cuda when it is there.
 cmake -S . -B "$build_dir" -G Ninja "$@" >/dev/null
-cmake --build "$build_dir" -j "$(nproc)"
+cmake --build "$build_dir" -j "$(nproc)" "${targets[@]}"

@@ -15,9 +15,8 @@ void copy_swapped(SampleFormat format, const std::byte* in, std::byte* out, std:
 // The same copy (swapping when `swap`, a plain copy otherwise) for a destination that is
 // written once here and read later by another thread or a DMA engine, such as a chunk: on x86
 // every store is non-temporal, so the copy neither reads each destination line in first
-// (write-allocate) nor evicts the receive buffers it reads from. On the 16-core Xeon of the H100
-// host it took the udp stage's core from 98% (and lost packets) to 70% at 3 GB/s per port
-// (docs/PERFORMANCE.md). Non-temporal stores are weakly ordered: call stream_fence() before
+// (write-allocate) nor evicts the receive buffers it reads from, which spares the udp stage's
+// core (docs/PERFORMANCE.md). Non-temporal stores are weakly ordered: call stream_fence() before
 // another thread may read `out` (before the chunk is emitted).
 void stream_copy(SampleFormat format, bool swap, const std::byte* in, std::byte* out, std::size_t bytes) noexcept;
 

@@ -69,7 +69,7 @@ double seconds_since(std::uint64_t begin) { return static_cast<double>(monotonic
 double memcpy_bytes_per_second(std::uint64_t total) {
   // One touched buffer, over and over. (The pool hands the most recently released chunk out
   // first, so the lane also stays cache-warm; a baseline cycling through 16 buffers would run
-  // from DRAM and flatter the lane by about 2×.)
+  // from DRAM and flatter the lane.)
   std::vector<std::byte> pattern(kChunkBytes + 65536 * 4, std::byte{1});
   MemoryRegion destination(MemoryKind::host, kChunkBytes);
   const std::uint64_t begin = monotonic_ns();

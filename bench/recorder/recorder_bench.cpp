@@ -30,7 +30,7 @@
 #include <benchmark/benchmark.h>
 #include <nlohmann/json.hpp>
 
-#include "bench/suite/uring_loop.hpp"
+#include "suite/uring_loop.hpp"
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
 #include "pipeline/pool.hpp"

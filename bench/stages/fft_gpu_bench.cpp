@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/suite/device_source.hpp"
+#include "suite/device_source.hpp"
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
 #include "pipeline/memory.hpp"
@@ -56,10 +56,9 @@ bool skipped_without_cuda(benchmark::State& state) {
 SampleFormat g_format = SampleFormat::cf32;  // the current benchmark's input format
 
 // Chunks in the fft stage's output pool: SLUICE_BENCH_FFT_OUT_CHUNKS, else 32, the pipeline's
-// default `chunks` (what a stage gets unless its config says otherwise). With 8, the rows of
-// 4 MiB chunks waited on the sink: its thread polls, then sleeps in 50 µs steps, and 8 chunks
-// are ~90 µs of GPU work, so the GPU ran dry between its wake-ups (4 MiB: 290 GB/s with 8,
-// 371 GB/s with 32, same run).
+// default `chunks` (what a stage gets unless its config says otherwise). With few, the rows of
+// small chunks wait on the sink, whose thread polls and then sleeps, and the GPU runs dry
+// between its wake-ups.
 std::size_t out_chunks() {
   const char* text = std::getenv("SLUICE_BENCH_FFT_OUT_CHUNKS");
   return text != nullptr && std::atoi(text) > 0 ? static_cast<std::size_t>(std::atoi(text)) : 32;
@@ -78,8 +77,8 @@ double stage_rate(std::size_t chunk_bytes, std::uint64_t chunks, const std::stri
   if (!pipeline.failures().empty()) throw std::runtime_error(pipeline.failures()[0].message);
   // Over the time data flowed: from the fft stage taking its first chunk to the sink receiving the
   // last rows (every row is handed on only once the GPU has written it). The run's start and end
-  // (plans, pools, the drain's polls) are not the stage's rate: over the whole run, a fixed ~100 ms
-  // of them made every rate at or above 16 MiB chunks read 171 GB/s, whatever the kernels did.
+  // (plans, pools, the drain's polls) are not the stage's rate: over the whole run, their fixed
+  // time would cap every rate of large chunks, whatever the kernels did.
   const std::vector<const StageMetrics*> stages = pipeline.metrics_by_lane()[0];
   const FlowCounters& in = stages[1]->in;
   const double seconds = static_cast<double>(stages[2]->in.last_ns.load() - in.first_ns.load()) / 1e9;

@@ -35,7 +35,7 @@
 #include <thread>
 #include <vector>
 
-#include "bench/suite/bare_udp.hpp"
+#include "suite/bare_udp.hpp"
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
 #include "pipeline/runtime.hpp"

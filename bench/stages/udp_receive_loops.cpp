@@ -19,7 +19,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "bench/suite/bare_udp.hpp"
+#include "suite/bare_udp.hpp"
 #include "pipeline/clock.hpp"
 #include "pipeline/units.hpp"
 

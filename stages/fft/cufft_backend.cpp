@@ -1,29 +1,6 @@
-// The cuFFT backend: frames live in one device batch, worked on in the stage's CUDA stream. Two ways
-// to do the work, chosen at construction (`fusion`):
-// - kernels: one load kernel (type conversion, format scale and window) into the batch, one
-//   cufftExecC2C over the batch in place, and one fold kernel (|X|², averaging, normalisation,
-//   fftshift and dB) on the way out: three passes over device memory.
-// - fused (1024-point frames): one kernel reads each sample where it lies (the input chunk, or the
-//   converted partial frame carried at the batch's start), converts and windows it and transforms
-//   it in registers. Power outputs: it sums |X|² of a row's frames into a small ring of row sums,
-//   which a finish kernel turns into finished rows (one pass over the input). Complex output: it
-//   writes each frame's bins, scaled and fftshifted, straight into its output row at fold() (one
-//   read of the input, one write of the output, as a bare cufftExecC2C). (cuFFT's own LTO
-//   callbacks would fuse the same way around cuFFT's kernel, but cuFFT 12.0.0 as shipped with
-//   CUDA 13.0 cannot link them: it asks libnvJitLink for 13.1 entry points the toolkit's 13.0
-//   lacks, and every plan with a callback fails with CUFFT_INTERNAL_ERROR.)
-// Nothing is synchronised per chunk: the stage asks for a fence and hands a chunk on, or back,
-// once it is reached. The stream writes each fence's number into a word of mapped host memory
-// (cuStreamWriteValue64, ordered after everything enqueued before it), so reached() is a load,
-// not a driver call (cudaEventQuery costs about 1.5 µs on the H100 host, and the stage asks
-// several times a chunk), and wait() spins on the word. Where the driver has no stream memory
-// operations, each fence is a CUDA event instead. A fence with no work enqueued since the last
-// is the last one again, with no stream operation. A fused complex chunk's fence is written by the
-// next chunk's kernel when it starts (the kernels before it have ended then), so a complex chunk
-// costs the stream one kernel and nothing else; when the stage waits for a fence that no kernel
-// enqueued yet will write, the stream writes it (wait()). Every CUDA and cuFFT return code is
-// checked where it is called and the last error after each launch; the first failure is kept for
-// error(), and later calls become no-ops.
+// The cuFFT backend: frames in one device batch on the stage's CUDA stream, transformed by a
+// load kernel, cufftExecC2C and a fold kernel, or (1024-point frames, `fusion`) by one fused kernel.
+// The fusion is our own kernels because this toolkit's cuFFT cannot link LTO callbacks.
 #include <cuda_runtime_api.h>
 #include <cufft.h>
 
@@ -74,6 +51,14 @@ void check(const char* call, cufftResult result) {
   if (result != CUFFT_SUCCESS) throw std::runtime_error(describe(call, result));
 }
 
+// kernels: load (conversion, scale, window) → cufftExecC2C in place → fold (|X|², averaging,
+// normalisation, fftshift, dB). fused: one kernel reads each sample where it lies, transforms it in
+// registers and sums |X|² into a ring of row sums (power) or writes the bins straight into their
+// row (complex). Nothing is synchronised per chunk: each fence's number is written by the stream
+// into a word of mapped host memory (cuStreamWriteValue64; a CUDA event where the driver lacks
+// stream memory operations), so reached() is a load, not a driver call, and wait() spins on it.
+// A fused complex chunk's fence is written by the next chunk's kernel when it starts. Every CUDA
+// and cuFFT call is checked where it is made; the first failure is kept for error().
 class CufftBackend final : public FftBackend {
  public:
   explicit CufftBackend(const FftBackendSpec& spec)
@@ -243,11 +228,10 @@ class CufftBackend final : public FftBackend {
                  std::to_string(complex_input_.frames);
         return;
       }
-      // No stream operation for the fence (measured, a cuStreamWriteValue64 after each kernel cost
-      // ~1.1 µs of host time and ~2 µs of the stream's: 4 MiB chunks went 428 → 360 GB/s), and
-      // none in the kernel's own end (a fence and a counter in every block: 20% of a 4 MiB
-      // chunk). The kernel writes the fence owed for the work before it when it starts; its own
-      // is owed until the next kernel, or wait(), writes it.
+      // No stream operation for the fence (a cuStreamWriteValue64 after each kernel costs host and
+      // stream time a small chunk notices), and none in the kernel's own end (a fence and a counter
+      // in every block). The kernel writes the fence owed for the work before it when it starts;
+      // its own is owed until the next kernel, or wait(), writes it.
       fft_kernels::Signal signal{};
       if (fence_word_ && owed_ != 0) {
         signal.word = fence_word_.device_pointer();

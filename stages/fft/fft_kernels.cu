@@ -90,14 +90,10 @@ __global__ void fold_kernel(FoldArgs args, unsigned blocks_per_row) {
 // the inner 32-point DFT in registers, applies the twiddle, and the warp transposes through shared
 // memory so that lane k2 holds all n1; the outer 32-point DFT then leaves X[t + 32·k1] in lane t.
 constexpr unsigned kFusedWarps = 4;        // warps (frames in flight) per block
-// Default frames of one row a warp sums before adding to the ring. Measured on the H100 (fft_gpu_bench
-// BM_FusedKernelVsCopy, ci16, average 16, 64 MiB, twiddles in shared memory, medians of 5):
-// 1 → 1084, 2 → 1191, 4 → 1210, 8 → 1249, 16 → 1051 GB/s (a D2D copy: 1394 GB/s).
-// Tried and dropped: loading the next frame while transforming one (64 more registers: slower at
-// every count); the complex path's two warps per frame (below) for power too: it moved 1.02–1.06
-// TB/s of ci16 where this kernel moves 1.08–1.28 (H200, 64 MiB, 4 / 8 / 16 frames a segment). A
-// ci16 byte carries twice the transforms of a cf32 one, and this kernel needs one exchange a frame
-// where that one needs two.
+// Default frames of one row a warp sums before adding to the ring: the fastest count in fft_gpu_bench's
+// BM_FusedKernelVsCopy (docs/PERFORMANCE.md). One warp per frame, not the complex path's two: a ci16
+// byte carries twice the transforms of a cf32 one, and this kernel needs one exchange a frame where
+// that one needs two.
 constexpr unsigned kFramesPerWarp = 8;
 // W32^j = e^(-2πi j/32), j < 16, as literals: after unrolling every index is a constant, so the
 // compiler folds them into the multiplies (and W32^8 = -i is a swap, below).
@@ -258,9 +254,8 @@ __global__ void __launch_bounds__(kFusedWarps * 32) fused_kernel(FusedArgs args,
 // The kernel's fence (Signal): the kernel's first thread writes the value of the fence that the
 // kernels before it on the stream stand for. They have all ended, and everything a kernel writes is
 // visible at device scope once it has ended, so no fence instruction is needed; a plain store to the
-// mapped word suffices. (Signalling its own end cost each kernel a device-scope fence and a counter
-// add in every block, then a system-scope fence in the last: 20% of a 4 MiB chunk's time on the
-// H200.)
+// mapped word suffices. (Signalling its own end would cost each kernel a device-scope fence and a
+// counter add in every block, then a system-scope fence in the last.)
 __device__ __forceinline__ void signal_start(const Signal& signal) {
   if (signal.word != nullptr && blockIdx.x == 0 && threadIdx.x == 0) {
     *reinterpret_cast<volatile unsigned long long*>(signal.word) = signal.value;
@@ -280,8 +275,7 @@ __device__ __forceinline__ void dft4(float2 (&v)[4]) {  // forward: W4 = -i
 
 
 // ---- The complex path: two warps per frame, 1024 = 16 × 16 × 4 ---------------------------------
-// The shape of cuFFT's own batched 1024-point kernel on the H100 and H200 (ncu: 64 threads per
-// frame, 16 values each), with the conversion, window, scale and fftshift fused in. Thread t of a
+// The shape of cuFFT's own batched 1024-point kernel (64 threads per frame, 16 values each), with the conversion, window, scale and fftshift fused in. Thread t of a
 // frame:
 //   1. holds x[t + 64·m] (m < 16: each load instruction reads 64 consecutive samples), takes the
 //      16-point DFT over m and multiplies by W1024^(t·k1): Y_t[k1];
@@ -294,11 +288,9 @@ __device__ __forceinline__ void dft4(float2 (&v)[4]) {  // forward: W4 = -i
 // Σ_w W4^(w·q) W64^(w·p) Σ_v W16^(v·p) Y_(w+4v)[k1].) The lanes of a warp hold 32 consecutive bins
 // for every (i, q), so each store instruction writes 256 contiguous bytes.
 // Twiddles come from registers: W1024^t and W1024^(4t) (step 1) and W64^(w·u) (step 3) are loaded
-// once per thread, and the rest are products of them and of constants (loading each from a table
-// in the step that uses it was slower: docs/PERFORMANCE.md, stop 20). Measured on the H100,
-// the kernel alone with its fence against cufftExecC2C at 4 / 16 / 64 / 256 MiB, medians of 3:
-// registers capped at 64 (16 blocks an SM): 0.93 / 0.96 / 0.91 / 0.93×; left to the compiler (80):
-// 0.90 / 0.88 / 0.91 / 0.91×; step 2's twiddles from the table instead (117): 0.95 / 0.91 / 0.88 / 0.91×.
+// once per thread, and the rest are products of them and of constants, which is faster than loading
+// each from a table in the step that uses it. Registers are capped at 64 (16 blocks an SM), the
+// fastest of the shapes tried (docs/PERFORMANCE.md).
 constexpr unsigned kPairThreads = 64;
 constexpr unsigned kPairBlocksPerSm = 16;
 constexpr unsigned kPairRow = 16 * 65;  // step 1's rows of 64 plus one: step 2's column reads miss no bank twice

@@ -1,7 +1,6 @@
-// A recorded capture sent back out by the emulator: packets never straddle a hole, and a
-// capture → emulator → udp/tcp stage → record round trip on loopback gives back the same
-// samples, the same holes at the same stream positions and the same timestamps, paced by the
-// recorded timestamps (or as fast as possible).
+// A capture sent back out by the emulator: packets never straddle a hole, and capture → emulator →
+// udp/tcp stage → record on loopback gives back the same samples, holes, positions and timestamps,
+// paced by the recorded timestamps or as fast as possible.
 #include "emulator/capture_stream.hpp"
 
 #include <gtest/gtest.h>

@@ -236,7 +236,7 @@ TEST(Emulator, EachStreamSendsFromItsOwnPinnedThread) {
     ASSERT_EQ(::bind(receivers.back().get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
     socklen_t length = sizeof(address);
     ASSERT_EQ(::getsockname(receivers.back().get(), reinterpret_cast<sockaddr*>(&address), &length), 0);
-    settings.streams.push_back({wire::to_string(address), id, "", cpu});
+    settings.streams.push_back({wire::to_string(address), id, "", {cpu}});
   }
   settings.count = 50;
   settings.gso = false;
@@ -258,7 +258,7 @@ TEST(Emulator, EachStreamSendsFromItsOwnPinnedThread) {
 
 TEST(Emulator, PinningASenderPastTheLastCpuIsAnError) {
   EmulatorSettings settings;
-  settings.streams = {{"127.0.0.1:9", 1, "", 100000}};
+  settings.streams = {{"127.0.0.1:9", 1, "", {100000}}};
   settings.count = 1;
   Emulator emulator(settings);
   emulator.open();

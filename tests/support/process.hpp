@@ -52,7 +52,7 @@ class Process {
 ProcessResult run_process(const std::vector<std::string>& argv, std::chrono::milliseconds timeout = std::chrono::seconds(120));
 
 // A path built into the test, unless the environment names another (tests run from a
-// packed tree on the lent GPU machine set SLUICE_BINARY, SLUICE_EMULATOR, SLUICE_SOURCE_DIR).
+// packed tree on a GPU machine set SLUICE_BINARY, SLUICE_EMULATOR, SLUICE_SOURCE_DIR).
 std::string path_from_env(const char* variable, const char* built_in);
 
 }  // namespace sluice::testing

@@ -19,7 +19,7 @@ namespace sluice::rdma {
 namespace {
 
 // Missing hardware is a skip with the reason, in CI too (CI machines have no GPU; the gpu
-// label runs on the lent H100 host).
+// label runs on a GPU machine).
 #define REQUIRE_GPU()                                                                         \
   if (!cuda_available()) {                                                                    \
     GTEST_SKIP() << "no GPU: " << cuda_unavailable_reason();                                  \

@@ -577,7 +577,7 @@ TEST(RecordStage, RecordThenReplayGivesBackSamplesGapsAndTimestamps) {
                              "template:\n"
                              "  - {name: source, type: replay, pace: fast, capture: " + dir.str("gaps.sigmf-collection") +
                              "}\n"
-                             "  - {name: sink, type: collect, key: replay-gaps}\n"
+                             "  - {name: sink, type: capture, key: replay-gaps}\n"
                              "lanes:\n  - name: port0\n";
   ASSERT_EQ(run_pipeline(replay, test::test_registry()), std::vector<std::string>{});
   auto& store = test::collected("replay-gaps");
@@ -638,7 +638,7 @@ TEST(RecordStage, ReplayLoopsAndPacesAtTheRecordedRate) {
                              "template:\n"
                              "  - {name: source, type: replay, loop: true, capture: " + dir.str("pace.sigmf-collection") +
                              "}\n"
-                             "  - {name: sink, type: collect, key: replay-loop}\n"
+                             "  - {name: sink, type: capture, key: replay-loop}\n"
                              "lanes:\n  - name: port0\n";
   Pipeline pipeline(load_pipeline_text(replay, "test", {}, test::test_registry()));
   pipeline.start();

@@ -96,7 +96,7 @@ LoopVolume::~LoopVolume() {
 
 
 SigmfValidation validate_sigmf(const std::vector<std::string>& files) {
-  // A packed tree on the lent GPU machine names its own source directory.
+  // A packed tree on a GPU machine names its own source directory.
   const std::string source = testing::path_from_env("SLUICE_SOURCE_DIR", SLUICE_SOURCE_DIR);
   std::vector<std::string> argv{"python3", source + "/tests/recorder/validate_sigmf.py", source + "/tests/recorder/sigmf"};
   argv.insert(argv.end(), files.begin(), files.end());
@@ -116,15 +116,6 @@ std::vector<std::string> sigmf_files(const std::string& directory) {
     if (extension == ".sigmf-meta" || extension == ".sigmf-collection") files.push_back(item.path().string());
   }
   return files;
-}
-
-Collected& collected(const std::string& key) {
-  static std::mutex mutex;
-  static std::map<std::string, std::unique_ptr<Collected>> stores;
-  std::lock_guard lock(mutex);
-  auto& store = stores[key];
-  if (!store) store = std::make_unique<Collected>();
-  return *store;
 }
 
 namespace {
@@ -239,34 +230,6 @@ class GappySource final : public Stage {
   std::size_t next_ = 0;
 };
 
-class CollectSink final : public Stage {
- public:
-  CollectSink(SettingsReader& reader, const PipelineSettings&) { key_ = reader.required_string("key", "store name"); }
-  void start(StageContext& context) override { context_ = &context; }
-  StageStatus process() override {
-    ChunkPtr chunk = context_->input().pop(std::chrono::milliseconds(10));
-    if (!chunk) return context_->input().finished() ? StageStatus::end_of_stream : StageStatus::idle;
-    SeenChunk seen;
-    seen.first_sample = chunk->first_sample;
-    seen.sample_count = chunk->sample_count;
-    seen.timestamp = chunk->timestamp;
-    seen.gaps.assign(chunk->gaps.begin(), chunk->gaps.begin() + chunk->gap_count);
-    seen.bytes.assign(chunk->data, chunk->data + chunk->size);
-    Collected& store = collected(key_);
-    {
-      std::lock_guard lock(store.mutex);
-      store.chunks.push_back(std::move(seen));
-    }
-    context_->emit(std::move(chunk));
-    return StageStatus::ok;
-  }
-  void stop() noexcept override {}
-
- private:
-  std::string key_;
-  StageContext* context_ = nullptr;
-};
-
 }  // namespace
 
 std::vector<SeenChunk> gappy_expected(std::uint64_t chunk_bytes, std::uint64_t chunks, double sample_rate) {
@@ -277,7 +240,7 @@ const StageRegistry& test_registry() {
   static const StageRegistry registry = testing::builtin_registry_with(
       {testing::stage_type_of<SlowStage>("slow", StageRole::transform, "test stage that passes chunks on slowly"),
        testing::stage_type_of<GappySource>("gappy", StageRole::source, "test source with gaps"),
-       testing::stage_type_of<CollectSink>("collect", StageRole::sink, "test sink that keeps chunks")});
+       test_support::capture_sink_type()});
   return registry;
 }
 

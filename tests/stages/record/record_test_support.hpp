@@ -14,6 +14,7 @@
 #include "pipeline/runtime.hpp"
 #include "pipeline/stage.hpp"
 #include "recorder/capture_reader.hpp"
+#include "tests/support/test_stages.hpp"
 
 namespace sluice::test {
 
@@ -101,24 +102,14 @@ bool in_ci();
 // Every .sigmf-meta and .sigmf-collection under `directory`.
 std::vector<std::string> sigmf_files(const std::string& directory);
 
-// What CollectSink saw of one chunk.
-struct SeenChunk {
-  std::uint64_t first_sample = 0;
-  std::uint64_t sample_count = 0;
-  Timestamp timestamp;
-  std::vector<Gap> gaps;
-  std::vector<std::byte> bytes;
-};
-
-struct Collected {
-  std::mutex mutex;
-  std::vector<SeenChunk> chunks;
-};
-Collected& collected(const std::string& key);
+// What a `capture` stage saw of one chunk, and the store a `capture` with `key:` fills.
+using SeenChunk = test_support::CapturedChunk;
+using Collected = test_support::Capture;
+inline Collected& collected(const std::string& key) { return test_support::keyed_capture(key); }
 
 // The builtin stages plus `gappy` (a ramp source that loses samples: some chunks start after
 // a hole, some have holes between their samples), `slow` (passes chunks on after delay_us)
-// and `collect` (a sink; `key:` names its store).
+// and `capture` (a sink; `key:` names its store).
 const StageRegistry& test_registry();
 
 // The chunks `gappy` emits with the given settings (the same function builds them).

@@ -1,5 +1,5 @@
-// Test support: a sink that keeps every chunk's metadata and bytes so tests can check
-// sample contents, first-sample indices, timestamps and gap records; and pipeline helpers.
+// Socket test helpers: the shared `capture` sink in a registry, counters, and a walk over the
+// captured stream that checks sample contents, positions and gap records.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -14,69 +14,14 @@
 
 #include "pipeline/config.hpp"
 #include "pipeline/runtime.hpp"
+#include "tests/support/test_stages.hpp"
 
 namespace sluice::test_support {
-
-struct CapturedChunk {
-  std::uint64_t first_sample = 0;
-  std::uint64_t sample_count = 0;
-  Timestamp timestamp;
-  std::vector<Gap> gaps;
-  std::vector<std::byte> bytes;
-  bool context_change = false;
-  StreamContext context{};
-};
-
-struct Capture {
-  std::mutex mutex;
-  StreamInfo stream;  // as the sink saw it at start
-  std::vector<CapturedChunk> chunks;
-};
-
-inline Capture*& current_capture() {
-  static Capture* capture = nullptr;
-  return capture;
-}
-
-class CaptureSink final : public Stage {
- public:
-  void start(StageContext& context) override {
-    context_ = &context;
-    capture_ = current_capture();
-    capture_->stream = context.stream;
-  }
-  StageStatus process() override {
-    ChunkPtr chunk = context_->input().pop(std::chrono::milliseconds(10));
-    if (!chunk) return context_->input().finished() ? StageStatus::end_of_stream : StageStatus::idle;
-    CapturedChunk copy;
-    copy.first_sample = chunk->first_sample;
-    copy.sample_count = chunk->sample_count;
-    copy.timestamp = chunk->timestamp;
-    copy.gaps.assign(chunk->gaps.begin(), chunk->gaps.begin() + chunk->gap_count);
-    copy.bytes.assign(chunk->data, chunk->data + chunk->size);
-    copy.context_change = chunk->context_change;
-    copy.context = chunk->context;
-    {
-      std::lock_guard lock(capture_->mutex);
-      capture_->chunks.push_back(std::move(copy));
-    }
-    context_->emit(std::move(chunk));
-    return StageStatus::ok;
-  }
-  void stop() noexcept override {}
-
- private:
-  StageContext* context_ = nullptr;
-  Capture* capture_ = nullptr;
-};
 
 inline const StageRegistry& test_registry() {
   static const StageRegistry registry = [] {
     StageRegistry built = StageRegistry::builtin();
-    built.add(StageType{"capture", StageRole::sink, "test capture",
-                        [](SettingsReader&, const PipelineSettings&) -> std::unique_ptr<Stage> {
-                          return std::make_unique<CaptureSink>();
-                        }});
+    built.add(capture_sink_type());
     return built;
   }();
   return registry;

@@ -1,4 +1,4 @@
-#include "bench/suite/device_source.hpp"
+#include "suite/device_source.hpp"
 
 #include <cstring>
 #include <random>

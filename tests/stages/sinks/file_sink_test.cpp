@@ -5,7 +5,7 @@
 
 #include <fstream>
 
-#include "stage_test_util.hpp"
+#include "tests/stages/stage_test_util.hpp"
 #include "stages/generator/generator.hpp"
 
 namespace sluice {

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "stage_test_util.hpp"
+#include "tests/stages/stage_test_util.hpp"
 #include "stages/generator/generator.hpp"
 
 namespace sluice {

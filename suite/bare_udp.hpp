@@ -1,8 +1,6 @@
-// A bare UDP receive loop: recvmmsg with GRO into fixed buffers, counting datagrams and bytes,
-// nothing else (no parsing, no copy). The baseline the udp stage is held against everywhere:
-// `sluice bench`'s udp ceiling, bench/stages/socket_bench (one loop against the stage, unpaced)
-// and bench/stages/udp_receive_loops (two loops against the dual-port pipeline, paced) all run
-// this one loop, so the baselines are the same code.
+// A bare UDP receive loop: recvmmsg with GRO into fixed buffers, counting datagrams and bytes and
+// nothing else. The one baseline the udp stage is held against: `sluice bench`'s udp ceiling,
+// bench/stages/socket_bench and bench/stages/udp_receive_loops all run it.
 #pragma once
 
 #include <sys/socket.h>

@@ -7,7 +7,8 @@
 #include <complex>
 #include <cstring>
 
-#include "stage_test_util.hpp"
+#include "tests/stages/stage_test_util.hpp"
+#include "tests/support/test_stages.hpp"
 
 namespace sluice {
 namespace {
@@ -70,57 +71,29 @@ lanes:
   EXPECT_EQ(lanes[0][0]->out.samples, 1052672U / 4);
 }
 
-// Records every chunk's metadata (test only: allocates on the hot path).
-struct Seen {
-  std::uint64_t sequence, first_sample, sample_count;
-  Timestamp timestamp;
-};
-std::vector<Seen> g_seen;
-
-class RecordingSink final : public Stage {
- public:
-  RecordingSink(SettingsReader&, const PipelineSettings&) {}
-  void start(StageContext& context) override { context_ = &context; }
-  StageStatus process() override {
-    ChunkPtr chunk = context_->input().pop(std::chrono::milliseconds(10));
-    if (!chunk) return context_->input().finished() ? StageStatus::end_of_stream : StageStatus::idle;
-    g_seen.push_back({chunk->sequence, chunk->first_sample, chunk->sample_count, chunk->timestamp});
-    context_->emit(std::move(chunk));
-    return StageStatus::ok;
-  }
-  void stop() noexcept override {}
-
- private:
-  StageContext* context_ = nullptr;
-};
-
 TEST(Generator, ChunkMetadataAdvancesWithTheSampleCount) {
-  StageRegistry registry;
-  register_builtin_stages(registry);
-  registry.add(StageType{"recording", StageRole::sink, "test", [](SettingsReader& reader, const PipelineSettings& pipeline) {
-                           return std::unique_ptr<Stage>(std::make_unique<RecordingSink>(reader, pipeline));
-                         }});
-  g_seen.clear();
+  const StageRegistry registry = testing::builtin_registry_with({test_support::capture_sink_type()});
+  std::vector<test_support::CapturedChunk>& seen = test_support::keyed_capture("generator metadata").chunks;
   Pipeline pipeline(load_pipeline_text(R"(pipeline: {chunk: 64KiB}
-lanes: [{name: a, stages: [{type: generator, sample_rate: 3MHz, stop_after: 640KiB}, {type: recording}]}]
+lanes: [{name: a, stages: [{type: generator, sample_rate: 3MHz, stop_after: 640KiB}, {type: capture, key: generator metadata}]}]
 )", "test.yaml", {}, registry));
   pipeline.start();
   pipeline.run();
-  ASSERT_EQ(g_seen.size(), 10U);
+  ASSERT_EQ(seen.size(), 10U);
   const std::uint64_t samples_per_chunk = 64 * 1024 / 4;
   const auto step_of = [](const Timestamp& later, const Timestamp& earlier) {  // exact integer picoseconds
     return static_cast<std::int64_t>(later.seconds - earlier.seconds) * 1'000'000'000'000LL +
            (static_cast<std::int64_t>(later.picoseconds) - static_cast<std::int64_t>(earlier.picoseconds));
   };
-  for (std::size_t i = 0; i < g_seen.size(); ++i) {
-    EXPECT_EQ(g_seen[i].sequence, i);
-    EXPECT_EQ(g_seen[i].first_sample, i * samples_per_chunk);
-    EXPECT_EQ(g_seen[i].sample_count, samples_per_chunk);
-    EXPECT_TRUE(g_seen[i].timestamp.valid);
-    EXPECT_LT(g_seen[i].timestamp.picoseconds, 1'000'000'000'000ULL);
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].sequence, i);
+    EXPECT_EQ(seen[i].first_sample, i * samples_per_chunk);
+    EXPECT_EQ(seen[i].sample_count, samples_per_chunk);
+    EXPECT_TRUE(seen[i].timestamp.valid);
+    EXPECT_LT(seen[i].timestamp.picoseconds, 1'000'000'000'000ULL);
     if (i > 0) {
       // 16384 samples at 3 MHz = 5461333.33 ps between chunk starts.
-      const std::int64_t step = step_of(g_seen[i].timestamp, g_seen[i - 1].timestamp);
+      const std::int64_t step = step_of(seen[i].timestamp, seen[i - 1].timestamp);
       EXPECT_NEAR(static_cast<double>(step), 16384.0 / 3e6 * 1e12, 2.0);
     }
   }

@@ -14,97 +14,22 @@
 #include "pipeline/runtime.hpp"
 #include "stages/fft/window.hpp"
 #include "tests/stages/stage_test_util.hpp"
+#include "tests/support/test_stages.hpp"
 
 namespace sluice {
 namespace {
 
-// What the `feed` source sends: whole chunks as the test wrote them (bytes, position, gaps).
-struct FeedChunk {
-  std::vector<std::byte> bytes;
-  std::uint64_t first_sample = 0;
-  std::vector<Gap> gaps;
-};
-SampleFormat g_feed_format = SampleFormat::cf32;
-std::vector<FeedChunk> g_feed;
-
-class FeedSource final : public Stage {
- public:
-  FeedSource(SettingsReader& reader, const PipelineSettings& pipeline) : pool_settings_(read_pool_settings(reader, pipeline)) {}
-  void start(StageContext& context) override {
-    context_ = &context;
-    pool_ = &context.create_pool("feed", pool_settings_.spec(0));
-    context.stream.format = g_feed_format;
-    context.stream.sample_rate = 1e6;
-    context.stream.description = "test feed";
-  }
-  StageStatus process() override {
-    if (next_ == g_feed.size()) return StageStatus::end_of_stream;
-    ChunkPtr chunk = context_->acquire(*pool_, std::chrono::milliseconds(100));
-    if (!chunk) return StageStatus::idle;
-    const FeedChunk& feed = g_feed[next_];
-    if (feed.bytes.size() > chunk->capacity) {  // a test that asks for more than its chunks hold
-      context_->fail("feed chunk of " + std::to_string(feed.bytes.size()) + " bytes exceeds the pool's " +
-                     std::to_string(chunk->capacity) + "-byte chunks");
-      return StageStatus::error;
-    }
-    std::memcpy(chunk->data, feed.bytes.data(), feed.bytes.size());
-    chunk->size = feed.bytes.size();
-    chunk->format = g_feed_format;
-    chunk->sequence = next_++;
-    chunk->first_sample = feed.first_sample;
-    chunk->sample_count = feed.bytes.size() / bytes_per_sample(g_feed_format);
-    chunk->timestamp = Timestamp{100, 0, true};
-    for (const Gap& gap : feed.gaps) chunk->add_gap(gap.first_sample, gap.length);
-    context_->emit(std::move(chunk));
-    return StageStatus::ok;
-  }
-  void stop() noexcept override {}
-
- private:
-  PoolSettings pool_settings_;
-  StageContext* context_ = nullptr;
-  Pool* pool_ = nullptr;
-  std::size_t next_ = 0;
-};
-
-// Keeps every chunk the fft stage hands on (test only: allocates on the hot path).
-struct Captured {
-  std::vector<std::byte> bytes;
-  std::uint64_t sequence, first_sample, sample_count;
-  SampleFormat format;
-  Timestamp timestamp;
-  std::vector<Gap> gaps;
-};
-std::vector<Captured> g_captured;
-StreamInfo g_stream;
-
-class CaptureSink final : public Stage {
- public:
-  CaptureSink(SettingsReader&, const PipelineSettings&) {}
-  void start(StageContext& context) override {
-    context_ = &context;
-    g_stream = context.stream;
-  }
-  StageStatus process() override {
-    ChunkPtr chunk = context_->input().pop(std::chrono::milliseconds(10));
-    if (!chunk) return context_->input().finished() ? StageStatus::end_of_stream : StageStatus::idle;
-    Captured captured{std::vector<std::byte>(chunk->data, chunk->data + chunk->size), chunk->sequence, chunk->first_sample,
-                      chunk->sample_count, chunk->format, chunk->timestamp,
-                      std::vector<Gap>(chunk->gaps.begin(), chunk->gaps.begin() + chunk->gap_count)};
-    g_captured.push_back(std::move(captured));
-    context_->emit(std::move(chunk));
-    return StageStatus::ok;
-  }
-  void stop() noexcept override {}
-
- private:
-  StageContext* context_ = nullptr;
-};
+// The shared `feed` and `capture` stages (tests/support), under the names this file uses.
+using test_support::FeedChunk;
+using Captured = test_support::CapturedChunk;
+std::vector<FeedChunk>& g_feed = test_support::feed().chunks;
+SampleFormat& g_feed_format = test_support::feed().format;
+std::vector<Captured>& g_captured = test_support::current_capture()->chunks;
+StreamInfo& g_stream = test_support::current_capture()->stream;
 
 const StageRegistry& test_registry() {
   static const StageRegistry registry =
-      testing::builtin_registry_with({testing::stage_type_of<FeedSource>("feed", StageRole::source, "test chunks"),
-                                      testing::stage_type_of<CaptureSink>("capture", StageRole::sink, "keeps chunks")});
+      testing::builtin_registry_with({test_support::feed_source_type(), test_support::capture_sink_type()});
   return registry;
 }
 

@@ -1,4 +1,4 @@
-#include "bench/suite/bare_udp.hpp"
+#include "suite/bare_udp.hpp"
 
 #include <netinet/in.h>
 #include <netinet/udp.h>

@@ -1,8 +1,6 @@
-// The measurements behind `sluice bench`: each stage alone at full speed, then a whole lane,
-// then two lanes, each next to a ceiling measured in the same run on the same machine (a
-// memcpy loop, a bare recvmmsg loop, a raw fftwf_execute loop, raw io_uring O_DIRECT writes
-// and reads of the stage's block size and depth). Stages run through the normal runtime from
-// small embedded YAML, so the figures are what `sluice run` gets.
+// The measurements behind `sluice bench`: each stage alone, a whole lane, then two lanes, each
+// next to a bare loop of the same work measured in the same run on the same machine. Stages run
+// through the normal runtime from small embedded YAML, so the figures are what `sluice run` gets.
 #pragma once
 
 #include <functional>

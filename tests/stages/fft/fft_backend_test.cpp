@@ -24,11 +24,11 @@
 #include <vector>
 
 #include "pipeline/config.hpp"
-#include "pipeline/gpu_stream.hpp"
 #include "pipeline/runtime.hpp"
 #include "stages/fft/fft_stage.hpp"
 #include "stages/fft/window.hpp"
 #include "tests/stages/stage_test_util.hpp"
+#include "tests/support/test_stages.hpp"
 
 #ifndef SLUICE_TEST_FFT_BACKEND
 #error "define SLUICE_TEST_FFT_BACKEND (fftw or cufft)"
@@ -46,126 +46,18 @@ const std::string kFusion = SLUICE_TEST_FFT_FUSION;
 const std::string kFusion;
 #endif
 
-struct FeedChunk {
-  std::vector<std::byte> bytes;
-  std::uint64_t first_sample = 0;
-  std::vector<Gap> gaps;
-  bool context_change = false;  // the sender retuned from this chunk on
-  StreamContext context{};
-};
-SampleFormat g_format = SampleFormat::cf32;
-std::vector<FeedChunk> g_feed;
-
-// Sends g_feed's chunks from a pool of any memory kind (copy_memory fills device chunks).
-class FeedSource final : public Stage {
- public:
-  FeedSource(SettingsReader& reader, const PipelineSettings& pipeline) : settings_(read_pool_settings(reader, pipeline)) {}
-  void start(StageContext& context) override {
-    context_ = &context;
-    pool_ = &context.create_pool("feed", settings_.spec(context.cuda_device()));
-    context.stream.format = g_format;
-    context.stream.sample_rate = 1e6;
-    context.stream.description = "test feed";
-  }
-  StageStatus process() override {
-    if (next_ == g_feed.size()) return StageStatus::end_of_stream;
-    ChunkPtr chunk = context_->acquire(*pool_, std::chrono::milliseconds(100));
-    if (!chunk) return StageStatus::idle;
-    const FeedChunk& feed = g_feed[next_];
-    if (feed.bytes.size() > chunk->capacity) {
-      context_->fail("test feed chunk of " + std::to_string(feed.bytes.size()) + " bytes exceeds the pool's " +
-                     std::to_string(chunk->capacity));
-      return StageStatus::error;
-    }
-    if (std::string error = copy_memory(chunk->data, chunk->memory, feed.bytes.data(), MemoryKind::host, feed.bytes.size());
-        !error.empty()) {
-      context_->fail(error);
-      return StageStatus::error;
-    }
-    chunk->size = feed.bytes.size();
-    chunk->format = g_format;
-    chunk->sequence = next_++;
-    chunk->first_sample = feed.first_sample;
-    chunk->sample_count = feed.bytes.size() / bytes_per_sample(g_format);
-    // 1 Msps: a sample lasts 1 µs = 10^6 ps.
-    chunk->timestamp = Timestamp{100 + feed.first_sample / 1'000'000, feed.first_sample % 1'000'000 * 1'000'000, true};
-    for (const Gap& gap : feed.gaps) chunk->add_gap(gap.first_sample, gap.length);
-    chunk->context_change = feed.context_change;
-    chunk->context = feed.context;
-    context_->emit(std::move(chunk));
-    return StageStatus::ok;
-  }
-  void stop() noexcept override {}
-
- private:
-  PoolSettings settings_;
-  StageContext* context_ = nullptr;
-  Pool* pool_ = nullptr;
-  std::size_t next_ = 0;
-};
-
-struct Captured {
-  std::vector<std::byte> bytes;
-  std::uint64_t first_sample, sample_count;
-  Timestamp timestamp;
-  std::vector<Gap> gaps;
-  bool context_change = false;
-  StreamContext context{};
-};
-std::vector<Captured> g_captured;
-StreamInfo g_stream;
+// The shared `feed` and `capture` stages (tests/support), under the names this file uses.
+using test_support::FeedChunk;
+using Captured = test_support::CapturedChunk;
+std::vector<FeedChunk>& g_feed = test_support::feed().chunks;
+SampleFormat& g_format = test_support::feed().format;
+std::vector<Captured>& g_captured = test_support::current_capture()->chunks;
+StreamInfo& g_stream = test_support::current_capture()->stream;
 std::vector<std::string> g_notes;
-
-std::string poison_region(std::byte* data, MemoryKind kind, std::size_t bytes) {
-  const std::vector<std::byte> nan(bytes, std::byte{0xff});  // all-ones floats are NaN
-  return copy_memory(data, kind, nan.data(), MemoryKind::host, bytes);
-}
-
-// Keeps every chunk (copied to the host), then poisons it before it goes back to the fft stage's pool.
-class CaptureSink final : public Stage {
- public:
-  CaptureSink(SettingsReader&, const PipelineSettings&) {}
-  void start(StageContext& context) override {
-    context_ = &context;
-    g_stream = context.stream;
-    const std::vector<Pool*> pools = context.lane_pools();
-    Pool* spectra = pools.back();  // the fft stage's, created last
-    for (std::size_t i = 0; i < spectra->chunk_count(); ++i) {
-      Chunk& chunk = spectra->chunk(i);
-      if (std::string error = poison_region(chunk.data, chunk.memory, chunk.capacity); !error.empty()) {
-        throw std::runtime_error(error);
-      }
-    }
-  }
-  StageStatus process() override {
-    ChunkPtr chunk = context_->input().pop(std::chrono::milliseconds(10));
-    if (!chunk) return context_->input().finished() ? StageStatus::end_of_stream : StageStatus::idle;
-    Captured captured{std::vector<std::byte>(chunk->size), chunk->first_sample, chunk->sample_count, chunk->timestamp,
-                      std::vector<Gap>(chunk->gaps.begin(), chunk->gaps.begin() + chunk->gap_count), chunk->context_change,
-                      chunk->context};
-    // The fft stage hands device rows on with the event of the work that writes them: a sink
-    // without a stream of its own waits for it before reading them.
-    std::string error = wait_until_written(*chunk);
-    if (error.empty()) error = copy_memory(captured.bytes.data(), MemoryKind::host, chunk->data, chunk->memory, chunk->size);
-    if (error.empty()) error = poison_region(chunk->data, chunk->memory, chunk->capacity);
-    if (!error.empty()) {
-      context_->fail(error);
-      return StageStatus::error;
-    }
-    g_captured.push_back(std::move(captured));
-    context_->emit(std::move(chunk));
-    return StageStatus::ok;
-  }
-  void stop() noexcept override {}
-
- private:
-  StageContext* context_ = nullptr;
-};
 
 const StageRegistry& test_registry() {
   static const StageRegistry registry =
-      testing::builtin_registry_with({testing::stage_type_of<FeedSource>("feed", StageRole::source, "test chunks"),
-                                      testing::stage_type_of<CaptureSink>("capture", StageRole::sink, "keeps chunks")});
+      testing::builtin_registry_with({test_support::feed_source_type(), test_support::capture_sink_type()});
   return registry;
 }
 
@@ -182,7 +74,7 @@ void run_fft(const std::string& source, const std::string& fft, const std::strin
   Pipeline pipeline(load_pipeline_text("pipeline: {chunk: " + chunk + ", chunks: 4}\nlanes: [{name: a, stages: [" + source +
                                            ", " + fft.substr(0, fft.size() - 1) + ", backend: " + backend +
                                            (backend == "cufft" && !kFusion.empty() ? ", fusion: " + kFusion : "") +
-                                           "}, {type: capture}]}]\n",
+                                           "}, {type: capture, poison: true}]}]\n",
                                        "test.yaml", {}, test_registry()));
   pipeline.start();
   pipeline.run();

@@ -1,6 +1,6 @@
 #include <stdexcept>
 
-#include "bench/suite/cufft_loop.hpp"
+#include "suite/cufft_loop.hpp"
 
 namespace sluice::bench {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/suite/cufft_loop.hpp"
+#include "suite/cufft_loop.hpp"
 #include "pipeline/clock.hpp"
 #include "pipeline/memory.hpp"
 

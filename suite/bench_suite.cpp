@@ -1,7 +1,7 @@
 // The measurements behind `sluice bench` (see bench_suite.hpp). Each pipeline row runs the
 // normal runtime on embedded YAML; each ceiling is the bare loop of what that stage does,
 // with the same block size, depth, batch and plan, measured minutes apart at most.
-#include "bench/suite/bench_suite.hpp"
+#include "suite/bench_suite.hpp"
 
 #include <fcntl.h>
 #include <linux/magic.h>
@@ -33,10 +33,10 @@
 #include <stdexcept>
 #include <thread>
 
-#include "bench/suite/bare_udp.hpp"
-#include "bench/suite/cufft_loop.hpp"
-#include "bench/suite/device_source.hpp"
-#include "bench/suite/uring_loop.hpp"
+#include "suite/bare_udp.hpp"
+#include "suite/cufft_loop.hpp"
+#include "suite/device_source.hpp"
+#include "suite/uring_loop.hpp"
 #include "emulator/emulator_process.hpp"
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
@@ -217,6 +217,36 @@ Rates flow_rates(const std::vector<std::vector<const StageMetrics*>>& lanes, Pro
   return rates(bytes, samples, 0, last_ns > first_ns ? static_cast<double>(last_ns - first_ns) / 1e9 : 0, cpu);
 }
 
+// What every lane's probe has counted so far.
+struct Totals {
+  double bytes = 0;
+  double samples = 0;
+  double packets = 0;
+};
+Totals probe_totals(const std::vector<std::vector<const StageMetrics*>>& lanes, Probe probe) {
+  Totals sum;
+  for (const auto& lane : lanes) {
+    const StageMetrics& metrics = *lane[probe.stage];
+    const FlowCounters& flow = probe.output ? metrics.out : metrics.in;
+    sum.bytes += static_cast<double>(flow.bytes.load());
+    sum.samples += static_cast<double>(flow.samples.load());
+    sum.packets += static_cast<double>(metrics.packets.load());
+  }
+  return sum;
+}
+
+// Throws the pipeline's first failure; adds every stage's notes to `notes` where given.
+void check_and_note(const Pipeline& pipeline, std::vector<std::string>* notes) {
+  if (!pipeline.failures().empty()) {
+    const StageFailure& failure = pipeline.failures().front();
+    throw std::runtime_error("lane " + failure.lane + ", stage " + failure.stage + " (" + failure.type + "): " + failure.message);
+  }
+  if (notes == nullptr) return;
+  for (const auto* metrics : pipeline.metrics()) {
+    for (const auto& note : metrics->notes) notes->push_back(metrics->stage() + ": " + note);
+  }
+}
+
 // Runs `yaml` through the normal loader and runtime; after start, `started` may launch what
 // feeds it (the emulator). Measures every lane's probe over `seconds` after `warmup`, or
 // until the pipeline ends by itself (a capped source).
@@ -239,22 +269,7 @@ Rates measure_pipeline(const std::string& yaml, Probe probe, double seconds, dou
     throw;
   }
   const auto lanes = pipeline.metrics_by_lane();
-  struct Totals {
-    double bytes = 0;
-    double samples = 0;
-    double packets = 0;
-  };
-  auto totals = [&] {
-    Totals sum;
-    for (const auto& lane : lanes) {
-      const StageMetrics& metrics = *lane[probe.stage];
-      const FlowCounters& flow = probe.output ? metrics.out : metrics.in;
-      sum.bytes += static_cast<double>(flow.bytes.load());
-      sum.samples += static_cast<double>(flow.samples.load());
-      sum.packets += static_cast<double>(metrics.packets.load());
-    }
-    return sum;
-  };
+  const auto totals = [&] { return probe_totals(lanes, probe); };
   // The warm-up starts with the first bytes (a process start or a plan can take longer than a
   // short window on a loaded machine), and a window lasts until at least one more chunk passed.
   constexpr double kPatience = 30;
@@ -275,15 +290,7 @@ Rates measure_pipeline(const std::string& yaml, Probe probe, double seconds, dou
   pipeline.request_stop();
   runner.join();
   if (feeder) feeder->stop();
-  if (!pipeline.failures().empty()) {
-    const StageFailure& failure = pipeline.failures().front();
-    throw std::runtime_error("lane " + failure.lane + ", stage " + failure.stage + " (" + failure.type + "): " + failure.message);
-  }
-  if (notes != nullptr) {
-    for (const auto* metrics : pipeline.metrics()) {
-      for (const auto& note : metrics->notes) notes->push_back(metrics->stage() + ": " + note);
-    }
-  }
+  check_and_note(pipeline, notes);
   if (after.bytes <= before.bytes) {
     throw std::runtime_error("nothing passed stage " + std::to_string(probe.stage) + " in " + std::to_string(wall) +
                              " s" + (feeder ? " (emulator: " + feeder->report_line() + ")" : std::string()));
@@ -420,174 +427,237 @@ std::string two_lane_bound(const Rates& two_lanes, const std::vector<std::vector
   return share >= 0.85 ? "bound by the volumes: " + own : "no shared resource at its limit; " + own;
 }
 
-}  // namespace
+// One `sluice bench` run: what every row shares (windows, work directories, the I/O mode) and
+// one method per row, in the order they run.
+class BenchRun {
+ public:
+  explicit BenchRun(const BenchOptions& options);
+  BenchResult run();
 
-BenchResult run_bench(const BenchOptions& options) {
+ private:
+  void say(const std::string& what);
+  void choose_disk_io();
+  void measure_generator();
+  Rates measure_udp();
+  Rates measure_fft();
+  Rates measure_record();
+  void measure_replay();
+  std::map<dev_t, double> lane_raw_writes(const Rates& raw_write);
+  void measure_lanes(const Rates& lane_bound, const std::map<dev_t, double>& raw_write);
+
+  const BenchOptions& options_;
+  std::string program_;  // sluice-emulator
+  double window_ = 0;    // each measurement's window, seconds
+  double warmup_ = 0;
+  bool gpu_ = false;
+  BenchResult result_;
+  std::vector<std::unique_ptr<WorkDirectory>> work_;
+  int steps_ = 0;
+  int step_ = 0;
+  bool direct_ = true;            // O_DIRECT on every disk row, or buffered on both sides
+  std::uint64_t disk_bytes_ = 0;  // bytes per disk measurement
+  std::string lane_fft_name_ = "fftwf";
+};
+
+BenchRun::BenchRun(const BenchOptions& options) : options_(options) {
   if (!(options.seconds > 0)) throw std::runtime_error("--seconds must be positive");
-  const std::string program = options.emulator_program.empty() ? emulator::locate_emulator_program() : options.emulator_program;
-  const double window = std::max(0.1, options.seconds / kMeasurements * 0.8);
-  const double warmup = window * 0.25;
-  const bool gpu = cuda_glue::device_count() > 0;
-  BenchResult result;
-  std::vector<std::unique_ptr<WorkDirectory>> work;
+  program_ = options.emulator_program.empty() ? emulator::locate_emulator_program() : options.emulator_program;
+  window_ = std::max(0.1, options.seconds / kMeasurements * 0.8);
+  warmup_ = window_ * 0.25;
+  gpu_ = cuda_glue::device_count() > 0;
   for (const auto& directory : options.directories.empty() ? std::vector<std::string>{""} : options.directories) {
-    work.push_back(std::make_unique<WorkDirectory>(directory));
-    result.directories.push_back(work.back()->path().string());
+    work_.push_back(std::make_unique<WorkDirectory>(directory));
+    result_.directories.push_back(work_.back()->path().string());
   }
-  result.lane_directories = lane_directories(work, 2);
+  result_.directory = work_.front()->path().string();
+  result_.lane_directories = lane_directories(work_, 2);
   // Raw writes are measured on every file system the lanes record to (the first's with the record row).
   std::set<dev_t> lane_devices;
-  for (const auto& lane : result.lane_directories) {
+  for (const auto& lane : result_.lane_directories) {
     for (const auto& directory : lane) lane_devices.insert(device_of(directory));
   }
-  const int extra_writes = static_cast<int>(lane_devices.size()) - (lane_devices.count(device_of(result.directories.front())) != 0 ? 1 : 0);
-  const int steps = (gpu ? 16 : 14) + extra_writes;
-  int step = 0;
-  auto say = [&](const std::string& what) {
-    ++step;
-    if (options.progress) options.progress("[" + std::to_string(step) + "/" + std::to_string(steps) + "] " + what);
-  };
-  const Span whole;
-  const WorkDirectory& first = *work.front();
-  result.directory = first.path().string();
+  const int extra_writes =
+      static_cast<int>(lane_devices.size()) - (lane_devices.count(device_of(result_.directory)) != 0 ? 1 : 0);
+  steps_ = (gpu_ ? 16 : 14) + extra_writes;
+  choose_disk_io();
+}
 
-  // O_DIRECT needs a filesystem that takes it: tmpfs does not. Fall back to buffered I/O on
-  // both sides of the disk rows (so the ratio stays like for like, and both lanes alike) and say so.
-  bool direct = true;
-  for (const auto& directory : result.directories) {
+void BenchRun::say(const std::string& what) {
+  ++step_;
+  if (options_.progress) options_.progress("[" + std::to_string(step_) + "/" + std::to_string(steps_) + "] " + what);
+}
+
+// O_DIRECT needs a filesystem that takes it: tmpfs does not. Fall back to buffered I/O on both
+// sides of the disk rows (so the ratio stays like for like, and both lanes alike) and say so.
+// Bytes per disk measurement: about a window at 1 GB/s, within what the filesystem has free.
+void BenchRun::choose_disk_io() {
+  for (const auto& directory : result_.directories) {
     struct statfs filesystem {};
     if (::statfs(directory.c_str(), &filesystem) == 0 && filesystem.f_type == TMPFS_MAGIC) {
-      direct = false;
-      result.notes.push_back(directory + " is on tmpfs, which refuses O_DIRECT: the record/replay rows, the lanes and "
-                             "their ceilings use buffered I/O and measure memory, not a disk (--dir on a disk to measure one)");
+      direct_ = false;
+      result_.notes.push_back(directory + " is on tmpfs, which refuses O_DIRECT: the record/replay rows, the lanes and "
+                              "their ceilings use buffered I/O and measure memory, not a disk (--dir on a disk to measure one)");
     }
   }
-  // Bytes per disk measurement: about a window at 1 GB/s, within what the filesystem has free.
-  std::uint64_t disk_bytes = std::clamp<std::uint64_t>(static_cast<std::uint64_t>(window * 1e9), 64ULL << 20, 4ULL << 30);
-  for (const auto& directory : result.directories) {
-    if (const auto space = fs::space(directory); space.available / 4 < disk_bytes) disk_bytes = space.available / 4;
+  disk_bytes_ = std::clamp<std::uint64_t>(static_cast<std::uint64_t>(window_ * 1e9), 64ULL << 20, 4ULL << 30);
+  for (const auto& directory : result_.directories) {
+    if (const auto space = fs::space(directory); space.available / 4 < disk_bytes_) disk_bytes_ = space.available / 4;
   }
-  disk_bytes = disk_bytes / kChunkBytes * kChunkBytes;
-  if (disk_bytes < 4 * kChunkBytes) throw std::runtime_error(result.directory + ": too little free space for the disk rows");
-  const std::string direct_text = direct ? "true" : "false";
-  const std::string io = direct ? "O_DIRECT" : "buffered";
+  disk_bytes_ = disk_bytes_ / kChunkBytes * kChunkBytes;
+  if (disk_bytes_ < 4 * kChunkBytes) throw std::runtime_error(result_.directory + ": too little free space for the disk rows");
+}
 
+BenchResult BenchRun::run() {
+  const Span whole;
+  measure_generator();
+  const Rates bare = measure_udp();
+  const Rates lane_fft = measure_fft();
+  const Rates raw_write = measure_record();
+  measure_replay();
+  // A whole lane is bounded by its slowest part: the ceiling is the least of its parts' ceilings.
+  Rates lane_bound = bare;
+  for (const Rates* part : {&lane_fft, &raw_write}) {
+    if (part->bytes_per_second < lane_bound.bytes_per_second) lane_bound = *part;
+  }
+  lane_bound.packets_per_second = lane_bound.bytes_per_second / static_cast<double>(kPayload);
+  measure_lanes(lane_bound, lane_raw_writes(raw_write));
+  result_.seconds = whole.wall();
+  return std::move(result_);
+}
+
+void BenchRun::measure_generator() {
   say("memcpy loop (ceiling of the generator → null lane)");
-  const Rates memcpy_rates = memcpy_ceiling(window);
+  const Rates memcpy_rates = memcpy_ceiling(window_);
   say("generator → null");
   const Rates generator = measure_pipeline(
       "pipeline: {chunk: 4MiB, chunks: 32}\nlanes: [{name: a, stages: [{type: generator, format: ci16}, {type: \"null\"}]}]\n",
-      Probe{0, true}, window, warmup);
-  result.rows.push_back(row("generator → null", "memcpy loop", generator, memcpy_rates));
+      Probe{0, true}, window_, warmup_);
+  result_.rows.push_back(row("generator → null", "memcpy loop", generator, memcpy_rates));
+}
 
+// The udp row; returns its ceiling, the bare recvmmsg loop, which also bounds the lanes.
+Rates BenchRun::measure_udp() {
   say("bare recvmmsg loop from sluice-emulator (ceiling of udp)");
-  const Rates bare = recvmmsg_ceiling(program, window, warmup);
+  const Rates bare = recvmmsg_ceiling(program_, window_, warmup_);
   say("udp ← sluice-emulator on loopback → null");
   const Rates udp = measure_pipeline(
       "pipeline: {chunk: 4MiB, chunks: 32}\nlanes: [{name: port0, stages: [{type: udp, address: 127.0.0.1:0}, {type: \"null\"}]}]\n",
-      Probe{0, true}, window, warmup, emulator_feed(program, warmup + window + 1));
-  result.rows.push_back(row("udp ← emulator (1472 B)", "bare recvmmsg loop", udp, bare));
+      Probe{0, true}, window_, warmup_, emulator_feed(program_, warmup_ + window_ + 1));
+  result_.rows.push_back(row("udp ← emulator (1472 B)", "bare recvmmsg loop", udp, bare));
+  return bare;
+}
 
+// The fft rows (FFTW, and cuFFT where a GPU answers); returns the ceiling of the backend the
+// lanes' fft (backend auto) runs on.
+Rates BenchRun::measure_fft() {
   say("raw fftwf_execute loop (ceiling of fft on FFTW)");
-  const Rates raw_fft = fftw_ceiling(window);
+  const Rates raw_fft = fftw_ceiling(window_);
   say("generator → fft (FFTW) → null");
   std::vector<std::string> fft_notes;
   const Rates fft = measure_pipeline("pipeline: {chunk: 4MiB, chunks: 32}\nlanes: [{name: a, stages: [{type: generator, format: ci16}, "
                                      "{type: fft, backend: fftw, size: " + std::to_string(kFftSize) + "}, {type: \"null\"}]}]\n",
-                                     Probe{1, false}, window, warmup, {}, &fft_notes);
-  result.rows.push_back(row("fft (" + std::to_string(kFftSize) + "-point, FFTW)", "raw fftwf_execute loop", fft, raw_fft, join(fft_notes)));
+                                     Probe{1, false}, window_, warmup_, {}, &fft_notes);
+  result_.rows.push_back(row("fft (" + std::to_string(kFftSize) + "-point, FFTW)", "raw fftwf_execute loop", fft, raw_fft, join(fft_notes)));
+  if (!gpu_) return raw_fft;
+  // Fed with device chunks that are filled once: a host source would measure the host, not the GPU.
+  constexpr std::size_t kGpuChunk = 16ULL << 20;  // ci16 input chunk: 4 Mi samples
+  const auto samples = static_cast<std::size_t>(kGpuChunk / kBytesPerSample);
+  say("raw cufftExecC2C loop (ceiling of fft on cuFFT)");
+  const Rates raw_cufft = cufft_ceiling(samples, window_);
+  say("device chunks → fft (cuFFT) → null");
+  std::vector<std::string> gpu_notes;
+  const Rates gpu_fft = measure_pipeline(
+      "lanes: [{name: a, stages: [{type: device_source, format: ci16, memory: device, chunk: 16MiB, chunks: 16}, "
+      "{type: fft, backend: cufft, size: " + std::to_string(kFftSize) + ", memory: device, chunk: 16MiB, chunks: 8}, "
+      "{type: \"null\"}]}]\n",
+      Probe{1, false}, window_, warmup_, {}, &gpu_notes);
+  result_.rows.push_back(row("fft (" + std::to_string(kFftSize) + "-point, cuFFT)", "raw cufftExecC2C loop", gpu_fft,
+                             raw_cufft, join(gpu_notes)));
+  lane_fft_name_ = "cufft";
+  return raw_cufft;
+}
 
-  // Where a GPU answers, the lanes' fft (backend auto) runs on cuFFT: measure it there too, fed
-  // with device chunks that are filled once (a host source would measure the host, not the GPU).
-  Rates lane_fft = raw_fft;
-  std::string lane_fft_name = "fftwf";
-  if (gpu) {
-    constexpr std::size_t kGpuChunk = 16ULL << 20;  // ci16 input chunk: 4 Mi samples
-    const auto samples = static_cast<std::size_t>(kGpuChunk / kBytesPerSample);
-    say("raw cufftExecC2C loop (ceiling of fft on cuFFT)");
-    const Rates raw_cufft = cufft_ceiling(samples, window);
-    say("device chunks → fft (cuFFT) → null");
-    std::vector<std::string> gpu_notes;
-    const Rates gpu_fft = measure_pipeline(
-        "lanes: [{name: a, stages: [{type: device_source, format: ci16, memory: device, chunk: 16MiB, chunks: 16}, "
-        "{type: fft, backend: cufft, size: " + std::to_string(kFftSize) + ", memory: device, chunk: 16MiB, chunks: 8}, "
-        "{type: \"null\"}]}]\n",
-        Probe{1, false}, window, warmup, {}, &gpu_notes);
-    result.rows.push_back(row("fft (" + std::to_string(kFftSize) + "-point, cuFFT)", "raw cufftExecC2C loop", gpu_fft,
-                              raw_cufft, join(gpu_notes)));
-    lane_fft = raw_cufft;
-    lane_fft_name = "cufft";
-  }
-
-  const std::string raw_file = (first.path() / "raw.bin").string();
+// The record row; returns its ceiling, raw io_uring writes in the first work directory.
+Rates BenchRun::measure_record() {
+  const std::string io = direct_ ? "O_DIRECT" : "buffered";
+  const fs::path& first = work_.front()->path();
+  const std::string raw_file = (first / "raw.bin").string();
   say("raw io_uring " + io + " writes (ceiling of record)");
-  const Rates raw_write = uring_ceiling(raw_file, disk_bytes, kWriteDepth, true, direct);
+  const Rates raw_write = uring_ceiling(raw_file, disk_bytes_, kWriteDepth, true, direct_);
   say("generator → record → null");
   const Rates record = measure_pipeline(
       "pipeline: {chunk: 4MiB, chunks: 32}\nlanes: [{name: a, stages: [{type: generator, format: ci16, stop_after: " +
-          std::to_string(disk_bytes) + "}, {type: record, directory: " + first.path().string() +
-          ", capture_name: bench, overwrite: true, io_depth: " + std::to_string(kWriteDepth) + ", direct: " + direct_text +
-          "}, {type: \"null\"}]}]\n",
-      Probe{1, false}, window * 4, 0);
-  result.rows.push_back(row("record (io_uring, depth 8)", "raw io_uring " + io + " writes", record, raw_write,
-                            direct ? "" : "buffered: tmpfs"));
-
+          std::to_string(disk_bytes_) + "}, {type: record, directory: " + first.string() +
+          ", capture_name: bench, overwrite: true, io_depth: " + std::to_string(kWriteDepth) +
+          ", direct: " + (direct_ ? "true" : "false") + "}, {type: \"null\"}]}]\n",
+      Probe{1, false}, window_ * 4, 0);
+  result_.rows.push_back(row("record (io_uring, depth 8)", "raw io_uring " + io + " writes", record, raw_write,
+                             direct_ ? "" : "buffered: tmpfs"));
   fs::remove(raw_file);
-  // The ceiling reads the very file replay reads.
+  return raw_write;
+}
+
+// The replay row, of the capture the record row left; its ceiling reads the very same file.
+void BenchRun::measure_replay() {
+  const std::string io = direct_ ? "O_DIRECT" : "buffered";
+  const fs::path& first = work_.front()->path();
   std::string data_file;
-  for (const auto& entry : fs::directory_iterator(first.path())) {
+  for (const auto& entry : fs::directory_iterator(first)) {
     if (entry.path().extension() == ".sigmf-data") data_file = entry.path().string();
   }
-  if (data_file.empty()) throw std::runtime_error("the record row left no .sigmf-data in " + result.directory);
+  if (data_file.empty()) throw std::runtime_error("the record row left no .sigmf-data in " + result_.directory);
   const std::uint64_t data_bytes = fs::file_size(data_file) / kChunkBytes * kChunkBytes;
   // Twice each, alternating, and the faster of each kept: a virtual disk's host cache favours
   // whichever reads second, and the ceiling kept its better run, so replay keeps its better too.
   const std::string replay_yaml = "pipeline: {chunk: 4MiB, chunks: 32}\nlanes: [{name: a, stages: [{type: replay, capture: " +
-                                  (first.path() / "bench.sigmf-collection").string() + ", pace: fast, read_ahead: " +
-                                  std::to_string(kReadDepth) + ", direct: " + direct_text + "}, {type: \"null\"}]}]\n";
+                                  (first / "bench.sigmf-collection").string() + ", pace: fast, read_ahead: " +
+                                  std::to_string(kReadDepth) + ", direct: " + (direct_ ? "true" : "false") +
+                                  "}, {type: \"null\"}]}]\n";
   Rates raw_read;
   Rates replay;
   for (int pass = 0; pass < 2; ++pass) {
     say("raw io_uring " + io + " reads of the recorded data (ceiling of replay), pass " + std::to_string(pass + 1) + " of 2");
-    if (const Rates raw = uring_ceiling(data_file, data_bytes, kReadDepth, false, direct); raw.bytes_per_second > raw_read.bytes_per_second) {
+    if (const Rates raw = uring_ceiling(data_file, data_bytes, kReadDepth, false, direct_); raw.bytes_per_second > raw_read.bytes_per_second) {
       raw_read = raw;
     }
     say("replay (fast) → null, of the capture just recorded, pass " + std::to_string(pass + 1) + " of 2");
-    if (const Rates ours = measure_pipeline(replay_yaml, Probe{0, true, true}, window * 4, 0); ours.bytes_per_second > replay.bytes_per_second) {
+    if (const Rates ours = measure_pipeline(replay_yaml, Probe{0, true, true}, window_ * 4, 0); ours.bytes_per_second > replay.bytes_per_second) {
       replay = ours;
     }
   }
-  result.rows.push_back(row("replay (io_uring, depth 4)", "raw io_uring " + io + " reads", replay, raw_read,
-                            direct ? "" : "buffered: tmpfs"));
+  result_.rows.push_back(row("replay (io_uring, depth 4)", "raw io_uring " + io + " reads", replay, raw_read,
+                             direct_ ? "" : "buffered: tmpfs"));
+}
 
-  // A whole lane is bounded by its slowest part: the ceiling is the least of its parts' ceilings.
-  Rates lane_bound = bare;
-  for (const Rates* part : {static_cast<const Rates*>(&lane_fft), &raw_write}) {
-    if (part->bytes_per_second < lane_bound.bytes_per_second) lane_bound = *part;
-  }
-  lane_bound.packets_per_second = lane_bound.bytes_per_second / static_cast<double>(kPayload);
-  // Raw writes on each file system the lanes record to, each alone (the first's is the record
-  // row's ceiling): what the lanes' bound is measured against.
-  std::map<dev_t, double> lane_raw_write;
-  for (const auto& lane : result.lane_directories) {
+// Raw writes on each file system the lanes record to, each alone (the first's is the record
+// row's ceiling): what the lanes' bound is measured against.
+std::map<dev_t, double> BenchRun::lane_raw_writes(const Rates& raw_write) {
+  const std::string io = direct_ ? "O_DIRECT" : "buffered";
+  std::map<dev_t, double> writes;
+  for (const auto& lane : result_.lane_directories) {
     for (const auto& directory : lane) {
       const dev_t device = device_of(directory);
-      if (lane_raw_write.count(device) != 0) continue;
-      if (device == device_of(result.directory)) {
-        lane_raw_write[device] = raw_write.bytes_per_second;
+      if (writes.count(device) != 0) continue;
+      if (device == device_of(result_.directory)) {
+        writes[device] = raw_write.bytes_per_second;
         continue;
       }
       say("raw io_uring " + io + " writes on " + directory + " (ceiling of the lane recording there)");
       const std::string file = (fs::path(directory) / "raw.bin").string();
-      lane_raw_write[device] = uring_ceiling(file, disk_bytes, kWriteDepth, true, direct).bytes_per_second;
+      writes[device] = uring_ceiling(file, disk_bytes_, kWriteDepth, true, direct_).bytes_per_second;
       fs::remove(file);
     }
   }
-  const std::vector<std::vector<std::string>> one_lane_directories{result.lane_directories.front()};
+  return writes;
+}
+
+// One lane against the least of its parts' ceilings, then two lanes against twice one.
+void BenchRun::measure_lanes(const Rates& lane_bound, const std::map<dev_t, double>& raw_write) {
+  const std::vector<std::vector<std::string>> one_lane_directories{result_.lane_directories.front()};
   say("one lane: udp ← emulator → fft → record → null");
-  const Rates one_lane = measure_pipeline(lanes_yaml(one_lane_directories, direct), Probe{0, true}, window, warmup,
-                                          emulator_feed(program, warmup + window + 1));
-  result.rows.push_back(row("lane: udp → fft → record", "least of recvmmsg, " + lane_fft_name + ", write", one_lane, lane_bound));
+  const Rates one_lane = measure_pipeline(lanes_yaml(one_lane_directories, direct_), Probe{0, true}, window_, warmup_,
+                                          emulator_feed(program_, warmup_ + window_ + 1));
+  result_.rows.push_back(row("lane: udp → fft → record", "least of recvmmsg, " + lane_fft_name_ + ", write", one_lane, lane_bound));
   // The one-lane capture is the bench's own scratch: removed before the two lanes record, so that
   // their overwrite sets nothing aside and a small volume holds the second row as it held the first.
   for (const auto& directory : one_lane_directories.front()) {
@@ -596,26 +666,28 @@ BenchResult run_bench(const BenchOptions& options) {
     fs::create_directories(directory, ignored);
   }
   say("two lanes: 2 × (udp ← emulator → fft → record → null)");
-  const Rates two_lanes = measure_pipeline(lanes_yaml(result.lane_directories, direct), Probe{0, true}, window, warmup,
-                                           emulator_feed(program, warmup + window + 1));
+  const Rates two_lanes = measure_pipeline(lanes_yaml(result_.lane_directories, direct_), Probe{0, true}, window_, warmup_,
+                                           emulator_feed(program_, warmup_ + window_ + 1));
   Rates ideal = one_lane;
   ideal.bytes_per_second *= 2;
   ideal.samples_per_second *= 2;
   ideal.packets_per_second *= 2;
-  result.rows.push_back(row("2 lanes: udp → fft → record", "2 × one lane", two_lanes, ideal));
-  result.two_lane_scaling = two_lanes.bytes_per_second / one_lane.bytes_per_second;
-  for (std::size_t lane = 0; lane < result.lane_directories.size(); ++lane) {
+  result_.rows.push_back(row("2 lanes: udp → fft → record", "2 × one lane", two_lanes, ideal));
+  result_.two_lane_scaling = two_lanes.bytes_per_second / one_lane.bytes_per_second;
+  for (std::size_t lane = 0; lane < result_.lane_directories.size(); ++lane) {
     std::string list;
-    for (const auto& directory : result.lane_directories[lane]) list += (list.empty() ? "" : ", ") + directory;
-    result.notes.push_back("lane port" + std::to_string(lane) + " records to " + list);
+    for (const auto& directory : result_.lane_directories[lane]) list += (list.empty() ? "" : ", ") + directory;
+    result_.notes.push_back("lane port" + std::to_string(lane) + " records to " + list);
   }
-  result.notes.push_back("two-lane scaling " + std::to_string(result.two_lane_scaling).substr(0, 4) + "× on " +
-                         std::to_string(std::thread::hardware_concurrency()) + " core(s): " +
-                         two_lane_bound(two_lanes, result.lane_directories, lane_raw_write) + " (CPUs busy: one lane " +
-                         percent(one_lane.machine_busy) + ", two lanes " + percent(two_lanes.machine_busy) + ")");
-  result.seconds = whole.wall();
-  return result;
+  result_.notes.push_back("two-lane scaling " + std::to_string(result_.two_lane_scaling).substr(0, 4) + "× on " +
+                          std::to_string(std::thread::hardware_concurrency()) + " core(s): " +
+                          two_lane_bound(two_lanes, result_.lane_directories, raw_write) + " (CPUs busy: one lane " +
+                          percent(one_lane.machine_busy) + ", two lanes " + percent(two_lanes.machine_busy) + ")");
 }
+
+}  // namespace
+
+BenchResult run_bench(const BenchOptions& options) { return BenchRun(options).run(); }
 
 std::string bench_table(const BenchResult& result) {
   std::ostringstream out;

@@ -1,5 +1,5 @@
 // The raw io_uring loop behind the record and replay ceilings (see uring_loop.hpp).
-#include "bench/suite/uring_loop.hpp"
+#include "suite/uring_loop.hpp"
 
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -25,6 +25,18 @@ double cpu_seconds() {
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
+// Registered (fixed) buffers, as the recorder and replay register their pools: the kernel
+// then pins the pages once instead of on every I/O.
+void register_blocks(recorder::Uring& ring, const std::vector<std::byte*>& blocks, std::size_t block_bytes) {
+  std::vector<iovec> vectors;
+  for (std::byte* data : blocks) vectors.push_back({data, block_bytes});
+  const auto count = static_cast<unsigned>(vectors.size());
+  if (const int registered = io_uring_register_buffers(ring.get(), vectors.data(), count); registered != 0) {
+    throw std::runtime_error(errno_message("io_uring_register_buffers", -registered) + " (RLIMIT_MEMLOCK too small for " +
+                             std::to_string(count) + " × " + std::to_string(block_bytes >> 20) + " MiB?)");
+  }
+}
+
 }  // namespace
 
 UringLoopResult uring_loop(const std::string& path, std::uint64_t total, std::size_t block_bytes, unsigned depth, bool write,
@@ -43,14 +55,7 @@ UringLoopResult uring_loop(const std::string& path, std::uint64_t total, std::si
     std::memset(blocks.back(), static_cast<int>(i + 1), block_bytes);
   }
   recorder::Uring ring(depth);  // after the blocks: unregistered and closed before they are freed
-  // Registered (fixed) buffers, as the recorder and replay register their pools: the kernel
-  // then pins the pages once instead of on every I/O.
-  std::vector<iovec> vectors;
-  for (std::byte* data : blocks) vectors.push_back({data, block_bytes});
-  if (const int registered = io_uring_register_buffers(ring.get(), vectors.data(), depth); registered != 0) {
-    throw std::runtime_error(errno_message("io_uring_register_buffers", -registered) +
-                             " (RLIMIT_MEMLOCK too small for " + std::to_string(depth) + " × " + std::to_string(block_bytes >> 20) + " MiB?)");
-  }
+  register_blocks(ring, blocks, block_bytes);
   const std::uint64_t count = total / block_bytes;
   std::uint64_t submitted = 0;
   std::uint64_t completed = 0;
