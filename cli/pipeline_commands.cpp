@@ -10,6 +10,7 @@
 #include "monitor/http_server.hpp"
 #include "monitor/report.hpp"
 #include "pipeline/config.hpp"
+#include "pipeline/gpu_placement.hpp"
 #include "pipeline/memory.hpp"
 #include "pipeline/placement.hpp"
 #include "pipeline/runtime.hpp"
@@ -90,6 +91,23 @@ int run_pipeline(const RunOptions& options) {
                         RunOutputs{options.report, options.plot, options.quiet, options.http, emulator.get()}, "sluice run");
 }
 
+// Where a lane's stages run: its GPU and why, then each stage's GPU and cores.
+void print_placement(const LaneDefinition& lane) {
+  const LaneGpu& gpu = lane.placement;
+  const GpuHost& host = GpuHost::this_machine();
+  if (host.gpus.empty()) {
+    std::cout << "    GPU: none here (" << host.unavailable_reason << "): pools fall back to host memory\n";
+  } else {
+    std::cout << "    GPU " << gpu.gpu << (gpu.pci_bus_id.empty() ? "" : " (" + gpu.pci_bus_id + ")") << ": " << gpu.reason << "\n";
+  }
+  for (const auto& stage : lane.stages) {
+    std::cout << "      " << stage.name << ": ";
+    if (!host.gpus.empty()) std::cout << "GPU " << stage.cuda_device << (stage.gpu >= 0 ? " (gpu:)" : "") << ", ";
+    std::cout << "cores " << (stage.cores.empty() ? "any" : format_core_list(stage.cores) + " (" + stage.cores_reason + ")")
+              << "\n";
+  }
+}
+
 int validate(const RunOptions& options) {
   const std::string& file = options.file;
   try {
@@ -108,6 +126,7 @@ int validate(const RunOptions& options) {
         std::cout << ")";
       }
       std::cout << "\n";
+      print_placement(lane);
     }
     return kExitOk;
   } catch (const ConfigException& error) {
@@ -127,7 +146,8 @@ int list_stages(const std::string& type_name) {
     SettingsReader reader = SettingsReader::for_docs(docs);
     // The runtime's own per-stage settings, then the stage's.
     reader.string("name", name, "stage name, unique in its lane");
-    reader.integer("cpu", -1, "core to pin this stage's thread to (-1: not pinned)");
+    reader.cores("cpu", "cores to pin this stage's thread to: 3, 3-5, 3,7,9-10 or a list (-1: not pinned)");
+    reader.integer("gpu", -1, "GPU (CUDA device) of this stage's pools, FFT and copies (-1: its lane's)");
     reader.string("on_full", "block", "when the next queue is full: block or drop");
     reader.integer("queue_depth", static_cast<std::int64_t>(pipeline.queue_depth), "chunks queued in front of this stage");
     reader.string("node", "", "node this stage runs on (sluice run --node NAME); default: the previous stage's");

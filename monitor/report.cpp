@@ -34,6 +34,11 @@ const FlowCounters& flow_of(const StageMetrics& metrics) {
   return metrics.queue_capacity.load() == 0 ? metrics.out : metrics.in;
 }
 
+// Where a lane runs: its GPU, that GPU's PCI bus id and NUMA node, and why placement chose it.
+nlohmann::json gpu_json(const LaneGpu& gpu) {
+  return {{"index", gpu.gpu}, {"pci_bus_id", gpu.pci_bus_id}, {"numa_node", gpu.numa_node}, {"reason", gpu.reason}};
+}
+
 }  // namespace
 
 StageRates stage_rates(const StageMetrics& metrics) {
@@ -146,11 +151,17 @@ nlohmann::json report_json(const Pipeline& pipeline, int exit_code) {
   }
   report["timeline"] = timeline;
   report["lanes"] = nlohmann::json::array();
-  for (const auto& lane : pipeline.metrics_by_lane()) {
+  const auto lanes = pipeline.metrics_by_lane();
+  for (std::size_t lane_index = 0; lane_index < lanes.size(); ++lane_index) {
+    const auto& lane = lanes[lane_index];
+    const LaneDefinition& definition = pipeline.definition().lanes[lane_index];
     nlohmann::json lane_json;
     lane_json["name"] = lane.empty() ? "" : lane.front()->lane();
+    lane_json["gpu"] = gpu_json(definition.placement);
     lane_json["stages"] = nlohmann::json::array();
-    for (const StageMetrics* stage : lane) {
+    for (std::size_t stage_index = 0; stage_index < lane.size(); ++stage_index) {
+      const StageMetrics* stage = lane[stage_index];
+      const StageDefinition& stage_definition = definition.stages[stage_index];
       const StageRates rates = stage_rates(*stage);
       nlohmann::json stage_json{
           {"name", stage->stage()},
@@ -178,6 +189,8 @@ nlohmann::json report_json(const Pipeline& pipeline, int exit_code) {
             {"p999", stage->latency.percentile(0.999)},
             {"max", stage->latency.max()}}},
           {"notes", stage->notes},
+          {"gpu", stage_definition.cuda_device},
+          {"cores", format_core_list(stage_definition.cores)},
       };
       nlohmann::json drops = nlohmann::json::object();
       for (const auto& drop : stage->drops()) drops[drop.name] = drop.get();
@@ -279,8 +292,12 @@ nlohmann::json live_status_json(const Pipeline& pipeline) {
   status["pipeline"] = pipeline.definition().settings.name;
   status["time_ns"] = monotonic_ns();  // the page's rates are differences over this clock, not the browser's
   status["lanes"] = nlohmann::json::array();
-  for (const auto& lane : pipeline.metrics_by_lane()) {
-    nlohmann::json lane_json{{"name", lane.empty() ? "" : lane.front()->lane()}, {"stages", nlohmann::json::array()}};
+  const auto lanes = pipeline.metrics_by_lane();
+  for (std::size_t lane_index = 0; lane_index < lanes.size(); ++lane_index) {
+    const auto& lane = lanes[lane_index];
+    nlohmann::json lane_json{{"name", lane.empty() ? "" : lane.front()->lane()},
+                             {"gpu", gpu_json(pipeline.definition().lanes[lane_index].placement)},
+                             {"stages", nlohmann::json::array()}};
     for (const StageMetrics* stage : lane) {
       const StageRates rates = stage_rates(*stage);
       nlohmann::json drops = nlohmann::json::object();

@@ -57,6 +57,18 @@ enum class ChunkWireStatus : std::uint8_t {
 };
 std::string_view to_string(ChunkWireStatus status);
 
+// An integer to and from little-endian bytes, as the wire forms (this one, the tcp link's frames) write them.
+template <typename Integer>
+void store_little_endian(std::byte* out, Integer value) noexcept {
+  for (std::size_t i = 0; i < sizeof(Integer); ++i) out[i] = static_cast<std::byte>((static_cast<std::uint64_t>(value) >> (8 * i)) & 0xFF);
+}
+template <typename Integer>
+Integer load_little_endian(const std::byte* in) noexcept {
+  std::uint64_t value = 0;
+  for (std::size_t i = 0; i < sizeof(Integer); ++i) value |= static_cast<std::uint64_t>(in[i]) << (8 * i);
+  return static_cast<Integer>(value);
+}
+
 // Writes chunk's metadata (not its payload) into `out`. Never fails.
 void encode_chunk_metadata(const Chunk& chunk, std::span<std::byte, kChunkWireBytes> out) noexcept;
 

@@ -2,6 +2,7 @@
 // construction and role checks — every error collected with its location.
 #include "pipeline/config.hpp"
 #include "pipeline/errno_message.hpp"
+#include "pipeline/gpu_placement.hpp"
 #include "pipeline/placement.hpp"
 
 #include <algorithm>
@@ -305,16 +306,25 @@ void check_power_of_two(SettingsReader& reader, std::string_view key, std::uint6
                "use " + std::to_string(above / 2) + " or " + std::to_string(above) + " (the queue is a power-of-two ring)");
 }
 
+// A `gpu:` that names a GPU this host lacks is an error at its key (not for a stage placed on
+// another node, whose GPUs are not this host's).
+void check_gpu(SettingsReader& reader, int gpu, const GpuHost& host) {
+  if (!reader.on_this_host()) return;
+  std::string hint;
+  if (std::string problem = host.problem(gpu, hint); !problem.empty()) reader.error("gpu", problem, hint);
+}
+
 // `lane_node` is the node of the stage before (placement's default) and becomes this one's;
 // `this_node` is the node this process runs ("" = every node).
 StageDefinition make_stage(std::vector<SettingsLayer> layers, const std::string& default_name, const ConfigSource& source,
                            ConfigErrors& errors, const PipelineSettings& pipeline, const StageRegistry& registry,
-                           const std::string& this_node, std::string& lane_node) {
+                           const std::string& this_node, std::string& lane_node, const GpuHost& host) {
   StageDefinition definition;
   SettingsReader reader(std::move(layers), source, errors);
   definition.type = reader.required_string("type", "stage type (sluice stages lists them)");
   definition.name = reader.string("name", default_name.empty() ? definition.type : default_name, "stage name, unique in its lane");
-  definition.cpu = static_cast<int>(reader.integer("cpu", -1, "core to pin this stage's thread to (-1: not pinned)", -1, 4095));
+  definition.cpus = reader.cores("cpu", "cores to pin this stage's thread to: 3, 3-5, 3,7,9-10 or a list (-1: not pinned)");
+  definition.gpu = static_cast<int>(reader.integer("gpu", -1, "GPU (CUDA device) of this stage's pools, FFT and copies (-1: its lane's)", -1, 1023));
   definition.on_full = reader.choice("on_full", OverflowPolicy::block,
                                      "when the next stage's queue is full: block (backpressure) or drop (count and release)",
                                      {{"block", OverflowPolicy::block}, {"drop", OverflowPolicy::drop}});
@@ -324,6 +334,7 @@ StageDefinition make_stage(std::vector<SettingsLayer> layers, const std::string&
   definition.node = reader.string("node", "", "node this stage runs on (sluice run --node NAME); default: the previous stage's");
   if (!definition.node.empty()) lane_node = definition.node;
   reader.set_on_this_host(this_node.empty() || lane_node.empty() || lane_node == this_node);
+  check_gpu(reader, definition.gpu, host);
   definition.enabled = reader.boolean("enabled", true,
                                       "false leaves this tap out of its lane (its settings are still checked): a switch for "
                                       "an optional record tap, e.g. --set template.raw.enabled=false");
@@ -360,6 +371,51 @@ StageDefinition make_stage(std::vector<SettingsLayer> layers, const std::string&
   return definition;
 }
 
+// The lane-wide settings of a lane entry: `gpu` (its stages' GPU unless they name one) and
+// `cpu` (the cores of its stages that name none). The other keys are the lane loop's.
+void read_lane_settings(const YAML::Node& entry, const std::string& lane_path, const ConfigSource& source,
+                        ConfigErrors& errors, const GpuHost& host, LaneDefinition& lane) {
+  SettingsReader reader({SettingsLayer{entry, lane_path}}, source, errors);
+  lane.gpu = static_cast<int>(reader.integer("gpu", -1, "GPU of this lane's stages (-1: nearest its NIC)", -1, 1023));
+  lane.cpus = reader.cores("cpu", "cores of this lane's stages that name none");
+  check_gpu(reader, lane.gpu, host);
+}
+
+// Each lane's GPU (its gpu:, the pipeline's, or the nearest to the NIC its source receives
+// on), each stage's (its own gpu: or its lane's), and the cores each stage's thread runs on.
+void place_on_gpus(PipelineDefinition& definition, const GpuHost& host) {
+  std::vector<LaneRequest> requests;
+  for (const auto& lane : definition.lanes) {
+    LaneRequest request;
+    if (!lane.stages.empty() && lane.stages.front().stage) {
+      request.interface = interface_holding(lane.stages.front().stage->receive_address());
+    }
+    request.gpu = lane.gpu >= 0 ? lane.gpu : definition.settings.gpu;
+    request.gpu_setting = lane.gpu >= 0 ? "lanes." + lane.name + ".gpu" : "pipeline.gpu";
+    requests.push_back(std::move(request));
+  }
+  const std::vector<LaneGpu> placed = place_lanes(requests, host.gpus, host.topology);
+  for (std::size_t i = 0; i < definition.lanes.size(); ++i) {
+    LaneDefinition& lane = definition.lanes[i];
+    lane.placement = placed[i];
+    for (auto& stage : lane.stages) {
+      stage.cuda_device = stage.gpu >= 0 ? stage.gpu : lane.placement.gpu;
+      const LaneGpu gpu = stage.cuda_device == lane.placement.gpu ? lane.placement
+                                                                   : describe_gpu(stage.cuda_device, host.gpus, host.topology);
+      if (!stage.cpus.empty()) {
+        stage.cores = stage.cpus;
+        stage.cores_reason = "cpu:";
+      } else if (!lane.cpus.empty()) {
+        stage.cores = lane.cpus;
+        stage.cores_reason = "lane cpu:";
+      } else if (!gpu.cores.empty()) {
+        stage.cores = gpu.cores;
+        stage.cores_reason = "NUMA node " + std::to_string(gpu.numa_node) + " of GPU " + std::to_string(gpu.gpu);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 PipelineSettings read_pipeline_settings(SettingsReader& reader) {
@@ -375,7 +431,14 @@ PipelineSettings read_pipeline_settings(SettingsReader& reader) {
   check_power_of_two(reader, "queue_depth", settings.queue_depth);
   settings.progress_interval = reader.duration("progress_interval", settings.progress_interval,
                                                "period of progress lines when not on a terminal");
-  settings.cuda_device = static_cast<int>(reader.integer("cuda_device", 0, "CUDA device for device memory and GPU stages", 0, 64));
+  settings.gpu = static_cast<int>(reader.integer(
+      "gpu", -1, "GPU of every lane and stage that names none (-1: the one nearest the lane's NIC, else round-robin)", -1, 1023));
+  if (reader.has("cuda_device")) {
+    static_cast<void>(reader.integer("cuda_device", 0, "replaced by gpu", 0, 1023));
+    reader.error("cuda_device", "cuda_device is replaced by gpu:",
+                 "write gpu: N here for every lane, or per lane (lanes: [{name: port0, gpu: 1}]) or per stage; "
+                 "without it each lane takes the GPU nearest its NIC");
+  }
   settings.http = reader.string("http", "", "serve /metrics (Prometheus) and the live dashboard at ADDR:PORT, e.g. 127.0.0.1:9100 (empty: off)");
   if (!settings.http.empty() && !parse_http_endpoint(settings.http)) {
     reader.error("http", "http: '" + settings.http + "' is not ADDR:PORT", "write e.g. 127.0.0.1:9100, [::1]:9100 or :9100 (port 0: any free port)");
@@ -447,10 +510,11 @@ YAML::Node parse_yaml(const std::string& text, ConfigSource& source, const std::
 
 PipelineDefinition load_pipeline_text(const std::string& yaml, const std::string& name,
                                       const std::vector<std::string>& overrides, const StageRegistry& registry,
-                                      const std::string& node) {
+                                      const std::string& node, const GpuHost* gpus) {
   ConfigSource source(name);
   YAML::Node root = parse_yaml(yaml, source, overrides);
   ConfigErrors errors;
+  const GpuHost& host = gpus != nullptr ? *gpus : GpuHost::this_machine();
   PipelineDefinition definition;
   definition.file = name;
   definition.root = root;
@@ -470,6 +534,7 @@ PipelineDefinition load_pipeline_text(const std::string& yaml, const std::string
     if (section && !section.IsMap()) errors.add({source.locate(section), "pipeline", "expected a map", ""});
     SettingsReader reader({SettingsLayer{section && section.IsMap() ? section : YAML::Node(), "pipeline"}}, source, errors);
     definition.settings = read_pipeline_settings(reader);
+    check_gpu(reader, definition.settings.gpu, host);
     reader.finish();
   }
   const PipelineSettings& settings = definition.settings;
@@ -512,14 +577,15 @@ PipelineDefinition load_pipeline_text(const std::string& yaml, const std::string
         errors.add({source.locate(entry["name"]), lane_path, "two lanes are named '" + lane.name + "'", ""});
       }
     }
+    read_lane_settings(entry, lane_path, source, errors, host, lane);
     for (const auto& item : entry) {
       const std::string key = item.first.Scalar();
-      if (key == "name" || key == "stages") continue;
+      if (key == "name" || key == "stages" || key == "gpu" || key == "cpu") continue;
       if (std::find(template_names.begin(), template_names.end(), key) == template_names.end()) {
         auto match = closest_match(key, template_names);
         errors.add({source.locate(item.first), lane_path + "." + key, "'" + key + "' is not a stage of the template",
                     match ? "did you mean '" + *match + "'?"
-                          : "lane entries take name, stages, or a template stage name (" + join(template_names) + ")"});
+                          : "lane entries take name, stages, gpu, cpu, or a template stage name (" + join(template_names) + ")"});
       } else if (!item.second.IsMap()) {
         errors.add({source.locate(item.second), lane_path + "." + key, "expected a map of settings overriding stage '" + key + "'", ""});
       }
@@ -560,7 +626,7 @@ PipelineDefinition load_pipeline_text(const std::string& yaml, const std::string
         errors.add({source.locate(anchor), stage_path, "expected a stage map with at least 'type'", ""});
         continue;
       }
-      StageDefinition stage = make_stage(stage_layers[i], default_names[i], source, errors, settings, registry, node, lane_node);
+      StageDefinition stage = make_stage(stage_layers[i], default_names[i], source, errors, settings, registry, node, lane_node, host);
       stage.location = source.locate(anchor);
       if (!stage_names.insert(stage.name).second) {
         errors.add({stage.location, stage_path, "two stages in lane '" + lane.name + "' are named '" + stage.name + "'",
@@ -599,6 +665,7 @@ PipelineDefinition load_pipeline_text(const std::string& yaml, const std::string
     lane.index = static_cast<std::uint32_t>(definition.lanes.size());
     definition.lanes.push_back(std::move(lane));
   }
+  place_on_gpus(definition, host);
   // Two stages writing the same files would destroy each other's output (a second record
   // tap with the same capture name): refused here, before anything is opened.
   std::map<std::string, std::string> claimed;

@@ -9,6 +9,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "pipeline/definition.hpp"
+#include "pipeline/gpu_placement.hpp"
 #include "pipeline/settings.hpp"
 #include "pipeline/stage.hpp"
 
@@ -20,10 +21,11 @@ namespace sluice {
 PipelineDefinition load_pipeline_file(const std::string& path, const std::vector<std::string>& overrides = {},
                                       const StageRegistry& registry = StageRegistry::builtin(),
                                       const std::string& node = {});
+// `gpus`: the GPUs and sysfs that `gpu:` and placement go by; null: this machine's.
 PipelineDefinition load_pipeline_text(const std::string& yaml, const std::string& name = "<text>",
                                       const std::vector<std::string>& overrides = {},
                                       const StageRegistry& registry = StageRegistry::builtin(),
-                                      const std::string& node = {});
+                                      const std::string& node = {}, const GpuHost* gpus = nullptr);
 
 // Parses YAML text, applying --set overrides; syntax errors become ConfigErrors.
 YAML::Node parse_yaml(const std::string& text, ConfigSource& source, const std::vector<std::string>& overrides);

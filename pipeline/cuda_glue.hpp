@@ -17,6 +17,11 @@ void unregister_host(void* pointer) noexcept;
 void* allocate_device(std::size_t bytes, int device);  // throws naming cudaMalloc; memory is zeroed
 void free_device(void* pointer) noexcept;
 std::string copy(void* destination, const void* source, std::size_t bytes, void* stream) noexcept;
+std::string pci_bus_id(int device);       // "0000:17:00.0" (cudaDeviceGetPCIBusId); empty when unknown
+int device_of(const void* pointer) noexcept;  // the GPU holding device memory `pointer`; -1 for host memory
+// Lets `device` read and write `peer`'s memory directly (cudaDeviceEnablePeerAccess); returns
+// why not, or empty. Copies between GPUs work without it, staged through the host.
+std::string enable_peer_access(int device, int peer) noexcept;
 void* create_stream(int device);          // throws naming cudaStreamCreateWithFlags
 void destroy_stream(void* stream) noexcept;
 

@@ -96,6 +96,39 @@ std::string copy(void* destination, const void* source, std::size_t bytes, void*
   return {};
 }
 
+std::string pci_bus_id(int device) {
+  char bus_id[32] = {};
+  if (cudaDeviceGetPCIBusId(bus_id, static_cast<int>(sizeof(bus_id)), device) != cudaSuccess) {
+    cudaGetLastError();
+    return {};
+  }
+  return bus_id;
+}
+
+int device_of(const void* pointer) noexcept {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, pointer) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return attributes.type == cudaMemoryTypeDevice ? attributes.device : -1;
+}
+
+std::string enable_peer_access(int device, int peer) noexcept {
+  int can = 0;
+  if (cudaError_t error = cudaDeviceCanAccessPeer(&can, device, peer); error != cudaSuccess) {
+    return describe("cudaDeviceCanAccessPeer", error);
+  }
+  if (can == 0) return "GPU " + std::to_string(device) + " cannot access GPU " + std::to_string(peer) + " directly";
+  if (cudaError_t error = cudaSetDevice(device); error != cudaSuccess) return describe("cudaSetDevice", error);
+  cudaError_t error = cudaDeviceEnablePeerAccess(peer, 0);
+  if (error == cudaErrorPeerAccessAlreadyEnabled) {
+    cudaGetLastError();
+    return {};
+  }
+  return error == cudaSuccess ? std::string() : describe("cudaDeviceEnablePeerAccess", error);
+}
+
 void* create_stream(int device) {
   check("cudaSetDevice", cudaSetDevice(device));
   cudaStream_t stream = nullptr;

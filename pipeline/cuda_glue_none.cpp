@@ -23,6 +23,9 @@ void free_device(void*) noexcept {}
 std::string copy(void*, const void*, std::size_t, void*) noexcept {
   return "device copy: this build of Sluice has no CUDA";
 }
+std::string pci_bus_id(int) { return {}; }
+int device_of(const void*) noexcept { return -1; }
+std::string enable_peer_access(int, int) noexcept { return "this build of Sluice has no CUDA"; }
 void* create_stream(int) { no_cuda("CUDA stream"); }
 void destroy_stream(void*) noexcept {}
 

@@ -9,6 +9,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "pipeline/gpu_placement.hpp"
 #include "pipeline/pipeline_settings.hpp"
 #include "pipeline/stage.hpp"
 
@@ -18,7 +19,11 @@ struct StageDefinition {
   std::string name;
   std::string type;
   StageRole role = StageRole::transform;
-  int cpu = -1;                        // core to pin the stage's thread to; -1: not pinned
+  std::vector<int> cpus;               // its cpu: setting, the cores to pin its thread to; empty: none
+  int gpu = -1;                        // its gpu: setting; -1: its lane's
+  int cuda_device = 0;                 // the GPU it uses (placement, after loading)
+  std::vector<int> cores;              // where its thread runs: cpu:, the lane's cpu:, its GPU's NUMA node; empty: anywhere
+  std::string cores_reason;            // "cpu:", "lane cpu:", "NUMA node 1 of GPU 1", ""
   OverflowPolicy on_full = OverflowPolicy::block;
   std::uint64_t queue_depth = 16;      // of the queue in front of this stage
   std::string location;                // file:line:column of its YAML, for messages
@@ -32,6 +37,9 @@ struct StageDefinition {
 struct LaneDefinition {
   std::string name;
   std::uint32_t index = 0;  // position in the file: the lane number chunks carry on every node
+  int gpu = -1;             // its gpu: setting (or the pipeline's); -1: placement chooses
+  std::vector<int> cpus;    // its cpu: setting: the cores of its stages that name none
+  LaneGpu placement;        // its GPU and why (pipeline/gpu_placement.hpp)
   std::vector<StageDefinition> stages;
 };
 

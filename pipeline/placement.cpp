@@ -18,7 +18,11 @@ StageDefinition half_of(const StageDefinition& whole, std::unique_ptr<Stage> sta
   half.name = whole.name;
   half.type = whole.type;
   half.role = role;
-  half.cpu = whole.cpu;
+  half.cpus = whole.cpus;
+  half.gpu = whole.gpu;
+  half.cuda_device = whole.cuda_device;
+  half.cores = whole.cores;
+  half.cores_reason = whole.cores_reason;
   half.on_full = whole.on_full;
   half.queue_depth = whole.queue_depth;
   half.location = whole.location;
@@ -79,6 +83,9 @@ PipelineDefinition select_node(PipelineDefinition definition, const std::string&
     LaneDefinition local;
     local.name = lane.name;
     local.index = lane.index;
+    local.gpu = lane.gpu;
+    local.cpus = lane.cpus;
+    local.placement = lane.placement;
     enum class Part { before, inside, after } part = Part::before;  // this node's share is one run of stages
     std::vector<std::string> placed;  // read before stages are moved out below
     for (const auto& stage : lane.stages) placed.push_back(stage.node);

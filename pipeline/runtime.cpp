@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "pipeline/clock.hpp"
+#include "pipeline/cuda_glue.hpp"
 #include "pipeline/errno_message.hpp"
 #include "pipeline/units.hpp"
 
@@ -20,7 +22,7 @@ Pipeline::Pipeline(PipelineDefinition definition) : definition_(std::move(defini
   for (auto& lane_definition : definition_.lanes) {
     Lane& lane = lanes_.emplace_back();
     lane.resources = std::make_unique<LaneResources>(lane_definition.name, lane_definition.index, stop_,
-                                                     definition_.settings.cuda_device);
+                                                     lane_definition.placement.gpu);
     const std::size_t count = lane_definition.stages.size();
     lane.slots.resize(count);
     for (std::size_t i = 0; i < count; ++i) {
@@ -32,8 +34,9 @@ Pipeline::Pipeline(PipelineDefinition definition) : definition_(std::move(defini
         slot.metrics->queue_capacity = static_cast<std::uint32_t>(slot.input_queue->capacity());
         slot.input = std::make_unique<InputPort>(*slot.input_queue, *slot.metrics);
       }
+      const std::vector<int>& cpus = slot.definition->cpus;
       slot.context = std::make_unique<StageContext>(*lane.resources, *slot.metrics, definition_.settings, slot.definition->name,
-                                                    slot.definition->cpu);
+                                                    cpus.size() == 1 ? cpus.front() : -1, slot.definition->cuda_device);
     }
     for (std::size_t i = 0; i + 1 < count; ++i) {
       Slot& slot = lane.slots[i];
@@ -128,37 +131,80 @@ class FlowWatch {
   std::vector<Seen> seen_;
 };
 
-std::string pin_problem(int cpu) {
+// Why `cores` (from cpu:) cannot be pinned to, or empty. Cores that come from a GPU's NUMA
+// node are kept to those this process may use instead (an empty result: not pinned).
+std::string settle_cores(StageDefinition& stage) {
+  if (stage.cores.empty()) return {};
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return errno_message("sched_getaffinity", errno);
-  if (cpu >= CPU_SETSIZE || !CPU_ISSET(static_cast<std::size_t>(cpu), &allowed)) {
-    return "cannot pin to cpu " + std::to_string(cpu) + ": this process may use " + std::to_string(CPU_COUNT(&allowed)) +
-           " cpus";
+  const bool from_setting = stage.cores_reason == "cpu:" || stage.cores_reason == "lane cpu:";
+  std::vector<int> usable;
+  for (int cpu : stage.cores) {
+    if (cpu < CPU_SETSIZE && CPU_ISSET(static_cast<std::size_t>(cpu), &allowed)) {
+      usable.push_back(cpu);
+    } else if (from_setting) {
+      return "cannot pin to cpu " + std::to_string(cpu) + " (" + stage.cores_reason + "): this process may use " +
+             std::to_string(CPU_COUNT(&allowed)) + " cpus";
+    }
   }
+  if (usable.empty()) stage.cores_reason.clear();
+  stage.cores = std::move(usable);
   return {};
+}
+
+// Copies between the GPUs of a pipeline go straight over PCIe or NVLink where the GPUs allow it.
+void enable_peer_access(const PipelineDefinition& definition) {
+  std::set<int> devices;
+  for (const auto& lane : definition.lanes) {
+    for (const auto& stage : lane.stages) devices.insert(stage.cuda_device);
+  }
+  if (devices.size() < 2 || !cuda_available()) return;
+  for (int device : devices) {
+    for (int peer : devices) {
+      if (device == peer) continue;
+      if (std::string problem = cuda_glue::enable_peer_access(device, peer); !problem.empty()) {
+        spdlog::info("GPU {} → GPU {}: {}; copies between them go through host memory", device, peer, problem);
+      }
+    }
+  }
+}
+
+void log_placement(const LaneDefinition& lane) {
+  const LaneGpu& gpu = lane.placement;
+  std::string cores;
+  for (const auto& stage : lane.stages) {
+    cores += fmt::format("{}{} {}", cores.empty() ? "" : ", ", stage.name,
+                         stage.cores.empty() ? "any" : format_core_list(stage.cores));
+    if (stage.cuda_device != gpu.gpu) cores += fmt::format(" GPU {}", stage.cuda_device);
+  }
+  if (!cuda_available()) {
+    spdlog::info("lane {}: no GPU ({}): host memory; cores: {}", lane.name, cuda_unavailable_reason(), cores);
+    return;
+  }
+  spdlog::info("lane {}: GPU {}{}, {}; cores: {}", lane.name, gpu.gpu, gpu.pci_bus_id.empty() ? "" : " (" + gpu.pci_bus_id + ")",
+               gpu.reason, cores);
 }
 }  // namespace
 
 void Pipeline::start() {
+  enable_peer_access(definition_);
   std::vector<Slot*> started;
   for (auto& lane : lanes_) {
     const StreamInfo* upstream = nullptr;
     for (auto& slot : lane.slots) {
       StageDefinition& definition = *slot.definition;
       try {
-        if (definition.cpu >= 0) {
-          if (std::string problem = pin_problem(definition.cpu); !problem.empty()) throw std::runtime_error(problem);
-        }
+        if (std::string problem = settle_cores(definition); !problem.empty()) throw std::runtime_error(problem);
         if (upstream != nullptr) slot.context->stream = *upstream;
         definition.stage->start(*slot.context);
         const StreamInfo& stream = slot.context->stream;
-        spdlog::debug("{}: started; stream: {}, {} {}; {}; when the next queue is full: {}; cpu {}",
+        spdlog::debug("{}: started; stream: {}, {} {}; {}; when the next queue is full: {}; cpus {}",
                       FlowWatch::name(*slot.metrics), stream.description.empty() ? "-" : stream.description,
                       stream.sample_rate > 0 ? format_frequency(stream.sample_rate) : "rate unknown", to_string(stream.format),
                       slot.input_queue ? fmt::format("input queue {} chunks", slot.input_queue->capacity()) : "no input queue",
                       !slot.output ? "-" : definition.on_full == OverflowPolicy::block ? "block" : "drop",
-                      definition.cpu >= 0 ? std::to_string(definition.cpu) : "any");
+                      definition.cores.empty() ? "any" : format_core_list(definition.cores));
         slot.started = true;
         started.push_back(&slot);
         upstream = &slot.context->stream;
@@ -173,6 +219,8 @@ void Pipeline::start() {
       }
     }
   }
+  // Once every stage started, so that a lane's name first shows in the log when its sockets are bound.
+  for (const auto& lane : definition_.lanes) log_placement(lane);
 }
 
 void Pipeline::record_failure(const Slot& slot, const std::string& lane, std::string message) {
@@ -188,10 +236,10 @@ void Pipeline::run_stage(Lane& lane, std::size_t index) noexcept {
   Stage& stage = *slot.definition->stage;
   metrics.started_ns = monotonic_ns();
   bool failed = false;
-  if (slot.definition->cpu >= 0) {
+  if (!slot.definition->cores.empty()) {
     cpu_set_t set;
     CPU_ZERO(&set);
-    CPU_SET(static_cast<std::size_t>(slot.definition->cpu), &set);
+    for (int cpu : slot.definition->cores) CPU_SET(static_cast<std::size_t>(cpu), &set);
     if (int error = pthread_setaffinity_np(pthread_self(), sizeof(set), &set); error != 0) {
       record_failure(slot, lane.resources->name(), errno_message("pthread_setaffinity_np", error));
       failed = true;

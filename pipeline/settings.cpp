@@ -1,5 +1,6 @@
 // SettingsReader: typed, validated, documented reads of YAML settings with collected errors.
 #include "pipeline/settings.hpp"
+#include "pipeline/gpu_placement.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -320,6 +321,31 @@ std::vector<std::string> SettingsReader::strings(std::string_view key, std::vect
     values.push_back(found->node[i].Scalar());
   }
   return values;
+}
+
+std::vector<int> SettingsReader::cores(std::string_view key, std::string_view doc, int maximum) {
+  document(key, "cores", "-1 (not pinned)", doc);
+  if (docs_only()) return {};
+  auto found = find(key);
+  if (!found || (found->node.IsScalar() && found->node.Scalar() == "-1")) return {};
+  std::string text;
+  if (found->node.IsScalar()) {
+    text = found->node.Scalar();
+  } else if (found->node.IsSequence() && found->node.size() > 0) {
+    for (std::size_t i = 0; i < found->node.size(); ++i) {
+      text += (i == 0 ? "" : ",") + (found->node[i].IsScalar() ? found->node[i].Scalar() : std::string("?"));
+    }
+  }
+  const auto cores = parse_core_list(text);
+  if (!cores || cores->empty()) {
+    error_at(*found, "expected cores like 3, 3-5, 3,7,9-10 or a list of them, got '" + text + "'", "-1 leaves the thread unpinned");
+    return {};
+  }
+  if (cores->back() > maximum) {
+    error_at(*found, "core " + std::to_string(cores->back()) + " is out of range [0, " + std::to_string(maximum) + "]");
+    return {};
+  }
+  return *cores;
 }
 
 void SettingsReader::finish() {

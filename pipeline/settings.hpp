@@ -103,6 +103,8 @@ class SettingsReader {
   std::string required_string(std::string_view key, std::string_view doc);
   std::vector<double> numbers(std::string_view key, std::vector<double> fallback, std::string_view doc);
   std::vector<std::string> strings(std::string_view key, std::vector<std::string> fallback, std::string_view doc);
+  // A set of cores: 3, "3-5", "3,7,9-10" or a list of those; -1 or absent: none (empty).
+  std::vector<int> cores(std::string_view key, std::string_view doc, int maximum = 4095);
 
   // One of a fixed set of words; the error lists them.
   template <typename Enum>

@@ -141,8 +141,15 @@ void OutputPort::close() noexcept {
 }
 
 StageContext::StageContext(LaneResources& lane, StageMetrics& metrics, const PipelineSettings& pipeline,
-                           std::string stage_name, int cpu)
-    : lane_(&lane), metrics_(&metrics), pipeline_(&pipeline), stage_name_(std::move(stage_name)), cpu_(cpu) {}
+                           std::string stage_name, int cpu, int cuda_device)
+    : lane_(&lane),
+      metrics_(&metrics),
+      pipeline_(&pipeline),
+      stage_name_(std::move(stage_name)),
+      cpu_(cpu),
+      cuda_device_(cuda_device) {}
+
+int StageContext::cuda_device() const { return cuda_device_ >= 0 ? cuda_device_ : lane_->cuda_device(); }
 
 const std::string& StageContext::lane_name() const { return lane_->name(); }
 std::uint32_t StageContext::lane_index() const { return lane_->index(); }

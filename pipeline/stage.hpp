@@ -104,8 +104,9 @@ class LaneResources;
 
 class StageContext {
  public:
+  // `cuda_device` -1: the lane's.
   StageContext(LaneResources& lane, StageMetrics& metrics, const PipelineSettings& pipeline, std::string stage_name,
-               int cpu = -1);
+               int cpu = -1, int cuda_device = -1);
   StageContext(const StageContext&) = delete;
   StageContext& operator=(const StageContext&) = delete;
 
@@ -117,6 +118,8 @@ class StageContext {
   // The core the runtime pins this stage's thread to (its `cpu` setting), or -1: helper threads a
   // stage starts in start() (which runs on another thread) keep off it.
   [[nodiscard]] int cpu() const { return cpu_; }
+  // The CUDA device of this stage (its `gpu:`, else its lane's): its pools, its stream, its GPU work.
+  [[nodiscard]] int cuda_device() const;
 
   [[nodiscard]] bool has_input() const { return input_ != nullptr; }
   [[nodiscard]] bool has_output() const { return output_ != nullptr; }
@@ -165,6 +168,7 @@ class StageContext {
   const PipelineSettings* pipeline_;
   std::string stage_name_;
   int cpu_;
+  int cuda_device_;
   InputPort* input_ = nullptr;
   OutputPort* output_ = nullptr;
   std::string failure_;
@@ -187,6 +191,9 @@ class Stage {
   virtual std::string place(bool joins_nodes, StageHalves& /*halves*/) {
     return joins_nodes ? "only a link stage can move a lane to another node" : std::string();
   }
+  // Load time: the local address ("host:port") this source receives on, whose NIC decides
+  // which GPU its lane is nearest (pipeline/gpu_placement.hpp); empty when it has none.
+  [[nodiscard]] virtual std::string receive_address() const { return {}; }
   // Open, allocate, register. Throws an error naming the failed call and its cause.
   virtual void start(StageContext& context) = 0;
   // Move chunks. Never throws.

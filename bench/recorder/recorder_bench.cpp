@@ -8,6 +8,9 @@
 //                        (needs reserved pages: echo 64 > /proc/sys/vm/nr_hugepages).
 // The counter huge_fraction says how much of the writer's pool really sits in huge pages, and
 // every replayed chunk's pages are checked against the file offsets the writer stamped.
+// BM_StripedWriteVsFio writes one lane striped over every directory of SLUICE_BENCH_DIRS (a
+// colon-separated list, one per volume) against fio with one job per volume at once, each
+// volume given the same bytes and queue depth on both sides.
 //   SLUICE_BENCH_DIR=/data/bench SLUICE_BENCH_BYTES=8GiB ./recorder_bench --benchmark_repetitions=5
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +25,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <benchmark/benchmark.h>
 #include <nlohmann/json.hpp>
@@ -86,12 +90,15 @@ double huge_fraction(const std::byte* data, std::size_t bytes) {
 
 // Runs fio; returns its bandwidth in bytes/s for the given direction. Its buffers are in the
 // same page size as Sluice's pools in this process.
-double run_fio(const std::string& mode, const std::string& file, std::uint64_t bytes) {
-  const std::string command = "fio --name=sluice --ioengine=io_uring --direct=1 --fixedbufs=1 --rw=" + mode +
-                              " --bs=" + std::to_string(kChunkBytes) + " --iodepth=" + std::to_string(kQueueDepth) +
-                              " --size=" + std::to_string(bytes) + " --filename=" + file +
-                              (huge_pages() ? " --iomem=mmaphuge --hugepage-size=2M" : " --iomem=malloc") +
-                              (mode == "write" ? " --end_fsync=1" : "") + " --output-format=json 2>/dev/null";
+// With several files: one job per file, all at once, their bandwidth summed (group_reporting).
+double run_fio(const std::string& mode, const std::vector<std::string>& files, std::uint64_t bytes) {
+  std::string command = "fio --ioengine=io_uring --direct=1 --fixedbufs=1 --rw=" + mode +
+                        " --bs=" + std::to_string(kChunkBytes) + " --iodepth=" + std::to_string(kQueueDepth) +
+                        " --size=" + std::to_string(bytes) +
+                        (huge_pages() ? " --iomem=mmaphuge --hugepage-size=2M" : " --iomem=malloc") +
+                        (mode == "write" ? " --end_fsync=1" : "") + " --group_reporting --output-format=json";
+  for (std::size_t i = 0; i < files.size(); ++i) command += " --name=sluice" + std::to_string(i) + " --filename=" + files[i];
+  command += " 2>/dev/null";
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) throw std::runtime_error("popen(fio) failed");
   std::string output;
@@ -122,14 +129,16 @@ struct WriteResult {
 };
 
 // The recorder's sustained write: chunks cycle through the writer as fast as it retires them.
-WriteResult recorder_write(const std::string& directory, const std::string& name) {
-  Pool pool("bench", PoolSpec{kChunkBytes, kQueueDepth * 2, MemoryKind::host, 0});
+WriteResult recorder_write(const std::vector<std::string>& directories, const std::string& name) {
+  const std::uint64_t total = kTotalBytes * directories.size();
+  const unsigned depth = kQueueDepth * static_cast<unsigned>(directories.size());  // kQueueDepth a volume
+  Pool pool("bench", PoolSpec{kChunkBytes, depth * 2, MemoryKind::host, 0});
   for (std::size_t i = 0; i < pool.chunk_count(); ++i) std::memset(pool.chunk(i).data, static_cast<int>(i), kChunkBytes);
   const double huge = huge_fraction(pool.region().data(), pool.region().size());
   recorder::RecorderSettings settings;
-  settings.directories = {directory};
+  settings.directories = directories;
   settings.name = name;
-  settings.queue_depth = kQueueDepth;
+  settings.queue_depth = depth;
   settings.preallocate_bytes = kTotalBytes;
   StreamInfo stream;
   stream.sample_rate = 1e9;
@@ -138,12 +147,12 @@ WriteResult recorder_write(const std::string& directory, const std::string& name
   const auto begin = std::chrono::steady_clock::now();
   std::uint64_t submitted = 0;
   std::uint64_t sample = 0;
-  while (submitted < kTotalBytes || writer.in_flight() > 0) {
+  while (submitted < total || writer.in_flight() > 0) {
     writer.poll(std::chrono::microseconds(0));
     while (ChunkPtr done = writer.take_done()) {
     }
     if (writer.failed()) throw std::runtime_error(writer.error());
-    if (submitted < kTotalBytes && writer.has_room()) {
+    if (submitted < total && writer.has_room()) {
       ChunkPtr chunk = pool.try_acquire();
       if (chunk) {
         chunk->size = kChunkBytes;
@@ -161,7 +170,7 @@ WriteResult recorder_write(const std::string& directory, const std::string& name
   writer.finish();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   if (writer.failed()) throw std::runtime_error(writer.error());
-  return WriteResult{static_cast<double>(kTotalBytes) / seconds, huge};
+  return WriteResult{static_cast<double>(total) / seconds, huge};
 }
 
 // The record stage itself in a lane: generator (unpaced) → record → null, timed from the
@@ -261,8 +270,8 @@ void BM_RecorderWriteVsFio(benchmark::State& state) {
   static int round = 0;
   for (auto _ : state) {
     alternately(
-        round, [&] { ours = recorder_write(directory, "write"); },
-        [&] { fio = run_fio("write", directory + "/fio-write.dat", kTotalBytes); });
+        round, [&] { ours = recorder_write({directory}, "write"); },
+        [&] { fio = run_fio("write", {directory + "/fio-write.dat"}, kTotalBytes); });
     fs::remove_all(directory);
     fs::create_directories(directory);
   }
@@ -282,7 +291,7 @@ void BM_RecordStageVsFio(benchmark::State& state) {
   for (auto _ : state) {
     alternately(
         round, [&] { ours = record_stage_write(directory); },
-        [&] { fio = run_fio("write", directory + "/fio-write.dat", kTotalBytes); });
+        [&] { fio = run_fio("write", {directory + "/fio-write.dat"}, kTotalBytes); });
     fs::remove_all(directory);
     fs::create_directories(directory);
   }
@@ -298,11 +307,11 @@ void BM_RecordStageVsFio(benchmark::State& state) {
 // order rotates from one repetition to the next.
 void BM_ReplayReadVsFio(benchmark::State& state) {
   const std::string directory = bench_directory();
-  recorder_write(directory, "read");
+  recorder_write({directory}, "read");
   const std::string data = directory + "/read-bench-0000.sigmf-data";
   // One untimed pass first: a virtual disk may cache freshly written blocks on the host, and
   // whichever reader went first would otherwise pay for it alone.
-  run_fio("read", data, kTotalBytes);
+  run_fio("read", {data}, kTotalBytes);
   double ours = 0;
   double fio = 0;
   double raw = 0;
@@ -310,7 +319,7 @@ void BM_ReplayReadVsFio(benchmark::State& state) {
   for (auto _ : state) {
     const std::function<void()> sides[] = {
         [&] { ours = replay_read(directory + "/read.sigmf-collection"); },
-        [&] { fio = run_fio("read", data, kTotalBytes); },
+        [&] { fio = run_fio("read", {data}, kTotalBytes); },
         [&] {
           const bench::UringLoopResult loop = bench::uring_loop(data, kTotalBytes, kChunkBytes, kQueueDepth, false, true);
           raw = loop.bytes / loop.seconds;
@@ -327,9 +336,58 @@ void BM_ReplayReadVsFio(benchmark::State& state) {
   state.SetLabel(huge_pages() ? "huge pages both sides" : "4 KiB pages both sides");
 }
 
+// SLUICE_BENCH_DIRS split at ':' (empty: not set).
+std::vector<std::string> bench_volumes() {
+  std::vector<std::string> volumes;
+  const char* text = std::getenv("SLUICE_BENCH_DIRS");
+  std::string rest = text != nullptr ? text : "";
+  while (!rest.empty()) {
+    const std::size_t colon = rest.find(':');
+    if (!rest.substr(0, colon).empty()) volumes.push_back(rest.substr(0, colon));
+    rest = colon == std::string::npos ? std::string() : rest.substr(colon + 1);
+  }
+  return volumes;
+}
+
+void BM_StripedWriteVsFio(benchmark::State& state) {
+  const std::vector<std::string> volumes = bench_volumes();
+  if (volumes.empty()) {
+    state.SkipWithError("set SLUICE_BENCH_DIRS=/vol0:/vol1:... (one directory per volume)");
+    return;
+  }
+  std::vector<std::string> directories;
+  std::vector<std::string> fio_files;
+  for (const auto& volume : volumes) {
+    directories.push_back(volume + "/sluice-striped-bench-" + std::to_string(::getpid()));
+    fio_files.push_back(directories.back() + "/fio-write.dat");
+  }
+  const auto fresh = [&] {
+    for (const auto& directory : directories) {
+      fs::remove_all(directory);
+      fs::create_directories(directory);
+    }
+  };
+  fresh();
+  WriteResult ours;
+  double fio = 0;
+  static int round = 0;
+  for (auto _ : state) {
+    alternately(
+        round, [&] { ours = recorder_write(directories, "striped"); }, [&] { fio = run_fio("write", fio_files, kTotalBytes); });
+    fresh();
+  }
+  for (const auto& directory : directories) fs::remove_all(directory);
+  state.counters["volumes"] = static_cast<double>(volumes.size());
+  state.counters["recorder_MBps"] = ours.bytes_per_second / 1e6;
+  state.counters["fio_MBps"] = fio / 1e6;
+  state.counters["ratio"] = ours.bytes_per_second / fio;
+  state.SetLabel(huge_pages() ? "huge pages both sides" : "4 KiB pages both sides");
+}
+
 BENCHMARK(BM_RecorderWriteVsFio)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_RecordStageVsFio)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_ReplayReadVsFio)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_StripedWriteVsFio)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace sluice

@@ -2,9 +2,9 @@
 // the same chunk size, the same socket options (TCP_NODELAY), one sending and one
 // receiving thread each. The bare loop recv()s straight into one buffer and sends from one
 // buffer; the link moves chunks from a pool through credits, frames and metadata into a
-// landing ring whose slots a "null sink" thread releases at once. Runs alternate; the
-// medians and their ratio are printed.
-//   link_tcp_bench [MiB per run, default 1024] [rounds, default 7]
+// landing ring whose slots a "null sink" thread releases at once, over one connection and
+// over several (`connections:`). Runs alternate; the medians and their ratios are printed.
+//   link_tcp_bench [MiB per run, default 1024] [rounds, default 7] [connections, default 4]
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -83,9 +83,10 @@ double bare_loop(std::size_t chunk, std::size_t total) {
 }
 
 // Bytes per second of the tcp link transport moving the same bytes in `chunk`-sized chunks.
-double link_transport(std::size_t chunk, std::size_t total) {
+double link_transport(std::size_t chunk, std::size_t total, std::uint32_t connections) {
   wire::UniqueFd probe;
   TransportSettings settings;
+  settings.connections = connections;
   settings.endpoint = {"127.0.0.1", listen_any(probe)};
   probe.reset();
   Pool source("bench.source", PoolSpec{chunk, kRingSlots, MemoryKind::host, 0});
@@ -136,24 +137,27 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   const std::size_t total = (argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 1024) << 20;
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 7;
+  const auto connections = static_cast<std::uint32_t>(argc > 3 ? std::atoi(argv[3]) : 4);
   std::printf("tcp link vs bare TCP loop on loopback, %zu MiB per run, %d interleaved runs each, medians\n", total >> 20, rounds);
-  std::printf("%10s %14s %14s %8s\n", "chunk", "bare GB/s", "link GB/s", "ratio");
-  for (const std::size_t chunk : {std::size_t{1} << 20, std::size_t{4} << 20}) {
+  std::printf("%10s %10s %12s %8s %12s %8s\n", "chunk", "bare GB/s", "link x1 GB/s", "ratio",
+              ("link x" + std::to_string(connections) + " GB/s").c_str(), "ratio");
+  for (const std::size_t chunk : {std::size_t{1} << 20, std::size_t{4} << 20, std::size_t{16} << 20}) {
     std::vector<double> bare;
-    std::vector<double> link;
+    std::vector<double> one;
+    std::vector<double> several;
     for (int round = 0; round < rounds; ++round) {
-      // Alternate which goes first, so a neighbour's burst does not always hit the same side.
-      if (round % 2 == 0) {
-        bare.push_back(bare_loop(chunk, total));
-        link.push_back(link_transport(chunk, total));
-      } else {
-        link.push_back(link_transport(chunk, total));
-        bare.push_back(bare_loop(chunk, total));
+      // Rotate which goes first, so a neighbour's burst does not always hit the same side.
+      for (int turn = 0; turn < 3; ++turn) {
+        switch ((turn + round) % 3) {
+          case 0: bare.push_back(bare_loop(chunk, total)); break;
+          case 1: one.push_back(link_transport(chunk, total, 1)); break;
+          default: several.push_back(link_transport(chunk, total, connections)); break;
+        }
       }
     }
     const double bare_median = median(bare);
-    const double link_median = median(link);
-    std::printf("%7zu MiB %14.2f %14.2f %8.2f\n", chunk >> 20, bare_median / 1e9, link_median / 1e9, link_median / bare_median);
+    std::printf("%7zu MiB %10.2f %12.2f %8.2f %12.2f %8.2f\n", chunk >> 20, bare_median / 1e9, median(one) / 1e9,
+                median(one) / bare_median, median(several) / 1e9, median(several) / bare_median);
   }
   return 0;
 }

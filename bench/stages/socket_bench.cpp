@@ -17,6 +17,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
@@ -343,6 +344,142 @@ void BM_UdpStagePacedNoLoss(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_UdpStagePacedNoLoss)->Arg(1472)->Arg(8192)->Iterations(1)->Unit(benchmark::kSecond);
+
+// Where a received byte goes, three ways, each on the same paced stream (8972-byte VITA-49
+// datagrams, GRO, batches of 8 as the stage's): `hot` receives into the same 512 KiB of buffers
+// every time (the bare loop); `copy` also streams every payload byte-swapped into a 128 MiB ring
+// of chunk-sized memory (the udp stage's one copy); `land` has the kernel write every payload
+// straight into that ring (iovecs: the header to a side buffer, the payload to the ring), no copy
+// of its own. Reported: the receiving thread's CPU seconds per GB for each and the ratios to `hot`.
+// SLUICE_BENCH_LANDING_RATE (bytes/s, default 500e6) sets the pace.
+enum class Landing { hot, copy, land };
+
+class LandingReceiver {
+ public:
+  static constexpr std::size_t kDatagram = 8972;
+  static constexpr std::size_t kHeader = 28;
+  static constexpr std::size_t kPayload = kDatagram - kHeader;
+  static constexpr std::size_t kSegments = 65536 / kDatagram;  // datagrams in one GRO buffer
+  static constexpr std::size_t kBatch = 8;
+
+  explicit LandingReceiver(Landing how) : how_(how), socket_(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) {
+    const int buffer = 256 << 20;
+    const int one = 1;
+    const timeval timeout{0, 10'000};
+    (void)::setsockopt(socket_.get(), SOL_SOCKET, SO_RCVBUFFORCE, &buffer, sizeof(buffer));
+    (void)::setsockopt(socket_.get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    (void)::setsockopt(socket_.get(), SOL_UDP, UDP_GRO, &one, sizeof(one));
+    sockaddr_in address = *wire::parse_endpoint("127.0.0.1:0");
+    if (::bind(socket_.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) return;
+    socklen_t length = sizeof(address);
+    ::getsockname(socket_.get(), reinterpret_cast<sockaddr*>(&address), &length);
+    port_ = ntohs(address.sin_port);
+    std::memset(ring_.data(), 0, ring_.size());  // every page touched, as a pool's are
+  }
+  [[nodiscard]] std::uint16_t port() const { return port_; }
+  [[nodiscard]] std::uint64_t bytes() const { return bytes_; }
+
+  // One recvmmsg (waits at most 10 ms for the first datagram), then this way's work on it.
+  void receive_once() {
+    constexpr std::size_t kRingSlots = (std::size_t{128} << 20) / kPayload;
+    if (at_ + kBatch * kSegments > kRingSlots) at_ = 0;
+    for (std::size_t i = 0; i < kBatch; ++i) {
+      msghdr& header = messages_[i].msg_hdr;
+      header = {};
+      if (how_ == Landing::land) {
+        for (std::size_t k = 0; k < kSegments; ++k) {
+          iovs_[i * 2 * kSegments + 2 * k] = {headers_.data() + k * kHeader, kHeader};
+          iovs_[i * 2 * kSegments + 2 * k + 1] = {ring_.data() + (at_ + i * kSegments + k) * kPayload, kPayload};
+        }
+        header.msg_iov = &iovs_[i * 2 * kSegments];
+        header.msg_iovlen = 2 * kSegments;
+      } else {
+        iovs_[i] = {hot_.data() + i * 65536, 65536};
+        header.msg_iov = &iovs_[i];
+        header.msg_iovlen = 1;
+      }
+      header.msg_control = controls_.data() + i * 64;
+      header.msg_controllen = 64;
+    }
+    const int got = ::recvmmsg(socket_.get(), messages_.data(), kBatch, MSG_WAITFORONE, nullptr);
+    for (int i = 0; i < got; ++i) {
+      const std::size_t length = messages_[static_cast<std::size_t>(i)].msg_len;
+      bytes_ += length;
+      if (how_ != Landing::copy) continue;
+      for (std::size_t offset = 0; offset + kHeader < length; offset += kDatagram, ++at_) {
+        const std::size_t payload = std::min(kDatagram, length - offset) - kHeader;
+        wire::stream_copy(SampleFormat::ci16, true, hot_.data() + static_cast<std::size_t>(i) * 65536 + offset + kHeader,
+                          ring_.data() + at_ * kPayload, payload);
+      }
+    }
+    if (how_ == Landing::land && got > 0) at_ += static_cast<std::size_t>(got) * kSegments;
+    wire::stream_fence();
+  }
+
+ private:
+  Landing how_;
+  wire::UniqueFd socket_;
+  std::uint16_t port_ = 0;
+  std::uint64_t bytes_ = 0;
+  std::size_t at_ = 0;  // ring slot of the next payload
+  std::vector<std::byte> hot_ = std::vector<std::byte>(kBatch * 65536);
+  std::vector<std::byte> ring_ = std::vector<std::byte>(std::size_t{128} << 20);
+  std::vector<std::byte> headers_ = std::vector<std::byte>(kSegments * kHeader);
+  std::array<iovec, kBatch * 2 * kSegments> iovs_{};
+  std::array<mmsghdr, kBatch> messages_{};
+  std::array<std::byte, kBatch * 64> controls_{};
+};
+
+// This thread's CPU time, user and system (its receive calls): other processes on a shared core
+// are not charged to it.
+double thread_cpu_seconds() {
+  rusage usage{};
+  ::getrusage(RUSAGE_THREAD, &usage);
+  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+}
+
+// The receiving thread's CPU seconds per GB for one way at `rate` bytes/s, over 2 s of the stream.
+double landing_cpu_per_gb(Landing how, double rate) {
+  LandingReceiver receiver(how);
+  const PinnedThread pinned(kReceiveCpu);
+  EmulatorProcess emulator(receiver.port(), LandingReceiver::kDatagram, kWarmupSeconds + 2.5, rate);
+  if (!emulator.running() || receiver.port() == 0) return 0;
+  const std::uint64_t start = monotonic_ns();
+  while (monotonic_ns() - start < static_cast<std::uint64_t>(kWarmupSeconds * 1e9)) receiver.receive_once();
+  const std::uint64_t before = receiver.bytes();
+  const double cpu_before = thread_cpu_seconds();
+  while (monotonic_ns() - start < static_cast<std::uint64_t>((kWarmupSeconds + 2) * 1e9)) receiver.receive_once();
+  const double cpu_seconds = thread_cpu_seconds() - cpu_before;
+  const double gigabytes = static_cast<double>(receiver.bytes() - before) / 1e9;
+  return gigabytes > 0 ? cpu_seconds / gigabytes : 0;
+}
+
+void BM_ReceiveLanding(benchmark::State& state) {
+  const char* text = std::getenv("SLUICE_BENCH_LANDING_RATE");
+  const double rate = text != nullptr ? std::atof(text) : 500e6;
+  std::vector<double> hot;
+  std::vector<double> copy;
+  std::vector<double> land;
+  for (auto _ : state) {
+    for (int round = 0; round < kRounds; ++round) {
+      hot.push_back(landing_cpu_per_gb(Landing::hot, rate));
+      copy.push_back(landing_cpu_per_gb(Landing::copy, rate));
+      land.push_back(landing_cpu_per_gb(Landing::land, rate));
+    }
+  }
+  if (median(hot) <= 0) {
+    state.SkipWithError("the hot receiver got no bytes (emulator did not start?)");
+    return;
+  }
+  state.counters["hot_rx_cpu_s_per_GB"] = median(hot);
+  state.counters["copy_rx_cpu_s_per_GB"] = median(copy);
+  state.counters["land_rx_cpu_s_per_GB"] = median(land);
+  state.counters["copy_vs_hot"] = median(copy) / median(hot);
+  state.counters["land_vs_hot"] = median(land) / median(hot);
+  state.SetLabel("rate " + std::to_string(rate / 1e9) + " GB/s, rx cpu " + std::to_string(kReceiveCpu));
+}
+BENCHMARK(BM_ReceiveLanding)->Iterations(1)->Unit(benchmark::kSecond);
 
 
 // The udp stage's copy from its receive buffers into chunks, by the width of its streamed stores.

@@ -48,7 +48,7 @@ class DeviceSource final : public Stage {
   }
   void start(StageContext& context) override {
     context_ = &context;
-    pool_ = &context.create_pool("source", pool_settings_.spec(context.pipeline().cuda_device));
+    pool_ = &context.create_pool("source", pool_settings_.spec(context.cuda_device()));
     const std::vector<std::byte> bytes = random_samples(pool_->chunk_bytes(), format_);
     for (std::size_t i = 0; i < pool_->chunk_count(); ++i) {
       Chunk& chunk = pool_->chunk(i);

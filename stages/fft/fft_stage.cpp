@@ -117,7 +117,7 @@ void FftStage::start(StageContext& context) {
 
   std::size_t largest_input_bytes = 0;
   for (Pool* pool : context.lane_pools()) largest_input_bytes = std::max(largest_input_bytes, pool->chunk_bytes());
-  pool_ = &context.create_pool("spectra", settings_.pool.spec(context.pipeline().cuda_device));
+  pool_ = &context.create_pool("spectra", settings_.pool.spec(context.cuda_device()));
   choose_backend(context, largest_input_bytes);
 
   // Inputs or outputs not in the backend's memory go through a staging buffer (one copy each way).
@@ -127,7 +127,7 @@ void FftStage::start(StageContext& context) {
   for (Pool* pool : context.lane_pools()) {
     if (pool != pool_ && foreign(pool->memory())) foreign_input_bytes = std::max(foreign_input_bytes, pool->chunk_bytes());
   }
-  const int device = context.pipeline().cuda_device;
+  const int device = context.cuda_device();
   if (foreign_input_bytes > 0) input_staging_ = MemoryRegion(engine, foreign_input_bytes, device);
   if (foreign(pool_->memory())) output_staging_ = MemoryRegion(engine, pool_->chunk_bytes(), device);
   // Every host buffer that one of those copies touches is page-locked (no-op for device and pinned slabs).
@@ -186,7 +186,7 @@ void FftStage::choose_backend(StageContext& context, std::size_t largest_input_b
   if (kind == FftBackendKind::automatic) {
     kind = cuda_available() ? FftBackendKind::cufft : FftBackendKind::fftw;
     const std::string note = kind == FftBackendKind::cufft
-                                 ? "backend auto → cuFFT on GPU " + std::to_string(context.pipeline().cuda_device)
+                                 ? "backend auto → cuFFT on GPU " + std::to_string(context.cuda_device())
                                  : "backend auto → FFTW: " + cuda_unavailable_reason();
     spdlog::info("lane {} stage {}: {}", context.lane_name(), context.stage_name(), note);
     context.metrics().notes.push_back(note);
@@ -199,7 +199,7 @@ void FftStage::choose_backend(StageContext& context, std::size_t largest_input_b
                       .output = settings_.output,
                       .batch_frames = 64,
                       .average = settings_.average,
-                      .cuda_device = context.pipeline().cuda_device,
+                      .cuda_device = context.cuda_device(),
                       .fusion = settings_.fusion,
                       .threads = settings_.threads,
                       .worker_cpus = settings_.worker_cpus,
@@ -208,7 +208,7 @@ void FftStage::choose_backend(StageContext& context, std::size_t largest_input_b
     if (settings_.threads > 1) {
       throw std::runtime_error("fft threads: " + std::to_string(settings_.threads) +
                                " needs the FFTW backend, and auto chose cuFFT on GPU " +
-                               std::to_string(context.pipeline().cuda_device) +
+                               std::to_string(context.cuda_device()) +
                                " (use backend: fftw to run FFTW on that many threads, or remove threads:)");
     }
     // One batch takes the largest upstream chunk whole (plus a carried partial frame), so each

@@ -109,7 +109,7 @@ GeneratorStage::GeneratorStage(SettingsReader& reader, const PipelineSettings& p
 
 void GeneratorStage::start(StageContext& context) {
   context_ = &context;
-  pool_ = &context.create_pool("out", settings_.pool.spec(context.pipeline().cuda_device));
+  pool_ = &context.create_pool("out", settings_.pool.spec(context.cuda_device()));
   const std::size_t size = bytes_per_sample(settings_.format);
   const std::size_t chunk_samples = settings_.pool.chunk_bytes / size;
   pattern_period_ = kPeriod;

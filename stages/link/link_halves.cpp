@@ -84,6 +84,11 @@ void LinkSendingHalf::start(StageContext& context) {
   const ResolvedTransport transport = resolve_transport(settings_.transport);
   spdlog::info("link: lane {} sends to {} over {} ({})", context.lane_name(), endpoint_text(settings_),
                to_string(transport.kind->transport), transport.reason);
+  if (transport.kind->transport != LinkTransport::tcp && settings_.connection.connections > 1) {
+    throw std::runtime_error("link connections: " + std::to_string(settings_.connection.connections) + " applies to tcp, but " +
+                             transport.reason + " chose " + std::string(to_string(transport.kind->transport)) +
+                             " (set transport: tcp, or drop connections)");
+  }
   sender_ = transport.kind->make_sender();
   try {
     sender_->connect(settings_.connection, context.lane_index(), context.lane_pools(), encode_stream_info(context.stream));
@@ -153,7 +158,7 @@ void LinkSendingHalf::stop() noexcept {
 void LinkReceivingHalf::start(StageContext& context) {
   context_ = &context;
   const ResolvedTransport transport = resolve_transport(settings_.transport);
-  Pool& landing = context.create_pool("landing", settings_.landing.spec(context.pipeline().cuda_device));
+  Pool& landing = context.create_pool("landing", settings_.landing.spec(context.cuda_device()));
   if (landing.memory() == MemoryKind::device) context.cuda_stream();
   receiver_ = transport.kind->make_receiver();
   try {

@@ -8,8 +8,8 @@
 #include <memory>
 
 #include "pipeline/stage.hpp"
-#include "stages/link/local_link.hpp"
-#include "stages/link/transport.hpp"
+#include "stages/link/link_settings.hpp"
+#include "stages/link/transport_registry.hpp"
 
 namespace sluice {
 

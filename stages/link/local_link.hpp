@@ -7,16 +7,9 @@
 #pragma once
 
 #include "pipeline/stage.hpp"
-#include "stages/link/transport.hpp"
+#include "stages/link/link_settings.hpp"
 
 namespace sluice {
-
-struct LinkSettings {
-  LinkTransport transport = LinkTransport::local;
-  TransportSettings connection;  // tcp / roce: the receiving node's address and port, timeouts
-  PoolSettings landing;          // the receiver's ring: chunk size, depth (credits) and memory kind
-};
-LinkSettings read_link_settings(SettingsReader& reader, const PipelineSettings& pipeline);
 
 class LocalLink final : public Stage {
  public:

@@ -11,6 +11,7 @@
 
 #include "pipeline/chunk_wire.hpp"
 #include "pipeline/clock.hpp"
+#include "stages/link/transport_registry.hpp"
 
 namespace sluice {
 

@@ -1,91 +1,40 @@
-// The tcp link transport: the LinkSender/LinkReceiver contract over one TCP connection.
-// Frames (16-byte little-endian header: u32 type, u32 aux, u64 value, then a body):
-//   hello   S->R  aux protocol version, value lane<<32 | hello bytes; body: hello bytes
+// The tcp link transport: the LinkSender/LinkReceiver contract over one or more TCP
+// connections per lane (`connections:`), so that a lane is not bound by what one socket
+// and one core can copy. Frames (16-byte little-endian header: u32 type, u32 aux, u64 value, then a body):
+//   hello   S->R  first connection; aux protocol version, value lane<<32 | connections<<24 | hello bytes;
+//                 body: hello bytes
 //   welcome R->S  aux slot count (the first credits), value slot bytes
-//   chunk   S->R  value payload bytes; body: chunk_wire metadata (kChunkWireBytes, 624 in version 3) + payload
-//   credit  R->S  value credits returned (one per landing slot downstream released)
-//   heartbeat     both ways after peer_timeout/4 without other traffic
-//   end     S->R  end of stream;  end_ack R->S  everything before it was read
+//   join    S->R  every further connection; aux protocol version, value lane<<32 | connection index
+//   chunk   S->R  aux chunk sequence (mod 2^32), value payload bytes;
+//                 body: chunk_wire metadata (kChunkWireBytes) + payload
+//   credit  R->S  first connection; value credits returned (one per landing slot downstream released)
+//   heartbeat     both ways on every connection after peer_timeout/4 without other traffic
+//   end     S->R  on every connection after its last chunk;  end_ack R->S  everything before it was read
 //   error   both  value text bytes; body: why the peer fails
-// Each half has one I/O thread that reads the peer's frames and sends heartbeats, so a
-// peer that goes silent (killed host, pulled cable) is noticed within peer_timeout even
-// while the stage thread waits for credits or for downstream.
+// Chunk n travels on connection n mod connections and the receiver hands chunks out in
+// sequence order. The sender copies a device chunk into one of its pinned buffers and hands
+// it to the connection's writer thread, so the next chunk's copy overlaps this one's send;
+// each connection has a reader thread on both sides, so a peer that goes silent (killed
+// host, pulled cable) is noticed within peer_timeout even while the stage thread waits.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
+#include "pipeline/chunk_wire.hpp"
 #include "pipeline/memory.hpp"
+#include "stages/link/tcp_connection.hpp"
 #include "stages/link/transport.hpp"
-#include "wire/socket.hpp"
 
 namespace sluice {
-
-// One connected TCP socket with framed writes from any thread, reads with a silence limit,
-// and the failure it ended with. Shared by both halves.
-class TcpConnection {
- public:
-  enum class Frame : std::uint32_t { hello = 1, welcome, chunk, credit, heartbeat, end, end_ack, error };
-  struct Header {
-    Frame type = Frame::heartbeat;
-    std::uint32_t aux = 0;
-    std::uint64_t value = 0;
-  };
-  static constexpr std::size_t kHeaderBytes = 16;
-
-  TcpConnection() = default;
-  void adopt(wire::UniqueFd fd, std::chrono::milliseconds peer_timeout);
-  [[nodiscard]] bool connected() const noexcept { return fd_.valid(); }
-
-  // Sends a header and up to two bodies in one sendmsg loop. False (and failure set) when
-  // the peer is gone or nothing moved for peer_timeout.
-  bool send(const Header& header, std::span<const std::byte> first = {}, std::span<const std::byte> second = {}) noexcept;
-  // Sends a heartbeat when nothing was sent for peer_timeout/4 (skips when a send is under way).
-  void heartbeat_if_due() noexcept;
-  // Reads exactly out.size() bytes; false on peer loss, silence beyond peer_timeout, or stop.
-  bool read_exact(std::span<std::byte> out, const std::atomic<bool>& stop) noexcept;
-  bool read_header(Header& header, const std::atomic<bool>& stop) noexcept;
-  // Tells the peer why this side fails (an error frame) and records it as our failure.
-  void send_error(std::string_view reason) noexcept;
-  // The body of an error frame whose header was just read.
-  std::string read_error_text(const Header& header, const std::atomic<bool>& stop) noexcept;
-
-  // The first failure seen ("" while healthy), and whether it was peer loss.
-  void set_failure(LinkStatus status, std::string message) noexcept;
-  // The peer's own report of why it failed (its error frame). It wins over a local failure
-  // seen first: a write into a connection the failing peer just closed ("Broken pipe") often
-  // comes before the reader has taken the frame that says why.
-  void set_peer_error(std::string message) noexcept;
-  [[nodiscard]] LinkStatus failure_status() const noexcept {
-    if (peer_error_set_.load(std::memory_order_acquire)) return LinkStatus::error;
-    return failure_status_.load(std::memory_order_acquire);
-  }
-  // Each text is written once, before its flag is published: safe to read from any thread after.
-  [[nodiscard]] const std::string& failure() const noexcept {
-    static const std::string kNone;
-    if (peer_error_set_.load(std::memory_order_acquire)) return peer_error_;
-    return failure_status_.load(std::memory_order_acquire) == LinkStatus::ok ? kNone : failure_;
-  }
-  void shutdown() noexcept;
-  void close() noexcept { fd_.reset(); }
-
- private:
-  wire::UniqueFd fd_;
-  std::chrono::milliseconds peer_timeout_{1500};
-  std::mutex write_mutex_;
-  std::atomic<std::uint64_t> last_sent_ns_{0};
-  std::atomic<LinkStatus> failure_status_{LinkStatus::ok};
-  std::mutex failure_mutex_;
-  std::string failure_;
-  std::atomic<bool> peer_error_set_{false};
-  std::string peer_error_;
-};
 
 class TcpSender final : public LinkSender {
  public:
@@ -98,24 +47,54 @@ class TcpSender final : public LinkSender {
   LinkStatus send(ChunkPtr& chunk, std::chrono::microseconds timeout) noexcept override;
   LinkStatus finish(std::chrono::milliseconds timeout) noexcept override;
   void abort(std::string_view reason) noexcept override;
-  [[nodiscard]] const std::string& error() const noexcept override { return connection_.failure(); }
+  [[nodiscard]] const std::string& error() const noexcept override { return failure_.text(); }
   void close() noexcept override;
 
  private:
-  void read_loop() noexcept;
+  // One chunk on its way out: the upstream chunk itself (host memory) or a pinned copy of it.
+  struct Job {
+    ChunkPtr chunk;    // a host chunk, released once its bytes are in the kernel
+    int staging = -1;  // else the index of the pinned buffer holding a device chunk's bytes
+    std::uint32_t sequence = 0;
+    std::size_t bytes = 0;
+    std::array<std::byte, kChunkWireBytes> metadata{};
+  };
+  // One connection, its writer's queue (a ring, guarded by mutex_) and its two threads.
+  struct Stream {
+    explicit Stream(TcpFailure& failure) : connection(failure) {}
+    TcpConnection connection;
+    std::vector<Job> queue;
+    std::size_t head = 0;
+    std::size_t count = 0;  // queued jobs, the one being written included
+    std::thread reader;
+    std::thread writer;
+  };
 
-  TcpConnection connection_;
+  void open_streams(const TransportSettings& settings, std::uint32_t lane, std::span<const std::byte> hello);
+  void read_loop(Stream& stream) noexcept;
+  void write_loop(Stream& stream) noexcept;
+  bool stage_device_chunk(Job& job, const Chunk& chunk) noexcept;
+  // The failure, once the reader had a moment to take the peer's error frame: the peer's
+  // reason is worth more than the "Broken pipe" our own write saw first.
+  LinkStatus settled_failure(std::unique_lock<std::mutex>& lock) noexcept;
+  [[nodiscard]] bool queues_empty() const noexcept;  // with mutex_ held
+
+  TcpFailure failure_;
+  std::vector<std::unique_ptr<Stream>> streams_;
   std::size_t slot_bytes_ = 0;
   std::size_t slot_count_ = 0;
-  MemoryRegion staging_;  // host copy of device-memory chunks (TCP reads host memory only)
+  CudaStream copy_stream_;               // device chunks' copies into staging_
+  std::vector<MemoryRegion> staging_;    // pinned copies of device chunks (TCP reads host memory only)
+  std::uint32_t next_sequence_ = 0;      // the stage thread's only
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::uint64_t credits_ = 0;  // guarded by mutex_
-  bool end_acknowledged_ = false;
-  bool reader_done_ = false;  // guarded by mutex_
-  std::uint64_t heard_ns_ = 0;  // guarded by mutex_: when the reader last took a frame
+  std::vector<int> free_staging_;        // guarded by mutex_
+  std::uint64_t credits_ = 0;            // guarded by mutex_
+  std::size_t ends_acknowledged_ = 0;    // guarded by mutex_
+  std::size_t readers_done_ = 0;         // guarded by mutex_
+  bool closing_ = false;                 // guarded by mutex_: writers end once their queue is empty
+  std::uint64_t heard_ns_ = 0;           // guarded by mutex_: when a reader last took a frame
   std::atomic<bool> stop_{false};
-  std::thread reader_;
 };
 
 class TcpReceiver final : public LinkReceiver {
@@ -126,29 +105,40 @@ class TcpReceiver final : public LinkReceiver {
   std::vector<std::byte> accept() override;
   LinkStatus receive(ChunkPtr& chunk, std::chrono::microseconds timeout) noexcept override;
   void abort(std::string_view reason) noexcept override;
-  [[nodiscard]] const std::string& error() const noexcept override { return connection_.failure(); }
+  [[nodiscard]] const std::string& error() const noexcept override { return failure_.text(); }
   void close() noexcept override;
 
  private:
-  void read_loop() noexcept;
+  // One connection, its reader thread and, for a device ring, its own pinned staging buffer
+  // and copy stream, so that connections land chunks side by side.
+  struct Stream {
+    explicit Stream(TcpFailure& failure) : connection(failure) {}
+    TcpConnection connection;
+    MemoryRegion staging;
+    CudaStream copy_stream;
+    std::thread reader;
+  };
+
+  std::unique_ptr<Stream> accept_stream();
+  void join_streams(std::size_t connections);
+  void read_loop(Stream& stream) noexcept;
+  bool read_chunk(Stream& stream, const TcpConnection::Header& header) noexcept;
   void slot_released(Chunk& chunk) noexcept;  // the pool's release hook: a credit for the sender
 
   TransportSettings settings_;
   std::uint32_t lane_ = 0;
   Pool* landing_ = nullptr;
   wire::UniqueFd listener_;
-  TcpConnection connection_;
-  MemoryRegion staging_;  // host bytes for a device-memory ring, copied up on arrival
+  TcpFailure failure_;
+  std::vector<std::unique_ptr<Stream>> streams_;
   std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<Chunk*> free_slots_;  // guarded by mutex_; reserved for the whole ring
-  std::vector<Chunk*> landed_;      // guarded by mutex_; a ring buffer of landed chunks in order
-  std::size_t landed_head_ = 0;
-  std::size_t landed_count_ = 0;
-  bool ended_ = false;  // the sender's end frame was read
-  bool reader_done_ = false;  // guarded by mutex_
+  std::vector<Chunk*> landed_;      // guarded by mutex_; landed chunk n at n mod ring size, null when absent
+  std::uint32_t next_sequence_ = 0;  // guarded by mutex_: the chunk receive() hands out next
+  std::size_t ends_ = 0;             // guarded by mutex_: connections whose end frame was read
+  std::size_t readers_done_ = 0;     // guarded by mutex_
   std::atomic<bool> stop_{false};
-  std::thread reader_;
 };
 
 }  // namespace sluice

@@ -22,8 +22,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
-#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -57,6 +55,9 @@ struct TransportSettings {
   // Silence after which a connected peer counts as lost; each half sends a heartbeat
   // after a quarter of it without other traffic.
   std::chrono::milliseconds peer_timeout{std::chrono::milliseconds(1500)};
+  // tcp: connections per lane, chunks spread over them in turn (one socket's copy work is
+  // one core's; several let a lane go past it). The receiver takes what the sender asks.
+  std::uint32_t connections = 1;
 };
 
 enum class LinkStatus : std::uint8_t {
@@ -124,21 +125,5 @@ class LinkReceiver {
   // holds to the ring's free list; idempotent. Chunks still downstream return there too.
   virtual void close() noexcept = 0;
 };
-
-// A transport kind this build can make. tcp is always built; roce registers itself only
-// when rdma-core was found (SLUICE_HAVE_RDMA), from its own source file.
-struct TransportKind {
-  LinkTransport transport;
-  std::function<std::unique_ptr<LinkSender>()> make_sender;
-  std::function<std::unique_ptr<LinkReceiver>()> make_receiver;
-  // Empty when usable on this host; else why not ("no RDMA device: /sys/class/infiniband is empty").
-  std::function<std::string()> unavailable_reason;
-};
-
-// The transports built into this binary (tcp, and roce when built).
-const TransportKind* find_transport(LinkTransport transport);
-
-// Defined by the roce transport's source file (built only with rdma-core); appends its kind.
-void register_roce_transport(std::vector<TransportKind>& kinds);
 
 }  // namespace sluice

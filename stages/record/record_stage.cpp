@@ -10,11 +10,21 @@
 
 #include <spdlog/spdlog.h>
 
+#include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
 #include "pipeline/units.hpp"
 #include "recorder/capture_reader.hpp"
+#include "recorder/volume_check.hpp"
 
 namespace sluice {
+namespace {
+
+// Only the stage's own thread writes these counters.
+void keep_longest(NamedCounter& counter, std::uint64_t value) noexcept {
+  if (value > counter.get()) counter.value.store(value, std::memory_order_relaxed);
+}
+
+}  // namespace
 
 RecordStage::RecordStage(SettingsReader& reader, const PipelineSettings& pipeline) {
   settings_.directories = reader.strings("directory", {},
@@ -27,7 +37,7 @@ RecordStage::RecordStage(SettingsReader& reader, const PipelineSettings& pipelin
   settings_.rotate_bytes = reader.bytes("rotate", 0, "start a new file set when a data file would pass this size (0: never)");
   settings_.preallocate_bytes =
       reader.bytes("preallocate", 1ULL << 30, "fallocate data files this far ahead of the writes (0: off)");
-  settings_.queue_depth = static_cast<unsigned>(reader.integer("io_depth", 8, "writes in flight (io_uring queue depth)", 1, 4096));
+  settings_.queue_depth = static_cast<unsigned>(reader.integer("io_depth", 8, "chunks in flight, shared out over the directories (each its own io_uring)", 1, 4096));
   settings_.direct = reader.boolean("direct", true, "write with O_DIRECT (turn off for filesystems that refuse it)");
   if (settings_.directories.empty() && !reader.docs_only()) {
     reader.error("directory", "record needs a directory to write into", "directory: /data/captures");
@@ -90,11 +100,19 @@ void RecordStage::start(StageContext& context) {
   }
   if (device_chunk_bytes > 0) {
     // GPU chunks are copied here on the lane's stream, then written like host chunks.
-    bounce_ = &context.create_pool("bounce", PoolSpec{device_chunk_bytes, settings_.queue_depth, MemoryKind::host_pinned,
-                                                     context.pipeline().cuda_device});
+    bounce_ = &context.create_pool("bounce", PoolSpec{device_chunk_bytes, recorder::chunks_in_flight(settings_), MemoryKind::host_pinned,
+                                                     context.cuda_device()});
     context.cuda_stream();
   }
   not_recorded_ = &context.metrics().drop_counter("not_recorded");
+  longest_bounce_us_ = &context.metrics().counter("longest_bounce_us");
+  longest_submit_us_ = &context.metrics().counter("longest_submit_us");
+  for (const auto& directory : settings_.directories) {
+    if (std::string warning = recorder::fresh_volume_warning(directory); !warning.empty()) {
+      spdlog::warn("lane {} stage {}: {}", context.lane_name(), context.stage_name(), warning);
+      context.metrics().notes.push_back(warning);
+    }
+  }
   writer_ = std::make_unique<recorder::RecordingWriter>(settings_, context.stream, context.lane_name());
   const std::string note = writer_->open(context.lane_pools());
   if (!note.empty()) {
@@ -144,6 +162,22 @@ std::string RecordStage::state_on_disk() const {
   }
 }
 
+ChunkPtr RecordStage::bounce_copy(const Chunk& chunk) {
+  ChunkPtr bounce = context_->acquire(*bounce_, std::chrono::milliseconds(100));
+  if (!bounce || bounce->capacity < chunk.size) {
+    context_->fail("no pinned bounce buffer for a device chunk");
+    return nullptr;
+  }
+  if (std::string error =
+          copy_memory(bounce->data, bounce->memory, chunk.data, chunk.memory, chunk.size, context_->cuda_stream());
+      !error.empty()) {
+    context_->fail(error);
+    return nullptr;
+  }
+  bounce->copy_metadata_from(chunk);
+  return bounce;
+}
+
 StageStatus RecordStage::process() {
   if (writer_->failed()) return stop_on_failure();
   writer_->poll(std::chrono::microseconds(0));
@@ -164,23 +198,19 @@ StageStatus RecordStage::process() {
       // A chunk of gaps only (a loss at the end of a stream, a dropped chunk) is journaled
       // like any other: its gaps belong in the capture.
       ChunkPtr bounce;
+      const std::uint64_t began = monotonic_ns();
       if (chunk->memory == MemoryKind::device && chunk->size > 0) {
-        bounce = context_->acquire(*bounce_, std::chrono::milliseconds(100));
-        if (!bounce || bounce->capacity < chunk->size) {
-          context_->fail("no pinned bounce buffer for a device chunk");
+        bounce = bounce_copy(*chunk);
+        if (!bounce) {
           not_recorded_->add();
           return StageStatus::error;
         }
-        if (std::string error = copy_memory(bounce->data, bounce->memory, chunk->data, chunk->memory, chunk->size,
-                                            context_->cuda_stream());
-            !error.empty()) {
-          context_->fail(error);
-          not_recorded_->add();
-          return StageStatus::error;
-        }
-        bounce->copy_metadata_from(*chunk);
       }
-      if (!writer_->submit(std::move(chunk), std::move(bounce))) {
+      const std::uint64_t copied = monotonic_ns();
+      const bool submitted = writer_->submit(std::move(chunk), std::move(bounce));
+      keep_longest(*longest_bounce_us_, (copied - began) / 1000);
+      keep_longest(*longest_submit_us_, (monotonic_ns() - copied) / 1000);
+      if (!submitted) {
         not_recorded_->add();  // refused, so never written
         return stop_on_failure();
       }

@@ -21,6 +21,8 @@ class RecordStage final : public Stage {
 
  private:
   StageStatus stop_on_failure();
+  // A pinned copy of a device chunk, made on the lane's stream; null once the stage failed.
+  ChunkPtr bounce_copy(const Chunk& chunk);
   // The lane's state as a reader finds it in the files: bytes, recordings, complete or not.
   [[nodiscard]] std::string state_on_disk() const;
 
@@ -29,6 +31,11 @@ class RecordStage final : public Stage {
   std::unique_ptr<recorder::RecordingWriter> writer_;
   Pool* bounce_ = nullptr;  // pinned copies of device chunks
   NamedCounter* not_recorded_ = nullptr;
+  // The longest time the stage thread spent on one chunk's copy out of GPU memory and on its
+  // submission (rotation, meta room, preallocation, io_uring_submit): where a lane's chunk
+  // may wait behind its recording.
+  NamedCounter* longest_bounce_us_ = nullptr;
+  NamedCounter* longest_submit_us_ = nullptr;
   bool finished_ = false;
   bool join_ = false;            // asked to add lanes to an existing capture
   bool joins_existing_ = false;  // NAME.sigmf-collection existed before this run

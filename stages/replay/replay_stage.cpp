@@ -71,7 +71,7 @@ void ReplayStage::start(StageContext& context) {
   span_ = last.global_index + last.sample_count - lane_.segments.front().global_index;
   first_index_ = lane_.segments.front().global_index;
 
-  pool_ = &context.create_pool("out", settings_.pool.spec(context.pipeline().cuda_device));
+  pool_ = &context.create_pool("out", settings_.pool.spec(context.cuda_device()));
   ring_ = recorder::Uring(settings_.read_ahead * 2);
   if (std::string why = ring_.register_pools({pool_}); !why.empty()) {
     context.metrics().notes.push_back("fixed buffers off (" + why + ")");
@@ -79,6 +79,7 @@ void ReplayStage::start(StageContext& context) {
   // Every chunk but one may sit in the ring (done, waiting for an older read to finish).
   reads_.resize(std::max<std::size_t>(settings_.pool.chunk_count - 1, settings_.read_ahead));
 
+  late_ = &context.metrics().counter("late_chunks");
   context.stream.sample_rate = lane_.sample_rate;
   context.stream.format = *lane_.format;
   context.stream.center_frequency = lane_.frequency;
@@ -233,11 +234,15 @@ StageStatus ReplayStage::process() {
     // Pace by the samples before this chunk, at the recorded rate.
     const std::uint64_t now = monotonic_ns();
     if (start_ns_ == 0) start_ns_ = now;
-    if (const std::uint64_t wait = Pacer(lane_.sample_rate).wait_ns(read.chunk->first_sample - first_index_, now - start_ns_);
-        wait > 0) {
+    const Pacer pacer(lane_.sample_rate);
+    const std::uint64_t before = read.chunk->first_sample - first_index_;
+    if (const std::uint64_t wait = pacer.wait_ns(before, now - start_ns_); wait > 0) {
       std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<std::uint64_t>(wait, 10'000'000)));
       return StageStatus::idle;
     }
+    // Late: it leaves after a live source would have delivered its last sample, so the lane
+    // falls behind the recorded rate.
+    if (pacer.wait_ns(before + read.chunk->sample_count, now - start_ns_) == 0) late_->add();
   }
   ChunkPtr chunk = std::move(read.chunk);
   head_ = (head_ + 1) % reads_.size();

@@ -78,6 +78,7 @@ class ReplayStage final : public Stage {
   // Pacing.
   std::uint64_t start_ns_ = 0;
   std::uint64_t first_index_ = 0;
+  NamedCounter* late_ = nullptr;  // paced chunks that left after their last sample's recorded time
   std::string error_;
 };
 

@@ -109,15 +109,12 @@ void TcpSource::start(StageContext& context) {
   pending_.start(context.metrics(), {settings_.idle_timeout, settings_.max_frame, settings_.framing == TcpFraming::raw_tcp});
   connections_ = &context.metrics().counter("connections");
   disconnects_ = &context.metrics().counter("disconnects");
-  duplicates_ = &context.metrics().counter("duplicates");
-  reordered_ = &context.metrics().counter("reordered");
+  history_.start(context.metrics());
   drop_bad_magic_ = &context.metrics().drop_counter("bad_magic");
   drop_partial_sample_ = &context.metrics().drop_counter("partial_sample");
   drop_bad_header_ = &context.metrics().drop_counter("bad_header");
-  drop_late_ = &context.metrics().drop_counter("late");
-  drop_duplicate_ = &context.metrics().drop_counter("duplicate");
   drop_wrong_format_ = &context.metrics().drop_counter("wrong_format");
-  Pool& pool = context.create_pool("out", settings_.pool.spec(context.pipeline().cuda_device));
+  Pool& pool = context.create_pool("out", settings_.pool.spec(context.cuda_device()));
   assembler_.start(context, pool, settings_.format, static_cast<std::uint64_t>(settings_.sample_rate), false);
   const double jump_samples = std::chrono::duration<double>(settings_.max_jump).count() * settings_.sample_rate;
   guard_.start(context.metrics(), static_cast<std::uint64_t>(std::max(1.0, jump_samples)), settings_.resync_after, settings_.max_frame);
@@ -385,27 +382,15 @@ void TcpSource::place_samples(std::uint64_t first_sample, const std::byte* paylo
   // Within max_jump of the stream (the guard saw to it), so the signed offset is exact.
   const auto offset = static_cast<std::int64_t>(first_sample - (origin_ + assembler_.expected()));
   if (offset < 0 && static_cast<std::uint64_t>(-offset) > assembler_.expected()) {
-    drop_late_->add();  // before the stream's first sample
+    history_.count_late();  // before the stream's first sample
     return;
   }
   const std::uint64_t index = assembler_.expected() + static_cast<std::uint64_t>(offset);
-  if (index < assembler_.expected()) {
-    const std::size_t count = std::min(history_count_, history_.size());
-    if (std::find(history_.begin(), history_.begin() + static_cast<std::ptrdiff_t>(count), index) !=
-        history_.begin() + static_cast<std::ptrdiff_t>(count)) {
-      duplicates_->add();
-      drop_duplicate_->add();
-    } else {
-      reordered_->add();
-      drop_late_->add();
-    }
-    return;
-  }
-  if (index < highest_seen_) reordered_->add();
-  highest_seen_ = std::max(highest_seen_, index);
+  if (history_.sort(index, assembler_.expected()) != PacketHistory::Verdict::fresh) return;
+  history_.arrived(index);
   if (assembler_.append(index, payload, samples)) {
     ++placed_frames_;
-    history_[history_count_++ % history_.size()] = index;
+    history_.placed(index);
   }
 }
 
@@ -425,8 +410,7 @@ void TcpSource::resynchronise() noexcept {
   const std::uint64_t start = first.position - origin_;
   if (first.tag != 0) assembler_.set_origin(first.tag - start, true);
   if (forward && !assembler_.skip_to(start)) return;
-  highest_seen_ = assembler_.expected();
-  history_count_ = 0;
+  history_.restart(assembler_.expected());
   const std::uint64_t jump = forward ? first.position - old_position : old_position - first.position;
   spdlog::warn("{}: stream resynchronised at sample {}: first_sample jumped {} by {}, confirmed by {} frames",
                context_->stage_name(), assembler_.expected(), forward ? "ahead" : "back", jump, guard_.held_count());

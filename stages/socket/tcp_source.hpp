@@ -16,6 +16,7 @@
 #include "pipeline/stage.hpp"
 #include "stages/socket/assembler.hpp"
 #include "stages/socket/jump_guard.hpp"
+#include "stages/socket/packet_history.hpp"
 #include "stages/socket/tcp_pending.hpp"
 #include "wire/raw_tcp.hpp"
 #include "wire/socket.hpp"
@@ -47,6 +48,10 @@ struct TcpSourceSettings {
 class TcpSource final : public Stage {
  public:
   TcpSource(SettingsReader& reader, const PipelineSettings& pipeline);
+  // A client connects out: the NIC it leaves by is the kernel's route, not an address here.
+  [[nodiscard]] std::string receive_address() const override {
+    return settings_.mode == TcpMode::server ? settings_.address : std::string();
+  }
   void start(StageContext& context) override;
   StageStatus process() override;
   void stop() noexcept override;
@@ -94,18 +99,12 @@ class TcpSource final : public Stage {
   std::uint64_t valid_frames_ = 0;   // on the current connection: frames with a valid header
   std::uint64_t placed_frames_ = 0;  // of them, those whose samples are in the stream
   bool connected_ = false;
-  std::uint64_t highest_seen_ = 0;
-  std::array<std::uint64_t, 64> history_{};
-  std::size_t history_count_ = 0;
+  PacketHistory history_;
   NamedCounter* connections_ = nullptr;
   NamedCounter* disconnects_ = nullptr;
-  NamedCounter* duplicates_ = nullptr;
-  NamedCounter* reordered_ = nullptr;
   NamedCounter* drop_bad_magic_ = nullptr;
   NamedCounter* drop_partial_sample_ = nullptr;
   NamedCounter* drop_bad_header_ = nullptr;
-  NamedCounter* drop_late_ = nullptr;
-  NamedCounter* drop_duplicate_ = nullptr;
   NamedCounter* drop_wrong_format_ = nullptr;
 };
 

@@ -89,10 +89,7 @@ UdpSource::UdpSource(SettingsReader& reader, const PipelineSettings& pipeline) {
   if (!wire::parse_endpoint(settings_.address)) reader.error("address", "expected IPv4 host:port", "127.0.0.1:50000");
 }
 
-void UdpSource::start(StageContext& context) {
-  context_ = &context;
-  rate_ = static_cast<std::uint64_t>(settings_.sample_rate);
-  samples_per_picosecond_ = settings_.sample_rate / 1e12;
+sockaddr_in UdpSource::open_socket(StageContext& context) {
   const auto address = wire::parse_endpoint(settings_.address);
   socket_.reset(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   if (!socket_.valid()) throw std::runtime_error(wire::errno_message("socket(AF_INET, SOCK_DGRAM)"));
@@ -123,35 +120,50 @@ void UdpSource::start(StageContext& context) {
       context.metrics().notes.push_back(fallback);
     }
   }
+  return bound;
+}
 
-  drops_.start(socket_.get(), context.metrics(), gro_);
-
+void UdpSource::allocate_batch() {
   slot_bytes_ = gro_ ? kGroBytes : settings_.max_datagram;
   if (settings_.batch == 0) settings_.batch = default_udp_batch(gro_);
   buffers_.assign(settings_.batch * slot_bytes_, std::byte{0});
   iovs_.resize(settings_.batch);
   messages_.resize(settings_.batch);
   controls_.assign(settings_.batch * kControlBytes, std::byte{0});
-  pending_data_.assign(settings_.reorder_window * settings_.max_datagram, std::byte{0});
-  pending_.assign(settings_.reorder_window, Pending{});
+  for (std::size_t i = 0; i < settings_.batch; ++i) {
+    iovs_[i] = {buffers_.data() + i * slot_bytes_, slot_bytes_};
+    msghdr& header = messages_[i].msg_hdr;
+    header = {};
+    header.msg_iov = &iovs_[i];
+    header.msg_iovlen = 1;
+    header.msg_control = controls_.data() + i * kControlBytes;
+    header.msg_controllen = kControlBytes;
+  }
+}
 
-  duplicates_ = &context.metrics().counter("duplicates");
-  reordered_ = &context.metrics().counter("reordered");
+void UdpSource::start(StageContext& context) {
+  context_ = &context;
+  rate_ = static_cast<std::uint64_t>(settings_.sample_rate);
+  samples_per_picosecond_ = settings_.sample_rate / 1e12;
+  const sockaddr_in bound = open_socket(context);
+  drops_.start(socket_.get(), context.metrics(), gro_);
+  allocate_batch();
+  window_.start(settings_.reorder_window, settings_.max_datagram);
+
+  history_.start(context.metrics());
   drop_truncated_ = &context.metrics().drop_counter("truncated");
   drop_empty_ = &context.metrics().drop_counter("empty");
   drop_bad_size_ = &context.metrics().drop_counter("bad_size_field");
   drop_unknown_type_ = &context.metrics().drop_counter("unknown_type");
   drop_wrong_stream_ = &context.metrics().drop_counter("wrong_stream_id");
   drop_bad_payload_ = &context.metrics().drop_counter("bad_payload");
-  drop_late_ = &context.metrics().drop_counter("late");
-  drop_duplicate_ = &context.metrics().drop_counter("duplicate");
   context_packets_ = &context.metrics().counter("context_packets");
   context_changes_ = &context.metrics().counter("context_changes");
   drop_bad_context_ = &context.metrics().drop_counter("bad_context");
   locked_ = settings_.stream_id >= 0;
   stream_id_ = locked_ ? static_cast<std::uint32_t>(settings_.stream_id) : 0;
 
-  Pool& pool = context.create_pool("out", settings_.pool.spec(context.pipeline().cuda_device));
+  Pool& pool = context.create_pool("out", settings_.pool.spec(context.cuda_device()));
   // VITA-49 payloads are big-endian; the other framings carry the sender's little-endian bytes.
   assembler_.start(context, pool, settings_.format, rate_, settings_.framing == UdpFraming::vita49);
   const double jump_samples = std::chrono::duration<double>(settings_.max_jump).count() * settings_.sample_rate;
@@ -272,23 +284,14 @@ bool UdpSource::handle_context(const std::byte* data, std::size_t bytes) noexcep
   return true;
 }
 
-StageStatus UdpSource::process() {
-  if (context_->stop_requested()) {
-    while (release_oldest_pending()) {
-    }
-    assembler_.flush();
-    return StageStatus::end_of_stream;
-  }
-  for (std::size_t i = 0; i < settings_.batch; ++i) {
-    iovs_[i] = {buffers_.data() + i * slot_bytes_, slot_bytes_};
-    msghdr& header = messages_[i].msg_hdr;
-    header = {};
-    header.msg_iov = &iovs_[i];
-    header.msg_iovlen = 1;
-    header.msg_control = controls_.data() + i * kControlBytes;
-    header.msg_controllen = kControlBytes;
-  }
-  int received = ::recvmmsg(socket_.get(), messages_.data(), static_cast<unsigned>(settings_.batch), MSG_DONTWAIT, nullptr);
+int UdpSource::receive_batch() noexcept {
+  // The kernel shortens msg_controllen to what it wrote; everything else stays as start() set it.
+  for (std::size_t i = 0; i < settings_.batch; ++i) messages_[i].msg_hdr.msg_controllen = kControlBytes;
+  // After a short batch the socket is empty: wait for it first instead of asking recvmmsg for
+  // an EAGAIN (one system call less per wake-up at paced rates).
+  int received = -1;
+  errno = EAGAIN;
+  if (!drained_) received = ::recvmmsg(socket_.get(), messages_.data(), static_cast<unsigned>(settings_.batch), MSG_DONTWAIT, nullptr);
   if (received < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
     // Nothing queued: wait for the socket, timed as the stage's wait. (A blocking receive
     // counted its sleep as busy time, and a receiver that kept up read as saturated.)
@@ -305,9 +308,21 @@ StageStatus UdpSource::process() {
       errno = EAGAIN;
     } else {
       context_->fail(wire::errno_message("poll"));
-      return StageStatus::error;
+      return kReceiveFailed;
     }
   }
+  return received;
+}
+
+StageStatus UdpSource::process() {
+  if (context_->stop_requested()) {
+    while (release_oldest_pending()) {
+    }
+    assembler_.flush();
+    return StageStatus::end_of_stream;
+  }
+  const int received = receive_batch();
+  if (received == kReceiveFailed) return StageStatus::error;
   if (received <= 0) {
     if (received < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
       context_->fail(wire::errno_message("recvmmsg"));
@@ -322,37 +337,8 @@ StageStatus UdpSource::process() {
     return StageStatus::idle;
   }
   last_packet_ns_ = monotonic_ns();
-  for (int i = 0; i < received; ++i) {
-    const msghdr& header = messages_[static_cast<std::size_t>(i)].msg_hdr;
-    const std::size_t length = messages_[static_cast<std::size_t>(i)].msg_len;
-    const std::byte* data = buffers_.data() + static_cast<std::size_t>(i) * slot_bytes_;
-    drops_.received(header);  // datagrams dropped right before this one
-    std::size_t segment = length;
-    if (gro_) {
-      for (cmsghdr* control = CMSG_FIRSTHDR(&header); control != nullptr;
-           control = CMSG_NXTHDR(const_cast<msghdr*>(&header), control)) {
-        if (control->cmsg_level == SOL_UDP && control->cmsg_type == UDP_GRO) {
-          int size = 0;
-          std::memcpy(&size, CMSG_DATA(control), sizeof(size));
-          if (size > 0) segment = static_cast<std::size_t>(size);
-        }
-      }
-    }
-    if ((header.msg_flags & MSG_TRUNC) != 0) {
-      ++batch_packets_;
-      drop_truncated_->add();
-      continue;
-    }
-    if (length == 0) {  // a zero-length datagram is malformed like any other
-      ++batch_packets_;
-      drop_empty_->add();
-      continue;
-    }
-    // A coalesced datagram holds equal segments (the last may be shorter): split it back.
-    for (std::size_t offset = 0; offset < length; offset += segment) {
-      handle_datagram(data + offset, std::min(segment, length - offset));
-    }
-  }
+  drained_ = static_cast<std::size_t>(received) < settings_.batch;
+  for (int i = 0; i < received; ++i) handle_message(static_cast<std::size_t>(i));
   // One atomic add per receive call rather than per packet.
   context_->metrics().packets.fetch_add(batch_packets_, std::memory_order_relaxed);
   batch_packets_ = 0;
@@ -363,6 +349,38 @@ StageStatus UdpSource::process() {
     return StageStatus::error;
   }
   return StageStatus::ok;
+}
+
+void UdpSource::handle_message(std::size_t i) noexcept {
+  const msghdr& header = messages_[i].msg_hdr;
+  const std::size_t length = messages_[i].msg_len;
+  const std::byte* data = buffers_.data() + i * slot_bytes_;
+  drops_.received(header);  // datagrams dropped right before this one
+  std::size_t segment = length;
+  if (gro_) {
+    for (cmsghdr* control = CMSG_FIRSTHDR(&header); control != nullptr;
+         control = CMSG_NXTHDR(const_cast<msghdr*>(&header), control)) {
+      if (control->cmsg_level == SOL_UDP && control->cmsg_type == UDP_GRO) {
+        int size = 0;
+        std::memcpy(&size, CMSG_DATA(control), sizeof(size));
+        if (size > 0) segment = static_cast<std::size_t>(size);
+      }
+    }
+  }
+  if ((header.msg_flags & MSG_TRUNC) != 0) {
+    ++batch_packets_;
+    drop_truncated_->add();
+    return;
+  }
+  if (length == 0) {  // a zero-length datagram is malformed like any other
+    ++batch_packets_;
+    drop_empty_->add();
+    return;
+  }
+  // A coalesced datagram holds equal segments (the last may be shorter): split it back.
+  for (std::size_t offset = 0; offset < length; offset += segment) {
+    handle_datagram(data + offset, std::min(segment, length - offset));
+  }
 }
 
 void UdpSource::handle_datagram(const std::byte* data, std::size_t bytes) noexcept {
@@ -405,12 +423,23 @@ void UdpSource::handle_datagram(const std::byte* data, std::size_t bytes) noexce
   // Where the packet sits in the stream, in samples since the timestamp epoch.
   std::uint64_t epoch_index = 0;
   bool timed = true;
+  if (!packet_position(samples, epoch_index, timed)) {
+    drop_bad_payload_->add();
+    return;
+  }
+  if (!have_origin_) {
+    have_origin_ = true;
+    timed_ = timed;
+    origin_ = epoch_index;
+    assembler_.set_origin(origin_, timed);
+  }
+  accept_packet(epoch_index, packet_.payload, samples, packet_.header.packet_count);
+}
+
+bool UdpSource::packet_position(std::size_t samples, std::uint64_t& epoch_index, bool& timed) noexcept {
   const auto& header = packet_.header;
   if (header.tsf == vita49::Tsf::real_time && header.tsi != vita49::Tsi::none) {
-    if (packet_.fractional_timestamp >= vita49::kPicosecondsPerSecond) {
-      drop_bad_payload_->add();
-      return;
-    }
+    if (packet_.fractional_timestamp >= vita49::kPicosecondsPerSecond) return false;
     const std::uint64_t seconds = packet_.integer_timestamp;
     const std::uint64_t picoseconds = packet_.fractional_timestamp;
     if (have_last_time_ && seconds - last_seconds_ <= 1 && seconds >= last_seconds_) {
@@ -440,14 +469,7 @@ void UdpSource::handle_datagram(const std::byte* data, std::size_t bytes) noexce
     next_count_ = static_cast<std::uint8_t>((header.packet_count + 1) & 0xF);
     untimed_next_ = epoch_index + samples;
   }
-  if (!have_origin_) {
-    have_origin_ = true;
-    timed_ = timed;
-    origin_ = epoch_index;
-    highest_seen_ = 0;
-    assembler_.set_origin(origin_, timed);
-  }
-  accept_packet(epoch_index, packet_.payload, samples, header.packet_count);
+  return true;
 }
 
 void UdpSource::handle_gnuradio(const std::byte* data, std::size_t bytes) noexcept {
@@ -483,7 +505,6 @@ void UdpSource::handle_gnuradio(const std::byte* data, std::size_t bytes) noexce
     have_origin_ = true;
     timed_ = false;
     origin_ = position;
-    highest_seen_ = 0;
     assembler_.set_origin(0, false);
   }
   accept_packet(position, std::span<const std::byte>(samples_at, payload), samples, std::nullopt);
@@ -513,7 +534,7 @@ void UdpSource::place_after_overflow(std::uint64_t position, const std::byte* pa
   const std::uint64_t from = assembler_.expected();
   const std::uint64_t index = position - origin_;
   commit(index, payload, samples);
-  highest_seen_ = std::max(highest_seen_, index);
+  history_.reach(index);
   spdlog::warn("{}: samples {} to {} lost ({} samples, {:.6f} s): the kernel dropped them at the socket (its drop count "
                "rose by {}; its receive buffer was full: the stage fell behind), not a jump of the sender",
                context_->stage_name(), from, index, index - from, static_cast<double>(index - from) / settings_.sample_rate,
@@ -524,7 +545,7 @@ void UdpSource::place_samples(std::uint64_t epoch_index, const std::byte* payloa
   // Within max_jump of the stream (the guard saw to it), so the signed offset is exact.
   const auto offset = static_cast<std::int64_t>(epoch_index - (origin_ + assembler_.expected()));
   if (offset < 0 && static_cast<std::uint64_t>(-offset) > assembler_.expected()) {
-    drop_late_->add();  // before the stream's first sample
+    history_.count_late();  // before the stream's first sample
     return;
   }
   handle_samples(assembler_.expected() + static_cast<std::uint64_t>(offset), payload, samples);
@@ -548,8 +569,7 @@ void UdpSource::resynchronise() noexcept {
     assembler_.set_origin(origin_, timed_);
     assembler_.mark_time_jump();
   }
-  highest_seen_ = assembler_.expected();
-  history_count_ = 0;
+  history_.restart(assembler_.expected());
   drops_.restart();
   const std::uint64_t jump = forward ? first.position - old_position : old_position - first.position;
   spdlog::warn("{}: stream resynchronised at sample {}: the sender jumped {} by {} samples ({:.6f} s), confirmed by {} packets",
@@ -566,28 +586,12 @@ void UdpSource::resynchronise() noexcept {
 
 void UdpSource::handle_samples(std::uint64_t index, const std::byte* payload, std::size_t samples) noexcept {
   const std::uint64_t expected = assembler_.expected();
-  const bool behind_a_later_one = index < highest_seen_;
-  if (index < expected) {
-    if (seen(index)) {
-      duplicates_->add();
-      drop_duplicate_->add();
-    } else {
-      // Came after its hole was declared lost: its samples stay counted as lost.
-      reordered_->add();
-      drop_late_->add();
-    }
+  if (history_.sort(index, expected) != PacketHistory::Verdict::fresh) return;
+  if (window_.holds(index)) {
+    history_.count_duplicate();
     return;
   }
-  for (std::size_t slot = 0; pending_count_ > 0 && slot < pending_.size(); ++slot) {
-    const Pending& pending = pending_[slot];
-    if (pending.used && pending.index == index) {
-      duplicates_->add();
-      drop_duplicate_->add();
-      return;
-    }
-  }
-  if (behind_a_later_one) reordered_->add();
-  highest_seen_ = std::max(highest_seen_, index);
+  history_.arrived(index);
   if (index == expected) {
     commit(index, payload, samples);
     drain_pending();
@@ -595,7 +599,7 @@ void UdpSource::handle_samples(std::uint64_t index, const std::byte* payload, st
   }
   // Ahead of a hole: hold it, unless the window is full — then the oldest hole is lost.
   if (samples * bytes_per_sample(settings_.format) > settings_.max_datagram) return;
-  while (pending_count_ == pending_.size()) {
+  while (window_.full()) {
     if (!release_oldest_pending()) break;
   }
   if (index == assembler_.expected()) {
@@ -603,59 +607,23 @@ void UdpSource::handle_samples(std::uint64_t index, const std::byte* payload, st
     drain_pending();
     return;
   }
-  for (std::size_t slot = 0; slot < pending_.size(); ++slot) {
-    if (pending_[slot].used) continue;
-    pending_[slot] = Pending{index, samples, true};
-    std::memcpy(pending_data_.data() + slot * settings_.max_datagram, payload, samples * bytes_per_sample(settings_.format));
-    ++pending_count_;
-    return;
-  }
+  window_.hold(index, std::span<const std::byte>(payload, samples * bytes_per_sample(settings_.format)), samples);
 }
 
 void UdpSource::commit(std::uint64_t index, const std::byte* payload, std::size_t samples) noexcept {
-  if (assembler_.append(index, payload, samples)) remember(index);
+  if (assembler_.append(index, payload, samples)) history_.placed(index);
 }
 
 void UdpSource::drain_pending() noexcept {
-  bool progressed = true;
-  while (progressed && pending_count_ > 0) {
-    progressed = false;
-    for (std::size_t slot = 0; slot < pending_.size(); ++slot) {
-      Pending& pending = pending_[slot];
-      if (!pending.used || pending.index != assembler_.expected()) continue;
-      commit(pending.index, pending_data_.data() + slot * settings_.max_datagram, pending.samples);
-      pending.used = false;
-      --pending_count_;
-      progressed = true;
-    }
-  }
+  while (const auto next = window_.take(assembler_.expected())) commit(next->index, next->payload.data(), next->samples);
 }
 
 bool UdpSource::release_oldest_pending() noexcept {
-  if (pending_count_ == 0) return false;
-  std::size_t oldest = pending_.size();
-  for (std::size_t slot = 0; slot < pending_.size(); ++slot) {
-    if (pending_[slot].used && (oldest == pending_.size() || pending_[slot].index < pending_[oldest].index)) oldest = slot;
-  }
-  Pending& pending = pending_[oldest];
-  commit(pending.index, pending_data_.data() + oldest * settings_.max_datagram, pending.samples);
-  pending.used = false;
-  --pending_count_;
+  const auto oldest = window_.take_oldest();
+  if (!oldest) return false;
+  commit(oldest->index, oldest->payload.data(), oldest->samples);
   drain_pending();
   return true;
-}
-
-void UdpSource::remember(std::uint64_t index) noexcept {
-  history_[history_count_ % history_.size()] = index;
-  ++history_count_;
-}
-
-bool UdpSource::seen(std::uint64_t index) const noexcept {
-  const std::size_t count = std::min(history_count_, history_.size());
-  for (std::size_t i = 0; i < count; ++i) {
-    if (history_[i] == index) return true;
-  }
-  return false;
 }
 
 void UdpSource::stop() noexcept {

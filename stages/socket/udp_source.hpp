@@ -6,6 +6,7 @@
 // samples byte-swapped into chunks in the one copy.
 #pragma once
 
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <cstdint>
@@ -18,6 +19,8 @@
 #include "stages/socket/assembler.hpp"
 #include "stages/socket/jump_guard.hpp"
 #include "stages/socket/kernel_drops.hpp"
+#include "stages/socket/packet_history.hpp"
+#include "stages/socket/reorder_window.hpp"
 #include "wire/socket.hpp"
 #include "wire/vita49.hpp"
 #include "wire/vita49_context.hpp"
@@ -56,6 +59,7 @@ std::size_t default_udp_batch(bool gro) noexcept;
 class UdpSource final : public Stage {
  public:
   UdpSource(SettingsReader& reader, const PipelineSettings& pipeline);
+  [[nodiscard]] std::string receive_address() const override { return settings_.address; }
   void start(StageContext& context) override;
   StageStatus process() override;
   void stop() noexcept override;
@@ -65,12 +69,20 @@ class UdpSource final : public Stage {
   [[nodiscard]] const vita49::ContextPacket& last_context() const { return context_packet_; }
 
  private:
-  struct Pending {
-    std::uint64_t index = 0;
-    std::size_t samples = 0;
-    bool used = false;
-  };
+  // Socket, receive buffer, timeout, bind, GRO; returns the bound address.
+  sockaddr_in open_socket(StageContext& context);
+  // One recvmmsg batch, after waiting up to 10 ms for the socket when it was empty: the
+  // messages received, 0 or -1 when none came, kReceiveFailed after context_->fail().
+  // The receive buffers and the recvmmsg headers pointing into them, set once.
+  void allocate_batch();
+  static constexpr int kReceiveFailed = -2;
+  int receive_batch() noexcept;
+  // Message `i` of the batch: its kernel drop count, then its datagrams (GRO segments).
+  void handle_message(std::size_t i) noexcept;
   void handle_datagram(const std::byte* data, std::size_t bytes) noexcept;
+  // packet_'s position in samples since its timestamp's epoch; `timed` false when it has no
+  // timestamp (its 4-bit count placed it). False: its fractional timestamp is out of range.
+  bool packet_position(std::size_t samples, std::uint64_t& epoch_index, bool& timed) noexcept;
   // An IF Context packet (type 4): counted, its values kept; false when it is malformed.
   bool handle_context(const std::byte* data, std::size_t bytes) noexcept;
   void wait_for_context(StageContext& context);
@@ -86,8 +98,6 @@ class UdpSource final : public Stage {
   void commit(std::uint64_t index, const std::byte* payload, std::size_t samples) noexcept;
   void drain_pending() noexcept;
   bool release_oldest_pending() noexcept;
-  void remember(std::uint64_t index) noexcept;
-  [[nodiscard]] bool seen(std::uint64_t index) const noexcept;
 
   UdpSourceSettings settings_;
   StageContext* context_ = nullptr;
@@ -99,11 +109,8 @@ class UdpSource final : public Stage {
   std::vector<iovec> iovs_;
   std::vector<mmsghdr> messages_;
   std::vector<std::byte> controls_;
-  std::vector<std::byte> pending_data_;
-  std::vector<Pending> pending_;
-  std::size_t pending_count_ = 0;
-  std::array<std::uint64_t, 64> history_{};  // start indices of recently committed packets
-  std::size_t history_count_ = 0;
+  ReorderWindow window_;
+  PacketHistory history_;
   ChunkAssembler assembler_;
   JumpGuard guard_;
   KernelDrops drops_;
@@ -113,7 +120,6 @@ class UdpSource final : public Stage {
   bool have_origin_ = false;
   bool timed_ = true;
   std::uint64_t origin_ = 0;  // epoch index of stream index 0 (modulo 2^64 after a backward resync)
-  std::uint64_t highest_seen_ = 0;
   std::uint64_t last_packet_ns_ = 0;
   std::uint8_t next_count_ = 0;
   std::uint64_t untimed_next_ = 0;
@@ -126,6 +132,7 @@ class UdpSource final : public Stage {
   std::uint64_t last_epoch_index_ = 0;
   bool have_last_time_ = false;
   std::uint64_t batch_packets_ = 0;
+  bool drained_ = false;  // the last receive returned less than a batch: the socket was empty
   std::size_t datagram_samples_ = 0;  // gnuradio framings: the first datagram's, which all share
   vita49::ContextPacket context_packet_;
   vita49::ContextPacket context_scratch_;
@@ -134,16 +141,12 @@ class UdpSource final : public Stage {
   NamedCounter* context_packets_ = nullptr;
   NamedCounter* context_changes_ = nullptr;
   NamedCounter* drop_bad_context_ = nullptr;
-  NamedCounter* duplicates_ = nullptr;
-  NamedCounter* reordered_ = nullptr;
   NamedCounter* drop_truncated_ = nullptr;
   NamedCounter* drop_empty_ = nullptr;
   NamedCounter* drop_bad_size_ = nullptr;
   NamedCounter* drop_unknown_type_ = nullptr;
   NamedCounter* drop_wrong_stream_ = nullptr;
   NamedCounter* drop_bad_payload_ = nullptr;
-  NamedCounter* drop_late_ = nullptr;
-  NamedCounter* drop_duplicate_ = nullptr;
 };
 
 void register_udp_source_stage(StageRegistry& registry);

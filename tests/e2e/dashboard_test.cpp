@@ -90,6 +90,8 @@ TEST(Dashboard, ShowsLiveRatesAndTheSpectrumInABrowser) {
     const double gauge = number(attribute(*dom, "<text[^>]*id=\"gauge-port0\"[^>]*>", "data-bytes-per-second"));
     EXPECT_GT(gauge, 0) << *dom;
     EXPECT_LT(gauge, 200e6 * 1.25);
+    // The lane's card names its GPU (placement's choice; GPU 0 for the demo's single lane).
+    EXPECT_TRUE(std::regex_search(*dom, std::regex(R"(<div class="gpu" data-gpu="0"[^>]*>GPU 0\b)"))) << *dom;
     // Per-stage rows with their rates.
     for (const char* stage : {"source", "fft", "sink"}) {
       EXPECT_NE(dom->find("<tr data-stage=\"port0/" + std::string(stage) + "\">"), std::string::npos) << stage;

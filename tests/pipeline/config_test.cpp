@@ -471,3 +471,139 @@ TEST(Config, MissingFileIsAnError) {
 
 }  // namespace
 }  // namespace sluice
+
+namespace sluice {
+namespace {
+
+// Three GPUs without sysfs behind them: lanes that name none go round-robin.
+GpuHost three_gpus() {
+  GpuHost host{{{0, "0000:17:00.0"}, {1, "0000:65:00.0"}, {2, "0000:ca:00.0"}}, "", SysfsTopology("/nonexistent")};
+  return host;
+}
+
+constexpr const char* kGpuLayers = R"(pipeline: {gpu: 2}
+template:
+  - {name: source, type: generator}
+  - {name: link, type: link, memory: device}
+  - {name: sink, type: null, gpu: 0}
+lanes:
+  - name: a
+  - name: b
+    gpu: 1
+    link: {gpu: 0}
+)";
+
+TEST(Config, GpuAtEveryLevelTheStagesOwnFirst) {
+  const GpuHost host = three_gpus();
+  const PipelineDefinition definition = load_pipeline_text(kGpuLayers, "test.yaml", {}, StageRegistry::builtin(), {}, &host);
+  const auto& a = definition.lanes[0];
+  EXPECT_EQ(a.placement.gpu, 2);
+  EXPECT_EQ(a.placement.reason, "set by gpu: (pipeline.gpu)");
+  EXPECT_EQ(a.placement.pci_bus_id, "0000:ca:00.0");
+  EXPECT_EQ(a.stages[0].cuda_device, 2);
+  EXPECT_EQ(a.stages[1].cuda_device, 2);
+  EXPECT_EQ(a.stages[2].cuda_device, 0);  // the template stage's own gpu:
+  const auto& b = definition.lanes[1];
+  EXPECT_EQ(b.placement.gpu, 1);
+  EXPECT_EQ(b.placement.reason, "set by gpu: (lanes.b.gpu)");
+  EXPECT_EQ(b.stages[0].cuda_device, 1);
+  EXPECT_EQ(b.stages[1].cuda_device, 0);  // the lane's override of its link
+  EXPECT_EQ(b.stages[2].cuda_device, 0);
+}
+
+TEST(Config, WithoutGpuSettingsLanesSpreadOverTheGpus) {
+  const GpuHost host = three_gpus();
+  const PipelineDefinition definition = load_pipeline_text(
+      "lanes: [{name: a, stages: [{type: udp, address: '127.0.0.1:50000'}, {type: null}]},\n"
+      "        {name: b, stages: [{type: udp, address: '127.0.0.1:50001'}, {type: null}]},\n"
+      "        {name: c, stages: [{type: generator}, {type: null}]}]\n",
+      "test.yaml", {}, StageRegistry::builtin(), {}, &host);
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(definition.lanes[i].placement.gpu, static_cast<int>(i));
+  EXPECT_EQ(definition.lanes[0].placement.reason, "round-robin (lo has no PCI device)");
+  EXPECT_EQ(definition.lanes[2].placement.reason, "round-robin (no local NIC holds the source's address)");
+}
+
+TEST(Config, AGpuThatIsNotThereIsAnErrorListingTheGpus) {
+  const GpuHost host = three_gpus();
+  std::vector<ConfigError> errors;
+  try {
+    load_pipeline_text("pipeline: {gpu: 3}\nlanes:\n  - name: a\n    gpu: 7\n    stages:\n      - {type: generator, gpu: 5}\n"
+                       "      - {type: null}\n",
+                       "test.yaml", {}, StageRegistry::builtin(), {}, &host);
+    ADD_FAILURE() << "loaded";
+  } catch (const ConfigException& error) {
+    errors = error.errors().all();
+  }
+  ASSERT_EQ(errors.size(), 3U);
+  EXPECT_EQ(errors[0].location, "test.yaml:1:17");
+  EXPECT_EQ(errors[0].message, "gpu: 3 does not exist; GPUs present: 0 (0000:17:00.0), 1 (0000:65:00.0), 2 (0000:ca:00.0)");
+  EXPECT_EQ(errors[0].hint, "use 0 to 2, or leave gpu: out for the GPU nearest the lane's NIC");
+  EXPECT_EQ(errors[1].location, "test.yaml:4:10");
+  EXPECT_EQ(errors[1].key_path, "lanes.a.gpu");
+  EXPECT_NE(errors[1].message.find("gpu: 7 does not exist"), std::string::npos);
+  EXPECT_EQ(errors[2].location, "test.yaml:6:32");
+  EXPECT_NE(errors[2].message.find("gpu: 5 does not exist"), std::string::npos);
+}
+
+// The loader as `sluice validate` runs it, on this machine's GPUs (none here: a CPU-only
+// machine says so; on a GPU host, the first index past its GPUs).
+TEST(Config, AGpuThisMachineLacksIsAnErrorWithTheRealLoader) {
+  const GpuHost& host = GpuHost::this_machine();
+  const int missing = std::max<int>(1, static_cast<int>(host.gpus.size()));
+  const auto errors = errors_of("lanes: [{name: a, gpu: " + std::to_string(missing) +
+                                ", stages: [{type: generator}, {type: null}]}]\n");
+  ASSERT_EQ(errors.size(), 1U);
+  EXPECT_EQ(errors[0].location, "test.yaml:1:24");
+  if (host.gpus.empty()) {
+    EXPECT_EQ(errors[0].message, "gpu: 1 names a GPU, but this machine has none (" + host.unavailable_reason + ")");
+    EXPECT_FALSE(host.unavailable_reason.empty());
+    // gpu: 0 is what a CPU-only pipeline runs with: accepted, pools fall back to host memory.
+    EXPECT_NO_THROW(load_pipeline_text("lanes: [{name: a, gpu: 0, stages: [{type: generator}, {type: null}]}]\n"));
+  } else {
+    EXPECT_EQ(errors[0].message, "gpu: " + std::to_string(missing) + " does not exist; GPUs present: " + host.describe());
+  }
+}
+
+TEST(Config, CudaDeviceIsReplacedByGpu) {
+  const auto errors = errors_of("pipeline: {cuda_device: 1}\nlanes: [{name: a, stages: [{type: generator}, {type: null}]}]\n");
+  ASSERT_EQ(errors.size(), 1U);
+  EXPECT_EQ(errors[0].location, "test.yaml:1:25");
+  EXPECT_EQ(errors[0].message, "cuda_device is replaced by gpu:");
+  EXPECT_NE(errors[0].hint.find("gpu: N"), std::string::npos);
+}
+
+TEST(Config, CpuTakesACoreOrASetAtStageAndLane) {
+  const PipelineDefinition definition = load_pipeline_text(R"(template:
+  - {name: source, type: generator, cpu: 3}
+  - {name: link, type: link}
+  - {name: sink, type: null}
+lanes:
+  - name: a
+    link: {cpu: "3,7,9-10"}
+    sink: {cpu: [4, "5-6"]}
+  - name: b
+    cpu: 12-13
+    source: {cpu: -1}
+)",
+                                                           "test.yaml");
+  const auto& a = definition.lanes[0].stages;
+  EXPECT_EQ(a[0].cpus, (std::vector<int>{3}));
+  EXPECT_EQ(a[0].cores, (std::vector<int>{3}));
+  EXPECT_EQ(a[0].cores_reason, "cpu:");
+  EXPECT_EQ(a[1].cpus, (std::vector<int>{3, 7, 9, 10}));
+  EXPECT_EQ(a[2].cpus, (std::vector<int>{4, 5, 6}));
+  const auto& b = definition.lanes[1].stages;
+  EXPECT_TRUE(b[0].cpus.empty());  // -1: not pinned, so the lane's set applies
+  for (const auto& stage : b) {
+    EXPECT_EQ(stage.cores, (std::vector<int>{12, 13}));
+    EXPECT_EQ(stage.cores_reason, "lane cpu:");
+  }
+  const auto errors = errors_of("lanes: [{name: a, stages: [{type: generator, cpu: 5-3}, {type: null, cpu: [1, x]}]}]\n");
+  ASSERT_EQ(errors.size(), 2U);
+  EXPECT_EQ(errors[0].location, "test.yaml:1:51");
+  EXPECT_EQ(errors[0].message, "expected cores like 3, 3-5, 3,7,9-10 or a list of them, got '5-3'");
+  EXPECT_EQ(errors[1].message, "expected cores like 3, 3-5, 3,7,9-10 or a list of them, got '1,x'");
+}
+
+}  // namespace
+}  // namespace sluice

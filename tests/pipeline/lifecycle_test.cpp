@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <atomic>
 #include <thread>
 
@@ -86,12 +89,41 @@ class SlowSink final : public Stage {
   StageContext* context_ = nullptr;
 };
 
+// The cores its thread may run on, as the kernel reports them while it runs.
+std::vector<int> g_probe_cores;
+
+class AffinityProbe final : public Stage {
+ public:
+  AffinityProbe(SettingsReader&, const PipelineSettings&) {}
+  void start(StageContext& context) override { context_ = &context; }
+  StageStatus process() override {
+    if (g_probe_cores.empty()) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      if (pthread_getaffinity_np(pthread_self(), sizeof(set), &set) == 0) {
+        for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+          if (CPU_ISSET(static_cast<std::size_t>(cpu), &set)) g_probe_cores.push_back(cpu);
+        }
+      }
+    }
+    ChunkPtr chunk = context_->input().pop(std::chrono::milliseconds(10));
+    if (!chunk) return context_->input().finished() ? StageStatus::end_of_stream : StageStatus::idle;
+    context_->emit(std::move(chunk));
+    return StageStatus::ok;
+  }
+  void stop() noexcept override {}
+
+ private:
+  StageContext* context_ = nullptr;
+};
+
 const StageRegistry& test_registry() {
   static const StageRegistry registry = testing::builtin_registry_with(
       {testing::stage_type_of<FailingStartSink>("failing_start", StageRole::sink, "test stage"),
        testing::stage_type_of<TrackingSink>("tracking", StageRole::sink, "test stage"),
        testing::stage_type_of<FailAfter>("fail_after", StageRole::transform, "test stage"),
-       testing::stage_type_of<SlowSink>("slow", StageRole::sink, "test stage")});
+       testing::stage_type_of<SlowSink>("slow", StageRole::sink, "test stage"),
+       testing::stage_type_of<AffinityProbe>("affinity", StageRole::sink, "test stage")});
   return registry;
 }
 
@@ -270,6 +302,33 @@ TEST(Lifecycle, PinningToACpuThisProcessCannotUseFailsAtStart) {
   } catch (const PipelineError& error) {
     EXPECT_NE(std::string(error.what()).find("cannot pin to cpu 4000"), std::string::npos) << error.what();
   }
+}
+
+// A lane's cpu: set pins its stages that name none to exactly that set; the report says where
+// each stage ran and the lane's GPU.
+TEST(Lifecycle, ALaneCpuSetPinsItsStagesToThatSet) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  std::vector<int> usable;
+  for (int cpu = 0; cpu < CPU_SETSIZE && usable.size() < 2; ++cpu) {
+    if (CPU_ISSET(static_cast<std::size_t>(cpu), &allowed)) usable.push_back(cpu);
+  }
+  if (usable.size() < 2) GTEST_SKIP() << "this process may use one core";
+  const std::string set = std::to_string(usable[0]) + "," + std::to_string(usable[1]);
+  g_probe_cores.clear();
+  auto pipeline = make("lanes: [{name: a, gpu: 0, cpu: '" + set + "', stages: [{type: generator, stop_after: 8MiB, cpu: " +
+                       std::to_string(usable[1]) + "}, {type: affinity}]}]\n");
+  pipeline->start();
+  pipeline->run();
+  ASSERT_TRUE(pipeline->failures().empty()) << pipeline->failures()[0].message;
+  EXPECT_EQ(g_probe_cores, usable);
+  const nlohmann::json report = report_json(*pipeline, 0);
+  const auto& lane = report["lanes"][0];
+  EXPECT_EQ(lane["gpu"]["index"], 0);
+  EXPECT_EQ(lane["gpu"]["reason"], "set by gpu: (lanes.a.gpu)");
+  EXPECT_EQ(lane["stages"][0]["cores"], std::to_string(usable[1]));
+  EXPECT_EQ(lane["stages"][1]["cores"], format_core_list(usable));
 }
 
 }  // namespace

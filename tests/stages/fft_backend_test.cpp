@@ -61,7 +61,7 @@ class FeedSource final : public Stage {
   FeedSource(SettingsReader& reader, const PipelineSettings& pipeline) : settings_(read_pool_settings(reader, pipeline)) {}
   void start(StageContext& context) override {
     context_ = &context;
-    pool_ = &context.create_pool("feed", settings_.spec(context.pipeline().cuda_device));
+    pool_ = &context.create_pool("feed", settings_.spec(context.cuda_device()));
     context.stream.format = g_format;
     context.stream.sample_rate = 1e6;
     context.stream.description = "test feed";

@@ -30,20 +30,11 @@ namespace fs = std::filesystem;
 using test::ramp_bytes;
 using test::read_file;
 using test::run_pipeline;
+using test::lane_bytes;
+using test::LoopVolume;
 using test::TempDir;
 
 constexpr double kRate = 10e6;
-
-// Every sample of a lane, in stream order, read back through CaptureReader.
-std::vector<std::byte> lane_bytes(const recorder::CaptureLane& lane) {
-  std::vector<std::byte> bytes(lane.total_samples * lane.sample_bytes);
-  std::uint64_t at = 0;
-  for (const auto& segment : lane.segments) {
-    at += recorder::read_segment(lane, segment, 0, segment.sample_count, bytes.data() + at * lane.sample_bytes);
-  }
-  bytes.resize(at * lane.sample_bytes);
-  return bytes;
-}
 
 std::string generator_yaml(const std::string& stages, std::uint64_t bytes, const std::string& extra_source = {}) {
   return "pipeline: {name: cap, chunk: 256KiB, chunks: 8}\n"
@@ -302,43 +293,6 @@ TEST(RecordStage, AFullDiskStopsCleanlyAndKeepsAValidCapture) {
   EXPECT_EQ(lane_bytes(lane), ramp_bytes(SampleFormat::ci16, kRate, 0, lane.total_samples));
   SLUICE_EXPECT_SIGMF_VALID(test::sigmf_files(dir.str()));
 }
-
-// A small file system of `type` in a loop-mounted image file under `dir`; unmounted when
-// destroyed. mounted() is false (with why()) where this process cannot mount.
-class LoopVolume {
- public:
-  LoopVolume(const TempDir& dir, const std::string& type, const std::string& size) : mount_(dir.str("mnt-" + type)) {
-    fs::create_directories(mount_);
-    const std::string image = dir.str(type + ".img");
-    std::string command;
-    if (type == "tmpfs") {
-      command = "mount -t tmpfs -o size=" + size + " tmpfs '" + mount_ + "'";
-    } else {
-      const std::string mkfs = type == "ext4" ? "mkfs.ext4 -q -F -m 0" : "mkfs.xfs -q -f";
-      command = "truncate -s " + size + " '" + image + "' && " + mkfs + " '" + image + "' && mount -o loop '" + image +
-                "' '" + mount_ + "'";
-    }
-    command = "{ " + command + "; } 2>'" + dir.str(type + ".err") + "'";  // every step's stderr, a missing mkfs's too
-    mounted_ = std::system(command.c_str()) == 0;
-    if (!mounted_) {
-      const auto error = read_file(dir.str(type + ".err"));
-      why_ = command + ": " + std::string(reinterpret_cast<const char*>(error.data()), error.size());
-    }
-  }
-  LoopVolume(const LoopVolume&) = delete;
-  LoopVolume& operator=(const LoopVolume&) = delete;
-  ~LoopVolume() {
-    if (mounted_) static_cast<void>(std::system(("umount '" + mount_ + "'").c_str()));
-  }
-  [[nodiscard]] bool mounted() const { return mounted_; }
-  [[nodiscard]] const std::string& why() const { return why_; }
-  [[nodiscard]] const std::string& path() const { return mount_; }
-
- private:
-  std::string mount_;
-  bool mounted_ = false;
-  std::string why_;
-};
 
 // On a volume far smaller than the default 1 GiB preallocation, recording starts, fills
 // the volume, stops with the "disk full" failure and leaves a valid, complete capture of
@@ -705,6 +659,39 @@ TEST(RecordStage, ReplayLoopsAndPacesAtTheRecordedRate) {
   EXPECT_EQ(store.chunks[16].first_sample, 16U * 16384);
   EXPECT_EQ(store.chunks[16].bytes, store.chunks[0].bytes);
   EXPECT_EQ(store.chunks[17].bytes, ramp_bytes(SampleFormat::ci16, 1e6, 16384, 16384));
+}
+
+// Paced replay counts the chunks that leave after their last sample's recorded time: none
+// for a capture whose 64 KiB chunks last 164 ms each, every one after the first for a capture
+// recorded at 100 Gsps, whose chunks last 164 ns (no read is that fast).
+TEST(RecordStage, PacedReplayCountsChunksThatFallBehindTheRecordedRate) {
+  TempDir dir;
+  const auto late_chunks = [&](const std::string& name, const std::string& rate) {
+    const std::string record = "pipeline: {name: " + name + ", chunk: 64KiB, chunks: 8}\n"
+                               "template:\n"
+                               "  - {name: source, type: generator, signal: ramp, sample_rate: " + rate + ", stop_after: 1MiB}\n"
+                               "  - {name: rec, type: record, directory: " + dir.str() + "}\n"
+                               "lanes:\n  - name: port0\n";
+    EXPECT_EQ(run_pipeline(record), std::vector<std::string>{});
+    const std::string replay = "pipeline: {name: back, chunk: 64KiB, chunks: 8}\n"
+                               "template:\n"
+                               "  - {name: source, type: replay, pace: recorded, capture: " + dir.str(name + ".sigmf-collection") +
+                               "}\n"
+                               "  - {name: sink, type: \"null\"}\n"
+                               "lanes:\n  - name: port0\n";
+    Pipeline pipeline(load_pipeline_text(replay, "test", {}, test::test_registry()));
+    pipeline.start();
+    pipeline.run();
+    EXPECT_TRUE(pipeline.failures().empty());
+    EXPECT_EQ(pipeline.metrics_by_lane()[0][0]->out.chunks.load(), 16U);
+    for (const auto& counter : pipeline.metrics_by_lane()[0][0]->counters()) {
+      if (counter.name == "late_chunks") return counter.get();
+    }
+    ADD_FAILURE() << "no late_chunks counter";
+    return std::uint64_t{0};
+  };
+  EXPECT_EQ(late_chunks("slow", "100ksps"), 0U);
+  EXPECT_GE(late_chunks("fast", "100Gsps"), 15U);
 }
 
 TEST(RecordStage, SigmfFilesValidateAgainstTheSpecification) {

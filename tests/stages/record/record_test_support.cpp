@@ -59,6 +59,42 @@ std::vector<std::byte> read_file(const std::string& path) {
   return bytes;
 }
 
+std::vector<std::byte> lane_bytes(const recorder::CaptureLane& lane) {
+  std::vector<std::byte> bytes(lane.total_samples * lane.sample_bytes);
+  std::uint64_t at = 0;
+  for (const auto& segment : lane.segments) {
+    at += recorder::read_segment(lane, segment, 0, segment.sample_count, bytes.data() + at * lane.sample_bytes);
+  }
+  bytes.resize(at * lane.sample_bytes);
+  return bytes;
+}
+
+LoopVolume::LoopVolume(const TempDir& dir, const std::string& type, const std::string& size, const std::string& name) {
+  const std::string label = name.empty() ? type : name;
+  mount_ = dir.str("mnt-" + label);
+  std::filesystem::create_directories(mount_);
+  const std::string image = dir.str(label + ".img");
+  std::string command;
+  if (type == "tmpfs") {
+    command = "mount -t tmpfs -o size=" + size + " tmpfs '" + mount_ + "'";
+  } else {
+    const std::string mkfs = type == "ext4" ? "mkfs.ext4 -q -F -m 0" : "mkfs.xfs -q -f";
+    command = "truncate -s " + size + " '" + image + "' && " + mkfs + " '" + image + "' && mount -o loop '" + image +
+              "' '" + mount_ + "'";
+  }
+  command = "{ " + command + "; } 2>'" + dir.str(label + ".err") + "'";  // every step's stderr, a missing mkfs's too
+  mounted_ = std::system(command.c_str()) == 0;
+  if (!mounted_) {
+    const auto error = read_file(dir.str(label + ".err"));
+    why_ = command + ": " + std::string(reinterpret_cast<const char*>(error.data()), error.size());
+  }
+}
+
+LoopVolume::~LoopVolume() {
+  if (mounted_) static_cast<void>(std::system(("umount '" + mount_ + "'").c_str()));
+}
+
+
 SigmfValidation validate_sigmf(const std::vector<std::string>& files) {
   // A packed tree on the lent GPU machine names its own source directory.
   const std::string source = testing::path_from_env("SLUICE_SOURCE_DIR", SLUICE_SOURCE_DIR);

@@ -1,4 +1,4 @@
-// Shared helpers for the record/replay tests: temp directories, running a YAML pipeline,
+// Shared helpers for the record/replay tests: temp directories, small loop volumes, running a YAML pipeline,
 // the expected ramp bytes, SigMF schema validation and test-only stages (a source that
 // produces gaps, a sink that keeps what it saw).
 #pragma once
@@ -37,6 +37,39 @@ std::vector<std::string> run_pipeline(const std::string& yaml, const StageRegist
 std::vector<std::byte> ramp_bytes(SampleFormat format, double sample_rate, std::uint64_t first, std::uint64_t count);
 
 std::vector<std::byte> read_file(const std::string& path);
+
+// Every sample of a lane, in stream order, read back through CaptureReader.
+std::vector<std::byte> lane_bytes(const recorder::CaptureLane& lane);
+
+// A small file system of `type` (ext4, xfs, tmpfs) of `size` (as mount and truncate take it)
+// in a loop-mounted image file under `dir`, mounted at dir/mnt-NAME (NAME: `type` unless
+// given); unmounted when destroyed. mounted() is false (with why()) where this process
+// cannot mount.
+class LoopVolume {
+ public:
+  LoopVolume(const TempDir& dir, const std::string& type, const std::string& size, const std::string& name = {});
+  LoopVolume(const LoopVolume&) = delete;
+  LoopVolume& operator=(const LoopVolume&) = delete;
+  ~LoopVolume();
+  [[nodiscard]] bool mounted() const { return mounted_; }
+  [[nodiscard]] const std::string& why() const { return why_; }
+  [[nodiscard]] const std::string& path() const { return mount_; }
+
+ private:
+  std::string mount_;
+  bool mounted_ = false;
+  std::string why_;
+};
+
+// Fails the test under CI, else skips it, when `volume` could not be mounted.
+#define SLUICE_REQUIRE_MOUNTED(volume)                                                                  \
+  do {                                                                                                  \
+    if (!(volume).mounted()) {                                                                          \
+      if (::sluice::test::in_ci()) FAIL() << "cannot mount a volume in CI: " << (volume).why();         \
+      GTEST_SKIP() << "cannot mount a volume here (needs root and loop devices): " << (volume).why();   \
+    }                                                                                                   \
+  } while (false)
+
 
 // What tests/recorder/validate_sigmf.py said about some files, against the schemas in
 // tests/recorder/sigmf/.

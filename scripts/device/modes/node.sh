@@ -1,0 +1,150 @@
+# node: the storage-node deployment (configs/storage_node*.yaml) as two `sluice run --node`
+# processes over tcp on this host, each lane recorded on its own loop volume over /dev/shm.
+# Parts (NODE_PARTS, default "link record ladder playback"; each well under 600 s, so one call each
+# is safe: NODE_PARTS=record bash .device/run.sh node):
+#   link      link_tcp_bench: the tcp link (1 and NODE_CONNECTIONS connections) vs a bare send/recv loop
+#   record    GPU node (udp → link into GPU memory → fft power_db, no averaging → link over tcp) and
+#             storage node (link → record → null) at 2 × NODE_RATE (3GB/s) for NODE_SECONDS (10):
+#             emulator packets vs received, lost samples, sent vs received link bytes, bytes on disk
+#   ladder    the same for 5 s at each of NODE_RATES until one loses
+#   playback  raw ci16 recorded for 6 s at 2 × NODE_RATE onto the volumes, then played back by the
+#             storage node into the GPU node's fft (record off there), --fast and paced at the recorded rate
+# Summary table last (also in $out/node-summary.txt).
+node_rate=${NODE_RATE:-3GB/s}
+node_connections=${NODE_CONNECTIONS:-4}
+node_mounts=/dev/shm/sluice-node
+node_summary="$out/node-summary.txt"
+: > "$node_summary"
+
+node_volumes() {  # two ext4 volumes, one per lane (each run starts on empty ones)
+  bash "$pack/volumes.sh" remove "$node_mounts" > /dev/null
+  # /dev/shm is half the RAM by default; 10 s at 2 × 3 GB/s of spectra is 60 GB.
+  mount -o remount,size=110G /dev/shm || echo "node: could not grow /dev/shm" >&2
+  mapfile -t node_dirs < <(bash "$pack/volumes.sh" make 2 "${NODE_VOLUME_SIZE:-48G}" ext4 "$node_mounts")
+  [ "${#node_dirs[@]}" -eq 2 ] || { echo "node: volumes.sh made ${#node_dirs[@]} volumes" >&2; status=1; return 1; }
+}
+
+# Cores: emulator 14 and 15 (paced_send); GPU node lanes 2-5 and 8-11; storage node 6-7 and 12-13;
+# the link's writer and reader threads float over the rest.
+node_pins_gpu=(--set lanes.port0.source.cpu=2 --set lanes.port0.link.cpu=3 --set lanes.port0.fft.cpu=4
+               --set lanes.port0.to_storage.cpu=5 --set lanes.port1.source.cpu=8 --set lanes.port1.link.cpu=9
+               --set lanes.port1.fft.cpu=10 --set lanes.port1.to_storage.cpu=11)
+node_pins_storage=(--set lanes.port0.record.cpu=6 --set lanes.port0.sink.cpu=7 --set lanes.port1.record.cpu=12
+                   --set lanes.port1.sink.cpu=13)
+node_load=(--set emulator.sample_rate=750Msps --set template.source.sample_rate=750Msps
+           --set template.source.receive_buffer=256MiB --set lanes.port0.source.address=127.0.0.1:50100
+           --set lanes.port1.source.address=127.0.0.1:50101 --set pipeline.chunk=16MiB --set pipeline.chunks=32
+           --set template.fft.chunk=16MiB --set template.to_storage.chunks=32
+           --set "template.to_storage.connections=$node_connections")
+
+node_record_run() {  # node_record_run RATE SECONDS: one two-process run; prints its summary row
+  local rate=$1 seconds=$2 name="node-${1%%/*}-$2s"
+  node_volumes || return
+  "$pack/bin/sluice" run "$pack/configs/storage_node.yaml" --node storage "${node_load[@]}" "${node_pins_storage[@]}" \
+    --set "lanes.port0.record.directory=${node_dirs[0]}" --set "lanes.port1.record.directory=${node_dirs[1]}" \
+    --set template.record.preallocate=1GiB --report "$out/$name-storage.json" 2> "$out/$name-storage.log" > /dev/null &
+  local storage=$!
+  "$pack/bin/sluice" run "$pack/configs/storage_node.yaml" --node gpu "${node_load[@]}" "${node_pins_gpu[@]}" \
+    --duration "$((seconds + 6))s" --report "$out/$name-gpu.json" 2> "$out/$name-gpu.log" > /dev/null &
+  local gpu=$!
+  sleep 4  # sockets bound, plans made, links connected
+  paced_send "$name" "$rate" "$seconds"
+  wait $gpu || status=1
+  wait $storage || status=1
+  # shellcheck disable=SC2046  # emulator_sent's two words are two arguments
+  python3 - "$out/$name-gpu.json" "$out/$name-storage.json" "$rate" "$seconds" "${node_dirs[@]}" $(emulator_sent "$name") \
+    <<'PY' | tee -a "$node_summary"
+import glob, json, os, sys
+gpu, storage = (json.load(open(p)) for p in sys.argv[1:3])
+rate, seconds, dirs, (sent, gbps) = sys.argv[3], sys.argv[4], sys.argv[5:7], sys.argv[7:9]
+received = lost = link_sent = link_received = on_disk = 0
+busy = []
+for lane, far in zip(gpu["lanes"], storage["lanes"]):
+    received += lane["stages"][0]["packets"]
+    lost += lane["stages"][0]["counters"].get("lost_samples", 0)
+    link_sent += lane["stages"][-1]["out"]["bytes"]
+    link_received += far["stages"][0]["out"]["bytes"]
+    busy.append(f'{lane["name"]} sending half busy {lane["stages"][-1]["busy_fraction"]:.0%}, '
+                f'record {far["stages"][1]["busy_fraction"]:.0%}')
+for d in dirs:
+    on_disk += sum(os.path.getsize(f) for f in glob.glob(os.path.join(d, "**", "*.sigmf-data"), recursive=True))
+ok = lost == 0 and link_sent == link_received == on_disk and link_sent > 0
+print(f"record {rate:>7} {seconds:>3}s sent {sent} pkts {float(gbps):.2f} GB/s, received {received} pkts, lost samples {lost}, "
+      f"link {link_sent / 1e9:.2f} GB sent / {link_received / 1e9:.2f} GB received, {on_disk / 1e9:.2f} GB on disk, "
+      f"{'lossless' if ok else 'LOSS/MISMATCH'}; " + "; ".join(busy))
+sys.exit(0 if ok else 1)
+PY
+}
+
+node_playback() {  # raw samples recorded onto the volumes, then replayed through the GPU node's fft
+  node_volumes || return
+  local raw="$out/node-raw.yaml"
+  cat > "$raw" <<YAML
+pipeline: {name: raw, chunk: 16MiB, chunks: 32}
+template:
+  - {name: source, type: udp, format: ci16, sample_rate: 750Msps, receive_buffer: 256MiB, max_datagram: 9000}
+  - {name: record, type: record, directory: /tmp, capture_name: raw, overwrite: true, preallocate: 1GiB}
+  - {name: sink, type: "null"}
+lanes:
+  - {name: port0, source: {address: 127.0.0.1:50100, stream_id: 1, cpu: 2}, record: {directory: ${node_dirs[0]}, cpu: 3}}
+  - {name: port1, source: {address: 127.0.0.1:50101, stream_id: 2, cpu: 8}, record: {directory: ${node_dirs[1]}, cpu: 9}}
+YAML
+  "$pack/bin/sluice" run "$raw" --duration 12s --report "$out/node-raw.json" 2> "$out/node-raw.log" > /dev/null &
+  local recorder=$!
+  sleep 3
+  paced_send node-raw "$node_rate" 6
+  wait $recorder || status=1
+  for pace in fast recorded; do
+    local name="node-playback-$pace"
+    "$pack/bin/sluice" run "$pack/configs/storage_node_playback.yaml" --node gpu --set template.record.enabled=false \
+      --set pipeline.chunk=16MiB --set pipeline.chunks=32 --set template.fft.chunk=16MiB \
+      --set "template.to_gpu.connections=$node_connections" --report "$out/$name-gpu.json" 2> "$out/$name-gpu.log" > /dev/null &
+    local gpu=$!
+    local started=$(date +%s.%N)
+    "$pack/bin/sluice" run "$pack/configs/storage_node_playback.yaml" --node storage \
+      --set "lanes.port0.replay.capture=${node_dirs[0]}/raw.sigmf-collection" \
+      --set "lanes.port1.replay.capture=${node_dirs[1]}/raw.sigmf-collection" \
+      --set "template.replay.pace=$pace" --set pipeline.chunk=16MiB --set pipeline.chunks=32 \
+      --report "$out/$name-storage.json" 2> "$out/$name-storage.log" > /dev/null || status=1
+    wait $gpu || status=1
+    python3 - "$out/$name-gpu.json" "$out/$name-storage.json" "$out/node-raw.json" "$pace" "$started" <<'PY' | tee -a "$node_summary"
+import json, sys, time
+gpu, storage, raw = (json.load(open(p)) for p in sys.argv[1:4])
+recorded = sum(l["stages"][0]["out"]["bytes"] for l in raw["lanes"])
+replayed = sum(l["stages"][0]["out"]["bytes"] for l in storage["lanes"])
+landed = sum(l["stages"][0]["out"]["bytes"] for l in gpu["lanes"])
+rows = sum(next((s["counters"].get("rows", 0) for s in l["stages"] if s["name"] == "fft"), 0) for l in gpu["lanes"])
+# One row per 1024 samples (ci16: 4 bytes) a lane landed; a lane's last partial frame is left over.
+rows_expected = sum(l["stages"][0]["out"]["bytes"] // 4 // 1024 for l in gpu["lanes"])
+late = [l["stages"][0]["counters"].get("late_chunks") for l in storage["lanes"]]
+late = "?" if None in late else sum(late)
+seconds = max(l["stages"][0]["flow_seconds"] for l in storage["lanes"]) or (time.time() - float(sys.argv[5]))
+ok = recorded == replayed == landed > 0 and rows == rows_expected and (sys.argv[4] == "fast" or late == 0)
+print(f"playback {sys.argv[4]:>8}: recorded {recorded / 1e9:.2f} GB, replayed {replayed / 1e9:.2f} GB, landed in GPU {landed / 1e9:.2f} GB, "
+      f"fft rows {rows} of {rows_expected}, {replayed / seconds / 1e9:.2f} GB/s over {seconds:.1f} s, late chunks {late}, {'ok' if ok else 'MISMATCH'}")
+sys.exit(0 if ok else 1)
+PY
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  done
+}
+
+for part in ${NODE_PARTS:-link record ladder playback}; do
+  case $part in
+    link)
+      echo "===== link_tcp_bench" | tee -a "$out/bench.log"
+      timeout 500 "$pack/bin/link_tcp_bench" 2048 5 "$node_connections" 2>&1 | tee -a "$out/bench.log" | tail -4 \
+        | sed 's/^/link_tcp_bench /' | tee -a "$node_summary"
+      ;;
+    record) node_record_run "$node_rate" "${NODE_SECONDS:-10}" || status=1 ;;
+    ladder)
+      for rate in ${NODE_RATES:-3.5GB/s 4GB/s 4.5GB/s 5GB/s 5.5GB/s}; do
+        node_record_run "$rate" 5 || break
+      done
+      ;;
+    playback) node_playback ;;
+    *) echo "node: unknown part $part" >&2; status=1 ;;
+  esac
+done
+bash "$pack/volumes.sh" remove "$node_mounts" > /dev/null || status=1
+echo "===== node summary"
+cat "$node_summary"

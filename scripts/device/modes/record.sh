@@ -1,0 +1,107 @@
+# Recorder runs on the lent GPU host (issue 23), in parts that each fit one command (600 s);
+# this mode (`run.sh record`) prints the table every part run so far on this machine added
+# to. Run the parts in this order, the first on a FRESH machine:
+#   record-fresh     fio on a fresh volume, then on the same volume warm (fallocated and sparse images)
+#   record-stripes   4 volumes: one fio job per volume at once vs the recorder striped over them
+#   record-rotation  a recording rotating every 4 GiB, 5 files: last file's rate / first's
+#   record-dual      dual_port.yaml with raw ci16 recorded over the 4 volumes (port0 before the
+#                    link from host memory, port1 after it from GPU memory through the pinned
+#                    bounce) at 2 x 3 GB/s for RECORD_SECONDS (10)
+#   record-step      the same stepped up (RECORD_RATES, 5 s each) with and without the raw taps
+# Volumes: scripts/volumes.sh, ext4 over /dev/shm; RECORD_VOLUME_SIZE (17G) each, one of 44G for
+# the rotation row (5 x 4 GiB rotating and the same in one file). `run.sh record-clean` removes them.
+# shellcheck shell=bash
+record_summary=/tmp/sluice-record-summary.txt  # kept on the machine between commands
+record_volumes=/dev/shm/sluice-record
+
+record_row() {  # record_row PART WHAT FIGURE BASELINE RATIO: one row of the summary
+  printf '%-10s %-58s %14s %14s %7s\n' "$@" >> "$record_summary"
+}
+
+record_table() {
+  echo "===== recorder summary (rows in the order the parts ran)"
+  printf '%-10s %-58s %14s %14s %7s\n' part what figure baseline ratio
+  cat "$record_summary" 2> /dev/null
+  cp "$record_summary" "$out/record-summary.txt" 2> /dev/null || true
+}
+
+record_make_volumes() {  # record_make_volumes N [SIZE]: N volumes of SIZE (RECORD_VOLUME_SIZE, 17G), made again only
+  # when the last call asked for others; their mount points into record_mounts
+  local want="$1 ${2:-${RECORD_VOLUME_SIZE:-17G}}"
+  if [ "$(cat "$record_volumes.made" 2> /dev/null)" != "$want" ]; then
+    bash "$pack/volumes.sh" remove "$record_volumes" > /dev/null
+    rm -f "$record_volumes.made"
+    # shellcheck disable=SC2086  # N and SIZE
+    bash "$pack/volumes.sh" make $want ext4 "$record_volumes" > /dev/null && echo "$want" > "$record_volumes.made" || status=1
+  fi
+  mapfile -t record_mounts < <(find "$record_volumes/mnt" -mindepth 1 -maxdepth 1 | sort)
+}
+
+record_fio() {  # record_fio BYTES FILE...: fio write, one job per file at once (4 MiB, depth 8, O_DIRECT); prints MB/s
+  local bytes=$1 jobs=() i=0
+  shift
+  for file in "$@"; do jobs+=(--name="job$i" --filename="$file"); i=$((i + 1)); done
+  fio --ioengine=io_uring --direct=1 --rw=write --bs=4M --iodepth=8 --size="$bytes" --end_fsync=1 --group_reporting \
+    --output-format=json "${jobs[@]}" 2>> "$out/record-fio.log" |
+    python3 -c 'import json, sys; print(round(json.load(sys.stdin)["jobs"][0]["write"]["bw_bytes"] / 1e6))'
+}
+
+# configs/dual_port.yaml with a second raw tap, gpu_raw, after the link (GPU memory, through
+# the record stage's pinned bounce): port0 records raw before the link, port1 after it.
+record_config() {
+  sed '/^  - name: fft$/i\  - name: gpu_raw\n    type: record\n    directory: /tmp/sluice-dual-port\n    capture_name: dual_port-gpu-raw\n    overwrite: true\n    preallocate: 1GiB' \
+    "$pack/configs/dual_port.yaml" > /tmp/sluice-record-dual.yaml
+}
+
+record_dual_run() {  # record_dual_run RATE SECONDS on|off: dual_run with the raw taps over the 4 volumes (on) or
+  # without them (off); prints "label rate GB/s sent lost_pkts drops tap_samples info"
+  local rate=$1 seconds=$2 taps=$3 name="record-${1%%/*}-$2s-$3"
+  for mount in "${record_mounts[@]}"; do rm -rf "$mount/cap"; done
+  rm -rf /tmp/sluice-dual-port
+  local set=(--set emulator.autostart=false --set emulator.sample_rate=750Msps --set template.source.sample_rate=750Msps
+    --set template.source.receive_buffer=256MiB --set pipeline.chunk=16MiB --set pipeline.chunks=32
+    --set template.fft.chunk=4MiB --set template.record.preallocate=1GiB
+    --set lanes.port0.source.cpu=2 --set lanes.port0.link.cpu=3 --set lanes.port0.fft.cpu=4 --set lanes.port0.record.cpu=5
+    --set lanes.port0.sink.cpu=6 --set lanes.port0.raw.cpu=7 --set lanes.port1.source.cpu=8 --set lanes.port1.link.cpu=9
+    --set lanes.port1.fft.cpu=10 --set lanes.port1.record.cpu=11 --set lanes.port1.sink.cpu=12 --set lanes.port1.gpu_raw.cpu=13
+    --set lanes.port1.raw.enabled=false --set lanes.port0.gpu_raw.enabled=false
+    --set "lanes.port0.raw.directory=[${record_mounts[0]}/cap, ${record_mounts[1]}/cap]"
+    --set "lanes.port1.gpu_raw.directory=[${record_mounts[2]}/cap, ${record_mounts[3]}/cap]"
+    --set template.raw.preallocate=1GiB)
+  [ "$taps" = on ] || set+=(--set template.raw.enabled=false --set template.gpu_raw.enabled=false)
+  "$pack/bin/sluice" run /tmp/sluice-record-dual.yaml "${set[@]}" --duration "$((seconds + 6))s" \
+    --set pipeline.progress_interval=1s --report "$out/$name.json" 2> "$out/$name.log" > /dev/null &
+  local pipeline=$!
+  sleep 4
+  paced_send "$name" "$rate" "$seconds"
+  wait $pipeline || status=1
+  local info=-
+  if [ "$taps" = on ]; then
+    info=ok
+    for capture in "${record_mounts[0]}/cap/dual_port-raw.sigmf-collection" "${record_mounts[2]}/cap/dual_port-gpu-raw.sigmf-collection"; do
+      "$pack/bin/sluice" capture info "$capture" >> "$out/$name-info.txt" 2>&1 || info=FAILED
+    done
+  fi
+  # shellcheck disable=SC2046  # emulator_sent's two words are two arguments
+  python3 - "$out/$name.json" "$rate" "$taps" "$info" $(emulator_sent "$name") <<'PY'
+import json, sys
+report = json.load(open(sys.argv[1]))
+lost = drops = tapped = received = 0
+for lane in report["lanes"]:
+    stages = lane["stages"]
+    lost += stages[0]["counters"].get("lost_packets", 0)
+    drops += sum(s.get("drops_total", 0) for s in stages)
+    received += stages[0]["out"]["samples"]
+    tapped += sum(s["in"]["samples"] for s in stages if s["name"] in ("raw", "gpu_raw"))
+    for s in stages:  # where a lane's chunks may wait behind its recording
+        if s["name"] in ("raw", "gpu_raw", "record"):
+            c = s["counters"]
+            print(f'{lane["name"]}.{s["name"]}: longest submit {c.get("longest_submit_us", 0) / 1e3:.1f} ms, longest bounce '
+                  f'{c.get("longest_bounce_us", 0) / 1e3:.1f} ms, busy {s.get("busy_fraction_flowing", 0):.2f}',
+                  file=open(sys.argv[1].replace(".json", "-taps.txt"), "a"))
+whole = "all" if tapped == received else f"{tapped}/{received}"
+print(f"taps-{sys.argv[3]:<4}{sys.argv[2]:>9} {float(sys.argv[6]):9.2f} {sys.argv[5]:>11} {lost:>10} {drops:>6} {whole if sys.argv[3] == 'on' else '-':>12} {sys.argv[4]:>6}")
+PY
+}
+
+[ "${mode:-}" != record ] || record_table

@@ -1,0 +1,242 @@
+// RecordingWriter on real volumes (ext4 and tmpfs loop mounts, real io_uring): striping over
+// several volumes, many rotations, one volume filling while the others have room, checked
+// against the ramp written and the data files' own bytes, not the writer's counts.
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "recorder/capture_reader.hpp"
+#include "recorder/recording_writer.hpp"
+#include "recorder/sigmf.hpp"
+#include "tests/stages/record/record_test_support.hpp"
+
+namespace sluice {
+namespace {
+namespace fs = std::filesystem;
+using test::lane_bytes;
+using test::LoopVolume;
+using test::TempDir;
+
+constexpr double kRate = 10e6;
+constexpr std::size_t kChunkBytes = 256 << 10;
+constexpr std::uint64_t kChunkSamples = kChunkBytes / 4;  // ci16
+
+StreamInfo ramp_stream() {
+  StreamInfo stream;
+  stream.sample_rate = kRate;
+  stream.format = SampleFormat::ci16;
+  return stream;
+}
+
+// The ramp bytes of chunk `index` (what a generator with signal: ramp sends).
+std::vector<std::byte> chunk_truth(std::uint64_t index) {
+  return test::ramp_bytes(SampleFormat::ci16, kRate, index * kChunkSamples, kChunkSamples);
+}
+
+// A writer fed with ramp chunks from its own pool, the way the record stage feeds it.
+struct RampWriter {
+  RampWriter(recorder::RecorderSettings settings, const std::string& lane)
+      : pool("ramp", PoolSpec{kChunkBytes, 2 * recorder::chunks_in_flight(settings), MemoryKind::host, 0}),
+        writer(std::move(settings), ramp_stream(), lane) {
+    writer.open({&pool});
+  }
+
+  // Submits the next chunk when there is room; takes back what is done. False once failed
+  // or when all `chunks` were written.
+  bool step(std::uint64_t chunks) {
+    writer.poll(std::chrono::microseconds(0));
+    while (ChunkPtr done = writer.take_done()) ++taken;
+    if (writer.failed()) return false;
+    if (submitted < chunks && writer.has_room()) {
+      if (ChunkPtr chunk = pool.try_acquire()) {
+        const auto bytes = chunk_truth(submitted);
+        std::memcpy(chunk->data, bytes.data(), bytes.size());
+        chunk->size = kChunkBytes;
+        chunk->first_sample = submitted * kChunkSamples;
+        chunk->sample_count = kChunkSamples;
+        ++submitted;
+        return writer.submit(std::move(chunk), nullptr);
+      }
+    }
+    if (submitted == chunks && writer.in_flight() == 0) return false;
+    writer.poll(std::chrono::microseconds(1000));
+    return true;
+  }
+
+  void write(std::uint64_t chunks) {
+    while (step(chunks)) {
+    }
+    writer.finish();
+  }
+
+  Pool pool;
+  recorder::RecordingWriter writer;
+  std::uint64_t submitted = 0;
+  std::uint64_t taken = 0;
+};
+
+// "" when `got` equals `want`, else where they first differ (gtest would print every byte).
+std::string difference(const std::vector<std::byte>& got, const std::vector<std::byte>& want) {
+  if (got == want) return {};
+  const auto [at, other] = std::mismatch(got.begin(), got.end(), want.begin(), want.end());
+  return std::to_string(got.size()) + " bytes where " + std::to_string(want.size()) + " were expected, first difference at byte " +
+         std::to_string(at - got.begin());
+}
+
+// The data files of one stripe in `directory`, in segment order, read straight from disk.
+std::vector<std::byte> stripe_bytes(const std::string& directory, const std::string& prefix) {
+  std::vector<std::string> files;
+  for (const auto& item : fs::directory_iterator(directory)) {
+    const std::string name = item.path().filename().string();
+    if (name.rfind(prefix, 0) == 0 && name.ends_with(".sigmf-data")) files.push_back(item.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  std::vector<std::byte> bytes;
+  for (const auto& file : files) {
+    const auto more = test::read_file(file);
+    bytes.insert(bytes.end(), more.begin(), more.end());
+  }
+  return bytes;
+}
+
+// What stripe `stripe` of `stripes` must hold when chunks [0, chunks) were kept: chunk k lies
+// on stripe k % stripes.
+std::vector<std::byte> stripe_truth(std::uint64_t stripe, std::uint64_t stripes, std::uint64_t chunks) {
+  std::vector<std::byte> bytes;
+  for (std::uint64_t k = stripe; k < chunks; k += stripes) {
+    const auto more = chunk_truth(k);
+    bytes.insert(bytes.end(), more.begin(), more.end());
+  }
+  return bytes;
+}
+
+TEST(RecordingWriter, StripesOverFourVolumesEachByteInOrderOnItsOwnVolume) {
+  TempDir dir;
+  std::vector<std::unique_ptr<LoopVolume>> volumes;
+  recorder::RecorderSettings settings;
+  for (int i = 0; i < 4; ++i) {
+    volumes.push_back(std::make_unique<LoopVolume>(dir, "ext4", "48M", "vol" + std::to_string(i)));
+    SLUICE_REQUIRE_MOUNTED(*volumes.back());
+    settings.directories.push_back(volumes.back()->path() + "/cap");
+  }
+  settings.name = "cap";
+  settings.queue_depth = 8;
+  settings.preallocate_bytes = 8 << 20;
+  constexpr std::uint64_t kChunks = 101;  // not a multiple of the stripes: the last round is short
+  RampWriter ramp(settings, "port0");
+  ramp.write(kChunks);
+  ASSERT_FALSE(ramp.writer.failed()) << ramp.writer.error();
+  EXPECT_EQ(ramp.taken, kChunks);
+  for (std::uint64_t stripe = 0; stripe < 4; ++stripe) {
+    EXPECT_EQ(stripe_bytes(settings.directories[stripe], "cap-port0-s" + std::to_string(stripe) + "-"),
+              stripe_truth(stripe, 4, kChunks))
+        << "stripe " << stripe;
+  }
+  const recorder::Capture capture = recorder::open_capture(recorder::collection_path(settings));
+  ASSERT_EQ(capture.lanes.size(), 1U);
+  EXPECT_TRUE(capture.lanes[0].complete);
+  EXPECT_EQ(difference(lane_bytes(capture.lanes[0]), test::ramp_bytes(SampleFormat::ci16, kRate, 0, kChunks * kChunkSamples)), "");
+}
+
+TEST(RecordingWriter, RotatesManyTimesOnEveryStripeAndLosesNothing) {
+  TempDir dir;
+  recorder::RecorderSettings settings;
+  settings.directories = {dir.str("a"), dir.str("b")};
+  settings.name = "cap";
+  settings.rotate_bytes = 1 << 20;  // four chunks a file set
+  settings.preallocate_bytes = 1 << 20;
+  constexpr std::uint64_t kChunks = 2 * 4 * 6;  // six file sets a stripe: five rotations each
+  RampWriter ramp(settings, "port0");
+  ramp.write(kChunks);
+  ASSERT_FALSE(ramp.writer.failed()) << ramp.writer.error();
+  EXPECT_EQ(ramp.writer.bases().size(), 12U);
+  for (std::uint64_t stripe = 0; stripe < 2; ++stripe) {
+    const std::string& directory = settings.directories[stripe];
+    for (int segment = 0; segment < 6; ++segment) {
+      const std::string data = directory + "/cap-port0-s" + std::to_string(stripe) + "-000" + std::to_string(segment) + ".sigmf-data";
+      ASSERT_TRUE(fs::exists(data)) << data;
+      EXPECT_EQ(fs::file_size(data), settings.rotate_bytes) << data;
+    }
+    EXPECT_EQ(difference(stripe_bytes(directory, "cap-port0-s" + std::to_string(stripe) + "-"), stripe_truth(stripe, 2, kChunks)), "");
+  }
+  const recorder::Capture capture = recorder::open_capture(recorder::collection_path(settings));
+  ASSERT_EQ(capture.lanes.size(), 1U);
+  EXPECT_EQ(capture.lanes[0].recordings.size(), 12U);
+  EXPECT_EQ(difference(lane_bytes(capture.lanes[0]), test::ramp_bytes(SampleFormat::ci16, kRate, 0, kChunks * kChunkSamples)), "");
+}
+
+// One lane striped over a small tmpfs and a roomy directory, another lane on the roomy one:
+// the small volume fills. The striped lane stops naming that volume and why, keeps every
+// chunk before the first one that did not fit, and the other lane loses nothing.
+TEST(RecordingWriter, OneVolumeFillsWhileTheOthersHaveRoom) {
+  TempDir dir;
+  LoopVolume small(dir, "tmpfs", "8M", "small");
+  SLUICE_REQUIRE_MOUNTED(small);
+  recorder::RecorderSettings striped;
+  striped.directories = {dir.str("roomy"), small.path() + "/cap"};
+  striped.name = "cap";
+  striped.queue_depth = 4;
+  striped.preallocate_bytes = 4 << 20;
+  recorder::RecorderSettings alone = striped;
+  alone.directories = {dir.str("roomy")};
+  constexpr std::uint64_t kChunks = 96;  // 24 MiB: the small volume takes about a third of its half
+  RampWriter filling(striped, "port0");
+  RampWriter other(alone, "port1");
+  bool filling_runs = true;
+  bool other_runs = true;
+  while (filling_runs || other_runs) {
+    if (filling_runs) filling_runs = filling.step(kChunks);
+    if (other_runs) other_runs = other.step(kChunks);
+  }
+  filling.writer.finish();
+  other.writer.finish();
+  ASSERT_TRUE(filling.writer.failed());
+  EXPECT_EQ(filling.writer.error_code(), ENOSPC) << filling.writer.error();
+  EXPECT_NE(filling.writer.error().find("disk full"), std::string::npos) << filling.writer.error();
+  EXPECT_NE(filling.writer.error().find(small.path()), std::string::npos) << "names the volume: " << filling.writer.error();
+  EXPECT_FALSE(other.writer.failed()) << other.writer.error();
+
+  const recorder::Capture capture = recorder::open_capture(recorder::collection_path(striped));
+  ASSERT_EQ(capture.lanes.size(), 2U);
+  const recorder::CaptureLane& kept = *capture.lane("port0");
+  EXPECT_TRUE(kept.complete);
+  EXPECT_EQ(kept.journals, std::vector<std::string>{});
+  ASSERT_EQ(kept.total_bytes % kChunkBytes, 0U);
+  const std::uint64_t chunks_kept = kept.total_bytes / kChunkBytes;
+  EXPECT_GT(chunks_kept, 8U);
+  EXPECT_LT(chunks_kept, kChunks);
+  // From the data files themselves: a prefix of the stream, chunk k on stripe k % 2.
+  EXPECT_EQ(difference(stripe_bytes(striped.directories[0], "cap-port0-s0-"), stripe_truth(0, 2, chunks_kept)), "");
+  EXPECT_EQ(difference(stripe_bytes(striped.directories[1], "cap-port0-s1-"), stripe_truth(1, 2, chunks_kept)), "");
+  EXPECT_EQ(difference(lane_bytes(kept), test::ramp_bytes(SampleFormat::ci16, kRate, 0, chunks_kept * kChunkSamples)), "");
+  const recorder::CaptureLane& whole = *capture.lane("port1");
+  EXPECT_TRUE(whole.complete);
+  EXPECT_EQ(difference(stripe_bytes(dir.str("roomy"), "cap-port1-"), stripe_truth(0, 1, kChunks)), "");
+}
+
+TEST(RecordingWriter, TheCollectionForgetsMetasThatAreGone) {
+  TempDir dir;
+  recorder::RecorderSettings settings;
+  settings.directories = {dir.str()};
+  settings.name = "forget";
+  settings.rotate_bytes = 1 << 20;
+  settings.preallocate_bytes = 1 << 20;
+  {
+    RampWriter ramp(settings, "port0");
+    ramp.write(4 * 8);  // eight file sets
+    ASSERT_FALSE(ramp.writer.failed()) << ramp.writer.error();
+  }
+  recorder::refresh_collection(settings.directories, settings.name);
+  const std::size_t with_all = recorder::meta_cache_entries();
+  for (int segment = 0; segment < 6; ++segment) recorder::remove_recording(dir.str("forget-port0-000" + std::to_string(segment)));
+  recorder::refresh_collection(settings.directories, settings.name);
+  EXPECT_EQ(recorder::meta_cache_entries() + 6, with_all);
+  EXPECT_EQ(recorder::open_capture(recorder::collection_path(settings)).lanes.at(0).recordings.size(), 2U);
+}
+
+}  // namespace
+}  // namespace sluice
