@@ -103,6 +103,7 @@ void Chunk::reset_metadata() noexcept {
   context_change = false;
   context = {};
   created_ns = 0;
+  ready_event = nullptr;
   gap_count = 0;
 }
 

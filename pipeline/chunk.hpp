@@ -102,6 +102,11 @@ struct Chunk {
   bool context_change = false;
   StreamContext context{};
   std::uint64_t created_ns = 0;    // steady clock when acquired: chunk latency starts here
+  // A CUDA event (opaque) that completes once the producer's GPU work on the bytes has: set by a
+  // stage that hands the chunk on with that work still queued (GpuStream::hand_off). A consumer
+  // orders its own GPU work after it, or waits on the host (pipeline/gpu_stream.hpp). Null: the
+  // bytes are final. Never copied with the metadata: each chunk's own producer sets it.
+  void* ready_event = nullptr;
   std::uint32_t gap_count = 0;
   std::array<Gap, kMaxGaps> gaps{};
 

@@ -16,6 +16,7 @@ std::string register_host(void* pointer, std::size_t bytes) noexcept;
 void unregister_host(void* pointer) noexcept;
 void* allocate_device(std::size_t bytes, int device);  // throws naming cudaMalloc; memory is zeroed
 void free_device(void* pointer) noexcept;
+// cudaMemcpyAsync on `stream`, then cudaStreamSynchronize of it; the error, or empty.
 std::string copy(void* destination, const void* source, std::size_t bytes, void* stream) noexcept;
 std::string pci_bus_id(int device);       // "0000:17:00.0" (cudaDeviceGetPCIBusId); empty when unknown
 int device_of(const void* pointer) noexcept;  // the GPU holding device memory `pointer`; -1 for host memory
@@ -24,5 +25,15 @@ int device_of(const void* pointer) noexcept;  // the GPU holding device memory `
 std::string enable_peer_access(int device, int peer) noexcept;
 void* create_stream(int device);          // throws naming cudaStreamCreateWithFlags
 void destroy_stream(void* stream) noexcept;
+// Stream work without waiting: each returns the failed call and its error, or empty.
+std::string copy_async(void* destination, const void* source, std::size_t bytes, void* stream) noexcept;
+std::string synchronize_stream(void* stream) noexcept;
+void* create_event(int device);           // throws naming cudaEventCreateWithFlags (timing off)
+void destroy_event(void* event) noexcept;
+std::string record_event(void* event, void* stream) noexcept;
+std::string stream_wait_event(void* stream, void* event) noexcept;  // device side: the host does not wait
+// Whether the work before the event's last record has finished (`done`); the error, or empty.
+std::string query_event(void* event, bool& done) noexcept;
+std::string synchronize_event(void* event) noexcept;
 
 }  // namespace sluice::cuda_glue

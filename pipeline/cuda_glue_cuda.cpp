@@ -142,4 +142,50 @@ void destroy_stream(void* stream) noexcept {
   }
 }
 
+std::string copy_async(void* destination, const void* source, std::size_t bytes, void* stream) noexcept {
+  const cudaError_t error =
+      cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream));
+  return error == cudaSuccess ? std::string() : describe("cudaMemcpyAsync", error);
+}
+
+std::string synchronize_stream(void* stream) noexcept {
+  const cudaError_t error = cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
+  return error == cudaSuccess ? std::string() : describe("cudaStreamSynchronize", error);
+}
+
+void* create_event(int device) {
+  check("cudaSetDevice", cudaSetDevice(device));
+  cudaEvent_t event = nullptr;
+  check("cudaEventCreateWithFlags", cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  return event;
+}
+
+void destroy_event(void* event) noexcept {
+  if (cudaError_t error = cudaEventDestroy(static_cast<cudaEvent_t>(event)); error != cudaSuccess) {
+    spdlog::warn("{}", describe("cudaEventDestroy", error));
+  }
+}
+
+std::string record_event(void* event, void* stream) noexcept {
+  const cudaError_t error = cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream));
+  return error == cudaSuccess ? std::string() : describe("cudaEventRecord", error);
+}
+
+std::string stream_wait_event(void* stream, void* event) noexcept {
+  const cudaError_t error = cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0);
+  return error == cudaSuccess ? std::string() : describe("cudaStreamWaitEvent", error);
+}
+
+std::string query_event(void* event, bool& done) noexcept {
+  const cudaError_t error = cudaEventQuery(static_cast<cudaEvent_t>(event));
+  done = error == cudaSuccess;
+  if (error == cudaSuccess || error == cudaErrorNotReady) return {};
+  return describe("cudaEventQuery", error);
+}
+
+std::string synchronize_event(void* event) noexcept {
+  const cudaError_t error = cudaEventSynchronize(static_cast<cudaEvent_t>(event));
+  return error == cudaSuccess ? std::string() : describe("cudaEventSynchronize", error);
+}
+
 }  // namespace sluice::cuda_glue

@@ -29,4 +29,18 @@ std::string enable_peer_access(int, int) noexcept { return "this build of Sluice
 void* create_stream(int) { no_cuda("CUDA stream"); }
 void destroy_stream(void*) noexcept {}
 
+std::string copy_async(void*, const void*, std::size_t, void*) noexcept {
+  return "device copy: this build of Sluice has no CUDA";
+}
+std::string synchronize_stream(void*) noexcept { return "CUDA stream: this build of Sluice has no CUDA"; }
+void* create_event(int) { no_cuda("CUDA event"); }
+void destroy_event(void*) noexcept {}
+std::string record_event(void*, void*) noexcept { return "CUDA event: this build of Sluice has no CUDA"; }
+std::string stream_wait_event(void*, void*) noexcept { return "CUDA event: this build of Sluice has no CUDA"; }
+std::string query_event(void*, bool& done) noexcept {
+  done = true;
+  return "CUDA event: this build of Sluice has no CUDA";
+}
+std::string synchronize_event(void*) noexcept { return "CUDA event: this build of Sluice has no CUDA"; }
+
 }  // namespace sluice::cuda_glue

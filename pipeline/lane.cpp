@@ -1,4 +1,4 @@
-// LaneResources: pools in creation order, a CUDA stream made on first use, the first failure.
+// LaneResources: pools in creation order, the first failure.
 #include "pipeline/lane.hpp"
 
 namespace sluice {
@@ -17,11 +17,6 @@ void LaneResources::note_failure(std::string what) {
 std::string LaneResources::failure() const {
   std::lock_guard lock(failure_mutex_);
   return failure_;
-}
-
-void* LaneResources::cuda_stream() {
-  if (stream_.get() == nullptr) stream_ = CudaStream(cuda_device_);
-  return stream_.get();
 }
 
 }  // namespace sluice

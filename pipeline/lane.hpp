@@ -1,4 +1,4 @@
-// What a lane owns besides its stages (its pools, its CUDA stream, its first failure), shared
+// What a lane owns besides its stages (its pools, its first failure), shared
 // by the runtime that creates it and the stage contexts that use it.
 #pragma once
 
@@ -15,7 +15,7 @@
 
 namespace sluice {
 
-// What a lane owns besides its stages: pools (in creation order), its CUDA stream.
+// What a lane owns besides its stages: pools (in creation order), its first failure.
 class LaneResources {
  public:
   LaneResources(std::string name, std::uint32_t index, const std::atomic<bool>& stop, int cuda_device)
@@ -25,7 +25,6 @@ class LaneResources {
   [[nodiscard]] bool stop_requested() const noexcept { return stop_->load(std::memory_order_acquire); }
   Pool& add_pool(std::unique_ptr<Pool> pool) { return *pools_.emplace_back(std::move(pool)); }
   [[nodiscard]] std::vector<Pool*> pools() const;
-  void* cuda_stream();
   [[nodiscard]] int cuda_device() const { return cuda_device_; }
   // The first stage of this lane that failed, and why ("generator (generator): ..."); the
   // runtime notes it before that stage closes its output, so a stage downstream that sees
@@ -40,9 +39,6 @@ class LaneResources {
   int cuda_device_;
   mutable std::mutex failure_mutex_;
   std::string failure_;
-  // The stream is declared before the pools so that it outlives none of them: pools
-  // (device memory) are freed first, then the stream.
-  CudaStream stream_;
   std::deque<std::unique_ptr<Pool>> pools_;
 };
 

@@ -157,7 +157,7 @@ bool StageContext::stop_requested() const noexcept { return lane_->stop_requeste
 std::string StageContext::lane_failure() const { return lane_->failure(); }
 void StageContext::fail(std::string message) { failure_ = std::move(message); }
 std::vector<Pool*> StageContext::lane_pools() const { return lane_->pools(); }
-void* StageContext::cuda_stream() { return lane_->cuda_stream(); }
+int StageContext::cuda_device() const { return lane_->cuda_device(); }
 
 Pool& StageContext::create_pool(const std::string& name, PoolSpec spec) {
   const MemoryKind wanted = spec.memory;

@@ -132,8 +132,8 @@ class StageContext {
   // Every pool created so far in this lane, upstream stages' first: what a downstream stage
   // registers with verbs or io_uring so that it can read any chunk that reaches it.
   [[nodiscard]] std::vector<Pool*> lane_pools() const;
-  // The lane's CUDA stream, created on first use (setup only; throws without CUDA).
-  void* cuda_stream();
+  // The CUDA device of this stage: its pools, its stream (GpuStream, made in start()), its GPU work.
+  [[nodiscard]] int cuda_device() const;
 
   // A free chunk from `pool`, or null after `timeout`; the wait counts as backpressure.
   ChunkPtr acquire(Pool& pool, std::chrono::microseconds timeout) noexcept;

@@ -1,4 +1,4 @@
-// The cuFFT backend: frames live in one device batch on the backend's own CUDA stream. Two ways
+// The cuFFT backend: frames live in one device batch, worked on in the stage's CUDA stream. Two ways
 // to do the work, chosen at construction (`fusion`):
 // - kernels: one load kernel (type conversion, format scale and window) into the batch, one
 //   cufftExecC2C over the batch in place, and one fold kernel (|X|², averaging, normalisation,
@@ -103,7 +103,11 @@ class CufftBackend final : public FftBackend {
 
   void create(const FftBackendSpec& spec) {
     check("cudaSetDevice", cudaSetDevice(device_));
-    check("cudaStreamCreateWithFlags", cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    stream_ = static_cast<cudaStream_t>(spec.stream);
+    if (stream_ == nullptr) {
+      check("cudaStreamCreateWithFlags", cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+      owns_stream_ = true;
+    }
     batch_memory_ = MemoryRegion(MemoryKind::device, batch_ * size_ * sizeof(float2), device_);
     window_memory_ = MemoryRegion(MemoryKind::device, size_ * sizeof(float), device_);
     kept_memory_ = MemoryRegion(MemoryKind::device, size_ * sizeof(float2), device_);
@@ -161,7 +165,7 @@ class CufftBackend final : public FftBackend {
     for (cudaEvent_t event : events_) {
       if (event != nullptr) warn_unless("cudaEventDestroy", cudaEventDestroy(event));
     }
-    if (stream_ != nullptr) warn_unless("cudaStreamDestroy", cudaStreamDestroy(stream_));
+    if (stream_ != nullptr && owns_stream_) warn_unless("cudaStreamDestroy", cudaStreamDestroy(stream_));
     stream_ = nullptr;
     plan_ = 0;
   }
@@ -361,6 +365,8 @@ class CufftBackend final : public FftBackend {
 
   [[nodiscard]] std::string error() const override { return error_; }
 
+  void note_stage_work() noexcept override { note_enqueued(); }
+
  private:
   struct RawSpan {
     const std::byte* data = nullptr;
@@ -471,6 +477,7 @@ class CufftBackend final : public FftBackend {
   float amplitude_scale_ = 1;
   float power_scale_ = 1;
   cudaStream_t stream_ = nullptr;
+  bool owns_stream_ = false;  // made here (no stage stream given): destroyed here too
   cufftHandle plan_ = 0;
   std::array<cudaEvent_t, kEvents> events_{};
   std::uint64_t fences_ = 0;

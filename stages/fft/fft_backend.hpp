@@ -1,6 +1,6 @@
 // The engine behind the fft stage, chosen once at start. The stage owns framing (carry of a
 // partial frame, rows, averaging counts), metadata and gaps; a backend owns the numbers and
-// the memory they live in: FFTW on the host, cuFFT on the GPU (its own CUDA stream). Calls take
+// the memory they live in: FFTW on the host, cuFFT on the GPU (on the stage's CUDA stream). Calls take
 // whole spans (a load may cover many frames, a fold many rows) so that a GPU backend turns
 // one input chunk into a handful of kernel launches, not one call per frame.
 #pragma once
@@ -34,6 +34,7 @@ struct FftBackendSpec {
   std::size_t batch_frames = 64;    // frames the batch holds (a backend may take fewer: batch_frames() says)
   std::size_t average = 1;          // frames per row (the stage's `average`); 1 lets a backend skip its accumulator
   int cuda_device = 0;              // GPU backends only
+  void* stream = nullptr;           // GPU backends: the stage's CUDA stream to work on (null: a stream of its own)
   FftFusion fusion = FftFusion::automatic;  // cuFFT only
   std::size_t threads = 1;          // FFTW only: threads sharing each batch (the caller's included)
   std::vector<int> worker_cpus;     // FFTW only: a core per extra thread (threads − 1), or empty
@@ -73,6 +74,8 @@ class FftBackend {
 
   // Completion of enqueued work (GPU backends): a fence marks everything enqueued so far.
   virtual std::uint64_t fence() noexcept { return 0; }
+  // The stage put work of its own (a copy) on the backend's stream: the next fence must cover it.
+  virtual void note_stage_work() noexcept {}
   [[nodiscard]] virtual bool reached(std::uint64_t /*fence*/) noexcept { return true; }
   virtual void wait(std::uint64_t /*fence*/) noexcept {}
   // The first failed call (a GPU backend's calls are noexcept and cannot throw), or empty.

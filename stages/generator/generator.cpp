@@ -11,6 +11,8 @@
 #include <random>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
 
@@ -113,8 +115,14 @@ void GeneratorStage::start(StageContext& context) {
   const std::size_t size = bytes_per_sample(settings_.format);
   const std::size_t chunk_samples = settings_.pool.chunk_bytes / size;
   pattern_period_ = kPeriod;
-  pattern_.resize((kPeriod + chunk_samples) * size);
+  pattern_ = MemoryRegion(MemoryKind::host, (kPeriod + chunk_samples) * size);
   generate_signal(settings_, 0, kPeriod + chunk_samples, pattern_.data());
+  if (pool_->memory() == MemoryKind::device) {
+    // Chunks are filled by copies on this stage's stream and handed on with an event: the
+    // generator never waits for them, and a pinned pattern lets each copy run asynchronously.
+    pattern_.pin_for_device();
+    gpu_ = GpuStream(context.cuda_device(), pool_->chunk_count() + 1);
+  }
 
   const auto now = std::chrono::system_clock::now().time_since_epoch();
   const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(now);
@@ -151,10 +159,10 @@ StageStatus GeneratorStage::process() {
     bytes = static_cast<std::size_t>(std::min<std::uint64_t>(bytes, std::max<std::uint64_t>(remaining, size)));
   }
   const std::size_t offset = static_cast<std::size_t>(next_sample_ % pattern_period_) * size;
-  if (std::string error = copy_memory(chunk->data, chunk->memory, pattern_.data() + offset, MemoryKind::host, bytes,
-                                      chunk->memory == MemoryKind::device ? context_->cuda_stream() : nullptr);
-      !error.empty()) {
-    context_->fail(error);
+  if (chunk->memory != MemoryKind::device) {
+    std::memcpy(chunk->data, pattern_.data() + offset, bytes);
+  } else if (!gpu_.copy(chunk->data, pattern_.data() + offset, bytes) || !gpu_.hand_off(*chunk)) {
+    context_->fail("generator: " + gpu_.error());
     return StageStatus::error;
   }
   chunk->size = bytes;
@@ -167,6 +175,11 @@ StageStatus GeneratorStage::process() {
   produced_bytes_ += bytes;
   context_->emit(std::move(chunk));
   return StageStatus::ok;
+}
+
+void GeneratorStage::stop() noexcept {
+  // The last copies finish before the pools they write go (the lane frees them after its stages stop).
+  if (gpu_ && !gpu_.finish()) spdlog::warn("generator: {}", gpu_.error());
 }
 
 void register_generator_stage(StageRegistry& registry) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "pipeline/gpu_stream.hpp"
 #include "pipeline/stage.hpp"
 
 namespace sluice {
@@ -32,7 +33,7 @@ class GeneratorStage final : public Stage {
   GeneratorStage(SettingsReader& reader, const PipelineSettings& pipeline);
   void start(StageContext& context) override;
   StageStatus process() override;
-  void stop() noexcept override {}
+  void stop() noexcept override;
   [[nodiscard]] const GeneratorSettings& settings() const { return settings_; }
 
  private:
@@ -40,7 +41,8 @@ class GeneratorStage final : public Stage {
   StageContext* context_ = nullptr;
   Pool* pool_ = nullptr;
   std::size_t pattern_period_ = 0;   // samples after which the signal repeats exactly
-  std::vector<std::byte> pattern_;   // one period plus one chunk, so any chunk is one memcpy
+  MemoryRegion pattern_;             // one period plus one chunk, so any chunk is one copy; pinned for a device pool
+  GpuStream gpu_;                    // copies into a device pool (made in start() for one)
   std::uint64_t produced_bytes_ = 0;
   std::uint64_t next_sample_ = 0;
   std::uint64_t sequence_ = 0;

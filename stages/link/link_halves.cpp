@@ -1,13 +1,16 @@
 // Link halves: transport choice, the StreamInfo hello, and the two stages' hot loops.
 #include "stages/link/link_halves.hpp"
 
+#include <chrono>
 #include <stdexcept>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
+#include "pipeline/gpu_stream.hpp"
 
 namespace sluice {
 namespace {
@@ -128,6 +131,14 @@ StageStatus LinkSendingHalf::process() {
       return StageStatus::ok;
     }
   }
+  if (std::string error; !chunk_written(*pending_, error)) {
+    // The NIC or the transport's copy reads the bytes: they must be final, and this thread polls
+    // for the producer's GPU work on them rather than wait for it.
+    std::this_thread::sleep_for(std::chrono::microseconds(10));
+    return StageStatus::idle;
+  } else if (!error.empty()) {
+    return fail(error);
+  }
   const std::uint64_t bytes = pending_->size;
   const std::uint64_t samples = pending_->sample_count;
   const std::uint64_t created_ns = pending_->created_ns;
@@ -159,7 +170,6 @@ void LinkReceivingHalf::start(StageContext& context) {
   context_ = &context;
   const ResolvedTransport transport = resolve_transport(settings_.transport);
   Pool& landing = context.create_pool("landing", settings_.landing.spec(context.cuda_device()));
-  if (landing.memory() == MemoryKind::device) context.cuda_stream();
   receiver_ = transport.kind->make_receiver();
   try {
     receiver_->listen(settings_.connection, context.lane_index(), landing);

@@ -1,6 +1,8 @@
 // Link stage placement (cut into halves between nodes) and the in-process copy.
 #include "stages/link/local_link.hpp"
 
+#include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 #include <spdlog/spdlog.h>
@@ -9,6 +11,9 @@
 #include "stages/link/link_halves.hpp"
 
 namespace sluice {
+namespace {
+constexpr std::size_t kInputsInFlight = 8;  // input chunks copies may still read
+}  // namespace
 
 LocalLink::LocalLink(SettingsReader& reader, const PipelineSettings& pipeline) : settings_(read_link_settings(reader, pipeline)) {}
 
@@ -50,15 +55,38 @@ void LocalLink::start(StageContext& context) {
   }
   landing_ = &context.create_pool("landing", settings_.landing.spec(context.cuda_device()));
   oversize_ = &context.metrics().drop_counter("larger_than_landing_buffer");
+  bool touches_gpu = landing_->memory() == MemoryKind::device;
+  std::size_t in_flight = kInputsInFlight;
+  for (Pool* pool : context.lane_pools()) {
+    if (pool == landing_) continue;
+    touches_gpu = touches_gpu || pool->memory() == MemoryKind::device;
+    in_flight = std::min(in_flight, std::max<std::size_t>(1, pool->chunk_count() / 2));  // upstream keeps chunks to fill
+  }
+  if (touches_gpu) {
+    gpu_ = GpuStream(context.cuda_device(), landing_->chunk_count() + in_flight + 1);
+    inputs_in_flight_.reserve(in_flight);
+  }
   if (landing_->memory() == MemoryKind::device) {
-    context.cuda_stream();  // create it now, not on the hot path
     // Upstream chunks are copied to the GPU: page-locked, those copies run at full PCIe rate.
     for (Pool* pool : context.lane_pools()) pool->region().pin_for_device();
   }
 }
 
 StageStatus LocalLink::process() {
-  ChunkPtr chunk = context_->input().pop(std::chrono::milliseconds(10));
+  retire(false);
+  // While copies still read input chunks, upstream may wait for exactly those: never sleep then.
+  ChunkPtr chunk = context_->input().pop(inputs_in_flight_.empty() ? std::chrono::microseconds(10'000)
+                                                                    : std::chrono::microseconds(0));
+  if (!chunk && !inputs_in_flight_.empty()) {
+    {
+      const WaitTimer waiting(context_->metrics());
+      gpu_.wait(inputs_in_flight_.front_fence());
+    }
+    retire(false);
+    if (gpu_.error().empty()) return StageStatus::ok;
+    context_->fail("link: " + gpu_.error());
+    return StageStatus::error;
+  }
   if (!chunk) return context_->input().finished() ? StageStatus::end_of_stream : StageStatus::idle;
   if (chunk->size > landing_->chunk_bytes()) {
     oversize_->add();
@@ -67,17 +95,51 @@ StageStatus LocalLink::process() {
   ChunkPtr landing;
   while (!(landing = context_->acquire(*landing_, std::chrono::milliseconds(100)))) {
   }
-  const bool device = landing->memory == MemoryKind::device || chunk->memory == MemoryKind::device;
-  if (std::string error = copy_memory(landing->data, landing->memory, chunk->data, chunk->memory, chunk->size,
-                                      device ? context_->cuda_stream() : nullptr);
-      !error.empty()) {
-    context_->fail(error);
-    return StageStatus::error;
-  }
   landing->copy_metadata_from(*chunk);
-  chunk.reset();
+  if (landing->memory == MemoryKind::device || chunk->memory == MemoryKind::device) {
+    if (!copy_on_gpu(std::move(chunk), *landing)) return StageStatus::error;
+  } else {
+    std::memcpy(landing->data, chunk->data, chunk->size);
+    chunk.reset();
+  }
   context_->emit(std::move(landing));
   return StageStatus::ok;
+}
+
+bool LocalLink::copy_on_gpu(ChunkPtr chunk, Chunk& landing) noexcept {
+  // After the producer's GPU work on the chunk, on this stage's stream: nothing here waits for it.
+  if (gpu_.wait_for(*chunk) && gpu_.copy(landing.data, chunk->data, chunk->size)) {
+    if (landing.memory == MemoryKind::device) {
+      // Downstream's stream waits for the copy; the input goes back once the copy has read it.
+      const std::uint64_t fence = gpu_.hand_off(landing);
+      if (inputs_in_flight_.full()) retire(true);
+      if (fence != 0) inputs_in_flight_.push(std::move(chunk), fence);
+    } else {
+      // Host landing: its reader is the CPU, so the copy must have finished (this stage's own).
+      const WaitTimer waiting(context_->metrics());
+      gpu_.wait(gpu_.fence());
+    }
+  }
+  if (gpu_.error().empty()) return true;
+  context_->fail("link: " + gpu_.error());
+  return false;
+}
+
+void LocalLink::retire(bool all) noexcept {
+  while (!inputs_in_flight_.empty()) {
+    if (all) {
+      gpu_.wait(inputs_in_flight_.front_fence());
+    } else if (!gpu_.reached(inputs_in_flight_.front_fence())) {
+      return;
+    }
+    inputs_in_flight_.pop();  // back to its pool
+  }
+}
+
+void LocalLink::stop() noexcept {
+  if (!gpu_) return;
+  retire(true);
+  if (!gpu_.finish()) spdlog::warn("link: lane {}: {}", context_->lane_name(), gpu_.error());
 }
 
 void register_link_stage(StageRegistry& registry) {

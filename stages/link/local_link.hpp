@@ -6,6 +6,7 @@
 // receiving half (link_halves.hpp) that talk over tcp or roce (transport.hpp).
 #pragma once
 
+#include "pipeline/gpu_stream.hpp"
 #include "pipeline/stage.hpp"
 #include "stages/link/link_settings.hpp"
 
@@ -17,13 +18,20 @@ class LocalLink final : public Stage {
   std::string place(bool joins_nodes, StageHalves& halves) override;
   void start(StageContext& context) override;
   StageStatus process() override;
-  void stop() noexcept override {}
+  void stop() noexcept override;
 
  private:
+  // Copies `chunk` into `landing` on this stage's stream; false (the stage failed) on an error.
+  bool copy_on_gpu(ChunkPtr chunk, Chunk& landing) noexcept;
+  // Gives back the input chunks whose copies have finished (all of them with `all`, waiting).
+  void retire(bool all) noexcept;
+
   LinkSettings settings_;
   StageContext* context_ = nullptr;
   Pool* landing_ = nullptr;
   NamedCounter* oversize_ = nullptr;
+  GpuStream gpu_;               // copies that touch a GPU (made in start() where one can)
+  FenceRing inputs_in_flight_;  // input chunks a copy still reads
 };
 
 void register_link_stage(StageRegistry& registry);

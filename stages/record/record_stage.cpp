@@ -99,10 +99,10 @@ void RecordStage::start(StageContext& context) {
     if (pool->memory() == MemoryKind::device) device_chunk_bytes = std::max(device_chunk_bytes, pool->chunk_bytes());
   }
   if (device_chunk_bytes > 0) {
-    // GPU chunks are copied here on the lane's stream, then written like host chunks.
+    // GPU chunks are copied here on this stage's stream, then written like host chunks.
     bounce_ = &context.create_pool("bounce", PoolSpec{device_chunk_bytes, recorder::chunks_in_flight(settings_), MemoryKind::host_pinned,
                                                      context.cuda_device()});
-    context.cuda_stream();
+    gpu_ = GpuStream(context.cuda_device(), 2);
   }
   not_recorded_ = &context.metrics().drop_counter("not_recorded");
   longest_bounce_us_ = &context.metrics().counter("longest_bounce_us");
@@ -168,10 +168,10 @@ ChunkPtr RecordStage::bounce_copy(const Chunk& chunk) {
     context_->fail("no pinned bounce buffer for a device chunk");
     return nullptr;
   }
-  if (std::string error =
-          copy_memory(bounce->data, bounce->memory, chunk.data, chunk.memory, chunk.size, context_->cuda_stream());
-      !error.empty()) {
-    context_->fail(error);
+  // After the producer's GPU work, on this stage's stream; the thread waits for this copy only.
+  if (gpu_.wait_for(chunk) && gpu_.copy(bounce->data, chunk.data, chunk.size)) gpu_.wait(gpu_.fence());
+  if (!gpu_.error().empty()) {
+    context_->fail("record: " + gpu_.error());
     return nullptr;
   }
   bounce->copy_metadata_from(chunk);
@@ -205,6 +205,14 @@ StageStatus RecordStage::process() {
           not_recorded_->add();
           return StageStatus::error;
         }
+        // After the producer's GPU work, on this stage's stream; the thread waits for this copy only.
+        if (gpu_.wait_for(*chunk) && gpu_.copy(bounce->data, chunk->data, chunk->size)) gpu_.wait(gpu_.fence());
+        if (!gpu_.error().empty()) {
+          context_->fail("record: " + gpu_.error());
+          not_recorded_->add();
+          return StageStatus::error;
+        }
+        bounce->copy_metadata_from(*chunk);
       }
       const std::uint64_t copied = monotonic_ns();
       const bool submitted = writer_->submit(std::move(chunk), std::move(bounce));

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "pipeline/gpu_stream.hpp"
 #include "pipeline/stage.hpp"
 #include "recorder/recording_writer.hpp"
 
@@ -30,6 +31,7 @@ class RecordStage final : public Stage {
   StageContext* context_ = nullptr;
   std::unique_ptr<recorder::RecordingWriter> writer_;
   Pool* bounce_ = nullptr;  // pinned copies of device chunks
+  GpuStream gpu_;           // those copies (made in start() where the lane has device chunks)
   NamedCounter* not_recorded_ = nullptr;
   // The longest time the stage thread spent on one chunk's copy out of GPU memory and on its
   // submission (rotation, meta room, preallocation, io_uring_submit): where a lane's chunk

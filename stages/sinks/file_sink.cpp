@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -30,8 +31,14 @@ void FileSink::start(StageContext& context) {
     throw std::runtime_error(errno_message("open(" + settings_.path + ")", error) +
                              (error == EEXIST ? " (set overwrite: true to replace it)" : ""));
   }
+  std::size_t bounce_bytes = 0;
   for (Pool* pool : context.lane_pools()) {
-    if (pool->memory() == MemoryKind::device && bounce_.size() < pool->chunk_bytes()) bounce_.resize(pool->chunk_bytes());
+    if (pool->memory() == MemoryKind::device) bounce_bytes = std::max(bounce_bytes, pool->chunk_bytes());
+  }
+  if (bounce_bytes > 0) {
+    bounce_ = MemoryRegion(MemoryKind::host, bounce_bytes);
+    bounce_.pin_for_device();
+    gpu_ = GpuStream(context.cuda_device(), 2);
   }
 }
 
@@ -44,10 +51,13 @@ StageStatus FileSink::process() {
       context_->fail("device chunk larger than the bounce buffer sized at start");
       return StageStatus::error;
     }
-    if (std::string error = copy_memory(bounce_.data(), MemoryKind::host, chunk->data, chunk->memory, chunk->size,
-                                        context_->cuda_stream());
-        !error.empty()) {
-      context_->fail(error);
+    // After the producer's GPU work, on this stage's stream; the thread waits for this copy only.
+    if (gpu_.wait_for(*chunk) && gpu_.copy(bounce_.data(), chunk->data, chunk->size)) {
+      const WaitTimer waiting(context_->metrics());
+      gpu_.wait(gpu_.fence());
+    }
+    if (!gpu_.error().empty()) {
+      context_->fail("file sink: " + gpu_.error());
       return StageStatus::error;
     }
     data = bounce_.data();

@@ -3,8 +3,8 @@
 #pragma once
 
 #include <string>
-#include <vector>
 
+#include "pipeline/gpu_stream.hpp"
 #include "pipeline/stage.hpp"
 
 namespace sluice {
@@ -25,7 +25,8 @@ class FileSink final : public Stage {
   FileSinkSettings settings_;
   StageContext* context_ = nullptr;
   int fd_ = -1;
-  std::vector<std::byte> bounce_;  // device chunks are copied here before writing
+  MemoryRegion bounce_;  // device chunks are copied here (page-locked) before writing
+  GpuStream gpu_;        // those copies (made in start() where a pool of the lane is on a GPU)
 };
 
 void register_file_sink_stage(StageRegistry& registry);

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "pipeline/config.hpp"
+#include "pipeline/gpu_stream.hpp"
 #include "pipeline/runtime.hpp"
 #include "stages/fft/fft_stage.hpp"
 #include "stages/fft/window.hpp"
@@ -142,7 +143,10 @@ class CaptureSink final : public Stage {
     Captured captured{std::vector<std::byte>(chunk->size), chunk->first_sample, chunk->sample_count, chunk->timestamp,
                       std::vector<Gap>(chunk->gaps.begin(), chunk->gaps.begin() + chunk->gap_count), chunk->context_change,
                       chunk->context};
-    std::string error = copy_memory(captured.bytes.data(), MemoryKind::host, chunk->data, chunk->memory, chunk->size);
+    // The fft stage hands device rows on with the event of the work that writes them: a sink
+    // without a stream of its own waits for it before reading them.
+    std::string error = wait_until_written(*chunk);
+    if (error.empty()) error = copy_memory(captured.bytes.data(), MemoryKind::host, chunk->data, chunk->memory, chunk->size);
     if (error.empty()) error = poison_region(chunk->data, chunk->memory, chunk->capacity);
     if (!error.empty()) {
       context_->fail(error);
