@@ -200,8 +200,8 @@ TEST(StagesOnTwoStreams, BytesThroughTwoStreamsAreTheSignal) {
   g_signal.signal = GeneratorSignal::noise;
   for (const std::string& lane :
        {std::string("{type: generator, signal: noise, memory: device, stop_after: 1GiB}, ") + kLinkToHost,
-        std::string("{type: generator, signal: noise, stop_after: 1GiB}, {type: link, memory: device}, ") + kLinkToHost,
-        std::string("{type: generator, signal: noise, memory: device, stop_after: 1GiB}, {type: link, memory: device}, ") +
+        std::string("{type: generator, signal: noise, stop_after: 1GiB}, {type: link, name: to_device, memory: device}, ") + kLinkToHost,
+        std::string("{type: generator, signal: noise, memory: device, stop_after: 1GiB}, {type: link, name: to_device, memory: device}, ") +
             kLinkToHost}) {
     g_received = {};
     // A chunk 1024 samples longer than a whole number of periods: each starts elsewhere in the
