@@ -3,12 +3,12 @@
 #include <chrono>
 #include <ostream>
 
-#include <spdlog/spdlog.h>
 
 #include "cli/commands.hpp"
 #include "emulator/emulator.hpp"
 #include "emulator/emulator_process.hpp"
 #include "pipeline/clock.hpp"
+#include "pipeline/log.hpp"
 
 namespace sluice::cli {
 namespace {
@@ -30,10 +30,10 @@ class EmulatorCompanion final : public RunCompanion {
     }
     try {
       process_ = std::make_unique<emulator::EmulatorProcess>(program_, args);
-      spdlog::info("emulator: started {} {} (pid {})", program_, file_, process_->pid());
+      log::info("emulator: started {} {} (pid {})", program_, file_, process_->pid());
     } catch (const std::exception& error) {
       failure_ = error.what();
-      spdlog::error("emulator: cannot start: {}", failure_);
+      log::error("emulator: cannot start: {}", failure_);
     }
   }
 
@@ -44,10 +44,10 @@ class EmulatorCompanion final : public RunCompanion {
       const int status = process_->stop();
       if (status != 0) {
         failure_ = "sluice-emulator exited with status " + std::to_string(status);
-        spdlog::error("emulator: {}: {}", failure_, process_->output());
+        log::error("emulator: {}: {}", failure_, process_->output());
         return false;
       }
-      spdlog::info("emulator: finished; stopping the pipeline in 1 s (the last packets are in the socket buffers)");
+      log::info("emulator: finished; stopping the pipeline in 1 s (the last packets are in the socket buffers)");
     }
     return ended_ns_ == 0 || monotonic_ns() - ended_ns_ < kDrainAfterEmulatorNs;
   }
@@ -62,7 +62,7 @@ class EmulatorCompanion final : public RunCompanion {
     out << (report.empty() ? "emulator: no report (exit status " + std::to_string(status) + ")" : report) << "\n" << std::flush;
     if (!failure_.empty()) return false;
     if (status != 0) {
-      spdlog::error("emulator: exited with status {}: {}", status, process_->output());
+      log::error("emulator: exited with status {}: {}", status, process_->output());
       return false;
     }
     return true;

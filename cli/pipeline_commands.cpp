@@ -4,13 +4,13 @@
 
 #include <unistd.h>
 
-#include <spdlog/spdlog.h>
 
 #include "cli/commands.hpp"
 #include "monitor/http_server.hpp"
 #include "monitor/report.hpp"
 #include "pipeline/config.hpp"
 #include "pipeline/gpu_placement.hpp"
+#include "pipeline/log.hpp"
 #include "pipeline/memory.hpp"
 #include "pipeline/placement.hpp"
 #include "pipeline/runtime.hpp"
@@ -85,7 +85,7 @@ int run_pipeline(const RunOptions& options) {
     std::cerr << "sluice run: --emulator: " << error.what() << "\n";
     return kExitUsage;
   }
-  spdlog::info("pipeline {} from {}: {} lane(s), {} stage(s); GPU: {}", definition.settings.name, options.file,
+  log::info("pipeline {} from {}: {} lane(s), {} stage(s); GPU: {}", definition.settings.name, options.file,
                definition.lanes.size(), stage_count(definition), cuda_available() ? "yes" : cuda_unavailable_reason());
   return run_definition(std::move(definition),
                         RunOutputs{options.report, options.plot, options.quiet, options.http, emulator.get()}, "sluice run");
@@ -200,7 +200,7 @@ int run_definition(PipelineDefinition definition, const RunOutputs& outputs, con
   pipeline.run([&] {
     if (stop_signalled() && !announced) {
       announced = true;
-      spdlog::info("stopping: draining queues (Ctrl-C again to abort)");
+      log::info("stopping: draining queues (Ctrl-C again to abort)");
       pipeline.request_stop();
     }
     if (outputs.companion != nullptr && !pipeline.stop_requested() && !outputs.companion->keep_running()) pipeline.request_stop();

@@ -14,9 +14,9 @@
 #include <sstream>
 #include <stdexcept>
 
-#include <spdlog/spdlog.h>
 
 #include "pipeline/errno_message.hpp"
+#include "pipeline/log.hpp"
 
 extern char** environ;
 
@@ -80,7 +80,7 @@ EmulatorProcess::~EmulatorProcess() {
   try {
     stop();
   } catch (const std::exception& error) {
-    spdlog::warn("stopping sluice-emulator: {}", error.what());
+    log::warn("stopping sluice-emulator: {}", error.what());
   }
 }
 

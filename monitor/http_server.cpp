@@ -8,10 +8,10 @@
 
 #include <httplib.h>
 #include <sys/socket.h>
-#include <spdlog/spdlog.h>
 
 #include "monitor/prometheus_text.hpp"
 #include "monitor/report.hpp"
+#include "pipeline/log.hpp"
 #include "pipeline/runtime.hpp"
 
 namespace sluice {
@@ -50,11 +50,11 @@ MetricsServer::MetricsServer(const Pipeline& pipeline, const HttpEndpoint& endpo
                              " (bind failed: address in use, not local, or not an address)");
   }
   thread_ = std::thread([this] {
-    if (!server_->listen_after_bind()) spdlog::warn("http: the server on {} stopped with an error", url());
+    if (!server_->listen_after_bind()) log::warn("http: the server on {} stopped with an error", url());
     listen_returned_.store(true, std::memory_order_release);
   });
   wait_until_listening();
-  spdlog::info("http: dashboard at {} (Prometheus metrics at {}metrics)", url(), url());
+  log::info("http: dashboard at {} (Prometheus metrics at {}metrics)", url(), url());
 }
 
 // httplib's stop() only acts once the accept loop runs, so stopping waits for it to start.

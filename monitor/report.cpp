@@ -7,9 +7,9 @@
 #include <sstream>
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "pipeline/clock.hpp"
+#include "pipeline/log.hpp"
 #include "pipeline/units.hpp"
 
 namespace sluice {
@@ -404,7 +404,7 @@ void ProgressPrinter::tick() {
     std::fflush(stderr);
     lines_on_screen_ = lines.size();
   } else {
-    for (const auto& line : lines) spdlog::info("{}", line);
+    for (const auto& line : lines) log::info("{}", line);
   }
 }
 

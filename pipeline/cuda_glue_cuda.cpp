@@ -4,9 +4,9 @@
 #include <stdexcept>
 #include <string>
 
-#include <spdlog/spdlog.h>
 
 #include "pipeline/cuda_glue.hpp"
+#include "pipeline/log.hpp"
 
 namespace sluice::cuda_glue {
 namespace {
@@ -48,7 +48,7 @@ void* allocate_pinned(std::size_t bytes) {
 
 void free_pinned(void* pointer) noexcept {
   if (cudaError_t error = cudaFreeHost(pointer); error != cudaSuccess) {
-    spdlog::warn("{}", describe("cudaFreeHost", error));
+    log::warn("{}", describe("cudaFreeHost", error));
   }
 }
 
@@ -62,7 +62,7 @@ std::string register_host(void* pointer, std::size_t bytes) noexcept {
 
 void unregister_host(void* pointer) noexcept {
   if (cudaError_t error = cudaHostUnregister(pointer); error != cudaSuccess) {
-    spdlog::warn("{}", describe("cudaHostUnregister", error));
+    log::warn("{}", describe("cudaHostUnregister", error));
   }
 }
 
@@ -80,7 +80,7 @@ void* allocate_device(std::size_t bytes, int device) {
 
 void free_device(void* pointer) noexcept {
   if (cudaError_t error = cudaFree(pointer); error != cudaSuccess) {
-    spdlog::warn("{}", describe("cudaFree", error));
+    log::warn("{}", describe("cudaFree", error));
   }
 }
 
@@ -138,7 +138,7 @@ void* create_stream(int device) {
 
 void destroy_stream(void* stream) noexcept {
   if (cudaError_t error = cudaStreamDestroy(static_cast<cudaStream_t>(stream)); error != cudaSuccess) {
-    spdlog::warn("{}", describe("cudaStreamDestroy", error));
+    log::warn("{}", describe("cudaStreamDestroy", error));
   }
 }
 
@@ -162,7 +162,7 @@ void* create_event(int device) {
 
 void destroy_event(void* event) noexcept {
   if (cudaError_t error = cudaEventDestroy(static_cast<cudaEvent_t>(event)); error != cudaSuccess) {
-    spdlog::warn("{}", describe("cudaEventDestroy", error));
+    log::warn("{}", describe("cudaEventDestroy", error));
   }
 }
 

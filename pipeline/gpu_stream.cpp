@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <utility>
 
-#include <spdlog/spdlog.h>
 
 #include "pipeline/cuda_glue.hpp"
+#include "pipeline/log.hpp"
 
 namespace sluice {
 
@@ -46,7 +46,7 @@ GpuStream::~GpuStream() { release(); }
 void GpuStream::release() noexcept {
   if (stream_.get() != nullptr) {
     // Nothing of this stage's may still run on memory that is freed after it.
-    if (std::string failure = cuda_glue::synchronize_stream(stream_.get()); !failure.empty()) spdlog::warn("{}", failure);
+    if (std::string failure = cuda_glue::synchronize_stream(stream_.get()); !failure.empty()) log::warn("{}", failure);
   }
   for (void* event : events_) cuda_glue::destroy_event(event);
   events_.clear();

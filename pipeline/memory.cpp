@@ -10,10 +10,10 @@
 #include <stdexcept>
 #include <utility>
 
-#include <spdlog/spdlog.h>
 
 #include "pipeline/cuda_glue.hpp"
 #include "pipeline/errno_message.hpp"
+#include "pipeline/log.hpp"
 
 namespace sluice {
 
@@ -115,11 +115,11 @@ bool MemoryRegion::pin_for_device() const {
   if (pinned()) return true;
   if (data_ == nullptr) return false;
   if (!cuda_available()) {
-    spdlog::warn("host memory stays pageable: {}", cuda_unavailable_reason());
+    log::warn("host memory stays pageable: {}", cuda_unavailable_reason());
     return false;
   }
   if (std::string error = cuda_glue::register_host(data_, size_); !error.empty()) {
-    spdlog::warn("host memory stays pageable ({} bytes): {}", size_, error);
+    log::warn("host memory stays pageable ({} bytes): {}", size_, error);
     return false;
   }
   registered_ = true;

@@ -9,11 +9,11 @@
 #include <set>
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "pipeline/clock.hpp"
 #include "pipeline/cuda_glue.hpp"
 #include "pipeline/errno_message.hpp"
+#include "pipeline/log.hpp"
 #include "pipeline/units.hpp"
 
 namespace sluice {
@@ -88,10 +88,10 @@ class FlowWatch {
         const double since_change = static_cast<double>(now - seen.changed_ns) / 1e9;
         if (chunks != seen.chunks) {
           if (seen.chunks == 0) {
-            spdlog::debug("{}: first data {:.3f} s after the run started ({} in {} chunk(s))", name(*stage),
+            log::debug("{}: first data {:.3f} s after the run started ({} in {} chunk(s))", name(*stage),
                           static_cast<double>(std::max(flow.first_ns.load(), run_started_ns) - run_started_ns) / 1e9, format_bytes(static_cast<double>(bytes)), chunks);
           } else if (seen.quiet) {
-            spdlog::debug("{}: data again after {:.1f} s without any ({} so far)", name(*stage), since_change,
+            log::debug("{}: data again after {:.1f} s without any ({} so far)", name(*stage), since_change,
                           format_bytes(static_cast<double>(bytes)));
           }
           seen.chunks = chunks;
@@ -99,7 +99,7 @@ class FlowWatch {
           seen.quiet = false;
         } else if (!ended && !seen.quiet && since_change >= kQuietSeconds) {
           seen.quiet = true;
-          spdlog::debug("{}: no data for {:.1f} s ({} chunks, {} so far{})", name(*stage), since_change, chunks,
+          log::debug("{}: no data for {:.1f} s ({} chunks, {} so far{})", name(*stage), since_change, chunks,
                         format_bytes(static_cast<double>(bytes)),
                         stage->queue_capacity.load() == 0 ? "; a source: is the sender running, and sending here?"
                                                           : "; upstream stages have not handed anything on");
@@ -110,7 +110,7 @@ class FlowWatch {
           for (const auto& drop : stage->drops()) {
             if (drop.get() != 0) reasons += fmt::format("{}{} {}", reasons.empty() ? "" : ", ", drop.name, drop.get());
           }
-          spdlog::debug("{}: drops rose by {} to {} ({})", name(*stage), drops - seen.drops, drops, reasons);
+          log::debug("{}: drops rose by {} to {} ({})", name(*stage), drops - seen.drops, drops, reasons);
           seen.drops = drops;
         }
       }
@@ -164,7 +164,7 @@ void enable_peer_access(const PipelineDefinition& definition) {
     for (int peer : devices) {
       if (device == peer) continue;
       if (std::string problem = cuda_glue::enable_peer_access(device, peer); !problem.empty()) {
-        spdlog::info("GPU {} → GPU {}: {}; copies between them go through host memory", device, peer, problem);
+        log::info("GPU {} → GPU {}: {}; copies between them go through host memory", device, peer, problem);
       }
     }
   }
@@ -179,10 +179,10 @@ void log_placement(const LaneDefinition& lane) {
     if (stage.cuda_device != gpu.gpu) cores += fmt::format(" GPU {}", stage.cuda_device);
   }
   if (!cuda_available()) {
-    spdlog::info("lane {}: no GPU ({}): host memory; cores: {}", lane.name, cuda_unavailable_reason(), cores);
+    log::info("lane {}: no GPU ({}): host memory; cores: {}", lane.name, cuda_unavailable_reason(), cores);
     return;
   }
-  spdlog::info("lane {}: GPU {}{}, {}; cores: {}", lane.name, gpu.gpu, gpu.pci_bus_id.empty() ? "" : " (" + gpu.pci_bus_id + ")",
+  log::info("lane {}: GPU {}{}, {}; cores: {}", lane.name, gpu.gpu, gpu.pci_bus_id.empty() ? "" : " (" + gpu.pci_bus_id + ")",
                gpu.reason, cores);
 }
 }  // namespace
@@ -199,7 +199,7 @@ void Pipeline::start() {
         if (upstream != nullptr) slot.context->stream = *upstream;
         definition.stage->start(*slot.context);
         const StreamInfo& stream = slot.context->stream;
-        spdlog::debug("{}: started; stream: {}, {} {}; {}; when the next queue is full: {}; cpus {}",
+        log::debug("{}: started; stream: {}, {} {}; {}; when the next queue is full: {}; cpus {}",
                       FlowWatch::name(*slot.metrics), stream.description.empty() ? "-" : stream.description,
                       stream.sample_rate > 0 ? format_frequency(stream.sample_rate) : "rate unknown", to_string(stream.format),
                       slot.input_queue ? fmt::format("input queue {} chunks", slot.input_queue->capacity()) : "no input queue",
@@ -224,7 +224,7 @@ void Pipeline::start() {
 }
 
 void Pipeline::record_failure(const Slot& slot, const std::string& lane, std::string message) {
-  spdlog::error("lane {}, stage {} ({}): {}", lane, slot.definition->name, slot.definition->type, message);
+  log::error("lane {}, stage {} ({}): {}", lane, slot.definition->name, slot.definition->type, message);
   slot.context->lane_resources().note_failure(slot.definition->name + " (" + slot.definition->type + "): " + message);
   std::lock_guard lock(failures_mutex_);
   failures_.push_back(StageFailure{lane, slot.definition->name, slot.definition->type, std::move(message)});
@@ -274,7 +274,7 @@ void Pipeline::run_stage(Lane& lane, std::size_t index) noexcept {
   if (slot.output) slot.output->close();
   metrics.stopped_ns = monotonic_ns();
   const FlowCounters& flow = slot.input ? metrics.in : metrics.out;
-  spdlog::debug("{}: {} after {} chunks, {}, {} drops", FlowWatch::name(metrics),
+  log::debug("{}: {} after {} chunks, {}, {} drops", FlowWatch::name(metrics),
                 failed ? "failed" : stop_.load() ? "stopped" : "reached end of stream", flow.chunks.load(),
                 format_bytes(static_cast<double>(flow.bytes.load())), metrics.total_drops());
 }
@@ -299,7 +299,7 @@ void Pipeline::run(const std::function<void()>& tick) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     sample_queues();
     sample_timeline();
-    if (spdlog::should_log(spdlog::level::debug)) watch.check(lanes, started_ns_);
+    if (log::enabled(log::Level::debug)) watch.check(lanes, started_ns_);
     if (duration.count() > 0 && monotonic_ns() - started_ns_ >= static_cast<std::uint64_t>(duration.count())) request_stop();
     if (tick) tick();
   }

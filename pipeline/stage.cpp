@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <thread>
 
-#include <spdlog/spdlog.h>
 
 #include "pipeline/clock.hpp"
+#include "pipeline/log.hpp"
 #include "pipeline/pipeline_settings.hpp"
 #include "pipeline/lane.hpp"
 
@@ -163,7 +163,7 @@ Pool& StageContext::create_pool(const std::string& name, PoolSpec spec) {
   if (wanted != MemoryKind::host && !cuda_available()) {
     spec.memory = MemoryKind::host;
     const std::string note = "memory " + std::string(to_string(wanted)) + " → host: " + cuda_unavailable_reason();
-    spdlog::info("lane {} stage {}: {}", lane_name(), stage_name_, note);
+    log::info("lane {} stage {}: {}", lane_name(), stage_name_, note);
     metrics_->notes.push_back(note);
   }
   const std::string full_name = lane_name() + "." + stage_name_ + "." + name;

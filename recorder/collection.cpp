@@ -17,9 +17,9 @@
 #include <tuple>
 
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 #include "pipeline/errno_message.hpp"
+#include "pipeline/log.hpp"
 #include "recorder/disk_space.hpp"
 #include "recorder/sigmf.hpp"
 #include "recorder/uring.hpp"
@@ -140,7 +140,7 @@ void keep_room_for_collection(const std::string& path) {
   std::error_code error;
   const std::uint64_t size = std::filesystem::file_size(path, error);
   if (const int failed = reserve_bytes(owner.get(), 2 * size + kCollectionSlack); failed != 0) {
-    spdlog::debug("{}", errno_message("setting aside room for the collection in " + room, failed));
+    log::debug("{}", errno_message("setting aside room for the collection in " + room, failed));
   }
 }
 

@@ -17,9 +17,9 @@
 #include <stdexcept>
 #include <vector>
 
-#include <spdlog/spdlog.h>
 
 #include "pipeline/errno_message.hpp"
+#include "pipeline/log.hpp"
 
 namespace sluice::recorder {
 
@@ -90,7 +90,7 @@ void Preallocation::claim(std::uint64_t end, std::uint64_t ahead) noexcept {
   // ext4 keeps what a failed fallocate allocated: give it back too.
   if (truncate_to_claimed()) reserved_ = std::min(reserved_, claimed_);
   if (error == ENOSPC) volume_->exhausted.store(true, std::memory_order_relaxed);
-  spdlog::debug("{}; writing without preallocation",
+  log::debug("{}; writing without preallocation",
                 errno_message("fallocate(" + path_ + ", " + std::to_string(wanted) + " bytes at " +
                                   std::to_string(reserved_) + ")",
                               error));
@@ -117,7 +117,7 @@ bool Preallocation::truncate_to_claimed() noexcept {
   const bool shorter = ::fstat(fd_, &status) == 0 && static_cast<std::uint64_t>(status.st_size) < claimed_;
   if ((shorter && ::ftruncate(fd_, static_cast<off_t>(claimed_)) != 0) ||
       ::ftruncate(fd_, static_cast<off_t>(claimed_)) != 0) {
-    spdlog::warn("{}", errno_message("ftruncate(" + path_ + ") to give back its preallocation"));
+    log::warn("{}", errno_message("ftruncate(" + path_ + ") to give back its preallocation"));
     return false;
   }
   return true;

@@ -10,9 +10,9 @@
 #include <cstring>
 #include <filesystem>
 
-#include <spdlog/spdlog.h>
 
 #include "pipeline/errno_message.hpp"
+#include "pipeline/log.hpp"
 #include "recorder/sigmf.hpp"
 
 namespace sluice::recorder {
@@ -77,7 +77,7 @@ std::unique_ptr<FileSet> make_file_set(const FileSetSpec& spec, std::uint32_t st
     try {
       remove_recording(base);
     } catch (const std::exception& cleanup) {
-      spdlog::warn("removing the unfinished file set {}: {}", base, cleanup.what());
+      log::warn("removing the unfinished file set {}: {}", base, cleanup.what());
     }
     if (dynamic_cast<const DiskFull*>(&failure) != nullptr) throw;
     // Setup calls name their errno in the text; a full volume is still a full disk.

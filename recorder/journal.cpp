@@ -12,9 +12,9 @@
 #include <fstream>
 #include <stdexcept>
 
-#include <spdlog/spdlog.h>
 
 #include "pipeline/errno_message.hpp"
+#include "pipeline/log.hpp"
 
 namespace sluice::recorder {
 namespace {
@@ -104,7 +104,7 @@ JournalWriter& JournalWriter::operator=(JournalWriter&& other) noexcept {
 JournalWriter::~JournalWriter() { close(); }
 
 void JournalWriter::close() noexcept {
-  if (fd_ >= 0 && ::close(fd_) != 0) spdlog::warn("{}", errno_message("close(" + path_ + ")"));
+  if (fd_ >= 0 && ::close(fd_) != 0) log::warn("{}", errno_message("close(" + path_ + ")"));
   fd_ = -1;
 }
 

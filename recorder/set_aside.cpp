@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include <spdlog/spdlog.h>
 
 #include "pipeline/errno_message.hpp"
+#include "pipeline/log.hpp"
 #include "recorder/collection.hpp"
 #include "recorder/uring.hpp"
 
@@ -114,7 +114,7 @@ void SetAside::take(bool overwrite) {
         if (error) throw std::runtime_error("rename(" + file.string() + ", " + aside + "): " + error.message());
       }
       sync_directory(directory);
-      spdlog::info("overwrite: the previous {} files of lane {} are set aside in {} until the new recording finishes",
+      log::info("overwrite: the previous {} files of lane {} are set aside in {} until the new recording finishes",
                    existing.size(), lane_, aside);
     }
   } catch (...) {
@@ -133,21 +133,21 @@ void SetAside::restore() noexcept {
       fs::rename(item.path(), home / item.path().filename(), error);
       if (error) {
         all_back = false;
-        spdlog::error("overwrite: could not move {} back: {} (it stays in {})", item.path().string(), error.message(), aside);
+        log::error("overwrite: could not move {} back: {} (it stays in {})", item.path().string(), error.message(), aside);
       }
     }
     if (all_back) fs::remove(aside, error);
     try {
       sync_directory(home.string());
     } catch (const std::exception& failure) {
-      spdlog::error("overwrite: {}", failure.what());
+      log::error("overwrite: {}", failure.what());
     }
   }
   taken_.clear();
   try {
     refresh_collection(directories_, name_);
   } catch (const std::exception& failure) {
-    spdlog::error("overwrite: rewriting the collection after restoring the old capture: {}", failure.what());
+    log::error("overwrite: rewriting the collection after restoring the old capture: {}", failure.what());
   }
 }
 
@@ -158,14 +158,14 @@ std::string SetAside::settle(bool journaled, bool failed) noexcept {
     // an empty recording is not worth the capture it would replace.
     restore();
     if (failed) return "nothing was recorded, so the capture it would have replaced is back in place";
-    spdlog::warn("overwrite: lane {} recorded nothing, so the capture it would have replaced is back in place", lane_);
+    log::warn("overwrite: lane {} recorded nothing, so the capture it would have replaced is back in place", lane_);
     return {};
   }
   if (!failed) {
     for (const auto& aside : taken_) {
       std::error_code error;
       fs::remove_all(aside, error);
-      if (error) spdlog::warn("overwrite: could not remove the replaced capture in {}: {}", aside, error.message());
+      if (error) log::warn("overwrite: could not remove the replaced capture in {}: {}", aside, error.message());
     }
     taken_.clear();
     return {};

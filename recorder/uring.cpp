@@ -9,14 +9,14 @@
 #include <cstring>
 #include <stdexcept>
 
-#include <spdlog/spdlog.h>
 
 #include "pipeline/errno_message.hpp"
+#include "pipeline/log.hpp"
 
 namespace sluice::recorder {
 
 void FileDescriptor::close() noexcept {
-  if (const int error = fd_.close(); error != 0) spdlog::warn("{}", errno_message("close(" + path_ + ")", error));
+  if (const int error = fd_.close(); error != 0) log::warn("{}", errno_message("close(" + path_ + ")", error));
 }
 
 FileDescriptor open_file(const std::string& path, int flags, mode_t mode) {

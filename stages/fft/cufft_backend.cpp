@@ -13,9 +13,9 @@
 #include <thread>
 #include <vector>
 
-#include <spdlog/spdlog.h>
 
 #include "pipeline/clock.hpp"
+#include "pipeline/log.hpp"
 #include "stages/fft/decibels.hpp"
 #include "stages/fft/fence_word.hpp"
 #include "stages/fft/fft_backend.hpp"
@@ -40,7 +40,7 @@ std::string describe(const char* call, cufftResult result) {
 }
 
 void warn_unless(const char* call, cudaError_t error) {
-  if (error != cudaSuccess) spdlog::warn("{}", describe(call, error));
+  if (error != cudaSuccess) log::warn("{}", describe(call, error));
 }
 
 void check(const char* call, cudaError_t error) {
@@ -82,7 +82,7 @@ class CufftBackend final : public FftBackend {
  private:
   void destroy_plan() noexcept {
     if (plan_ == 0) return;
-    if (cufftResult result = cufftDestroy(plan_); result != CUFFT_SUCCESS) spdlog::warn("{}", describe("cufftDestroy", result));
+    if (cufftResult result = cufftDestroy(plan_); result != CUFFT_SUCCESS) log::warn("{}", describe("cufftDestroy", result));
     plan_ = 0;
   }
 

@@ -1,10 +1,10 @@
 #include "stages/fft/fence_word.hpp"
+#include "pipeline/log.hpp"
 
 #include <atomic>
 #include <stdexcept>
 #include <utility>
 
-#include <spdlog/spdlog.h>
 
 namespace sluice {
 namespace {
@@ -60,7 +60,7 @@ FenceWord& FenceWord::operator=(FenceWord&& other) noexcept {
 FenceWord::~FenceWord() {
   if (host_ == nullptr) return;
   if (const cudaError_t error = cudaFreeHost(host_); error != cudaSuccess) {
-    spdlog::warn("cudaFreeHost(fence word): {}", cudaGetErrorString(error));
+    log::warn("cudaFreeHost(fence word): {}", cudaGetErrorString(error));
   }
 }
 

@@ -1,11 +1,11 @@
 // FftEngine: the backend's choice and its memory around it (stream, staging copies, held chunks).
 #include "stages/fft/fft_engine.hpp"
+#include "pipeline/log.hpp"
 
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 
-#include <spdlog/spdlog.h>
 
 namespace sluice {
 namespace {
@@ -13,7 +13,7 @@ namespace {
 constexpr std::size_t kInputsInFlight = 8;  // input chunks a GPU backend may still be reading
 
 void note(StageContext& context, std::string text) {
-  spdlog::info("lane {} stage {}: {}", context.lane_name(), context.stage_name(), text);
+  log::info("lane {} stage {}: {}", context.lane_name(), context.stage_name(), text);
   context.metrics().notes.push_back(std::move(text));
 }
 
@@ -221,7 +221,7 @@ bool FftEngine::ok() noexcept {
 
 void FftEngine::finish() noexcept {
   // Outputs handed on with an event are written by then, before the lane frees its pools.
-  if (gpu_ && !gpu_.finish()) spdlog::warn("fft: lane {}: {}", context_->lane_name(), gpu_.error());
+  if (gpu_ && !gpu_.finish()) log::warn("fft: lane {}: {}", context_->lane_name(), gpu_.error());
 }
 
 std::nullptr_t FftEngine::fail(std::string reason) noexcept {

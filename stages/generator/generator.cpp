@@ -11,10 +11,10 @@
 #include <random>
 #include <thread>
 
-#include <spdlog/spdlog.h>
 
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
+#include "pipeline/log.hpp"
 
 namespace sluice {
 namespace {
@@ -179,7 +179,7 @@ StageStatus GeneratorStage::process() {
 
 void GeneratorStage::stop() noexcept {
   // The last copies finish before the pools they write go (the lane frees them after its stages stop).
-  if (gpu_ && !gpu_.finish()) spdlog::warn("generator: {}", gpu_.error());
+  if (gpu_ && !gpu_.finish()) log::warn("generator: {}", gpu_.error());
 }
 
 void register_generator_stage(StageRegistry& registry) {

@@ -6,11 +6,11 @@
 #include <thread>
 
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
 #include "pipeline/gpu_stream.hpp"
+#include "pipeline/log.hpp"
 
 namespace sluice {
 namespace {
@@ -85,7 +85,7 @@ StreamInfo decode_stream_info(std::span<const std::byte> bytes) {
 void LinkSendingHalf::start(StageContext& context) {
   context_ = &context;
   const ResolvedTransport transport = resolve_transport(settings_.transport);
-  spdlog::info("link: lane {} sends to {} over {} ({})", context.lane_name(), endpoint_text(settings_),
+  log::info("link: lane {} sends to {} over {} ({})", context.lane_name(), endpoint_text(settings_),
                to_string(transport.kind->transport), transport.reason);
   if (transport.kind->transport != LinkTransport::tcp && settings_.connection.connections > 1) {
     throw std::runtime_error("link connections: " + std::to_string(settings_.connection.connections) + " applies to tcp, but " +
@@ -118,7 +118,7 @@ StageStatus LinkSendingHalf::process() {
       if (std::string failure = context_->lane_failure(); !failure.empty()) {
         // The stream ended because a stage before this one failed: the receiving node must
         // not take it for a clean end of stream, so the failure crosses the link instead.
-        spdlog::info("link: lane {} tells {} that stage {} failed", context_->lane_name(), endpoint_text(settings_), failure);
+        log::info("link: lane {} tells {} that stage {} failed", context_->lane_name(), endpoint_text(settings_), failure);
         sender_->abort("stage " + failure + " on the sending node");
         return StageStatus::end_of_stream;
       }
@@ -173,7 +173,7 @@ void LinkReceivingHalf::start(StageContext& context) {
   receiver_ = transport.kind->make_receiver();
   try {
     receiver_->listen(settings_.connection, context.lane_index(), landing);
-    spdlog::info("link: lane {} listens on {} over {} ({}); {} landing slots of {} bytes in {} memory", context.lane_name(),
+    log::info("link: lane {} listens on {} over {} ({}); {} landing slots of {} bytes in {} memory", context.lane_name(),
                  endpoint_text(settings_), to_string(transport.kind->transport), transport.reason, landing.chunk_count(),
                  landing.chunk_bytes(), to_string(landing.memory()));
     context.stream = decode_stream_info(receiver_->accept());

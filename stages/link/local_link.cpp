@@ -5,9 +5,9 @@
 #include <cstring>
 #include <stdexcept>
 
-#include <spdlog/spdlog.h>
 
 #include "pipeline/config.hpp"
+#include "pipeline/log.hpp"
 #include "stages/link/link_halves.hpp"
 
 namespace sluice {
@@ -44,7 +44,7 @@ std::string LocalLink::place(bool joins_nodes, StageHalves& halves) {
 void LocalLink::start(StageContext& context) {
   context_ = &context;
   if (settings_.transport == LinkTransport::auto_select) {
-    spdlog::info("link: lane {}: transport auto -> local (both sides on one node)", context.lane_name());
+    log::info("link: lane {}: transport auto -> local (both sides on one node)", context.lane_name());
   }
   for (Pool* pool : context.lane_pools()) {
     if (pool->chunk_bytes() > settings_.landing.chunk_bytes) {
@@ -139,7 +139,7 @@ void LocalLink::retire(bool all) noexcept {
 void LocalLink::stop() noexcept {
   if (!gpu_) return;
   retire(true);
-  if (!gpu_.finish()) spdlog::warn("link: lane {}: {}", context_->lane_name(), gpu_.error());
+  if (!gpu_.finish()) log::warn("link: lane {}: {}", context_->lane_name(), gpu_.error());
 }
 
 void register_link_stage(StageRegistry& registry) {

@@ -7,10 +7,10 @@
 #include <array>
 #include <thread>
 
-#include <spdlog/spdlog.h>
 
 #include "pipeline/chunk_wire.hpp"
 #include "pipeline/clock.hpp"
+#include "pipeline/log.hpp"
 #include "stages/link/transport_registry.hpp"
 
 namespace sluice {
@@ -82,7 +82,7 @@ void RoceSender::connect(const TransportSettings& settings, std::uint32_t lane, 
     sources_.push_back(Source{pool, mr.lkey});
   }
   in_flight_.resize(kMaxOutstanding);
-  spdlog::info("link: lane {} connected over roce to {} ({} landing slots of {} bytes)", lane,
+  log::info("link: lane {} connected over roce to {} ({} landing slots of {} bytes)", lane,
                rdma::describe(options.address, options.port), sender_->slot_count(), sender_->slot_bytes());
 }
 
@@ -188,7 +188,7 @@ void RoceReceiver::listen(const TransportSettings& settings, std::uint32_t lane,
     path = std::string("landing in host-pinned memory, copied to GPU ") + std::to_string(ring.cuda_device) +
            " per chunk, because " + why.what();
   }
-  spdlog::info("roce link, lane {}, {}: {}", lane, rdma::describe(options.address, options.port), path);
+  log::info("roce link, lane {}, {}: {}", lane, rdma::describe(options.address, options.port), path);
   landing_ = &landing;
   if (!bounce_.data()) {
     const ibv_mr& mr = receiver_->landing_mr();
@@ -209,7 +209,7 @@ std::vector<std::byte> RoceReceiver::accept() {
     throw std::runtime_error("roce link: no sender connected within " + std::to_string(settings_.connect_timeout.count()) +
                              " ms");
   }
-  spdlog::info("link: lane {} accepted a roce sender on {}", lane_,
+  log::info("link: lane {} accepted a roce sender on {}", lane_,
                rdma::describe(settings_.endpoint.address, settings_.endpoint.port));
   return receiver_->hello();
 }

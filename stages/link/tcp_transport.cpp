@@ -4,9 +4,9 @@
 
 #include <stdexcept>
 
-#include <spdlog/spdlog.h>
 
 #include "pipeline/clock.hpp"
+#include "pipeline/log.hpp"
 
 namespace sluice {
 namespace {
@@ -50,7 +50,7 @@ void TcpSender::connect(const TransportSettings& settings, std::uint32_t lane, c
     stream->reader = std::thread([this, &stream = *stream] { read_loop(stream); });
     stream->writer = std::thread([this, &stream = *stream] { write_loop(stream); });
   }
-  spdlog::info("link: lane {} connected over tcp to {} with {} connection(s) ({} landing slots of {} bytes)", lane,
+  log::info("link: lane {} connected over tcp to {} with {} connection(s) ({} landing slots of {} bytes)", lane,
                endpoint_text(settings.endpoint), streams_.size(), slot_count_, slot_bytes_);
 }
 
@@ -315,7 +315,7 @@ std::vector<std::byte> TcpReceiver::accept() {
   join_streams(connections);
   listener_.reset();  // one sender per lane: a second one is refused, not interleaved
   for (auto& stream : streams_) stream->reader = std::thread([this, &stream = *stream] { read_loop(stream); });
-  spdlog::info("link: lane {} accepted a tcp sender on {} with {} connection(s)", lane_, where, connections);
+  log::info("link: lane {} accepted a tcp sender on {} with {} connection(s)", lane_, where, connections);
   return body;
 }
 

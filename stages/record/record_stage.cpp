@@ -8,10 +8,10 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include <spdlog/spdlog.h>
 
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
+#include "pipeline/log.hpp"
 #include "pipeline/units.hpp"
 #include "recorder/capture_reader.hpp"
 #include "recorder/volume_check.hpp"
@@ -109,21 +109,21 @@ void RecordStage::start(StageContext& context) {
   longest_submit_us_ = &context.metrics().counter("longest_submit_us");
   for (const auto& directory : settings_.directories) {
     if (std::string warning = recorder::fresh_volume_warning(directory); !warning.empty()) {
-      spdlog::warn("lane {} stage {}: {}", context.lane_name(), context.stage_name(), warning);
+      log::warn("lane {} stage {}: {}", context.lane_name(), context.stage_name(), warning);
       context.metrics().notes.push_back(warning);
     }
   }
   writer_ = std::make_unique<recorder::RecordingWriter>(settings_, context.stream, context.lane_name());
   const std::string note = writer_->open(context.lane_pools());
   if (!note.empty()) {
-    spdlog::info("lane {} stage {}: {}", context.lane_name(), context.stage_name(), note);
+    log::info("lane {} stage {}: {}", context.lane_name(), context.stage_name(), note);
     context.metrics().notes.push_back(note);
   }
   context.metrics().notes.push_back("capture " + recorder::collection_path(settings_));
   if (joins_existing_ && !recorder::collection_has_lane(recorder::collection_path(settings_), context.lane_name())) {
     const std::string joining = "lane " + context.lane_name() + " joins the existing capture " +
                                 recorder::collection_path(settings_) + " (its other lanes are kept)";
-    spdlog::warn("{}", joining);
+    log::warn("{}", joining);
     context.metrics().notes.push_back(joining);
   }
 }
@@ -245,7 +245,7 @@ void RecordStage::stop() noexcept {
   writer_->finish(&abandoned);
   finished_ = true;
   if (not_recorded_ != nullptr) not_recorded_->add(abandoned);
-  if (writer_->failed()) spdlog::error("record: {}", writer_->error());
+  if (writer_->failed()) log::error("record: {}", writer_->error());
 }
 
 void register_record_stage(StageRegistry& registry) {

@@ -10,10 +10,10 @@
 #include <cstring>
 #include <stdexcept>
 
-#include <spdlog/spdlog.h>
 
 #include "pipeline/config.hpp"
 #include "pipeline/errno_message.hpp"
+#include "pipeline/log.hpp"
 
 namespace sluice {
 
@@ -78,8 +78,8 @@ StageStatus FileSink::process() {
 
 void FileSink::stop() noexcept {
   if (fd_ < 0) return;
-  if (::fsync(fd_) != 0) spdlog::warn("{}", errno_message("fsync(" + settings_.path + ")"));
-  if (::close(fd_) != 0) spdlog::warn("{}", errno_message("close(" + settings_.path + ")"));
+  if (::fsync(fd_) != 0) log::warn("{}", errno_message("fsync(" + settings_.path + ")"));
+  if (::close(fd_) != 0) log::warn("{}", errno_message("close(" + settings_.path + ")"));
   fd_ = -1;
 }
 

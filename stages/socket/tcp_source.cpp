@@ -12,9 +12,9 @@
 #include <cstring>
 #include <stdexcept>
 
-#include <spdlog/spdlog.h>
 
 #include "pipeline/config.hpp"
+#include "pipeline/log.hpp"
 #include "wire/vita49.hpp"
 
 namespace sluice {
@@ -83,7 +83,7 @@ void TcpSource::start(StageContext& context) {
     // Accepted sockets inherit the listener's buffer, and the window scale is fixed in the
     // handshake: set later, a large buffer could not open the window.
     const std::string note = wire::set_receive_buffer(listener_.get(), settings_.receive_buffer);
-    spdlog::info("{}: {}", context.stage_name(), note);
+    log::info("{}: {}", context.stage_name(), note);
     context.metrics().notes.push_back(note);
     if (::bind(listener_.get(), reinterpret_cast<const sockaddr*>(&*address), sizeof(sockaddr_in)) != 0) {
       throw std::runtime_error(wire::errno_message("bind(" + settings_.address + ")"));
@@ -102,7 +102,7 @@ void TcpSource::start(StageContext& context) {
     socket_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (!socket_.valid()) throw std::runtime_error(wire::errno_message("socket(AF_INET, SOCK_STREAM)"));
     const std::string note = wire::set_receive_buffer(socket_.get(), settings_.receive_buffer);
-    spdlog::info("{}: {}", context.stage_name(), note);
+    log::info("{}: {}", context.stage_name(), note);
     context.metrics().notes.push_back(note);
   }
   payload_.assign(settings_.max_frame, std::byte{0});
@@ -143,7 +143,7 @@ bool TcpSource::connect() noexcept {
     try {
       (void)wire::set_receive_buffer(socket_.get(), settings_.receive_buffer);  // noted at start
     } catch (const std::exception& error) {
-      spdlog::warn("{}: {}", context_->stage_name(), error.what());
+      log::warn("{}: {}", context_->stage_name(), error.what());
     }
   }
   if (::connect(socket_.get(), reinterpret_cast<const sockaddr*>(&*address), sizeof(sockaddr_in)) != 0) {
@@ -155,7 +155,7 @@ bool TcpSource::connect() noexcept {
   placed_frames_ = 0;
   connected_ = true;
   connections_->add();
-  spdlog::debug("{}: connected ({})", context_->stage_name(), settings_.address);
+  log::debug("{}: connected ({})", context_->stage_name(), settings_.address);
   return true;
 }
 
@@ -179,7 +179,7 @@ StageStatus TcpSource::serve(PendingConnections::Sender& sender) noexcept {
   placed_frames_ = 0;
   reading_ = Reading::header;
   resyncing_ = false;
-  spdlog::debug("{}: serving a sender on {}", context_->stage_name(), settings_.address);
+  log::debug("{}: serving a sender on {}", context_->stage_name(), settings_.address);
   if (settings_.framing == TcpFraming::none) {
     valid_frames_ = 1;  // any bytes are samples: this sender is the sensor
     std::copy_n(sender.bytes.begin(), sender.have, payload_.begin());
@@ -228,9 +228,9 @@ StageStatus TcpSource::disconnected() noexcept {
   assembler_.flush();
   if (valid_frames_ > 0 && !settings_.reconnect) return StageStatus::end_of_stream;  // the sender closed the stream
   if (settings_.framing == TcpFraming::none) {
-    spdlog::warn("{}: connection closed; waiting for the sender", context_->stage_name());
+    log::warn("{}: connection closed; waiting for the sender", context_->stage_name());
   } else {
-    spdlog::warn("{}: connection closed after {} frame(s) with a valid header, {} of them placed in the stream (the "
+    log::warn("{}: connection closed after {} frame(s) with a valid header, {} of them placed in the stream (the "
                  "others are drops: duplicate, late, outlier, wrong_format); waiting for the sender",
                  context_->stage_name(), valid_frames_, placed_frames_);
   }
@@ -412,7 +412,7 @@ void TcpSource::resynchronise() noexcept {
   if (forward && !assembler_.skip_to(start)) return;
   history_.restart(assembler_.expected());
   const std::uint64_t jump = forward ? first.position - old_position : old_position - first.position;
-  spdlog::warn("{}: stream resynchronised at sample {}: first_sample jumped {} by {}, confirmed by {} frames",
+  log::warn("{}: stream resynchronised at sample {}: first_sample jumped {} by {}, confirmed by {} frames",
                context_->stage_name(), assembler_.expected(), forward ? "ahead" : "back", jump, guard_.held_count());
   for (std::size_t i = 0; i < guard_.held_count(); ++i) {
     const JumpGuard::Held held = guard_.held(i);

@@ -14,10 +14,10 @@
 #include <cstring>
 #include <stdexcept>
 
-#include <spdlog/spdlog.h>
 
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
+#include "pipeline/log.hpp"
 #include "pipeline/units.hpp"
 #include "wire/gnuradio.hpp"
 
@@ -94,7 +94,7 @@ sockaddr_in UdpSource::open_socket(StageContext& context) {
   socket_.reset(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   if (!socket_.valid()) throw std::runtime_error(wire::errno_message("socket(AF_INET, SOCK_DGRAM)"));
   const std::string note = wire::set_receive_buffer(socket_.get(), settings_.receive_buffer);
-  spdlog::info("{}: {}", context.stage_name(), note);
+  log::info("{}: {}", context.stage_name(), note);
   context.metrics().notes.push_back(note);
   const timeval timeout{0, 10'000};  // no receive blocks longer (process() polls with its own 10 ms)
   if (::setsockopt(socket_.get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout)) != 0) {
@@ -116,7 +116,7 @@ sockaddr_in UdpSource::open_socket(StageContext& context) {
       gro_ = true;
     } else {
       const std::string fallback = std::string("UDP GRO unavailable (") + std::strerror(errno) + "): one datagram per receive";
-      spdlog::info("{}: {}", context.stage_name(), fallback);
+      log::info("{}: {}", context.stage_name(), fallback);
       context.metrics().notes.push_back(fallback);
     }
   }
@@ -185,7 +185,7 @@ void UdpSource::start(StageContext& context) {
       const std::string warning =
           "framing none: lost datagrams cannot be detected or counted, except those the kernel drops at this socket "
           "(socket_overflow)";
-      spdlog::warn("{}: {}", context.stage_name(), warning);
+      log::warn("{}: {}", context.stage_name(), warning);
       context.metrics().notes.push_back(warning);
       assembler_.set_origin(0, false);
       break;
@@ -224,7 +224,7 @@ void UdpSource::wait_for_context(StageContext& context) {
   }
   if (!have_context_) {
     const std::string note = "no IF Context packet before the first data packet or within context_wait: the capture's frequency is unknown (0)";
-    spdlog::warn("{}: {}", context.stage_name(), note);
+    log::warn("{}: {}", context.stage_name(), note);
     context.metrics().notes.push_back(note);
     return;
   }
@@ -535,7 +535,7 @@ void UdpSource::place_after_overflow(std::uint64_t position, const std::byte* pa
   const std::uint64_t index = position - origin_;
   commit(index, payload, samples);
   history_.reach(index);
-  spdlog::warn("{}: samples {} to {} lost ({} samples, {:.6f} s): the kernel dropped them at the socket (its drop count "
+  log::warn("{}: samples {} to {} lost ({} samples, {:.6f} s): the kernel dropped them at the socket (its drop count "
                "rose by {}; its receive buffer was full: the stage fell behind), not a jump of the sender",
                context_->stage_name(), from, index, index - from, static_cast<double>(index - from) / settings_.sample_rate,
                drops_.since_used());
@@ -572,7 +572,7 @@ void UdpSource::resynchronise() noexcept {
   history_.restart(assembler_.expected());
   drops_.restart();
   const std::uint64_t jump = forward ? first.position - old_position : old_position - first.position;
-  spdlog::warn("{}: stream resynchronised at sample {}: the sender jumped {} by {} samples ({:.6f} s), confirmed by {} packets",
+  log::warn("{}: stream resynchronised at sample {}: the sender jumped {} by {} samples ({:.6f} s), confirmed by {} packets",
                context_->stage_name(), assembler_.expected(), forward ? "ahead" : "back", jump,
                static_cast<double>(jump) / settings_.sample_rate, guard_.held_count());
   for (std::size_t i = 0; i < guard_.held_count(); ++i) {

@@ -2,6 +2,7 @@
 #include "stages/link/rdma/cm.hpp"
 
 #include "pipeline/errno_message.hpp"
+#include "pipeline/log.hpp"
 
 #include <fcntl.h>
 #include <netdb.h>
@@ -151,7 +152,7 @@ void drain(rdma_cm_id& id, ibv_cq& cq, std::uint64_t outstanding, std::chrono::m
   ibv_qp_attr attributes{};
   attributes.qp_state = IBV_QPS_ERR;
   if (int error = ibv_modify_qp(id.qp, &attributes, IBV_QP_STATE); error != 0) {
-    spdlog::warn("{}", errno_message("ibv_modify_qp(IBV_QPS_ERR)", error));
+    log::warn("{}", errno_message("ibv_modify_qp(IBV_QPS_ERR)", error));
     return;
   }
   const auto deadline = std::chrono::steady_clock::now() + limit;

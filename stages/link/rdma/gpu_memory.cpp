@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "pipeline/log.hpp"
 #include "stages/link/rdma/cm.hpp"
 
 namespace sluice::rdma {
@@ -33,7 +34,7 @@ void check_bar1(int cuda_device, std::size_t bytes) {
   std::string reason;
   const std::optional<Bar1Info> info = bar1_info(cuda_device, reason);
   if (!info) {
-    spdlog::info("BAR1 size of GPU {} unknown ({}); registering {} without checking it", cuda_device, reason,
+    log::info("BAR1 size of GPU {} unknown ({}); registering {} without checking it", cuda_device, reason,
                  mib(bytes));
     return;
   }

@@ -3,6 +3,7 @@
 #include "stages/link/rdma/receiver.hpp"
 
 #include "pipeline/errno_message.hpp"
+#include "pipeline/log.hpp"
 
 #include <netinet/in.h>
 #include <sys/eventfd.h>
@@ -129,8 +130,8 @@ bool RdmaReceiver::accept(std::chrono::milliseconds timeout) {
       }
     }
     if (!refusal.empty()) {
-      spdlog::warn("RoCE receiver {}: refused a sender: {}", describe(options_.address, options_.port), refusal);
-      if (rdma_reject(id.get(), nullptr, 0) != 0) spdlog::warn("{}", errno_message("rdma_reject"));
+      log::warn("RoCE receiver {}: refused a sender: {}", describe(options_.address, options_.port), refusal);
+      if (rdma_reject(id.get(), nullptr, 0) != 0) log::warn("{}", errno_message("rdma_reject"));
       continue;
     }
     set_ack_timeout(*id);
@@ -349,7 +350,7 @@ ReceiveStatus RdmaReceiver::poll(Arrival& arrival) noexcept {
   if (!event) return ReceiveStatus::idle;
   if (event->type == RDMA_CM_EVENT_CONNECT_REQUEST) {
     CmIdPtr extra(event->id);
-    if (rdma_reject(extra.get(), nullptr, 0) != 0) spdlog::warn("{}", errno_message("rdma_reject"));
+    if (rdma_reject(extra.get(), nullptr, 0) != 0) log::warn("{}", errno_message("rdma_reject"));
     return ReceiveStatus::idle;
   }
   if (event->type == RDMA_CM_EVENT_DISCONNECTED || event->type == RDMA_CM_EVENT_DEVICE_REMOVAL) {
@@ -382,7 +383,7 @@ void RdmaReceiver::abort(std::string_view reason) noexcept {
 
 void RdmaReceiver::close() noexcept {
   if (!qp_) return;
-  if (rdma_disconnect(id_.get()) != 0 && errno != EINVAL) spdlog::debug("{}", errno_message("rdma_disconnect"));
+  if (rdma_disconnect(id_.get()) != 0 && errno != EINVAL) log::debug("{}", errno_message("rdma_disconnect"));
   drain(*id_, *cq_, receive_depth_ + (sends_posted_ - sends_completed_), std::chrono::milliseconds(200));
   qp_.reset();
   completions_->release(*cq_);

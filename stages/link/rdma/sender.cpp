@@ -3,6 +3,7 @@
 #include "stages/link/rdma/sender.hpp"
 
 #include "pipeline/errno_message.hpp"
+#include "pipeline/log.hpp"
 
 #include <netinet/in.h>
 
@@ -346,7 +347,7 @@ void RdmaSender::fail(std::string_view message) noexcept {
 
 void RdmaSender::disconnect() noexcept {
   if (!qp_) return;
-  if (rdma_disconnect(id_.get()) != 0 && errno != EINVAL) spdlog::debug("{}", errno_message("rdma_disconnect"));
+  if (rdma_disconnect(id_.get()) != 0 && errno != EINVAL) log::debug("{}", errno_message("rdma_disconnect"));
   drain(*id_, *cq_, work_posted_, std::chrono::milliseconds(200));
   qp_.reset();
   completions_->release(*cq_);

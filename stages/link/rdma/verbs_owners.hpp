@@ -14,8 +14,8 @@
 
 #include <unistd.h>
 
-#include <spdlog/spdlog.h>
 
+#include "pipeline/log.hpp"
 #include "pipeline/unique_fd.hpp"
 #include "pipeline/errno_message.hpp"
 
@@ -31,7 +31,7 @@ struct LoggingDeleter {
       release(handle);
     } else if (int error = release(handle); error != 0) {
       // verbs return a positive errno, RDMA CM -1 with errno set.
-      spdlog::warn("{}", errno_message(name, error > 0 ? error : errno));
+      log::warn("{}", errno_message(name, error > 0 ? error : errno));
     }
   }
 };
