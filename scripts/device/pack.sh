@@ -34,7 +34,7 @@ host_sonames='^(linux-vdso\.so|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.
 host_sonames+='libstdc\+\+\.so|libgcc_s\.so|libcuda\.so|libcudart\.so|libcufft\.so|libnvidia|libibverbs\.so|'
 host_sonames+='librdmacm\.so|libnl-3\.so|libnl-route-3\.so|libfftw3f?\.so|libyaml-cpp\.so\.0\.8|libz\.so|'
 host_sonames+='libssl\.so|libcrypto\.so|libgnutls\.so|liblzma\.so|libzstd\.so|libbz2\.so|libselinux\.so|'
-host_sonames+='libudev\.so|libblkid\.so|libuuid\.so|libacl\.so|libkmod\.so|libxml2\.so|libnuma\.so)'
+host_sonames+='libudev\.so|libblkid\.so|libuuid\.so|libacl\.so|libxml2\.so|libnuma\.so)'
 
 # ldd prints "soname => /path (address)"; awk reads all of its input (no early exit), so a
 # pipeline here never dies of SIGPIPE under pipefail.
