@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Every test: set up, build with warnings as errors, run the sanitizer builds (ASan+UBSan on
-# the unit tests, TSan on the queue and lifecycle tests), a bounded fuzz run, then the whole
-# suite (unit, e2e; gpu and vm tests skip with a reason where there is no GPU or VM).
+# Every test: set up and build with warnings as errors; the whole suite (unit, e2e; gpu and vm
+# tests skip with a reason where there is no GPU or VM) while the sanitizer builds run beside it;
+# then ASan+UBSan on the unit tests, TSan on the queue and lifecycle tests, a bounded fuzz run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -13,23 +13,41 @@ export CI="${CI:-true}"
 # two builds, most of this script's time on a small machine, compile faster than with full -g.
 scripts/setup.sh build -DSLUICE_WERROR=ON -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
 
+# The sanitizer builds run beside the whole suite, at the lowest priority: most of the suite's
+# time is spent waiting on sockets, processes and the VM, and the builds take that idle time.
+asan_flags=(-DSLUICE_WERROR=ON -DSLUICE_SANITIZE=address,undefined -DSLUICE_WITH_CUDA=OFF -DSLUICE_BUILD_BENCH=OFF
+  -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1)
+tsan_flags=(-DSLUICE_WERROR=ON -DSLUICE_SANITIZE=thread -DSLUICE_WITH_CUDA=OFF -DSLUICE_BUILD_BENCH=OFF
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG")
+echo "== sanitizer builds (beside the suite; log in build-sanitizers.log)"
+(
+  set -e
+  cmake -S . -B build-asan -G Ninja "${asan_flags[@]}" >/dev/null
+  nice -n 19 cmake --build build-asan -j "$jobs" --target sluice_unit_tests
+  cmake -S . -B build-tsan -G Ninja "${tsan_flags[@]}" >/dev/null
+  nice -n 19 cmake --build build-tsan -j "$jobs" --target spsc_queue_test lifecycle_test
+) >build-sanitizers.log 2>&1 &
+sanitizer_builds=$!
+trap 'kill "$sanitizer_builds" 2>/dev/null || true' EXIT
+
+echo "== all tests"
+ctest --test-dir build -j "$jobs" --output-on-failure
+
+if ! wait "$sanitizer_builds"; then
+  cat build-sanitizers.log
+  echo "sanitizer builds failed" >&2
+  exit 1
+fi
+trap - EXIT
+
 echo "== ASan + UBSan: unit tests"
-cmake -S . -B build-asan -G Ninja -DSLUICE_WERROR=ON -DSLUICE_SANITIZE=address,undefined \
-  -DSLUICE_WITH_CUDA=OFF -DSLUICE_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 >/dev/null
-cmake --build build-asan -j "$jobs" --target sluice_unit_tests
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan -L unit -j "$jobs" --output-on-failure
 
 echo "== TSan: queue and lifecycle tests"
-cmake -S . -B build-tsan -G Ninja -DSLUICE_WERROR=ON -DSLUICE_SANITIZE=thread \
-  -DSLUICE_WITH_CUDA=OFF -DSLUICE_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build-tsan -j "$jobs" --target spsc_queue_test lifecycle_test
 TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan -R "^(SpscQueue|Lifecycle)\." -j "$jobs" --output-on-failure
 
 if [ -x scripts/fuzz.sh ]; then
   echo "== fuzz (bounded)"
   scripts/fuzz.sh
 fi
-
-echo "== all tests"
-ctest --test-dir build -j "$jobs" --output-on-failure
