@@ -6,8 +6,8 @@
 # DIR (default /dev/shm/sluice-volumes) holds images/volI.img and mnt/volI. `remove` reads what
 # to undo from the system (mounts under DIR/mnt, loop devices over DIR/images), not from a note,
 # so it also cleans up after a crash or a half-finished `make`; it is a no-op when nothing is left.
-# Images are fully allocated (fallocate) at `make`, so a lack of memory or space fails there and
-# not in the middle of a run. Needs root, losetup, mkfs.ext4 or mkfs.xfs.
+# Images are fully allocated (fallocate; mkfs does not discard, which would punch the holes back)
+# at `make`, so a lack of memory or space fails there and not in the middle of a run. Needs root, losetup, mkfs.ext4 or mkfs.xfs.
 set -euo pipefail
 
 default_dir=/dev/shm/sluice-volumes
@@ -104,9 +104,9 @@ make_one() {  # make_one DIR INDEX BYTES FS: prints the mount point
   loop=$(attach "$image")
   case $filesystem in
     # Inode tables and journal written now, so no background init thread runs during a measurement.
-    ext4) mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$loop" >/dev/null ||
+    ext4) mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0,nodiscard "$loop" >/dev/null ||
             fail "mkfs.ext4 $loop failed" ;;
-    xfs) mkfs.xfs -q -f "$loop" >/dev/null || fail "mkfs.xfs $loop failed" ;;
+    xfs) mkfs.xfs -q -f -K "$loop" >/dev/null || fail "mkfs.xfs $loop failed" ;;
   esac
   mkdir -p "$mount_point"
   mount -o noatime "$loop" "$mount_point" || fail "mount $loop $mount_point failed"
