@@ -7,7 +7,8 @@
 # to undo from the system (mounts under DIR/mnt, loop devices over DIR/images), not from a note,
 # so it also cleans up after a crash or a half-finished `make`; it is a no-op when nothing is left.
 # Images are fully allocated (fallocate; mkfs does not discard, which would punch the holes back)
-# at `make`, so a lack of memory or space fails there and not in the middle of a run. Needs root, losetup, mkfs.ext4 or mkfs.xfs.
+# at `make`, so a lack of memory or space fails there and not in the middle of a run.
+# Needs root, losetup, mkfs.ext4 or mkfs.xfs.
 set -euo pipefail
 
 default_dir=/dev/shm/sluice-volumes
