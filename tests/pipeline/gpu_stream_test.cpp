@@ -111,8 +111,8 @@ class SignalCheck final : public Stage {
 };
 
 const StageRegistry& test_registry() {
-  static const StageRegistry registry = testing::builtin_registry_with(
-      {testing::stage_type_of<SignalCheck>("signal_check", StageRole::sink, "compares bytes with the generator's signal")});
+  static const StageRegistry registry = testing::builtin_registry_with({testing::stage_type_of<SignalCheck>(
+      "signal_check", StageRole::sink, "compares bytes with the generator's signal")});
   return registry;
 }
 
@@ -143,7 +143,9 @@ class TwoStageCopies {
         landing_(MemoryKind::host_pinned, kChunkBytes),
         device_("device", PoolSpec{kChunkBytes, kRing, MemoryKind::device}),
         returned_(kRing) {
-    for (std::size_t i = 0; i < kChunkBytes; i += 4096) std::memset(pattern_.data() + i, static_cast<int>(i / 4096 % 249 + 3), 4096);
+    for (std::size_t i = 0; i < kChunkBytes; i += 4096) {
+      std::memset(pattern_.data() + i, static_cast<int>(i / 4096 % 249 + 3), 4096);
+    }
     check(cudaEventCreate(&start_), "cudaEventCreate");
     check(cudaEventCreate(&end_a_), "cudaEventCreate");
     check(cudaEventCreate(&end_b_), "cudaEventCreate");
@@ -161,7 +163,9 @@ class TwoStageCopies {
   double run(std::size_t chunks, GpuStream* a, GpuStream* b) {
     GpuStream& first = a != nullptr ? *a : *b;
     check(cudaEventRecord(start_, static_cast<cudaStream_t>(first.get())), "cudaEventRecord");
-    if (a != nullptr && b != nullptr && b != a) check(cudaStreamWaitEvent(static_cast<cudaStream_t>(b->get()), start_, 0), "cudaStreamWaitEvent");
+    if (a != nullptr && b != nullptr && b != a) {
+      check(cudaStreamWaitEvent(static_cast<cudaStream_t>(b->get()), start_, 0), "cudaStreamWaitEvent");
+    }
     bool enqueued = true;
     for (std::size_t i = 0; i < chunks; ++i) {
       Chunk& chunk = device_.chunk(i % kRing);
@@ -170,8 +174,8 @@ class TwoStageCopies {
                    a->copy(chunk.data, pattern_.data(), kChunkBytes) && a->hand_off(chunk) != 0;
       }
       if (b != nullptr) {
-        enqueued = enqueued && (a == nullptr || b->wait_for(chunk)) && b->copy(landing_.data(), chunk.data, kChunkBytes) &&
-                   b->hand_off(returned_[i % kRing]) != 0;
+        enqueued = enqueued && (a == nullptr || b->wait_for(chunk)) &&
+                   b->copy(landing_.data(), chunk.data, kChunkBytes) && b->hand_off(returned_[i % kRing]) != 0;
       }
     }
     EXPECT_TRUE(enqueued) << first.error() << (b != nullptr ? b->error() : std::string());
@@ -239,7 +243,8 @@ TEST(StagesOnTwoStreams, HostToDeviceAndDeviceToHostCopiesOverlap) {
               gib, alone_a, gib * 1.073741824 / alone_a * 1e3, alone_b, gib * 1.073741824 / alone_b * 1e3, two_streams,
               two_streams / sum, one_stream, one_stream / sum);
   ASSERT_GE(std::min(alone_a, alone_b), 100.0) << "each stage's work alone must take 100 ms or more to be timed";
-  EXPECT_GE(one_stream, 0.9 * sum) << "on one stream the stages take turns: a measurement that misses this proves nothing";
+  EXPECT_GE(one_stream, 0.9 * sum)
+      << "on one stream the stages take turns: a measurement that misses this proves nothing";
   EXPECT_LT(two_streams, 0.8 * sum) << "the two stages' copies did not overlap on their own streams";
 #endif
 }
