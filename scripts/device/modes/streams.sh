@@ -23,3 +23,4 @@ echo "== streams: summary"
 printf '%-28s %s\n' test result
 for row in "${streams_table[@]}"; do printf '%-28s %s\n' "${row%%|*}" "${row#*|}"; done
 grep -h '^stage copies, GPU clock' "$out/streams-gpu_stream_test.log" 2>/dev/null || echo "overlap: no timing line (see streams-gpu_stream_test.log)"
+grep -h '^record bounce copies' "$out/streams-record_gpu_test.log" 2>/dev/null || echo "record bounce copies: no line (see streams-record_gpu_test.log)"
