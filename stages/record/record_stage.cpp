@@ -1,6 +1,7 @@
-// Record stage: keeps up to io_depth writes in flight; a chunk is handed on (or ended) only
-// after its write completed and its journal record is down, in arrival order. A full disk
-// ends the lane with the reason and what the capture holds, read back from the files.
+// Record stage: keeps up to io_depth writes in flight, and copies of device chunks into pinned
+// bounces in flight ahead of them; a chunk is handed on (or ended) only after its write completed
+// and its journal record is down, in arrival order. A full disk ends the lane with the reason and
+// what the capture holds, read back from the files.
 #include "stages/record/record_stage.hpp"
 
 #include <algorithm>
@@ -18,6 +19,9 @@
 
 namespace sluice {
 namespace {
+
+// Copies out of GPU memory that may be in flight ahead of the writer's chunks.
+constexpr std::size_t kBounceCopies = 4;
 
 // Only the stage's own thread writes these counters.
 void keep_longest(NamedCounter& counter, std::uint64_t value) noexcept {
@@ -100,13 +104,19 @@ void RecordStage::start(StageContext& context) {
   }
   if (device_chunk_bytes > 0) {
     // GPU chunks are copied here on this stage's stream, then written like host chunks.
-    bounce_ = &context.create_pool("bounce", PoolSpec{device_chunk_bytes, recorder::chunks_in_flight(settings_), MemoryKind::host_pinned,
-                                                     context.cuda_device()});
-    gpu_ = GpuStream(context.cuda_device(), 2);
+    const std::size_t bounces = recorder::chunks_in_flight(settings_) + kBounceCopies;
+    bounce_ = &context.create_pool("bounce",
+                                   PoolSpec{device_chunk_bytes, bounces, MemoryKind::host_pinned, context.cuda_device()});
+    // One event more than copies can be unfinished: a fence's event is never recorded again
+    // while that fence is still looked at.
+    gpu_ = GpuStream(context.cuda_device(), bounces + 1);
+    arrived_.reserve(bounces);
+    bounces_.reserve(bounces);
   }
   not_recorded_ = &context.metrics().drop_counter("not_recorded");
   longest_bounce_us_ = &context.metrics().counter("longest_bounce_us");
   longest_submit_us_ = &context.metrics().counter("longest_submit_us");
+  most_bounces_in_flight_ = &context.metrics().counter("most_bounces_in_flight");
   for (const auto& directory : settings_.directories) {
     if (std::string warning = recorder::fresh_volume_warning(directory); !warning.empty()) {
       log::warn("lane {} stage {}: {}", context.lane_name(), context.stage_name(), warning);
@@ -162,20 +172,84 @@ std::string RecordStage::state_on_disk() const {
   }
 }
 
-ChunkPtr RecordStage::bounce_copy(const Chunk& chunk) {
-  ChunkPtr bounce = context_->acquire(*bounce_, std::chrono::milliseconds(100));
-  if (!bounce || bounce->capacity < chunk.size) {
-    context_->fail("no pinned bounce buffer for a device chunk");
-    return nullptr;
+bool RecordStage::ready_for_input() {
+  if (bounce_ == nullptr) return writer_->has_room();
+  if (arrived_.full()) return false;
+  if (!spare_bounce_) spare_bounce_ = bounce_->try_acquire();
+  return spare_bounce_ != nullptr;
+}
+
+StageStatus RecordStage::take(ChunkPtr chunk) {
+  if (chunk->size == 0 && chunk->gap_count == 0) {
+    context_->emit(std::move(chunk));
+    return StageStatus::ok;
   }
-  // After the producer's GPU work, on this stage's stream; the thread waits for this copy only.
-  if (gpu_.wait_for(chunk) && gpu_.copy(bounce->data, chunk.data, chunk.size)) gpu_.wait(gpu_.fence());
+  // A chunk of gaps only (a loss at the end of a stream, a dropped chunk) is journaled
+  // like any other: its gaps belong in the capture.
+  if (bounce_ == nullptr) return submit(std::move(chunk), nullptr) ? StageStatus::ok : stop_on_failure();
+  if (chunk->memory == MemoryKind::device && chunk->size > 0) {
+    return start_bounce_copy(std::move(chunk)) ? StageStatus::ok : fail_copies();
+  }
+  arrived_.push(std::move(chunk), 0);  // behind the copies in flight, so that chunks keep their order
+  bounces_.push(nullptr, 0);
+  return StageStatus::ok;
+}
+
+bool RecordStage::start_bounce_copy(ChunkPtr chunk) {
+  const std::uint64_t began = monotonic_ns();
+  ChunkPtr bounce = std::move(spare_bounce_);
+  if (bounce->capacity < chunk->size) {
+    context_->fail("record: a device chunk of " + std::to_string(chunk->size) +
+                   " bytes is larger than its bounce buffer");
+    not_recorded_->add();
+    return false;
+  }
+  // After the producer's GPU work, on this stage's stream; the thread goes on without waiting.
+  if (!gpu_.wait_for(*chunk) || !gpu_.copy(bounce->data, chunk->data, chunk->size)) {
+    not_recorded_->add();
+    return false;
+  }
+  const std::uint64_t fence = gpu_.fence();
   if (!gpu_.error().empty()) {
-    context_->fail("record: " + gpu_.error());
-    return nullptr;
+    not_recorded_->add();
+    return false;
   }
-  bounce->copy_metadata_from(chunk);
-  return bounce;
+  bounce->copy_metadata_from(*chunk);
+  arrived_.push(std::move(chunk), fence);
+  bounces_.push(std::move(bounce), fence);
+  keep_longest(*longest_bounce_us_, (monotonic_ns() - began) / 1000);
+  // Copies on one stream finish in order: those unfinished are the newest ones.
+  std::uint64_t unfinished = 1;
+  while (unfinished < fence && !gpu_.reached(fence - unfinished)) ++unfinished;
+  keep_longest(*most_bounces_in_flight_, unfinished);
+  return true;
+}
+
+StageStatus RecordStage::submit_copied(bool& progressed) {
+  while (!arrived_.empty() && writer_->has_room() && gpu_.error().empty() && gpu_.reached(arrived_.front_fence())) {
+    ChunkPtr bounce = bounces_.pop();
+    if (!submit(arrived_.pop(), std::move(bounce))) return stop_on_failure();
+    progressed = true;
+  }
+  return gpu_.error().empty() ? StageStatus::ok : fail_copies();
+}
+
+bool RecordStage::submit(ChunkPtr chunk, ChunkPtr bounce) {
+  const std::uint64_t began = monotonic_ns();
+  const bool submitted = writer_->submit(std::move(chunk), std::move(bounce));
+  keep_longest(*longest_submit_us_, (monotonic_ns() - began) / 1000);
+  if (!submitted) not_recorded_->add();  // refused, so never written
+  return submitted;
+}
+
+StageStatus RecordStage::fail_copies() {
+  // The copies in flight have nothing to show for themselves: none of their chunks is written.
+  for (; !arrived_.empty(); bounces_.pop()) {
+    arrived_.pop();
+    not_recorded_->add();
+  }
+  if (!gpu_.error().empty()) context_->fail("record: " + gpu_.error());
+  return StageStatus::error;
 }
 
 StageStatus RecordStage::process() {
@@ -187,45 +261,16 @@ StageStatus RecordStage::process() {
     progressed = true;
   }
   if (writer_->failed()) return stop_on_failure();
-  if (writer_->has_room()) {
-    ChunkPtr chunk = context_->input().pop(writer_->in_flight() > 0 ? std::chrono::microseconds(0)
-                                                                     : std::chrono::microseconds(10'000));
-    if (chunk) {
-      if (chunk->size == 0 && chunk->gap_count == 0) {
-        context_->emit(std::move(chunk));
-        return StageStatus::ok;
-      }
-      // A chunk of gaps only (a loss at the end of a stream, a dropped chunk) is journaled
-      // like any other: its gaps belong in the capture.
-      ChunkPtr bounce;
-      const std::uint64_t began = monotonic_ns();
-      if (chunk->memory == MemoryKind::device && chunk->size > 0) {
-        bounce = bounce_copy(*chunk);
-        if (!bounce) {
-          not_recorded_->add();
-          return StageStatus::error;
-        }
-        // After the producer's GPU work, on this stage's stream; the thread waits for this copy only.
-        if (gpu_.wait_for(*chunk) && gpu_.copy(bounce->data, chunk->data, chunk->size)) gpu_.wait(gpu_.fence());
-        if (!gpu_.error().empty()) {
-          context_->fail("record: " + gpu_.error());
-          not_recorded_->add();
-          return StageStatus::error;
-        }
-        bounce->copy_metadata_from(*chunk);
-      }
-      const std::uint64_t copied = monotonic_ns();
-      const bool submitted = writer_->submit(std::move(chunk), std::move(bounce));
-      keep_longest(*longest_bounce_us_, (copied - began) / 1000);
-      keep_longest(*longest_submit_us_, (monotonic_ns() - copied) / 1000);
-      if (!submitted) {
-        not_recorded_->add();  // refused, so never written
-        return stop_on_failure();
-      }
-      return StageStatus::ok;
-    }
-    if (writer_->in_flight() == 0) {
+  if (const StageStatus copied = submit_copied(progressed); copied != StageStatus::ok) return copied;
+  const bool writing = writer_->in_flight() > 0;
+  if (ready_for_input()) {
+    // While copies are unfinished and nothing is being written, waiting for input is waiting for them.
+    ChunkPtr chunk = context_->input().pop(writing ? std::chrono::microseconds(0)
+                                                   : std::chrono::microseconds(arrived_.empty() ? 10'000 : 200));
+    if (chunk) return take(std::move(chunk));
+    if (!writing && arrived_.empty()) {
       if (!context_->input().finished()) return progressed ? StageStatus::ok : StageStatus::idle;
+      spare_bounce_.reset();
       writer_->finish();
       finished_ = true;
       if (writer_->failed()) {
@@ -235,11 +280,24 @@ StageStatus RecordStage::process() {
       return StageStatus::end_of_stream;
     }
   }
-  writer_->poll(std::chrono::microseconds(progressed ? 0 : 1000));
+  if (!writing && !arrived_.empty()) {
+    // Nothing being written and no input taken: only the oldest copy can move the lane on.
+    gpu_.wait(arrived_.front_fence());
+    return StageStatus::ok;
+  }
+  writer_->poll(std::chrono::microseconds(progressed ? 0 : arrived_.empty() ? 1000 : 100));
   return progressed ? StageStatus::ok : StageStatus::idle;
 }
 
 void RecordStage::stop() noexcept {
+  spare_bounce_.reset();
+  if (!arrived_.empty()) {
+    gpu_.finish();  // nothing may still read a chunk that goes back to its pool
+    for (; !arrived_.empty(); bounces_.pop()) {
+      arrived_.pop();
+      if (not_recorded_ != nullptr) not_recorded_->add();
+    }
+  }
   if (!writer_ || finished_) return;
   std::size_t abandoned = 0;
   writer_->finish(&abandoned);

@@ -22,8 +22,17 @@ class RecordStage final : public Stage {
 
  private:
   StageStatus stop_on_failure();
-  // A pinned copy of a device chunk, made on the lane's stream; null once the stage failed.
-  ChunkPtr bounce_copy(const Chunk& chunk);
+  // Whether another input chunk may be taken now: the writer has room (host lanes), or a slot
+  // behind the copies in flight and a free bounce for it (lanes with device chunks).
+  bool ready_for_input();
+  // One input chunk: to the writer (host lanes), or behind the copies in flight, its own copy
+  // out of GPU memory started on this stage's stream without waiting for it.
+  StageStatus take(ChunkPtr chunk);
+  bool start_bounce_copy(ChunkPtr chunk);
+  // Hands the writer, in arrival order, every chunk at the head whose copy has finished.
+  StageStatus submit_copied(bool& progressed);
+  bool submit(ChunkPtr chunk, ChunkPtr bounce);
+  StageStatus fail_copies();
   // The lane's state as a reader finds it in the files: bytes, recordings, complete or not.
   [[nodiscard]] std::string state_on_disk() const;
 
@@ -32,12 +41,18 @@ class RecordStage final : public Stage {
   std::unique_ptr<recorder::RecordingWriter> writer_;
   Pool* bounce_ = nullptr;  // pinned copies of device chunks
   GpuStream gpu_;           // those copies (made in start() where the lane has device chunks)
+  // Lanes with device chunks: every chunk in arrival order, each with its bounce (null for host
+  // chunks and gaps) and the fence of its copy (0: none), until the writer takes it.
+  FenceRing arrived_;
+  FenceRing bounces_;
+  ChunkPtr spare_bounce_;  // taken before an input chunk is, so that a device chunk always has one
   NamedCounter* not_recorded_ = nullptr;
-  // The longest time the stage thread spent on one chunk's copy out of GPU memory and on its
-  // submission (rotation, meta room, preallocation, io_uring_submit): where a lane's chunk
-  // may wait behind its recording.
+  // The longest time the stage thread spent on one chunk's copy out of GPU memory (queueing it)
+  // and on its submission (rotation, meta room, preallocation, io_uring_submit): where a lane's
+  // chunk may wait behind its recording. And the most copies out of GPU memory unfinished at once.
   NamedCounter* longest_bounce_us_ = nullptr;
   NamedCounter* longest_submit_us_ = nullptr;
+  NamedCounter* most_bounces_in_flight_ = nullptr;
   bool finished_ = false;
   bool join_ = false;            // asked to add lanes to an existing capture
   bool joins_existing_ = false;  // NAME.sigmf-collection existed before this run

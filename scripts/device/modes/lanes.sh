@@ -1,43 +1,82 @@
 # shellcheck disable=SC2154,SC2034 # $pack, $out, $mode and status belong to run.sh, which sources this
-# lanes: issue 24's multi-lane ladder on a multi-GPU host, in three sub-modes that each fit one
-# 600 s command (`lanes` runs all three: longer than one command at full size):
+# lanes: issue 24's multi-lane ladder on a multi-GPU host, in sub-modes that each fit one 600 s
+# command (`lanes` runs ladder, soak and onegpu: longer than one command at full size):
 #   lanes-ladder   LANES lanes of udp → link (device) → fft (cuFFT fused, power dB) → record spectra
 #                  → null, lane K on GPU K % GPUS; per-lane rates LADDER_RATES (GB/s, 10 s each) up
 #                  to the first loss, each next to LANES bare receive loops on the same cores
 #   lanes-soak     SOAK_LANES_SECONDS (30) at GOAL_RATE (5 GB/s per lane): counts reconciled stage
 #                  to stage, the emulator's samples against the sources', spectra against the tone
-#   lanes-onegpu   the soak with every lane on GPU 0, per-GPU PCIe receive bytes and SM / memory
-#                  busy shares (nvidia-smi dmon; it has no copy-engine share: the PCIe receive rate
-#                  against the link's, in gpu.txt, stands for it); lanes-soak records the same on GPUS
-#                  GPUs. LANES=16 GPUS=4 on a 64-core four-GPU host.
-# Cores (2 + 3 × LANES of them): 0-1 left to the system; receive threads on 2.., one each; each
-# pair of lanes' light stages (link, fft, record, null) sharing two cores; one emulator sender
-# thread per stream on the cores after those. 8 lanes fit 32 cores (26 used), 16 lanes 64 (50).
+#   lanes-onegpu   what the GPUs past the first add: the soak with every lane on GPU 0, then on GPUS
+#                  GPUs, in one call; per GPU and run the H2D bytes and rate (nvidia-smi dmon's PCIe
+#                  receive counter), the copy-engine busy share (that rate against the GPU's own
+#                  host-to-device copy rate, timed first by gpu_stream_test on each GPU: NVML has no
+#                  copy-engine counter), the SM busy share (dmon's sm: time a kernel ran) and, where
+#                  the driver has GPM (Hopper), the share of SMs busy
+#   lanes-cores    CORES_LANES lanes (as many as fit one core per stage: (cores - 2) / 6, a multiple
+#                  of GPUS) at CORES_RATE (GOAL_RATE) for CORES_SECONDS (10) in each light-core
+#                  layout of CORES_LAYOUTS ("stage 1 2"): the light stages on a core each, on one
+#                  core per lane, on a two-core set per pair of lanes; receive cores one each
+#                  throughout; the light cores' busy shares and each stage's busy fraction
+# LANES=16 GPUS=4 runs them on a 64-core four-GPU host.
+# Cores: 0-1 left to the system; receive threads on 2.., one each; then the light stages (link,
+# fft, record, null) by LANES_LIGHT_CORES: 2 (default) each pair of lanes sharing a two-core set
+# (`cpu: "a,b"`), 1 one core per lane, stage one core per stage; then one emulator sender thread
+# per stream. 8 lanes fit 32 cores (26 used), 16 lanes 64 (50).
 # Settings: LANES (8), GPUS (2), LADDER_RATES ("4 4.5 5 5.5 6"), GOAL_RATE (5), SOAK_LANES_SECONDS,
 # SENDER_THREADS (sender threads per stream; passed as emulator.SENDER_KEY, sender_threads by
 # default, where the emulator has that setting), EMULATOR_EXTRA and LANES_EXTRA (more --set
 # arguments for the emulator and for sluice), LANES_FFT (cufft; fftw runs without a GPU, with
-# GPUS=0 and no gpu: keys), LANES_LIGHT_CORES (2 cores per lane pair; 1 writes single cores),
-# LANES_AVERAGE (128 spectra a row: 8 lanes at 5 GB/s record 0.3 GB/s of spectra, 30 s fit the disk).
-# Needs sluice, sluice-emulator and udp_receive_loops packed. Without a GPU, on two cores:
+# GPUS=0 and no gpu: keys), LANES_LIGHT_CORES, LANES_AVERAGE (128 spectra a row: 8 lanes at
+# 5 GB/s record 0.3 GB/s of spectra, 30 s fit the disk), LANES_HOST_CORES (the host's cores: nproc).
+# LANES_DRY_RUN=1 runs nothing: it writes every config the mode would run, validates each with
+# `sluice validate` (on a host with fewer GPUs than GPUS, a copy without its gpu: keys) and prints
+# the commands, e.g. here: LANES_DRY_RUN=1 LANES_HOST_CORES=32 bash run.sh lanes-onegpu lanes-cores.
+# Needs sluice, sluice-emulator, udp_receive_loops and (lanes-onegpu) gpu_stream_test packed.
+# Without a GPU, on two cores:
 #   LANES=2 GPUS=0 LANES_FFT=fftw LANES_LIGHT_CORES=1 LADDER_RATES="0.05 0.1" GOAL_RATE=0.05 ...
 lanes_count=${LANES:-8}
 lanes_gpus=${GPUS:-2}
 lanes_fft=${LANES_FFT:-cufft}
 lanes_light=${LANES_LIGHT_CORES:-2}
+lanes_host_cores=${LANES_HOST_CORES:-$(nproc)}
+lanes_dry=${LANES_DRY_RUN:-0}
 lanes_dir=/tmp/sluice-lanes
 lanes_rows=()
-
+lanes_gpu_rows=()
+lanes_cores_rows=()
+lanes_light_stages=(link fft record sink)
 lanes_average=${LANES_AVERAGE:-128}
+# nvidia-smi numbers GPUs in PCI bus order: so do sluice's gpu: and gpu_stream_test here.
+export CUDA_DEVICE_ORDER=PCI_BUS_ID
+
 # Core numbers wrap at the host's count, so that a tiny run (LANES=2 on a 2-core machine) still
-# pins; on a host with 2 + 3 × LANES cores they are as laid out above.
-lanes_core() { echo $(($1 % $(nproc))); }
+# pins; on a host with enough cores they are as laid out above.
+lanes_core() { echo $(($1 % lanes_host_cores)); }
 lanes_rx_cpu() { lanes_core $((2 + $1)); }
-lanes_light_cpus() {  # lanes_light_cpus LANE: the cores its light stages share ("a-b", or one core)
-  local first=$((2 + lanes_count + ($1 / 2) * 2))
-  if [ "$lanes_light" -ge 2 ]; then echo "\"$first-$((first + 1))\""; else lanes_core $((2 + lanes_count + $1)); fi
+lanes_light_total() {  # cores the light stages of every lane take
+  case $lanes_light in
+    stage) echo $((4 * lanes_count)) ;;
+    1) echo "$lanes_count" ;;
+    *) echo $(((lanes_count + 1) / 2 * 2)) ;;
+  esac
 }
-lanes_sender_cpu() { lanes_core $((2 + 2 * lanes_count + $1)); }
+lanes_light_cpus() {  # lanes_light_cpus LANE STAGE: the cores of that light stage (0 link … 3 null)
+  local first=$((2 + lanes_count)) a b
+  case $lanes_light in
+    stage) lanes_core $((first + 4 * $1 + $2)) ;;
+    1) lanes_core $((first + $1)) ;;
+    *)
+      a=$(lanes_core $((first + $1 / 2 * 2)))
+      b=$(lanes_core $((first + $1 / 2 * 2 + 1)))
+      if [ "$a" = "$b" ]; then echo "$a"; else echo "\"$a,$b\""; fi
+      ;;
+  esac
+}
+lanes_light_list() {  # every light core, one per line
+  local core
+  for ((core = 0; core < $(lanes_light_total); core++)); do lanes_core $((2 + lanes_count + core)); done | sort -nu
+}
+lanes_sender_cpu() { lanes_core $((2 + lanes_count + $(lanes_light_total) + $1)); }
 
 lanes_yaml() {  # lanes_yaml RATE_GBPS GPUS FILE: the pipeline and its emulator at RATE per lane
   local rate=$1 gpus=$2 file=$3 sps tone lane
@@ -69,12 +108,10 @@ lanes_yaml() {  # lanes_yaml RATE_GBPS GPUS FILE: the pipeline and its emulator 
     echo "  - {name: sink, type: \"null\"}"
     echo "lanes:"
     for ((lane = 0; lane < lanes_count; lane++)); do
-      local light
-      light=$(lanes_light_cpus "$lane")
       echo "  - name: lane$lane"
       [ "$gpus" -gt 0 ] && echo "    gpu: $((lane % gpus))"
       echo "    source: {address: 127.0.0.1:$((50200 + lane)), stream_id: $((lane + 1)), cpu: $(lanes_rx_cpu "$lane")}"
-      for stage in link fft record sink; do echo "    $stage: {cpu: $light}"; done
+      for stage in 0 1 2 3; do echo "    ${lanes_light_stages[stage]}: {cpu: $(lanes_light_cpus "$lane" "$stage")}"; done
     done
   } > "$file"
 }
@@ -128,6 +165,7 @@ lanes_pipeline() {  # lanes_pipeline RATE SECONDS GPUS NAME LABEL: one run; prin
   local rate=$1 seconds=$2 gpus=$3 name=$4 label=$5
   local config="$out/$name.yaml"
   lanes_yaml "$rate" "$gpus" "$config"
+  if [ "$lanes_dry" = 1 ]; then lanes_dry_pipeline "$config" "$gpus" "$label" "$rate"; return; fi
   rm -rf "$lanes_dir"
   # shellcheck disable=SC2206  # LANES_EXTRA: more --set arguments, split on spaces
   local extra=(${LANES_EXTRA:-})
@@ -135,10 +173,16 @@ lanes_pipeline() {  # lanes_pipeline RATE SECONDS GPUS NAME LABEL: one run; prin
     2> "$out/$name.log" > /dev/null &
   local pipeline=$!
   lanes_wait_bound $pipeline
-  [ "$gpus" -gt 0 ] && command -v nvidia-smi > /dev/null &&
-    { nvidia-smi dmon -s ut -d 1 > "$out/$name-dmon.txt" 2>&1 & echo $! > "$out/$name-dmon.pid"; }
+  local samplers=()
+  if [ "$gpus" -gt 0 ] && command -v nvidia-smi > /dev/null; then
+    nvidia-smi dmon -s ut -d 1 > "$out/$name-dmon.txt" 2>&1 &
+    samplers+=($!)
+    # GPM (Hopper on): metric 2 is the share of SMs busy; a driver without it just writes its error.
+    nvidia-smi dmon --gpm-metrics 2 -d 1 > "$out/$name-gpm.txt" 2>&1 &
+    samplers+=($!)
+  fi
   lanes_send "$name" "$config" "$seconds"
-  [ -f "$out/$name-dmon.pid" ] && kill "$(cat "$out/$name-dmon.pid")" 2> /dev/null
+  [ "${#samplers[@]}" -gt 0 ] && kill "${samplers[@]}" 2> /dev/null
   wait $pipeline || status=1
   local busy
   busy=$(lanes_rx_busy "$name")
@@ -149,7 +193,7 @@ sent = re.search(r"sent ([0-9]+) packets .*?([0-9.]+) ([GM])B/s; samples ([0-9]+
 lost = sum(lane["stages"][0]["counters"].get("lost_samples", 0) for lane in report["lanes"])
 drops = sum(s.get("drops_total", 0) for lane in report["lanes"] for s in lane["stages"])
 gbps = float(sent.group(2)) / (1 if sent.group(3) == "G" else 1000) if sent else 0
-print(f"{sys.argv[6]:<9} {sys.argv[4]:>5} x {sys.argv[3]:>4} {gbps:>8.2f} {sent.group(1) if sent else '?':>12} "
+print(f"{sys.argv[6]:<12} {sys.argv[4]:>5} x {sys.argv[3]:>4} {gbps:>8.2f} {sent.group(1) if sent else '?':>12} "
       f"{lost:>12} {drops:>7} {sys.argv[5]:>10}")
 sys.exit(1 if lost or drops or not sent else 0)
 PY
@@ -160,6 +204,11 @@ lanes_loops() {  # lanes_loops RATE SECONDS NAME: LANES bare receive loops on th
   local config="$out/$name.yaml"
   lanes_yaml "$rate" 0 "$config"
   for ((lane = 0; lane < lanes_count; lane++)); do args+=(--port $((50200 + lane)) --cpu "$(lanes_rx_cpu "$lane")"); done
+  if [ "$lanes_dry" = 1 ]; then
+    echo "# would run: udp_receive_loops ${args[*]} --receive-buffer 256MiB, then lanes_send $name" >&2
+    printf '%-12s %5s x %4s %s\n' loops "$lanes_count" "$rate" "(dry run)"
+    return
+  fi
   "$pack/bin/udp_receive_loops" "${args[@]}" --receive-buffer 256MiB --seconds "$((seconds + 20))" --idle 1 \
     > "$out/$name.json" 2> "$out/$name.log" &
   local loops=$!
@@ -174,13 +223,14 @@ received = json.load(open(sys.argv[1]))["packets"]
 sent = re.search(r"sent ([0-9]+) packets .*?([0-9.]+) ([GM])B/s", open(sys.argv[2]).read())
 lost = int(sent.group(1)) - received if sent else -1
 gbps = float(sent.group(2)) / (1 if sent.group(3) == "G" else 1000) if sent else 0
-print(f"{'loops':<9} {sys.argv[4]:>5} x {sys.argv[3]:>4} {gbps:>8.2f} {sent.group(1) if sent else '?':>12} "
+print(f"{'loops':<12} {sys.argv[4]:>5} x {sys.argv[3]:>4} {gbps:>8.2f} {sent.group(1) if sent else '?':>12} "
       f"{str(lost) + ' pkts':>12} {'-':>7} {sys.argv[5]:>10}")
 sys.exit(1 if lost != 0 else 0)
 PY
 }
 
 lanes_check() {  # lanes_check NAME RATE: counts stage to stage and the spectra's peak at the tone, per lane
+  [ "$lanes_dry" = 1 ] && return
   python3 - "$out/$1.json" "$out/$1-emulator.log" "$lanes_dir" "$2" <<'PY' | tee -a "$out/lanes-checks.txt"
 import glob, json, re, sys
 from array import array
@@ -224,28 +274,103 @@ sys.exit(1 if failed else 0)
 PY
 }
 
-lanes_gpu_shares() {  # lanes_gpu_shares NAME: per GPU the mean SM and memory busy shares and PCIe receive GB/s
-  [ -s "$out/$1-dmon.txt" ] || { echo "$1: no nvidia-smi dmon samples"; return; }
-  python3 - "$out/$1-dmon.txt" "$1" <<'PY' | tee -a "$out/lanes-checks.txt"
-import sys
-columns, samples = [], {}
-for line in open(sys.argv[1]):
-    if line.startswith("# gpu"):
-        columns = line[1:].split()
-    elif columns and not line.startswith("#") and line.split():
-        values = dict(zip(columns, line.split()))
-        samples.setdefault(values["gpu"], []).append(values)
-def mean(rows, key):
-    numbers = [float(r[key]) for r in rows if r.get(key, "-").replace(".", "").isdigit()]
-    return sum(numbers) / len(numbers) if numbers else float("nan")
-for gpu, rows in sorted(samples.items()):
-    busy = [r for r in rows if r.get("rxpci", "0") not in ("0", "-")]  # while data flowed
-    print(f"{sys.argv[2]} GPU {gpu}: SM {mean(busy, 'sm'):.0f}%, memory {mean(busy, 'mem'):.0f}%, "
-          f"PCIe rx {mean(busy, 'rxpci') / 1000:.2f} GB/s (H2D), tx {mean(busy, 'txpci') / 1000:.2f} GB/s")
-PY
+lanes_dry_pipeline() {  # lanes_dry_pipeline CONFIG GPUS LABEL RATE: what a run would be, validated; its row
+  local config=$1 gpus=$2 here checked=$1 lane senders=() valid=0
+  here=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')
+  if [ "$gpus" -gt "$here" ]; then
+    # gpu: N is checked against the GPUs present: where they are not, validate the rest.
+    checked="${config%.yaml}-nogpu.yaml"
+    grep -v '^    gpu: ' "$config" > "$checked"
+  fi
+  for ((lane = 0; lane < lanes_count; lane++)); do senders+=("$(lanes_sender_cpu "$lane")"); done
+  "$pack/bin/sluice" validate "$checked" > "$out/validate.txt" 2>&1 || valid=1
+  {
+    echo "# would run: sluice run $config ($(grep -c '^    gpu: ' "$config") lanes with gpu: over $gpus GPUs;" \
+      "light cores: $(lanes_light_list | tr '\n' ' ')); emulator senders on cores ${senders[*]}"
+    if [ "$valid" = 0 ]; then
+      head -1 "$out/validate.txt"
+      grep -A6 '^  lane0:' "$out/validate.txt"
+    else
+      echo "VALIDATION FAILED ($checked):"
+      cat "$out/validate.txt"
+    fi
+  } >&2
+  printf '%-12s %5s x %4s %s\n' "$3" "$lanes_count" "$4" "(dry run: $([ "$valid" = 0 ] && echo valid || echo INVALID))"
+  return $valid
 }
 
-lanes_header() { printf '%-9s %5s   %4s %8s %12s %12s %7s %10s\n' run lanes GB/s "sent GB/s" "sent pkts" lost drops "rx busy"; }  # GB/s: per lane
+lanes_peak_copies() {  # per GPU (GPUS of them) its copy rates alone, from gpu_stream_test: lanes-peak.txt
+  local gpu
+  : > "$out/lanes-peak.txt"
+  for ((gpu = 0; gpu < lanes_gpus; gpu++)); do
+    if [ "$lanes_dry" = 1 ]; then
+      echo "# would run: CUDA_VISIBLE_DEVICES=$gpu gpu_stream_test --gtest_filter=StagesOnTwoStreams.*Overlap" >&2
+      continue
+    fi
+    CUDA_VISIBLE_DEVICES=$gpu timeout 120 "$pack/bin/gpu_stream_test" \
+      --gtest_filter='StagesOnTwoStreams.HostToDeviceAndDeviceToHostCopiesOverlap' > "$out/lanes-peak-$gpu.log" 2>&1 || status=1
+    # "host → device alone X ms (Y GB/s), device → host alone X ms (Z GB/s)"
+    sed -nE "s/.*host → device alone [0-9.]+ ms \(([0-9.]+) GB\/s\), device → host alone [0-9.]+ ms \(([0-9.]+) GB\/s\).*/$gpu \1 \2/p" \
+      "$out/lanes-peak-$gpu.log" >> "$out/lanes-peak.txt"
+  done
+}
+
+lanes_gpu_shares() {  # lanes_gpu_shares NAME LANES_PER_GPU...: per GPU its H2D bytes, rate and busy shares
+  [ "$lanes_dry" = 1 ] && return
+  [ -s "$out/$1-dmon.txt" ] || { lanes_gpu_rows+=("$1: no nvidia-smi dmon samples"); return; }
+  local rows
+  rows=$(python3 - "$out/$1-dmon.txt" "$out/$1-gpm.txt" "$out/lanes-peak.txt" "$1" "${GOAL_RATE:-5}" "${@:2}" <<'PY'
+import sys
+def samples(path):
+    columns, rows = [], {}
+    try:
+        lines = open(path).read().splitlines()
+    except OSError:
+        return rows
+    for line in lines:
+        if line.startswith("# gpu"):
+            columns = line[1:].split()
+        elif columns and not line.startswith("#") and len(line.split()) == len(columns):
+            values = dict(zip(columns, line.split()))
+            rows.setdefault(values["gpu"], []).append(values)
+    return rows
+def number(text):
+    try:
+        return float(text)
+    except ValueError:
+        return None
+def mean(rows, key):
+    numbers = [n for n in (number(r.get(key, "-")) for r in rows) if n is not None]
+    return sum(numbers) / len(numbers) if numbers else None
+dmon, gpm = samples(sys.argv[1]), samples(sys.argv[2])
+peak = {line.split()[0]: float(line.split()[1]) for line in open(sys.argv[3]) if len(line.split()) == 3}
+name, rate, per_gpu = sys.argv[4], float(sys.argv[5]), sys.argv[6:]
+show = lambda value, form: "-" if value is None else form.format(value)
+for gpu, rows in sorted(dmon.items(), key=lambda item: int(item[0])):
+    # dmon's PCIe counters are MB/s sampled each second: their sum is the MB moved.
+    h2d_gb = sum(number(r.get("rxpci", "-")) or 0 for r in rows) / 1000
+    flowing = [r for r in rows if (number(r.get("rxpci", "-")) or 0) > 0]
+    h2d = mean(flowing, "rxpci")
+    h2d = None if h2d is None else h2d / 1000
+    engine = None if h2d is None or gpu not in peak else h2d / peak[gpu]
+    sm_gpm = None
+    for key in next(iter(gpm.get(gpu, [])), {}):
+        if key != "gpu":
+            sm_gpm = mean(gpm[gpu], key)
+    lanes = int(per_gpu[int(gpu)]) if int(gpu) < len(per_gpu) else 0
+    print(f"{name:<14}{gpu:>4}{lanes:>6}{lanes * rate:>9.1f}{h2d_gb:>9.1f}{show(h2d, '{:.2f}'):>10}"
+          f"{show(peak.get(gpu), '{:.1f}'):>11}{show(engine, '{:.2f}'):>8}{show(mean(flowing, 'sm'), '{:.0f}%'):>7}"
+          f"{show(sm_gpm, '{:.0f}%'):>8}{show(mean(flowing, 'txpci'), '{:.0f}'):>10}")
+PY
+)
+  mapfile -t -O "${#lanes_gpu_rows[@]}" lanes_gpu_rows <<< "$rows"
+}
+
+lanes_gpu_header() {
+  printf '%-14s%4s%6s%9s%9s%10s%11s%8s%7s%8s%10s\n' run gpu lanes "GB/s in" "H2D GB" "H2D GB/s" "copy GB/s" engine SM "SMs" "D2H MB/s"
+}
+
+lanes_header() { printf '%-12s %5s   %4s %8s %12s %12s %7s %10s\n' run lanes GB/s "sent GB/s" "sent pkts" lost drops "rx busy"; }  # GB/s: per lane
 
 lanes_ladder() {
   local rate pipeline_lost=0 loops_lost=0 row
@@ -263,23 +388,91 @@ lanes_ladder() {
 }
 
 lanes_soak() {  # lanes_soak GPUS LABEL
-  local rate=${GOAL_RATE:-5} seconds=${SOAK_LANES_SECONDS:-30} row
+  local rate=${GOAL_RATE:-5} seconds=${SOAK_LANES_SECONDS:-30} row gpu per_gpu=()
   row=$(lanes_pipeline "$rate" "$seconds" "$1" "lanes-$2" "$2") || status=1
   lanes_rows+=("$row")
   lanes_check "lanes-$2" "$rate" || status=1
-  lanes_gpu_shares "lanes-$2"
+  [ "$1" -gt 0 ] || return 0
+  # Lanes per GPU: lane K runs on GPU K % GPUS.
+  for ((gpu = 0; gpu < (lanes_gpus > 1 ? lanes_gpus : 1); gpu++)); do
+    per_gpu+=($(($1 > gpu ? (lanes_count - gpu + $1 - 1) / $1 : 0)))
+  done
+  lanes_gpu_shares "lanes-$2" "${per_gpu[@]}"
+}
+
+lanes_cores_lanes() {  # lanes that fit a core per stage (6 a lane past the system's two), a multiple of GPUS
+  local step=$((lanes_gpus > 0 ? lanes_gpus : 1)) fit
+  fit=$(((lanes_host_cores - 2) / 6 / step * step))
+  [ "$fit" -lt "$step" ] && fit=$step
+  [ "$fit" -gt "$lanes_count" ] && fit=$lanes_count
+  echo "$fit"
+}
+
+lanes_cores_row() {  # lanes_cores_row NAME LAYOUT: the light cores' busy shares and each stage's busy fraction
+  # shellcheck disable=SC2046 # one argument per light core
+  python3 - "$out/$1-stat-before.txt" "$out/$1-stat-after.txt" "$out/$1.json" "$2" "$lanes_count" \
+    $(lanes_light_list) <<'PY'
+import json, sys
+def load(path):
+    return {l.split()[0]: list(map(int, l.split()[1:9])) for l in open(path) if l.startswith("cpu") and l[3].isdigit()}
+before, after = load(sys.argv[1]), load(sys.argv[2])
+shares = []
+for core in sys.argv[6:]:
+    d = [a - b for a, b in zip(after[f"cpu{core}"], before[f"cpu{core}"])]
+    shares.append(1 - (d[3] + d[4]) / (sum(d) or 1))
+report = json.load(open(sys.argv[3]))
+stages = {}
+for lane in report["lanes"]:
+    for s in lane["stages"][1:]:
+        stages[s["name"]] = max(stages.get(s["name"], 0), s.get("busy_fraction_flowing", 0))
+lost = sum(lane["stages"][0]["counters"].get("lost_samples", 0) for lane in report["lanes"])
+drops = sum(s.get("drops_total", 0) for lane in report["lanes"] for s in lane["stages"])
+layout = {"stage": "core per stage", "1": "core per lane", "2": "2-core set, 2 lanes"}.get(sys.argv[4], sys.argv[4])
+print(f"{layout:<20}{sys.argv[5]:>6}{len(shares):>7}{sum(shares) / len(shares):>7.2f}{max(shares):>7.2f}" +
+      "".join(f"{stages.get(name, 0):>8.2f}" for name in ("link", "fft", "record", "sink")) + f"{lost:>12}{drops:>7}")
+PY
+}
+
+lanes_cores() {  # the same lanes at one rate in each light-core layout of CORES_LAYOUTS
+  local saved_count=$lanes_count saved_light=$lanes_light layout row rate=${CORES_RATE:-${GOAL_RATE:-5}}
+  lanes_count=${CORES_LANES:-$(lanes_cores_lanes)}
+  for layout in ${CORES_LAYOUTS:-stage 1 2}; do
+    lanes_light=$layout
+    # A loss here is a finding of the comparison, not a failed check.
+    row=$(lanes_pipeline "$rate" "${CORES_SECONDS:-10}" "$lanes_gpus" "lanes-cores-$layout" "cores-$layout")
+    lanes_rows+=("$row")
+    [ "$lanes_dry" = 1 ] || lanes_cores_rows+=("$(lanes_cores_row "lanes-cores-$layout" "$layout")")
+  done
+  lanes_count=$saved_count
+  lanes_light=$saved_light
 }
 
 lanes_summary() {
   echo "lanes: $lanes_count lanes, GPUS=$lanes_gpus, fft $lanes_fft; checks in lanes-checks.txt"
-  [ -f "$out/lanes-checks.txt" ] && grep -E "GPU|WRONG|!=|drops|samples" "$out/lanes-checks.txt" | tail -$((2 * lanes_count + 6))
+  [ -f "$out/lanes-checks.txt" ] && grep -E "WRONG|!=|drops|samples" "$out/lanes-checks.txt" | tail -$((2 * lanes_count + 6))
   lanes_header
   printf '%s\n' "${lanes_rows[@]}"
+  if [ "${#lanes_gpu_rows[@]}" -gt 0 ]; then
+    echo
+    echo "per GPU: GB/s in = its lanes x rate; H2D = dmon rxpci (sum, mean while flowing); copy GB/s = the GPU's"
+    echo "host-to-device copy alone (gpu_stream_test); engine = H2D / copy; SM = dmon sm; SMs = GPM SM share"
+    lanes_gpu_header
+    printf '%s\n' "${lanes_gpu_rows[@]}"
+  fi
+  if [ "${#lanes_cores_rows[@]}" -gt 0 ]; then
+    echo
+    echo "light cores, ${CORES_RATE:-${GOAL_RATE:-5}} GB/s per lane, ${CORES_SECONDS:-10} s: busy share of the light cores (mean, max);"
+    echo "each light stage's busy fraction while data flowed (the most of any lane)"
+    printf '%-20s%6s%7s%7s%7s%8s%8s%8s%8s%12s%7s\n' layout lanes cores mean max link fft record sink lost drops
+    printf '%s\n' "${lanes_cores_rows[@]}"
+  fi
 }
 
 case $mode in
-  lanes) lanes_ladder; lanes_soak "$lanes_gpus" soak; lanes_soak 1 onegpu; lanes_summary ;;  # over 600 s at full size
+  # over 600 s at full size
+  lanes) lanes_ladder; lanes_peak_copies; lanes_soak "$lanes_gpus" soak; lanes_soak 1 onegpu; lanes_summary ;;
   lanes-ladder) lanes_ladder; lanes_summary ;;
-  lanes-soak) lanes_soak "$lanes_gpus" soak; lanes_summary ;;
-  lanes-onegpu) lanes_soak 1 onegpu; lanes_summary ;;
+  lanes-soak) lanes_peak_copies; lanes_soak "$lanes_gpus" soak; lanes_summary ;;
+  lanes-onegpu) lanes_peak_copies; lanes_soak 1 onegpu; lanes_soak "$lanes_gpus" soak; lanes_summary ;;
+  lanes-cores) lanes_cores; lanes_summary ;;
 esac

@@ -1,6 +1,7 @@
 # streams: every GPU test that covers the stages' own CUDA streams and the events between them
-# (gpu_stream_test times two stages' copies alone and together), then link_bench and fft_gpu_bench
-# for the GPU paths' throughput. Prints one table last: test, result, and the overlap line.
+# (gpu_stream_test times two stages' copies alone, on two streams and on one, on the GPU clock;
+# record_gpu_test keeps several bounce copies in flight), then link_bench and fft_gpu_bench for the
+# GPU paths' throughput. Prints one table last: test, result, and the overlap line.
 # Packed targets: gpu_stream_test memory_gpu_test record_gpu_test fft_gpu_test fft_gpu_kernels_test
 # fft_complex_kernels_test link_bench fft_gpu_bench.
 streams_table=()
@@ -21,4 +22,5 @@ echo
 echo "== streams: summary"
 printf '%-28s %s\n' test result
 for row in "${streams_table[@]}"; do printf '%-28s %s\n' "${row%%|*}" "${row#*|}"; done
-grep -h '^4 GiB: ' "$out/streams-gpu_stream_test.log" 2>/dev/null || echo "overlap: no timing line (see streams-gpu_stream_test.log)"
+grep -h '^stage copies, GPU clock' "$out/streams-gpu_stream_test.log" 2>/dev/null || echo "overlap: no timing line (see streams-gpu_stream_test.log)"
+grep -h '^record bounce copies' "$out/streams-record_gpu_test.log" 2>/dev/null || echo "record bounce copies: no line (see streams-record_gpu_test.log)"

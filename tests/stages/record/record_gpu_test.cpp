@@ -1,7 +1,10 @@
 // The recorder fed from GPU memory on a real GPU: chunks that a link landed in device memory
 // go through the record stage's pinned bounce pool to io_uring, and the capture read back
-// through replay (host chunks, linked back into device memory) gives every byte back.
+// through replay (host chunks, linked back into device memory) gives every byte back; the
+// bounce copies run ahead of the writes, several at once, and the file is still bit-exact.
 #include <gtest/gtest.h>
+
+#include <cstdio>
 
 #include "pipeline/memory.hpp"
 #include "tests/stages/record/record_test_support.hpp"
@@ -51,6 +54,39 @@ TEST(RecordGpu, DeviceChunksAreRecordedThroughThePinnedBounceAndReplayBackIntoDe
   replay.run();
   ASSERT_TRUE(replay.failures().empty()) << replay.failures()[0].message;
   EXPECT_EQ(read_file(out), expected);
+}
+
+std::uint64_t counter_of(const StageMetrics& stage, const std::string& name) {
+  for (const auto& counter : stage.counters()) {
+    if (counter.name == name) return counter.get();
+  }
+  ADD_FAILURE() << "no " << name << " counter";
+  return 0;
+}
+
+TEST(RecordGpu, SeveralBounceCopiesAreInFlightAtOnceAndTheRecordingIsBitExact) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
+  // The generator fills device chunks with copies it only queues, so chunks reach the record
+  // stage far faster than the GPU finishes them: a stage that waited for each bounce copy would
+  // never have two unfinished; one that queues them and writes each once its event says so does.
+  constexpr std::uint64_t kBytes = 512ULL << 20;  // 32 chunks of 16 MiB
+  TempDir dir;
+  Pipeline record(load_pipeline_text("pipeline: {name: gpu, chunk: 16MiB, chunks: 8}\n"
+                                     "lanes:\n  - name: port0\n    stages:\n"
+                                     "      - {type: generator, signal: ramp, memory: device, sample_rate: 100Msps, "
+                                     "stop_after: " + std::to_string(kBytes) + "}\n"
+                                     "      - {name: rec, type: record, directory: " + dir.str("capture") + "}\n",
+                                     "record_bounce.yaml"));
+  record.start();
+  record.run();
+  ASSERT_TRUE(record.failures().empty()) << record.failures()[0].message;
+  const StageMetrics& stage = *record.metrics_by_lane().at(0).at(1);
+  EXPECT_EQ(stage.total_drops(), 0U);
+  const std::uint64_t most_in_flight = counter_of(stage, "most_bounces_in_flight");
+  std::printf("record bounce copies: at most %llu in flight at once\n", static_cast<unsigned long long>(most_in_flight));
+  EXPECT_GE(most_in_flight, 2U) << "each bounce copy was waited for before the next began";
+  EXPECT_EQ(read_file(dir.str("capture/gpu-port0-0000.sigmf-data")),
+            ramp_bytes(SampleFormat::ci16, 100e6, 0, kBytes / 4));
 }
 
 }  // namespace
