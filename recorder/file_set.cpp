@@ -45,10 +45,10 @@ void open_companions(const FileSetSpec& spec, FileSet& file, std::uint32_t strip
     throw std::runtime_error(why);
   }
   if (spec.preallocate_bytes > 0) {
+    // A file that rotates is reserved whole here (on the rotation thread for every spare), so
+    // its writes never ask for more; a file that does not is grown ahead by its volume's thread.
     file.preallocation = std::make_unique<Preallocation>(file.buffered_fd.get(), data_path);
-    const std::uint64_t first =
-        spec.rotate_bytes > 0 ? std::min(spec.rotate_bytes, spec.preallocate_bytes) : spec.preallocate_bytes;
-    file.preallocation->claim(0, first);
+    file.preallocation->reserve(spec.rotate_bytes > 0 ? spec.rotate_bytes : spec.preallocate_bytes);
   }
 }
 
