@@ -149,31 +149,34 @@ Written write_ramp(const recorder::RecorderSettings& settings, const TracepointC
   return written;
 }
 
-#define SLUICE_REQUIRE_COUNTER(counter)                                                          \
-  do {                                                                                           \
-    if (!(counter).usable()) {                                                                   \
-      if (::sluice::test::in_ci()) FAIL() << "cannot count io_uring events in CI: " << (counter).why(); \
-      GTEST_SKIP() << "cannot count io_uring events here: " << (counter).why();                  \
-    }                                                                                            \
-  } while (false)
+// A recording on a fresh ext4 loop volume, with the writer thread's io_uring events counted.
+class Preallocation : public testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why = !volume_.mounted() ? "cannot mount an ext4 volume (needs root and loop devices): " + volume_.why()
+                      : !submits_.usable() ? "cannot count io_uring events: " + submits_.why()
+                      : !punts_.usable()   ? "cannot count io_uring events: " + punts_.why()
+                                           : std::string();
+    if (!why.empty() && test::in_ci()) FAIL() << why;
+    if (!why.empty()) GTEST_SKIP() << why;
+    settings_.directories = {volume_.path() + "/cap"};
+    settings_.name = "cap";
+  }
+
+  test::TempDir dir_;
+  test::LoopVolume volume_{dir_, "ext4", "320M", "vol"};
+  const TracepointCounter submits_{"io_uring_submit_req"};
+  const TracepointCounter punts_{"io_uring_queue_async_work"};
+  recorder::RecorderSettings settings_;
+};
 
 // ext4 cannot issue a direct write past the file's size without blocking, so io_uring hands
 // each such write to an io-wq worker, which runs the writes of one file one at a time. The
 // recorder's writes land inside the file's size: io_uring issues them inline, while the
 // volume's thread grows the file ahead (16 MiB at a time here, so it grows many times).
-TEST(Preallocation, DirectWritesOnExt4AreIssuedInlineNotHandedToIoWorkers) {
-  test::TempDir dir;
-  test::LoopVolume volume(dir, "ext4", "320M", "vol");
-  SLUICE_REQUIRE_MOUNTED(volume);
-  const TracepointCounter submits("io_uring_submit_req");
-  const TracepointCounter punts("io_uring_queue_async_work");
-  SLUICE_REQUIRE_COUNTER(submits);
-  SLUICE_REQUIRE_COUNTER(punts);
-  recorder::RecorderSettings settings;
-  settings.directories = {volume.path() + "/cap"};
-  settings.name = "cap";
-  settings.preallocate_bytes = 16 << 20;
-  const Written written = write_ramp(settings, submits, punts);
+TEST_F(Preallocation, DirectWritesOnExt4AreIssuedInlineNotHandedToIoWorkers) {
+  settings_.preallocate_bytes = 16 << 20;
+  const Written written = write_ramp(settings_, submits_, punts_);
   std::printf("%llu of %llu io_uring writes handed to io-wq workers\n", static_cast<unsigned long long>(written.punted_writes),
               static_cast<unsigned long long>(written.submitted_writes));
   EXPECT_GE(written.submitted_writes, kChunks) << "the kernel saw fewer writes than chunks";
@@ -185,21 +188,11 @@ TEST(Preallocation, DirectWritesOnExt4AreIssuedInlineNotHandedToIoWorkers) {
 
 // The record stage's thread only submits: the data files' fallocate calls after setup all
 // run on the volume's thread, and the file grew well past its first reservation.
-TEST(Preallocation, TheWritersThreadNeverFallocatesDataFiles) {
-  test::TempDir dir;
-  test::LoopVolume volume(dir, "ext4", "320M", "vol");
-  SLUICE_REQUIRE_MOUNTED(volume);
-  const TracepointCounter submits("io_uring_submit_req");
-  const TracepointCounter punts("io_uring_queue_async_work");
-  SLUICE_REQUIRE_COUNTER(submits);
-  SLUICE_REQUIRE_COUNTER(punts);
-  recorder::RecorderSettings settings;
-  settings.directories = {volume.path() + "/cap"};
-  settings.name = "cap";
-  settings.preallocate_bytes = 8 << 20;
+TEST_F(Preallocation, TheWritersThreadNeverFallocatesDataFiles) {
+  settings_.preallocate_bytes = 8 << 20;
   g_writer_calls = 0;
   g_other_calls = 0;
-  write_ramp(settings, submits, punts);
+  write_ramp(settings_, submits_, punts_);
   EXPECT_EQ(g_writer_calls.load(), 0) << "data-file fallocate calls on the writer's thread";
   // 192 MiB written 8 MiB ahead: the volume's thread grew the file every 4 MiB or so.
   EXPECT_GE(g_other_calls.load(), 16) << "the volume's thread hardly preallocated";
