@@ -62,11 +62,17 @@ void add_recording(CaptureLane& lane, const std::string& base) {
   }
   lane.recordings.push_back(base);
   lane.complete = lane.complete && global.value("sluice:complete", true);
-  if (fs::exists(base + std::string(kJournalSuffix))) lane.journals.push_back(base + std::string(kJournalSuffix));
-
   std::error_code error;
-  const auto file_bytes = fs::file_size(data_path, error);
+  std::uint64_t file_bytes = fs::file_size(data_path, error);
   if (error) throw std::runtime_error("cannot stat " + data_path + ": " + error.message());
+  if (const std::string journal = base + std::string(kJournalSuffix); fs::exists(journal)) {
+    lane.journals.push_back(journal);
+    // Cut off while recording: the data file runs on past its data (writes never journaled,
+    // the preallocated zero tail); only what the journal vouches for is samples.
+    std::uint64_t journaled = 0;
+    for (const JournalRecord& record : read_journal(journal).records) journaled += record.bytes;
+    file_bytes = std::min(file_bytes, journaled);
+  }
   const std::uint64_t file_samples = file_bytes / lane.sample_bytes;
   lane.total_bytes += file_bytes;
 

@@ -30,12 +30,14 @@ std::string zero_padded(std::uint32_t value, int width) {
 void open_companions(const FileSetSpec& spec, FileSet& file, std::uint32_t stripe, std::uint32_t segment) {
   const std::string data_path = file.base + std::string(kDataSuffix);
   const nlohmann::json global = make_global(spec.stream, spec.lane, spec.recorder_name, stripe, spec.stripes, segment);
-  // Provisional meta first: a valid (empty) capture exists from the first moment, and the
-  // journal beside it is what `sluice capture repair` completes it (and the meta) from, so
-  // it needs no fsync: rotation prepares these often.
+  // The journal first: `sluice capture repair` completes a recording (and writes its meta)
+  // from it, so a process killed at any point here leaves nothing repair cannot finish, while
+  // a provisional meta without its journal would stay an incomplete recording. The
+  // provisional meta makes the recording a valid (empty) capture at once; it needs no fsync,
+  // as rotation prepares these often.
+  file.journal = JournalWriter(file.base + std::string(kJournalSuffix), global);
   const std::string provisional = build_meta(global, {}, false).dump(2) + "\n";
   write_file_durably(file.base + std::string(kMetaSuffix), provisional, false);
-  file.journal = JournalWriter(file.base + std::string(kJournalSuffix), global);
   // The room for the final meta: the provisional one plus what finishing adds to the global object.
   file.meta_room = open_file(file.base + std::string(kMetaSuffix) + std::string(kTemporarySuffix), O_WRONLY | O_CREAT);
   file.meta_bound = provisional.size() + 512;
@@ -45,10 +47,10 @@ void open_companions(const FileSetSpec& spec, FileSet& file, std::uint32_t strip
     throw std::runtime_error(why);
   }
   if (spec.preallocate_bytes > 0) {
+    // A file that rotates is reserved whole here (on the rotation thread for every spare), so
+    // its writes never ask for more; a file that does not is grown ahead by its volume's thread.
     file.preallocation = std::make_unique<Preallocation>(file.buffered_fd.get(), data_path);
-    const std::uint64_t first =
-        spec.rotate_bytes > 0 ? std::min(spec.rotate_bytes, spec.preallocate_bytes) : spec.preallocate_bytes;
-    file.preallocation->claim(0, first);
+    file.preallocation->reserve(spec.rotate_bytes > 0 ? spec.rotate_bytes : spec.preallocate_bytes);
   }
 }
 

@@ -103,8 +103,13 @@ bool RecordingWriter::submit(ChunkPtr chunk, ChunkPtr bounce) noexcept {
   Stripe& stripe = *stripes_[submitted_ % stripes_.size()];
   if (!make_room(stripe, *chunk)) return false;
   FileSet& file = *stripe.file;
-  // Failure here is not an error: the write itself reports a full disk.
-  if (file.preallocation) file.preallocation->claim(file.next_offset + chunk->size, settings_.preallocate_bytes);
+  if (file.preallocation) {
+    // Never asks for room past the rotation size (a rotating file is reserved whole when made).
+    const std::uint64_t end = file.next_offset + chunk->size;
+    std::uint64_t ahead = settings_.preallocate_bytes;
+    if (settings_.rotate_bytes > 0) ahead = end < settings_.rotate_bytes ? std::min(ahead, settings_.rotate_bytes - end) : 0;
+    file.preallocation->claim(end, ahead);
+  }
   ++in_flight_;
   ++submitted_;
   return stripe.ring.submit(std::move(chunk), std::move(bounce), file, settings_.direct);

@@ -2,6 +2,8 @@
 # 4 volumes: port0 before the link (host memory) on volumes 0-1, port1 after the link (GPU
 # memory, pinned bounce) on volumes 2-3. Lossless means 0 lost packets and 0 drops; every
 # received sample must reach its raw tap, and `sluice capture info` must read both captures.
+# Then, on the same 4 volumes in the same call, the recorder against fio (record_vs_fio), so
+# that one call gives each tap's write rate and longest submit beside "recorder / fio".
 # shellcheck shell=bash disable=SC1091
 source "$pack/modes/record.sh"
 record_make_volumes 4
@@ -12,7 +14,16 @@ row=$(record_dual_run 3GB/s "${RECORD_SECONDS:-10}" on)
 echo "$row" >> "$table"
 verdict=$(echo "$row" | awk '{ print ($5 == 0 && $6 == 0 && $7 == "all" && $8 == "ok") ? "lossless" : "LOST" }')
 record_row dual "2 x 3 GB/s ${RECORD_SECONDS:-10} s, raw host+GPU over 4 volumes (first run)" "$verdict" "-" "-"
+# One row per tap of this run: "port0.raw: writes 3.00 GB/s, longest submit 1.2 ms, ..."
+taps="$out/record-3GB-${RECORD_SECONDS:-10}s-on-taps.txt"
+while IFS= read -r line; do
+  tap=${line%%:*}
+  rate=$(echo "$line" | sed -n 's/.*writes \([0-9.]*\) GB\/s.*/\1/p')
+  submit=$(echo "$line" | sed -n 's/.*longest submit \([0-9.]*\) ms.*/\1/p')
+  record_row tap "$tap: write GB/s, longest submit" "${rate:-?}" "${submit:-?} ms" "-"
+done < <(sort "$taps" 2> /dev/null)
+for mount in "${record_mounts[@]}"; do rm -rf "$mount/cap"; done  # room for the bench's files
+record_vs_fio dual-fio "${RECORD_FIO_REPETITIONS:-1}"
 grep -h -i -E 'warn|allocated' "$out"/record-3GB-*-on.log | sort -u | head -4
-cat "$out"/record-*-taps.txt 2> /dev/null | sort | tail -12
 cat "$table"
 record_table

@@ -46,6 +46,33 @@ record_fio() {  # record_fio BYTES FILE...: fio write, one job per file at once 
     python3 -c 'import json, sys; print(round(json.load(sys.stdin)["jobs"][0]["write"]["bw_bytes"] / 1e6))'
 }
 
+record_huge_pages() {  # record_huge_pages: SLUICE_HUGE_PAGES for recorder_bench, the same page size on both sides:
+  # 1 when RECORD_HUGE_PAGES (1) asks for them and 256 2 MiB pages could be reserved for fio --iomem=mmaphuge, else 0
+  if [ "${RECORD_HUGE_PAGES:-1}" = 1 ]; then
+    [ "$(cat /proc/sys/vm/nr_hugepages)" -ge 256 ] || echo 256 > /proc/sys/vm/nr_hugepages 2> /dev/null || true
+    [ "$(cat /proc/sys/vm/nr_hugepages)" -ge 256 ] && { echo 1; return; }
+  fi
+  echo 0
+}
+
+record_vs_fio() {  # record_vs_fio NAME REPETITIONS: recorder_bench's striped write (one lane over every volume in
+  # record_mounts, depth 8 a volume, 4 MiB, O_DIRECT) against fio with one job per volume at once; one summary row
+  local name=$1 repetitions=$2 dirs huge
+  dirs=$(IFS=:; echo "${record_mounts[*]}")
+  huge=$(record_huge_pages)
+  SLUICE_HUGE_PAGES=$huge SLUICE_BENCH_DIRS=$dirs SLUICE_BENCH_BYTES=${RECORD_STRIPE_BYTES:-4GiB} timeout 400 \
+    "$pack/bin/recorder_bench" --benchmark_filter=Striped --benchmark_repetitions="$repetitions" \
+    --benchmark_out="$out/$name.json" --benchmark_out_format=json >> "$out/record-bench.log" 2>&1 || status=1
+  python3 - "$out/$name.json" "$name" "${#record_mounts[@]}" "$huge" <<'PY' >> "$record_summary" || status=1
+import json, sys
+runs = [b for b in json.load(open(sys.argv[1]))["benchmarks"] if b.get("run_type") == "iteration"]
+pick = sorted(runs, key=lambda b: b["ratio"])[len(runs) // 2]  # the median run's own figures
+pages = "2 MiB" if sys.argv[4] == "1" else "4 KiB"
+print(f"{sys.argv[2]:<10} {'recorder, one lane over ' + sys.argv[3] + ' volumes vs fio, ' + pages + ' pages, MB/s':<58} "
+      f"{pick['recorder_MBps']:14.0f} {'fio ' + str(round(pick['fio_MBps'])):>14} {pick['ratio']:7.2f}")
+PY
+}
+
 # configs/dual_port.yaml with a second raw tap, gpu_raw, after the link (GPU memory, through
 # the record stage's pinned bounce): port0 records raw before the link, port1 after it.
 record_config() {
@@ -96,9 +123,9 @@ for lane in report["lanes"]:
     for s in stages:  # where a lane's chunks may wait behind its recording
         if s["name"] in ("raw", "gpu_raw", "record"):
             c = s["counters"]
-            print(f'{lane["name"]}.{s["name"]}: longest submit {c.get("longest_submit_us", 0) / 1e3:.1f} ms, longest bounce '
-                  f'{c.get("longest_bounce_us", 0) / 1e3:.1f} ms, busy {s.get("busy_fraction_flowing", 0):.2f}',
-                  file=open(sys.argv[1].replace(".json", "-taps.txt"), "a"))
+            print(f'{lane["name"]}.{s["name"]}: writes {s.get("bytes_per_second", 0) / 1e9:.2f} GB/s, longest submit '
+                  f'{c.get("longest_submit_us", 0) / 1e3:.1f} ms, longest bounce {c.get("longest_bounce_us", 0) / 1e3:.1f} ms, '
+                  f'busy {s.get("busy_fraction_flowing", 0):.2f}', file=open(sys.argv[1].replace(".json", "-taps.txt"), "a"))
 whole = "all" if tapped == received else f"{tapped}/{received}"
 print(f"taps-{sys.argv[3]:<4}{sys.argv[2]:>9} {float(sys.argv[6]):9.2f} {sys.argv[5]:>11} {lost:>10} {drops:>6} {whole if sys.argv[3] == 'on' else '-':>12} {sys.argv[4]:>6}")
 PY

@@ -122,8 +122,8 @@ testing::ProcessResult map_collection(const std::string& collection) {
   return result;
 }
 
-// The highest segment of lane port0 whose file set exists but holds nothing yet: the spare
-// a rotation makes ahead of time (-1 when there is none).
+// The highest segment of lane port0 whose file set is made (data, journal, meta) but has no
+// chunk journaled yet: the spare a rotation makes ahead of time (-1 when there is none).
 int spare_segment(const std::string& directory) {
   int last = -1;
   std::error_code error;
@@ -136,7 +136,8 @@ int spare_segment(const std::string& directory) {
   char name[64];
   std::snprintf(name, sizeof name, "/record_demo-port0-%04d", last);
   const std::string base = directory + name;
-  const bool empty = fs::file_size(base + ".sigmf-data", error) == 0 && !error &&
+  // Its data file is preallocated (zeros past every journaled byte): the journal says it is empty.
+  const bool empty = fs::exists(base + ".sigmf-data", error) && fs::exists(base + ".sigmf-meta", error) &&
                      fs::file_size(base + ".sluice-journal", error) == recorder::kJournalHeaderBytes && !error;
   return empty ? last : -1;
 }

@@ -459,9 +459,18 @@ TEST(RecordStage, KilledMidRecordingIsRepairedUpToTheLastChunkOnDisk) {
 
   const recorder::Capture cut = recorder::open_capture(dir.str("cap.sigmf-collection"));
   EXPECT_NE(recorder::describe_capture(cut).find("INCOMPLETE"), std::string::npos);
+  // The data file runs on past its data (preallocated zeros): before the repair a reader
+  // takes only the journaled bytes as samples, and they are the ramp.
+  std::uint64_t journaled = 0;
+  for (const auto& record : recorder::read_journal(journal).records) journaled += record.bytes;
+  EXPECT_GT(fs::file_size(dir.str("cap-port0-0000.sigmf-data")), journaled);
+  ASSERT_EQ(cut.lanes.size(), 1U);
+  EXPECT_EQ(cut.lanes[0].total_bytes, journaled);
+  EXPECT_EQ(lane_bytes(cut.lanes[0]), ramp_bytes(SampleFormat::ci16, kRate, 0, cut.lanes[0].total_samples));
   const recorder::RepairReport report = recorder::repair_capture(dir.str("cap.sigmf-collection"));
   ASSERT_EQ(report.repaired.size(), 1U);
   EXPECT_GE(report.bytes_kept, 6U * 256 * 1024);
+  EXPECT_EQ(report.bytes_kept, journaled);
   EXPECT_FALSE(fs::exists(journal));
 
   const recorder::Capture repaired = recorder::open_capture(dir.str("cap.sigmf-collection"));
