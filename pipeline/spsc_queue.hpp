@@ -3,12 +3,15 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <new>
 #include <optional>
 #include <stdexcept>
+
+#include "pipeline/futex.hpp"
 
 namespace sluice {
 
@@ -34,7 +37,9 @@ class SpscQueue {
       if (tail - head_cache_ > mask_) return false;
     }
     slots_[tail & mask_] = value;
-    tail_.store(tail + 1, std::memory_order_release);
+    // seq_cst pairs with wait_for_push(): either the consumer sees this item or we see it waiting.
+    tail_.store(tail + 1, std::memory_order_seq_cst);
+    wake_consumer();
     return true;
   }
 
@@ -51,7 +56,20 @@ class SpscQueue {
   }
 
   // Producer: no more pushes will come.
-  void close() noexcept { closed_.store(true, std::memory_order_release); }
+  void close() noexcept {
+    closed_.store(true, std::memory_order_seq_cst);
+    wake_consumer();
+  }
+
+  // Consumer: sleeps until a push or close(), or for `timeout`, whichever comes first (it may
+  // also return early). A consumer that has nothing to do blocks here instead of polling, so
+  // an idle stage thread takes no CPU from the threads (and kernel workers) that feed it.
+  void wait_for_push(std::chrono::nanoseconds timeout) noexcept {
+    const std::uint32_t seen = wakeups_.load(std::memory_order_acquire);
+    consumer_waiting_.store(true, std::memory_order_seq_cst);
+    if (size() == 0 && !closed()) futex_wait(wakeups_, seen, timeout);
+    consumer_waiting_.store(false, std::memory_order_relaxed);
+  }
   [[nodiscard]] bool closed() const noexcept { return closed_.load(std::memory_order_acquire); }
   // Consumer: closed and drained. Checks closed first so that a push racing with close is seen.
   [[nodiscard]] bool finished() const noexcept { return closed() && size() == 0; }
@@ -62,12 +80,20 @@ class SpscQueue {
   [[nodiscard]] std::size_t capacity() const noexcept { return mask_ + 1; }
 
  private:
+  void wake_consumer() noexcept {
+    if (!consumer_waiting_.load(std::memory_order_seq_cst)) return;
+    wakeups_.fetch_add(1, std::memory_order_release);
+    futex_wake_one(wakeups_);
+  }
+
   // Producer and consumer indices on separate cache lines; each side caches the other's.
   alignas(kCacheLine) std::atomic<std::uint64_t> tail_{0};
   std::uint64_t head_cache_ = 0;
   alignas(kCacheLine) std::atomic<std::uint64_t> head_{0};
   std::uint64_t tail_cache_ = 0;
   alignas(kCacheLine) std::atomic<bool> closed_{false};
+  std::atomic<bool> consumer_waiting_{false};  // the consumer is in (or entering) wait_for_push()
+  std::atomic<std::uint32_t> wakeups_{0};      // the futex word: bumped by each wake_consumer()
   std::size_t mask_ = 0;
   std::unique_ptr<T[]> slots_;
 };

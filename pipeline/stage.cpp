@@ -18,13 +18,20 @@ namespace {
 class Backoff {
  public:
   void wait(std::uint64_t remaining_ns) noexcept {
-    if (step_ < 16) {
-      cpu_relax();
-    } else if (step_ < 24) {
-      std::this_thread::yield();
+    if (spinning()) {
+      step();
     } else {
       const std::uint64_t sleep_ns = remaining_ns < 50'000 ? remaining_ns : 50'000;
       std::this_thread::sleep_for(std::chrono::nanoseconds(sleep_ns));
+    }
+  }
+  // The spin and yield steps; false once they are used up.
+  [[nodiscard]] bool spinning() const noexcept { return step_ < 24; }
+  void step() noexcept {
+    if (step_ < 16) {
+      cpu_relax();
+    } else {
+      std::this_thread::yield();
     }
     ++step_;
   }
@@ -54,7 +61,13 @@ ChunkPtr InputPort::pop(std::chrono::microseconds timeout) noexcept {
     }
     const std::uint64_t now = monotonic_ns();
     if (closed || now >= deadline) break;
-    backoff.wait(deadline - now);
+    // Past the spin, sleep until the producer pushes: a polling consumer would wake every
+    // few µs and take the CPU from the threads and kernel workers that produce its input.
+    if (backoff.spinning()) {
+      backoff.step();
+    } else {
+      queue_->wait_for_push(std::chrono::nanoseconds(deadline - now));
+    }
   }
   metrics_->wait_ns.fetch_add(monotonic_ns() - begin, std::memory_order_relaxed);
   return result;

@@ -4,6 +4,8 @@
 #include "stages/replay/replay_stage.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstring>
@@ -14,6 +16,7 @@
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
 #include "pipeline/errno_message.hpp"
+#include "pipeline/log.hpp"
 #include "recorder/sigmf.hpp"
 
 namespace sluice {
@@ -29,7 +32,7 @@ ReplayStage::ReplayStage(SettingsReader& reader, const PipelineSettings& pipelin
   settings_.pace = reader.choice("pace", ReplayPace::recorded, "recorded: at the capture's sample rate; fast: as fast as possible",
                                  {{"recorded", ReplayPace::recorded}, {"fast", ReplayPace::fast}});
   settings_.loop = reader.boolean("loop", false, "start again at the end (stream indices and timestamps keep increasing)");
-  settings_.read_ahead = static_cast<unsigned>(reader.integer("read_ahead", 4, "reads in flight (fewer than chunks)", 1, 1024));
+  settings_.read_ahead = static_cast<unsigned>(reader.integer("read_ahead", 4, "reads in flight on each volume of the capture (fewer than chunks)", 1, 1024));
   settings_.direct = reader.boolean("direct", true, "read with O_DIRECT (off for filesystems that refuse it)");
   settings_.pool = read_pool_settings(reader, pipeline, PoolWriter::host_writes);
   if (settings_.pool.chunk_count < settings_.read_ahead + 1) {
@@ -55,29 +58,22 @@ void ReplayStage::start(StageContext& context) {
     throw std::runtime_error("capture has no core:sample_rate: replay it with pace: fast");
   }
   if (settings_.pool.chunk_bytes < lane_.sample_bytes) throw std::runtime_error("chunk smaller than one sample");
-  std::map<std::string, std::size_t> file_index;
-  for (const auto& segment : lane_.segments) {
-    auto [it, added] = file_index.emplace(segment.data_path, files_.size());
-    if (added) {
-      Files files;
-      files.buffered = recorder::open_file(segment.data_path, O_RDONLY);
-      files.direct = settings_.direct ? recorder::open_file(segment.data_path, O_RDONLY | O_DIRECT)
-                                      : recorder::open_file(segment.data_path, O_RDONLY);
-      files_.push_back(std::move(files));
-    }
-    segment_file_.push_back(it->second);
-  }
   const auto& last = lane_.segments.back();
   span_ = last.global_index + last.sample_count - lane_.segments.front().global_index;
   first_index_ = lane_.segments.front().global_index;
 
   pool_ = &context.create_pool("out", settings_.pool.spec(context.cuda_device()));
-  ring_ = recorder::Uring(settings_.read_ahead * 2);
-  if (std::string why = ring_.register_pools({pool_}); !why.empty()) {
-    context.metrics().notes.push_back("fixed buffers off (" + why + ")");
-  }
+  open_files(context);
   // Every chunk but one may sit in the ring (done, waiting for an older read to finish).
   reads_.resize(std::max<std::size_t>(settings_.pool.chunk_count - 1, settings_.read_ahead));
+  if (const std::size_t reads_wanted = volumes_.size() * settings_.read_ahead; reads_wanted > reads_.size()) {
+    const std::string note = "read_ahead " + std::to_string(settings_.read_ahead) + " on each of " +
+                             std::to_string(volumes_.size()) + " volumes needs chunks: " + std::to_string(reads_wanted + 1) +
+                             " or more; with " + std::to_string(settings_.pool.chunk_count) + " chunks, " +
+                             std::to_string(reads_.size()) + " reads are in flight at most";
+    log::warn("lane {} stage {}: {}", context.lane_name(), context.stage_name(), note);
+    context.metrics().notes.push_back(note);
+  }
 
   late_ = &context.metrics().counter("late_chunks");
   context.stream.sample_rate = lane_.sample_rate;
@@ -88,6 +84,38 @@ void ReplayStage::start(StageContext& context) {
   context.stream.window = lane_.window;
   context.stream.averaging = lane_.averaging;
   context.stream.start_time = lane_.segments.front().time;
+}
+
+// Opens each data file twice (O_DIRECT and buffered, for reads off block boundaries) and gives
+// each filesystem the files lie on (a stripe's volume) its own io_uring, with the pool's
+// chunks registered as fixed buffers in each.
+void ReplayStage::open_files(StageContext& context) {
+  std::map<std::string, std::size_t> file_index;
+  std::map<dev_t, std::size_t> volume_index;
+  for (const auto& segment : lane_.segments) {
+    auto [it, added] = file_index.emplace(segment.data_path, files_.size());
+    if (added) {
+      Files files;
+      files.buffered = recorder::open_file(segment.data_path, O_RDONLY);
+      files.direct = settings_.direct ? recorder::open_file(segment.data_path, O_RDONLY | O_DIRECT)
+                                      : recorder::open_file(segment.data_path, O_RDONLY);
+      struct stat status {};
+      if (::fstat(files.buffered.get(), &status) != 0) throw std::runtime_error(errno_message("fstat(" + segment.data_path + ")"));
+      auto [volume, new_volume] = volume_index.emplace(status.st_dev, volume_index.size());
+      files.volume = volume->second;
+      files_.push_back(std::move(files));
+      if (new_volume) {
+        Volume& added_volume = volumes_.emplace_back();
+        added_volume.ring = recorder::Uring(settings_.read_ahead * 2);
+        if (std::string why = added_volume.ring.register_pools({pool_}); !why.empty()) {
+          context.metrics().notes.push_back("fixed buffers off on volume " + std::to_string(volumes_.size() - 1) + " (" +
+                                            why + ")");
+        }
+      }
+    }
+    segment_file_.push_back(it->second);
+  }
+  poll_fds_.resize(volumes_.size());
 }
 
 bool ReplayStage::plan_next(Chunk& chunk) noexcept {
@@ -134,7 +162,8 @@ bool ReplayStage::plan_next(Chunk& chunk) noexcept {
 
 bool ReplayStage::queue(std::size_t index) noexcept {
   Read& read = reads_[index];
-  io_uring_sqe* sqe = io_uring_get_sqe(ring_.get());
+  Volume& volume = volume_of(read);
+  io_uring_sqe* sqe = io_uring_get_sqe(volume.ring.get());
   if (sqe == nullptr) {
     error_ = "io_uring submission queue full";
     return false;
@@ -144,7 +173,7 @@ bool ReplayStage::queue(std::size_t index) noexcept {
   const int fd = direct ? files_[read.file].direct.get() : files_[read.file].buffered.get();
   std::byte* destination = read.chunk->data + read.done;
   const auto length = static_cast<unsigned>(read.length - read.done);
-  const int buffer = ring_.buffer_index(*read.chunk);
+  const int buffer = volume.ring.buffer_index(*read.chunk);
   if (buffer >= 0) {
     io_uring_prep_read_fixed(sqe, fd, destination, length, offset, buffer);
   } else {
@@ -153,20 +182,22 @@ bool ReplayStage::queue(std::size_t index) noexcept {
   io_uring_sqe_set_data64(sqe, index);
   read.pending = true;
   ++pending_;
+  ++volume.pending;
   return true;
 }
 
-void ReplayStage::reap(std::chrono::microseconds timeout) noexcept {
-  auto handle = [this](std::uint64_t index, int result) {
+void ReplayStage::reap(Volume& volume, std::chrono::microseconds timeout) noexcept {
+  auto handle = [this, &volume](std::uint64_t index, int result) {
     Read& read = reads_[index];
     read.pending = false;
     --pending_;
+    --volume.pending;
     if (result == -EAGAIN || result == -EINTR) {
       queue(index);
       return;
     }
     if (result < 0) {
-      error_ = errno_message("read(" + lane_.segments.front().data_path + ")", -result);
+      error_ = errno_message("read(" + files_[read.file].direct.path() + ")", -result);
       return;
     }
     read.done += static_cast<std::uint64_t>(result);
@@ -178,27 +209,54 @@ void ReplayStage::reap(std::chrono::microseconds timeout) noexcept {
     queue(index);  // short read: the rest
   };
   // -EAGAIN / -EBUSY / -EINTR leave the reads queued for the next submit; anything else fails.
-  const int submitted = ring_.reap(timeout, pending_ > 0, handle);
+  const int submitted = volume.ring.reap(timeout, volume.pending > 0, handle);
   if (submitted < 0 && submitted != -EAGAIN && submitted != -EBUSY && submitted != -EINTR && error_.empty()) {
     error_ = errno_message("io_uring_submit", -submitted);
   }
 }
 
-void ReplayStage::drain() noexcept {
-  while (pending_ > 0) reap(std::chrono::milliseconds(10));
-  for (auto& read : reads_) read.chunk.reset();
-  filled_ = 0;
+// Waits up to 10 ms for a completion on any volume, then takes what completed: a slow
+// volume at the head does not keep the others' finished reads from being replaced.
+void ReplayStage::wait_for_reads() noexcept {
+  if (volumes_.size() == 1) {
+    reap(volumes_.front(), std::chrono::milliseconds(10));
+    return;
+  }
+  nfds_t count = 0;
+  for (Volume& volume : volumes_) {
+    if (volume.pending == 0) continue;
+    // An io_uring's fd polls readable while its completion queue holds entries.
+    poll_fds_[count++] = pollfd{volume.ring.get()->ring_fd, POLLIN, 0};
+  }
+  if (count > 0 && ::poll(poll_fds_.data(), count, 10) < 0 && errno != EINTR && error_.empty()) {
+    error_ = errno_message("poll(io_uring)");
+  }
+  reap_all();
 }
 
-StageStatus ReplayStage::process() {
-  if (context_->stop_requested()) {
-    drain();
-    return StageStatus::end_of_stream;
+void ReplayStage::reap_all() noexcept {
+  for (Volume& volume : volumes_) {
+    if (volume.pending > 0) reap(volume, std::chrono::microseconds(0));
   }
-  // Take what completed, then keep read_ahead reads at the disk, all submitted in one call.
-  if (pending_ > 0) reap(std::chrono::microseconds(0));
-  bool queued = false;
-  while (!exhausted_ && error_.empty() && pending_ < settings_.read_ahead && filled_ < reads_.size()) {
+}
+
+void ReplayStage::drain() noexcept {
+  for (Volume& volume : volumes_) {
+    while (volume.pending > 0) reap(volume, std::chrono::milliseconds(10));
+  }
+  for (auto& read : reads_) {
+    read.chunk.reset();
+    read.waiting = false;
+  }
+  filled_ = 0;
+  waiting_ = 0;
+}
+
+// Plans reads in capture order while fewer than read_ahead per volume are planned or at a
+// disk: a volume at its limit does not stop the others' reads from being planned behind it.
+void ReplayStage::plan_reads() noexcept {
+  const std::size_t limit = volumes_.size() * settings_.read_ahead;
+  while (!exhausted_ && error_.empty() && pending_ + waiting_ < limit && filled_ < reads_.size()) {
     // Wait for a free chunk only when the ring is empty (downstream holds them all).
     ChunkPtr chunk = context_->acquire(*pool_, filled_ == 0 ? std::chrono::microseconds(10'000)
                                                             : std::chrono::microseconds(0));
@@ -209,11 +267,41 @@ StageStatus ReplayStage::process() {
     }
     const std::size_t index = (head_ + filled_) % reads_.size();
     reads_[index].chunk = std::move(chunk);
+    reads_[index].waiting = true;
+    ++waiting_;
     ++filled_;
-    if (!queue(index)) break;
-    queued = true;
   }
-  if (queued) io_uring_submit(ring_.get());
+}
+
+// Sends planned reads, oldest first, to each volume that has fewer than read_ahead at its
+// disk; each volume's new reads go to the kernel in one submit.
+void ReplayStage::send_waiting_reads() noexcept {
+  for (std::size_t i = 0; waiting_ > 0 && i < filled_ && error_.empty(); ++i) {
+    const std::size_t index = (head_ + i) % reads_.size();
+    Read& read = reads_[index];
+    if (!read.waiting || volume_of(read).pending >= settings_.read_ahead) continue;
+    read.waiting = false;
+    --waiting_;
+    if (!queue(index)) break;
+  }
+  for (Volume& volume : volumes_) {
+    if (io_uring_sq_ready(volume.ring.get()) == 0) continue;
+    const int submitted = io_uring_submit(volume.ring.get());
+    if (submitted < 0 && submitted != -EAGAIN && submitted != -EBUSY && submitted != -EINTR && error_.empty()) {
+      error_ = errno_message("io_uring_submit", -submitted);
+    }
+  }
+}
+
+StageStatus ReplayStage::process() {
+  if (context_->stop_requested()) {
+    drain();
+    return StageStatus::end_of_stream;
+  }
+  // Take what completed, then keep read_ahead reads at each volume's disk.
+  reap_all();
+  plan_reads();
+  send_waiting_reads();
   if (!error_.empty()) {
     drain();
     context_->fail(error_);
@@ -221,14 +309,14 @@ StageStatus ReplayStage::process() {
   }
   if (filled_ == 0) return exhausted_ ? StageStatus::end_of_stream : StageStatus::idle;
   Read& read = reads_[head_];
-  if (read.pending || read.done < read.chunk->size) {
-    reap(std::chrono::milliseconds(10));
+  if (read.waiting || read.pending || read.done < read.chunk->size) {
+    wait_for_reads();
     if (!error_.empty()) {
       drain();
       context_->fail(error_);
       return StageStatus::error;
     }
-    if (read.pending || read.done < read.chunk->size) return StageStatus::idle;
+    if (read.waiting || read.pending || read.done < read.chunk->size) return StageStatus::idle;
   }
   if (settings_.pace == ReplayPace::recorded) {
     // Pace by the samples before this chunk, at the recorded rate.
@@ -251,9 +339,7 @@ StageStatus ReplayStage::process() {
   return StageStatus::ok;
 }
 
-void ReplayStage::stop() noexcept {
-  if (ring_.valid()) drain();
-}
+void ReplayStage::stop() noexcept { drain(); }
 
 void register_replay_stage(StageRegistry& registry) {
   registry.add(StageType{"replay", StageRole::source,

@@ -1,7 +1,9 @@
 // `replay` source: reads one lane of a capture back into a pipeline through io_uring
-// (O_DIRECT, several reads ahead), paced at the recorded rate or as fast as possible,
-// once or looped, with the recorded gaps and timestamps restored on each chunk.
+// (O_DIRECT, several reads ahead on each volume of a striped capture), paced at the recorded
+// rate or as fast as possible, once or looped, with the recorded gaps and timestamps restored.
 #pragma once
+
+#include <poll.h>
 
 #include <memory>
 #include <string>
@@ -20,7 +22,7 @@ struct ReplaySettings {
   std::string lane;            // lane of the capture; empty: the pipeline lane's name if recorded, else the first
   ReplayPace pace = ReplayPace::recorded;
   bool loop = false;
-  unsigned read_ahead = 4;     // reads the disk has at once
+  unsigned read_ahead = 4;     // reads each volume (filesystem) of the capture has at once
   bool direct = true;          // O_DIRECT reads
   PoolSettings pool;
 };
@@ -40,17 +42,30 @@ class ReplayStage final : public Stage {
     std::uint64_t length = 0;   // bytes to request (block-rounded for O_DIRECT)
     std::uint64_t done = 0;
     bool direct = false;
-    bool pending = false;
+    bool waiting = false;       // planned, not yet at the disk: its volume has read_ahead reads
+    bool pending = false;       // at the disk
   };
   struct Files {
     recorder::FileDescriptor direct;
     recorder::FileDescriptor buffered;
+    std::size_t volume = 0;     // index into volumes_
+  };
+  // One filesystem of the capture (a stripe's drive): its own io_uring and its own reads in flight.
+  struct Volume {
+    recorder::Uring ring;
+    std::size_t pending = 0;
   };
 
+  void open_files(StageContext& context);
   bool plan_next(Chunk& chunk) noexcept;
+  void plan_reads() noexcept;
+  void send_waiting_reads() noexcept;
   bool queue(std::size_t index) noexcept;
-  void reap(std::chrono::microseconds timeout) noexcept;
+  void reap(Volume& volume, std::chrono::microseconds timeout) noexcept;
+  void reap_all() noexcept;
+  void wait_for_reads() noexcept;
   void drain() noexcept;
+  [[nodiscard]] Volume& volume_of(const Read& read) noexcept { return volumes_[files_[read.file].volume]; }
 
   ReplaySettings settings_;
   StageContext* context_ = nullptr;
@@ -58,15 +73,18 @@ class ReplayStage final : public Stage {
   recorder::CaptureLane lane_;
   std::vector<Files> files_;
   std::vector<std::size_t> segment_file_;  // segment -> files_ index
-  recorder::Uring ring_;
+  std::vector<Volume> volumes_;
+  std::vector<pollfd> poll_fds_;  // one per volume, for wait_for_reads()
   // Reads leave in capture order but complete in any order. The ring holds reads from the
-  // oldest not yet emitted (head_) on, filled_ of them; pending_ of those still wait for the
-  // disk. read_ahead bounds pending_, not filled_, so a slow read at the head does not stop
-  // the reads behind it from being replaced: the disk always has read_ahead requests, as fio's.
+  // oldest not yet emitted (head_) on, filled_ of them; pending_ of those are at a disk and
+  // waiting_ more are planned for a volume that has read_ahead reads already. read_ahead
+  // bounds each volume's reads, not filled_, so a slow read at the head (or a slow volume)
+  // does not stop the reads behind it: each disk always has read_ahead requests, as with fio.
   std::vector<Read> reads_;
   std::size_t head_ = 0;
   std::size_t filled_ = 0;
   std::size_t pending_ = 0;
+  std::size_t waiting_ = 0;
   // Cursor into the capture.
   std::size_t segment_ = 0;
   std::uint64_t segment_offset_ = 0;  // samples into the current segment
