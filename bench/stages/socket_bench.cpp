@@ -38,6 +38,7 @@
 #include "suite/bare_udp.hpp"
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
+#include "pipeline/memory.hpp"
 #include "pipeline/runtime.hpp"
 #include "stages/socket/udp_source.hpp"
 #include "wire/samples.hpp"
@@ -345,14 +346,18 @@ void BM_UdpStagePacedNoLoss(benchmark::State& state) {
 }
 BENCHMARK(BM_UdpStagePacedNoLoss)->Arg(1472)->Arg(8192)->Iterations(1)->Unit(benchmark::kSecond);
 
-// Where a received byte goes, three ways, each on the same paced stream (8972-byte VITA-49
+// Where a received byte goes, four ways, each on the same paced stream (8972-byte VITA-49
 // datagrams, GRO, batches of 8 as the stage's): `hot` receives into the same 512 KiB of buffers
 // every time (the bare loop); `copy` also streams every payload byte-swapped into a 128 MiB ring
-// of chunk-sized memory (the udp stage's one copy); `land` has the kernel write every payload
-// straight into that ring (iovecs: the header to a side buffer, the payload to the ring), no copy
-// of its own. Reported: the receiving thread's CPU seconds per GB for each and the ratios to `hot`.
-// SLUICE_BENCH_LANDING_RATE (bytes/s, default 500e6) sets the pace.
-enum class Landing { hot, copy, land };
+// of chunk-sized memory (the udp stage's copy before it landed payloads); `land` has the kernel
+// write every payload straight into that ring (iovecs: the header to a side buffer, the payload
+// to the ring), no copy of its own; `land_swap` is `land` plus the byte swap in place right after
+// the receive (the udp stage's path now). The ring is a host MemoryRegion, as a chunk pool's
+// slab: every page touched, 2 MiB pages where the kernel gives them (a ring of 4 KiB pages made
+// `land` pay a TLB miss per 4 KiB the kernel wrote). Reported: the receiving thread's CPU seconds
+// per GB for each and the ratios to `hot`. SLUICE_BENCH_LANDING_RATE (bytes/s, default 500e6)
+// sets the pace; SLUICE_BENCH_LANDING_WAYS (e.g. "hot,land_swap") picks the ways.
+enum class Landing { hot, copy, land, land_swap };
 
 class LandingReceiver {
  public:
@@ -374,7 +379,6 @@ class LandingReceiver {
     socklen_t length = sizeof(address);
     ::getsockname(socket_.get(), reinterpret_cast<sockaddr*>(&address), &length);
     port_ = ntohs(address.sin_port);
-    std::memset(ring_.data(), 0, ring_.size());  // every page touched, as a pool's are
   }
   [[nodiscard]] std::uint16_t port() const { return port_; }
   [[nodiscard]] std::uint64_t bytes() const { return bytes_; }
@@ -386,7 +390,7 @@ class LandingReceiver {
     for (std::size_t i = 0; i < kBatch; ++i) {
       msghdr& header = messages_[i].msg_hdr;
       header = {};
-      if (how_ == Landing::land) {
+      if (how_ == Landing::land || how_ == Landing::land_swap) {
         for (std::size_t k = 0; k < kSegments; ++k) {
           iovs_[i * 2 * kSegments + 2 * k] = {headers_.data() + k * kHeader, kHeader};
           iovs_[i * 2 * kSegments + 2 * k + 1] = {ring_.data() + (at_ + i * kSegments + k) * kPayload, kPayload};
@@ -405,6 +409,13 @@ class LandingReceiver {
     for (int i = 0; i < got; ++i) {
       const std::size_t length = messages_[static_cast<std::size_t>(i)].msg_len;
       bytes_ += length;
+      if (how_ == Landing::land_swap) {
+        const std::size_t segments = (length + kDatagram - 1) / kDatagram;
+        for (std::size_t k = 0; k < segments; ++k) {
+          const std::size_t payload = std::min(kDatagram, length - k * kDatagram) - kHeader;
+          wire::swap_in_place(SampleFormat::ci16, ring_.data() + (at_ + static_cast<std::size_t>(i) * kSegments + k) * kPayload, payload);
+        }
+      }
       if (how_ != Landing::copy) continue;
       for (std::size_t offset = 0; offset + kHeader < length; offset += kDatagram, ++at_) {
         const std::size_t payload = std::min(kDatagram, length - offset) - kHeader;
@@ -412,7 +423,7 @@ class LandingReceiver {
                           ring_.data() + at_ * kPayload, payload);
       }
     }
-    if (how_ == Landing::land && got > 0) at_ += static_cast<std::size_t>(got) * kSegments;
+    if ((how_ == Landing::land || how_ == Landing::land_swap) && got > 0) at_ += static_cast<std::size_t>(got) * kSegments;
     wire::stream_fence();
   }
 
@@ -423,7 +434,7 @@ class LandingReceiver {
   std::uint64_t bytes_ = 0;
   std::size_t at_ = 0;  // ring slot of the next payload
   std::vector<std::byte> hot_ = std::vector<std::byte>(kBatch * 65536);
-  std::vector<std::byte> ring_ = std::vector<std::byte>(std::size_t{128} << 20);
+  MemoryRegion ring_{MemoryKind::host, std::size_t{128} << 20};
   std::vector<std::byte> headers_ = std::vector<std::byte>(kSegments * kHeader);
   std::array<iovec, kBatch * 2 * kSegments> iovs_{};
   std::array<mmsghdr, kBatch> messages_{};
@@ -458,25 +469,28 @@ double landing_cpu_per_gb(Landing how, double rate) {
 void BM_ReceiveLanding(benchmark::State& state) {
   const char* text = std::getenv("SLUICE_BENCH_LANDING_RATE");
   const double rate = text != nullptr ? std::atof(text) : 500e6;
-  std::vector<double> hot;
-  std::vector<double> copy;
-  std::vector<double> land;
+  const char* ways_text = std::getenv("SLUICE_BENCH_LANDING_WAYS");
+  const std::string ways = ways_text != nullptr ? ways_text : "hot,copy,land,land_swap";
+  const std::array<std::pair<Landing, const char*>, 4> all{
+      {{Landing::hot, "hot"}, {Landing::copy, "copy"}, {Landing::land, "land"}, {Landing::land_swap, "land_swap"}}};
+  std::array<std::vector<double>, 4> cpu;
   for (auto _ : state) {
     for (int round = 0; round < kRounds; ++round) {
-      hot.push_back(landing_cpu_per_gb(Landing::hot, rate));
-      copy.push_back(landing_cpu_per_gb(Landing::copy, rate));
-      land.push_back(landing_cpu_per_gb(Landing::land, rate));
+      for (std::size_t w = 0; w < all.size(); ++w) {
+        if (ways.find(all[w].second) == std::string::npos) continue;
+        // "land" is also a prefix of "land_swap": match whole names.
+        const std::string name = all[w].second;
+        const bool named_way = ("," + ways + ",").find("," + name + ",") != std::string::npos;
+        if (named_way) cpu[w].push_back(landing_cpu_per_gb(all[w].first, rate));
+      }
     }
   }
-  if (median(hot) <= 0) {
-    state.SkipWithError("the hot receiver got no bytes (emulator did not start?)");
-    return;
+  const double hot = median(cpu[0]);
+  for (std::size_t w = 0; w < all.size(); ++w) {
+    if (cpu[w].empty()) continue;
+    state.counters[std::string(all[w].second) + "_rx_cpu_s_per_GB"] = median(cpu[w]);
+    if (w > 0 && hot > 0) state.counters[std::string(all[w].second) + "_vs_hot"] = median(cpu[w]) / hot;
   }
-  state.counters["hot_rx_cpu_s_per_GB"] = median(hot);
-  state.counters["copy_rx_cpu_s_per_GB"] = median(copy);
-  state.counters["land_rx_cpu_s_per_GB"] = median(land);
-  state.counters["copy_vs_hot"] = median(copy) / median(hot);
-  state.counters["land_vs_hot"] = median(land) / median(hot);
   state.SetLabel("rate " + std::to_string(rate / 1e9) + " GB/s, rx cpu " + std::to_string(kReceiveCpu));
 }
 BENCHMARK(BM_ReceiveLanding)->Iterations(1)->Unit(benchmark::kSecond);
