@@ -1,7 +1,8 @@
-// udp stage vs a bare recvmmsg loop on loopback, fed by sluice-emulator running unpaced in
-// another process. The bare loop uses the same batch size, receive buffer and GRO setting
-// but neither parses nor copies: the ratio is what validation, loss accounting and the one
-// copy into chunks cost. Then a paced run at 0.8x the bare rate must lose nothing. Every
+// udp stage vs a bare recvmmsg loop on loopback, fed by sluice-emulator in another process
+// (unpaced, or paced by SLUICE_BENCH_VS_BARE_RATE). The bare loop uses the same batch size,
+// receive buffer and GRO setting but neither parses nor places: the ratio is what validation,
+// loss accounting and the payloads' way into chunks cost. Then a paced run at 0.8x the bare
+// rate must lose nothing. Every
 // thread is pinned the same way in both runs: the receiving thread (bare loop or udp stage)
 // on one core, the emulator on a second, everything else (the stage's sink, the runtime's
 // monitor, this benchmark's own thread) on a third (see kReceiveCpu).
@@ -9,6 +10,7 @@
 // GB received and how busy the emulator's core was: when the sender's core is near 100% and
 // both receivers have time to spare, the sender bounds the rate and the ratio says little.
 //   socket_bench [--benchmark_repetitions=N]
+//   SLUICE_BENCH_VS_BARE_RATE=4e9 socket_bench --benchmark_filter='VsBare.*/8192'   (CPU per byte, same pace)
 //   SLUICE_BENCH_PACED_SECONDS=30 socket_bench --benchmark_filter=Paced   (the 30 s run)
 #include <benchmark/benchmark.h>
 
@@ -58,6 +60,14 @@ int env_or(const char* name, int fallback) {
   const char* text = std::getenv(name);
   return text != nullptr ? std::atoi(text) : fallback;
 }
+
+// VsBare's pace in bytes/s for both receivers (SLUICE_BENCH_VS_BARE_RATE): 0 sends as fast as the
+// emulator can, which compares rates; a pace both keep up with compares their CPU per byte at the
+// same load, the udp stage's goal (at most 1.2x the bare loop's).
+const double kVsBareRate = [] {
+  const char* text = std::getenv("SLUICE_BENCH_VS_BARE_RATE");
+  return text != nullptr ? std::atof(text) : 0.0;
+}();
 
 // Datagrams per recvmmsg, the same for the bare loop and the stage: 0 takes the stage's default
 // (default_udp_batch); SLUICE_BENCH_BATCH sets both.
@@ -188,10 +198,10 @@ ReceiveResult with_cpu(double packets_per_second, std::size_t payload, const Cpu
 }
 
 // Bare receive (bare_udp.hpp): recvmmsg with GRO, counting datagrams (segments), nothing else.
-ReceiveResult bare_receive(std::size_t payload) {
+ReceiveResult bare_receive(std::size_t payload, double rate = 0) {
   bench::BareUdpReceiver receiver("127.0.0.1:0", 256 << 20, kBatch);
   const PinnedThread pinned(kReceiveCpu);
-  EmulatorProcess emulator(receiver.port(), payload, kWarmupSeconds + kMeasureSeconds + 0.5, 0);
+  EmulatorProcess emulator(receiver.port(), payload, kWarmupSeconds + kMeasureSeconds + 0.5, rate);
   if (!emulator.running()) return {};
   std::optional<CpuWindow> window;
   std::uint64_t begin_ns = 0;
@@ -288,8 +298,8 @@ void BM_UdpStageVsBareReceive(benchmark::State& state) {
     std::vector<double> bares;
     std::vector<double> stages;
     for (int round = 0; round < kRounds; ++round) {
-      const ReceiveResult bare_round = bare_receive(payload);
-      const ReceiveResult stage_round = stage_run(payload, 0, kMeasureSeconds).receive;
+      const ReceiveResult bare_round = bare_receive(payload, kVsBareRate);
+      const ReceiveResult stage_round = stage_run(payload, kVsBareRate, kMeasureSeconds).receive;
       bares.push_back(bare_round.packet_rate);
       stages.push_back(stage_round.packet_rate);
       ratios.push_back(bares.back() > 0 ? stages.back() / bares.back() : 0);
@@ -314,9 +324,11 @@ void BM_UdpStageVsBareReceive(benchmark::State& state) {
   // near 1.0 the sender is the bound, whichever receiver is measured.
   state.counters["bare_rx_cpu_s_per_GB"] = median(bare_cpu);
   state.counters["stage_rx_cpu_s_per_GB"] = median(stage_cpu);
+  state.counters["stage_vs_bare_cpu"] = median(stage_cpu) / median(bare_cpu);  // goal <= 1.2 at a pace both keep up with
   state.counters["bare_sender_busy"] = median(bare_sender);
   state.counters["stage_sender_busy"] = median(stage_sender);
-  state.SetLabel("rx cpu " + std::to_string(kReceiveCpu) + ", emulator cpu " + std::to_string(kEmulatorCpu) + ", other threads cpu " +
+  state.SetLabel((kVsBareRate > 0 ? "paced " + std::to_string(kVsBareRate / 1e9) + " GB/s, " : std::string("unpaced, ")) + "rx cpu " +
+                 std::to_string(kReceiveCpu) + ", emulator cpu " + std::to_string(kEmulatorCpu) + ", other threads cpu " +
                  std::to_string(kOtherCpu));
 }
 BENCHMARK(BM_UdpStageVsBareReceive)->Arg(1472)->Arg(8192)->Iterations(1)->Unit(benchmark::kSecond);
