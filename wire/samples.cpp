@@ -182,16 +182,6 @@ void swap_lanes_in_place(std::byte* data, std::size_t bytes) noexcept {
   static const bool avx2 = cpu_has_avx2();
   if (avx2) i = swap_in_place_avx2<L>(data, bytes);
 #endif
-  for (; i + 64 <= bytes; i += 64) {
-    const __m128i a = swapped_at<L>(data + i);
-    const __m128i b = swapped_at<L>(data + i + 16);
-    const __m128i c = swapped_at<L>(data + i + 32);
-    const __m128i d = swapped_at<L>(data + i + 48);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(data + i), a);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(data + i + 16), b);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(data + i + 32), c);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(data + i + 48), d);
-  }
   for (; i + 16 <= bytes; i += 16) _mm_storeu_si128(reinterpret_cast<__m128i*>(data + i), swapped_at<L>(data + i));
   if (i != bytes) copy_words(data + i, data + i, bytes - i, std::conditional_t<L == Lanes::bits16, Swap16, Swap32>{});
 }

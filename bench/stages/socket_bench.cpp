@@ -358,7 +358,7 @@ void BM_UdpStagePacedNoLoss(benchmark::State& state) {
 }
 BENCHMARK(BM_UdpStagePacedNoLoss)->Arg(1472)->Arg(8192)->Iterations(1)->Unit(benchmark::kSecond);
 
-// Where a received byte goes, four ways, each on the same paced stream (8972-byte VITA-49
+// Where a received byte goes, four ways (and a fifth on request), each on the same paced stream (8972-byte VITA-49
 // datagrams, GRO, batches of 8 as the stage's): `hot` receives into the same 512 KiB of buffers
 // every time (the bare loop); `copy` also streams every payload byte-swapped into a 128 MiB ring
 // of chunk-sized memory (the udp stage's copy before it landed payloads); `land` has the kernel
@@ -368,8 +368,10 @@ BENCHMARK(BM_UdpStagePacedNoLoss)->Arg(1472)->Arg(8192)->Iterations(1)->Unit(ben
 // slab: every page touched, 2 MiB pages where the kernel gives them (a ring of 4 KiB pages made
 // `land` pay a TLB miss per 4 KiB the kernel wrote). Reported: the receiving thread's CPU seconds
 // per GB for each and the ratios to `hot`. SLUICE_BENCH_LANDING_RATE (bytes/s, default 500e6)
-// sets the pace; SLUICE_BENCH_LANDING_WAYS (e.g. "hot,land_swap") picks the ways.
-enum class Landing { hot, copy, land, land_swap };
+// sets the pace; SLUICE_BENCH_LANDING_WAYS (e.g. "hot,land_swap") picks the ways, among them
+// `land_swap_each` (not run by default): a message a call, as the stage receives, each swapped
+// right after its receive.
+enum class Landing { hot, copy, land, land_swap, land_swap_each };
 
 class LandingReceiver {
  public:
@@ -378,6 +380,25 @@ class LandingReceiver {
   static constexpr std::size_t kPayload = kDatagram - kHeader;
   static constexpr std::size_t kSegments = 65536 / kDatagram;  // datagrams in one GRO buffer
   static constexpr std::size_t kBatch = 8;
+
+  // land_swap_each: a message a call (as the udp stage receives), each swapped right after its
+  // receive while its 62 KiB are still in L1/L2.
+  void receive_each() {
+    int got = 0;
+    for (std::size_t i = 0; i < kBatch; ++i) {
+      const int one = ::recvmmsg(socket_.get(), &messages_[i], 1, i == 0 ? MSG_WAITFORONE : MSG_DONTWAIT, nullptr);
+      if (one <= 0) break;
+      ++got;
+      const std::size_t length = messages_[i].msg_len;
+      bytes_ += length;
+      const std::size_t segments = (length + kDatagram - 1) / kDatagram;
+      for (std::size_t k = 0; k < segments; ++k) {
+        const std::size_t payload = std::min(kDatagram, length - k * kDatagram) - kHeader;
+        wire::swap_in_place(SampleFormat::ci16, ring_.data() + (at_ + i * kSegments + k) * kPayload, payload);
+      }
+    }
+    at_ += static_cast<std::size_t>(got) * kSegments;
+  }
 
   explicit LandingReceiver(Landing how) : how_(how), socket_(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) {
     const int buffer = 256 << 20;
@@ -402,7 +423,7 @@ class LandingReceiver {
     for (std::size_t i = 0; i < kBatch; ++i) {
       msghdr& header = messages_[i].msg_hdr;
       header = {};
-      if (how_ == Landing::land || how_ == Landing::land_swap) {
+      if (how_ == Landing::land || how_ == Landing::land_swap || how_ == Landing::land_swap_each) {
         for (std::size_t k = 0; k < kSegments; ++k) {
           iovs_[i * 2 * kSegments + 2 * k] = {headers_.data() + k * kHeader, kHeader};
           iovs_[i * 2 * kSegments + 2 * k + 1] = {ring_.data() + (at_ + i * kSegments + k) * kPayload, kPayload};
@@ -416,6 +437,10 @@ class LandingReceiver {
       }
       header.msg_control = controls_.data() + i * 64;
       header.msg_controllen = 64;
+    }
+    if (how_ == Landing::land_swap_each) {
+      receive_each();
+      return;
     }
     const int got = ::recvmmsg(socket_.get(), messages_.data(), kBatch, MSG_WAITFORONE, nullptr);
     for (int i = 0; i < got; ++i) {
@@ -483,9 +508,12 @@ void BM_ReceiveLanding(benchmark::State& state) {
   const double rate = text != nullptr ? std::atof(text) : 500e6;
   const char* ways_text = std::getenv("SLUICE_BENCH_LANDING_WAYS");
   const std::string ways = ways_text != nullptr ? ways_text : "hot,copy,land,land_swap";
-  const std::array<std::pair<Landing, const char*>, 4> all{
-      {{Landing::hot, "hot"}, {Landing::copy, "copy"}, {Landing::land, "land"}, {Landing::land_swap, "land_swap"}}};
-  std::array<std::vector<double>, 4> cpu;
+  const std::array<std::pair<Landing, const char*>, 5> all{{{Landing::hot, "hot"},
+                                                          {Landing::copy, "copy"},
+                                                          {Landing::land, "land"},
+                                                          {Landing::land_swap, "land_swap"},
+                                                          {Landing::land_swap_each, "land_swap_each"}}};
+  std::array<std::vector<double>, 5> cpu;
   for (auto _ : state) {
     for (int round = 0; round < kRounds; ++round) {
       for (std::size_t w = 0; w < all.size(); ++w) {
