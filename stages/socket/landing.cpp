@@ -27,7 +27,9 @@ bool PayloadLanding::expect(std::size_t header, std::size_t payload, std::size_t
 
 std::size_t PayloadLanding::lay_out(std::size_t message, std::span<std::byte> area, msghdr& header, std::byte* spill,
                                     std::size_t spill_bytes) noexcept {
-  const std::size_t slots = payload_ == 0 ? 0 : std::min(segments_, area.size() / payload_);
+  // The message holds `spill_bytes` in all, as a receive into buffers_ would: a longer one is
+  // truncated (MSG_TRUNC) the same way, and gather() never writes past its buffer.
+  const std::size_t slots = payload_ == 0 ? 0 : std::min({segments_, area.size() / payload_, spill_bytes / datagram_bytes()});
   slots_[message] = slots;
   areas_[message] = area.data();
   if (slots == 0) return 0;
@@ -40,7 +42,7 @@ std::size_t PayloadLanding::lay_out(std::size_t message, std::span<std::byte> ar
   }
   // Whatever the message holds beyond the expected datagrams (a longer one, more of them) is
   // kept whole here, so that no shape of message is ever truncated.
-  iov[3 * slots] = {spill, spill_bytes};
+  iov[3 * slots] = {spill, spill_bytes - slots * datagram_bytes()};
   header.msg_iov = iov;
   header.msg_iovlen = 3 * slots + 1;
   return slots;

@@ -35,8 +35,8 @@ class PayloadLanding {
   [[nodiscard]] std::size_t datagram_bytes() const noexcept { return header_ + payload_ + trailer_; }
   [[nodiscard]] std::size_t segments() const noexcept { return segments_; }
   // Points message `message` at `area` (where the chunk's next payload goes): up to segments()
-  // datagrams, and whatever else it holds at `spill` (spill_bytes, enough for any message). Returns
-  // the datagrams that land in the chunk: 0 when `area` holds not one payload.
+  // datagrams, and whatever else it holds at `spill`, `spill_bytes` in all (the message's receive
+  // buffer). Returns the datagrams that land in the chunk: 0 when `area` holds not one payload.
   std::size_t lay_out(std::size_t message, std::span<std::byte> area, msghdr& header, std::byte* spill,
                       std::size_t spill_bytes) noexcept;
   // The chunk bytes message `message` of `length` bytes filled with payload, when every datagram

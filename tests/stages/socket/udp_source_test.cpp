@@ -737,6 +737,30 @@ TEST(UdpSource, ARecordedJumpBackIsANewCaptureSegmentAtTheSendersNewTime) {
   std::filesystem::remove_all(dir);
 }
 
+// Without GRO a message holds max_datagram bytes, landed or not: a longer datagram arriving where
+// the next payload was laid out is truncated and dropped as one, exactly as into a plain buffer
+// (and its gathering back never writes past that buffer).
+TEST(UdpSource, ADatagramLongerThanMaxDatagramWhereAPayloadWouldLandIsTruncated) {
+  auto settings = with_count(300);
+  settings.payload = 8972;
+  UdpRun run;
+  run_udp(settings, run, ", gro: false, max_datagram: 9000", [&](std::uint16_t port) -> std::uint64_t {
+    wire::UniqueFd sender(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    const sockaddr_in address = *wire::parse_endpoint("127.0.0.1:" + std::to_string(port));
+    const std::vector<std::byte> long_datagram(9000 + 8972, std::byte{0x5A});
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(::sendto(sender.get(), long_datagram.data(), long_datagram.size(), 0, reinterpret_cast<const sockaddr*>(&address),
+                         sizeof(address)),
+                static_cast<ssize_t>(long_datagram.size()));
+    }
+    return 3;
+  });
+  EXPECT_EQ(run.drops["truncated"], 3U);
+  EXPECT_EQ(run.packets, 303U);
+  EXPECT_GT(run.landed_packets, 200U);
+  expect_stream(run, settings, 300 * run.samples_per_packet, {});
+}
+
 TEST(UdpSource, ZeroLengthDatagramsAreCountedAsMalformed) {
   auto settings = with_count(300);
   UdpRun run;
