@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "pipeline/clock.hpp"
 #include "wire/samples.hpp"
 #include "wire/vita49.hpp"
 
@@ -83,6 +84,9 @@ bool ChunkAssembler::append(std::uint64_t first, const std::byte* data, std::siz
     }
     Chunk& chunk = *chunk_;
     if (chunk.size == 0) {
+      // Taken from the pool before the receive that fills it (free_area): its latency starts
+      // with its first sample, not with the wait for it.
+      chunk.created_ns = monotonic_ns();
       chunk.first_sample = expected_;
       chunk.format = format_;
       chunk.sequence = sequence_;
