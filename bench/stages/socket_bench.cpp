@@ -365,8 +365,8 @@ BENCHMARK(BM_UdpStagePacedNoLoss)->Arg(1472)->Arg(8192)->Iterations(1)->Unit(ben
 // write every payload straight into that ring (iovecs: the header to a side buffer, the payload
 // to the ring), no copy of its own; `land_swap` is `land` plus the byte swap in place right after
 // the receive (the udp stage's path now). The ring is a host MemoryRegion, as a chunk pool's
-// slab: every page touched, 2 MiB pages where the kernel gives them (a ring of 4 KiB pages made
-// `land` pay a TLB miss per 4 KiB the kernel wrote). Reported: the receiving thread's CPU seconds
+// slab: every page touched, 2 MiB pages where the kernel gives them (on 4 KiB pages `land` pays a
+// TLB miss per 4 KiB the kernel writes, which is not what a pool costs). Reported: the receiving thread's CPU seconds
 // per GB for each and the ratios to `hot`. SLUICE_BENCH_LANDING_RATE (bytes/s, default 500e6)
 // sets the pace; SLUICE_BENCH_LANDING_WAYS (e.g. "hot,land_swap") picks the ways, among them
 // `land_swap_each` (not run by default): a message a call, as the stage receives, each swapped
