@@ -148,6 +148,43 @@ void stream_lanes(const std::byte* in, std::byte* out, std::size_t bytes, [[mayb
     copy_words(in + i, out + i, bytes - i, std::conditional_t<L == Lanes::bits16, Swap16, Swap32>{});
   }
 }
+
+// In place, ordinary stores: the bytes were just written by the kernel and are still in cache,
+// so each line is read and written back there once.
+#if defined(SLUICE_STREAM_AVX512)
+// 32 bytes a step: one load, one in-lane byte shuffle, one store. Returns the bytes done.
+template <Lanes L>
+__attribute__((target("avx2"))) std::size_t swap_in_place_avx2(std::byte* data, std::size_t bytes) noexcept {
+  const __m256i order = L == Lanes::bits16 ? _mm256_setr_epi8(1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14, 1, 0, 3, 2, 5, 4, 7,
+                                                              6, 9, 8, 11, 10, 13, 12, 15, 14)
+                                           : _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12, 3, 2, 1, 0, 7, 6, 5,
+                                                              4, 11, 10, 9, 8, 15, 14, 13, 12);
+  std::size_t i = 0;
+  for (; i + 64 <= bytes; i += 64) {
+    const __m256i a = _mm256_shuffle_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + i)), order);
+    const __m256i b = _mm256_shuffle_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + i + 32)), order);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(data + i), a);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(data + i + 32), b);
+  }
+  return i;
+}
+
+bool cpu_has_avx2() noexcept {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2");
+}
+#endif
+
+template <Lanes L>
+void swap_lanes_in_place(std::byte* data, std::size_t bytes) noexcept {
+  std::size_t i = 0;
+#if defined(SLUICE_STREAM_AVX512)
+  static const bool avx2 = cpu_has_avx2();
+  if (avx2) i = swap_in_place_avx2<L>(data, bytes);
+#endif
+  for (; i + 16 <= bytes; i += 16) _mm_storeu_si128(reinterpret_cast<__m128i*>(data + i), swapped_at<L>(data + i));
+  if (i != bytes) copy_words(data + i, data + i, bytes - i, std::conditional_t<L == Lanes::bits16, Swap16, Swap32>{});
+}
 #endif
 
 }  // namespace
@@ -184,6 +221,19 @@ void stream_copy(SampleFormat format, bool swap, const std::byte* in, std::byte*
   }
 #else
   copy_swapped(format, in, out, bytes);
+#endif
+}
+
+void swap_in_place(SampleFormat format, std::byte* data, std::size_t bytes) noexcept {
+#if defined(__SSE2__)
+  switch (format) {
+    case SampleFormat::ci8: return;
+    case SampleFormat::ci16: swap_lanes_in_place<Lanes::bits16>(data, bytes); return;
+    case SampleFormat::cf32:
+    case SampleFormat::rf32: swap_lanes_in_place<Lanes::bits32>(data, bytes); return;
+  }
+#else
+  copy_swapped(format, data, data, bytes);
 #endif
 }
 

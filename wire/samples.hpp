@@ -1,5 +1,6 @@
 // Sample byte order between the wire (VITA-49 payloads are big-endian) and chunks
-// (little-endian): one fused copy-and-swap, so the socket stage's single copy also converts.
+// (little-endian): a fused copy-and-swap, and a swap in place for payloads received straight
+// into a chunk.
 #pragma once
 
 #include <cstddef>
@@ -26,6 +27,10 @@ enum class StreamWidth { sse2, avx512 };
 [[nodiscard]] StreamWidth stream_width() noexcept;
 // stream_copy with a given width, for its test and benchmark: `width` must not exceed stream_width().
 void stream_copy(SampleFormat format, bool swap, const std::byte* in, std::byte* out, std::size_t bytes, StreamWidth width) noexcept;
+
+// Swaps each component's byte order of `bytes` (a whole number of samples) where they lie, with
+// ordinary stores: for payloads the kernel has just written into a chunk (still in cache).
+void swap_in_place(SampleFormat format, std::byte* data, std::size_t bytes) noexcept;
 
 // Orders every stream_copy store before the stores that follow (publishing the chunk).
 void stream_fence() noexcept;

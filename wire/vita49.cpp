@@ -118,8 +118,18 @@ DecodeStatus decode(std::span<const std::byte> datagram, Packet& out) {
 }
 
 DecodeStatus decode_any(std::span<const std::byte> datagram, Packet& out) {
-  if (datagram.size() < 4) return DecodeStatus::truncated;
-  const std::uint32_t word0 = load_be32(datagram.data());
+  const DecodeStatus status = decode_prefix(datagram, datagram.size(), out);
+  if (status != DecodeStatus::ok) return status;
+  const std::size_t prefix_bytes = prefix_words(out.header) * 4;
+  const std::size_t payload_bytes = datagram.size() - prefix_bytes - (out.header.has_trailer ? 4U : 0U);
+  out.payload = datagram.subspan(prefix_bytes, payload_bytes);
+  out.trailer = out.header.has_trailer ? parse_trailer(load_be32(datagram.data() + prefix_bytes + payload_bytes)) : Trailer{};
+  return DecodeStatus::ok;
+}
+
+DecodeStatus decode_prefix(std::span<const std::byte> prefix, std::size_t datagram_bytes, Packet& out) {
+  if (datagram_bytes < 4 || prefix.size() < 4) return DecodeStatus::truncated;
+  const std::uint32_t word0 = load_be32(prefix.data());
   Header& header = out.header;
   const unsigned type = word0 >> 28;
   if (type > static_cast<unsigned>(PacketType::ext_context)) return DecodeStatus::unknown_type;
@@ -136,10 +146,11 @@ DecodeStatus decode_any(std::span<const std::byte> datagram, Packet& out) {
   const std::size_t fixed_words = prefix_words(header) + (header.has_trailer ? 1U : 0U);
   const std::size_t declared = static_cast<std::size_t>(header.size_words) * 4;
   if (header.size_words < fixed_words) return DecodeStatus::bad_size_field;
-  if (datagram.size() < declared) return DecodeStatus::truncated;
-  if (datagram.size() > declared) return DecodeStatus::bad_size_field;
+  if (datagram_bytes < declared) return DecodeStatus::truncated;
+  if (datagram_bytes > declared) return DecodeStatus::bad_size_field;
+  if (prefix.size() < prefix_words(header) * 4) return DecodeStatus::truncated;
 
-  const std::byte* cursor = datagram.data() + 4;
+  const std::byte* cursor = prefix.data() + 4;
   out.stream_id = 0;
   if (has_stream_id(header.type)) {
     out.stream_id = load_be32(cursor);
@@ -159,13 +170,9 @@ DecodeStatus decode_any(std::span<const std::byte> datagram, Packet& out) {
     cursor += 4;
   }
   out.fractional_timestamp = 0;
-  if (header.tsf != Tsf::none) {
-    out.fractional_timestamp = static_cast<std::uint64_t>(load_be32(cursor)) << 32 | load_be32(cursor + 4);
-    cursor += 8;
-  }
-  const std::size_t payload_bytes = declared - fixed_words * 4;
-  out.payload = std::span<const std::byte>(cursor, payload_bytes);
-  out.trailer = header.has_trailer ? parse_trailer(load_be32(cursor + payload_bytes)) : Trailer{};
+  if (header.tsf != Tsf::none) out.fractional_timestamp = static_cast<std::uint64_t>(load_be32(cursor)) << 32 | load_be32(cursor + 4);
+  out.payload = {};
+  out.trailer = {};
   return DecodeStatus::ok;
 }
 

@@ -108,6 +108,12 @@ DecodeStatus decode(std::span<const std::byte> datagram, Packet& out);
 // indicator field and the fields after it). Types 6..15 are unknown_type.
 DecodeStatus decode_any(std::span<const std::byte> datagram, Packet& out);
 
+// The header words alone, for a datagram of `datagram_bytes` whose first bytes are `prefix`
+// (at least prefix_words() * 4 of them): the udp stage receives the payload elsewhere (straight
+// into a chunk) and checks the header beside it. Every check decode_any makes on the header and
+// the size; `payload` and `trailer` are left empty (the trailer is not read).
+DecodeStatus decode_prefix(std::span<const std::byte> prefix, std::size_t datagram_bytes, Packet& out);
+
 // Real-time picoseconds in one second.
 inline constexpr std::uint64_t kPicosecondsPerSecond = 1'000'000'000'000ULL;
 

@@ -1,7 +1,8 @@
-// udp stage vs a bare recvmmsg loop on loopback, fed by sluice-emulator running unpaced in
-// another process. The bare loop uses the same batch size, receive buffer and GRO setting
-// but neither parses nor copies: the ratio is what validation, loss accounting and the one
-// copy into chunks cost. Then a paced run at 0.8x the bare rate must lose nothing. Every
+// udp stage vs a bare recvmmsg loop on loopback, fed by sluice-emulator in another process
+// (unpaced, or paced by SLUICE_BENCH_VS_BARE_RATE). The bare loop uses the same batch size,
+// receive buffer and GRO setting but neither parses nor places: the ratio is what validation,
+// loss accounting and the payloads' way into chunks cost. Then a paced run at 0.8x the bare
+// rate must lose nothing. Every
 // thread is pinned the same way in both runs: the receiving thread (bare loop or udp stage)
 // on one core, the emulator on a second, everything else (the stage's sink, the runtime's
 // monitor, this benchmark's own thread) on a third (see kReceiveCpu).
@@ -9,6 +10,7 @@
 // GB received and how busy the emulator's core was: when the sender's core is near 100% and
 // both receivers have time to spare, the sender bounds the rate and the ratio says little.
 //   socket_bench [--benchmark_repetitions=N]
+//   SLUICE_BENCH_VS_BARE_RATE=4e9 socket_bench --benchmark_filter='VsBare.*/8192'   (CPU per byte, same pace)
 //   SLUICE_BENCH_PACED_SECONDS=30 socket_bench --benchmark_filter=Paced   (the 30 s run)
 #include <benchmark/benchmark.h>
 
@@ -38,6 +40,7 @@
 #include "suite/bare_udp.hpp"
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
+#include "pipeline/memory.hpp"
 #include "pipeline/runtime.hpp"
 #include "stages/socket/udp_source.hpp"
 #include "wire/samples.hpp"
@@ -57,6 +60,14 @@ int env_or(const char* name, int fallback) {
   const char* text = std::getenv(name);
   return text != nullptr ? std::atoi(text) : fallback;
 }
+
+// VsBare's pace in bytes/s for both receivers (SLUICE_BENCH_VS_BARE_RATE): 0 sends as fast as the
+// emulator can, which compares rates; a pace both keep up with compares their CPU per byte at the
+// same load, the udp stage's goal (at most 1.2x the bare loop's).
+const double kVsBareRate = [] {
+  const char* text = std::getenv("SLUICE_BENCH_VS_BARE_RATE");
+  return text != nullptr ? std::atof(text) : 0.0;
+}();
 
 // Datagrams per recvmmsg, the same for the bare loop and the stage: 0 takes the stage's default
 // (default_udp_batch); SLUICE_BENCH_BATCH sets both.
@@ -187,10 +198,10 @@ ReceiveResult with_cpu(double packets_per_second, std::size_t payload, const Cpu
 }
 
 // Bare receive (bare_udp.hpp): recvmmsg with GRO, counting datagrams (segments), nothing else.
-ReceiveResult bare_receive(std::size_t payload) {
+ReceiveResult bare_receive(std::size_t payload, double rate = 0) {
   bench::BareUdpReceiver receiver("127.0.0.1:0", 256 << 20, kBatch);
   const PinnedThread pinned(kReceiveCpu);
-  EmulatorProcess emulator(receiver.port(), payload, kWarmupSeconds + kMeasureSeconds + 0.5, 0);
+  EmulatorProcess emulator(receiver.port(), payload, kWarmupSeconds + kMeasureSeconds + 0.5, rate);
   if (!emulator.running()) return {};
   std::optional<CpuWindow> window;
   std::uint64_t begin_ns = 0;
@@ -287,8 +298,8 @@ void BM_UdpStageVsBareReceive(benchmark::State& state) {
     std::vector<double> bares;
     std::vector<double> stages;
     for (int round = 0; round < kRounds; ++round) {
-      const ReceiveResult bare_round = bare_receive(payload);
-      const ReceiveResult stage_round = stage_run(payload, 0, kMeasureSeconds).receive;
+      const ReceiveResult bare_round = bare_receive(payload, kVsBareRate);
+      const ReceiveResult stage_round = stage_run(payload, kVsBareRate, kMeasureSeconds).receive;
       bares.push_back(bare_round.packet_rate);
       stages.push_back(stage_round.packet_rate);
       ratios.push_back(bares.back() > 0 ? stages.back() / bares.back() : 0);
@@ -313,9 +324,11 @@ void BM_UdpStageVsBareReceive(benchmark::State& state) {
   // near 1.0 the sender is the bound, whichever receiver is measured.
   state.counters["bare_rx_cpu_s_per_GB"] = median(bare_cpu);
   state.counters["stage_rx_cpu_s_per_GB"] = median(stage_cpu);
+  state.counters["stage_vs_bare_cpu"] = median(stage_cpu) / median(bare_cpu);  // goal <= 1.2 at a pace both keep up with
   state.counters["bare_sender_busy"] = median(bare_sender);
   state.counters["stage_sender_busy"] = median(stage_sender);
-  state.SetLabel("rx cpu " + std::to_string(kReceiveCpu) + ", emulator cpu " + std::to_string(kEmulatorCpu) + ", other threads cpu " +
+  state.SetLabel((kVsBareRate > 0 ? "paced " + std::to_string(kVsBareRate / 1e9) + " GB/s, " : std::string("unpaced, ")) + "rx cpu " +
+                 std::to_string(kReceiveCpu) + ", emulator cpu " + std::to_string(kEmulatorCpu) + ", other threads cpu " +
                  std::to_string(kOtherCpu));
 }
 BENCHMARK(BM_UdpStageVsBareReceive)->Arg(1472)->Arg(8192)->Iterations(1)->Unit(benchmark::kSecond);
@@ -345,14 +358,20 @@ void BM_UdpStagePacedNoLoss(benchmark::State& state) {
 }
 BENCHMARK(BM_UdpStagePacedNoLoss)->Arg(1472)->Arg(8192)->Iterations(1)->Unit(benchmark::kSecond);
 
-// Where a received byte goes, three ways, each on the same paced stream (8972-byte VITA-49
+// Where a received byte goes, four ways (and a fifth on request), each on the same paced stream (8972-byte VITA-49
 // datagrams, GRO, batches of 8 as the stage's): `hot` receives into the same 512 KiB of buffers
 // every time (the bare loop); `copy` also streams every payload byte-swapped into a 128 MiB ring
-// of chunk-sized memory (the udp stage's one copy); `land` has the kernel write every payload
-// straight into that ring (iovecs: the header to a side buffer, the payload to the ring), no copy
-// of its own. Reported: the receiving thread's CPU seconds per GB for each and the ratios to `hot`.
-// SLUICE_BENCH_LANDING_RATE (bytes/s, default 500e6) sets the pace.
-enum class Landing { hot, copy, land };
+// of chunk-sized memory (the udp stage's copy before it landed payloads); `land` has the kernel
+// write every payload straight into that ring (iovecs: the header to a side buffer, the payload
+// to the ring), no copy of its own; `land_swap` is `land` plus the byte swap in place right after
+// the receive (the udp stage's path now). The ring is a host MemoryRegion, as a chunk pool's
+// slab: every page touched, 2 MiB pages where the kernel gives them (on 4 KiB pages `land` pays a
+// TLB miss per 4 KiB the kernel writes, which is not what a pool costs). Reported: the receiving thread's CPU seconds
+// per GB for each and the ratios to `hot`. SLUICE_BENCH_LANDING_RATE (bytes/s, default 500e6)
+// sets the pace; SLUICE_BENCH_LANDING_WAYS (e.g. "hot,land_swap") picks the ways, among them
+// `land_swap_each` (not run by default): a message a call, as the stage receives, each swapped
+// right after its receive.
+enum class Landing { hot, copy, land, land_swap, land_swap_each };
 
 class LandingReceiver {
  public:
@@ -361,6 +380,25 @@ class LandingReceiver {
   static constexpr std::size_t kPayload = kDatagram - kHeader;
   static constexpr std::size_t kSegments = 65536 / kDatagram;  // datagrams in one GRO buffer
   static constexpr std::size_t kBatch = 8;
+
+  // land_swap_each: a message a call (as the udp stage receives), each swapped right after its
+  // receive while its 62 KiB are still in L1/L2.
+  void receive_each() {
+    int got = 0;
+    for (std::size_t i = 0; i < kBatch; ++i) {
+      const int one = ::recvmmsg(socket_.get(), &messages_[i], 1, i == 0 ? MSG_WAITFORONE : MSG_DONTWAIT, nullptr);
+      if (one <= 0) break;
+      ++got;
+      const std::size_t length = messages_[i].msg_len;
+      bytes_ += length;
+      const std::size_t segments = (length + kDatagram - 1) / kDatagram;
+      for (std::size_t k = 0; k < segments; ++k) {
+        const std::size_t payload = std::min(kDatagram, length - k * kDatagram) - kHeader;
+        wire::swap_in_place(SampleFormat::ci16, ring_.data() + (at_ + i * kSegments + k) * kPayload, payload);
+      }
+    }
+    at_ += static_cast<std::size_t>(got) * kSegments;
+  }
 
   explicit LandingReceiver(Landing how) : how_(how), socket_(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) {
     const int buffer = 256 << 20;
@@ -374,7 +412,6 @@ class LandingReceiver {
     socklen_t length = sizeof(address);
     ::getsockname(socket_.get(), reinterpret_cast<sockaddr*>(&address), &length);
     port_ = ntohs(address.sin_port);
-    std::memset(ring_.data(), 0, ring_.size());  // every page touched, as a pool's are
   }
   [[nodiscard]] std::uint16_t port() const { return port_; }
   [[nodiscard]] std::uint64_t bytes() const { return bytes_; }
@@ -386,7 +423,7 @@ class LandingReceiver {
     for (std::size_t i = 0; i < kBatch; ++i) {
       msghdr& header = messages_[i].msg_hdr;
       header = {};
-      if (how_ == Landing::land) {
+      if (how_ == Landing::land || how_ == Landing::land_swap || how_ == Landing::land_swap_each) {
         for (std::size_t k = 0; k < kSegments; ++k) {
           iovs_[i * 2 * kSegments + 2 * k] = {headers_.data() + k * kHeader, kHeader};
           iovs_[i * 2 * kSegments + 2 * k + 1] = {ring_.data() + (at_ + i * kSegments + k) * kPayload, kPayload};
@@ -401,10 +438,21 @@ class LandingReceiver {
       header.msg_control = controls_.data() + i * 64;
       header.msg_controllen = 64;
     }
+    if (how_ == Landing::land_swap_each) {
+      receive_each();
+      return;
+    }
     const int got = ::recvmmsg(socket_.get(), messages_.data(), kBatch, MSG_WAITFORONE, nullptr);
     for (int i = 0; i < got; ++i) {
       const std::size_t length = messages_[static_cast<std::size_t>(i)].msg_len;
       bytes_ += length;
+      if (how_ == Landing::land_swap) {
+        const std::size_t segments = (length + kDatagram - 1) / kDatagram;
+        for (std::size_t k = 0; k < segments; ++k) {
+          const std::size_t payload = std::min(kDatagram, length - k * kDatagram) - kHeader;
+          wire::swap_in_place(SampleFormat::ci16, ring_.data() + (at_ + static_cast<std::size_t>(i) * kSegments + k) * kPayload, payload);
+        }
+      }
       if (how_ != Landing::copy) continue;
       for (std::size_t offset = 0; offset + kHeader < length; offset += kDatagram, ++at_) {
         const std::size_t payload = std::min(kDatagram, length - offset) - kHeader;
@@ -412,7 +460,7 @@ class LandingReceiver {
                           ring_.data() + at_ * kPayload, payload);
       }
     }
-    if (how_ == Landing::land && got > 0) at_ += static_cast<std::size_t>(got) * kSegments;
+    if ((how_ == Landing::land || how_ == Landing::land_swap) && got > 0) at_ += static_cast<std::size_t>(got) * kSegments;
     wire::stream_fence();
   }
 
@@ -423,7 +471,7 @@ class LandingReceiver {
   std::uint64_t bytes_ = 0;
   std::size_t at_ = 0;  // ring slot of the next payload
   std::vector<std::byte> hot_ = std::vector<std::byte>(kBatch * 65536);
-  std::vector<std::byte> ring_ = std::vector<std::byte>(std::size_t{128} << 20);
+  MemoryRegion ring_{MemoryKind::host, std::size_t{128} << 20};
   std::vector<std::byte> headers_ = std::vector<std::byte>(kSegments * kHeader);
   std::array<iovec, kBatch * 2 * kSegments> iovs_{};
   std::array<mmsghdr, kBatch> messages_{};
@@ -458,25 +506,31 @@ double landing_cpu_per_gb(Landing how, double rate) {
 void BM_ReceiveLanding(benchmark::State& state) {
   const char* text = std::getenv("SLUICE_BENCH_LANDING_RATE");
   const double rate = text != nullptr ? std::atof(text) : 500e6;
-  std::vector<double> hot;
-  std::vector<double> copy;
-  std::vector<double> land;
+  const char* ways_text = std::getenv("SLUICE_BENCH_LANDING_WAYS");
+  const std::string ways = ways_text != nullptr ? ways_text : "hot,copy,land,land_swap";
+  const std::array<std::pair<Landing, const char*>, 5> all{{{Landing::hot, "hot"},
+                                                          {Landing::copy, "copy"},
+                                                          {Landing::land, "land"},
+                                                          {Landing::land_swap, "land_swap"},
+                                                          {Landing::land_swap_each, "land_swap_each"}}};
+  std::array<std::vector<double>, 5> cpu;
   for (auto _ : state) {
     for (int round = 0; round < kRounds; ++round) {
-      hot.push_back(landing_cpu_per_gb(Landing::hot, rate));
-      copy.push_back(landing_cpu_per_gb(Landing::copy, rate));
-      land.push_back(landing_cpu_per_gb(Landing::land, rate));
+      for (std::size_t w = 0; w < all.size(); ++w) {
+        if (ways.find(all[w].second) == std::string::npos) continue;
+        // "land" is also a prefix of "land_swap": match whole names.
+        const std::string name = all[w].second;
+        const bool named_way = ("," + ways + ",").find("," + name + ",") != std::string::npos;
+        if (named_way) cpu[w].push_back(landing_cpu_per_gb(all[w].first, rate));
+      }
     }
   }
-  if (median(hot) <= 0) {
-    state.SkipWithError("the hot receiver got no bytes (emulator did not start?)");
-    return;
+  const double hot = median(cpu[0]);
+  for (std::size_t w = 0; w < all.size(); ++w) {
+    if (cpu[w].empty()) continue;
+    state.counters[std::string(all[w].second) + "_rx_cpu_s_per_GB"] = median(cpu[w]);
+    if (w > 0 && hot > 0) state.counters[std::string(all[w].second) + "_vs_hot"] = median(cpu[w]) / hot;
   }
-  state.counters["hot_rx_cpu_s_per_GB"] = median(hot);
-  state.counters["copy_rx_cpu_s_per_GB"] = median(copy);
-  state.counters["land_rx_cpu_s_per_GB"] = median(land);
-  state.counters["copy_vs_hot"] = median(copy) / median(hot);
-  state.counters["land_vs_hot"] = median(land) / median(hot);
   state.SetLabel("rate " + std::to_string(rate / 1e9) + " GB/s, rx cpu " + std::to_string(kReceiveCpu));
 }
 BENCHMARK(BM_ReceiveLanding)->Iterations(1)->Unit(benchmark::kSecond);

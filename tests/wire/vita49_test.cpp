@@ -211,5 +211,28 @@ TEST(Samples, StreamedCopyWritesWhatTheSwapWritesAtEveryAlignmentAndLength) {
   std::printf("stream_copy on this CPU: %s\n", wire::stream_width() == wire::StreamWidth::avx512 ? "64-byte AVX-512 stores" : "16-byte SSE2 stores");
 }
 
+TEST(Samples, SwapInPlaceWritesWhatTheCopyWritesAtEveryAlignmentAndLength) {
+  // The udp stage's swap of payloads the kernel wrote straight into a chunk: 32-byte steps where
+  // the CPU has AVX2, 16-byte ones, then words. Every offset within a line and every length up to
+  // a few lines: the bytes equal copy_swapped's from the same input, and none outside changes.
+  std::vector<std::byte> wire_bytes(512);
+  for (std::size_t i = 0; i < wire_bytes.size(); ++i) wire_bytes[i] = static_cast<std::byte>((i * 53 + 5) & 0xFF);
+  for (const SampleFormat format : {SampleFormat::ci8, SampleFormat::ci16, SampleFormat::cf32, SampleFormat::rf32}) {
+    const std::size_t sample = bytes_per_sample(format);
+    for (std::size_t offset = 0; offset < 68; offset += std::min<std::size_t>(sample, 4)) {
+      for (std::size_t length = 0; length <= 328; length += sample) {
+        alignas(64) std::array<std::byte, 448> swapped{};
+        alignas(64) std::array<std::byte, 448> expected{};
+        swapped.fill(std::byte{0xA5});
+        expected.fill(std::byte{0xA5});
+        std::memcpy(swapped.data() + offset, wire_bytes.data(), length);
+        wire::swap_in_place(format, swapped.data() + offset, length);
+        wire::copy_swapped(format, wire_bytes.data(), expected.data() + offset, length);
+        ASSERT_EQ(swapped, expected) << to_string(format) << ", offset " << offset << ", " << length << " bytes";
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sluice::vita49

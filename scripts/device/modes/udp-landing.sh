@@ -1,11 +1,26 @@
 # shellcheck disable=SC2154,SC2034 # $pack, $out, $mode and status belong to run.sh, which sources this
-# udp-landing: socket_bench's BM_ReceiveLanding at LANDING_RATES (bytes/s, default "1e9 3e9"):
-# the receiving thread's CPU per GB receiving into hot buffers (the bare loop), then streaming
-# each payload into a 128 MiB ring (the udp stage's copy), or with the kernel landing payloads
-# straight in that ring; then VsBare (stage vs bare loop, medians of 5). Needs socket_bench and
-# sluice-emulator packed.
+# udp-landing: at each of LANDING_RATES (bytes/s, default "4e9 5.5e9"), the udp stage's receive core
+# time per byte against the bare recvmmsg+GRO loop's at that same pace (socket_bench VsBare, 8 KiB
+# datagrams, 3 repetitions of 3 alternating rounds, medians; goal <= 1.2x), then socket_bench's
+# BM_ReceiveLanding: the receiving thread's CPU per GB receiving into hot buffers (the bare loop),
+# copying each payload into a 128 MiB ring (the stage's path before it landed payloads), the kernel
+# landing payloads in that ring, and landing plus the byte swap in place (the stage's path now).
+# Needs socket_bench and sluice-emulator packed.
 landing_rows=()
-for landing_rate in ${LANDING_RATES:-1e9 3e9}; do
+vs_bare_rows=()
+for landing_rate in ${LANDING_RATES:-4e9 5.5e9}; do
+  echo "===== socket_bench VsBare/8192 paced at $landing_rate B/s" | tee -a "$out/bench.log"
+  SLUICE_BENCH_VS_BARE_RATE=$landing_rate timeout 400 "$pack/bin/socket_bench" --benchmark_filter='VsBare.*/8192' \
+    --benchmark_repetitions=3 --benchmark_report_aggregates_only=true > "$out/vs-bare-$landing_rate.log" 2>&1 || status=1
+  cat "$out/vs-bare-$landing_rate.log" >> "$out/bench.log"
+  vs_bare_rows+=("$(python3 - "$out/vs-bare-$landing_rate.log" "$landing_rate" <<'PY'
+import re, sys
+line = next((l for l in open(sys.argv[1]) if "_median" in l), "")
+get = lambda name: (re.search(r"\b" + name + r"=([0-9.]+)", line) or [None, "?"])[1]
+print(f"{float(sys.argv[2]) / 1e9:>8.1f} {get('stage_GBps'):>9} {get('bare_Mpps'):>9} {get('stage_Mpps'):>10} "
+      f"{get('bare_rx_cpu_s_per_GB'):>10} {get('stage_rx_cpu_s_per_GB'):>11} {get('stage_vs_bare_cpu'):>12}")
+PY
+)")
   echo "===== socket_bench Landing at $landing_rate B/s" | tee -a "$out/bench.log"
   SLUICE_BENCH_LANDING_RATE=$landing_rate timeout 300 "$pack/bin/socket_bench" --benchmark_filter=Landing \
     > "$out/landing-$landing_rate.log" 2>&1 || status=1
@@ -13,13 +28,16 @@ for landing_rate in ${LANDING_RATES:-1e9 3e9}; do
   landing_rows+=("$(python3 - "$out/landing-$landing_rate.log" "$landing_rate" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
-get = lambda name: (re.search(name + r"=([0-9.]+)", text) or [None, "?"])[1]
+get = lambda name: (re.search(r"\b" + name + r"=([0-9.]+)", text) or [None, "?"])[1]
 print(f"{float(sys.argv[2]) / 1e9:>8.1f} {get('hot_rx_cpu_s_per_GB'):>10} {get('copy_rx_cpu_s_per_GB'):>10} "
-      f"{get('land_rx_cpu_s_per_GB'):>10} {get('copy_vs_hot'):>8} {get('land_vs_hot'):>8}")
+      f"{get('land_rx_cpu_s_per_GB'):>10} {get('land_swap_rx_cpu_s_per_GB'):>10} {get('copy_vs_hot'):>8} {get('land_vs_hot'):>8} "
+      f"{get('land_swap_vs_hot'):>9}")
 PY
 )")
 done
-bench socket_bench --benchmark_filter=VsBare
-echo "receiving thread CPU s/GB by where the bytes go (socket_bench BM_ReceiveLanding)"
-printf '%8s %10s %10s %10s %8s %8s\n' "GB/s" "hot" "copy" "land" "copy/hot" "land/hot"
+echo "receiving thread CPU s/GB by where the bytes go (socket_bench BM_ReceiveLanding, medians of 3)"
+printf '%8s %10s %10s %10s %10s %8s %8s %9s\n' "GB/s" "hot" "copy" "land" "land_swap" "copy/hot" "land/hot" "lswap/hot"
 printf '%s\n' "${landing_rows[@]}"
+echo "udp stage vs bare loop at the same pace, receive core CPU s/GB (socket_bench VsBare/8192; goal <= 1.2)"
+printf '%8s %9s %9s %10s %10s %11s %12s\n' "paced" "stage GB/s" "bare Mpps" "stage Mpps" "bare s/GB" "stage s/GB" "stage/bare"
+printf '%s\n' "${vs_bare_rows[@]}"
