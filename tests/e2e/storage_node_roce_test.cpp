@@ -1,10 +1,6 @@
-// The storage-node deployment over the roce link inside the Soft-RoCE VM (ctest -R
-// vm_storage_node): configs/storage_node.yaml and storage_node_playback.yaml as two real
-// `sluice run --node` processes, switched to roce with --set as docs/DEPLOYMENT.md shows, the
-// fft stage taken out (the VM has no GPU: raw ci16 samples cross the link, so the recording is
-// checked bit-exact). Recording: the capture on the storage node is the emulator's signal,
-// every sample it sent. Playback: the GPU node's capture is the storage node's, byte for byte,
-// and the link carries it at >= 0.9x perftest's ib_write_bw, interleaved in the same boot.
+// configs/storage_node*.yaml over roce in the Soft-RoCE VM (ctest -R vm_storage_node), fft taken
+// out: the recording is the emulator's signal bit for bit, the playback is the capture it
+// replays, and the link carries the playback at >= 0.9x ib_write_bw in the same boot.
 #include <gtest/gtest.h>
 
 #include <algorithm>
