@@ -1,14 +1,16 @@
 #!/bin/sh
 # Runs inside the test VM (busybox sh): one perftest ib_write_bw server and client on rxe0,
 # meeting over rdma_cm at $SLUICE_VM_ADDRESS, and prints "write_bw BYTES MB_PER_S" from the
-# client's BW average. Exits non-zero when either side fails or no bandwidth line appears.
-#   write_bw.sh MESSAGE_BYTES ITERATIONS
+# client's BW average (over all queue pairs). Exits non-zero when either side fails or no
+# bandwidth line appears.
+#   write_bw.sh MESSAGE_BYTES ITERATIONS [QUEUE_PAIRS]     (ITERATIONS per queue pair; 1 QP)
 set -u
 size=$1
 iterations=$2
+queue_pairs=${3:-1}
 address=${SLUICE_VM_ADDRESS:-192.0.2.1}
 # -R: connect through rdma_cm (it picks the RoCEv2 GID); -F: no CPU-frequency warning.
-options="-R -F -d rxe0 -s $size -n $iterations"
+options="-R -F -d rxe0 -s $size -n $iterations -q $queue_pairs"
 log=/tmp/write_bw.$$
 timeout 120 ib_write_bw $options > $log.server 2>&1 &
 server=$!
