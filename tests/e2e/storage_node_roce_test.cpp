@@ -1,9 +1,10 @@
 // configs/storage_node*.yaml over roce in the Soft-RoCE VM (ctest -R vm_storage_node), fft taken
-// out: the recording is the emulator's signal bit for bit, the playback is the capture it
-// replays, and the link carries the playback at >= 0.9x ib_write_bw in the same boot.
+// out: the recording is the emulator's signal bit for bit, the playback is the capture it replays;
+// with SLUICE_RATE_ROUNDS (bench/vm/storage_node_bench.sh), playback at >= 0.9x ib_write_bw.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -164,10 +165,16 @@ double median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
+// Rounds of playback timed against ib_write_bw: 0 (the test) plays back once, bit-exact, untimed.
+int rate_rounds() {
+  const char* text = std::getenv("SLUICE_RATE_ROUNDS");
+  return text != nullptr ? std::max(0, std::atoi(text)) : 0;
+}
+
 TEST(StorageNodeRoce, PlaybackReachesTheGpuNodeBitExactAtWriteBwRate) {
   SLUICE_SKIP_OUTSIDE_VM();
   constexpr std::size_t kLaneBytes = 48 << 20;
-  constexpr int kRounds = 5;
+  const int rounds = rate_rounds();
   test::TempDir dir;
   const recorder::Capture source = recorder::open_capture(record_noise(dir, kLaneBytes));
   const std::string config = config_without_fft(dir, "storage_node_playback.yaml", {"7200", "7201"});
@@ -176,8 +183,8 @@ TEST(StorageNodeRoce, PlaybackReachesTheGpuNodeBitExactAtWriteBwRate) {
   std::vector<double> link_rates;
   std::vector<double> write_bw_rates;
   // Interleaved, so that whatever slows the emulation slows both sides alike.
-  for (int round = 0; round < kRounds; ++round) {
-    write_bw_rates.push_back(write_bw(kChunk, kLaneBytes / kChunk, source.lanes.size()));
+  for (int round = 0; round < std::max(rounds, 1); ++round) {
+    if (rounds > 0) write_bw_rates.push_back(write_bw(kChunk, kLaneBytes / kChunk, source.lanes.size()));
     testing::Process gpu(roce_node(config, "gpu", "to_gpu", dir, {}));
     const auto storage = testing::run_process(roce_node(config, "storage", "to_gpu", dir, replay), 600s);
     const auto played = gpu.wait(300s);
@@ -191,6 +198,7 @@ TEST(StorageNodeRoce, PlaybackReachesTheGpuNodeBitExactAtWriteBwRate) {
       EXPECT_EQ(lane.total_samples, kLaneBytes / kSampleBytes) << lane.name;
       EXPECT_TRUE(lane_bytes(lane) == lane_bytes(*recorded)) << lane.name << ": the playback differs from the capture";
     }
+    if (rounds == 0) return;
     link_rates.push_back(link_rate(read_json(dir.str("gpu.json"))));
     std::cout << "round " << round + 1 << ": link " << link_rates.back() / 1e6 << " MB/s, ib_write_bw "
               << write_bw_rates.back() / 1e6 << " MB/s\n";
