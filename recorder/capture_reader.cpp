@@ -35,65 +35,9 @@ nlohmann::json read_json(const std::string& path) {
   }
 }
 
-void add_recording(CaptureLane& lane, const std::string& base) {
-  const std::string meta_path = base + std::string(kMetaSuffix);
-  const std::string data_path = base + std::string(kDataSuffix);
-  const nlohmann::json meta = read_json(meta_path);
-  if (!meta.contains("global") || !meta["global"].is_object()) throw std::runtime_error(meta_path + ": no global object");
-  const auto& global = meta["global"];
-  const std::string datatype = global.value("core:datatype", std::string());
-  if (datatype.empty()) throw std::runtime_error(meta_path + ": no core:datatype");
-  if (lane.recordings.empty()) {
-    lane.datatype = datatype;
-    lane.format = format_from_datatype(datatype);
-    lane.sample_rate = global.value("core:sample_rate", 0.0);
-    lane.description = global.value("core:description", std::string());
-    lane.fft_size = global.value("sluice:fft_size", std::size_t{0});
-    lane.window = global.value("sluice:window", std::string());
-    lane.averaging = global.value("sluice:averaging", std::size_t{0});
-    if (lane.format) {
-      lane.sample_bytes = bytes_per_sample(*lane.format);
-    } else {
-      throw std::runtime_error(meta_path + ": core:datatype " + datatype +
-                               " is not one Sluice reads (ci8, ci16_le, cf32_le, rf32_le)");
-    }
-  } else if (datatype != lane.datatype) {
-    throw std::runtime_error(meta_path + ": core:datatype " + datatype + " differs from the lane's " + lane.datatype);
-  }
-  lane.recordings.push_back(base);
-  lane.complete = lane.complete && global.value("sluice:complete", true);
-  if (fs::exists(base + std::string(kJournalSuffix))) lane.journals.push_back(base + std::string(kJournalSuffix));
-
-  std::error_code error;
-  const auto file_bytes = fs::file_size(data_path, error);
-  if (error) throw std::runtime_error("cannot stat " + data_path + ": " + error.message());
-  const std::uint64_t file_samples = file_bytes / lane.sample_bytes;
-  lane.total_bytes += file_bytes;
-
-  const auto& captures = meta.value("captures", nlohmann::json::array());
-  std::vector<nlohmann::json> sorted(captures.begin(), captures.end());
-  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
-    return a.value("core:sample_start", std::uint64_t{0}) < b.value("core:sample_start", std::uint64_t{0});
-  });
-  for (std::size_t i = 0; i < sorted.size(); ++i) {
-    const std::uint64_t start = sorted[i].value("core:sample_start", std::uint64_t{0});
-    const std::uint64_t end = i + 1 < sorted.size()
-                                  ? sorted[i + 1].value("core:sample_start", std::uint64_t{0})
-                                  : file_samples;
-    if (start >= end || start >= file_samples) continue;  // an empty capture (a provisional meta)
-    CaptureSegment segment;
-    segment.data_path = data_path;
-    segment.file_offset = start * lane.sample_bytes;
-    segment.sample_count = std::min(end, file_samples) - start;
-    segment.global_index = sorted[i].value("core:global_index", start);
-    if (sorted[i].contains("core:datetime")) {
-      if (auto time = parse_iso8601(sorted[i]["core:datetime"].get<std::string>())) segment.time = *time;
-    }
-    segment.frequency = sorted[i].value("core:frequency", 0.0);
-    if (lane.segments.empty() && lane.recordings.size() == 1) lane.frequency = segment.frequency;
-    lane.total_samples += segment.sample_count;
-    lane.segments.push_back(std::move(segment));
-  }
+// A recording's annotations: resyncs and context changes mark their segment; holes and values
+// computed over one become the lane's gaps.
+void add_annotations(CaptureLane& lane, const nlohmann::json& meta) {
   for (const auto& annotation : meta.value("annotations", nlohmann::json::array())) {
     if (annotation.value("sluice:resync", false)) {
       const auto at = annotation.value("sluice:global_index", std::uint64_t{0});
@@ -128,6 +72,74 @@ void add_recording(CaptureLane& lane, const std::string& base) {
     (gap.in_data ? lane.marked_values : lane.lost_samples) += gap.length;
     lane.gaps.push_back(gap);
   }
+}
+
+// The lane's sample format and settings from its first recording's global object; every later
+// recording must have the same datatype.
+void read_lane_format(CaptureLane& lane, const std::string& meta_path, const nlohmann::json& global) {
+  const std::string datatype = global.value("core:datatype", std::string());
+  if (datatype.empty()) throw std::runtime_error(meta_path + ": no core:datatype");
+  if (lane.recordings.empty()) {
+    lane.datatype = datatype;
+    lane.format = format_from_datatype(datatype);
+    lane.sample_rate = global.value("core:sample_rate", 0.0);
+    lane.description = global.value("core:description", std::string());
+    lane.fft_size = global.value("sluice:fft_size", std::size_t{0});
+    lane.window = global.value("sluice:window", std::string());
+    lane.averaging = global.value("sluice:averaging", std::size_t{0});
+    if (lane.format) {
+      lane.sample_bytes = bytes_per_sample(*lane.format);
+    } else {
+      throw std::runtime_error(meta_path + ": core:datatype " + datatype +
+                               " is not one Sluice reads (ci8, ci16_le, cf32_le, rf32_le)");
+    }
+  } else if (datatype != lane.datatype) {
+    throw std::runtime_error(meta_path + ": core:datatype " + datatype + " differs from the lane's " + lane.datatype);
+  }
+}
+
+void add_recording(CaptureLane& lane, const std::string& base) {
+  const std::string meta_path = base + std::string(kMetaSuffix);
+  const std::string data_path = base + std::string(kDataSuffix);
+  const nlohmann::json meta = read_json(meta_path);
+  if (!meta.contains("global") || !meta["global"].is_object()) throw std::runtime_error(meta_path + ": no global object");
+  const auto& global = meta["global"];
+  read_lane_format(lane, meta_path, global);
+  lane.recordings.push_back(base);
+  lane.complete = lane.complete && global.value("sluice:complete", true);
+  if (fs::exists(base + std::string(kJournalSuffix))) lane.journals.push_back(base + std::string(kJournalSuffix));
+
+  std::error_code error;
+  const auto file_bytes = fs::file_size(data_path, error);
+  if (error) throw std::runtime_error("cannot stat " + data_path + ": " + error.message());
+  const std::uint64_t file_samples = file_bytes / lane.sample_bytes;
+  lane.total_bytes += file_bytes;
+
+  const auto& captures = meta.value("captures", nlohmann::json::array());
+  std::vector<nlohmann::json> sorted(captures.begin(), captures.end());
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+    return a.value("core:sample_start", std::uint64_t{0}) < b.value("core:sample_start", std::uint64_t{0});
+  });
+  for (std::size_t i = 0; i < sorted.size(); ++i) {
+    const std::uint64_t start = sorted[i].value("core:sample_start", std::uint64_t{0});
+    const std::uint64_t end = i + 1 < sorted.size()
+                                  ? sorted[i + 1].value("core:sample_start", std::uint64_t{0})
+                                  : file_samples;
+    if (start >= end || start >= file_samples) continue;  // an empty capture (a provisional meta)
+    CaptureSegment segment;
+    segment.data_path = data_path;
+    segment.file_offset = start * lane.sample_bytes;
+    segment.sample_count = std::min(end, file_samples) - start;
+    segment.global_index = sorted[i].value("core:global_index", start);
+    if (sorted[i].contains("core:datetime")) {
+      if (auto time = parse_iso8601(sorted[i]["core:datetime"].get<std::string>())) segment.time = *time;
+    }
+    segment.frequency = sorted[i].value("core:frequency", 0.0);
+    if (lane.segments.empty() && lane.recordings.size() == 1) lane.frequency = segment.frequency;
+    lane.total_samples += segment.sample_count;
+    lane.segments.push_back(std::move(segment));
+  }
+  add_annotations(lane, meta);
 }
 
 void sort_lane(CaptureLane& lane) {
