@@ -314,6 +314,32 @@ void check_gpu(SettingsReader& reader, int gpu, const GpuHost& host) {
   if (std::string problem = host.problem(gpu, hint); !problem.empty()) reader.error("gpu", problem, hint);
 }
 
+// The settings only some roles can have are checked against the stage's role, then the stage
+// is made from the rest of its settings.
+void create_stage(SettingsReader& reader, const StageType& type, const PipelineSettings& pipeline,
+                  StageDefinition& definition) {
+  definition.role = type.role;
+  if (!definition.enabled && type.role != StageRole::tap) {
+    reader.error("enabled", "only a tap (record) can be switched off: a lane without its " +
+                                std::string(to_string(type.role)) + " would not carry data the same way",
+                 "remove the stage from the lane instead");
+  }
+  // Settings of a queue the stage does not have would be accepted and do nothing.
+  if (type.role == StageRole::source && reader.has("queue_depth")) {
+    reader.error("queue_depth", "a source has no input queue",
+                 "set queue_depth on the next stage: it sizes the queue in front of the stage it is set on");
+  }
+  if (type.role == StageRole::sink && reader.has("on_full")) {
+    reader.error("on_full", "a sink has no output queue",
+                 "set on_full on the stage before it: it says what that stage does when this stage's queue is full");
+  }
+  try {
+    definition.stage = type.create(reader, pipeline);
+  } catch (const std::exception& error) {
+    reader.error("type", std::string("cannot create stage: ") + error.what());
+  }
+}
+
 // `lane_node` is the node of the stage before (placement's default) and becomes this one's;
 // `this_node` is the node this process runs ("" = every node).
 StageDefinition make_stage(std::vector<SettingsLayer> layers, const std::string& default_name, const ConfigSource& source,
@@ -345,26 +371,7 @@ StageDefinition make_stage(std::vector<SettingsLayer> layers, const std::string&
       if (auto match = closest_match(definition.type, registry.names())) hint = "did you mean '" + *match + "'?";
       reader.error("type", "unknown stage type '" + definition.type + "'", hint);
     } else {
-      definition.role = type->role;
-      if (!definition.enabled && type->role != StageRole::tap) {
-        reader.error("enabled", "only a tap (record) can be switched off: a lane without its " +
-                                    std::string(to_string(type->role)) + " would not carry data the same way",
-                     "remove the stage from the lane instead");
-      }
-      // Settings of a queue the stage does not have would be accepted and do nothing.
-      if (type->role == StageRole::source && reader.has("queue_depth")) {
-        reader.error("queue_depth", "a source has no input queue",
-                     "set queue_depth on the next stage: it sizes the queue in front of the stage it is set on");
-      }
-      if (type->role == StageRole::sink && reader.has("on_full")) {
-        reader.error("on_full", "a sink has no output queue",
-                     "set on_full on the stage before it: it says what that stage does when this stage's queue is full");
-      }
-      try {
-        definition.stage = type->create(reader, pipeline);
-      } catch (const std::exception& error) {
-        reader.error("type", std::string("cannot create stage: ") + error.what());
-      }
+      create_stage(reader, *type, pipeline, definition);
     }
   }
   reader.finish();
