@@ -186,6 +186,47 @@ int play(const PlayOptions& options) {
   return run_definition(std::move(definition), RunOutputs{options.report, options.plot, false, options.http}, "sluice play");
 }
 
+// `sluice capture plot`.
+void add_plot_command(CLI::App& capture, Commands& commands) {
+  auto plot_options = std::make_shared<PlotOptions>();
+  CLI::App* plot = capture.add_subcommand(
+      "plot", "Draw a capture's averaged spectrum and spectrogram (raw samples through an FFT; spectra as recorded)");
+  plot->add_option("capture", plot_options->capture, "NAME.sigmf-collection, .sigmf-meta or base path")->required();
+  plot->add_option("-o,--output", plot_options->output, "picture to write: .svg (spectrum + spectrogram) or .png (spectrogram); default NAME-plot.svg");
+  plot->add_option("--lane", plot_options->lane, "only this lane (default: every lane)");
+  plot->add_option("--fft", plot_options->fft_size, "FFT length for raw samples")->capture_default_str()->check(CLI::Range(2, 1 << 20));
+  plot->add_option("--rows", plot_options->rows, "spectrogram rows (time resolution)")->capture_default_str()->check(CLI::Range(1, 4096));
+  commands.add(plot, [plot_options] { return capture_plot(*plot_options); });
+}
+
+// `sluice capture export`.
+void add_export_command(CLI::App& capture, Commands& commands) {
+  auto export_options = std::make_shared<ExportOptions>();
+  CLI::App* export_command = capture.add_subcommand(
+      "export", "Copy a time range of one lane into a new SigMF recording (holes stay holes, stream indices and times kept)");
+  export_command->add_option("capture", export_options->capture, "NAME.sigmf-collection, .sigmf-meta or base path")->required();
+  export_command->add_option("--from", export_options->from, "start: seconds from the lane's first sample (1.5s, 250ms) or ISO-8601 time")->required();
+  export_command->add_option("--to", export_options->to, "end (exclusive), as --from")->required();
+  export_command->add_option("-o,--output", export_options->output, "new capture: base path or NAME.sigmf-meta")->required();
+  export_command->add_option("--lane", export_options->lane, "lane to export (required when the capture has several)");
+  commands.add(export_command, [export_options] { return capture_export(*export_options); });
+}
+
+// `sluice play`.
+void add_play_command(CLI::App& app, Commands& commands) {
+  auto options = std::make_shared<PlayOptions>();
+  CLI::App* play_command = app.add_subcommand("play", "Replay a capture through a pipeline: replay → fft → summary");
+  play_command->add_option("capture", options->capture, "NAME.sigmf-collection, .sigmf-meta or base path")->required();
+  play_command->add_flag("--fast", options->fast, "as fast as possible (default: at the recorded rate)");
+  play_command->add_flag("--loop", options->loop, "start again at the end until Ctrl-C");
+  play_command->add_flag("--no-fft", options->no_fft, "replay → summary only");
+  play_command->add_option("--report", options->report, "write the summary as JSON to this file");
+  play_command->add_option("--plot", options->plot, "write each lane's rate over time as an SVG chart to this file, with a marker where a lane lost samples");
+  play_command->add_option("--http", options->http, "serve /metrics and the live dashboard at ADDR:PORT while playing");
+  play_command->add_option("--set", options->overrides, "override a setting: key.path=value (repeatable)");
+  commands.add(play_command, [options] { return play(*options); });
+}
+
 }  // namespace
 
 void add_capture_commands(CLI::App& app, Commands& commands) {
@@ -206,37 +247,9 @@ void add_capture_commands(CLI::App& app, Commands& commands) {
                    "place in the set-aside directory)");
   commands.add(repair, [repair_path, restore_replaced] { return capture_repair(*repair_path, *restore_replaced); });
 
-  auto plot_options = std::make_shared<PlotOptions>();
-  CLI::App* plot = capture->add_subcommand(
-      "plot", "Draw a capture's averaged spectrum and spectrogram (raw samples through an FFT; spectra as recorded)");
-  plot->add_option("capture", plot_options->capture, "NAME.sigmf-collection, .sigmf-meta or base path")->required();
-  plot->add_option("-o,--output", plot_options->output, "picture to write: .svg (spectrum + spectrogram) or .png (spectrogram); default NAME-plot.svg");
-  plot->add_option("--lane", plot_options->lane, "only this lane (default: every lane)");
-  plot->add_option("--fft", plot_options->fft_size, "FFT length for raw samples")->capture_default_str()->check(CLI::Range(2, 1 << 20));
-  plot->add_option("--rows", plot_options->rows, "spectrogram rows (time resolution)")->capture_default_str()->check(CLI::Range(1, 4096));
-  commands.add(plot, [plot_options] { return capture_plot(*plot_options); });
-
-  auto export_options = std::make_shared<ExportOptions>();
-  CLI::App* export_command = capture->add_subcommand(
-      "export", "Copy a time range of one lane into a new SigMF recording (holes stay holes, stream indices and times kept)");
-  export_command->add_option("capture", export_options->capture, "NAME.sigmf-collection, .sigmf-meta or base path")->required();
-  export_command->add_option("--from", export_options->from, "start: seconds from the lane's first sample (1.5s, 250ms) or ISO-8601 time")->required();
-  export_command->add_option("--to", export_options->to, "end (exclusive), as --from")->required();
-  export_command->add_option("-o,--output", export_options->output, "new capture: base path or NAME.sigmf-meta")->required();
-  export_command->add_option("--lane", export_options->lane, "lane to export (required when the capture has several)");
-  commands.add(export_command, [export_options] { return capture_export(*export_options); });
-
-  auto options = std::make_shared<PlayOptions>();
-  CLI::App* play_command = app.add_subcommand("play", "Replay a capture through a pipeline: replay → fft → summary");
-  play_command->add_option("capture", options->capture, "NAME.sigmf-collection, .sigmf-meta or base path")->required();
-  play_command->add_flag("--fast", options->fast, "as fast as possible (default: at the recorded rate)");
-  play_command->add_flag("--loop", options->loop, "start again at the end until Ctrl-C");
-  play_command->add_flag("--no-fft", options->no_fft, "replay → summary only");
-  play_command->add_option("--report", options->report, "write the summary as JSON to this file");
-  play_command->add_option("--plot", options->plot, "write each lane's rate over time as an SVG chart to this file, with a marker where a lane lost samples");
-  play_command->add_option("--http", options->http, "serve /metrics and the live dashboard at ADDR:PORT while playing");
-  play_command->add_option("--set", options->overrides, "override a setting: key.path=value (repeatable)");
-  commands.add(play_command, [options] { return play(*options); });
+  add_plot_command(*capture, commands);
+  add_export_command(*capture, commands);
+  add_play_command(app, commands);
 }
 
 }  // namespace sluice::cli

@@ -133,6 +133,61 @@ std::string summary_table(const Pipeline& pipeline) {
   return out.str();
 }
 
+namespace {
+
+// One stage's entry in the report: its rates, counts, queue, pool waits, latency, drops and
+// counters, and where it ran.
+nlohmann::json stage_report_json(const StageMetrics& stage, const StageDefinition& definition) {
+  const StageRates rates = stage_rates(stage);
+  nlohmann::json stage_json{
+      {"name", stage.stage()},
+      {"type", stage.type()},
+      {"seconds", rates.seconds},
+      {"flow_seconds", rates.flow_seconds},
+      {"bytes_per_second", rates.bytes_per_second},
+      {"samples_per_second", rates.samples_per_second},
+      {"busy_fraction", rates.busy_fraction},
+      {"busy_fraction_flowing", rates.busy_flowing_fraction},
+      {"in", {{"bytes", stage.in.bytes.load()}, {"chunks", stage.in.chunks.load()}, {"samples", stage.in.samples.load()}}},
+      {"out", {{"bytes", stage.out.bytes.load()}, {"chunks", stage.out.chunks.load()}, {"samples", stage.out.samples.load()}}},
+      {"packets", stage.packets.load()},
+      {"drops_total", stage.total_drops()},
+      {"queue", {{"capacity", stage.queue_capacity.load()}, {"high_water", stage.queue_high_water.load()}}},
+      {"pool_waits",
+       {{"count", stage.pool_waits.load()},
+        {"seconds", static_cast<double>(stage.pool_wait_ns.load()) / 1e9},
+        {"longest_seconds", static_cast<double>(stage.pool_wait_max_ns.load()) / 1e9}}},
+      {"latency_ns",
+       {{"count", stage.latency.count()},
+        {"p50", stage.latency.percentile(0.5)},
+        {"p90", stage.latency.percentile(0.9)},
+        {"p99", stage.latency.percentile(0.99)},
+        {"p999", stage.latency.percentile(0.999)},
+        {"max", stage.latency.max()}}},
+      {"notes", stage.notes},
+      {"gpu", definition.cuda_device},
+      {"cores", format_core_list(definition.cores)},
+  };
+  nlohmann::json drops = nlohmann::json::object();
+  for (const auto& drop : stage.drops()) drops[drop.name] = drop.get();
+  stage_json["drops"] = drops;
+  nlohmann::json counters = nlohmann::json::object();
+  for (const auto& counter : stage.counters()) counters[counter.name] = counter.get();
+  stage_json["counters"] = counters;
+  return stage_json;
+}
+
+nlohmann::json timeline_json(const Pipeline& pipeline) {
+  nlohmann::json timeline = nlohmann::json::array();
+  for (const auto& point : pipeline.timeline()) {
+    timeline.push_back({{"seconds", point.seconds}, {"source_bytes", point.source_bytes}, {"sink_bytes", point.sink_bytes},
+                        {"drops", point.drops}, {"lost_samples", point.lost_samples}});
+  }
+  return timeline;
+}
+
+}  // namespace
+
 nlohmann::json report_json(const Pipeline& pipeline, int exit_code) {
   nlohmann::json report;
   report["sluice_version"] = SLUICE_VERSION;
@@ -144,12 +199,7 @@ nlohmann::json report_json(const Pipeline& pipeline, int exit_code) {
   for (const auto& failure : pipeline.failures()) {
     report["failures"].push_back({{"lane", failure.lane}, {"stage", failure.stage}, {"type", failure.type}, {"message", failure.message}});
   }
-  nlohmann::json timeline = nlohmann::json::array();
-  for (const auto& point : pipeline.timeline()) {
-    timeline.push_back({{"seconds", point.seconds}, {"source_bytes", point.source_bytes}, {"sink_bytes", point.sink_bytes},
-                        {"drops", point.drops}, {"lost_samples", point.lost_samples}});
-  }
-  report["timeline"] = timeline;
+  report["timeline"] = timeline_json(pipeline);
   report["lanes"] = nlohmann::json::array();
   const auto lanes = pipeline.metrics_by_lane();
   for (std::size_t lane_index = 0; lane_index < lanes.size(); ++lane_index) {
@@ -160,45 +210,7 @@ nlohmann::json report_json(const Pipeline& pipeline, int exit_code) {
     lane_json["gpu"] = gpu_json(definition.placement);
     lane_json["stages"] = nlohmann::json::array();
     for (std::size_t stage_index = 0; stage_index < lane.size(); ++stage_index) {
-      const StageMetrics* stage = lane[stage_index];
-      const StageDefinition& stage_definition = definition.stages[stage_index];
-      const StageRates rates = stage_rates(*stage);
-      nlohmann::json stage_json{
-          {"name", stage->stage()},
-          {"type", stage->type()},
-          {"seconds", rates.seconds},
-          {"flow_seconds", rates.flow_seconds},
-          {"bytes_per_second", rates.bytes_per_second},
-          {"samples_per_second", rates.samples_per_second},
-          {"busy_fraction", rates.busy_fraction},
-          {"busy_fraction_flowing", rates.busy_flowing_fraction},
-          {"in", {{"bytes", stage->in.bytes.load()}, {"chunks", stage->in.chunks.load()}, {"samples", stage->in.samples.load()}}},
-          {"out", {{"bytes", stage->out.bytes.load()}, {"chunks", stage->out.chunks.load()}, {"samples", stage->out.samples.load()}}},
-          {"packets", stage->packets.load()},
-          {"drops_total", stage->total_drops()},
-          {"queue", {{"capacity", stage->queue_capacity.load()}, {"high_water", stage->queue_high_water.load()}}},
-          {"pool_waits",
-           {{"count", stage->pool_waits.load()},
-            {"seconds", static_cast<double>(stage->pool_wait_ns.load()) / 1e9},
-            {"longest_seconds", static_cast<double>(stage->pool_wait_max_ns.load()) / 1e9}}},
-          {"latency_ns",
-           {{"count", stage->latency.count()},
-            {"p50", stage->latency.percentile(0.5)},
-            {"p90", stage->latency.percentile(0.9)},
-            {"p99", stage->latency.percentile(0.99)},
-            {"p999", stage->latency.percentile(0.999)},
-            {"max", stage->latency.max()}}},
-          {"notes", stage->notes},
-          {"gpu", stage_definition.cuda_device},
-          {"cores", format_core_list(stage_definition.cores)},
-      };
-      nlohmann::json drops = nlohmann::json::object();
-      for (const auto& drop : stage->drops()) drops[drop.name] = drop.get();
-      stage_json["drops"] = drops;
-      nlohmann::json counters = nlohmann::json::object();
-      for (const auto& counter : stage->counters()) counters[counter.name] = counter.get();
-      stage_json["counters"] = counters;
-      lane_json["stages"].push_back(stage_json);
+      lane_json["stages"].push_back(stage_report_json(*lane[stage_index], definition.stages[stage_index]));
     }
     report["lanes"].push_back(lane_json);
   }

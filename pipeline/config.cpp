@@ -314,6 +314,32 @@ void check_gpu(SettingsReader& reader, int gpu, const GpuHost& host) {
   if (std::string problem = host.problem(gpu, hint); !problem.empty()) reader.error("gpu", problem, hint);
 }
 
+// The settings only some roles can have are checked against the stage's role, then the stage
+// is made from the rest of its settings.
+void create_stage(SettingsReader& reader, const StageType& type, const PipelineSettings& pipeline,
+                  StageDefinition& definition) {
+  definition.role = type.role;
+  if (!definition.enabled && type.role != StageRole::tap) {
+    reader.error("enabled", "only a tap (record) can be switched off: a lane without its " +
+                                std::string(to_string(type.role)) + " would not carry data the same way",
+                 "remove the stage from the lane instead");
+  }
+  // Settings of a queue the stage does not have would be accepted and do nothing.
+  if (type.role == StageRole::source && reader.has("queue_depth")) {
+    reader.error("queue_depth", "a source has no input queue",
+                 "set queue_depth on the next stage: it sizes the queue in front of the stage it is set on");
+  }
+  if (type.role == StageRole::sink && reader.has("on_full")) {
+    reader.error("on_full", "a sink has no output queue",
+                 "set on_full on the stage before it: it says what that stage does when this stage's queue is full");
+  }
+  try {
+    definition.stage = type.create(reader, pipeline);
+  } catch (const std::exception& error) {
+    reader.error("type", std::string("cannot create stage: ") + error.what());
+  }
+}
+
 // `lane_node` is the node of the stage before (placement's default) and becomes this one's;
 // `this_node` is the node this process runs ("" = every node).
 StageDefinition make_stage(std::vector<SettingsLayer> layers, const std::string& default_name, const ConfigSource& source,
@@ -345,26 +371,7 @@ StageDefinition make_stage(std::vector<SettingsLayer> layers, const std::string&
       if (auto match = closest_match(definition.type, registry.names())) hint = "did you mean '" + *match + "'?";
       reader.error("type", "unknown stage type '" + definition.type + "'", hint);
     } else {
-      definition.role = type->role;
-      if (!definition.enabled && type->role != StageRole::tap) {
-        reader.error("enabled", "only a tap (record) can be switched off: a lane without its " +
-                                    std::string(to_string(type->role)) + " would not carry data the same way",
-                     "remove the stage from the lane instead");
-      }
-      // Settings of a queue the stage does not have would be accepted and do nothing.
-      if (type->role == StageRole::source && reader.has("queue_depth")) {
-        reader.error("queue_depth", "a source has no input queue",
-                     "set queue_depth on the next stage: it sizes the queue in front of the stage it is set on");
-      }
-      if (type->role == StageRole::sink && reader.has("on_full")) {
-        reader.error("on_full", "a sink has no output queue",
-                     "set on_full on the stage before it: it says what that stage does when this stage's queue is full");
-      }
-      try {
-        definition.stage = type->create(reader, pipeline);
-      } catch (const std::exception& error) {
-        reader.error("type", std::string("cannot create stage: ") + error.what());
-      }
+      create_stage(reader, *type, pipeline, definition);
     }
   }
   reader.finish();
@@ -508,166 +515,202 @@ YAML::Node parse_yaml(const std::string& text, ConfigSource& source, const std::
   return root;
 }
 
-PipelineDefinition load_pipeline_text(const std::string& yaml, const std::string& name,
-                                      const std::vector<std::string>& overrides, const StageRegistry& registry,
-                                      const std::string& node, const GpuHost* gpus) {
-  ConfigSource source(name);
-  YAML::Node root = parse_yaml(yaml, source, overrides);
-  ConfigErrors errors;
-  const GpuHost& host = gpus != nullptr ? *gpus : GpuHost::this_machine();
-  PipelineDefinition definition;
-  definition.file = name;
-  definition.root = root;
+namespace {
 
+// The keys a pipeline file may have at its top; any other is an error naming the closest.
+void check_top_level_keys(const YAML::Node& root, const ConfigSource& source, ConfigErrors& errors) {
+  static const std::vector<std::string> kTopLevel{"pipeline", "template", "lanes", "emulator"};
   for (const auto& entry : root) {
     const std::string key = entry.first.Scalar();
-    static const std::vector<std::string> kTopLevel{"pipeline", "template", "lanes", "emulator"};
     if (std::find(kTopLevel.begin(), kTopLevel.end(), key) == kTopLevel.end()) {
       auto match = closest_match(key, kTopLevel);
       errors.add({source.locate(entry.first), key, "unknown top-level key '" + key + "'",
                   match ? "did you mean '" + *match + "'?" : "top-level keys: " + join(kTopLevel)});
     }
   }
+}
 
-  {
-    YAML::Node section = root["pipeline"];
-    if (section && !section.IsMap()) errors.add({source.locate(section), "pipeline", "expected a map", ""});
-    SettingsReader reader({SettingsLayer{section && section.IsMap() ? section : YAML::Node(), "pipeline"}}, source, errors);
-    definition.settings = read_pipeline_settings(reader);
-    check_gpu(reader, definition.settings.gpu, host);
-    reader.finish();
-  }
-  const PipelineSettings& settings = definition.settings;
+PipelineSettings read_pipeline_section(const YAML::Node& root, const ConfigSource& source, ConfigErrors& errors,
+                                       const GpuHost& host) {
+  YAML::Node section = root["pipeline"];
+  if (section && !section.IsMap()) errors.add({source.locate(section), "pipeline", "expected a map", ""});
+  SettingsReader reader({SettingsLayer{section && section.IsMap() ? section : YAML::Node(), "pipeline"}}, source, errors);
+  PipelineSettings settings = read_pipeline_settings(reader);
+  check_gpu(reader, settings.gpu, host);
+  reader.finish();
+  return settings;
+}
 
-  YAML::Node templ = root["template"];
-  if (templ && !templ.IsSequence()) {
-    errors.add({source.locate(templ), "template", "expected a list of stages", "each item a map with at least 'type'"});
-    templ = YAML::Node();
+// The `template:` list (null when absent or not a list) and the name of each of its stages (its
+// name, else its type, else #index): the keys by which a lane overrides a template stage.
+struct LaneTemplate {
+  YAML::Node stages;
+  std::vector<std::string> names;
+};
+
+LaneTemplate read_template(const YAML::Node& root, const ConfigSource& source, ConfigErrors& errors) {
+  LaneTemplate lane_template{root["template"], {}};
+  if (lane_template.stages && !lane_template.stages.IsSequence()) {
+    errors.add({source.locate(lane_template.stages), "template", "expected a list of stages", "each item a map with at least 'type'"});
+    lane_template.stages = YAML::Node();
   }
-  std::vector<std::string> template_names;
-  if (templ) {
-    for (std::size_t i = 0; i < templ.size(); ++i) {
-      const YAML::Node stage = templ[i];
-      const YAML::Node label = stage.IsMap() ? (stage["name"] ? stage["name"] : stage["type"]) : YAML::Node();
-      template_names.push_back(label && label.IsScalar() ? label.Scalar() : "#" + std::to_string(i));
+  if (!lane_template.stages) return lane_template;
+  for (std::size_t i = 0; i < lane_template.stages.size(); ++i) {
+    const YAML::Node stage = lane_template.stages[i];
+    const YAML::Node label = stage.IsMap() ? (stage["name"] ? stage["name"] : stage["type"]) : YAML::Node();
+    lane_template.names.push_back(label && label.IsScalar() ? label.Scalar() : "#" + std::to_string(i));
+  }
+  return lane_template;
+}
+
+// What reading a lane needs from the rest of the file and from the caller.
+struct LaneContext {
+  const ConfigSource& source;
+  ConfigErrors& errors;
+  const PipelineSettings& settings;
+  const StageRegistry& registry;
+  const std::string& node;  // the node this process runs ("" = every node)
+  const GpuHost& host;
+  const LaneTemplate& lane_template;
+};
+
+// A lane entry's keys besides its own settings each name a template stage and hold a map
+// overriding that stage's settings.
+void check_lane_keys(const YAML::Node& entry, const std::string& lane_path, const LaneContext& context) {
+  const std::vector<std::string>& template_names = context.lane_template.names;
+  for (const auto& item : entry) {
+    const std::string key = item.first.Scalar();
+    if (key == "name" || key == "stages" || key == "gpu" || key == "cpu") continue;
+    if (std::find(template_names.begin(), template_names.end(), key) == template_names.end()) {
+      auto match = closest_match(key, template_names);
+      context.errors.add({context.source.locate(item.first), lane_path + "." + key, "'" + key + "' is not a stage of the template",
+                          match ? "did you mean '" + *match + "'?"
+                                : "lane entries take name, stages, gpu, cpu, or a template stage name (" + join(template_names) + ")"});
+    } else if (!item.second.IsMap()) {
+      context.errors.add({context.source.locate(item.second), lane_path + "." + key,
+                          "expected a map of settings overriding stage '" + key + "'", ""});
     }
   }
+}
 
-  YAML::Node lanes = root["lanes"];
-  if (!lanes || !lanes.IsSequence() || lanes.size() == 0) {
-    errors.add({lanes ? source.locate(lanes) : source.file() + ":1:1", "lanes", "a pipeline needs a non-empty list of lanes",
-                "lanes: [{name: port0}]"});
-    throw ConfigException(std::move(errors));
+// The settings layers of each stage of a lane: its own `stages:` list, else the template's
+// stages under the lane's overrides. None (after an error) when the lane has neither.
+std::optional<std::vector<std::vector<SettingsLayer>>> lane_stage_layers(const YAML::Node& entry, const std::string& lane_path,
+                                                                         const LaneContext& context) {
+  std::vector<std::vector<SettingsLayer>> stage_layers;
+  const LaneTemplate& lane_template = context.lane_template;
+  if (entry["stages"]) {
+    const YAML::Node stages = entry["stages"];
+    if (!stages.IsSequence()) {
+      context.errors.add({context.source.locate(stages), lane_path + ".stages", "expected a list of stages", ""});
+      return std::nullopt;
+    }
+    for (std::size_t i = 0; i < stages.size(); ++i) {
+      stage_layers.push_back({SettingsLayer{stages[i], lane_path + ".stages[" + std::to_string(i) + "]"}});
+    }
+  } else if (lane_template.stages) {
+    for (std::size_t i = 0; i < lane_template.stages.size(); ++i) {
+      std::vector<SettingsLayer>& layers = stage_layers.emplace_back();
+      layers.push_back(SettingsLayer{lane_template.stages[i], "template." + lane_template.names[i]});
+      const YAML::Node override_map = entry[lane_template.names[i]];
+      if (override_map && override_map.IsMap()) layers.push_back(SettingsLayer{override_map, lane_path + "." + lane_template.names[i]});
+    }
+  } else {
+    context.errors.add({context.source.locate(entry), lane_path, "lane has no stages", "add a 'template' list or give the lane 'stages'"});
+    return std::nullopt;
   }
-  std::set<std::string> lane_names;
-  for (std::size_t lane_index = 0; lane_index < lanes.size(); ++lane_index) {
-    const YAML::Node entry = lanes[lane_index];
-    std::string lane_path = "lanes[" + std::to_string(lane_index) + "]";
-    if (!entry.IsMap()) {
-      errors.add({source.locate(entry), lane_path, "expected a map with at least 'name'", ""});
+  return stage_layers;
+}
+
+// A lane runs a source first, a sink last and transforms and taps between them.
+void check_stage_position(const StageDefinition& stage, const std::string& stage_path, std::size_t index, std::size_t count,
+                          ConfigErrors& errors) {
+  const bool first = index == 0;
+  const bool last = index + 1 == count;
+  const std::string what = "stage '" + stage.name + "' (" + stage.type + ", a " + std::string(to_string(stage.role)) + ")";
+  if (first && stage.role != StageRole::source) {
+    errors.add({stage.location, stage_path, what + " cannot start a lane", "the first stage must be a source"});
+  } else if (!first && stage.role == StageRole::source) {
+    errors.add({stage.location, stage_path, what + " can only be the first stage of a lane", ""});
+  } else if (last && stage.role == StageRole::transform) {
+    errors.add({stage.location, stage_path, what + " cannot end a lane", "add a sink after it (null, file, record)"});
+  } else if (!last && stage.role == StageRole::sink) {
+    errors.add({stage.location, stage_path, what + " must be the last stage of its lane", ""});
+  } else if (count == 1) {
+    errors.add({stage.location, stage_path, "a lane needs a source and a sink", ""});
+  }
+}
+
+// Makes and checks each stage of a lane; a tap switched off with enabled: false is checked like
+// any stage, then left out, and the lane must still end in a sink without it.
+void read_lane_stages(const std::vector<std::vector<SettingsLayer>>& stage_layers, const std::string& lane_path,
+                      const LaneContext& context, LaneDefinition& lane) {
+  std::set<std::string> stage_names;
+  std::string lane_node;  // where the stage being read runs (placement: the previous stage's unless it names one)
+  bool left_out = false;
+  for (std::size_t i = 0; i < stage_layers.size(); ++i) {
+    const YAML::Node anchor = stage_layers[i].front().map;
+    const std::string stage_path = stage_layers[i].front().path;
+    if (!anchor.IsMap()) {
+      context.errors.add({context.source.locate(anchor), stage_path, "expected a stage map with at least 'type'", ""});
       continue;
     }
-    LaneDefinition lane;
-    if (!entry["name"] || !entry["name"].IsScalar()) {
-      errors.add({source.locate(entry), lane_path + ".name", "every lane needs a name", "name: port0"});
-    } else {
-      lane.name = entry["name"].Scalar();
-      lane_path = "lanes." + lane.name;
-      if (!lane_names.insert(lane.name).second) {
-        errors.add({source.locate(entry["name"]), lane_path, "two lanes are named '" + lane.name + "'", ""});
-      }
+    StageDefinition stage = make_stage(stage_layers[i], "", context.source, context.errors, context.settings, context.registry,
+                                       context.node, lane_node, context.host);
+    stage.location = context.source.locate(anchor);
+    if (!stage_names.insert(stage.name).second) {
+      context.errors.add({stage.location, stage_path, "two stages in lane '" + lane.name + "' are named '" + stage.name + "'",
+                          "give each a distinct 'name'"});
     }
-    read_lane_settings(entry, lane_path, source, errors, host, lane);
-    for (const auto& item : entry) {
-      const std::string key = item.first.Scalar();
-      if (key == "name" || key == "stages" || key == "gpu" || key == "cpu") continue;
-      if (std::find(template_names.begin(), template_names.end(), key) == template_names.end()) {
-        auto match = closest_match(key, template_names);
-        errors.add({source.locate(item.first), lane_path + "." + key, "'" + key + "' is not a stage of the template",
-                    match ? "did you mean '" + *match + "'?"
-                          : "lane entries take name, stages, gpu, cpu, or a template stage name (" + join(template_names) + ")"});
-      } else if (!item.second.IsMap()) {
-        errors.add({source.locate(item.second), lane_path + "." + key, "expected a map of settings overriding stage '" + key + "'", ""});
-      }
+    if (!stage.type.empty() && context.registry.find(stage.type) != nullptr) {
+      check_stage_position(stage, stage_path, i, stage_layers.size(), context.errors);
     }
-
-    std::vector<std::vector<SettingsLayer>> stage_layers;
-    std::vector<std::string> default_names;
-    if (entry["stages"]) {
-      const YAML::Node stages = entry["stages"];
-      if (!stages.IsSequence()) {
-        errors.add({source.locate(stages), lane_path + ".stages", "expected a list of stages", ""});
-        continue;
-      }
-      for (std::size_t i = 0; i < stages.size(); ++i) {
-        stage_layers.push_back({SettingsLayer{stages[i], lane_path + ".stages[" + std::to_string(i) + "]"}});
-        default_names.emplace_back();
-      }
-    } else if (templ) {
-      for (std::size_t i = 0; i < templ.size(); ++i) {
-        std::vector<SettingsLayer> layers{SettingsLayer{templ[i], "template." + template_names[i]}};
-        const YAML::Node override_map = entry[template_names[i]];
-        if (override_map && override_map.IsMap()) layers.push_back(SettingsLayer{override_map, lane_path + "." + template_names[i]});
-        stage_layers.push_back(std::move(layers));
-        default_names.emplace_back();
-      }
-    } else {
-      errors.add({source.locate(entry), lane_path, "lane has no stages", "add a 'template' list or give the lane 'stages'"});
+    if (!stage.enabled) {
+      left_out = true;
       continue;
     }
-
-    std::set<std::string> stage_names;
-    std::string lane_node;  // where the stage being read runs (placement: the previous stage's unless it names one)
-    bool left_out = false;  // a tap switched off with enabled: false
-    for (std::size_t i = 0; i < stage_layers.size(); ++i) {
-      const YAML::Node anchor = stage_layers[i].front().map;
-      const std::string stage_path = stage_layers[i].front().path;
-      if (!anchor.IsMap()) {
-        errors.add({source.locate(anchor), stage_path, "expected a stage map with at least 'type'", ""});
-        continue;
-      }
-      StageDefinition stage = make_stage(stage_layers[i], default_names[i], source, errors, settings, registry, node, lane_node, host);
-      stage.location = source.locate(anchor);
-      if (!stage_names.insert(stage.name).second) {
-        errors.add({stage.location, stage_path, "two stages in lane '" + lane.name + "' are named '" + stage.name + "'",
-                    "give each a distinct 'name'"});
-      }
-      const bool first = i == 0;
-      const bool last = i + 1 == stage_layers.size();
-      if (!stage.type.empty() && registry.find(stage.type) != nullptr) {
-        const std::string what = "stage '" + stage.name + "' (" + stage.type + ", a " + std::string(to_string(stage.role)) + ")";
-        if (first && stage.role != StageRole::source) {
-          errors.add({stage.location, stage_path, what + " cannot start a lane", "the first stage must be a source"});
-        } else if (!first && stage.role == StageRole::source) {
-          errors.add({stage.location, stage_path, what + " can only be the first stage of a lane", ""});
-        } else if (last && stage.role == StageRole::transform) {
-          errors.add({stage.location, stage_path, what + " cannot end a lane", "add a sink after it (null, file, record)"});
-        } else if (!last && stage.role == StageRole::sink) {
-          errors.add({stage.location, stage_path, what + " must be the last stage of its lane", ""});
-        } else if (stage_layers.size() == 1) {
-          errors.add({stage.location, stage_path, "a lane needs a source and a sink", ""});
-        }
-      }
-      if (!stage.enabled) {  // checked above like any stage, then left out
-        left_out = true;
-        continue;
-      }
-      lane.stages.push_back(std::move(stage));
-    }
-    if (left_out && !lane.stages.empty() && lane.stages.back().role == StageRole::transform &&
-        registry.find(lane.stages.back().type) != nullptr) {
-      errors.add({lane.stages.back().location, lane_path,
-                  "with its switched-off taps left out, lane '" + lane.name + "' ends in stage '" + lane.stages.back().name +
-                      "', which cannot end a lane",
-                  "keep a sink after it (null, file, record)"});
-    }
-    place_lane_stages(lane, lane_path, errors);
-    lane.index = static_cast<std::uint32_t>(definition.lanes.size());
-    definition.lanes.push_back(std::move(lane));
+    lane.stages.push_back(std::move(stage));
   }
-  place_on_gpus(definition, host);
-  // Two stages writing the same files would destroy each other's output (a second record
-  // tap with the same capture name): refused here, before anything is opened.
+  if (left_out && !lane.stages.empty() && lane.stages.back().role == StageRole::transform &&
+      context.registry.find(lane.stages.back().type) != nullptr) {
+    context.errors.add({lane.stages.back().location, lane_path,
+                        "with its switched-off taps left out, lane '" + lane.name + "' ends in stage '" + lane.stages.back().name +
+                            "', which cannot end a lane",
+                        "keep a sink after it (null, file, record)"});
+  }
+}
+
+// One entry of `lanes:`; none when it is not a map or has no stages to read (the error says
+// which). `lane_names` collects the names so far, which must differ.
+std::optional<LaneDefinition> read_lane(const YAML::Node& entry, std::size_t lane_index, std::set<std::string>& lane_names,
+                                        const LaneContext& context) {
+  std::string lane_path = "lanes[" + std::to_string(lane_index) + "]";
+  if (!entry.IsMap()) {
+    context.errors.add({context.source.locate(entry), lane_path, "expected a map with at least 'name'", ""});
+    return std::nullopt;
+  }
+  LaneDefinition lane;
+  if (!entry["name"] || !entry["name"].IsScalar()) {
+    context.errors.add({context.source.locate(entry), lane_path + ".name", "every lane needs a name", "name: port0"});
+  } else {
+    lane.name = entry["name"].Scalar();
+    lane_path = "lanes." + lane.name;
+    if (!lane_names.insert(lane.name).second) {
+      context.errors.add({context.source.locate(entry["name"]), lane_path, "two lanes are named '" + lane.name + "'", ""});
+    }
+  }
+  read_lane_settings(entry, lane_path, context.source, context.errors, context.host, lane);
+  check_lane_keys(entry, lane_path, context);
+  const auto stage_layers = lane_stage_layers(entry, lane_path, context);
+  if (!stage_layers) return std::nullopt;
+  read_lane_stages(*stage_layers, lane_path, context, lane);
+  place_lane_stages(lane, lane_path, context.errors);
+  return lane;
+}
+
+// Two stages writing the same files would destroy each other's output (a second record tap
+// with the same capture name): refused here, before anything is opened.
+void check_exclusive_outputs(const PipelineDefinition& definition, ConfigErrors& errors) {
   std::map<std::string, std::string> claimed;
   for (const auto& lane : definition.lanes) {
     for (const auto& stage : lane.stages) {
@@ -682,6 +725,40 @@ PipelineDefinition load_pipeline_text(const std::string& yaml, const std::string
       }
     }
   }
+}
+
+}  // namespace
+
+PipelineDefinition load_pipeline_text(const std::string& yaml, const std::string& name,
+                                      const std::vector<std::string>& overrides, const StageRegistry& registry,
+                                      const std::string& node, const GpuHost* gpus) {
+  ConfigSource source(name);
+  YAML::Node root = parse_yaml(yaml, source, overrides);
+  ConfigErrors errors;
+  const GpuHost& host = gpus != nullptr ? *gpus : GpuHost::this_machine();
+  PipelineDefinition definition;
+  definition.file = name;
+  definition.root = root;
+  check_top_level_keys(root, source, errors);
+  definition.settings = read_pipeline_section(root, source, errors, host);
+  const LaneTemplate lane_template = read_template(root, source, errors);
+
+  YAML::Node lanes = root["lanes"];
+  if (!lanes || !lanes.IsSequence() || lanes.size() == 0) {
+    errors.add({lanes ? source.locate(lanes) : source.file() + ":1:1", "lanes", "a pipeline needs a non-empty list of lanes",
+                "lanes: [{name: port0}]"});
+    throw ConfigException(std::move(errors));
+  }
+  const LaneContext context{source, errors, definition.settings, registry, node, host, lane_template};
+  std::set<std::string> lane_names;
+  for (std::size_t lane_index = 0; lane_index < lanes.size(); ++lane_index) {
+    std::optional<LaneDefinition> lane = read_lane(lanes[lane_index], lane_index, lane_names, context);
+    if (!lane) continue;
+    lane->index = static_cast<std::uint32_t>(definition.lanes.size());
+    definition.lanes.push_back(std::move(*lane));
+  }
+  place_on_gpus(definition, host);
+  check_exclusive_outputs(definition, errors);
   if (!errors.empty()) throw ConfigException(std::move(errors));
   return definition;
 }

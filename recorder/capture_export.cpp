@@ -123,6 +123,35 @@ nlohmann::json gap_annotations(const CaptureLane& lane, const std::vector<Piece>
   return annotations;
 }
 
+// The source's global object, less what describes the source alone; its totals are the slice's.
+nlohmann::json export_global(const CaptureLane& lane, double from_seconds, double to_seconds, const ExportReport& report) {
+  nlohmann::json global = read_global(lane.recordings.front());
+  for (const char* key : {"core:sha512", "sluice:stripe", "sluice:stripes", "sluice:segment", "sluice:start_time",
+                          "sluice:marked_values"}) {
+    global.erase(key);
+  }
+  global["sluice:complete"] = true;
+  global["sluice:first_sample"] = report.first_index;
+  global["sluice:lost_samples"] = report.lost_samples;
+  if (report.marked_values > 0) global["sluice:marked_values"] = report.marked_values;
+  global["core:description"] = global.value("core:description", std::string()) + "; exported from " + lane.recordings.front() +
+                               ", seconds " + std::to_string(from_seconds) + " to " + std::to_string(to_seconds);
+  return global;
+}
+
+// One capture per piece copied, at its place in the exported file.
+nlohmann::json export_captures(const CaptureLane& lane, const std::vector<Piece>& pieces) {
+  nlohmann::json captures = nlohmann::json::array();
+  for (const auto& piece : pieces) {
+    nlohmann::json capture{{"core:sample_start", piece.output_start},
+                           {"core:global_index", piece.global_index},
+                           {"core:frequency", lane.frequency}};
+    if (piece.time.valid) capture["core:datetime"] = iso8601(piece.time);
+    captures.push_back(capture);
+  }
+  return captures;
+}
+
 }  // namespace
 
 ExportReport export_capture(const CaptureLane& lane, double from_seconds, double to_seconds, const std::string& output_base) {
@@ -161,26 +190,8 @@ ExportReport export_capture(const CaptureLane& lane, double from_seconds, double
   }
   const nlohmann::json annotations = gap_annotations(lane, pieces, report);
 
-  // The source's global object, less what describes the source alone; its totals are the slice's.
-  nlohmann::json global = read_global(lane.recordings.front());
-  for (const char* key : {"core:sha512", "sluice:stripe", "sluice:stripes", "sluice:segment", "sluice:start_time",
-                          "sluice:marked_values"}) {
-    global.erase(key);
-  }
-  global["sluice:complete"] = true;
-  global["sluice:first_sample"] = report.first_index;
-  global["sluice:lost_samples"] = report.lost_samples;
-  if (report.marked_values > 0) global["sluice:marked_values"] = report.marked_values;
-  global["core:description"] = global.value("core:description", std::string()) + "; exported from " + lane.recordings.front() +
-                               ", seconds " + std::to_string(from_seconds) + " to " + std::to_string(to_seconds);
-  nlohmann::json captures = nlohmann::json::array();
-  for (const auto& piece : pieces) {
-    nlohmann::json capture{{"core:sample_start", piece.output_start},
-                           {"core:global_index", piece.global_index},
-                           {"core:frequency", lane.frequency}};
-    if (piece.time.valid) capture["core:datetime"] = iso8601(piece.time);
-    captures.push_back(capture);
-  }
+  const nlohmann::json global = export_global(lane, from_seconds, to_seconds, report);
+  const nlohmann::json captures = export_captures(lane, pieces);
   report.segments = pieces.size();
   write_file_durably(meta_path, nlohmann::json{{"global", global}, {"captures", captures}, {"annotations", annotations}}.dump(2) + "\n");
   return report;

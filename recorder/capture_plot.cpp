@@ -310,90 +310,124 @@ std::string spectrogram_png(const CaptureSpectrum& lane) {
   return png;
 }
 
+namespace {
+
+// The plot's geometry: each lane a title, its averaged spectrum, then its spectrogram, one
+// frequency axis under each.
+struct PlotLayout {
+  static constexpr double kWidth = 1000, kLeft = 80, kRight = 110, kSpectrumHeight = 220, kSpectrogramHeight = 300, kGap = 70;
+  static constexpr double kLaneHeight = 40 + kSpectrumHeight + kGap + kSpectrogramHeight + 50;
+  static constexpr double kPlotWidth = kWidth - kLeft - kRight;
+
+  // The x of a bin of `lane`.
+  static double x_of(const CaptureSpectrum& lane, double bin) {
+    return kLeft + kPlotWidth * bin / static_cast<double>(std::max<std::size_t>(lane.bins - 1, 1));
+  }
+};
+
+void plot_lane_title(std::ostringstream& svg, const CaptureSpectrum& lane, double top) {
+  const std::size_t peak = lane.peak_bin();
+  const double peak_hz = lane.frequency_of(peak);
+  svg << printf_string(R"(<g class="lane" data-lane="%s" data-peak-hz="%.3f" data-peak-db="%.2f" data-bin-hz="%.6f">)",
+                       xml_escape(lane.lane).c_str(), peak_hz, lane.average_db[peak], lane.bin_hz)
+      << "\n";
+  svg << printf_string(R"(<text x="%.0f" y="%.0f" font-size="14">lane %s: %s, %s, %llu %s, %llu averaged; peak %s at %.1f dB</text>)",
+                       PlotLayout::kLeft, top + 18, xml_escape(lane.lane).c_str(), lane.from_spectra ? "recorded spectra" : "averaged spectrum",
+                       format_duration(std::chrono::nanoseconds(static_cast<std::int64_t>(lane.duration_seconds * 1e9))).c_str(),
+                       static_cast<unsigned long long>(lane.available), lane.from_spectra ? "rows" : "frames",
+                       static_cast<unsigned long long>(lane.frames), hz_text(peak_hz).c_str(), lane.average_db[peak])
+      << "\n";
+}
+
+// The averaged spectrum in dB, with level lines and its peak marked.
+void plot_average_spectrum(std::ostringstream& svg, const CaptureSpectrum& lane, double spectrum_top) {
+  constexpr double kLeft = PlotLayout::kLeft, kSpectrumHeight = PlotLayout::kSpectrumHeight;
+  const std::size_t peak = lane.peak_bin();
+  const double max_db = std::ceil(lane.average_db[peak] / 10) * 10 + 5;
+  const double min_db = std::max(std::floor(*std::min_element(lane.average_db.begin(), lane.average_db.end()) / 10) * 10, max_db - 150);
+  auto x_of = [&](double bin) { return PlotLayout::x_of(lane, bin); };
+  auto y_of = [&](double db) { return spectrum_top + kSpectrumHeight * (max_db - std::max(db, min_db)) / (max_db - min_db); };
+  const double db_step = (max_db - min_db) > 80 ? 20 : 10;
+  for (double level = std::ceil(min_db / db_step) * db_step; level <= max_db; level += db_step) {
+    svg << printf_string(R"(<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#e4e4e4"/><text x="%.1f" y="%.1f" text-anchor="end">%.0f dB</text>)",
+                         kLeft, kLeft + PlotLayout::kPlotWidth, y_of(level), y_of(level), kLeft - 6, y_of(level) + 4, level)
+        << "\n";
+  }
+  svg << "<polyline class=\"average\" fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.2\" points=\"";
+  for (std::size_t bin = 0; bin < lane.bins; ++bin) svg << printf_string("%.1f,%.1f ", x_of(static_cast<double>(bin)), y_of(lane.average_db[bin]));
+  svg << "\"/>\n";
+  svg << printf_string(R"(<circle cx="%.1f" cy="%.1f" r="3.5" fill="#d62728"/>)", x_of(static_cast<double>(peak)), y_of(lane.average_db[peak]))
+      << printf_string(R"(<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#444"/>)", kLeft, spectrum_top,
+                       PlotLayout::kPlotWidth, kSpectrumHeight)
+      << "\n";
+}
+
+// Ticks at round frequencies (or bins, without a sample rate), about ten across, under each
+// of the two plots (whose bottom edges are `axes`).
+void plot_frequency_axis(std::ostringstream& svg, const CaptureSpectrum& lane, std::array<double, 2> axes) {
+  const double span = lane.bin_hz > 0 ? lane.bin_hz * static_cast<double>(lane.bins - 1) : static_cast<double>(lane.bins - 1);
+  const double origin = lane.bin_hz > 0 ? lane.first_hz : 0;
+  const double tick_step = nice_step(span / 10);
+  for (double value = std::ceil(origin / tick_step) * tick_step; value <= origin + span + tick_step * 1e-9; value += tick_step) {
+    const double bin = lane.bin_hz > 0 ? (value - origin) / lane.bin_hz : value;
+    const double x = PlotLayout::x_of(lane, bin);
+    const std::string label = lane.bin_hz > 0 ? tick_text(value, tick_step) : printf_string("bin %.0f", value);
+    for (const double axis : axes) {
+      svg << printf_string(R"(<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#444"/>)", x, x, axis, axis + 4)
+          << printf_string(R"(<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>)", x, axis + 17, label.c_str());
+    }
+  }
+}
+
+// The spectrogram (time downwards) with its time axis, colour bar and caption; closes the lane's group.
+void plot_spectrogram(std::ostringstream& svg, const CaptureSpectrum& lane, double spectrogram_top) {
+  constexpr double kLeft = PlotLayout::kLeft, kPlotWidth = PlotLayout::kPlotWidth, kSpectrogramHeight = PlotLayout::kSpectrogramHeight;
+  svg << "<image x=\"" << kLeft << "\" y=\"" << spectrogram_top << "\" width=\"" << kPlotWidth << "\" height=\""
+      << kSpectrogramHeight << "\" preserveAspectRatio=\"none\" style=\"image-rendering:pixelated\" href=\"data:image/png;base64,"
+      << base64(spectrogram_png(lane)) << "\"/>\n";
+  svg << printf_string(R"(<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#444"/>)", kLeft,
+                       spectrogram_top, kPlotWidth, kSpectrogramHeight)
+      << "\n";
+  // Rows are spread evenly over the recorded frames, so each tick shows its own row's time.
+  for (int tick = 0; tick <= 5 && !lane.row_seconds.empty(); ++tick) {
+    const std::size_t row = std::min(lane.row_seconds.size() - 1, lane.row_seconds.size() * static_cast<std::size_t>(tick) / 5);
+    const double y = spectrogram_top + kSpectrogramHeight * static_cast<double>(row) / static_cast<double>(lane.row_seconds.size());
+    svg << printf_string(R"(<text x="%.1f" y="%.1f" text-anchor="end">%.3g s</text>)", kLeft - 6, y + 4, lane.row_seconds[row])
+        << "\n";
+  }
+  const auto [floor, ceiling] = db_range(lane);
+  const double bar_x = kLeft + kPlotWidth + 24;
+  for (int step = 0; step < 50; ++step) {
+    const auto colour = colour_of(1.0 - step / 49.0);
+    svg << printf_string(R"svg(<rect x="%.1f" y="%.2f" width="16" height="%.2f" fill="rgb(%d,%d,%d)"/>)svg", bar_x,
+                         spectrogram_top + kSpectrogramHeight * step / 50.0, kSpectrogramHeight / 50.0 + 0.5, colour[0],
+                         colour[1], colour[2]);
+  }
+  svg << "\n"
+      << printf_string(R"(<text x="%.1f" y="%.1f">%.0f dB</text><text x="%.1f" y="%.1f">%.0f dB</text>)", bar_x + 20,
+                       spectrogram_top + 10, ceiling, bar_x + 20, spectrogram_top + kSpectrogramHeight, floor)
+      << printf_string(R"(<text x="%.1f" y="%.1f" fill="#666">spectrogram: time runs down%s</text>)", kLeft, spectrogram_top - 8,
+                       lane.gaps > 0 ? printf_string(" (%zu gap(s) closed up)", lane.gaps).c_str() : "")
+      << "\n</g>\n";
+}
+
+}  // namespace
+
 std::string capture_plot_svg(const std::string& title, const std::vector<CaptureSpectrum>& lanes) {
-  constexpr double kWidth = 1000, kLeft = 80, kRight = 110, kSpectrumHeight = 220, kSpectrogramHeight = 300, kGap = 70;
-  constexpr double kLaneHeight = 40 + kSpectrumHeight + kGap + kSpectrogramHeight + 50;
-  const double plot_width = kWidth - kLeft - kRight;
   std::ostringstream svg;
   svg << printf_string(R"(<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">)",
-                       kWidth, 40 + kLaneHeight * static_cast<double>(lanes.size()))
+                       PlotLayout::kWidth, 40 + PlotLayout::kLaneHeight * static_cast<double>(lanes.size()))
       << "\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-      << printf_string(R"(<text x="%.0f" y="24" font-size="16">%s</text>)", kLeft, xml_escape(title).c_str()) << "\n";
+      << printf_string(R"(<text x="%.0f" y="24" font-size="16">%s</text>)", PlotLayout::kLeft, xml_escape(title).c_str()) << "\n";
   double top = 40;
   for (const auto& lane : lanes) {
-    const std::size_t peak = lane.peak_bin();
-    const double peak_hz = lane.frequency_of(peak);
-    svg << printf_string(R"(<g class="lane" data-lane="%s" data-peak-hz="%.3f" data-peak-db="%.2f" data-bin-hz="%.6f">)",
-                         xml_escape(lane.lane).c_str(), peak_hz, lane.average_db[peak], lane.bin_hz)
-        << "\n";
-    svg << printf_string(R"(<text x="%.0f" y="%.0f" font-size="14">lane %s: %s, %s, %llu %s, %llu averaged; peak %s at %.1f dB</text>)",
-                         kLeft, top + 18, xml_escape(lane.lane).c_str(), lane.from_spectra ? "recorded spectra" : "averaged spectrum",
-                         format_duration(std::chrono::nanoseconds(static_cast<std::int64_t>(lane.duration_seconds * 1e9))).c_str(),
-                         static_cast<unsigned long long>(lane.available), lane.from_spectra ? "rows" : "frames",
-                         static_cast<unsigned long long>(lane.frames), hz_text(peak_hz).c_str(), lane.average_db[peak])
-        << "\n";
-    // Averaged spectrum.
+    plot_lane_title(svg, lane, top);
     const double spectrum_top = top + 36;
-    const double max_db = std::ceil(lane.average_db[peak] / 10) * 10 + 5;
-    const double min_db = std::max(std::floor(*std::min_element(lane.average_db.begin(), lane.average_db.end()) / 10) * 10, max_db - 150);
-    auto x_of = [&](double bin) { return kLeft + plot_width * bin / static_cast<double>(std::max<std::size_t>(lane.bins - 1, 1)); };
-    auto y_of = [&](double db) { return spectrum_top + kSpectrumHeight * (max_db - std::max(db, min_db)) / (max_db - min_db); };
-    const double db_step = (max_db - min_db) > 80 ? 20 : 10;
-    for (double level = std::ceil(min_db / db_step) * db_step; level <= max_db; level += db_step) {
-      svg << printf_string(R"(<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#e4e4e4"/><text x="%.1f" y="%.1f" text-anchor="end">%.0f dB</text>)",
-                           kLeft, kLeft + plot_width, y_of(level), y_of(level), kLeft - 6, y_of(level) + 4, level)
-          << "\n";
-    }
-    svg << "<polyline class=\"average\" fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.2\" points=\"";
-    for (std::size_t bin = 0; bin < lane.bins; ++bin) svg << printf_string("%.1f,%.1f ", x_of(static_cast<double>(bin)), y_of(lane.average_db[bin]));
-    svg << "\"/>\n";
-    svg << printf_string(R"(<circle cx="%.1f" cy="%.1f" r="3.5" fill="#d62728"/>)", x_of(static_cast<double>(peak)), y_of(lane.average_db[peak]))
-        << printf_string(R"(<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#444"/>)", kLeft, spectrum_top,
-                         plot_width, kSpectrumHeight)
-        << "\n";
-    // Frequency axis under both plots.
-    const double spectrogram_top = spectrum_top + kSpectrumHeight + kGap;
-    // Ticks at round frequencies (or bins, without a sample rate), about ten across.
-    const double span = lane.bin_hz > 0 ? lane.bin_hz * static_cast<double>(lane.bins - 1) : static_cast<double>(lane.bins - 1);
-    const double origin = lane.bin_hz > 0 ? lane.first_hz : 0;
-    const double tick_step = nice_step(span / 10);
-    for (double value = std::ceil(origin / tick_step) * tick_step; value <= origin + span + tick_step * 1e-9; value += tick_step) {
-      const double bin = lane.bin_hz > 0 ? (value - origin) / lane.bin_hz : value;
-      const std::string label = lane.bin_hz > 0 ? tick_text(value, tick_step) : printf_string("bin %.0f", value);
-      for (const double axis : {spectrum_top + kSpectrumHeight, spectrogram_top + kSpectrogramHeight}) {
-        svg << printf_string(R"(<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#444"/>)", x_of(bin), x_of(bin), axis, axis + 4)
-            << printf_string(R"(<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>)", x_of(bin), axis + 17, label.c_str());
-      }
-    }
-    // Spectrogram (time downwards) with its time axis and colour bar.
-    svg << "<image x=\"" << kLeft << "\" y=\"" << spectrogram_top << "\" width=\"" << plot_width << "\" height=\""
-        << kSpectrogramHeight << "\" preserveAspectRatio=\"none\" style=\"image-rendering:pixelated\" href=\"data:image/png;base64,"
-        << base64(spectrogram_png(lane)) << "\"/>\n";
-    svg << printf_string(R"(<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#444"/>)", kLeft,
-                         spectrogram_top, plot_width, kSpectrogramHeight)
-        << "\n";
-    // Rows are spread evenly over the recorded frames, so each tick shows its own row's time.
-    for (int tick = 0; tick <= 5 && !lane.row_seconds.empty(); ++tick) {
-      const std::size_t row = std::min(lane.row_seconds.size() - 1, lane.row_seconds.size() * static_cast<std::size_t>(tick) / 5);
-      const double y = spectrogram_top + kSpectrogramHeight * static_cast<double>(row) / static_cast<double>(lane.row_seconds.size());
-      svg << printf_string(R"(<text x="%.1f" y="%.1f" text-anchor="end">%.3g s</text>)", kLeft - 6, y + 4, lane.row_seconds[row])
-          << "\n";
-    }
-    const auto [floor, ceiling] = db_range(lane);
-    const double bar_x = kLeft + plot_width + 24;
-    for (int step = 0; step < 50; ++step) {
-      const auto colour = colour_of(1.0 - step / 49.0);
-      svg << printf_string(R"svg(<rect x="%.1f" y="%.2f" width="16" height="%.2f" fill="rgb(%d,%d,%d)"/>)svg", bar_x,
-                           spectrogram_top + kSpectrogramHeight * step / 50.0, kSpectrogramHeight / 50.0 + 0.5, colour[0],
-                           colour[1], colour[2]);
-    }
-    svg << "\n"
-        << printf_string(R"(<text x="%.1f" y="%.1f">%.0f dB</text><text x="%.1f" y="%.1f">%.0f dB</text>)", bar_x + 20,
-                         spectrogram_top + 10, ceiling, bar_x + 20, spectrogram_top + kSpectrogramHeight, floor)
-        << printf_string(R"(<text x="%.1f" y="%.1f" fill="#666">spectrogram: time runs down%s</text>)", kLeft, spectrogram_top - 8,
-                         lane.gaps > 0 ? printf_string(" (%zu gap(s) closed up)", lane.gaps).c_str() : "")
-        << "\n</g>\n";
-    top += kLaneHeight;
+    plot_average_spectrum(svg, lane, spectrum_top);
+    const double spectrogram_top = spectrum_top + PlotLayout::kSpectrumHeight + PlotLayout::kGap;
+    plot_frequency_axis(svg, lane, {spectrum_top + PlotLayout::kSpectrumHeight, spectrogram_top + PlotLayout::kSpectrogramHeight});
+    plot_spectrogram(svg, lane, spectrogram_top);
+    top += PlotLayout::kLaneHeight;
   }
   svg << "</svg>\n";
   return svg.str();

@@ -35,12 +35,48 @@ nlohmann::json read_json(const std::string& path) {
   }
 }
 
-void add_recording(CaptureLane& lane, const std::string& base) {
-  const std::string meta_path = base + std::string(kMetaSuffix);
-  const std::string data_path = base + std::string(kDataSuffix);
-  const nlohmann::json meta = read_json(meta_path);
-  if (!meta.contains("global") || !meta["global"].is_object()) throw std::runtime_error(meta_path + ": no global object");
-  const auto& global = meta["global"];
+// A recording's annotations: resyncs and context changes mark their segment; holes and values
+// computed over one become the lane's gaps.
+void add_annotations(CaptureLane& lane, const nlohmann::json& meta) {
+  for (const auto& annotation : meta.value("annotations", nlohmann::json::array())) {
+    if (annotation.value("sluice:resync", false)) {
+      const auto at = annotation.value("sluice:global_index", std::uint64_t{0});
+      for (auto it = lane.segments.rbegin(); it != lane.segments.rend(); ++it) {
+        if (it->global_index == at) {
+          it->time_jump = true;
+          break;
+        }
+      }
+      continue;
+    }
+    if (annotation.value("core:label", std::string()) == "context" && annotation.contains("sluice:global_index")) {
+      const auto at = annotation.value("sluice:global_index", std::uint64_t{0});
+      for (auto it = lane.segments.rbegin(); it != lane.segments.rend(); ++it) {
+        if (it->global_index != at) continue;
+        it->context_change = true;
+        const auto value = [&](const char* key) { return annotation.value(key, StreamContext::kAbsent); };
+        it->context = StreamContext{value("sluice:rf_frequency"), value("sluice:sample_rate"), value("sluice:bandwidth"),
+                                    value("sluice:reference_level_dbm"), value("sluice:gain_db")};
+        break;
+      }
+      continue;
+    }
+    // A hole gives sluice:lost_samples; values computed over one (sluice:in_data) give sluice:marked_values.
+    const bool in_data = annotation.value("sluice:in_data", false);
+    const char* length_key = in_data ? "sluice:marked_values" : "sluice:lost_samples";
+    if (!annotation.contains(length_key)) continue;
+    CaptureGap gap;
+    gap.global_index = annotation.value("sluice:global_index", std::uint64_t{0});
+    gap.length = annotation.value(length_key, std::uint64_t{0});
+    gap.in_data = in_data;
+    (gap.in_data ? lane.marked_values : lane.lost_samples) += gap.length;
+    lane.gaps.push_back(gap);
+  }
+}
+
+// The lane's sample format and settings from its first recording's global object; every later
+// recording must have the same datatype.
+void read_lane_format(CaptureLane& lane, const std::string& meta_path, const nlohmann::json& global) {
   const std::string datatype = global.value("core:datatype", std::string());
   if (datatype.empty()) throw std::runtime_error(meta_path + ": no core:datatype");
   if (lane.recordings.empty()) {
@@ -60,6 +96,15 @@ void add_recording(CaptureLane& lane, const std::string& base) {
   } else if (datatype != lane.datatype) {
     throw std::runtime_error(meta_path + ": core:datatype " + datatype + " differs from the lane's " + lane.datatype);
   }
+}
+
+void add_recording(CaptureLane& lane, const std::string& base) {
+  const std::string meta_path = base + std::string(kMetaSuffix);
+  const std::string data_path = base + std::string(kDataSuffix);
+  const nlohmann::json meta = read_json(meta_path);
+  if (!meta.contains("global") || !meta["global"].is_object()) throw std::runtime_error(meta_path + ": no global object");
+  const auto& global = meta["global"];
+  read_lane_format(lane, meta_path, global);
   lane.recordings.push_back(base);
   lane.complete = lane.complete && global.value("sluice:complete", true);
   std::error_code error;
@@ -100,40 +145,7 @@ void add_recording(CaptureLane& lane, const std::string& base) {
     lane.total_samples += segment.sample_count;
     lane.segments.push_back(std::move(segment));
   }
-  for (const auto& annotation : meta.value("annotations", nlohmann::json::array())) {
-    if (annotation.value("sluice:resync", false)) {
-      const auto at = annotation.value("sluice:global_index", std::uint64_t{0});
-      for (auto it = lane.segments.rbegin(); it != lane.segments.rend(); ++it) {
-        if (it->global_index == at) {
-          it->time_jump = true;
-          break;
-        }
-      }
-      continue;
-    }
-    if (annotation.value("core:label", std::string()) == "context" && annotation.contains("sluice:global_index")) {
-      const auto at = annotation.value("sluice:global_index", std::uint64_t{0});
-      for (auto it = lane.segments.rbegin(); it != lane.segments.rend(); ++it) {
-        if (it->global_index != at) continue;
-        it->context_change = true;
-        const auto value = [&](const char* key) { return annotation.value(key, StreamContext::kAbsent); };
-        it->context = StreamContext{value("sluice:rf_frequency"), value("sluice:sample_rate"), value("sluice:bandwidth"),
-                                    value("sluice:reference_level_dbm"), value("sluice:gain_db")};
-        break;
-      }
-      continue;
-    }
-    // A hole gives sluice:lost_samples; values computed over one (sluice:in_data) give sluice:marked_values.
-    const bool in_data = annotation.value("sluice:in_data", false);
-    const char* length_key = in_data ? "sluice:marked_values" : "sluice:lost_samples";
-    if (!annotation.contains(length_key)) continue;
-    CaptureGap gap;
-    gap.global_index = annotation.value("sluice:global_index", std::uint64_t{0});
-    gap.length = annotation.value(length_key, std::uint64_t{0});
-    gap.in_data = in_data;
-    (gap.in_data ? lane.marked_values : lane.lost_samples) += gap.length;
-    lane.gaps.push_back(gap);
-  }
+  add_annotations(lane, meta);
 }
 
 void sort_lane(CaptureLane& lane) {

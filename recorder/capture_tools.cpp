@@ -51,14 +51,48 @@ void remove_unwritten(const std::vector<std::string>& unwritten, const std::set<
   }
 }
 
-}  // namespace
-
-RepairReport repair_capture(const std::string& path, bool restore_replaced) {
-  RepairReport report;
-  const std::string base = strip_capture_suffix(path);
+// The recordings a repair covers: each recording's base path, the directories they (and their
+// set-asides) lie in, and the collection's name ("" for a single recording).
+struct CaptureFiles {
   std::set<std::string> bases;
   std::vector<std::string> directories;
   std::string collection_name;
+};
+
+// A collection's streams, and journals of this capture the collection did not list yet (cut
+// during a rotation).
+CaptureFiles collection_files(const std::string& collection_file, const std::string& base) {
+  CaptureFiles files;
+  std::ifstream in(collection_file);
+  const nlohmann::json document = nlohmann::json::parse(in, nullptr, false);
+  if (document.is_discarded() || !document.contains("collection")) {
+    throw std::runtime_error(collection_file + " is not a SigMF collection");
+  }
+  const fs::path home = fs::path(collection_file).parent_path();
+  files.collection_name = fs::path(base).filename().string();
+  files.directories.push_back(home.empty() ? std::string(".") : home.string());
+  for (const auto& stream : document["collection"].value("core:streams", nlohmann::json::array())) {
+    const std::string name = stream.is_object() ? stream.value("name", std::string()) : stream.at(0).get<std::string>();
+    const fs::path stream_base = (home / name).lexically_normal();
+    files.bases.insert(stream_base.string());
+    const std::string parent = stream_base.parent_path().string();
+    if (std::find(files.directories.begin(), files.directories.end(), parent) == files.directories.end()) {
+      files.directories.push_back(parent);
+    }
+  }
+  for (const auto& directory : files.directories) {
+    for (const auto& item : fs::directory_iterator(directory)) {
+      const std::string file = item.path().string();
+      if (item.path().filename().string().rfind(files.collection_name + "-", 0) == 0 && ends_with(file, kJournalSuffix)) {
+        files.bases.insert(strip_capture_suffix(file));
+      }
+    }
+  }
+  return files;
+}
+
+// `path` names a collection (or its base, when only the collection file is there) or one recording.
+CaptureFiles capture_files(const std::string& path, const std::string& base) {
   const std::string collection_file = base + std::string(kCollectionSuffix);
   const bool missing = ends_with(path, kCollectionSuffix)
                            ? !fs::exists(path)
@@ -67,41 +101,24 @@ RepairReport repair_capture(const std::string& path, bool restore_replaced) {
   if (missing) throw std::runtime_error(path + " does not exist");
   if (ends_with(path, kCollectionSuffix) || (fs::exists(collection_file) && !fs::exists(base + std::string(kMetaSuffix)) &&
                                              !fs::exists(base + std::string(kJournalSuffix)))) {
-    std::ifstream in(collection_file);
-    const nlohmann::json document = nlohmann::json::parse(in, nullptr, false);
-    if (document.is_discarded() || !document.contains("collection")) {
-      throw std::runtime_error(collection_file + " is not a SigMF collection");
-    }
-    const fs::path home = fs::path(collection_file).parent_path();
-    collection_name = fs::path(base).filename().string();
-    directories.push_back(home.empty() ? std::string(".") : home.string());
-    for (const auto& stream : document["collection"].value("core:streams", nlohmann::json::array())) {
-      const std::string name = stream.is_object() ? stream.value("name", std::string()) : stream.at(0).get<std::string>();
-      const fs::path stream_base = (home / name).lexically_normal();
-      bases.insert(stream_base.string());
-      const std::string parent = stream_base.parent_path().string();
-      if (std::find(directories.begin(), directories.end(), parent) == directories.end()) directories.push_back(parent);
-    }
-    // Journals of this capture the collection did not list yet (cut during a rotation).
-    for (const auto& directory : directories) {
-      for (const auto& item : fs::directory_iterator(directory)) {
-        const std::string file = item.path().string();
-        if (item.path().filename().string().rfind(collection_name + "-", 0) == 0 && ends_with(file, kJournalSuffix)) {
-          bases.insert(strip_capture_suffix(file));
-        }
-      }
-    }
-  } else {
-    if (!fs::exists(base + std::string(kMetaSuffix)) && !fs::exists(base + std::string(kJournalSuffix))) {
-      throw std::runtime_error("no capture at " + path);
-    }
-    bases.insert(base);
+    return collection_files(collection_file, base);
   }
-  std::vector<std::string> unwritten;  // journals without a chunk: spares made ahead of a rotation
-  for (const auto& each : bases) {
+  if (!fs::exists(base + std::string(kMetaSuffix)) && !fs::exists(base + std::string(kJournalSuffix))) {
+    throw std::runtime_error("no capture at " + path);
+  }
+  CaptureFiles files;
+  files.bases.insert(base);
+  return files;
+}
+
+// Finalizes every recording with a journal; a collection's journals without a chunk (spares
+// made ahead of a rotation) are removed, or kept empty where they are the lane's only one.
+void finalize_recordings(const CaptureFiles& files, RepairReport& report) {
+  std::vector<std::string> unwritten;
+  for (const auto& each : files.bases) {
     if (!fs::exists(each + std::string(kJournalSuffix))) continue;
     const FinalizeResult result = finalize_recording(each);
-    if (result.records == 0 && result.discarded == 0 && !collection_name.empty()) {
+    if (result.records == 0 && result.discarded == 0 && !files.collection_name.empty()) {
       unwritten.push_back(each);
       continue;
     }
@@ -112,20 +129,27 @@ RepairReport repair_capture(const std::string& path, bool restore_replaced) {
                            (result.discarded > 0 ? ", dropped " + std::to_string(result.discarded) + " incomplete record(s)"
                                                  : std::string()));
   }
-  remove_unwritten(unwritten, bases, report);
-  if (collection_name.empty()) {
-    // One recording: its directory and capture name (NAME-LANE-NNNN) say where a set-aside lies.
-    const fs::path single(base);
-    directories.push_back(single.parent_path().empty() ? std::string(".") : single.parent_path().string());
-    const std::string file = single.filename().string();
-    for (const auto& found : find_replaced(directories, "")) {
-      std::string stem = fs::path(found).filename().string();
-      stem.resize(stem.size() - kReplacedSuffix.size());
-      if (file.rfind(stem + "-", 0) == 0) report.replaced.push_back(found);
-    }
-  } else {
-    report.replaced = find_replaced(directories, collection_name);
+  remove_unwritten(unwritten, files.bases, report);
+}
+
+// The set-asides of this capture an interrupted overwrite left. A single recording's directory
+// and capture name (NAME-LANE-NNNN) say where one lies; its directory joins `files`.
+std::vector<std::string> set_asides(CaptureFiles& files, const std::string& base) {
+  if (!files.collection_name.empty()) return find_replaced(files.directories, files.collection_name);
+  const fs::path single(base);
+  files.directories.push_back(single.parent_path().empty() ? std::string(".") : single.parent_path().string());
+  const std::string file = single.filename().string();
+  std::vector<std::string> found_here;
+  for (const auto& found : find_replaced(files.directories, "")) {
+    std::string stem = fs::path(found).filename().string();
+    stem.resize(stem.size() - kReplacedSuffix.size());
+    if (file.rfind(stem + "-", 0) == 0) found_here.push_back(found);
   }
+  return found_here;
+}
+
+// Restores each set-aside when asked, else says how to.
+void handle_set_asides(const std::string& path, bool restore_replaced, RepairReport& report) {
   for (const auto& aside : report.replaced) {
     std::size_t files = 0;
     for ([[maybe_unused]] const auto& item : fs::directory_iterator(aside)) ++files;
@@ -140,7 +164,18 @@ RepairReport repair_capture(const std::string& path, bool restore_replaced) {
                                       "the new recording");
     }
   }
-  if (!collection_name.empty()) refresh_collection(directories, collection_name);
+}
+
+}  // namespace
+
+RepairReport repair_capture(const std::string& path, bool restore_replaced) {
+  RepairReport report;
+  const std::string base = strip_capture_suffix(path);
+  CaptureFiles files = capture_files(path, base);
+  finalize_recordings(files, report);
+  report.replaced = set_asides(files, base);
+  handle_set_asides(path, restore_replaced, report);
+  if (!files.collection_name.empty()) refresh_collection(files.directories, files.collection_name);
   return report;
 }
 

@@ -14,13 +14,15 @@ if [ "${1:-}" = --limit ]; then
 fi
 paths=("$@")
 [ ${#paths[@]} -gt 0 ] || paths=(pipeline wire stages recorder emulator monitor suite cli bench)
-command -v ctags >/dev/null && ctags --version 2>/dev/null | grep -q "Universal Ctags" || {
-  echo "check_functions: universal-ctags is missing (apt-get install universal-ctags)" >&2
+# Called by its own name: `ctags` may be another ctags (Exuberant, Emacs's etags) through alternatives.
+ctags=ctags-universal
+command -v "$ctags" >/dev/null || {
+  echo "check_functions: $ctags is missing (apt-get install universal-ctags, or scripts/setup.sh)" >&2
   exit 2
 }
 
 # One line per function: file, first line, last line, name.
-ctags -R --languages=C++ --langmap=C++:+.cu --kinds-C++=f --fields=+ne --extras=-F -o - "${paths[@]}" |
+"$ctags" -R --languages=C++ --langmap=C++:+.cu --kinds-C++=f --fields=+ne --extras=-F -o - "${paths[@]}" |
   awk -F'\t' '{
     first = ""; last = ""
     for (i = 4; i <= NF; i++) {

@@ -22,7 +22,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libssl-dev
   libcpp-httplib-dev libpng-dev prometheus prometheus-cpp-dev
   clang fio python3 python3-jsonschema python3-numpy  # numpy: docs/examples/read_sigmf.py and its test
-  clang-format universal-ctags  # scripts/format.sh and scripts/check_functions.sh
+  clang-format-14 universal-ctags  # scripts/format.sh (pinned: Debian 12 and Ubuntu 24.04 agree) and check_functions.sh
   # The Soft-RoCE test VM (tests/vm/): qemu, an initramfs, verbs tools run inside it.
   qemu-system-x86 busybox-static cpio xz-utils perftest ibverbs-providers ibverbs-utils iproute2
   e2fsprogs xfsprogs util-linux

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Every test: set up and build with warnings as errors; the whole suite (unit, e2e; gpu and vm
-# tests skip with a reason where there is no GPU or VM) while the sanitizer builds run beside it;
-# then ASan+UBSan on the unit tests, TSan on the queue and lifecycle tests, a bounded fuzz run.
+# Every test: set up and build with warnings as errors; the source checks (function length,
+# formatting); the whole suite (unit, e2e; gpu and vm tests skip with a reason where there is no GPU
+# or VM) while the sanitizer builds run beside it; then ASan+UBSan on the unit tests, TSan on the
+# queue and lifecycle tests, a bounded fuzz run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -12,6 +13,12 @@ export CI="${CI:-true}"
 # Line tables only (-g1) in both builds: backtraces and sanitizer reports keep file:line, and the
 # two builds, most of this script's time on a small machine, compile faster than with full -g.
 scripts/setup.sh build -DSLUICE_WERROR=ON -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
+
+# The source checks (seconds): every function over 60 lines says why at its top, and every C++
+# and CUDA file is as scripts/format.sh leaves it. Both fail, never skip, when their tool is missing.
+echo "== source checks"
+scripts/check_functions.sh
+scripts/format.sh --check
 
 # The sanitizer builds run beside the whole suite, at the lowest priority: most of the suite's
 # time is spent waiting on sockets, processes and the VM, and the builds take that idle time.

@@ -10,6 +10,9 @@ namespace {
 
 // Fixed-size fields of CIF0 in words, index = bit (VITA 49.0 table 7.1.5-1); 0 for bit 31
 // (an indicator, no field), bits 9 and 8 (variable) and the reserved bits 7..0.
+// A table laid out by bit groups: clang-format would wrap its long comments, and 14 does not wrap
+// them the same way twice.
+// clang-format off
 constexpr std::array<std::uint8_t, 32> kFieldWords = {
     0, 0, 0, 0, 0, 0, 0, 0,    // 0..7 reserved
     0, 0,                      // 8 context association lists, 9 GPS ASCII: variable
@@ -18,6 +21,7 @@ constexpr std::array<std::uint8_t, 32> kFieldWords = {
     1, 1, 1, 2, 2, 2,          // 22 over-range count, 23 gain, 24 reference level, 25 IF band offset, 26 RF offset, 27 RF frequency
     2, 2, 1, 0,                // 28 IF reference frequency, 29 bandwidth, 30 reference point ID, 31 change indicator
 };
+// clang-format on
 
 constexpr double kRadix20 = 1048576.0;  // 2^20: Hz fields
 constexpr double kRadix7 = 128.0;       // 2^7: dB and dBm fields
@@ -151,6 +155,41 @@ std::size_t encode_context(const ContextPacket& packet, std::span<std::byte> out
   return written;
 }
 
+namespace {
+
+// A context packet with the prologue of `packet` and no fields yet.
+ContextPacket context_of(const Packet& packet) {
+  ContextPacket out;
+  out.stream_id = packet.stream_id;
+  out.has_class_id = packet.header.has_class_id;
+  out.class_id = packet.class_id;
+  out.tsi = packet.header.tsi;
+  out.tsf = packet.header.tsf;
+  out.integer_timestamp = packet.integer_timestamp;
+  out.fractional_timestamp = packet.fractional_timestamp;
+  out.packet_count = packet.header.packet_count;
+  return out;
+}
+
+// The CIF0 field of `bit` at `field` into `out`; a field Sluice does not use is only noted.
+void read_field(unsigned bit, const std::byte* field, ContextPacket& out) {
+  switch (bit) {
+    case cif::kBandwidth: out.bandwidth_hz = from_radix20(field); break;
+    case cif::kRfReferenceFrequency: out.rf_reference_frequency_hz = from_radix20(field); break;
+    case cif::kReferenceLevel: out.reference_level_dbm = from_radix7(load_be32(field)); break;
+    case cif::kGain: {
+      const std::uint32_t gain = load_be32(field);
+      out.gain_stage1_db = from_radix7(gain);
+      out.gain_stage2_db = from_radix7(gain >> 16);
+      break;
+    }
+    case cif::kSampleRate: out.sample_rate_hz = from_radix20(field); break;
+    default: out.skipped_fields |= 1U << bit; break;
+  }
+}
+
+}  // namespace
+
 ContextStatus decode_context(std::span<const std::byte> datagram, ContextPacket& out) {
   Packet packet;
   switch (decode_any(datagram, packet)) {
@@ -160,15 +199,7 @@ ContextStatus decode_context(std::span<const std::byte> datagram, ContextPacket&
     case DecodeStatus::unknown_type: return ContextStatus::unknown_type;
   }
   if (packet.header.type != PacketType::context) return ContextStatus::not_context;
-  out = ContextPacket{};
-  out.stream_id = packet.stream_id;
-  out.has_class_id = packet.header.has_class_id;
-  out.class_id = packet.class_id;
-  out.tsi = packet.header.tsi;
-  out.tsf = packet.header.tsf;
-  out.integer_timestamp = packet.integer_timestamp;
-  out.fractional_timestamp = packet.fractional_timestamp;
-  out.packet_count = packet.header.packet_count;
+  out = context_of(packet);
   std::span<const std::byte> rest = packet.payload;
   if (rest.size() < 4) return ContextStatus::truncated;
   const std::uint32_t indicators = load_be32(rest.data());
@@ -179,20 +210,7 @@ ContextStatus decode_context(std::span<const std::byte> datagram, ContextPacket&
     if ((indicators >> bit & 1U) == 0) continue;
     const std::optional<std::size_t> words = context_field_words(bit, rest);
     if (!words || *words * 4 > rest.size()) return ContextStatus::truncated;
-    const std::byte* field = rest.data();
-    switch (bit) {
-      case cif::kBandwidth: out.bandwidth_hz = from_radix20(field); break;
-      case cif::kRfReferenceFrequency: out.rf_reference_frequency_hz = from_radix20(field); break;
-      case cif::kReferenceLevel: out.reference_level_dbm = from_radix7(load_be32(field)); break;
-      case cif::kGain: {
-        const std::uint32_t gain = load_be32(field);
-        out.gain_stage1_db = from_radix7(gain);
-        out.gain_stage2_db = from_radix7(gain >> 16);
-        break;
-      }
-      case cif::kSampleRate: out.sample_rate_hz = from_radix20(field); break;
-      default: out.skipped_fields |= 1U << bit; break;
-    }
+    read_field(bit, rest.data(), out);
     rest = rest.subspan(*words * 4);
   }
   // The size field must end exactly where the declared fields do.

@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -61,6 +62,38 @@ void run_loop(Loop& loop, sluice::bench::BareUdpReceiver& receiver, double secon
   loop.bytes = receiver.bytes();
 }
 
+// One receiver per port, its loop told its port (the bound one) and core.
+std::vector<std::unique_ptr<sluice::bench::BareUdpReceiver>> open_receivers(const std::string& address,
+                                                                         const std::vector<int>& ports,
+                                                                         const std::vector<int>& cpus, int buffer,
+                                                                         std::size_t batch, std::vector<Loop>& loops) {
+  std::vector<std::unique_ptr<sluice::bench::BareUdpReceiver>> receivers;
+  for (std::size_t i = 0; i < ports.size(); ++i) {
+    receivers.push_back(
+        std::make_unique<sluice::bench::BareUdpReceiver>(address + ":" + std::to_string(ports[i]), buffer, batch));
+    loops[i].port = receivers.back()->port();
+    loops[i].cpu = cpus.empty() ? -1 : cpus[i];
+  }
+  return receivers;
+}
+
+// Prints the JSON report (per port and summed); 1 when a loop failed.
+int print_report(const std::vector<Loop>& loops) {
+  nlohmann::json report{{"ports", nlohmann::json::array()}, {"packets", 0}, {"bytes", 0}};
+  int status = 0;
+  for (const auto& loop : loops) {
+    report["ports"].push_back({{"port", loop.port}, {"cpu", loop.cpu}, {"packets", loop.packets}, {"bytes", loop.bytes}});
+    report["packets"] = report["packets"].get<std::uint64_t>() + loop.packets;
+    report["bytes"] = report["bytes"].get<std::uint64_t>() + loop.bytes;
+    if (!loop.error.empty()) {
+      std::fprintf(stderr, "udp_receive_loops: port %u: %s\n", loop.port, loop.error.c_str());
+      status = 1;
+    }
+  }
+  std::puts(report.dump().c_str());
+  return status;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -99,12 +132,7 @@ int main(int argc, char** argv) {
   std::vector<Loop> loops(ports.size());
   std::vector<std::unique_ptr<sluice::bench::BareUdpReceiver>> receivers;
   try {
-    for (std::size_t i = 0; i < ports.size(); ++i) {
-      receivers.push_back(std::make_unique<sluice::bench::BareUdpReceiver>(address + ":" + std::to_string(ports[i]),
-                                                                          static_cast<int>(*buffer), batch));
-      loops[i].port = receivers.back()->port();
-      loops[i].cpu = cpus.empty() ? -1 : cpus[i];
-    }
+    receivers = open_receivers(address, ports, cpus, static_cast<int>(*buffer), batch, loops);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "udp_receive_loops: %s\n", error.what());
     return 1;
@@ -117,17 +145,5 @@ int main(int argc, char** argv) {
   }
   for (auto& thread : threads) thread.join();
 
-  nlohmann::json report{{"ports", nlohmann::json::array()}, {"packets", 0}, {"bytes", 0}};
-  int status = 0;
-  for (const auto& loop : loops) {
-    report["ports"].push_back({{"port", loop.port}, {"cpu", loop.cpu}, {"packets", loop.packets}, {"bytes", loop.bytes}});
-    report["packets"] = report["packets"].get<std::uint64_t>() + loop.packets;
-    report["bytes"] = report["bytes"].get<std::uint64_t>() + loop.bytes;
-    if (!loop.error.empty()) {
-      std::fprintf(stderr, "udp_receive_loops: port %u: %s\n", loop.port, loop.error.c_str());
-      status = 1;
-    }
-  }
-  std::puts(report.dump().c_str());
-  return status;
+  return print_report(loops);
 }

@@ -41,6 +41,43 @@ std::string core_list(const std::vector<int>& cpus) {
   return text;
 }
 
+// The cores each of a team's `workers` may run on, checked before any thread starts: one each
+// from `cpus`, else any of the process's cores but `avoid_cpu`, else any (no sets). `placement`
+// says which, for the stage's log line.
+std::vector<cpu_set_t> worker_core_sets(std::size_t workers, const std::vector<int>& cpus, int avoid_cpu,
+                                        std::string& placement) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  // The main thread's cores (its id is the process id): the process's own, even when the thread that
+  // builds the team is pinned somewhere narrower.
+  if (sched_getaffinity(getpid(), sizeof(allowed), &allowed) != 0) {
+    throw std::runtime_error(errno_message("sched_getaffinity", errno));
+  }
+  std::vector<cpu_set_t> sets;
+  if (!cpus.empty()) {
+    for (int cpu : cpus) {
+      if (cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(static_cast<std::size_t>(cpu), &allowed)) {
+        throw std::runtime_error("cannot pin a worker to cpu " + std::to_string(cpu) + ": this process may use " +
+                                 std::to_string(CPU_COUNT(&allowed)) + " cpus");
+      }
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(static_cast<std::size_t>(cpu), &set);
+      sets.push_back(set);
+    }
+    placement = "on cores " + core_list(cpus);
+  } else if (avoid_cpu >= 0 && avoid_cpu < CPU_SETSIZE && CPU_ISSET(static_cast<std::size_t>(avoid_cpu), &allowed) &&
+             CPU_COUNT(&allowed) > 1) {
+    cpu_set_t set = allowed;
+    CPU_CLR(static_cast<std::size_t>(avoid_cpu), &set);
+    sets.assign(workers, set);
+    placement = "on any core but " + std::to_string(avoid_cpu);
+  } else {
+    placement = "on any core";
+  }
+  return sets;
+}
+
 }  // namespace
 
 WorkerTeam::WorkerTeam(std::size_t threads, const std::vector<int>& cpus, int avoid_cpu, const std::string& name) {
@@ -56,40 +93,13 @@ WorkerTeam::WorkerTeam(std::size_t threads, const std::vector<int>& cpus, int av
     throw std::invalid_argument("worker team of " + std::to_string(threads) + " threads given " + std::to_string(cpus.size()) +
                                 " worker cores (needs " + std::to_string(threads - 1) + ")");
   }
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  // The main thread's cores (its id is the process id): the process's own, even when the thread that
-  // builds the team is pinned somewhere narrower.
-  if (sched_getaffinity(getpid(), sizeof(allowed), &allowed) != 0) {
-    throw std::runtime_error(errno_message("sched_getaffinity", errno));
-  }
-  // Every worker's core set, checked before any thread starts.
-  std::vector<cpu_set_t> sets;
-  if (!cpus.empty()) {
-    for (int cpu : cpus) {
-      if (cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(static_cast<std::size_t>(cpu), &allowed)) {
-        throw std::runtime_error("cannot pin a worker to cpu " + std::to_string(cpu) + ": this process may use " +
-                                 std::to_string(CPU_COUNT(&allowed)) + " cpus");
-      }
-      cpu_set_t set;
-      CPU_ZERO(&set);
-      CPU_SET(static_cast<std::size_t>(cpu), &set);
-      sets.push_back(set);
-    }
-    placement_ = "on cores " + core_list(cpus);
-  } else if (avoid_cpu >= 0 && avoid_cpu < CPU_SETSIZE && CPU_ISSET(static_cast<std::size_t>(avoid_cpu), &allowed) &&
-             CPU_COUNT(&allowed) > 1) {
-    cpu_set_t set = allowed;
-    CPU_CLR(static_cast<std::size_t>(avoid_cpu), &set);
-    sets.assign(threads - 1, set);
-    placement_ = "on any core but " + std::to_string(avoid_cpu);
-  } else {
-    placement_ = "on any core";
-  }
+  start_workers(worker_core_sets(threads - 1, cpus, avoid_cpu, placement_), threads - 1, name);
+}
 
-  workers_.reserve(threads - 1);
+void WorkerTeam::start_workers(const std::vector<cpu_set_t>& sets, std::size_t workers, const std::string& name) {
+  workers_.reserve(workers);
   try {
-    for (std::size_t index = 1; index < threads; ++index) {
+    for (std::size_t index = 1; index <= workers; ++index) {
       workers_.emplace_back([this, index] { work(index); });
       const pthread_t handle = workers_.back().native_handle();
       if (!sets.empty()) {

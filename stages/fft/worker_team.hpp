@@ -6,6 +6,8 @@
 // work through one (stages/fft/fftw_backend.cpp).
 #pragma once
 
+#include <sched.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -50,6 +52,9 @@ class WorkerTeam {
   void run_parts(std::uint32_t generation, std::size_t preferred) noexcept;
   void work(std::size_t index) noexcept;
   void stop_workers() noexcept;
+  // Starts workers 1..`workers`, each pinned to its set in `sets` (none: unpinned) and named
+  // after `name`; stops the ones started when one fails.
+  void start_workers(const std::vector<cpu_set_t>& sets, std::size_t workers, const std::string& name);
 
   // The job being run, set by the caller before it publishes the job's generation in claims_; a part
   // is run only once claimed for that generation, and the job cannot change before its parts are done.

@@ -71,32 +71,8 @@ TcpSource::TcpSource(SettingsReader& reader, const PipelineSettings& pipeline) {
 
 void TcpSource::start(StageContext& context) {
   context_ = &context;
-  const auto address = wire::parse_endpoint(settings_.address);
   if (settings_.mode == TcpMode::server) {
-    // Non-blocking: connections are accepted whenever the stage looks, never waited for.
-    listener_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-    if (!listener_.valid()) throw std::runtime_error(wire::errno_message("socket(AF_INET, SOCK_STREAM)"));
-    const int one = 1;
-    if (::setsockopt(listener_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) {
-      throw std::runtime_error(wire::errno_message("setsockopt(SO_REUSEADDR)"));
-    }
-    // Accepted sockets inherit the listener's buffer, and the window scale is fixed in the
-    // handshake: set later, a large buffer could not open the window.
-    const std::string note = wire::set_receive_buffer(listener_.get(), settings_.receive_buffer);
-    log::info("{}: {}", context.stage_name(), note);
-    context.metrics().notes.push_back(note);
-    if (::bind(listener_.get(), reinterpret_cast<const sockaddr*>(&*address), sizeof(sockaddr_in)) != 0) {
-      throw std::runtime_error(wire::errno_message("bind(" + settings_.address + ")"));
-    }
-    if (::listen(listener_.get(), static_cast<int>(PendingConnections::kCapacity)) != 0) {
-      throw std::runtime_error(wire::errno_message("listen"));
-    }
-    sockaddr_in bound{};
-    socklen_t length = sizeof(bound);
-    if (::getsockname(listener_.get(), reinterpret_cast<sockaddr*>(&bound), &length) != 0) {
-      throw std::runtime_error(wire::errno_message("getsockname"));
-    }
-    port_ = ntohs(bound.sin_port);
+    open_listener(context);
   } else {
     // The client's socket is made here so that a buffer the kernel caps is noted at start.
     socket_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -118,6 +94,40 @@ void TcpSource::start(StageContext& context) {
   assembler_.start(context, pool, settings_.format, static_cast<std::uint64_t>(settings_.sample_rate), false);
   const double jump_samples = std::chrono::duration<double>(settings_.max_jump).count() * settings_.sample_rate;
   guard_.start(context.metrics(), static_cast<std::uint64_t>(std::max(1.0, jump_samples)), settings_.resync_after, settings_.max_frame);
+  describe_stream(context);
+}
+
+// Server: the listener, non-blocking, so that connections are accepted whenever the stage
+// looks, never waited for.
+void TcpSource::open_listener(StageContext& context) {
+  const auto address = wire::parse_endpoint(settings_.address);
+  listener_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!listener_.valid()) throw std::runtime_error(wire::errno_message("socket(AF_INET, SOCK_STREAM)"));
+  const int one = 1;
+  if (::setsockopt(listener_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) {
+    throw std::runtime_error(wire::errno_message("setsockopt(SO_REUSEADDR)"));
+  }
+  // Accepted sockets inherit the listener's buffer, and the window scale is fixed in the
+  // handshake: set later, a large buffer could not open the window.
+  const std::string note = wire::set_receive_buffer(listener_.get(), settings_.receive_buffer);
+  log::info("{}: {}", context.stage_name(), note);
+  context.metrics().notes.push_back(note);
+  if (::bind(listener_.get(), reinterpret_cast<const sockaddr*>(&*address), sizeof(sockaddr_in)) != 0) {
+    throw std::runtime_error(wire::errno_message("bind(" + settings_.address + ")"));
+  }
+  if (::listen(listener_.get(), static_cast<int>(PendingConnections::kCapacity)) != 0) {
+    throw std::runtime_error(wire::errno_message("listen"));
+  }
+  sockaddr_in bound{};
+  socklen_t length = sizeof(bound);
+  if (::getsockname(listener_.get(), reinterpret_cast<sockaddr*>(&bound), &length) != 0) {
+    throw std::runtime_error(wire::errno_message("getsockname"));
+  }
+  port_ = ntohs(bound.sin_port);
+}
+
+// The stream's rate, format and description, and the notes on what a close or a loss means.
+void TcpSource::describe_stream(StageContext& context) {
   context.stream.sample_rate = settings_.sample_rate;
   context.stream.format = settings_.format;
   context.metrics().notes.push_back(

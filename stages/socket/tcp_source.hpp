@@ -60,6 +60,9 @@ class TcpSource final : public Stage {
  private:
   // damaged_payload: the payload of a frame whose magic alone is damaged, read and skipped.
   enum class Reading : std::uint8_t { header, payload, damaged_payload };
+  // start()'s steps.
+  void open_listener(StageContext& context);
+  void describe_stream(StageContext& context);
   bool connect() noexcept;
   // Server: accepts and reads pending connections; serves one that proved itself a sender.
   StageStatus accept_senders() noexcept;

@@ -112,85 +112,97 @@ bool RdmaReceiver::accept(std::chrono::milliseconds timeout) {
     if (event->type != RDMA_CM_EVENT_CONNECT_REQUEST) continue;  // late events of an earlier connection
     CmIdPtr id(event->id);
     ConnectRequest request{};
-    std::string refusal;
-    if (event->private_data.size() < sizeof request) {
-      refusal = "connect request without Sluice private data";
-    } else {
-      std::memcpy(&request, event->private_data.data(), sizeof request);
-      if (request.magic != kMagic || request.version != kProtocolVersion) {
-        refusal = "connect request of another protocol or version";
-      } else if (request.lane != options_.lane) {
-        refusal = "sender carries lane " + std::to_string(request.lane) + ", this receiver lane " +
-                  std::to_string(options_.lane);
-      } else if (request.metadata_bytes > options_.metadata_bytes) {
-        refusal = "sender's metadata (" + std::to_string(request.metadata_bytes) + " bytes) exceeds the receiver's " +
-                  std::to_string(options_.metadata_bytes);
-      } else if (id->verbs != pd_->context) {
-        refusal = "connection arrived on another RDMA device than the one listened on";
-      }
-    }
-    if (!refusal.empty()) {
+    if (const std::string refusal = refusal_of(*event, *id, request); !refusal.empty()) {
       log::warn("RoCE receiver {}: refused a sender: {}", describe(options_.address, options_.port), refusal);
       if (rdma_reject(id.get(), nullptr, 0) != 0) log::warn("{}", errno_message("rdma_reject"));
       continue;
     }
-    set_ack_timeout(*id);
-    cq_.reset(ibv_create_cq(id->verbs, static_cast<int>(receive_depth_ + kSendDepth), nullptr, completions_->channel(), 0));
-    if (!cq_) throw std::runtime_error(errno_message("ibv_create_cq"));
-    qp_ = create_qp(*id, *pd_, *cq_, kSendDepth, receive_depth_);
-    id_ = std::move(id);
-    peer_ = request;
-    connection_sequence_ = 0;
-    sends_posted_ = sends_completed_ = 0;
-    credited_ = released_;
-    for (std::uint32_t buffer = 0; buffer < receive_depth_; ++buffer) {
-      if (!post_receive(buffer)) throw std::runtime_error(error_);
-    }
-    RingAdvert advert;
-    advert.slot_count = ring_.slot_count;
-    advert.metadata_slot_bytes = metadata_slot_bytes_;
-    advert.slot_bytes = ring_.slot_bytes;
-    advert.payload_address = reinterpret_cast<std::uint64_t>(ring_.base);
-    advert.metadata_address = reinterpret_cast<std::uint64_t>(host_area_.data());
-    advert.payload_rkey = landing_.mr->rkey;
-    advert.metadata_rkey = host_mr_->rkey;
-    advert.arrived = arrived_;
-    advert.released = released_;
-    rdma_conn_param parameters = connection_parameters(&advert, sizeof advert);
-    if (rdma_accept(id_.get(), &parameters) != 0) throw std::runtime_error(errno_message("rdma_accept"));
-    expect_event(*channel_, RDMA_CM_EVENT_ESTABLISHED, options_.timeout,
-                 "RoCE receiver " + describe(options_.address, options_.port));
-    last_signal_ = std::chrono::steady_clock::now();
-    peer_gone_at_.reset();
-    error_.clear();
-    // The sender's first message is its hello.
-    hello_.clear();
-    const auto hello_deadline = std::chrono::steady_clock::now() + options_.timeout;
-    for (bool have_hello = false; !have_hello;) {
-      if (std::chrono::steady_clock::now() > hello_deadline) {
-        close();
-        throw std::runtime_error("RoCE receiver " + describe(options_.address, options_.port) +
-                                 ": the sender sent no hello within " + std::to_string(options_.timeout.count()) + " ms");
-      }
-      ibv_wc completion{};
-      const int count = ibv_poll_cq(cq_.get(), 1, &completion);
-      if (count < 0) throw std::runtime_error("ibv_poll_cq failed while waiting for the hello");
-      if (count == 0 || (completion.wr_id & kSendTag)) continue;
-      const auto buffer = static_cast<std::uint32_t>(completion.wr_id);
-      ControlMessage message{};
-      std::memcpy(&message, control_buffer(buffer), std::min<std::size_t>(completion.byte_len, sizeof message));
-      if (completion.status != IBV_WC_SUCCESS || completion.opcode != IBV_WC_RECV ||
-          message.type != ControlType::hello || !post_receive(buffer)) {
-        close();
-        throw std::runtime_error("RoCE receiver " + describe(options_.address, options_.port) +
-                                 ": the sender's first message was not a hello");
-      }
-      const auto* text = reinterpret_cast<const std::byte*>(message.text);
-      hello_.assign(text, text + std::min<std::size_t>(message.text_bytes, ControlMessage::kTextBytes));
-      have_hello = true;
-    }
+    connect(std::move(id), request);
+    await_hello();
   }
   return true;
+}
+
+std::string RdmaReceiver::refusal_of(const CmEvent& event, const rdma_cm_id& id, ConnectRequest& request) const {
+  if (event.private_data.size() < sizeof request) return "connect request without Sluice private data";
+  std::memcpy(&request, event.private_data.data(), sizeof request);
+  if (request.magic != kMagic || request.version != kProtocolVersion) {
+    return "connect request of another protocol or version";
+  }
+  if (request.lane != options_.lane) {
+    return "sender carries lane " + std::to_string(request.lane) + ", this receiver lane " + std::to_string(options_.lane);
+  }
+  if (request.metadata_bytes > options_.metadata_bytes) {
+    return "sender's metadata (" + std::to_string(request.metadata_bytes) + " bytes) exceeds the receiver's " +
+           std::to_string(options_.metadata_bytes);
+  }
+  if (id.verbs != pd_->context) return "connection arrived on another RDMA device than the one listened on";
+  return "";
+}
+
+void RdmaReceiver::connect(CmIdPtr id, const ConnectRequest& request) {
+  set_ack_timeout(*id);
+  cq_.reset(ibv_create_cq(id->verbs, static_cast<int>(receive_depth_ + kSendDepth), nullptr, completions_->channel(), 0));
+  if (!cq_) throw std::runtime_error(errno_message("ibv_create_cq"));
+  qp_ = create_qp(*id, *pd_, *cq_, kSendDepth, receive_depth_);
+  id_ = std::move(id);
+  peer_ = request;
+  connection_sequence_ = 0;
+  sends_posted_ = sends_completed_ = 0;
+  credited_ = released_;
+  for (std::uint32_t buffer = 0; buffer < receive_depth_; ++buffer) {
+    if (!post_receive(buffer)) throw std::runtime_error(error_);
+  }
+  RingAdvert advert = ring_advert();
+  rdma_conn_param parameters = connection_parameters(&advert, sizeof advert);
+  if (rdma_accept(id_.get(), &parameters) != 0) throw std::runtime_error(errno_message("rdma_accept"));
+  expect_event(*channel_, RDMA_CM_EVENT_ESTABLISHED, options_.timeout,
+               "RoCE receiver " + describe(options_.address, options_.port));
+  last_signal_ = std::chrono::steady_clock::now();
+  peer_gone_at_.reset();
+  error_.clear();
+}
+
+RingAdvert RdmaReceiver::ring_advert() const {
+  RingAdvert advert;
+  advert.slot_count = ring_.slot_count;
+  advert.metadata_slot_bytes = metadata_slot_bytes_;
+  advert.slot_bytes = ring_.slot_bytes;
+  advert.payload_address = reinterpret_cast<std::uint64_t>(ring_.base);
+  advert.metadata_address = reinterpret_cast<std::uint64_t>(host_area_.data());
+  advert.payload_rkey = landing_.mr->rkey;
+  advert.metadata_rkey = host_mr_->rkey;
+  advert.arrived = arrived_;
+  advert.released = released_;
+  return advert;
+}
+
+void RdmaReceiver::await_hello() {
+  hello_.clear();
+  const auto hello_deadline = std::chrono::steady_clock::now() + options_.timeout;
+  for (bool have_hello = false; !have_hello;) {
+    if (std::chrono::steady_clock::now() > hello_deadline) {
+      close();
+      throw std::runtime_error("RoCE receiver " + describe(options_.address, options_.port) +
+                               ": the sender sent no hello within " + std::to_string(options_.timeout.count()) + " ms");
+    }
+    ibv_wc completion{};
+    const int count = ibv_poll_cq(cq_.get(), 1, &completion);
+    if (count < 0) throw std::runtime_error("ibv_poll_cq failed while waiting for the hello");
+    if (count == 0 || (completion.wr_id & kSendTag)) continue;
+    const auto buffer = static_cast<std::uint32_t>(completion.wr_id);
+    ControlMessage message{};
+    std::memcpy(&message, control_buffer(buffer), std::min<std::size_t>(completion.byte_len, sizeof message));
+    if (completion.status != IBV_WC_SUCCESS || completion.opcode != IBV_WC_RECV ||
+        message.type != ControlType::hello || !post_receive(buffer)) {
+      close();
+      throw std::runtime_error("RoCE receiver " + describe(options_.address, options_.port) +
+                               ": the sender's first message was not a hello");
+    }
+    const auto* text = reinterpret_cast<const std::byte*>(message.text);
+    hello_.assign(text, text + std::min<std::size_t>(message.text_bytes, ControlMessage::kTextBytes));
+    have_hello = true;
+  }
 }
 
 ReceiveStatus RdmaReceiver::fail(std::string text) noexcept {
@@ -296,51 +308,58 @@ ReceiveStatus RdmaReceiver::poll(Arrival& arrival) noexcept {
     if (completion.status != IBV_WC_SUCCESS) {
       return fail(std::string("receive failed: ") + ibv_wc_status_str(completion.status));
     }
-    const auto buffer = static_cast<std::uint32_t>(completion.wr_id);
-    if (completion.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-      const std::uint32_t immediate = ntohl(completion.imm_data);
-      const std::uint32_t slot = immediate_slot(immediate);
-      const std::byte* meta = host_area_.data() + std::size_t{slot} * metadata_slot_bytes_;
-      SlotHeader header{};
-      if (slot < ring_.slot_count) std::memcpy(&header, meta, sizeof header);
-      if (slot != arrived_ % ring_.slot_count || immediate_sequence(immediate) != (connection_sequence_ & 0xffffu) ||
-          header.magic != kMagic || header.sequence != connection_sequence_ ||
-          header.payload_bytes > ring_.slot_bytes || header.metadata_bytes > options_.metadata_bytes) {
-        return fail("out-of-order or malformed chunk: slot " + std::to_string(slot) + " (expected " +
-                    std::to_string(arrived_ % ring_.slot_count) + "), sequence " + std::to_string(header.sequence) +
-                    " (expected " + std::to_string(connection_sequence_) + ")");
-      }
-      if (!post_receive(buffer)) return ReceiveStatus::failed;
-      arrival.slot = slot;
-      arrival.sequence = connection_sequence_;
-      arrival.payload_bytes = header.payload_bytes;
-      arrival.metadata = meta + sizeof(SlotHeader);
-      arrival.metadata_bytes = header.metadata_bytes;
-      arrival.payload = ring_.base + std::size_t{slot} * ring_.slot_bytes;
-      ++arrived_;
-      ++connection_sequence_;
-      return ReceiveStatus::arrived;
-    }
-    if (completion.opcode == IBV_WC_RECV) {
-      ControlMessage message{};
-      std::memcpy(&message, control_buffer(buffer), std::min<std::size_t>(completion.byte_len, sizeof message));
-      if (!post_receive(buffer)) return ReceiveStatus::failed;
-      if (message.type == ControlType::end_of_stream) {
-        if (message.chunks != connection_sequence_) {
-          return fail("end of stream after " + std::to_string(message.chunks) + " chunks, but " +
-                      std::to_string(connection_sequence_) + " arrived");
-        }
-        return ReceiveStatus::end_of_stream;
-      }
-      error_.assign(message.text, std::min<std::size_t>(message.text_bytes, ControlMessage::kTextBytes));
-      return ReceiveStatus::peer_error;
-    }
+    if (completion.opcode == IBV_WC_RECV_RDMA_WITH_IMM) return take_chunk(completion, arrival);
+    if (completion.opcode == IBV_WC_RECV) return take_control_message(completion);
     return fail("unexpected completion opcode " + std::to_string(completion.opcode));
   }
   if (peer_gone_at_ && std::chrono::steady_clock::now() - *peer_gone_at_ > kDisconnectGrace) {
     return ReceiveStatus::disconnected;
   }
-  // Idle: look for CM events (a sender that disconnected, a second one knocking).
+  return take_cm_event();
+}
+
+ReceiveStatus RdmaReceiver::take_chunk(const ibv_wc& completion, Arrival& arrival) noexcept {
+  const std::uint32_t immediate = ntohl(completion.imm_data);
+  const std::uint32_t slot = immediate_slot(immediate);
+  const std::byte* meta = host_area_.data() + std::size_t{slot} * metadata_slot_bytes_;
+  SlotHeader header{};
+  if (slot < ring_.slot_count) std::memcpy(&header, meta, sizeof header);
+  if (slot != arrived_ % ring_.slot_count || immediate_sequence(immediate) != (connection_sequence_ & 0xffffu) ||
+      header.magic != kMagic || header.sequence != connection_sequence_ || header.payload_bytes > ring_.slot_bytes ||
+      header.metadata_bytes > options_.metadata_bytes) {
+    return fail("out-of-order or malformed chunk: slot " + std::to_string(slot) + " (expected " +
+                std::to_string(arrived_ % ring_.slot_count) + "), sequence " + std::to_string(header.sequence) +
+                " (expected " + std::to_string(connection_sequence_) + ")");
+  }
+  if (!post_receive(static_cast<std::uint32_t>(completion.wr_id))) return ReceiveStatus::failed;
+  arrival.slot = slot;
+  arrival.sequence = connection_sequence_;
+  arrival.payload_bytes = header.payload_bytes;
+  arrival.metadata = meta + sizeof(SlotHeader);
+  arrival.metadata_bytes = header.metadata_bytes;
+  arrival.payload = ring_.base + std::size_t{slot} * ring_.slot_bytes;
+  ++arrived_;
+  ++connection_sequence_;
+  return ReceiveStatus::arrived;
+}
+
+ReceiveStatus RdmaReceiver::take_control_message(const ibv_wc& completion) noexcept {
+  const auto buffer = static_cast<std::uint32_t>(completion.wr_id);
+  ControlMessage message{};
+  std::memcpy(&message, control_buffer(buffer), std::min<std::size_t>(completion.byte_len, sizeof message));
+  if (!post_receive(buffer)) return ReceiveStatus::failed;
+  if (message.type == ControlType::end_of_stream) {
+    if (message.chunks != connection_sequence_) {
+      return fail("end of stream after " + std::to_string(message.chunks) + " chunks, but " +
+                  std::to_string(connection_sequence_) + " arrived");
+    }
+    return ReceiveStatus::end_of_stream;
+  }
+  error_.assign(message.text, std::min<std::size_t>(message.text_bytes, ControlMessage::kTextBytes));
+  return ReceiveStatus::peer_error;
+}
+
+ReceiveStatus RdmaReceiver::take_cm_event() noexcept {
   std::optional<CmEvent> event;
   try {
     event = next_event(*channel_, std::chrono::milliseconds(0));

@@ -95,6 +95,17 @@ class RdmaReceiver {
   void return_credits() noexcept;
   [[nodiscard]] bool credit_pending() const noexcept;
   ReceiveStatus fail(std::string text) noexcept;
+  // accept()'s steps: why a connect request is refused ("" if it is not; fills `request`),
+  // the connection set up and accepted with the ring advertised, the sender's hello taken.
+  [[nodiscard]] std::string refusal_of(const CmEvent& event, const rdma_cm_id& id, ConnectRequest& request) const;
+  void connect(CmIdPtr id, const ConnectRequest& request);
+  [[nodiscard]] RingAdvert ring_advert() const;
+  void await_hello();
+  // poll()'s cases: a chunk written with its immediate, a control message (end of stream or
+  // the sender's error), and, with no completion waiting, a CM event.
+  ReceiveStatus take_chunk(const ibv_wc& completion, Arrival& arrival) noexcept;
+  ReceiveStatus take_control_message(const ibv_wc& completion) noexcept;
+  ReceiveStatus take_cm_event() noexcept;
 
   ReceiverOptions options_;
   LandingRing ring_;

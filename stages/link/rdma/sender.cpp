@@ -38,6 +38,13 @@ RdmaSender::RdmaSender(SenderOptions options)
     throw std::invalid_argument("RoCE sender: max_outstanding must be >= 1 and signal_every in 1..max_outstanding");
   }
   const std::string where = "RoCE sender to " + describe(options_.address, options_.port);
+  resolve(where);
+  create_queues(where);
+  connect(where);
+  send_hello(where);
+}
+
+void RdmaSender::resolve(const std::string& where) {
   channel_ = make_event_channel();
   rdma_cm_id* id = nullptr;
   if (rdma_create_id(channel_.get(), &id, nullptr, RDMA_PS_TCP) != 0) throw std::runtime_error(errno_message("rdma_create_id"));
@@ -51,7 +58,9 @@ RdmaSender::RdmaSender(SenderOptions options)
   if (rdma_resolve_route(id_.get(), timeout_ms) != 0) throw std::runtime_error(where + ": " + errno_message("rdma_resolve_route"));
   expect_event(*channel_, RDMA_CM_EVENT_ROUTE_RESOLVED, options_.timeout + std::chrono::milliseconds(500), where);
   set_ack_timeout(*id_);
+}
 
+void RdmaSender::create_queues(const std::string& where) {
   completions_.emplace(*id_->verbs);
   pd_.reset(ibv_alloc_pd(id_->verbs));
   if (!pd_) throw std::runtime_error(errno_message("ibv_alloc_pd"));
@@ -80,7 +89,9 @@ RdmaSender::RdmaSender(SenderOptions options)
   if (int error = ibv_post_recv(qp_->qp, &receive, &bad_receive); error != 0) {
     throw std::runtime_error(errno_message("ibv_post_recv", error));
   }
+}
 
+void RdmaSender::connect(const std::string& where) {
   ConnectRequest request;
   request.credit_address = reinterpret_cast<std::uint64_t>(host_area_.data() + host_area_.size() - sizeof(std::uint64_t));
   request.credit_rkey = host_mr_->rkey;
@@ -101,7 +112,9 @@ RdmaSender::RdmaSender(SenderOptions options)
   std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(request.credit_address))
       .store(advert_.released, std::memory_order_release);
   last_signal_ = std::chrono::steady_clock::now();
+}
 
+void RdmaSender::send_hello(const std::string& where) {
   const std::string_view hello(reinterpret_cast<const char*>(options_.hello.data()), options_.hello.size());
   if (!post_control(ControlType::hello, hello)) throw std::runtime_error(where + ": " + error_);
   const auto deadline = std::chrono::steady_clock::now() + options_.timeout;

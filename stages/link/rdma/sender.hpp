@@ -78,6 +78,13 @@ class RdmaSender {
   [[nodiscard]] std::uint64_t in_flight() const { return posted_ - completed_; }
 
  private:
+  // The constructor's steps, each throwing with `where` (the peer) and the failed call: route
+  // resolved, PD, MR, CQ and QP created with the error receive posted, connected with the
+  // ring advertisement read, hello delivered.
+  void resolve(const std::string& where);
+  void create_queues(const std::string& where);
+  void connect(const std::string& where);
+  void send_hello(const std::string& where);
   bool progress() noexcept;
   bool post_control(ControlType type, std::string_view text) noexcept;
   bool post_signal() noexcept;
