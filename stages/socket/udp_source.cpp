@@ -14,7 +14,6 @@
 #include <cstring>
 #include <stdexcept>
 
-
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
 #include "pipeline/log.hpp"
@@ -39,13 +38,14 @@ std::size_t default_udp_batch(bool gro) noexcept {
 
 UdpSource::UdpSource(SettingsReader& reader, const PipelineSettings& pipeline) {
   settings_.address = reader.string("address", settings_.address, "host:port to bind (loopback by default)");
-  settings_.framing = reader.choice("framing", UdpFraming::vita49,
-                                    "vita49 (timestamps: exact loss), gnuradio_seq / gnuradio_seq_size (GNU Radio network.udp_sink "
-                                    "header types: sequence numbers give exact loss), none (bare samples: loss cannot be detected)",
-                                    {{"vita49", UdpFraming::vita49},
-                                     {"none", UdpFraming::none},
-                                     {"gnuradio_seq", UdpFraming::gnuradio_seq},
-                                     {"gnuradio_seq_size", UdpFraming::gnuradio_seq_size}});
+  settings_.framing =
+      reader.choice("framing", UdpFraming::vita49,
+                    "vita49 (timestamps: exact loss), gnuradio_seq / gnuradio_seq_size (GNU Radio network.udp_sink "
+                    "header types: sequence numbers give exact loss), none (bare samples: loss cannot be detected)",
+                    {{"vita49", UdpFraming::vita49},
+                     {"none", UdpFraming::none},
+                     {"gnuradio_seq", UdpFraming::gnuradio_seq},
+                     {"gnuradio_seq_size", UdpFraming::gnuradio_seq_size}});
   if (settings_.framing != UdpFraming::vita49 && reader.has("stream_id")) {
     reader.error("stream_id", "stream_id applies to framing vita49 only", "remove it, or set framing: vita49");
   }
@@ -57,34 +57,39 @@ UdpSource::UdpSource(SettingsReader& reader, const PipelineSettings& pipeline) {
       }
     }
   }
-  settings_.stream_id = reader.integer("stream_id", -1, "VITA-49 stream ID to accept; -1: lock onto the first one seen", -1,
-                                       0xFFFFFFFFLL);
+  settings_.stream_id = reader.integer("stream_id", -1, "VITA-49 stream ID to accept; -1: lock onto the first one seen",
+                                       -1, 0xFFFFFFFFLL);
   settings_.format = reader.choice("format", SampleFormat::ci16, "sample format of the payload",
                                    {{"ci16", SampleFormat::ci16}, {"cf32", SampleFormat::cf32}});
-  settings_.sample_rate = reader.frequency("sample_rate", 100e6, "sample rate (whole Hz); maps timestamps to sample indices", 1, 1e11);
-  settings_.receive_buffer = reader.bytes("receive_buffer", settings_.receive_buffer, "socket receive buffer (SO_RCVBUF)", 4096,
-                                          1ULL << 31);
-  settings_.batch = static_cast<std::size_t>(
-      reader.integer("batch", 0, "datagrams per recvmmsg (0: about 512 KiB of buffers: 8 with GRO, 64 without)", 0, 1024));
-  settings_.gro = reader.boolean("gro", true, "UDP GRO: receive coalesced datagrams and split them (where the kernel has it)");
+  settings_.sample_rate =
+      reader.frequency("sample_rate", 100e6, "sample rate (whole Hz); maps timestamps to sample indices", 1, 1e11);
+  settings_.receive_buffer =
+      reader.bytes("receive_buffer", settings_.receive_buffer, "socket receive buffer (SO_RCVBUF)", 4096, 1ULL << 31);
+  settings_.batch = static_cast<std::size_t>(reader.integer(
+      "batch", 0, "datagrams per recvmmsg (0: about 512 KiB of buffers: 8 with GRO, 64 without)", 0, 1024));
+  settings_.gro =
+      reader.boolean("gro", true, "UDP GRO: receive coalesced datagrams and split them (where the kernel has it)");
   settings_.max_datagram = reader.bytes("max_datagram", 9000, "largest datagram expected without GRO", 64, 65535);
   settings_.reorder_window = static_cast<std::size_t>(
       reader.integer("reorder_window", 16, "packets held waiting for a late one before declaring it lost", 1, 1024));
   settings_.flush_after = reader.duration("flush_after", settings_.flush_after,
                                           "hand on a partly filled chunk after this long without packets");
-  settings_.max_jump = reader.duration("max_jump", settings_.max_jump,
-                                       "a packet further than this from the stream's time is an outlier, unless resync_after agree");
+  settings_.max_jump =
+      reader.duration("max_jump", settings_.max_jump,
+                      "a packet further than this from the stream's time is an outlier, unless resync_after agree");
   settings_.resync_after = static_cast<std::size_t>(reader.integer(
       "resync_after", 4, "consecutive agreeing outliers that make a resynchronisation (a new segment)", 1, 64));
   settings_.context_wait = reader.duration("context_wait", settings_.context_wait,
-                                           "vita49: wait this long at start for an IF Context packet (frequency, rate into the capture's metadata); 0: do not wait");
+                                           "vita49: wait this long at start for an IF Context packet (frequency, rate "
+                                           "into the capture's metadata); 0: do not wait");
   if (settings_.framing != UdpFraming::vita49 && reader.has("context_wait")) {
     reader.error("context_wait", "context packets are VITA-49's", "remove it, or set framing: vita49");
   }
   settings_.pool = read_pool_settings(reader, pipeline, PoolWriter::host_writes);
   if (settings_.max_jump.count() <= 0) reader.error("max_jump", "must be above 0", "e.g. 1s");
   if (settings_.sample_rate != std::floor(settings_.sample_rate)) {
-    reader.error("sample_rate", "sample rate must be a whole number of Hz", "timestamps are converted to exact sample counts");
+    reader.error("sample_rate", "sample rate must be a whole number of Hz",
+                 "timestamps are converted to exact sample counts");
   }
   if (!wire::parse_endpoint(settings_.address)) reader.error("address", "expected IPv4 host:port", "127.0.0.1:50000");
 }
@@ -115,7 +120,8 @@ sockaddr_in UdpSource::open_socket(StageContext& context) {
     if (::setsockopt(socket_.get(), SOL_UDP, UDP_GRO, &one, sizeof(one)) == 0) {
       gro_ = true;
     } else {
-      const std::string fallback = std::string("UDP GRO unavailable (") + std::strerror(errno) + "): one datagram per receive";
+      const std::string fallback =
+          std::string("UDP GRO unavailable (") + std::strerror(errno) + "): one datagram per receive";
       log::info("{}: {}", context.stage_name(), fallback);
       context.metrics().notes.push_back(fallback);
     }
@@ -173,17 +179,20 @@ void UdpSource::start(StageContext& context) {
   // VITA-49 payloads are big-endian; the other framings carry the sender's little-endian bytes.
   assembler_.start(context, pool, settings_.format, rate_, settings_.framing == UdpFraming::vita49);
   const double jump_samples = std::chrono::duration<double>(settings_.max_jump).count() * settings_.sample_rate;
-  guard_.start(context.metrics(), static_cast<std::uint64_t>(std::max(1.0, jump_samples)), settings_.resync_after, settings_.max_datagram);
+  guard_.start(context.metrics(), static_cast<std::uint64_t>(std::max(1.0, jump_samples)), settings_.resync_after,
+               settings_.max_datagram);
   context.stream.sample_rate = settings_.sample_rate;
   context.stream.format = settings_.format;
   const std::string where = " on " + wire::to_string(bound) + (gro_ ? " (GRO)" : "");
   switch (settings_.framing) {
-    case UdpFraming::vita49: context.stream.description = "VITA-49" + where; break;
+    case UdpFraming::vita49:
+      context.stream.description = "VITA-49" + where;
+      break;
     case UdpFraming::gnuradio_seq:
     case UdpFraming::gnuradio_seq_size:
       context.stream.description = std::string("GNU Radio udp_sink datagrams (sequence numbers") +
-                                   (settings_.framing == UdpFraming::gnuradio_seq_size ? " and size" : "") + ")" + where +
-                                   "; no timestamps: times are not recorded";
+                                   (settings_.framing == UdpFraming::gnuradio_seq_size ? " and size" : "") + ")" +
+                                   where + "; no timestamps: times are not recorded";
       break;
     case UdpFraming::none: {
       context.stream.description = "bare " + std::string(to_string(settings_.format)) + " samples" + where +
@@ -224,12 +233,15 @@ void UdpSource::wait_for_context(StageContext& context) {
     handle_context(buffers_.data(), static_cast<std::size_t>(length));
   }
   if (mismatched_rate_ != 0) {
-    throw std::runtime_error(fmt::format("the sender's IF Context packet gives a sample rate of {} Hz, the stage is configured for {} Hz: "
-                                         "set sample_rate: {} (or fix the sender)",
-                                         mismatched_rate_, settings_.sample_rate, mismatched_rate_));
+    throw std::runtime_error(
+        fmt::format("the sender's IF Context packet gives a sample rate of {} Hz, the stage is configured for {} Hz: "
+                    "set sample_rate: {} (or fix the sender)",
+                    mismatched_rate_, settings_.sample_rate, mismatched_rate_));
   }
   if (!have_context_) {
-    const std::string note = "no IF Context packet before the first data packet or within context_wait: the capture's frequency is unknown (0)";
+    const std::string note =
+        "no IF Context packet before the first data packet or within context_wait: the capture's frequency is unknown "
+        "(0)";
     log::warn("{}: {}", context.stage_name(), note);
     context.metrics().notes.push_back(note);
     return;
@@ -245,13 +257,22 @@ void UdpSource::wait_for_context(StageContext& context) {
 
 bool UdpSource::handle_context(const std::byte* data, std::size_t bytes) noexcept {
   switch (vita49::decode_context(std::span<const std::byte>(data, bytes), context_scratch_)) {
-    case vita49::ContextStatus::ok: break;
-    case vita49::ContextStatus::truncated: drop_truncated_->add(); return false;
-    case vita49::ContextStatus::bad_size_field: drop_bad_size_->add(); return false;
+    case vita49::ContextStatus::ok:
+      break;
+    case vita49::ContextStatus::truncated:
+      drop_truncated_->add();
+      return false;
+    case vita49::ContextStatus::bad_size_field:
+      drop_bad_size_->add();
+      return false;
     case vita49::ContextStatus::unknown_type:
-    case vita49::ContextStatus::not_context: drop_unknown_type_->add(); return false;
+    case vita49::ContextStatus::not_context:
+      drop_unknown_type_->add();
+      return false;
     case vita49::ContextStatus::reserved_cif_bit:
-    case vita49::ContextStatus::bad_value: drop_bad_context_->add(); return false;
+    case vita49::ContextStatus::bad_value:
+      drop_bad_context_->add();
+      return false;
   }
   // A context packet describes the data stream of the same stream ID (VITA 49.0 7.1.2).
   if (locked_ && context_scratch_.stream_id != stream_id_) {
@@ -261,10 +282,11 @@ bool UdpSource::handle_context(const std::byte* data, std::size_t bytes) noexcep
   context_packets_->add();
   const auto& next = context_scratch_;
   const auto& last = context_packet_;
-  const bool changed = have_context_ && (next.rf_reference_frequency_hz != last.rf_reference_frequency_hz ||
-                                         next.sample_rate_hz != last.sample_rate_hz || next.bandwidth_hz != last.bandwidth_hz ||
-                                         next.reference_level_dbm != last.reference_level_dbm ||
-                                         next.gain_stage1_db != last.gain_stage1_db || next.gain_stage2_db != last.gain_stage2_db);
+  const bool changed =
+      have_context_ &&
+      (next.rf_reference_frequency_hz != last.rf_reference_frequency_hz || next.sample_rate_hz != last.sample_rate_hz ||
+       next.bandwidth_hz != last.bandwidth_hz || next.reference_level_dbm != last.reference_level_dbm ||
+       next.gain_stage1_db != last.gain_stage1_db || next.gain_stage2_db != last.gain_stage2_db);
   if (changed) context_changes_->add();
   // The first context packet (values unknown until now: no context_wait, or it arrived late) and
   // every change travel with the data they describe.
@@ -339,7 +361,8 @@ int UdpSource::receive_batch() noexcept {
 }
 
 int UdpSource::receive_messages() noexcept {
-  if (!landing_now_) return ::recvmmsg(socket_.get(), messages_.data(), static_cast<unsigned>(settings_.batch), MSG_DONTWAIT, nullptr);
+  if (!landing_now_)
+    return ::recvmmsg(socket_.get(), messages_.data(), static_cast<unsigned>(settings_.batch), MSG_DONTWAIT, nullptr);
   // One message a call, each laid out where the last one's payloads ended: the kernel fills a
   // message's iovecs only as far as the message goes, so one call for several would leave a hole
   // in the chunk after every message shorter than the layout.
@@ -352,8 +375,8 @@ int UdpSource::receive_messages() noexcept {
     ++count;
     if (filled == 0 || count == settings_.batch) return static_cast<int>(count);
     used += filled;
-    if (landing_.lay_out(count, landing_area_.subspan(used), messages_[count].msg_hdr, buffers_.data() + count * slot_bytes_,
-                         slot_bytes_) == 0) {
+    if (landing_.lay_out(count, landing_area_.subspan(used), messages_[count].msg_hdr,
+                         buffers_.data() + count * slot_bytes_, slot_bytes_) == 0) {
       return static_cast<int>(count);
     }
   }
@@ -397,9 +420,10 @@ StageStatus UdpSource::process() {
   landed_published_ = assembler_.landed_packets();
   copied_published_ = assembler_.copied_packets();
   if (mismatched_rate_ != 0) {
-    context_->fail(fmt::format("an IF Context packet gives a sample rate of {} Hz, the stage is configured for {} Hz: "
-                               "timestamps would map to wrong sample indices (set sample_rate: {}, or fix the sender)",
-                               mismatched_rate_, settings_.sample_rate, mismatched_rate_));
+    context_->fail(
+        fmt::format("an IF Context packet gives a sample rate of {} Hz, the stage is configured for {} Hz: "
+                    "timestamps would map to wrong sample indices (set sample_rate: {}, or fix the sender)",
+                    mismatched_rate_, settings_.sample_rate, mismatched_rate_));
     return StageStatus::error;
   }
   return StageStatus::ok;
@@ -446,7 +470,8 @@ void UdpSource::handle_message(std::size_t i) noexcept {
 
 void UdpSource::learn_shape() noexcept {
   if (seen_payload_ == 0) return;
-  if (seen_header_ == landing_.header_bytes() && seen_payload_ == landing_.payload_bytes() && seen_trailer_ == landing_.trailer_bytes()) {
+  if (seen_header_ == landing_.header_bytes() && seen_payload_ == landing_.payload_bytes() &&
+      seen_trailer_ == landing_.trailer_bytes()) {
     return;
   }
   // As many datagrams as a GRO message can hold: a message with fewer fills fewer (each message
@@ -464,7 +489,8 @@ void UdpSource::handle_landed_batch(std::size_t received) noexcept {
     // Every message is gathered before any is handled: handling one may fill the chunk past
     // where the next ones landed (packets held in the reorder window go in with it).
     last_time_ = time_before;
-    for (std::size_t i = 0; i < received; ++i) landing_.gather(i, messages_[i].msg_len, buffers_.data() + i * slot_bytes_);
+    for (std::size_t i = 0; i < received; ++i)
+      landing_.gather(i, messages_[i].msg_len, buffers_.data() + i * slot_bytes_);
     for (std::size_t i = 0; i < received; ++i) handle_message(i);
     return;
   }
@@ -483,7 +509,8 @@ void UdpSource::handle_landed_message(std::size_t i, std::size_t& next) noexcept
     ++batch_packets_;
     const Landed& packet = landed_[next];
     const std::size_t payload = std::min(segment, length - k * segment) - framing;
-    accept_packet(packet.position, std::span<const std::byte>(landing_.payload(i, k), payload), packet.samples, packet.packet_count);
+    accept_packet(packet.position, std::span<const std::byte>(landing_.payload(i, k), payload), packet.samples,
+                  packet.packet_count);
   }
   // The last message's datagrams beyond the layout came whole into its spill buffer.
   full_segment_ = segment;
@@ -515,7 +542,8 @@ bool UdpSource::landed_in_order(std::size_t received) noexcept {
       const std::size_t bytes = std::min(segment, length - k * segment);
       // Only a message's last datagram may be shorter (the next message lands right after it).
       if (bytes != shape && k + 1 != segments) return false;
-      if (vita49::decode_prefix(std::span<const std::byte>(landing_.header(i, k), header), bytes, packet_) != vita49::DecodeStatus::ok) {
+      if (vita49::decode_prefix(std::span<const std::byte>(landing_.header(i, k), header), bytes, packet_) !=
+          vita49::DecodeStatus::ok) {
         return false;
       }
       const auto& head = packet_.header;
@@ -528,7 +556,8 @@ bool UdpSource::landed_in_order(std::size_t received) noexcept {
       if (bytes < header + trailer) return false;
       const std::size_t payload = bytes - header - trailer;
       if (payload == 0 || payload % sample_bytes != 0 || payload > settings_.max_datagram) return false;
-      const bool timestamped = head.tsi != vita49::Tsi::none && (head.tsf == vita49::Tsf::real_time || head.tsf == vita49::Tsf::sample_count);
+      const bool timestamped = head.tsi != vita49::Tsi::none &&
+                               (head.tsf == vita49::Tsf::real_time || head.tsf == vita49::Tsf::sample_count);
       if (!timestamped && head.tsf != vita49::Tsf::free_running) return false;
       std::uint64_t position = 0;
       bool timed = true;
@@ -540,17 +569,19 @@ bool UdpSource::landed_in_order(std::size_t received) noexcept {
   return true;
 }
 
-void UdpSource::handle_datagram(const std::byte* data, std::size_t bytes) noexcept {
-  ++batch_packets_;
-  if (settings_.framing != UdpFraming::vita49) {
-    handle_gnuradio(data, bytes);
-    return;
-  }
+// Decodes a VITA-49 datagram into packet_: true for a data packet; a context packet is read
+// for its values, anything else is counted as its drop.
+bool UdpSource::decode_data_packet(const std::byte* data, std::size_t bytes) noexcept {
   const vita49::DecodeStatus status = vita49::decode(std::span<const std::byte>(data, bytes), packet_);
   switch (status) {
-    case vita49::DecodeStatus::ok: break;
-    case vita49::DecodeStatus::truncated: drop_truncated_->add(); return;
-    case vita49::DecodeStatus::bad_size_field: drop_bad_size_->add(); return;
+    case vita49::DecodeStatus::ok:
+      return true;
+    case vita49::DecodeStatus::truncated:
+      drop_truncated_->add();
+      return false;
+    case vita49::DecodeStatus::bad_size_field:
+      drop_bad_size_->add();
+      return false;
     case vita49::DecodeStatus::unknown_type:
       // Context packets are read for their values and never taken for data.
       if (bytes >= 4 && static_cast<unsigned>(data[0]) >> 4 == static_cast<unsigned>(vita49::PacketType::context)) {
@@ -558,8 +589,18 @@ void UdpSource::handle_datagram(const std::byte* data, std::size_t bytes) noexce
       } else {
         drop_unknown_type_->add();
       }
-      return;
+      return false;
   }
+  return false;
+}
+
+void UdpSource::handle_datagram(const std::byte* data, std::size_t bytes) noexcept {
+  ++batch_packets_;
+  if (settings_.framing != UdpFraming::vita49) {
+    handle_gnuradio(data, bytes);
+    return;
+  }
+  if (!decode_data_packet(data, bytes)) return;
   const bool has_id = packet_.header.type == vita49::PacketType::if_data_stream_id;
   if (!locked_) {
     locked_ = true;
@@ -607,8 +648,9 @@ bool UdpSource::packet_position(std::size_t samples, std::uint64_t& epoch_index,
     if (last_time_.valid && seconds - last_time_.seconds <= 1 && seconds >= last_time_.seconds) {
       // Within a second of the last one: the difference in picoseconds times the rate, in a
       // double, is exact to far below half a sample.
-      const auto delta = static_cast<double>(static_cast<std::int64_t>((seconds - last_time_.seconds) * vita49::kPicosecondsPerSecond) +
-                                             (static_cast<std::int64_t>(picoseconds) - static_cast<std::int64_t>(last_time_.picoseconds)));
+      const auto delta = static_cast<double>(
+          static_cast<std::int64_t>((seconds - last_time_.seconds) * vita49::kPicosecondsPerSecond) +
+          (static_cast<std::int64_t>(picoseconds) - static_cast<std::int64_t>(last_time_.picoseconds)));
       epoch_index = last_time_.epoch_index + static_cast<std::uint64_t>(std::llround(delta * samples_per_picosecond_));
     } else {
       epoch_index = vita49::sample_index(seconds, picoseconds, rate_);
@@ -634,10 +676,16 @@ bool UdpSource::packet_position(std::size_t samples, std::uint64_t& epoch_index,
 void UdpSource::handle_gnuradio(const std::byte* data, std::size_t bytes) noexcept {
   gnuradio::Header header;
   if (settings_.framing != UdpFraming::none) {
-    switch (gnuradio::decode(std::span<const std::byte>(data, bytes), settings_.framing == UdpFraming::gnuradio_seq_size, header)) {
-      case gnuradio::DecodeStatus::ok: break;
-      case gnuradio::DecodeStatus::truncated: drop_truncated_->add(); return;
-      case gnuradio::DecodeStatus::bad_size_field: drop_bad_size_->add(); return;
+    switch (gnuradio::decode(std::span<const std::byte>(data, bytes),
+                             settings_.framing == UdpFraming::gnuradio_seq_size, header)) {
+      case gnuradio::DecodeStatus::ok:
+        break;
+      case gnuradio::DecodeStatus::truncated:
+        drop_truncated_->add();
+        return;
+      case gnuradio::DecodeStatus::bad_size_field:
+        drop_bad_size_->add();
+        return;
     }
   }
   const std::size_t sample_bytes = bytes_per_sample(settings_.format);
@@ -677,9 +725,14 @@ void UdpSource::accept_packet(std::uint64_t position, std::span<const std::byte>
     place_after_overflow(position, payload.data(), samples);
   } else {
     switch (guard_.check(position, samples, expected, payload, packet_count.value_or(0))) {
-      case JumpGuard::Verdict::plausible: place_samples(position, payload.data(), samples); break;
-      case JumpGuard::Verdict::held: return;
-      case JumpGuard::Verdict::confirmed: resynchronise(); return;
+      case JumpGuard::Verdict::plausible:
+        place_samples(position, payload.data(), samples);
+        break;
+      case JumpGuard::Verdict::held:
+        return;
+      case JumpGuard::Verdict::confirmed:
+        resynchronise();
+        return;
     }
   }
   drops_.used(position, samples, packet_count);
@@ -694,10 +747,11 @@ void UdpSource::place_after_overflow(std::uint64_t position, const std::byte* pa
   const std::uint64_t index = position - origin_;
   commit(index, payload, samples);
   history_.reach(index);
-  log::warn("{}: samples {} to {} lost ({} samples, {:.6f} s): the kernel dropped them at the socket (its drop count "
-               "rose by {}; its receive buffer was full: the stage fell behind), not a jump of the sender",
-               context_->stage_name(), from, index, index - from, static_cast<double>(index - from) / settings_.sample_rate,
-               drops_.since_used());
+  log::warn(
+      "{}: samples {} to {} lost ({} samples, {:.6f} s): the kernel dropped them at the socket (its drop count "
+      "rose by {}; its receive buffer was full: the stage fell behind), not a jump of the sender",
+      context_->stage_name(), from, index, index - from, static_cast<double>(index - from) / settings_.sample_rate,
+      drops_.since_used());
 }
 
 void UdpSource::place_samples(std::uint64_t epoch_index, const std::byte* payload, std::size_t samples) noexcept {
@@ -731,14 +785,16 @@ void UdpSource::resynchronise() noexcept {
   history_.restart(assembler_.expected());
   drops_.restart();
   const std::uint64_t jump = forward ? first.position - old_position : old_position - first.position;
-  log::warn("{}: stream resynchronised at sample {}: the sender jumped {} by {} samples ({:.6f} s), confirmed by {} packets",
-               context_->stage_name(), assembler_.expected(), forward ? "ahead" : "back", jump,
-               static_cast<double>(jump) / settings_.sample_rate, guard_.held_count());
+  log::warn(
+      "{}: stream resynchronised at sample {}: the sender jumped {} by {} samples ({:.6f} s), confirmed by {} packets",
+      context_->stage_name(), assembler_.expected(), forward ? "ahead" : "back", jump,
+      static_cast<double>(jump) / settings_.sample_rate, guard_.held_count());
   for (std::size_t i = 0; i < guard_.held_count(); ++i) {
     const JumpGuard::Held held = guard_.held(i);
     place_samples(held.position, held.payload.data(), held.samples);
-    drops_.used(held.position, held.samples,
-                settings_.framing == UdpFraming::vita49 ? std::optional(static_cast<std::uint8_t>(held.tag)) : std::nullopt);
+    drops_.used(
+        held.position, held.samples,
+        settings_.framing == UdpFraming::vita49 ? std::optional(static_cast<std::uint8_t>(held.tag)) : std::nullopt);
   }
   guard_.resynchronised();
 }
@@ -774,7 +830,8 @@ void UdpSource::commit(std::uint64_t index, const std::byte* payload, std::size_
 }
 
 void UdpSource::drain_pending() noexcept {
-  while (const auto next = window_.take(assembler_.expected())) commit(next->index, next->payload.data(), next->samples);
+  while (const auto next = window_.take(assembler_.expected()))
+    commit(next->index, next->payload.data(), next->samples);
 }
 
 bool UdpSource::release_oldest_pending() noexcept {
@@ -793,11 +850,12 @@ void UdpSource::stop() noexcept {
 }
 
 void register_udp_source_stage(StageRegistry& registry) {
-  registry.add(StageType{"udp", StageRole::source,
-                         "VITA-49 IF Data, GNU Radio udp_sink or bare samples over UDP (recvmmsg, GRO) with loss accounting",
-                         [](SettingsReader& reader, const PipelineSettings& pipeline) -> std::unique_ptr<Stage> {
-                           return std::make_unique<UdpSource>(reader, pipeline);
-                         }});
+  registry.add(
+      StageType{"udp", StageRole::source,
+                "VITA-49 IF Data, GNU Radio udp_sink or bare samples over UDP (recvmmsg, GRO) with loss accounting",
+                [](SettingsReader& reader, const PipelineSettings& pipeline) -> std::unique_ptr<Stage> {
+                  return std::make_unique<UdpSource>(reader, pipeline);
+                }});
 }
 
 }  // namespace sluice

@@ -36,17 +36,17 @@ enum class UdpFraming : std::uint8_t { vita49, none, gnuradio_seq, gnuradio_seq_
 struct UdpSourceSettings {
   UdpFraming framing = UdpFraming::vita49;
   std::string address = "127.0.0.1:50000";  // bind here
-  std::int64_t stream_id = -1;               // accept only this stream ID; -1: the first one seen
+  std::int64_t stream_id = -1;              // accept only this stream ID; -1: the first one seen
   SampleFormat format = SampleFormat::ci16;
-  double sample_rate = 100e6;                // whole Hz: turns real-time timestamps into sample indices
+  double sample_rate = 100e6;  // whole Hz: turns real-time timestamps into sample indices
   std::uint64_t receive_buffer = 256ULL << 20;
-  std::size_t batch = 0;                     // datagrams per recvmmsg; 0: 8 with GRO, 64 without
+  std::size_t batch = 0;  // datagrams per recvmmsg; 0: 8 with GRO, 64 without
   bool gro = true;
-  std::size_t max_datagram = 9000;           // without GRO
-  std::size_t reorder_window = 16;           // packets held while waiting for an earlier one
+  std::size_t max_datagram = 9000;  // without GRO
+  std::size_t reorder_window = 16;  // packets held while waiting for an earlier one
   std::chrono::nanoseconds flush_after{std::chrono::milliseconds(20)};
   std::chrono::nanoseconds max_jump{std::chrono::seconds(1)};  // further from the stream: an outlier
-  std::size_t resync_after = 4;              // agreeing outliers in a row that make a resynchronisation
+  std::size_t resync_after = 4;  // agreeing outliers in a row that make a resynchronisation
   // vita49: at start, wait up to this long for the sender's IF Context packet so that the
   // capture's description carries its frequency and rate; 0: do not wait.
   std::chrono::nanoseconds context_wait{0};
@@ -94,6 +94,7 @@ class UdpSource final : public Stage {
   [[nodiscard]] std::size_t segment_size(std::size_t i) const noexcept;
   // The shape of the stream's datagrams, from the batch just handled, for the next layout.
   void learn_shape() noexcept;
+  bool decode_data_packet(const std::byte* data, std::size_t bytes) noexcept;
   void handle_datagram(const std::byte* data, std::size_t bytes) noexcept;
   // packet_'s position in samples since its timestamp's epoch; `timed` false when it has no
   // timestamp (its 4-bit count placed it). False: its fractional timestamp is out of range.
@@ -125,7 +126,7 @@ class UdpSource final : public Stage {
   std::vector<mmsghdr> messages_;
   std::vector<std::byte> controls_;
   PayloadLanding landing_;
-  bool landing_now_ = false;         // the batch in flight is laid out into the chunk
+  bool landing_now_ = false;           // the batch in flight is laid out into the chunk
   std::span<std::byte> landing_area_;  // the chunk's free bytes it lands in
   // A landed datagram found in order: where it goes, for the pass that places it.
   struct Landed {
@@ -170,7 +171,7 @@ class UdpSource final : public Stage {
   };
   TimeCursor last_time_;
   std::uint64_t batch_packets_ = 0;
-  bool drained_ = false;  // the last receive returned less than a batch: the socket was empty
+  bool drained_ = false;              // the last receive returned less than a batch: the socket was empty
   std::size_t datagram_samples_ = 0;  // gnuradio framings: the first datagram's, which all share
   vita49::ContextPacket context_packet_;
   vita49::ContextPacket context_scratch_;
