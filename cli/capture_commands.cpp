@@ -1,11 +1,10 @@
 // `sluice capture info|repair|plot|export` and `sluice play`.
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
 #include <fstream>
 #include <iostream>
-
-#include <unistd.h>
-
-#include <spdlog/spdlog.h>
-#include <yaml-cpp/yaml.h>
 
 #include "cli/commands.hpp"
 #include "monitor/report.hpp"
@@ -97,8 +96,9 @@ int capture_plot(const PlotOptions& options) {
   std::cout << "wrote " << output << "\n";
   for (const auto& spectrum : spectra) {
     const std::size_t peak = spectrum.peak_bin();
-    std::cout << "  lane " << spectrum.lane << ": " << spectrum.available << (spectrum.from_spectra ? " recorded rows, " : " FFT frames, ")
-              << spectrum.frames << " averaged, peak " << format_frequency(spectrum.frequency_of(peak)) << " (" << spectrum.frequency_of(peak) << " Hz) at "
+    std::cout << "  lane " << spectrum.lane << ": " << spectrum.available
+              << (spectrum.from_spectra ? " recorded rows, " : " FFT frames, ") << spectrum.frames << " averaged, peak "
+              << format_frequency(spectrum.frequency_of(peak)) << " (" << spectrum.frequency_of(peak) << " Hz) at "
               << spectrum.average_db[peak] << " dB\n";
   }
   return kExitOk;
@@ -117,12 +117,15 @@ double seconds_into(const recorder::CaptureLane& lane, const std::string& text, 
   if (auto duration = parse_duration(text)) return std::chrono::duration<double>(*duration).count();
   if (auto time = recorder::parse_iso8601(text)) {
     const Timestamp& start = lane.segments.front().time;
-    if (!start.valid) throw std::runtime_error(std::string(option) + " " + text + ": lane " + lane.name + " has no recorded time; give seconds (1.5s)");
+    if (!start.valid)
+      throw std::runtime_error(std::string(option) + " " + text + ": lane " + lane.name +
+                               " has no recorded time; give seconds (1.5s)");
     return (static_cast<double>(time->seconds) - static_cast<double>(start.seconds)) +
            (static_cast<double>(time->picoseconds) - static_cast<double>(start.picoseconds)) / 1e12;
   }
-  throw std::runtime_error(std::string(option) + " " + text +
-                           ": expected a time from the start such as 1.5s or 250ms, or an ISO-8601 time like 2026-11-23T17:00:01.5Z");
+  throw std::runtime_error(
+      std::string(option) + " " + text +
+      ": expected a time from the start such as 1.5s or 250ms, or an ISO-8601 time like 2026-11-23T17:00:01.5Z");
 }
 
 int capture_export(const ExportOptions& options) {
@@ -137,9 +140,10 @@ int capture_export(const ExportOptions& options) {
   const std::string base = recorder::strip_capture_suffix(options.output);
   const recorder::ExportReport report = recorder::export_capture(lane, seconds_into(lane, options.from, "--from"),
                                                                  seconds_into(lane, options.to, "--to"), base);
-  std::cout << "wrote " << report.data_path << " and " << report.meta_path << ": lane " << lane.name << ", stream samples "
-            << report.first_index << " to " << report.end_index - 1 << ": " << report.samples << " samples in "
-            << report.segments << " segment(s), " << report.gaps << " gap(s) (" << report.lost_samples << " samples lost";
+  std::cout << "wrote " << report.data_path << " and " << report.meta_path << ": lane " << lane.name
+            << ", stream samples " << report.first_index << " to " << report.end_index - 1 << ": " << report.samples
+            << " samples in " << report.segments << " segment(s), " << report.gaps << " gap(s) (" << report.lost_samples
+            << " samples lost";
   if (report.marked_values > 0) std::cout << ", " << report.marked_values << " values marked";
   std::cout << ")\n";
   return kExitOk;
@@ -152,16 +156,16 @@ std::string play_yaml(const PlayOptions& options, const recorder::Capture& captu
   out << YAML::Key << "pipeline" << YAML::Value << YAML::BeginMap << YAML::Key << "name" << YAML::Value << "play"
       << YAML::EndMap;
   out << YAML::Key << "template" << YAML::Value << YAML::BeginSeq;
-  out << YAML::BeginMap << YAML::Key << "name" << YAML::Value << "replay" << YAML::Key << "type" << YAML::Value << "replay"
-      << YAML::Key << "capture" << YAML::Value << options.capture << YAML::Key << "pace" << YAML::Value
+  out << YAML::BeginMap << YAML::Key << "name" << YAML::Value << "replay" << YAML::Key << "type" << YAML::Value
+      << "replay" << YAML::Key << "capture" << YAML::Value << options.capture << YAML::Key << "pace" << YAML::Value
       << (options.fast ? "fast" : "recorded") << YAML::Key << "loop" << YAML::Value << options.loop << YAML::EndMap;
   if (!options.no_fft) {
     out << YAML::BeginMap << YAML::Key << "name" << YAML::Value << "fft" << YAML::Key << "type" << YAML::Value << "fft"
         << YAML::Key << "size" << YAML::Value << 1024 << YAML::Key << "window" << YAML::Value << "hann" << YAML::Key
         << "average" << YAML::Value << 1 << YAML::Key << "output" << YAML::Value << "power_db" << YAML::EndMap;
   }
-  out << YAML::BeginMap << YAML::Key << "name" << YAML::Value << "summary" << YAML::Key << "type" << YAML::Value << "null"
-      << YAML::EndMap;
+  out << YAML::BeginMap << YAML::Key << "name" << YAML::Value << "summary" << YAML::Key << "type" << YAML::Value
+      << "null" << YAML::EndMap;
   out << YAML::EndSeq;
   out << YAML::Key << "lanes" << YAML::Value << YAML::BeginSeq;
   for (const auto& lane : capture.lanes) {
@@ -183,7 +187,8 @@ int play(const PlayOptions& options) {
     }
     return kExitUsage;
   }
-  return run_definition(std::move(definition), RunOutputs{options.report, options.plot, false, options.http}, "sluice play");
+  return run_definition(std::move(definition), RunOutputs{options.report, options.plot, false, options.http},
+                        "sluice play");
 }
 
 // `sluice capture plot`.
@@ -192,10 +197,15 @@ void add_plot_command(CLI::App& capture, Commands& commands) {
   CLI::App* plot = capture.add_subcommand(
       "plot", "Draw a capture's averaged spectrum and spectrogram (raw samples through an FFT; spectra as recorded)");
   plot->add_option("capture", plot_options->capture, "NAME.sigmf-collection, .sigmf-meta or base path")->required();
-  plot->add_option("-o,--output", plot_options->output, "picture to write: .svg (spectrum + spectrogram) or .png (spectrogram); default NAME-plot.svg");
+  plot->add_option("-o,--output", plot_options->output,
+                   "picture to write: .svg (spectrum + spectrogram) or .png (spectrogram); default NAME-plot.svg");
   plot->add_option("--lane", plot_options->lane, "only this lane (default: every lane)");
-  plot->add_option("--fft", plot_options->fft_size, "FFT length for raw samples")->capture_default_str()->check(CLI::Range(2, 1 << 20));
-  plot->add_option("--rows", plot_options->rows, "spectrogram rows (time resolution)")->capture_default_str()->check(CLI::Range(1, 4096));
+  plot->add_option("--fft", plot_options->fft_size, "FFT length for raw samples")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 1 << 20));
+  plot->add_option("--rows", plot_options->rows, "spectrogram rows (time resolution)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
   commands.add(plot, [plot_options] { return capture_plot(*plot_options); });
 }
 
@@ -203,11 +213,17 @@ void add_plot_command(CLI::App& capture, Commands& commands) {
 void add_export_command(CLI::App& capture, Commands& commands) {
   auto export_options = std::make_shared<ExportOptions>();
   CLI::App* export_command = capture.add_subcommand(
-      "export", "Copy a time range of one lane into a new SigMF recording (holes stay holes, stream indices and times kept)");
-  export_command->add_option("capture", export_options->capture, "NAME.sigmf-collection, .sigmf-meta or base path")->required();
-  export_command->add_option("--from", export_options->from, "start: seconds from the lane's first sample (1.5s, 250ms) or ISO-8601 time")->required();
+      "export",
+      "Copy a time range of one lane into a new SigMF recording (holes stay holes, stream indices and times kept)");
+  export_command->add_option("capture", export_options->capture, "NAME.sigmf-collection, .sigmf-meta or base path")
+      ->required();
+  export_command
+      ->add_option("--from", export_options->from,
+                   "start: seconds from the lane's first sample (1.5s, 250ms) or ISO-8601 time")
+      ->required();
   export_command->add_option("--to", export_options->to, "end (exclusive), as --from")->required();
-  export_command->add_option("-o,--output", export_options->output, "new capture: base path or NAME.sigmf-meta")->required();
+  export_command->add_option("-o,--output", export_options->output, "new capture: base path or NAME.sigmf-meta")
+      ->required();
   export_command->add_option("--lane", export_options->lane, "lane to export (required when the capture has several)");
   commands.add(export_command, [export_options] { return capture_export(*export_options); });
 }
@@ -221,7 +237,9 @@ void add_play_command(CLI::App& app, Commands& commands) {
   play_command->add_flag("--loop", options->loop, "start again at the end until Ctrl-C");
   play_command->add_flag("--no-fft", options->no_fft, "replay → summary only");
   play_command->add_option("--report", options->report, "write the summary as JSON to this file");
-  play_command->add_option("--plot", options->plot, "write each lane's rate over time as an SVG chart to this file, with a marker where a lane lost samples");
+  play_command->add_option(
+      "--plot", options->plot,
+      "write each lane's rate over time as an SVG chart to this file, with a marker where a lane lost samples");
   play_command->add_option("--http", options->http, "serve /metrics and the live dashboard at ADDR:PORT while playing");
   play_command->add_option("--set", options->overrides, "override a setting: key.path=value (repeatable)");
   commands.add(play_command, [options] { return play(*options); });

@@ -2,14 +2,13 @@
 // action to run once parsing has picked one.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <functional>
 #include <memory>
 #include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "pipeline/config.hpp"
 
@@ -21,8 +20,8 @@ namespace sluice::cli {
 
 // Conventional exit codes.
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;     // a stage failed, a capture is damaged, ...
-inline constexpr int kExitUsage = 2;       // bad command line or invalid configuration
+inline constexpr int kExitFailure = 1;  // a stage failed, a capture is damaged, ...
+inline constexpr int kExitUsage = 2;    // bad command line or invalid configuration
 inline constexpr int kExitInterrupted = 130;
 
 struct Commands {
@@ -45,15 +44,15 @@ class RunCompanion {
 };
 // The file's emulator when --emulator or its `emulator: {autostart: true}` asks for it, else null.
 // Throws ConfigException for a bad emulator: section, std::runtime_error when it cannot be found.
-std::unique_ptr<RunCompanion> make_emulator_companion(const std::string& file, const std::vector<std::string>& overrides,
-                                                      bool requested);
+std::unique_ptr<RunCompanion> make_emulator_companion(const std::string& file,
+                                                      const std::vector<std::string>& overrides, bool requested);
 
 // What a run writes besides the summary table.
 struct RunOutputs {
-  std::string report;  // JSON report path, or empty
-  std::string plot;    // SVG rate plot path, or empty
-  bool quiet = false;  // no progress lines
-  std::string http;    // ADDR:PORT for /metrics and the dashboard (overrides pipeline.http), or empty
+  std::string report;                 // JSON report path, or empty
+  std::string plot;                   // SVG rate plot path, or empty
+  bool quiet = false;                 // no progress lines
+  std::string http;                   // ADDR:PORT for /metrics and the dashboard (overrides pipeline.http), or empty
   RunCompanion* companion = nullptr;  // started after the stages, finished after the summary
 };
 

@@ -3,7 +3,6 @@
 #include <chrono>
 #include <ostream>
 
-
 #include "cli/commands.hpp"
 #include "emulator/emulator.hpp"
 #include "emulator/emulator_process.hpp"
@@ -59,7 +58,8 @@ class EmulatorCompanion final : public RunCompanion {
     }
     const int status = process_->stop();  // SIGTERM when the pipeline ended first
     const std::string report = process_->report_line();
-    out << (report.empty() ? "emulator: no report (exit status " + std::to_string(status) + ")" : report) << "\n" << std::flush;
+    out << (report.empty() ? "emulator: no report (exit status " + std::to_string(status) + ")" : report) << "\n"
+        << std::flush;
     if (!failure_.empty()) return false;
     if (status != 0) {
       log::error("emulator: exited with status {}: {}", status, process_->output());
@@ -79,8 +79,8 @@ class EmulatorCompanion final : public RunCompanion {
 
 }  // namespace
 
-std::unique_ptr<RunCompanion> make_emulator_companion(const std::string& file, const std::vector<std::string>& overrides,
-                                                      bool requested) {
+std::unique_ptr<RunCompanion> make_emulator_companion(const std::string& file,
+                                                      const std::vector<std::string>& overrides, bool requested) {
   const YAML::Node root = YAML::LoadFile(file);
   if (!root["emulator"]) {
     if (requested) throw std::runtime_error(file + " has no emulator: section to start");

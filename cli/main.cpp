@@ -1,13 +1,12 @@
 // sluice: run pipelines from YAML, validate them, and inspect stages.
-#include <csignal>
-#include <cstdlib>
-#include <iostream>
-
-#include <unistd.h>
-
 #include <spdlog/cfg/env.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
 
 #include "cli/commands.hpp"
 
@@ -43,7 +42,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("sluice ") + SLUICE_VERSION);
   app.require_subcommand(1);
   std::string log_level = "info";
-  auto* log_level_option = app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off (default: SPDLOG_LEVEL, else info)")
+  auto* log_level_option = app.add_option("--log-level", log_level,
+                                          "trace, debug, info, warn, error or off (default: SPDLOG_LEVEL, else info)")
                                ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
   Commands commands;
   add_pipeline_commands(app, commands);

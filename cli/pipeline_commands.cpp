@@ -1,9 +1,8 @@
 // `sluice run`, `sluice validate` and `sluice stages`.
-#include <fstream>
-#include <iostream>
-
 #include <unistd.h>
 
+#include <fstream>
+#include <iostream>
 
 #include "cli/commands.hpp"
 #include "monitor/http_server.hpp"
@@ -46,7 +45,8 @@ std::size_t stage_count(const PipelineDefinition& definition) {
 // The file's pipeline, or with --node only that node's part. A file whose lanes span
 // nodes needs --node: running both halves of a link in one process is not a deployment.
 PipelineDefinition load_for_node(const RunOptions& options) {
-  PipelineDefinition definition = load_pipeline_file(options.file, options.overrides, StageRegistry::builtin(), options.node);
+  PipelineDefinition definition =
+      load_pipeline_file(options.file, options.overrides, StageRegistry::builtin(), options.node);
   if (!options.node.empty()) return select_node(std::move(definition), options.node);
   if (spans_nodes(definition)) {
     std::string nodes;
@@ -86,9 +86,10 @@ int run_pipeline(const RunOptions& options) {
     return kExitUsage;
   }
   log::info("pipeline {} from {}: {} lane(s), {} stage(s); GPU: {}", definition.settings.name, options.file,
-               definition.lanes.size(), stage_count(definition), cuda_available() ? "yes" : cuda_unavailable_reason());
+            definition.lanes.size(), stage_count(definition), cuda_available() ? "yes" : cuda_unavailable_reason());
   return run_definition(std::move(definition),
-                        RunOutputs{options.report, options.plot, options.quiet, options.http, emulator.get()}, "sluice run");
+                        RunOutputs{options.report, options.plot, options.quiet, options.http, emulator.get()},
+                        "sluice run");
 }
 
 // Where a lane's stages run: its GPU and why, then each stage's GPU and cores.
@@ -98,12 +99,14 @@ void print_placement(const LaneDefinition& lane) {
   if (host.gpus.empty()) {
     std::cout << "    GPU: none here (" << host.unavailable_reason << "): pools fall back to host memory\n";
   } else {
-    std::cout << "    GPU " << gpu.gpu << (gpu.pci_bus_id.empty() ? "" : " (" + gpu.pci_bus_id + ")") << ": " << gpu.reason << "\n";
+    std::cout << "    GPU " << gpu.gpu << (gpu.pci_bus_id.empty() ? "" : " (" + gpu.pci_bus_id + ")") << ": "
+              << gpu.reason << "\n";
   }
   for (const auto& stage : lane.stages) {
     std::cout << "      " << stage.name << ": ";
     if (!host.gpus.empty()) std::cout << "GPU " << stage.cuda_device << (stage.gpu >= 0 ? " (gpu:)" : "") << ", ";
-    std::cout << "cores " << (stage.cores.empty() ? "any" : format_core_list(stage.cores) + " (" + stage.cores_reason + ")")
+    std::cout << "cores "
+              << (stage.cores.empty() ? "any" : format_core_list(stage.cores) + " (" + stage.cores_reason + ")")
               << "\n";
   }
 }
@@ -113,8 +116,8 @@ int validate(const RunOptions& options) {
   try {
     const PipelineDefinition definition =
         options.node.empty() ? load_pipeline_file(file, options.overrides) : load_for_node(options);
-    std::cout << file << ": ok: pipeline " << definition.settings.name << ", " << definition.lanes.size() << " lane(s), "
-              << stage_count(definition) << " stage(s)\n";
+    std::cout << file << ": ok: pipeline " << definition.settings.name << ", " << definition.lanes.size()
+              << " lane(s), " << stage_count(definition) << " stage(s)\n";
     for (const auto& lane : definition.lanes) {
       std::cout << "  " << lane.name << ":";
       for (std::size_t i = 0; i < lane.stages.size(); ++i) {
@@ -149,12 +152,13 @@ int list_stages(const std::string& type_name) {
     reader.cores("cpu", "cores to pin this stage's thread to: 3, 3-5, 3,7,9-10 or a list (-1: not pinned)");
     reader.integer("gpu", -1, "GPU (CUDA device) of this stage's pools, FFT and copies (-1: its lane's)");
     reader.string("on_full", "block", "when the next queue is full: block or drop");
-    reader.integer("queue_depth", static_cast<std::int64_t>(pipeline.queue_depth), "chunks queued in front of this stage");
+    reader.integer("queue_depth", static_cast<std::int64_t>(pipeline.queue_depth),
+                   "chunks queued in front of this stage");
     reader.string("node", "", "node this stage runs on (sluice run --node NAME); default: the previous stage's");
     auto stage = type.create(reader, pipeline);
     for (const auto& doc : docs) {
-      std::cout << "  " << doc.key << " (" << doc.type << ", default " << (doc.default_value.empty() ? "none" : doc.default_value)
-                << "): " << doc.doc << "\n";
+      std::cout << "  " << doc.key << " (" << doc.type << ", default "
+                << (doc.default_value.empty() ? "none" : doc.default_value) << "): " << doc.doc << "\n";
     }
   }
   if (!type_name.empty() && registry.find(type_name) == nullptr) {
@@ -177,10 +181,12 @@ int run_definition(PipelineDefinition definition, const RunOutputs& outputs, con
   }
   // Declared after the pipeline, so the server stops before the metrics it reads go away.
   std::unique_ptr<MetricsServer> server;
-  if (const std::string http = outputs.http.empty() ? pipeline.definition().settings.http : outputs.http; !http.empty()) {
+  if (const std::string http = outputs.http.empty() ? pipeline.definition().settings.http : outputs.http;
+      !http.empty()) {
     const std::optional<HttpEndpoint> endpoint = parse_http_endpoint(http);
     if (!endpoint) {
-      std::cerr << command << ": --http: '" << http << "' is not ADDR:PORT (e.g. 127.0.0.1:9100, :9100, port 0: any free port)\n";
+      std::cerr << command << ": --http: '" << http
+                << "' is not ADDR:PORT (e.g. 127.0.0.1:9100, :9100, port 0: any free port)\n";
       return kExitUsage;
     }
     try {
@@ -192,7 +198,7 @@ int run_definition(PipelineDefinition definition, const RunOutputs& outputs, con
   }
   if (outputs.companion != nullptr) outputs.companion->started(pipeline);
   const double interval = std::chrono::duration<double>(pipeline.definition().settings.progress_interval).count();
-  const ProgressOutput output = outputs.quiet                    ? ProgressOutput::none
+  const ProgressOutput output = outputs.quiet                ? ProgressOutput::none
                                 : isatty(STDERR_FILENO) != 0 ? ProgressOutput::terminal
                                                              : ProgressOutput::log;
   ProgressPrinter progress(pipeline, output, interval);
@@ -203,7 +209,8 @@ int run_definition(PipelineDefinition definition, const RunOutputs& outputs, con
       log::info("stopping: draining queues (Ctrl-C again to abort)");
       pipeline.request_stop();
     }
-    if (outputs.companion != nullptr && !pipeline.stop_requested() && !outputs.companion->keep_running()) pipeline.request_stop();
+    if (outputs.companion != nullptr && !pipeline.stop_requested() && !outputs.companion->keep_running())
+      pipeline.request_stop();
     progress.tick();
   });
   progress.finish();
@@ -225,12 +232,15 @@ int run_definition(PipelineDefinition definition, const RunOutputs& outputs, con
 
 void add_pipeline_commands(CLI::App& app, Commands& commands) {
   auto options = std::make_shared<RunOptions>();
-  CLI::App* run = app.add_subcommand("run", "Run a pipeline from a YAML file until end of stream, --duration or Ctrl-C");
+  CLI::App* run =
+      app.add_subcommand("run", "Run a pipeline from a YAML file until end of stream, --duration or Ctrl-C");
   run->add_option("file", options->file, "pipeline YAML file")->required()->check(CLI::ExistingFile);
   run->add_option("--set", options->overrides, "override a setting: key.path=value (repeatable)");
   run->add_option("--duration", options->duration, "stop after this long (overrides pipeline.duration)");
   run->add_option("--report", options->report, "write the summary as JSON to this file");
-  run->add_option("--plot", options->plot, "write each lane's rate over time as an SVG chart to this file, with a marker where a lane lost samples");
+  run->add_option(
+      "--plot", options->plot,
+      "write each lane's rate over time as an SVG chart to this file, with a marker where a lane lost samples");
   run->add_option("--node", options->node, "run only the stages the file places on this node (node: keys)");
   run->add_flag("--quiet,-q", options->quiet, "no progress lines");
   run->add_option("--http", options->http,
@@ -242,7 +252,8 @@ void add_pipeline_commands(CLI::App& app, Commands& commands) {
   commands.add(run, [options] { return run_pipeline(*options); });
 
   auto validate_options = std::make_shared<RunOptions>();
-  CLI::App* check = app.add_subcommand("validate", "Check a pipeline file and report every error with file:line:column");
+  CLI::App* check =
+      app.add_subcommand("validate", "Check a pipeline file and report every error with file:line:column");
   check->add_option("file", validate_options->file, "pipeline YAML file")->required();
   check->add_option("--set", validate_options->overrides, "override a setting: key.path=value (repeatable)");
   check->add_option("--node", validate_options->node, "show only the part that runs on this node");

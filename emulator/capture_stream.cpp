@@ -14,7 +14,8 @@ CaptureStream::CaptureStream(recorder::CaptureLane lane) : lane_(std::move(lane)
   if (!lane_.journals.empty()) {
     throw std::runtime_error("lane " + lane_.name + " was cut off: run `sluice capture repair` on the capture first");
   }
-  if (lane_.segments.empty() || lane_.sample_bytes == 0) throw std::runtime_error("lane " + lane_.name + " holds no samples");
+  if (lane_.segments.empty() || lane_.sample_bytes == 0)
+    throw std::runtime_error("lane " + lane_.name + " holds no samples");
   origin_ = lane_.segments.front().global_index;
   const std::size_t samples = std::max<std::size_t>(1, kReadAheadBytes / lane_.sample_bytes);
   buffer_.resize(samples * lane_.sample_bytes);
@@ -36,7 +37,8 @@ bool CaptureStream::peek(std::size_t max_samples, PacketSpan& span) const {
   span.time = recorder::time_of_sample(current, span.first_sample, lane_.sample_rate);
   // A hole lies before this packet when the previous segment ended short of its first sample.
   const recorder::CaptureSegment* previous = segment_ > 0 ? &lane_.segments[segment_ - 1] : nullptr;
-  span.after_gap = offset_ == 0 && previous != nullptr && previous->global_index + previous->sample_count < current.global_index;
+  span.after_gap =
+      offset_ == 0 && previous != nullptr && previous->global_index + previous->sample_count < current.global_index;
   return true;
 }
 
@@ -49,10 +51,12 @@ void CaptureStream::take(const PacketSpan& span, std::byte* out) {
     if (!buffered) {
       buffer_segment_ = segment_;
       buffer_offset_ = offset_;
-      buffer_samples_ = recorder::read_segment(lane_, current, offset_, buffer_.size() / lane_.sample_bytes, buffer_.data());
+      buffer_samples_ =
+          recorder::read_segment(lane_, current, offset_, buffer_.size() / lane_.sample_bytes, buffer_.data());
       if (buffer_samples_ < span.count) {
         throw std::runtime_error(current.data_path + " ends before the samples its metadata lists (" +
-                                 std::to_string(current.sample_count) + " from byte " + std::to_string(current.file_offset) + ")");
+                                 std::to_string(current.sample_count) + " from byte " +
+                                 std::to_string(current.file_offset) + ")");
       }
     }
     std::memcpy(out, buffer_.data() + (offset_ - buffer_offset_) * lane_.sample_bytes, span.count * lane_.sample_bytes);

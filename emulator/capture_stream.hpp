@@ -39,9 +39,9 @@ class CaptureStream {
   void skip_ended_segments() noexcept;
 
   recorder::CaptureLane lane_;
-  std::size_t segment_ = 0;          // segment of the next packet (past the end: all sent)
-  std::uint64_t offset_ = 0;         // samples of that segment already sent
-  std::uint64_t origin_ = 0;         // stream index of the first sample
+  std::size_t segment_ = 0;   // segment of the next packet (past the end: all sent)
+  std::uint64_t offset_ = 0;  // samples of that segment already sent
+  std::uint64_t origin_ = 0;  // stream index of the first sample
   // Read-ahead: a block of the current segment, so that a packet is a memcpy, not a pread.
   std::vector<std::byte> buffer_;
   std::size_t buffer_segment_ = 0;

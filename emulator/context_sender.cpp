@@ -21,8 +21,10 @@ ContextSettings read_context_settings(const YAML::Node& section, const ConfigSou
     }
   }
   SettingsReader reader({SettingsLayer{section.IsMap() ? own : section, "emulator.context"}}, source, errors);
-  settings.rf_frequency = reader.frequency("rf_frequency", 0, "RF reference frequency sent in IF Context packets", 0, 1e12);
-  settings.bandwidth = reader.frequency("bandwidth", 0, "bandwidth sent in IF Context packets (0: 80 % of the sample rate)", 0, 1e12);
+  settings.rf_frequency =
+      reader.frequency("rf_frequency", 0, "RF reference frequency sent in IF Context packets", 0, 1e12);
+  settings.bandwidth =
+      reader.frequency("bandwidth", 0, "bandwidth sent in IF Context packets (0: 80 % of the sample rate)", 0, 1e12);
   settings.reference_level = reader.number("reference_level", 0, "reference level in dBm", -256, 255);
   settings.gain = reader.number("gain", 0, "gain in dB", -256, 255);
   settings.every = static_cast<std::uint64_t>(
@@ -33,7 +35,8 @@ ContextSettings read_context_settings(const YAML::Node& section, const ConfigSou
     settings.retune = true;
     settings.retune_at = step.duration("at", std::chrono::nanoseconds(0), "signal time of the retune (from sample 0)");
     settings.retune_rf_frequency = step.frequency("rf_frequency", 0, "RF reference frequency from then on", 0, 1e12);
-    if (!step.has("rf_frequency")) step.error("rf_frequency", "a retune needs its new frequency", "retune: {at: 10ms, rf_frequency: 2.5GHz}");
+    if (!step.has("rf_frequency"))
+      step.error("rf_frequency", "a retune needs its new frequency", "retune: {at: 10ms, rf_frequency: 2.5GHz}");
     step.finish();
   }
   return settings;
@@ -44,7 +47,8 @@ ContextSender::ContextSender(const ContextSettings& settings, std::uint32_t stre
     : every_(settings.every), retune_hz_(settings.retune_rf_frequency) {
   if (settings.retune && samples_per_packet > 0) {
     // First packet whose first sample is at or after the retune's sample index.
-    const auto sample = static_cast<std::uint64_t>(std::ceil(std::chrono::duration<double>(settings.retune_at).count() * sample_rate));
+    const auto sample =
+        static_cast<std::uint64_t>(std::ceil(std::chrono::duration<double>(settings.retune_at).count() * sample_rate));
     retune_packet_ = (sample + samples_per_packet - 1) / samples_per_packet;
   }
   packet_.stream_id = stream_id;
@@ -58,7 +62,8 @@ ContextSender::ContextSender(const ContextSettings& settings, std::uint32_t stre
   packet_.gain_stage2_db = 0.0;
   buffer_.resize(vita49::context_packet_bytes(packet_));
   if (vita49::encode_context(packet_, buffer_) == 0) {
-    throw std::runtime_error("emulator context: a value does not fit its VITA-49 field (gain and level within +-256 dB)");
+    throw std::runtime_error(
+        "emulator context: a value does not fit its VITA-49 field (gain and level within +-256 dB)");
   }
 }
 

@@ -1,17 +1,17 @@
 // Emulator: settings from YAML, packet building, fault plan, pacing and the send loops.
 #include "emulator/emulator.hpp"
 
+#include <fmt/format.h>
 #include <netinet/in.h>
-#include <pthread.h>
-#include <sched.h>
 #include <netinet/tcp.h>
 #include <netinet/udp.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <algorithm>
 #include <array>
-#include <optional>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -19,11 +19,10 @@
 #include <fstream>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "emulator/capture_stream.hpp"
 #include "pipeline/clock.hpp"
@@ -51,8 +50,8 @@ std::uint64_t mix(std::uint64_t value) {  // splitmix64 finaliser
 constexpr std::size_t kMaxGsoBytes = 65000;
 constexpr std::size_t kMaxGsoSegments = 64;
 
-FaultSpec read_fault(SettingsReader& parent, const YAML::Node& section, const std::string& key, const ConfigSource& source,
-                     ConfigErrors& errors) {
+FaultSpec read_fault(SettingsReader& parent, const YAML::Node& section, const std::string& key,
+                     const ConfigSource& source, ConfigErrors& errors) {
   FaultSpec spec;
   const YAML::Node node = section[key];
   if (!node) return spec;
@@ -96,15 +95,17 @@ void sender_problems(const EmulatorSettings& settings, std::vector<SettingProble
                       : settings.context.enabled  ? "IF Context packets go out between data packets of one sender"
                                                   : nullptr;
     if (why != nullptr) {
-      problems.push_back({"emulator.threads_per_stream", std::string("more than one sender per stream cannot apply: ") + why,
+      problems.push_back({"emulator.threads_per_stream",
+                          std::string("more than one sender per stream cannot apply: ") + why,
                           "threads_per_stream: 1, or udp with a synthetic signal and no faults or context"});
     }
   }
   for (std::size_t i = 0; i < settings.streams.size(); ++i) {
     const std::size_t cores = settings.streams[i].cpus.size();
     if (cores > 1 && cores != settings.threads_per_stream) {
-      problems.push_back({"emulator.threads_per_stream", "stream " + std::to_string(i) + " names " + std::to_string(cores) +
-                          " cores for " + std::to_string(settings.threads_per_stream) + " sender thread(s)",
+      problems.push_back({"emulator.threads_per_stream",
+                          "stream " + std::to_string(i) + " names " + std::to_string(cores) + " cores for " +
+                              std::to_string(settings.threads_per_stream) + " sender thread(s)",
                           "give cpus: one core per sender thread"});
     }
   }
@@ -122,10 +123,12 @@ std::vector<SettingProblem> framing_problems(const EmulatorSettings& settings) {
                         "set transport: tcp, or framing: vita49 | gnuradio_seq | gnuradio_seq_size | none"});
   }
   if (!udp && framing != Framing::raw_tcp && framing != Framing::none) {
-    problems.push_back({"emulator.framing", std::string(to_string(framing)) + " is a udp framing", "set transport: udp, or framing: raw_tcp | none"});
+    problems.push_back({"emulator.framing", std::string(to_string(framing)) + " is a udp framing",
+                        "set transport: udp, or framing: raw_tcp | none"});
   }
   if (!settings.capture.empty() && framing != Framing::vita49 && framing != Framing::raw_tcp) {
-    problems.push_back({"emulator.framing", "a capture's timestamps and holes need framing vita49 (udp) or raw_tcp (tcp)",
+    problems.push_back({"emulator.framing",
+                        "a capture's timestamps and holes need framing vita49 (udp) or raw_tcp (tcp)",
                         std::string(to_string(framing)) + " has no timestamps: leave framing at its default"});
   }
   if (settings.context.enabled && framing != Framing::vita49) {
@@ -138,20 +141,23 @@ std::vector<SettingProblem> framing_problems(const EmulatorSettings& settings) {
   }
   // A fault the framing cannot show the receiver is an error, not a silent no-op.
   if (framing == Framing::none) {
-    for (const auto& [fault, spec] :
-         {std::pair{"truncate", &faults.truncate}, std::pair{"corrupt", &faults.corrupt}, std::pair{"shift", &faults.shift}}) {
+    for (const auto& [fault, spec] : {std::pair{"truncate", &faults.truncate}, std::pair{"corrupt", &faults.corrupt},
+                                      std::pair{"shift", &faults.shift}}) {
       if (spec->enabled()) {
-        problems.push_back({std::string("emulator.faults.") + fault, std::string(fault) + " alters a header, which framing none does not have",
+        problems.push_back({std::string("emulator.faults.") + fault,
+                            std::string(fault) + " alters a header, which framing none does not have",
                             "use drop, duplicate or reorder (which the receiver cannot see), or another framing"});
       }
     }
   }
   if (framing == Framing::gnuradio_seq && faults.corrupt.enabled()) {
-    problems.push_back({"emulator.faults.corrupt", "gnuradio_seq has no header field a receiver can check",
-                        "use framing gnuradio_seq_size (its size field is corrupted), or shift for a wrong sequence number"});
+    problems.push_back(
+        {"emulator.faults.corrupt", "gnuradio_seq has no header field a receiver can check",
+         "use framing gnuradio_seq_size (its size field is corrupted), or shift for a wrong sequence number"});
   }
   if (settings.samples_per_packet() == 0) {
-    problems.push_back({"emulator.payload", "payload too small for the " + std::string(to_string(framing)) + " header and one sample",
+    problems.push_back({"emulator.payload",
+                        "payload too small for the " + std::string(to_string(framing)) + " header and one sample",
                         "e.g. payload: 1472"});
   }
   sender_problems(settings, problems);
@@ -160,12 +166,18 @@ std::vector<SettingProblem> framing_problems(const EmulatorSettings& settings) {
 
 const FaultSpec& FaultSettings::spec(FaultKind kind) const {
   switch (kind) {
-    case FaultKind::drop: return drop;
-    case FaultKind::duplicate: return duplicate;
-    case FaultKind::reorder: return reorder;
-    case FaultKind::truncate: return truncate;
-    case FaultKind::corrupt: return corrupt;
-    case FaultKind::shift: return shift;
+    case FaultKind::drop:
+      return drop;
+    case FaultKind::duplicate:
+      return duplicate;
+    case FaultKind::reorder:
+      return reorder;
+    case FaultKind::truncate:
+      return truncate;
+    case FaultKind::corrupt:
+      return corrupt;
+    case FaultKind::shift:
+      return shift;
   }
   return drop;
 }
@@ -186,21 +198,25 @@ std::size_t EmulatorSettings::samples_per_packet() const {
 namespace {
 
 // The emulator section's own keys (every one but streams, signal, faults and context).
-void read_top_level(const YAML::Node& section, const ConfigSource& source, ConfigErrors& errors, EmulatorSettings& settings) {
-  SettingsReader reader({SettingsLayer{without(section, {"streams", "signal", "faults", "context"}), "emulator"}}, source, errors);
-  settings.transport = reader.choice("transport", Transport::udp, "udp or tcp",
-                                     {{"udp", Transport::udp}, {"tcp", Transport::tcp}});
+void read_top_level(const YAML::Node& section, const ConfigSource& source, ConfigErrors& errors,
+                    EmulatorSettings& settings) {
+  SettingsReader reader({SettingsLayer{without(section, {"streams", "signal", "faults", "context"}), "emulator"}},
+                        source, errors);
+  settings.transport =
+      reader.choice("transport", Transport::udp, "udp or tcp", {{"udp", Transport::udp}, {"tcp", Transport::tcp}});
   const bool udp = settings.transport == Transport::udp;
-  settings.framing = reader.choice("framing", udp ? Framing::vita49 : Framing::raw_tcp,
-                                   "udp: vita49, gnuradio_seq, gnuradio_seq_size (GNU Radio network.udp_sink headers) or none "
-                                   "(bare samples); tcp: raw_tcp or none (bare samples)",
-                                   {{"vita49", Framing::vita49},
-                                    {"gnuradio_seq", Framing::gnuradio_seq},
-                                    {"gnuradio_seq_size", Framing::gnuradio_seq_size},
-                                    {"none", Framing::none},
-                                    {"raw_tcp", Framing::raw_tcp}});
-  settings.tcp_role = reader.choice("tcp_role", TcpRole::client, "tcp: connect to the stage (client) or listen (server)",
-                                    {{"client", TcpRole::client}, {"server", TcpRole::server}});
+  settings.framing =
+      reader.choice("framing", udp ? Framing::vita49 : Framing::raw_tcp,
+                    "udp: vita49, gnuradio_seq, gnuradio_seq_size (GNU Radio network.udp_sink headers) or none "
+                    "(bare samples); tcp: raw_tcp or none (bare samples)",
+                    {{"vita49", Framing::vita49},
+                     {"gnuradio_seq", Framing::gnuradio_seq},
+                     {"gnuradio_seq_size", Framing::gnuradio_seq_size},
+                     {"none", Framing::none},
+                     {"raw_tcp", Framing::raw_tcp}});
+  settings.tcp_role =
+      reader.choice("tcp_role", TcpRole::client, "tcp: connect to the stage (client) or listen (server)",
+                    {{"client", TcpRole::client}, {"server", TcpRole::server}});
   settings.signal.sample_rate = reader.frequency("sample_rate", 100e6, "samples per second (whole Hz)", 1, 1e11);
   if (settings.signal.sample_rate != std::floor(settings.signal.sample_rate)) {
     reader.error("sample_rate", "sample rate must be a whole number of Hz", "timestamps are exact sample counts");
@@ -209,16 +225,20 @@ void read_top_level(const YAML::Node& section, const ConfigSource& source, Confi
                                          {{"ci16", SampleFormat::ci16}, {"cf32", SampleFormat::cf32}});
   settings.payload = reader.bytes("payload", 1472, "UDP datagram bytes (1472 standard, 8972 jumbo)", 64, 65000);
   settings.rate = reader.byte_rate("rate", 0, "bytes/s per stream; 0 = as fast as possible");
-  settings.count = static_cast<std::uint64_t>(reader.integer("count", 0, "packets per stream, then stop (0: no limit)", 0));
+  settings.count =
+      static_cast<std::uint64_t>(reader.integer("count", 0, "packets per stream, then stop (0: no limit)", 0));
   settings.duration = reader.duration("duration", std::chrono::nanoseconds(0), "stop after this long (0: no limit)");
   settings.batch = static_cast<std::size_t>(reader.integer("batch", 32, "packets per sendmmsg", 1, 1024));
   settings.threads_per_stream = static_cast<std::size_t>(
       reader.integer("threads_per_stream", 1, "udp: sender threads per stream, taking turns per batch", 1, 64));
   settings.gso = reader.boolean("gso", true, "UDP GSO (UDP_SEGMENT) where the kernel has it");
   settings.report_interval = reader.duration("report_interval", std::chrono::seconds(1), "period of progress lines");
-  settings.start_seconds = static_cast<std::uint64_t>(reader.integer("start_seconds", 0, "UTC second of sample 0 (0: now)", 0));
-  settings.autostart = reader.boolean("autostart", false, "sluice run starts this emulator once its stages listen and stops it at the end");
-  settings.capture = reader.string("capture", "", "SigMF capture to send instead of a signal (.sigmf-collection, .sigmf-meta)");
+  settings.start_seconds =
+      static_cast<std::uint64_t>(reader.integer("start_seconds", 0, "UTC second of sample 0 (0: now)", 0));
+  settings.autostart = reader.boolean("autostart", false,
+                                      "sluice run starts this emulator once its stages listen and stops it at the end");
+  settings.capture =
+      reader.string("capture", "", "SigMF capture to send instead of a signal (.sigmf-collection, .sigmf-meta)");
   settings.capture_pace = reader.choice("capture_pace", CapturePace::recorded,
                                         "recorded: at the capture's timestamps; fast: as fast as possible",
                                         {{"recorded", CapturePace::recorded}, {"fast", CapturePace::fast}});
@@ -240,7 +260,8 @@ void read_top_level(const YAML::Node& section, const ConfigSource& source, Confi
 std::vector<int> read_stream_cores(SettingsReader& stream) {
   const auto cpu = stream.integer("cpu", -1, "core to pin this stream's sender thread to (-1: not pinned)", -1, 4095);
   const std::vector<double> cpus = stream.numbers("cpus", {}, "cores to pin this stream's sender threads to, one each");
-  if (cpu >= 0 && !cpus.empty()) stream.error("cpus", "cpu and cpus both given", "cpu for one sender thread, cpus for several");
+  if (cpu >= 0 && !cpus.empty())
+    stream.error("cpus", "cpu and cpus both given", "cpu for one sender thread, cpus for several");
   std::vector<int> cores;
   if (cpu >= 0) cores.push_back(static_cast<int>(cpu));
   for (const double core : cpus) {
@@ -263,8 +284,8 @@ std::vector<StreamTarget> read_streams(const YAML::Node& streams, const ConfigSo
     SettingsReader stream({SettingsLayer{streams[i], "emulator.streams[" + std::to_string(i) + "]"}}, source, errors);
     StreamTarget target;
     target.address = stream.string("address", "127.0.0.1:" + std::to_string(50000 + i), "destination host:port");
-    target.stream_id = static_cast<std::uint32_t>(stream.integer("stream_id", static_cast<std::int64_t>(i + 1),
-                                                                 "VITA-49 stream ID", 0, 0xFFFFFFFFLL));
+    target.stream_id = static_cast<std::uint32_t>(
+        stream.integer("stream_id", static_cast<std::int64_t>(i + 1), "VITA-49 stream ID", 0, 0xFFFFFFFFLL));
     target.lane = stream.string("lane", "", "capture lane this stream sends (default: the lane at its position)");
     target.cpus = read_stream_cores(stream);
     if (!wire::parse_endpoint(target.address)) stream.error("address", "expected IPv4 host:port", "127.0.0.1:50000");
@@ -288,7 +309,8 @@ void read_signal(const YAML::Node& signal, const ConfigSource& source, ConfigErr
     errors.add({source.locate(tones), "emulator.signal.tones", "expected a list of {frequency, amplitude}", ""});
   } else if (tones) {
     for (std::size_t i = 0; i < tones.size(); ++i) {
-      SettingsReader tone({SettingsLayer{tones[i], "emulator.signal.tones[" + std::to_string(i) + "]"}}, source, errors);
+      SettingsReader tone({SettingsLayer{tones[i], "emulator.signal.tones[" + std::to_string(i) + "]"}}, source,
+                          errors);
       Tone value;
       value.frequency = tone.frequency("frequency", 1e6, "tone frequency", -1e11, 1e11);
       value.amplitude = tone.number("amplitude", 0.5, "amplitude, fraction of full scale", 0, 1);
@@ -343,7 +365,8 @@ EmulatorSettings read_emulator_settings(const YAML::Node& section, const ConfigS
   return settings;
 }
 
-EmulatorSettings load_emulator_text(const std::string& yaml, const std::string& name, const std::vector<std::string>& overrides) {
+EmulatorSettings load_emulator_text(const std::string& yaml, const std::string& name,
+                                    const std::vector<std::string>& overrides) {
   ConfigSource source(name);
   YAML::Node root = parse_yaml(yaml, source, overrides);
   ConfigErrors errors;
@@ -380,8 +403,8 @@ struct Emulator::Impl {
   std::vector<std::byte> local_table;  // the same, little-endian (TCP frames)
   std::size_t period = 0;
   std::size_t samples_per_packet = 0;
-  std::size_t packet_bytes = 0;        // a full packet: UDP datagram or TCP frame (header + samples)
-  std::size_t slot_bytes = 0;          // room for one packet
+  std::size_t packet_bytes = 0;  // a full packet: UDP datagram or TCP frame (header + samples)
+  std::size_t slot_bytes = 0;    // room for one packet
   bool gso = false;
   EmulatorReport report;
 };
@@ -428,8 +451,9 @@ std::vector<recorder::CaptureLane> capture_lanes(EmulatorSettings& settings) {
                                " streams: name each stream's lane, or send fewer streams");
     }
     if (!lane->format || (*lane->format != SampleFormat::ci16 && *lane->format != SampleFormat::cf32)) {
-      throw std::runtime_error("capture lane " + lane->name + " holds " + lane->datatype +
-                               " samples; the emulator sends complex ci16 or cf32 (spectra cannot go back on the wire)");
+      throw std::runtime_error(
+          "capture lane " + lane->name + " holds " + lane->datatype +
+          " samples; the emulator sends complex ci16 or cf32 (spectra cannot go back on the wire)");
     }
     if (lane->sample_rate < 1 || lane->sample_rate != std::floor(lane->sample_rate)) {
       throw std::runtime_error("capture lane " + lane->name + " has sample rate " + std::to_string(lane->sample_rate) +
@@ -458,7 +482,8 @@ void open_udp_socket(Emulator::Impl::Stream& stream, Emulator::Impl& impl) {
   if (::setsockopt(stream.socket.get(), SOL_SOCKET, SO_SNDBUF, &buffer, sizeof(buffer)) != 0) {
     throw std::runtime_error(errno_message("setsockopt(SO_SNDBUF)"));
   }
-  if (::connect(stream.socket.get(), reinterpret_cast<const sockaddr*>(&stream.destination), sizeof(sockaddr_in)) != 0) {
+  if (::connect(stream.socket.get(), reinterpret_cast<const sockaddr*>(&stream.destination), sizeof(sockaddr_in)) !=
+      0) {
     throw std::runtime_error(errno_message("connect(" + wire::to_string(stream.destination) + ")"));
   }
   if (impl.gso) {
@@ -495,9 +520,11 @@ void Emulator::open() {
   const std::size_t size = bytes_per_sample(format);
   impl.samples_per_packet = settings_.samples_per_packet();
   if (impl.samples_per_packet == 0) {
-    throw std::runtime_error("emulator: payload too small for a " + std::string(to_string(settings_.wire_framing())) + " packet");
+    throw std::runtime_error("emulator: payload too small for a " + std::string(to_string(settings_.wire_framing())) +
+                             " packet");
   }
-  impl.packet_bytes = FrameEncoder(settings_.wire_framing(), 0, format, impl.samples_per_packet, false).packet_bytes(impl.samples_per_packet);
+  impl.packet_bytes = FrameEncoder(settings_.wire_framing(), 0, format, impl.samples_per_packet, false)
+                          .packet_bytes(impl.samples_per_packet);
   impl.period = impl.source ? impl.source->period() : 0;
   if (impl.period != 0) {
     impl.local_table.resize((impl.period + impl.samples_per_packet) * size);
@@ -607,8 +634,8 @@ class StreamSender {
         turn_(turn),
         turns_(turns),
         pacer_(plan.capture_mode ? 0 : plan.settings->rate),
-        encoder_(plan.settings->wire_framing(), plan.settings->streams[index].stream_id, plan.format, plan.samples_per_packet,
-                 plan.capture_mode),
+        encoder_(plan.settings->wire_framing(), plan.settings->streams[index].stream_id, plan.format,
+                 plan.samples_per_packet, plan.capture_mode),
         slots_(plan.settings->batch + 1, std::vector<std::byte>(impl.slot_bytes)),
         scratch_(impl.samples_per_packet * plan.sample_bytes),
         iovs_(2 * plan.settings->batch + 4),
@@ -766,7 +793,8 @@ class StreamSender {
       if (wire_order) wire::copy_swapped(plan_.format, scratch_.data(), out, bytes);
     } else if (impl_.period != 0) {
       const auto& table = wire_order ? impl_.wire_table : impl_.local_table;
-      std::memcpy(out, table.data() + static_cast<std::size_t>(span.first_sample % impl_.period) * plan_.sample_bytes, bytes);
+      std::memcpy(out, table.data() + static_cast<std::size_t>(span.first_sample % impl_.period) * plan_.sample_bytes,
+                  bytes);
     } else {
       {
         const std::lock_guard lock(impl_.source_mutex);
@@ -804,11 +832,12 @@ class StreamSender {
     fields.after_gap = span.after_gap;
     timestamp_of(span, fields.seconds, fields.picoseconds);
     // A sender whose clock or sample counter jumped: this packet claims another position.
-    if (const FaultSettings& faults = plan_.settings->faults; faults.any() && faults.applies(FaultKind::shift, index_, k)) {
+    if (const FaultSettings& faults = plan_.settings->faults;
+        faults.any() && faults.applies(FaultKind::shift, index_, k)) {
       const auto shift = static_cast<std::uint64_t>(faults.shift_by);  // modulo 2^64: back is fine
       fields.first_sample += shift;
-      vita49::timestamp_of(vita49::sample_index(fields.seconds, fields.picoseconds, plan_.rate) + shift, plan_.rate, fields.seconds,
-                           fields.picoseconds);
+      vita49::timestamp_of(vita49::sample_index(fields.seconds, fields.picoseconds, plan_.rate) + shift, plan_.rate,
+                           fields.seconds, fields.picoseconds);
       ++report_.shifted;
     }
     const std::size_t bytes = encoder_.write(fields, buffer);
@@ -836,7 +865,7 @@ class StreamSender {
     const FaultSettings& faults = settings.faults;
     order_.clear();
     std::size_t used_slots = 0;
-    std::optional<Send> held;    // a packet to send after the next one (reorder)
+    std::optional<Send> held;  // a packet to send after the next one (reorder)
     while ((order_.size() < settings.batch || held) && used_slots < slots_.size()) {
       const std::uint64_t k = stream_.next_packet;
       PacketSpan span;
@@ -909,7 +938,8 @@ class StreamSender {
     }
     std::size_t done = 0;
     while (done < message_count) {
-      const int sent = ::sendmmsg(stream_.socket.get(), messages_.data() + done, static_cast<unsigned>(message_count - done), 0);
+      const int sent =
+          ::sendmmsg(stream_.socket.get(), messages_.data() + done, static_cast<unsigned>(message_count - done), 0);
       if (sent < 0) {
         // Nobody listening yet on loopback: the datagrams are gone, as on a real wire.
         if (errno == ECONNREFUSED) break;
@@ -926,8 +956,8 @@ class StreamSender {
   Emulator::Impl& impl_;
   Emulator::Impl::Stream& stream_;
   std::uint32_t index_;
-  std::size_t turn_;     // this sender's place among the stream's senders
-  BatchTurns* turns_;    // shared by the stream's senders; null with one sender
+  std::size_t turn_;   // this sender's place among the stream's senders
+  BatchTurns* turns_;  // shared by the stream's senders; null with one sender
   Pacer pacer_;
   FrameEncoder encoder_;
   std::optional<ContextSender> context_;  // udp with a context: section only
@@ -955,7 +985,8 @@ void connect_tcp_streams(Emulator::Impl& impl, const EmulatorSettings& settings,
     if (!stream.socket.valid()) throw std::runtime_error(errno_message("socket(AF_INET, SOCK_STREAM)"));
     // The stage may still be starting: retry a refused connection for a few seconds.
     int attempts = 0;
-    while (::connect(stream.socket.get(), reinterpret_cast<const sockaddr*>(&stream.destination), sizeof(sockaddr_in)) != 0) {
+    while (::connect(stream.socket.get(), reinterpret_cast<const sockaddr*>(&stream.destination),
+                     sizeof(sockaddr_in)) != 0) {
       if (errno != ECONNREFUSED || ++attempts > 500 || (stop != nullptr && stop->load())) {
         throw std::runtime_error(errno_message("connect(" + wire::to_string(stream.destination) + ")"));
       }
@@ -994,7 +1025,8 @@ SendPlan make_send_plan(const EmulatorSettings& settings, const Emulator::Impl& 
     plan.start_seconds = static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
   }
-  plan.segments_per_message = impl.gso ? std::max<std::size_t>(1, std::min(kMaxGsoSegments, kMaxGsoBytes / impl.packet_bytes)) : 1;
+  plan.segments_per_message =
+      impl.gso ? std::max<std::size_t>(1, std::min(kMaxGsoSegments, kMaxGsoBytes / impl.packet_bytes)) : 1;
   return plan;
 }
 
@@ -1022,8 +1054,9 @@ void report_until_finished(const std::vector<std::unique_ptr<StreamSender>>& sen
     const double interval = static_cast<double>(now - last_ns) * 1e-9;
     const double seconds = static_cast<double>(now - start_ns) * 1e-9;
     fmt::print(stderr, "emulator: {:.1f} s  {:.3f} Mpkt/s  {}  sent {} packets, {}\n", seconds,
-               static_cast<double>(packets - last_packets) / interval / 1e6, format_byte_rate(static_cast<double>(bytes) / seconds),
-               packets, format_bytes(static_cast<double>(bytes)));
+               static_cast<double>(packets - last_packets) / interval / 1e6,
+               format_byte_rate(static_cast<double>(bytes) / seconds), packets,
+               format_bytes(static_cast<double>(bytes)));
     last_packets = packets;
     last_ns = now;
   }

@@ -3,6 +3,8 @@
 // fault injection; the `sluice-emulator` program and, in-process, tests and benchmarks use it.
 #pragma once
 
+#include <yaml-cpp/yaml.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -10,8 +12,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <yaml-cpp/yaml.h>
 
 #include "emulator/context_sender.hpp"
 #include "emulator/framing.hpp"
@@ -27,7 +27,7 @@ enum class TcpRole : std::uint8_t { client, server };
 struct StreamTarget {
   std::string address = "127.0.0.1:50000";
   std::uint32_t stream_id = 1;
-  std::string lane = {};  // capture mode: the capture lane this stream sends ("": the stream's position)
+  std::string lane = {};       // capture mode: the capture lane this stream sends ("": the stream's position)
   std::vector<int> cpus = {};  // cores the stream's sender threads are pinned to, one each; empty: not pinned
 };
 
@@ -107,8 +107,8 @@ struct EmulatorSettings {
   bool gso = true;
   std::chrono::nanoseconds report_interval{std::chrono::seconds(1)};
   FaultSettings faults;
-  ContextSettings context;               // udp: IF Context packets (emulator/context_sender.hpp)
-  std::uint64_t start_seconds = 0;       // UTC second of sample 0; 0 = now
+  ContextSettings context;          // udp: IF Context packets (emulator/context_sender.hpp)
+  std::uint64_t start_seconds = 0;  // UTC second of sample 0; 0 = now
   // A SigMF capture (collection, meta or base path) to send instead of a synthetic signal:
   // stream i sends lane `streams[i].lane` (default the i-th lane) with its recorded samples,
   // timestamps and holes; the capture's sample rate and format replace the signal's.
@@ -144,9 +144,9 @@ EmulatorSettings load_emulator_text(const std::string& yaml, const std::string& 
 using ::sluice::Pacer;  // pipeline/clock.hpp
 
 struct EmulatorReport {
-  std::uint64_t packets = 0;   // datagrams/frames sent (duplicates included)
+  std::uint64_t packets = 0;  // datagrams/frames sent (duplicates included)
   std::uint64_t bytes = 0;
-  std::uint64_t samples = 0;   // distinct samples generated (dropped ones included)
+  std::uint64_t samples = 0;  // distinct samples generated (dropped ones included)
   std::uint64_t dropped = 0;
   std::uint64_t duplicated = 0;
   std::uint64_t reordered = 0;

@@ -14,7 +14,6 @@
 #include <sstream>
 #include <stdexcept>
 
-
 #include "pipeline/errno_message.hpp"
 #include "pipeline/log.hpp"
 

@@ -29,11 +29,16 @@ vita49::Packet packet_template(std::uint32_t stream_id, SampleFormat format) {
 
 std::size_t prefix_of(Framing framing, SampleFormat format) {
   switch (framing) {
-    case Framing::vita49: return vita49::prefix_words(packet_template(0, format).header) * 4;
-    case Framing::gnuradio_seq: return gnuradio::kSeqHeaderBytes;
-    case Framing::gnuradio_seq_size: return gnuradio::kSeqSizeHeaderBytes;
-    case Framing::none: return 0;
-    case Framing::raw_tcp: return raw_tcp::kHeaderBytes;
+    case Framing::vita49:
+      return vita49::prefix_words(packet_template(0, format).header) * 4;
+    case Framing::gnuradio_seq:
+      return gnuradio::kSeqHeaderBytes;
+    case Framing::gnuradio_seq_size:
+      return gnuradio::kSeqSizeHeaderBytes;
+    case Framing::none:
+      return 0;
+    case Framing::raw_tcp:
+      return raw_tcp::kHeaderBytes;
   }
   return 0;
 }
@@ -42,11 +47,16 @@ std::size_t prefix_of(Framing framing, SampleFormat format) {
 
 std::string_view to_string(Framing framing) {
   switch (framing) {
-    case Framing::vita49: return "vita49";
-    case Framing::gnuradio_seq: return "gnuradio_seq";
-    case Framing::gnuradio_seq_size: return "gnuradio_seq_size";
-    case Framing::none: return "none";
-    case Framing::raw_tcp: return "raw_tcp";
+    case Framing::vita49:
+      return "vita49";
+    case Framing::gnuradio_seq:
+      return "gnuradio_seq";
+    case Framing::gnuradio_seq_size:
+      return "gnuradio_seq_size";
+    case Framing::none:
+      return "none";
+    case Framing::raw_tcp:
+      return "raw_tcp";
   }
   return "?";
 }
@@ -54,12 +64,13 @@ std::string_view to_string(Framing framing) {
 std::size_t framing_overhead(Framing framing, SampleFormat format) {
   // Raw TCP frames carry as many samples as a VITA-49 datagram of the same payload setting,
   // so one `payload` gives both transports the same packets.
-  if (framing == Framing::raw_tcp || framing == Framing::vita49) return vita49::packet_bytes(packet_template(0, format).header, 0);
+  if (framing == Framing::raw_tcp || framing == Framing::vita49)
+    return vita49::packet_bytes(packet_template(0, format).header, 0);
   return prefix_of(framing, format);
 }
 
-FrameEncoder::FrameEncoder(Framing framing, std::uint32_t stream_id, SampleFormat format, std::size_t samples_per_packet,
-                           bool sample_loss_enable)
+FrameEncoder::FrameEncoder(Framing framing, std::uint32_t stream_id, SampleFormat format,
+                           std::size_t samples_per_packet, bool sample_loss_enable)
     : framing_(framing),
       format_(format),
       sample_bytes_(bytes_per_sample(format)),
@@ -93,7 +104,8 @@ std::size_t FrameEncoder::write(const PacketFields& fields, std::byte* buffer) {
                        std::span<std::byte>(buffer, prefix_bytes_));
       return prefix_bytes_ + payload;
     }
-    case Framing::none: return payload;
+    case Framing::none:
+      return payload;
     case Framing::raw_tcp: {
       raw_tcp::FrameHeader header;
       header.format = format_;
@@ -114,15 +126,26 @@ void FrameEncoder::corrupt(std::uint64_t k, std::byte* buffer) const {
   switch (framing_) {
     case Framing::vita49:
       switch (k % 3) {
-        case 0: buffer[0] = std::byte{0x70} | (buffer[0] & std::byte{0x0F}); break;  // reserved packet type
-        case 1: buffer[3] = static_cast<std::byte>(std::to_integer<unsigned>(buffer[3]) - 1U); break;  // size - 1
-        default: buffer[7] = buffer[7] ^ std::byte{0x5A}; break;  // stream ID
+        case 0:
+          buffer[0] = std::byte{0x70} | (buffer[0] & std::byte{0x0F});
+          break;  // reserved packet type
+        case 1:
+          buffer[3] = static_cast<std::byte>(std::to_integer<unsigned>(buffer[3]) - 1U);
+          break;  // size - 1
+        default:
+          buffer[7] = buffer[7] ^ std::byte{0x5A};
+          break;  // stream ID
       }
       break;
-    case Framing::gnuradio_seq_size: buffer[8] = buffer[8] ^ std::byte{0x01}; break;  // size field off by one
-    case Framing::raw_tcp: buffer[0] = std::byte{0xEE}; break;  // magic
+    case Framing::gnuradio_seq_size:
+      buffer[8] = buffer[8] ^ std::byte{0x01};
+      break;  // size field off by one
+    case Framing::raw_tcp:
+      buffer[0] = std::byte{0xEE};
+      break;  // magic
     case Framing::gnuradio_seq:
-    case Framing::none: break;  // no field a receiver checks: the settings refuse corrupt here
+    case Framing::none:
+      break;  // no field a receiver checks: the settings refuse corrupt here
   }
 }
 

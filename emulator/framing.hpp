@@ -26,7 +26,7 @@ struct PacketFields {
   std::uint64_t seconds = 0;       // UTC time of the first sample
   std::uint64_t picoseconds = 0;
   std::size_t samples = 0;
-  bool after_gap = false;          // a capture's hole right before this packet
+  bool after_gap = false;  // a capture's hole right before this packet
 };
 
 class FrameEncoder {

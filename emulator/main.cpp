@@ -1,13 +1,12 @@
 // sluice-emulator: an emulated FPGA digitizer streaming VITA-49, GNU Radio or bare datagrams over
 // UDP, or raw TCP frames or bare bytes over TCP, configured by the `emulator:` section of a
 // pipeline file; every flag is one of that section's keys (read and checked by the same reader).
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <deque>
 #include <sstream>
-
-#include <CLI/CLI.hpp>
 
 #include "emulator/emulator.hpp"
 
@@ -73,11 +72,12 @@ void add_options(CLI::App& app, Flags& flags) {
   app.add_flag("--no-gso", flags.no_gso, "do not use UDP GSO");
   app.add_option("--tone", flags.tones, "tone frequency in Hz (repeatable), amplitude 0.5 / count");
   app.add_option("--seed", flags.seed, "seed for noise and faults");
-  static const std::vector<std::pair<const char*, const char*>> kFaults{{"drop", "packet numbers to drop"},
-                                                                        {"duplicate", "packet numbers to send twice"},
-                                                                        {"reorder", "packet numbers to send after the next one"},
-                                                                        {"truncate", "packet numbers to cut in half (UDP)"},
-                                                                        {"corrupt", "packet numbers whose header to corrupt"}};
+  static const std::vector<std::pair<const char*, const char*>> kFaults{
+      {"drop", "packet numbers to drop"},
+      {"duplicate", "packet numbers to send twice"},
+      {"reorder", "packet numbers to send after the next one"},
+      {"truncate", "packet numbers to cut in half (UDP)"},
+      {"corrupt", "packet numbers whose header to corrupt"}};
   for (const auto& [fault, help] : kFaults) {
     flags.fault_packets.emplace_back(fault, std::vector<std::uint64_t>{});
     app.add_option(std::string("--") + fault, flags.fault_packets.back().second, help);
@@ -88,7 +88,9 @@ void add_options(CLI::App& app, Flags& flags) {
 // The flags as `emulator.*` overrides, after the --set ones so that a flag wins.
 std::vector<std::string> overrides_of(const Flags& flags) {
   std::vector<std::string> overrides = flags.overrides;
-  const auto set = [&](const std::string& key, const std::string& value) { overrides.push_back("emulator." + key + "=" + value); };
+  const auto set = [&](const std::string& key, const std::string& value) {
+    overrides.push_back("emulator." + key + "=" + value);
+  };
   for (const auto& [key, value] : flags.scalars) {
     if (!value.empty()) set(key, value);
   }
@@ -103,15 +105,16 @@ std::vector<std::string> overrides_of(const Flags& flags) {
   if (!flags.tones.empty()) {
     std::string tones;
     for (const double tone : flags.tones) {
-      tones += (tones.empty() ? "" : ", ") + ("{frequency: " + std::to_string(tone) +
-                                              ", amplitude: " + std::to_string(0.5 / static_cast<double>(flags.tones.size())) + "}");
+      tones += (tones.empty() ? "" : ", ") + ("{frequency: " + std::to_string(tone) + ", amplitude: " +
+                                              std::to_string(0.5 / static_cast<double>(flags.tones.size())) + "}");
     }
     set("signal.tones", "[" + tones + "]");
   }
   if (!flags.addresses.empty()) {
     std::string streams;
     for (std::size_t i = 0; i < flags.addresses.size(); ++i) {
-      streams += (i == 0 ? "{address: " : ", {address: ") + flags.addresses[i] + ", stream_id: " + std::to_string(i + 1) +
+      streams += (i == 0 ? "{address: " : ", {address: ") + flags.addresses[i] +
+                 ", stream_id: " + std::to_string(i + 1) +
                  (i < flags.cpus.size() ? ", cpu: " + std::to_string(flags.cpus[i]) : "") + "}";
     }
     set("streams", "[" + streams + "]");
@@ -126,19 +129,21 @@ std::vector<std::string> overrides_of(const Flags& flags) {
 
 int main(int argc, char** argv) {
   using namespace sluice;
-  CLI::App app{"sluice-emulator: emulated FPGA digitizer (VITA-49, GNU Radio or bare samples over UDP; raw or bare over TCP)"};
+  CLI::App app{
+      "sluice-emulator: emulated FPGA digitizer (VITA-49, GNU Radio or bare samples over UDP; raw or bare over TCP)"};
   Flags flags;
   add_options(app, flags);
   CLI11_PARSE(app, argc, argv);
   if (!flags.addresses.empty() && flags.cpus.size() > flags.addresses.size()) {
-    std::fprintf(stderr, "sluice-emulator: --cpu given %zu times for %zu streams\n", flags.cpus.size(), flags.addresses.size());
+    std::fprintf(stderr, "sluice-emulator: --cpu given %zu times for %zu streams\n", flags.cpus.size(),
+                 flags.addresses.size());
     return 2;
   }
   try {
     const std::vector<std::string> overrides = overrides_of(flags);
-    const emulator::EmulatorSettings settings = flags.config.empty()
-                                                    ? emulator::load_emulator_text("emulator: {}\n", "<flags>", overrides)
-                                                    : emulator::load_emulator_file(flags.config, overrides);
+    const emulator::EmulatorSettings settings =
+        flags.config.empty() ? emulator::load_emulator_text("emulator: {}\n", "<flags>", overrides)
+                             : emulator::load_emulator_file(flags.config, overrides);
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
     emulator::Emulator emulator(settings);

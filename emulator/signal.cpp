@@ -55,7 +55,8 @@ SignalSource::SignalSource(const SignalSettings& settings) : settings_(settings)
   }
   const std::size_t size = bytes_per_sample(settings_.format);
   table_.resize(period * size);
-  for (std::size_t i = 0; i < period; ++i) quantise_sample(settings_.format, values_[i].first, values_[i].second, &table_[i * size]);
+  for (std::size_t i = 0; i < period; ++i)
+    quantise_sample(settings_.format, values_[i].first, values_[i].second, &table_[i * size]);
 }
 
 std::pair<double, double> SignalSource::value(std::uint64_t index) const { return values_[index % settings_.period]; }

@@ -33,13 +33,13 @@ struct Tone {
 struct SignalSettings {
   double sample_rate = 100e6;
   SampleFormat format = SampleFormat::ci16;
-  std::vector<Tone> tones;                 // complex exponentials
-  double chirp_start = 0;                  // Hz
-  double chirp_stop = 0;                   // Hz; chirp off when start == stop == 0
+  std::vector<Tone> tones;  // complex exponentials
+  double chirp_start = 0;   // Hz
+  double chirp_stop = 0;    // Hz; chirp off when start == stop == 0
   double chirp_amplitude = 0;
   double noise_snr_db = std::numeric_limits<double>::quiet_NaN();  // NaN: no noise
   std::uint64_t seed = 1;
-  std::size_t period = 1 << 18;            // samples in the repeating table
+  std::size_t period = 1 << 18;  // samples in the repeating table
 };
 
 // Tones, a linear chirp and Gaussian noise, summed. One period of `settings.period`

@@ -3,11 +3,11 @@
 // spectrum snapshots, whose lock the fft stage only ever try_locks).
 #include "monitor/http_server.hpp"
 
-#include <chrono>
-#include <stdexcept>
-
 #include <httplib.h>
 #include <sys/socket.h>
+
+#include <chrono>
+#include <stdexcept>
 
 #include "monitor/prometheus_text.hpp"
 #include "monitor/report.hpp"

@@ -2,13 +2,13 @@
 // prometheus-cpp registry, so nothing is kept between scrapes and the lanes never touch it.
 #include "monitor/prometheus_text.hpp"
 
+#include <prometheus/metric_family.h>
+#include <prometheus/text_serializer.h>
+
 #include <array>
 #include <atomic>
 #include <span>
 #include <vector>
-
-#include <prometheus/metric_family.h>
-#include <prometheus/text_serializer.h>
 
 #include "monitor/report.hpp"
 #include "pipeline/metrics.hpp"
@@ -51,7 +51,8 @@ constexpr std::array<StageFamily, 20> kStageFamilies{{
      [](const StageMetrics& m, const StageRates&) { return load(m.in.bytes); }},
     {"sluice_stage_in_chunks_total", MetricType::Counter, "Chunks taken from the stage's input queue.",
      [](const StageMetrics& m, const StageRates&) { return load(m.in.chunks); }},
-    {"sluice_stage_in_samples_total", MetricType::Counter, "Samples (or spectrum values) taken from the stage's input queue.",
+    {"sluice_stage_in_samples_total", MetricType::Counter,
+     "Samples (or spectrum values) taken from the stage's input queue.",
      [](const StageMetrics& m, const StageRates&) { return load(m.in.samples); }},
     {"sluice_stage_out_bytes_total", MetricType::Counter, "Bytes handed on by the stage (or consumed, for a sink).",
      [](const StageMetrics& m, const StageRates&) { return load(m.out.bytes); }},
@@ -63,11 +64,13 @@ constexpr std::array<StageFamily, 20> kStageFamilies{{
      [](const StageMetrics& m, const StageRates&) { return load(m.packets); }},
     {"sluice_stage_lost_samples_total", MetricType::Counter, "Samples the source never received (holes in the stream).",
      [](const StageMetrics& m, const StageRates&) { return static_cast<double>(m.lost_samples()); }},
-    {"sluice_stage_drops_all_total", MetricType::Counter, "Chunks or packets dropped by the stage, all reasons together.",
+    {"sluice_stage_drops_all_total", MetricType::Counter,
+     "Chunks or packets dropped by the stage, all reasons together.",
      [](const StageMetrics& m, const StageRates&) { return static_cast<double>(m.total_drops()); }},
     {"sluice_stage_busy_seconds_total", MetricType::Counter, "Time spent inside process(), minus waits.",
      [](const StageMetrics& m, const StageRates&) { return seconds(m.busy_ns); }},
-    {"sluice_stage_wait_seconds_total", MetricType::Counter, "Time blocked on an empty input, a full output or an empty pool.",
+    {"sluice_stage_wait_seconds_total", MetricType::Counter,
+     "Time blocked on an empty input, a full output or an empty pool.",
      [](const StageMetrics& m, const StageRates&) { return seconds(m.wait_ns); }},
     {"sluice_stage_pool_waits_total", MetricType::Counter,
      "Times the stage found its own pool empty and waited for a chunk (backpressure).",
@@ -81,14 +84,16 @@ constexpr std::array<StageFamily, 20> kStageFamilies{{
     {"sluice_stage_throughput_bytes_per_second", MetricType::Gauge,
      "Average bytes per second over the active time (produced for sources, consumed otherwise).",
      [](const StageMetrics&, const StageRates& r) { return r.bytes_per_second; }},
-    {"sluice_stage_throughput_samples_per_second", MetricType::Gauge, "Average samples per second over the active time.",
+    {"sluice_stage_throughput_samples_per_second", MetricType::Gauge,
+     "Average samples per second over the active time.",
      [](const StageMetrics&, const StageRates& r) { return r.samples_per_second; }},
     {"sluice_stage_queue_depth_chunks", MetricType::Gauge,
      "Chunks waiting in the stage's input queue (sampled about every 50 ms).",
      [](const StageMetrics& m, const StageRates&) { return load(m.queue_depth); }},
     {"sluice_stage_queue_capacity_chunks", MetricType::Gauge, "Capacity of the stage's input queue (0 for sources).",
      [](const StageMetrics& m, const StageRates&) { return load(m.queue_capacity); }},
-    {"sluice_stage_queue_high_water_chunks", MetricType::Gauge, "Most chunks ever seen waiting in the stage's input queue.",
+    {"sluice_stage_queue_high_water_chunks", MetricType::Gauge,
+     "Most chunks ever seen waiting in the stage's input queue.",
      [](const StageMetrics& m, const StageRates&) { return load(m.queue_high_water); }},
 }};
 
@@ -108,7 +113,8 @@ void add_stage_families(std::vector<MetricFamily>& families, std::span<const Sta
 
 // Drops by reason and the other named counters by event ("lost_samples" has its own family).
 void add_named_counters(std::vector<MetricFamily>& families, const std::vector<const StageMetrics*>& stages) {
-  MetricFamily drops{"sluice_stage_drops_total", "Chunks or packets dropped by the stage, by reason.", MetricType::Counter, {}};
+  MetricFamily drops{
+      "sluice_stage_drops_total", "Chunks or packets dropped by the stage, by reason.", MetricType::Counter, {}};
   MetricFamily events{"sluice_stage_events_total",
                       "Other events a stage counts (rows, gaps, lost_packets, duplicates, ...), by name.",
                       MetricType::Counter,
@@ -156,8 +162,11 @@ std::vector<MetricFamily> metric_families(const Pipeline& pipeline) {
   std::vector<StageRates> rates;
   for (const StageMetrics* stage : stages) rates.push_back(stage_rates(*stage));
   std::vector<MetricFamily> families;
-  families.push_back({"sluice_pipeline_info", "The running pipeline (always 1).", MetricType::Gauge,
-                      {sample({{"pipeline", pipeline.definition().settings.name}, {"version", SLUICE_VERSION}}, MetricType::Gauge, 1)}});
+  families.push_back({"sluice_pipeline_info",
+                      "The running pipeline (always 1).",
+                      MetricType::Gauge,
+                      {sample({{"pipeline", pipeline.definition().settings.name}, {"version", SLUICE_VERSION}},
+                              MetricType::Gauge, 1)}});
   const std::span<const StageFamily> per_stage(kStageFamilies);
   add_stage_families(families, per_stage.first(kCounterFamilies), stages, rates);
   add_named_counters(families, stages);
@@ -169,8 +178,10 @@ std::vector<MetricFamily> metric_families(const Pipeline& pipeline) {
     fill.metric.push_back(sample(stage_labels(*stage), MetricType::Gauge, load(stage->queue_depth) / capacity));
   }
   families.push_back(std::move(fill));
-  MetricFamily latency{"sluice_stage_latency_seconds", "Chunk latency from its creation at the source to done in this stage.",
-                       MetricType::Histogram, {}};
+  MetricFamily latency{"sluice_stage_latency_seconds",
+                       "Chunk latency from its creation at the source to done in this stage.",
+                       MetricType::Histogram,
+                       {}};
   for (const StageMetrics* stage : stages) latency.metric.push_back(latency_histogram(*stage));
   families.push_back(std::move(latency));
   return families;
@@ -178,6 +189,8 @@ std::vector<MetricFamily> metric_families(const Pipeline& pipeline) {
 
 }  // namespace
 
-std::string prometheus_text(const Pipeline& pipeline) { return prometheus::TextSerializer().Serialize(metric_families(pipeline)); }
+std::string prometheus_text(const Pipeline& pipeline) {
+  return prometheus::TextSerializer().Serialize(metric_families(pipeline));
+}
 
 }  // namespace sluice

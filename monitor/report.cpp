@@ -1,12 +1,12 @@
 // Progress lines, summary table and JSON report built from StageMetrics.
 #include "monitor/report.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdio>
 #include <sstream>
-
-#include <fmt/format.h>
 
 #include "pipeline/clock.hpp"
 #include "pipeline/log.hpp"
@@ -65,7 +65,8 @@ StageRates stage_rates(const StageMetrics& metrics) {
     const double span = rates.flow_seconds * static_cast<double>(rates.chunks) / static_cast<double>(rates.chunks - 1);
     rates.busy_flowing_fraction = std::min(1.0, static_cast<double>(metrics.busy_ns.load()) / 1e9 / span);
     rates.bytes_per_second = static_cast<double>(rates.bytes - first_bytes) / rates.flow_seconds;
-    rates.samples_per_second = rates.bytes_per_second * static_cast<double>(rates.samples) / static_cast<double>(rates.bytes);
+    rates.samples_per_second =
+        rates.bytes_per_second * static_cast<double>(rates.samples) / static_cast<double>(rates.bytes);
   } else if (rates.seconds > 0) {
     rates.flow_seconds = rates.seconds;
     rates.bytes_per_second = static_cast<double>(rates.bytes) / rates.seconds;
@@ -91,10 +92,11 @@ std::vector<std::string> progress_lines(const Pipeline& pipeline) {
                   std::to_string(stage->queue_capacity.load());
       }
     }
-    lines.push_back(fmt::format("{:<10} {:>11} {:>9.1f} Msps  samples {:<8}  lost {:<7}  out {:<9}  drops {:<6}  queues {}",
-                                lane.front()->lane(), format_byte_rate(source.bytes_per_second),
-                                source.samples_per_second / 1e6, count_text(source.samples), count_text(lost),
-                                format_bytes(static_cast<double>(sink.bytes)), count_text(drops), queues));
+    lines.push_back(
+        fmt::format("{:<10} {:>11} {:>9.1f} Msps  samples {:<8}  lost {:<7}  out {:<9}  drops {:<6}  queues {}",
+                    lane.front()->lane(), format_byte_rate(source.bytes_per_second), source.samples_per_second / 1e6,
+                    count_text(source.samples), count_text(lost), format_bytes(static_cast<double>(sink.bytes)),
+                    count_text(drops), queues));
   }
   return lines;
 }
@@ -105,30 +107,33 @@ std::string summary_table(const Pipeline& pipeline) {
   // (busy% one chunk's time wider); the run's duration is on the first line, so a lane that
   // waited for its sender reads neither slow nor idle.
   out << fmt::format("run {:.2f} s\n", pipeline.elapsed_seconds());
-  out << fmt::format("{:<10} {:<12} {:<10} {:>10} {:>10} {:>8} {:>9} {:>12} {:>8} {:>6} {:>9} {:>9}\n", "lane", "stage", "type",
-                     "GB/s", "Msamp/s", "flow s", "chunks", "bytes", "drops", "busy%", "lat p50", "lat p99");
+  out << fmt::format("{:<10} {:<12} {:<10} {:>10} {:>10} {:>8} {:>9} {:>12} {:>8} {:>6} {:>9} {:>9}\n", "lane", "stage",
+                     "type", "GB/s", "Msamp/s", "flow s", "chunks", "bytes", "drops", "busy%", "lat p50", "lat p99");
   for (const auto& lane : pipeline.metrics_by_lane()) {
     for (const StageMetrics* stage : lane) {
       const StageRates rates = stage_rates(*stage);
       out << fmt::format("{:<10} {:<12} {:<10} {:>10.3f} {:>10.2f} {:>8.2f} {:>9} {:>12} {:>8} {:>6.1f} {:>9} {:>9}\n",
                          stage->lane(), stage->stage(), stage->type(), rates.bytes_per_second / 1e9,
                          rates.samples_per_second / 1e6, rates.flow_seconds, rates.chunks,
-                         format_bytes(static_cast<double>(rates.bytes)), stage->total_drops(), rates.busy_flowing_fraction * 100.0,
-                         latency_text(stage->latency.percentile(0.5)), latency_text(stage->latency.percentile(0.99)));
+                         format_bytes(static_cast<double>(rates.bytes)), stage->total_drops(),
+                         rates.busy_flowing_fraction * 100.0, latency_text(stage->latency.percentile(0.5)),
+                         latency_text(stage->latency.percentile(0.99)));
       for (const auto& drop : stage->drops()) {
         if (drop.get() != 0) out << fmt::format("{:<10}   drops {:<20} {}\n", "", drop.name, drop.get());
       }
-      for (const auto& counter : stage->counters()) out << fmt::format("{:<10}   {:<26} {}\n", "", counter.name, counter.get());
+      for (const auto& counter : stage->counters())
+        out << fmt::format("{:<10}   {:<26} {}\n", "", counter.name, counter.get());
       if (const std::uint64_t waits = stage->pool_waits.load(std::memory_order_relaxed); waits != 0) {
-        out << fmt::format("{:<10}   {:<26} {} (longest {}, {} in all: downstream held every chunk)\n", "", "pool waits", waits,
-                           latency_text(stage->pool_wait_max_ns.load(std::memory_order_relaxed)),
+        out << fmt::format("{:<10}   {:<26} {} (longest {}, {} in all: downstream held every chunk)\n", "",
+                           "pool waits", waits, latency_text(stage->pool_wait_max_ns.load(std::memory_order_relaxed)),
                            latency_text(stage->pool_wait_ns.load(std::memory_order_relaxed)));
       }
       for (const auto& note : stage->notes) out << fmt::format("{:<10}   note: {}\n", "", note);
     }
   }
   for (const auto& failure : pipeline.failures()) {
-    out << "FAILED lane " << failure.lane << ", stage " << failure.stage << " (" << failure.type << "): " << failure.message << "\n";
+    out << "FAILED lane " << failure.lane << ", stage " << failure.stage << " (" << failure.type
+        << "): " << failure.message << "\n";
   }
   return out.str();
 }
@@ -148,8 +153,10 @@ nlohmann::json stage_report_json(const StageMetrics& stage, const StageDefinitio
       {"samples_per_second", rates.samples_per_second},
       {"busy_fraction", rates.busy_fraction},
       {"busy_fraction_flowing", rates.busy_flowing_fraction},
-      {"in", {{"bytes", stage.in.bytes.load()}, {"chunks", stage.in.chunks.load()}, {"samples", stage.in.samples.load()}}},
-      {"out", {{"bytes", stage.out.bytes.load()}, {"chunks", stage.out.chunks.load()}, {"samples", stage.out.samples.load()}}},
+      {"in",
+       {{"bytes", stage.in.bytes.load()}, {"chunks", stage.in.chunks.load()}, {"samples", stage.in.samples.load()}}},
+      {"out",
+       {{"bytes", stage.out.bytes.load()}, {"chunks", stage.out.chunks.load()}, {"samples", stage.out.samples.load()}}},
       {"packets", stage.packets.load()},
       {"drops_total", stage.total_drops()},
       {"queue", {{"capacity", stage.queue_capacity.load()}, {"high_water", stage.queue_high_water.load()}}},
@@ -180,8 +187,11 @@ nlohmann::json stage_report_json(const StageMetrics& stage, const StageDefinitio
 nlohmann::json timeline_json(const Pipeline& pipeline) {
   nlohmann::json timeline = nlohmann::json::array();
   for (const auto& point : pipeline.timeline()) {
-    timeline.push_back({{"seconds", point.seconds}, {"source_bytes", point.source_bytes}, {"sink_bytes", point.sink_bytes},
-                        {"drops", point.drops}, {"lost_samples", point.lost_samples}});
+    timeline.push_back({{"seconds", point.seconds},
+                        {"source_bytes", point.source_bytes},
+                        {"sink_bytes", point.sink_bytes},
+                        {"drops", point.drops},
+                        {"lost_samples", point.lost_samples}});
   }
   return timeline;
 }
@@ -197,7 +207,8 @@ nlohmann::json report_json(const Pipeline& pipeline, int exit_code) {
   report["exit_code"] = exit_code;
   report["failures"] = nlohmann::json::array();
   for (const auto& failure : pipeline.failures()) {
-    report["failures"].push_back({{"lane", failure.lane}, {"stage", failure.stage}, {"type", failure.type}, {"message", failure.message}});
+    report["failures"].push_back(
+        {{"lane", failure.lane}, {"stage", failure.stage}, {"type", failure.type}, {"message", failure.message}});
   }
   report["timeline"] = timeline_json(pipeline);
   report["lanes"] = nlohmann::json::array();
@@ -265,15 +276,16 @@ void plot_axes(std::ostringstream& svg, const PlotFrame& frame) {
                        F::kTop + F::kPlotHeight + 18, seconds)
         << "\n";
   }
-  svg << fmt::format(R"(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="none" stroke="#444"/>)", F::kLeft,
-                     F::kTop, F::kPlotWidth, F::kPlotHeight)
+  svg << fmt::format(R"(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="none" stroke="#444"/>)",
+                     F::kLeft, F::kTop, F::kPlotWidth, F::kPlotHeight)
       << "\n";
 }
 
 // One lane: its rate line, its legend entry, and a marker in its colour, in its own row along the
 // plot's top, for every timeline interval in which its lost count grew (the count so far in its tooltip).
-void plot_lane(std::ostringstream& svg, const PlotFrame& frame, const std::vector<Pipeline::TimelinePoint>& timeline, std::size_t lane,
-               const std::vector<std::pair<double, double>>& rates, const std::string& label, const char* colour) {
+void plot_lane(std::ostringstream& svg, const PlotFrame& frame, const std::vector<Pipeline::TimelinePoint>& timeline,
+               std::size_t lane, const std::vector<std::pair<double, double>>& rates, const std::string& label,
+               const char* colour) {
   using F = PlotFrame;
   svg << "<polyline fill=\"none\" stroke-width=\"2\" stroke=\"" << colour << "\" points=\"";
   for (const auto& [seconds, rate] : rates) svg << fmt::format("{:.1f},{:.1f} ", frame.x(seconds), frame.y(rate));
@@ -281,15 +293,18 @@ void plot_lane(std::ostringstream& svg, const PlotFrame& frame, const std::vecto
   const double row = static_cast<double>(lane);
   svg << fmt::format(R"(<rect x="{:.1f}" y="{:.1f}" width="14" height="4" fill="{}"/>)", F::kLeft + F::kPlotWidth + 14,
                      F::kTop + 10 + 20.0 * row, colour)
-      << fmt::format(R"(<text x="{:.1f}" y="{:.1f}">{}</text>)", F::kLeft + F::kPlotWidth + 34, F::kTop + 16 + 20.0 * row, label)
+      << fmt::format(R"(<text x="{:.1f}" y="{:.1f}">{}</text>)", F::kLeft + F::kPlotWidth + 34,
+                     F::kTop + 16 + 20.0 * row, label)
       << "\n";
   for (std::size_t i = 0; i < timeline.size(); ++i) {
     const auto& now = timeline[i].lost_samples;
-    const std::uint64_t before = i == 0 || lane >= timeline[i - 1].lost_samples.size() ? 0 : timeline[i - 1].lost_samples[lane];
+    const std::uint64_t before =
+        i == 0 || lane >= timeline[i - 1].lost_samples.size() ? 0 : timeline[i - 1].lost_samples[lane];
     if (lane >= now.size() || now[lane] <= before) continue;
-    svg << fmt::format(R"(<path d="M{:.1f},{:.1f} l-5,-9 h10 z" fill="{}"><title>{}: {} samples lost by {:.1f} s</title></path>)",
-                       frame.x(timeline[i].seconds), F::kTop + 12 + 10.0 * row, colour, label, count_text(now[lane]),
-                       timeline[i].seconds)
+    svg << fmt::format(
+               R"(<path d="M{:.1f},{:.1f} l-5,-9 h10 z" fill="{}"><title>{}: {} samples lost by {:.1f} s</title></path>)",
+               frame.x(timeline[i].seconds), F::kTop + 12 + 10.0 * row, colour, label, count_text(now[lane]),
+               timeline[i].seconds)
         << "\n";
   }
 }
@@ -305,14 +320,16 @@ std::string rate_plot_svg(const Pipeline& pipeline) {
   frame.max_time = timeline.empty() ? 1 : std::max(timeline.back().seconds, 1e-3);
   const RateSeries series = sink_rates(timeline, lanes.size(), frame.max_rate);
   if (frame.max_rate <= 0) frame.max_rate = 1;
-  const bool any_lost = !timeline.empty() && std::any_of(timeline.back().lost_samples.begin(), timeline.back().lost_samples.end(),
-                                                         [](std::uint64_t lost) { return lost != 0; });
+  const bool any_lost =
+      !timeline.empty() && std::any_of(timeline.back().lost_samples.begin(), timeline.back().lost_samples.end(),
+                                       [](std::uint64_t lost) { return lost != 0; });
   frame.max_rate *= any_lost ? 1.1 + 0.06 * static_cast<double>(lanes.size()) : 1.1;  // room for the loss markers' rows
   static constexpr std::array<const char*, 8> kColours{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
                                                        "#9467bd", "#8c564b", "#e377c2", "#17becf"};
   std::ostringstream svg;
-  svg << fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{:.0f}" height="{:.0f}" font-family="sans-serif" font-size="12">)",
-                     F::kWidth, F::kHeight)
+  svg << fmt::format(
+             R"(<svg xmlns="http://www.w3.org/2000/svg" width="{:.0f}" height="{:.0f}" font-family="sans-serif" font-size="12">)",
+             F::kWidth, F::kHeight)
       << "\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       << "<text x=\"" << F::kLeft << "\" y=\"22\" font-size=\"15\">" << pipeline.definition().settings.name
       << ": rate into each lane's last stage</text>\n";
@@ -348,7 +365,8 @@ nlohmann::json live_status_json(const Pipeline& pipeline) {
       lane_json["stages"].push_back({
           {"name", stage->stage()},
           {"type", stage->type()},
-          {"running", stage->started_ns.load(std::memory_order_relaxed) != 0 && stage->stopped_ns.load(std::memory_order_relaxed) == 0},
+          {"running", stage->started_ns.load(std::memory_order_relaxed) != 0 &&
+                          stage->stopped_ns.load(std::memory_order_relaxed) == 0},
           {"bytes", rates.bytes},
           {"samples", rates.samples},
           {"chunks", rates.chunks},
@@ -379,8 +397,9 @@ nlohmann::json live_spectra_json(const Pipeline& pipeline, std::size_t max_point
     const std::size_t merge = (bins + max_points - 1) / std::max<std::size_t>(max_points, 1);
     std::vector<float> points;
     for (std::size_t first = 0; first < bins; first += merge) {
-      points.push_back(*std::max_element(copy->decibels.begin() + static_cast<std::ptrdiff_t>(first),
-                                         copy->decibels.begin() + static_cast<std::ptrdiff_t>(std::min(first + merge, bins))));
+      points.push_back(
+          *std::max_element(copy->decibels.begin() + static_cast<std::ptrdiff_t>(first),
+                            copy->decibels.begin() + static_cast<std::ptrdiff_t>(std::min(first + merge, bins))));
     }
     // Bin k of an fftshifted row sits at centre + (k - bins/2) · rate / bins; a merged point at its first bin.
     const double bin_hz = copy->sample_rate > 0 ? copy->sample_rate / static_cast<double>(bins) : 0;

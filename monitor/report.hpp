@@ -2,10 +2,9 @@
 // JSON report (the same numbers, for scripts and CI).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "pipeline/metrics.hpp"
 #include "pipeline/runtime.hpp"
@@ -32,7 +31,7 @@ struct StageRates {
   double flow_seconds = 0;  // first chunk to last chunk
   double bytes_per_second = 0;
   double samples_per_second = 0;
-  double busy_fraction = 0;          // busy time over `seconds`, the stage's whole life
+  double busy_fraction = 0;  // busy time over `seconds`, the stage's whole life
   // Busy time over the span data flowed, one chunk's time wider (the first chunk's work comes
   // before first_ns): near 1.0 for a stage that was saturated while it had data, however long
   // it waited for its sender. busy_fraction where there was no span (fewer than two chunks).

@@ -6,17 +6,20 @@
 #include <cmath>
 #include <cstring>
 
-
 namespace sluice {
 
 __extension__ using Wide128 = unsigned __int128;  // exact sample-to-picosecond products
 
 std::string_view to_string(SampleFormat format) {
   switch (format) {
-    case SampleFormat::ci8: return "ci8";
-    case SampleFormat::ci16: return "ci16";
-    case SampleFormat::cf32: return "cf32";
-    case SampleFormat::rf32: return "rf32";
+    case SampleFormat::ci8:
+      return "ci8";
+    case SampleFormat::ci16:
+      return "ci16";
+    case SampleFormat::cf32:
+      return "cf32";
+    case SampleFormat::rf32:
+      return "rf32";
   }
   return "?";
 }
@@ -123,7 +126,8 @@ Timestamp time_after(const Timestamp& time, std::uint64_t samples, double sample
     picoseconds = static_cast<std::uint64_t>((elapsed - static_cast<long double>(seconds)) * 1e12L);
   }
   picoseconds += time.picoseconds;
-  return Timestamp{time.seconds + seconds + picoseconds / 1'000'000'000'000ULL, picoseconds % 1'000'000'000'000ULL, true};
+  return Timestamp{time.seconds + seconds + picoseconds / 1'000'000'000'000ULL, picoseconds % 1'000'000'000'000ULL,
+                   true};
 }
 
 }  // namespace sluice

@@ -23,10 +23,14 @@ std::string_view to_string(SampleFormat format);  // "ci16", ...
 std::optional<SampleFormat> sample_format_from_string(std::string_view text);
 constexpr std::size_t bytes_per_sample(SampleFormat format) {
   switch (format) {
-    case SampleFormat::ci8: return 2;
-    case SampleFormat::ci16: return 4;
-    case SampleFormat::cf32: return 8;
-    case SampleFormat::rf32: return 4;
+    case SampleFormat::ci8:
+      return 2;
+    case SampleFormat::ci16:
+      return 4;
+    case SampleFormat::cf32:
+      return 8;
+    case SampleFormat::rf32:
+      return 4;
   }
   return 1;
 }
@@ -52,11 +56,11 @@ Timestamp time_after(const Timestamp& time, std::uint64_t samples, double sample
 // a chunk where they change. NaN where the sender gave no value.
 struct StreamContext {
   static constexpr double kAbsent = std::numeric_limits<double>::quiet_NaN();
-  double rf_frequency = kAbsent;         // Hz: the capture's core:frequency
-  double sample_rate = kAbsent;          // Hz
-  double bandwidth = kAbsent;            // Hz
+  double rf_frequency = kAbsent;  // Hz: the capture's core:frequency
+  double sample_rate = kAbsent;   // Hz
+  double bandwidth = kAbsent;     // Hz
   double reference_level_dbm = kAbsent;
-  double gain_db = kAbsent;              // stage 1 + stage 2
+  double gain_db = kAbsent;  // stage 1 + stage 2
 };
 
 // Samples lost before they reached Sluice: `length` samples starting at absolute stream
@@ -84,14 +88,14 @@ struct Chunk {
   std::uint32_t index = 0;  // position in the pool: io_uring fixed-buffer index, MR offset
 
   // Set by whoever fills the chunk.
-  std::size_t size = 0;            // valid bytes
+  std::size_t size = 0;  // valid bytes
   std::uint32_t lane = 0;
   std::uint64_t sequence = 0;      // per-lane chunk counter from the source
   std::uint64_t first_sample = 0;  // absolute index of the first sample in the stream
   std::uint64_t sample_count = 0;
   SampleFormat format = SampleFormat::ci16;
-  Timestamp timestamp;             // of the first sample
-  std::uint32_t packets = 0;       // network packets that filled it (0 for non-network sources)
+  Timestamp timestamp;        // of the first sample
+  std::uint32_t packets = 0;  // network packets that filled it (0 for non-network sources)
   // The sender's time base restarts at this chunk's first sample (a resynchronisation after
   // its clock or counter went back): its timestamp does not follow from the chunk before, so
   // a capture starts a new segment here even where the stream index is contiguous.
@@ -101,7 +105,7 @@ struct Chunk {
   // falls inside a chunk: the source ends the chunk before it.
   bool context_change = false;
   StreamContext context{};
-  std::uint64_t created_ns = 0;    // steady clock when acquired: chunk latency starts here
+  std::uint64_t created_ns = 0;  // steady clock when acquired: chunk latency starts here
   // A CUDA event (opaque) that completes once the producer's GPU work on the bytes has: set by a
   // stage that hands the chunk on with that work still queued (GpuStream::hand_off). A consumer
   // orders its own GPU work after it, or waits on the host (pipeline/gpu_stream.hpp). Null: the

@@ -16,15 +16,22 @@ constexpr std::size_t kContextOffset = kChunkWireFixedBytes + Chunk::kMaxGaps * 
 
 std::string_view to_string(ChunkWireStatus status) {
   switch (status) {
-    case ChunkWireStatus::ok: return "ok";
-    case ChunkWireStatus::too_short: return "chunk header too short";
-    case ChunkWireStatus::bad_magic: return "not a chunk header (bad magic)";
+    case ChunkWireStatus::ok:
+      return "ok";
+    case ChunkWireStatus::too_short:
+      return "chunk header too short";
+    case ChunkWireStatus::bad_magic:
+      return "not a chunk header (bad magic)";
     case ChunkWireStatus::unsupported_version:
       return "unsupported chunk header version (the peer runs another Sluice version: run the same on both nodes)";
-    case ChunkWireStatus::bad_size: return "chunk header size does not match its version";
-    case ChunkWireStatus::bad_format: return "unknown sample format in chunk header";
-    case ChunkWireStatus::bad_flags: return "reserved bits set in chunk header";
-    case ChunkWireStatus::too_many_gaps: return "more than 32 gaps in chunk header";
+    case ChunkWireStatus::bad_size:
+      return "chunk header size does not match its version";
+    case ChunkWireStatus::bad_format:
+      return "unknown sample format in chunk header";
+    case ChunkWireStatus::bad_flags:
+      return "reserved bits set in chunk header";
+    case ChunkWireStatus::too_many_gaps:
+      return "more than 32 gaps in chunk header";
   }
   return "?";
 }
@@ -37,8 +44,8 @@ void encode_chunk_metadata(const Chunk& chunk, std::span<std::byte, kChunkWireBy
   store_little_endian<std::uint32_t>(p + 8, chunk.lane);
   store_little_endian<std::uint8_t>(p + 12, static_cast<std::uint8_t>(chunk.format));
   store_little_endian<std::uint8_t>(p + 13, static_cast<std::uint8_t>((chunk.timestamp.valid ? kTimestampValid : 0) |
-                                                        (chunk.time_jump ? kTimeJump : 0) |
-                                                        (chunk.context_change ? kContextChange : 0)));
+                                                                      (chunk.time_jump ? kTimeJump : 0) |
+                                                                      (chunk.context_change ? kContextChange : 0)));
   const std::uint32_t gaps = chunk.gap_count < Chunk::kMaxGaps ? chunk.gap_count : Chunk::kMaxGaps;
   store_little_endian<std::uint16_t>(p + 14, static_cast<std::uint16_t>(gaps));
   store_little_endian<std::uint64_t>(p + 16, chunk.sequence);
@@ -60,7 +67,8 @@ void encode_chunk_metadata(const Chunk& chunk, std::span<std::byte, kChunkWireBy
   }
   const StreamContext& context = chunk.context;
   std::size_t at = kContextOffset;
-  for (double value : {context.rf_frequency, context.sample_rate, context.bandwidth, context.reference_level_dbm, context.gain_db}) {
+  for (double value :
+       {context.rf_frequency, context.sample_rate, context.bandwidth, context.reference_level_dbm, context.gain_db}) {
     store_little_endian<std::uint64_t>(p + at, std::bit_cast<std::uint64_t>(value));
     at += 8;
   }
@@ -89,7 +97,9 @@ ChunkWireStatus decode_chunk_metadata(std::span<const std::byte> in, Chunk& chun
   chunk.timestamp.valid = (flags & kTimestampValid) != 0;
   chunk.time_jump = (flags & kTimeJump) != 0;
   chunk.context_change = (flags & kContextChange) != 0;
-  auto value_at = [p](std::size_t field) { return std::bit_cast<double>(load_little_endian<std::uint64_t>(p + kContextOffset + 8 * field)); };
+  auto value_at = [p](std::size_t field) {
+    return std::bit_cast<double>(load_little_endian<std::uint64_t>(p + kContextOffset + 8 * field));
+  };
   chunk.context = StreamContext{value_at(0), value_at(1), value_at(2), value_at(3), value_at(4)};
   chunk.gap_count = gap_count;
   chunk.sequence = load_little_endian<std::uint64_t>(p + 16);

@@ -43,7 +43,8 @@ inline constexpr std::uint32_t kChunkWireMagic = 0x4B434C53;  // "SLCK" in memor
 inline constexpr std::uint16_t kChunkWireVersion = 3;
 inline constexpr std::size_t kChunkWireFixedBytes = 72;
 inline constexpr std::size_t kChunkWireContextBytes = 5 * 8;
-inline constexpr std::size_t kChunkWireBytes = kChunkWireFixedBytes + Chunk::kMaxGaps * 16 + kChunkWireContextBytes;  // 624
+inline constexpr std::size_t kChunkWireBytes =
+    kChunkWireFixedBytes + Chunk::kMaxGaps * 16 + kChunkWireContextBytes;  // 624
 
 enum class ChunkWireStatus : std::uint8_t {
   ok,
@@ -60,7 +61,8 @@ std::string_view to_string(ChunkWireStatus status);
 // An integer to and from little-endian bytes, as the wire forms (this one, the tcp link's frames) write them.
 template <typename Integer>
 void store_little_endian(std::byte* out, Integer value) noexcept {
-  for (std::size_t i = 0; i < sizeof(Integer); ++i) out[i] = static_cast<std::byte>((static_cast<std::uint64_t>(value) >> (8 * i)) & 0xFF);
+  for (std::size_t i = 0; i < sizeof(Integer); ++i)
+    out[i] = static_cast<std::byte>((static_cast<std::uint64_t>(value) >> (8 * i)) & 0xFF);
 }
 template <typename Integer>
 Integer load_little_endian(const std::byte* in) noexcept {
@@ -73,9 +75,9 @@ Integer load_little_endian(const std::byte* in) noexcept {
 void encode_chunk_metadata(const Chunk& chunk, std::span<std::byte, kChunkWireBytes> out) noexcept;
 
 // Reads a header into `chunk`'s metadata (lane, sequence, first_sample, sample_count,
-// format, timestamp, time_jump, context_change and context, packets, gaps, size = payload_bytes); pool fields and created_ns are
-// left alone. On any status but ok, `chunk` is unchanged. The caller checks size against
-// the landing slot's capacity.
+// format, timestamp, time_jump, context_change and context, packets, gaps, size = payload_bytes); pool fields and
+// created_ns are left alone. On any status but ok, `chunk` is unchanged. The caller checks size against the landing
+// slot's capacity.
 ChunkWireStatus decode_chunk_metadata(std::span<const std::byte> in, Chunk& chunk) noexcept;
 
 }  // namespace sluice

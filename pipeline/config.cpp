@@ -1,25 +1,25 @@
 // Pipeline file loading: YAML syntax, --set overrides, lane template expansion, stage
 // construction and role checks — every error collected with its location.
 #include "pipeline/config.hpp"
-#include "pipeline/errno_message.hpp"
-#include "pipeline/gpu_placement.hpp"
-#include "pipeline/placement.hpp"
+
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
 
 #include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <optional>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string_view>
 
-#include <yaml-cpp/eventhandler.h>
-#include <yaml-cpp/parser.h>
-
+#include "pipeline/errno_message.hpp"
+#include "pipeline/gpu_placement.hpp"
 #include "pipeline/http_endpoint.hpp"
+#include "pipeline/placement.hpp"
 
 namespace sluice {
 namespace {
@@ -124,11 +124,13 @@ class YamlPrecheck final : public YAML::EventHandler {
   void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, const std::string& value) override {
     leaf(mark, anchor, 1, value);
   }
-  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, YAML::EmitterStyle::value) override {
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                       YAML::EmitterStyle::value) override {
     open(mark, anchor, false);
   }
   void OnSequenceEnd() override { close(); }
-  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, YAML::EmitterStyle::value) override {
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                  YAML::EmitterStyle::value) override {
     open(mark, anchor, true);
   }
   void OnMapEnd() override { close(); }
@@ -286,7 +288,8 @@ void check_duplicate_keys(const YAML::Node& node, const std::string& path, const
     for (const auto& entry : node) {
       const std::string key = entry.first.Scalar();
       if (!seen.insert(key).second) {
-        errors.add({source.locate(entry.first), path + "." + key, "duplicate key '" + key + "'", "later ones would silently win"});
+        errors.add({source.locate(entry.first), path + "." + key, "duplicate key '" + key + "'",
+                    "later ones would silently win"});
       }
       check_duplicate_keys(entry.second, path.empty() ? key : path + "." + key, source, errors);
     }
@@ -302,8 +305,9 @@ void check_duplicate_keys(const YAML::Node& node, const std::string& path, const
 void check_power_of_two(SettingsReader& reader, std::string_view key, std::uint64_t depth) {
   if (depth == 0 || (depth & (depth - 1)) == 0) return;
   const std::uint64_t above = std::bit_ceil(depth);
-  reader.error(key, std::string(key) + " " + std::to_string(depth) + " is not a power of two",
-               "use " + std::to_string(above / 2) + " or " + std::to_string(above) + " (the queue is a power-of-two ring)");
+  reader.error(
+      key, std::string(key) + " " + std::to_string(depth) + " is not a power of two",
+      "use " + std::to_string(above / 2) + " or " + std::to_string(above) + " (the queue is a power-of-two ring)");
 }
 
 // A `gpu:` that names a GPU this host lacks is an error at its key (not for a stage placed on
@@ -320,8 +324,9 @@ void create_stage(SettingsReader& reader, const StageType& type, const PipelineS
                   StageDefinition& definition) {
   definition.role = type.role;
   if (!definition.enabled && type.role != StageRole::tap) {
-    reader.error("enabled", "only a tap (record) can be switched off: a lane without its " +
-                                std::string(to_string(type.role)) + " would not carry data the same way",
+    reader.error("enabled",
+                 "only a tap (record) can be switched off: a lane without its " + std::string(to_string(type.role)) +
+                     " would not carry data the same way",
                  "remove the stage from the lane instead");
   }
   // Settings of a queue the stage does not have would be accepted and do nothing.
@@ -342,28 +347,37 @@ void create_stage(SettingsReader& reader, const StageType& type, const PipelineS
 
 // `lane_node` is the node of the stage before (placement's default) and becomes this one's;
 // `this_node` is the node this process runs ("" = every node).
-StageDefinition make_stage(std::vector<SettingsLayer> layers, const std::string& default_name, const ConfigSource& source,
-                           ConfigErrors& errors, const PipelineSettings& pipeline, const StageRegistry& registry,
-                           const std::string& this_node, std::string& lane_node, const GpuHost& host) {
+StageDefinition make_stage(std::vector<SettingsLayer> layers, const std::string& default_name,
+                           const ConfigSource& source, ConfigErrors& errors, const PipelineSettings& pipeline,
+                           const StageRegistry& registry, const std::string& this_node, std::string& lane_node,
+                           const GpuHost& host) {
   StageDefinition definition;
   SettingsReader reader(std::move(layers), source, errors);
   definition.type = reader.required_string("type", "stage type (sluice stages lists them)");
-  definition.name = reader.string("name", default_name.empty() ? definition.type : default_name, "stage name, unique in its lane");
-  definition.cpus = reader.cores("cpu", "cores to pin this stage's thread to: 3, 3-5, 3,7,9-10 or a list (-1: not pinned)");
-  definition.gpu = static_cast<int>(reader.integer("gpu", -1, "GPU (CUDA device) of this stage's pools, FFT and copies (-1: its lane's)", -1, 1023));
-  definition.on_full = reader.choice("on_full", OverflowPolicy::block,
-                                     "when the next stage's queue is full: block (backpressure) or drop (count and release)",
-                                     {{"block", OverflowPolicy::block}, {"drop", OverflowPolicy::drop}});
-  definition.queue_depth = static_cast<std::uint64_t>(reader.integer("queue_depth", static_cast<std::int64_t>(pipeline.queue_depth),
-                                          "chunks queued in front of this stage (a power of two)", 1, 65536));
-  if (reader.has("queue_depth")) check_power_of_two(reader, "queue_depth", definition.queue_depth);  // else the pipeline's, checked there
-  definition.node = reader.string("node", "", "node this stage runs on (sluice run --node NAME); default: the previous stage's");
+  definition.name =
+      reader.string("name", default_name.empty() ? definition.type : default_name, "stage name, unique in its lane");
+  definition.cpus =
+      reader.cores("cpu", "cores to pin this stage's thread to: 3, 3-5, 3,7,9-10 or a list (-1: not pinned)");
+  definition.gpu = static_cast<int>(
+      reader.integer("gpu", -1, "GPU (CUDA device) of this stage's pools, FFT and copies (-1: its lane's)", -1, 1023));
+  definition.on_full =
+      reader.choice("on_full", OverflowPolicy::block,
+                    "when the next stage's queue is full: block (backpressure) or drop (count and release)",
+                    {{"block", OverflowPolicy::block}, {"drop", OverflowPolicy::drop}});
+  definition.queue_depth =
+      static_cast<std::uint64_t>(reader.integer("queue_depth", static_cast<std::int64_t>(pipeline.queue_depth),
+                                                "chunks queued in front of this stage (a power of two)", 1, 65536));
+  if (reader.has("queue_depth"))
+    check_power_of_two(reader, "queue_depth", definition.queue_depth);  // else the pipeline's, checked there
+  definition.node =
+      reader.string("node", "", "node this stage runs on (sluice run --node NAME); default: the previous stage's");
   if (!definition.node.empty()) lane_node = definition.node;
   reader.set_on_this_host(this_node.empty() || lane_node.empty() || lane_node == this_node);
   check_gpu(reader, definition.gpu, host);
-  definition.enabled = reader.boolean("enabled", true,
-                                      "false leaves this tap out of its lane (its settings are still checked): a switch for "
-                                      "an optional record tap, e.g. --set template.raw.enabled=false");
+  definition.enabled =
+      reader.boolean("enabled", true,
+                     "false leaves this tap out of its lane (its settings are still checked): a switch for "
+                     "an optional record tap, e.g. --set template.raw.enabled=false");
   if (!definition.type.empty()) {
     const StageType* type = registry.find(definition.type);
     if (type == nullptr) {
@@ -407,8 +421,9 @@ void place_on_gpus(PipelineDefinition& definition, const GpuHost& host) {
     lane.placement = placed[i];
     for (auto& stage : lane.stages) {
       stage.cuda_device = stage.gpu >= 0 ? stage.gpu : lane.placement.gpu;
-      const LaneGpu gpu = stage.cuda_device == lane.placement.gpu ? lane.placement
-                                                                   : describe_gpu(stage.cuda_device, host.gpus, host.topology);
+      const LaneGpu gpu = stage.cuda_device == lane.placement.gpu
+                              ? lane.placement
+                              : describe_gpu(stage.cuda_device, host.gpus, host.topology);
       if (!stage.cpus.empty()) {
         stage.cores = stage.cpus;
         stage.cores_reason = "cpu:";
@@ -428,10 +443,12 @@ void place_on_gpus(PipelineDefinition& definition, const GpuHost& host) {
 PipelineSettings read_pipeline_settings(SettingsReader& reader) {
   PipelineSettings settings;
   settings.name = reader.string("name", settings.name, "pipeline name, shown in reports");
-  settings.duration = reader.duration("duration", settings.duration, "stop after this long (0: run until end of stream or Ctrl-C)");
-  settings.chunk_bytes = reader.bytes("chunk", settings.chunk_bytes, "default chunk size for every pool", 4096, 1ULL << 30);
-  settings.chunk_count = static_cast<std::uint64_t>(
-      reader.integer("chunks", static_cast<std::int64_t>(settings.chunk_count), "default number of chunks in each pool", 2, 65536));
+  settings.duration =
+      reader.duration("duration", settings.duration, "stop after this long (0: run until end of stream or Ctrl-C)");
+  settings.chunk_bytes =
+      reader.bytes("chunk", settings.chunk_bytes, "default chunk size for every pool", 4096, 1ULL << 30);
+  settings.chunk_count = static_cast<std::uint64_t>(reader.integer(
+      "chunks", static_cast<std::int64_t>(settings.chunk_count), "default number of chunks in each pool", 2, 65536));
   settings.queue_depth = static_cast<std::uint64_t>(
       reader.integer("queue_depth", static_cast<std::int64_t>(settings.queue_depth),
                      "default depth of the queue between stages (a power of two)", 1, 65536));
@@ -439,16 +456,19 @@ PipelineSettings read_pipeline_settings(SettingsReader& reader) {
   settings.progress_interval = reader.duration("progress_interval", settings.progress_interval,
                                                "period of progress lines when not on a terminal");
   settings.gpu = static_cast<int>(reader.integer(
-      "gpu", -1, "GPU of every lane and stage that names none (-1: the one nearest the lane's NIC, else round-robin)", -1, 1023));
+      "gpu", -1, "GPU of every lane and stage that names none (-1: the one nearest the lane's NIC, else round-robin)",
+      -1, 1023));
   if (reader.has("cuda_device")) {
     static_cast<void>(reader.integer("cuda_device", 0, "replaced by gpu", 0, 1023));
     reader.error("cuda_device", "cuda_device is replaced by gpu:",
                  "write gpu: N here for every lane, or per lane (lanes: [{name: port0, gpu: 1}]) or per stage; "
                  "without it each lane takes the GPU nearest its NIC");
   }
-  settings.http = reader.string("http", "", "serve /metrics (Prometheus) and the live dashboard at ADDR:PORT, e.g. 127.0.0.1:9100 (empty: off)");
+  settings.http = reader.string(
+      "http", "", "serve /metrics (Prometheus) and the live dashboard at ADDR:PORT, e.g. 127.0.0.1:9100 (empty: off)");
   if (!settings.http.empty() && !parse_http_endpoint(settings.http)) {
-    reader.error("http", "http: '" + settings.http + "' is not ADDR:PORT", "write e.g. 127.0.0.1:9100, [::1]:9100 or :9100 (port 0: any free port)");
+    reader.error("http", "http: '" + settings.http + "' is not ADDR:PORT",
+                 "write e.g. 127.0.0.1:9100, [::1]:9100 or :9100 (port 0: any free port)");
   }
   if (settings.chunk_bytes % 4096 != 0) {
     reader.error("chunk", "chunk size " + std::to_string(settings.chunk_bytes) + " is not a multiple of 4096",
@@ -479,8 +499,8 @@ YAML::Node parse_yaml(const std::string& text, ConfigSource& source, const std::
     while (parser.HandleNextDocument(precheck)) {
     }
   } catch (const YAML::ParserException& error) {
-    errors.add({at(static_cast<std::size_t>(error.mark.line), static_cast<std::size_t>(error.mark.column)), precheck.path(),
-                "YAML syntax error: " + error.msg, ""});
+    errors.add({at(static_cast<std::size_t>(error.mark.line), static_cast<std::size_t>(error.mark.column)),
+                precheck.path(), "YAML syntax error: " + error.msg, ""});
     throw ConfigException(std::move(errors));
   } catch (const YamlPrecheck::TooLarge& error) {
     errors.add({at(static_cast<std::size_t>(error.mark.line), static_cast<std::size_t>(error.mark.column)), error.path,
@@ -501,12 +521,13 @@ YAML::Node parse_yaml(const std::string& text, ConfigSource& source, const std::
   try {
     root = YAML::Load(text);
   } catch (const YAML::ParserException& error) {
-    errors.add({at(static_cast<std::size_t>(error.mark.line), static_cast<std::size_t>(error.mark.column)), "(document)",
-                "YAML syntax error: " + error.msg, ""});
+    errors.add({at(static_cast<std::size_t>(error.mark.line), static_cast<std::size_t>(error.mark.column)),
+                "(document)", "YAML syntax error: " + error.msg, ""});
     throw ConfigException(std::move(errors));
   }
   if (!root.IsMap()) {
-    errors.add({source.file() + ":1:1", "(document)", "expected a YAML map with 'pipeline', 'template' and 'lanes'", ""});
+    errors.add(
+        {source.file() + ":1:1", "(document)", "expected a YAML map with 'pipeline', 'template' and 'lanes'", ""});
     throw ConfigException(std::move(errors));
   }
   check_duplicate_keys(root, "", source, errors);
@@ -534,7 +555,8 @@ PipelineSettings read_pipeline_section(const YAML::Node& root, const ConfigSourc
                                        const GpuHost& host) {
   YAML::Node section = root["pipeline"];
   if (section && !section.IsMap()) errors.add({source.locate(section), "pipeline", "expected a map", ""});
-  SettingsReader reader({SettingsLayer{section && section.IsMap() ? section : YAML::Node(), "pipeline"}}, source, errors);
+  SettingsReader reader({SettingsLayer{section && section.IsMap() ? section : YAML::Node(), "pipeline"}}, source,
+                        errors);
   PipelineSettings settings = read_pipeline_settings(reader);
   check_gpu(reader, settings.gpu, host);
   reader.finish();
@@ -551,7 +573,8 @@ struct LaneTemplate {
 LaneTemplate read_template(const YAML::Node& root, const ConfigSource& source, ConfigErrors& errors) {
   LaneTemplate lane_template{root["template"], {}};
   if (lane_template.stages && !lane_template.stages.IsSequence()) {
-    errors.add({source.locate(lane_template.stages), "template", "expected a list of stages", "each item a map with at least 'type'"});
+    errors.add({source.locate(lane_template.stages), "template", "expected a list of stages",
+                "each item a map with at least 'type'"});
     lane_template.stages = YAML::Node();
   }
   if (!lane_template.stages) return lane_template;
@@ -583,9 +606,11 @@ void check_lane_keys(const YAML::Node& entry, const std::string& lane_path, cons
     if (key == "name" || key == "stages" || key == "gpu" || key == "cpu") continue;
     if (std::find(template_names.begin(), template_names.end(), key) == template_names.end()) {
       auto match = closest_match(key, template_names);
-      context.errors.add({context.source.locate(item.first), lane_path + "." + key, "'" + key + "' is not a stage of the template",
-                          match ? "did you mean '" + *match + "'?"
-                                : "lane entries take name, stages, gpu, cpu, or a template stage name (" + join(template_names) + ")"});
+      context.errors.add(
+          {context.source.locate(item.first), lane_path + "." + key, "'" + key + "' is not a stage of the template",
+           match
+               ? "did you mean '" + *match + "'?"
+               : "lane entries take name, stages, gpu, cpu, or a template stage name (" + join(template_names) + ")"});
     } else if (!item.second.IsMap()) {
       context.errors.add({context.source.locate(item.second), lane_path + "." + key,
                           "expected a map of settings overriding stage '" + key + "'", ""});
@@ -595,7 +620,8 @@ void check_lane_keys(const YAML::Node& entry, const std::string& lane_path, cons
 
 // The settings layers of each stage of a lane: its own `stages:` list, else the template's
 // stages under the lane's overrides. None (after an error) when the lane has neither.
-std::optional<std::vector<std::vector<SettingsLayer>>> lane_stage_layers(const YAML::Node& entry, const std::string& lane_path,
+std::optional<std::vector<std::vector<SettingsLayer>>> lane_stage_layers(const YAML::Node& entry,
+                                                                         const std::string& lane_path,
                                                                          const LaneContext& context) {
   std::vector<std::vector<SettingsLayer>> stage_layers;
   const LaneTemplate& lane_template = context.lane_template;
@@ -613,21 +639,24 @@ std::optional<std::vector<std::vector<SettingsLayer>>> lane_stage_layers(const Y
       std::vector<SettingsLayer>& layers = stage_layers.emplace_back();
       layers.push_back(SettingsLayer{lane_template.stages[i], "template." + lane_template.names[i]});
       const YAML::Node override_map = entry[lane_template.names[i]];
-      if (override_map && override_map.IsMap()) layers.push_back(SettingsLayer{override_map, lane_path + "." + lane_template.names[i]});
+      if (override_map && override_map.IsMap())
+        layers.push_back(SettingsLayer{override_map, lane_path + "." + lane_template.names[i]});
     }
   } else {
-    context.errors.add({context.source.locate(entry), lane_path, "lane has no stages", "add a 'template' list or give the lane 'stages'"});
+    context.errors.add({context.source.locate(entry), lane_path, "lane has no stages",
+                        "add a 'template' list or give the lane 'stages'"});
     return std::nullopt;
   }
   return stage_layers;
 }
 
 // A lane runs a source first, a sink last and transforms and taps between them.
-void check_stage_position(const StageDefinition& stage, const std::string& stage_path, std::size_t index, std::size_t count,
-                          ConfigErrors& errors) {
+void check_stage_position(const StageDefinition& stage, const std::string& stage_path, std::size_t index,
+                          std::size_t count, ConfigErrors& errors) {
   const bool first = index == 0;
   const bool last = index + 1 == count;
-  const std::string what = "stage '" + stage.name + "' (" + stage.type + ", a " + std::string(to_string(stage.role)) + ")";
+  const std::string what =
+      "stage '" + stage.name + "' (" + stage.type + ", a " + std::string(to_string(stage.role)) + ")";
   if (first && stage.role != StageRole::source) {
     errors.add({stage.location, stage_path, what + " cannot start a lane", "the first stage must be a source"});
   } else if (!first && stage.role == StageRole::source) {
@@ -655,11 +684,12 @@ void read_lane_stages(const std::vector<std::vector<SettingsLayer>>& stage_layer
       context.errors.add({context.source.locate(anchor), stage_path, "expected a stage map with at least 'type'", ""});
       continue;
     }
-    StageDefinition stage = make_stage(stage_layers[i], "", context.source, context.errors, context.settings, context.registry,
-                                       context.node, lane_node, context.host);
+    StageDefinition stage = make_stage(stage_layers[i], "", context.source, context.errors, context.settings,
+                                       context.registry, context.node, lane_node, context.host);
     stage.location = context.source.locate(anchor);
     if (!stage_names.insert(stage.name).second) {
-      context.errors.add({stage.location, stage_path, "two stages in lane '" + lane.name + "' are named '" + stage.name + "'",
+      context.errors.add({stage.location, stage_path,
+                          "two stages in lane '" + lane.name + "' are named '" + stage.name + "'",
                           "give each a distinct 'name'"});
     }
     if (!stage.type.empty() && context.registry.find(stage.type) != nullptr) {
@@ -674,16 +704,16 @@ void read_lane_stages(const std::vector<std::vector<SettingsLayer>>& stage_layer
   if (left_out && !lane.stages.empty() && lane.stages.back().role == StageRole::transform &&
       context.registry.find(lane.stages.back().type) != nullptr) {
     context.errors.add({lane.stages.back().location, lane_path,
-                        "with its switched-off taps left out, lane '" + lane.name + "' ends in stage '" + lane.stages.back().name +
-                            "', which cannot end a lane",
+                        "with its switched-off taps left out, lane '" + lane.name + "' ends in stage '" +
+                            lane.stages.back().name + "', which cannot end a lane",
                         "keep a sink after it (null, file, record)"});
   }
 }
 
 // One entry of `lanes:`; none when it is not a map or has no stages to read (the error says
 // which). `lane_names` collects the names so far, which must differ.
-std::optional<LaneDefinition> read_lane(const YAML::Node& entry, std::size_t lane_index, std::set<std::string>& lane_names,
-                                        const LaneContext& context) {
+std::optional<LaneDefinition> read_lane(const YAML::Node& entry, std::size_t lane_index,
+                                        std::set<std::string>& lane_names, const LaneContext& context) {
   std::string lane_path = "lanes[" + std::to_string(lane_index) + "]";
   if (!entry.IsMap()) {
     context.errors.add({context.source.locate(entry), lane_path, "expected a map with at least 'name'", ""});
@@ -696,7 +726,8 @@ std::optional<LaneDefinition> read_lane(const YAML::Node& entry, std::size_t lan
     lane.name = entry["name"].Scalar();
     lane_path = "lanes." + lane.name;
     if (!lane_names.insert(lane.name).second) {
-      context.errors.add({context.source.locate(entry["name"]), lane_path, "two lanes are named '" + lane.name + "'", ""});
+      context.errors.add(
+          {context.source.locate(entry["name"]), lane_path, "two lanes are named '" + lane.name + "'", ""});
     }
   }
   read_lane_settings(entry, lane_path, context.source, context.errors, context.host, lane);
@@ -745,8 +776,8 @@ PipelineDefinition load_pipeline_text(const std::string& yaml, const std::string
 
   YAML::Node lanes = root["lanes"];
   if (!lanes || !lanes.IsSequence() || lanes.size() == 0) {
-    errors.add({lanes ? source.locate(lanes) : source.file() + ":1:1", "lanes", "a pipeline needs a non-empty list of lanes",
-                "lanes: [{name: port0}]"});
+    errors.add({lanes ? source.locate(lanes) : source.file() + ":1:1", "lanes",
+                "a pipeline needs a non-empty list of lanes", "lanes: [{name: port0}]"});
     throw ConfigException(std::move(errors));
   }
   const LaneContext context{source, errors, definition.settings, registry, node, host, lane_template};

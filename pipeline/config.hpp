@@ -3,10 +3,10 @@
 // file that loads is a file that can start.
 #pragma once
 
+#include <yaml-cpp/yaml.h>
+
 #include <string>
 #include <vector>
-
-#include <yaml-cpp/yaml.h>
 
 #include "pipeline/definition.hpp"
 #include "pipeline/gpu_placement.hpp"

@@ -4,7 +4,6 @@
 #include <stdexcept>
 #include <string>
 
-
 #include "pipeline/cuda_glue.hpp"
 #include "pipeline/log.hpp"
 

@@ -2,12 +2,12 @@
 // nothing opened). config.hpp loads one; placement.hpp cuts it between nodes.
 #pragma once
 
+#include <yaml-cpp/yaml.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <yaml-cpp/yaml.h>
 
 #include "pipeline/gpu_placement.hpp"
 #include "pipeline/pipeline_settings.hpp"
@@ -19,19 +19,19 @@ struct StageDefinition {
   std::string name;
   std::string type;
   StageRole role = StageRole::transform;
-  std::vector<int> cpus;               // its cpu: setting, the cores to pin its thread to; empty: none
-  int gpu = -1;                        // its gpu: setting; -1: its lane's
-  int cuda_device = 0;                 // the GPU it uses (placement, after loading)
-  std::vector<int> cores;              // where its thread runs: cpu:, the lane's cpu:, its GPU's NUMA node; empty: anywhere
-  std::string cores_reason;            // "cpu:", "lane cpu:", "NUMA node 1 of GPU 1", ""
+  std::vector<int> cpus;     // its cpu: setting, the cores to pin its thread to; empty: none
+  int gpu = -1;              // its gpu: setting; -1: its lane's
+  int cuda_device = 0;       // the GPU it uses (placement, after loading)
+  std::vector<int> cores;    // where its thread runs: cpu:, the lane's cpu:, its GPU's NUMA node; empty: anywhere
+  std::string cores_reason;  // "cpu:", "lane cpu:", "NUMA node 1 of GPU 1", ""
   OverflowPolicy on_full = OverflowPolicy::block;
-  std::uint64_t queue_depth = 16;      // of the queue in front of this stage
-  std::string location;                // file:line:column of its YAML, for messages
+  std::uint64_t queue_depth = 16;  // of the queue in front of this stage
+  std::string location;            // file:line:column of its YAML, for messages
   std::unique_ptr<Stage> stage;
-  std::string node;                    // where it runs (pipeline/placement.hpp); "" = unplaced
-  bool enabled = true;                 // false: a tap left out of its lane (`enabled: false`)
-  bool joins_nodes = false;            // its lane moves from the previous stage's node to `node` here
-  StageHalves halves;                  // when joins_nodes: the two halves that replace it
+  std::string node;          // where it runs (pipeline/placement.hpp); "" = unplaced
+  bool enabled = true;       // false: a tap left out of its lane (`enabled: false`)
+  bool joins_nodes = false;  // its lane moves from the previous stage's node to `node` here
+  StageHalves halves;        // when joins_nodes: the two halves that replace it
 };
 
 struct LaneDefinition {

@@ -83,7 +83,8 @@ std::vector<int> SysfsTopology::node_cores(int node) const {
 }
 
 std::string normalise_pci_bus_id(std::string bus_id) {
-  std::transform(bus_id.begin(), bus_id.end(), bus_id.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(bus_id.begin(), bus_id.end(), bus_id.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   const auto colon = bus_id.find(':');
   if (colon != std::string::npos && colon > 4) bus_id.erase(0, colon - 4);  // sysfs writes a 4-digit domain
   return bus_id;
@@ -164,7 +165,8 @@ std::string GpuHost::describe() const {
   if (gpus.empty()) return "none: " + unavailable_reason;
   std::string text;
   for (const auto& gpu : gpus) {
-    text += (text.empty() ? "" : ", ") + std::to_string(gpu.index) + (gpu.pci_bus_id.empty() ? "" : " (" + gpu.pci_bus_id + ")");
+    text += (text.empty() ? "" : ", ") + std::to_string(gpu.index) +
+            (gpu.pci_bus_id.empty() ? "" : " (" + gpu.pci_bus_id + ")");
   }
   return text;
 }
@@ -173,7 +175,9 @@ std::string GpuHost::problem(int gpu, std::string& hint) const {
   const auto count = static_cast<int>(gpus.size());
   if (gpu < 0 || gpu < count || (count == 0 && gpu == 0)) return {};
   if (count == 0) {
-    hint = "without a GPU only gpu: 0 applies (its pools fall back to host memory); leave gpu: out to let placement choose";
+    hint =
+        "without a GPU only gpu: 0 applies (its pools fall back to host memory); leave gpu: out to let placement "
+        "choose";
     return "gpu: " + std::to_string(gpu) + " names a GPU, but this machine has none (" + unavailable_reason + ")";
   }
   hint = "use 0 to " + std::to_string(count - 1) + ", or leave gpu: out for the GPU nearest the lane's NIC";
@@ -183,7 +187,8 @@ std::string GpuHost::problem(int gpu, std::string& hint) const {
 LaneGpu describe_gpu(int gpu, const std::vector<GpuDevice>& gpus, const SysfsTopology& topology) {
   LaneGpu described;
   described.gpu = gpu;
-  const auto device = std::find_if(gpus.begin(), gpus.end(), [gpu](const GpuDevice& each) { return each.index == gpu; });
+  const auto device =
+      std::find_if(gpus.begin(), gpus.end(), [gpu](const GpuDevice& each) { return each.index == gpu; });
   if (device == gpus.end()) return described;
   described.pci_bus_id = device->pci_bus_id;
   if (const auto position = topology.pci_device(device->pci_bus_id)) {
@@ -205,7 +210,8 @@ std::vector<LaneGpu> place_lanes(const std::vector<LaneRequest>& lanes, const st
     if (lane.gpu >= 0) {
       reason = "set by gpu: (" + lane.gpu_setting + ")";
       chosen = static_cast<std::size_t>(
-          std::find_if(gpus.begin(), gpus.end(), [&](const GpuDevice& gpu) { return gpu.index == lane.gpu; }) - gpus.begin());
+          std::find_if(gpus.begin(), gpus.end(), [&](const GpuDevice& gpu) { return gpu.index == lane.gpu; }) -
+          gpus.begin());
     } else if (!gpus.empty()) {
       const std::optional<PciPosition> nic = topology.network_interface(lane.interface);
       // Score each GPU: PCIe components shared with the NIC, then one for the same NUMA node.
@@ -215,9 +221,11 @@ std::vector<LaneGpu> place_lanes(const std::vector<LaneRequest>& lanes, const st
           scores.emplace_back(0, false);
           continue;
         }
-        scores.emplace_back(shared_prefix(nic->path, position->path), nic->numa_node >= 0 && nic->numa_node == position->numa_node);
+        scores.emplace_back(shared_prefix(nic->path, position->path),
+                            nic->numa_node >= 0 && nic->numa_node == position->numa_node);
       }
-      const auto best = scores.empty() ? std::pair<std::size_t, bool>{0, false} : *std::max_element(scores.begin(), scores.end());
+      const auto best =
+          scores.empty() ? std::pair<std::size_t, bool>{0, false} : *std::max_element(scores.begin(), scores.end());
       for (std::size_t i = 0; i < gpus.size(); ++i) {
         if (scores[i] == best && (scores[chosen] != best || lanes_on[i] < lanes_on[chosen])) chosen = i;
       }
@@ -230,7 +238,7 @@ std::vector<LaneGpu> place_lanes(const std::vector<LaneRequest>& lanes, const st
       } else {
         reason = lane.interface.empty() ? "round-robin (no local NIC holds the source's address)"
                  : !nic                 ? "round-robin (" + lane.interface + " has no PCI device)"
-                                        : "round-robin (" + lane.interface + " shares no PCIe path or NUMA node with a GPU)";
+                        : "round-robin (" + lane.interface + " shares no PCIe path or NUMA node with a GPU)";
       }
     } else {
       reason = "no GPU";

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <utility>
 
-
 #include "pipeline/cuda_glue.hpp"
 #include "pipeline/log.hpp"
 

@@ -22,11 +22,13 @@ inline std::optional<HttpEndpoint> parse_http_endpoint(std::string_view text) {
     std::string_view host = text.substr(0, colon);
     port = text.substr(colon + 1);
     if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-    if (host.find(':') != std::string_view::npos && text.front() != '[') return std::nullopt;  // bare IPv6 needs brackets
+    if (host.find(':') != std::string_view::npos && text.front() != '[')
+      return std::nullopt;  // bare IPv6 needs brackets
     if (!host.empty()) endpoint.host = std::string(host);
   }
   const auto [end, error] = std::from_chars(port.data(), port.data() + port.size(), endpoint.port);
-  if (port.empty() || error != std::errc{} || end != port.data() + port.size() || endpoint.port < 0 || endpoint.port > 65535) {
+  if (port.empty() || error != std::errc{} || end != port.data() + port.size() || endpoint.port < 0 ||
+      endpoint.port > 65535) {
     return std::nullopt;
   }
   return endpoint;

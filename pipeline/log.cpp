@@ -7,11 +7,16 @@ namespace {
 
 spdlog::level::level_enum to_spdlog(Level level) noexcept {
   switch (level) {
-    case Level::trace: return spdlog::level::trace;
-    case Level::debug: return spdlog::level::debug;
-    case Level::info: return spdlog::level::info;
-    case Level::warn: return spdlog::level::warn;
-    case Level::error: return spdlog::level::err;
+    case Level::trace:
+      return spdlog::level::trace;
+    case Level::debug:
+      return spdlog::level::debug;
+    case Level::info:
+      return spdlog::level::info;
+    case Level::warn:
+      return spdlog::level::warn;
+    case Level::error:
+      return spdlog::level::err;
   }
   return spdlog::level::err;
 }

@@ -26,15 +26,25 @@ void at(Level level, fmt::format_string<Args...> format, Args&&... args) noexcep
 }
 
 template <typename... Args>
-void trace(fmt::format_string<Args...> format, Args&&... args) noexcept { at(Level::trace, format, std::forward<Args>(args)...); }
+void trace(fmt::format_string<Args...> format, Args&&... args) noexcept {
+  at(Level::trace, format, std::forward<Args>(args)...);
+}
 template <typename... Args>
-void debug(fmt::format_string<Args...> format, Args&&... args) noexcept { at(Level::debug, format, std::forward<Args>(args)...); }
+void debug(fmt::format_string<Args...> format, Args&&... args) noexcept {
+  at(Level::debug, format, std::forward<Args>(args)...);
+}
 template <typename... Args>
-void info(fmt::format_string<Args...> format, Args&&... args) noexcept { at(Level::info, format, std::forward<Args>(args)...); }
+void info(fmt::format_string<Args...> format, Args&&... args) noexcept {
+  at(Level::info, format, std::forward<Args>(args)...);
+}
 template <typename... Args>
-void warn(fmt::format_string<Args...> format, Args&&... args) noexcept { at(Level::warn, format, std::forward<Args>(args)...); }
+void warn(fmt::format_string<Args...> format, Args&&... args) noexcept {
+  at(Level::warn, format, std::forward<Args>(args)...);
+}
 template <typename... Args>
-void error(fmt::format_string<Args...> format, Args&&... args) noexcept { at(Level::error, format, std::forward<Args>(args)...); }
+void error(fmt::format_string<Args...> format, Args&&... args) noexcept {
+  at(Level::error, format, std::forward<Args>(args)...);
+}
 
 // A message that is already a string (no formatting, braces printed as they are).
 inline void trace(std::string_view message) noexcept { write(Level::trace, message); }

@@ -6,10 +6,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <string_view>
 #include <stdexcept>
+#include <string_view>
 #include <utility>
-
 
 #include "pipeline/cuda_glue.hpp"
 #include "pipeline/errno_message.hpp"
@@ -19,9 +18,12 @@ namespace sluice {
 
 std::string_view to_string(MemoryKind kind) {
   switch (kind) {
-    case MemoryKind::host: return "host";
-    case MemoryKind::host_pinned: return "host_pinned";
-    case MemoryKind::device: return "device";
+    case MemoryKind::host:
+      return "host";
+    case MemoryKind::host_pinned:
+      return "host_pinned";
+    case MemoryKind::device:
+      return "device";
   }
   return "?";
 }
@@ -46,7 +48,7 @@ bool huge_pages_wanted() {
   }();
   return wanted;
 }
-}
+}  // namespace
 
 MemoryRegion::MemoryRegion(MemoryKind kind, std::size_t bytes, int cuda_device)
     : size_(bytes), kind_(kind), cuda_device_(cuda_device) {
@@ -104,9 +106,15 @@ void MemoryRegion::release() noexcept {
   if (registered_) cuda_glue::unregister_host(data_);
   registered_ = false;
   switch (kind_) {
-    case MemoryKind::host: std::free(data_); break;
-    case MemoryKind::host_pinned: cuda_glue::free_pinned(data_); break;
-    case MemoryKind::device: cuda_glue::free_device(data_); break;
+    case MemoryKind::host:
+      std::free(data_);
+      break;
+    case MemoryKind::host_pinned:
+      cuda_glue::free_pinned(data_);
+      break;
+    case MemoryKind::device:
+      cuda_glue::free_device(data_);
+      break;
   }
   data_ = nullptr;
 }

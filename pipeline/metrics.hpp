@@ -55,19 +55,21 @@ class SpectrumSnapshot {
   static constexpr std::uint64_t kIntervalNs = 100'000'000;
 
   // Setup only (allocates): rows of `bins` values, DC at bins/2.
-  void configure(std::size_t bins, SpectrumScale scale, double sample_rate, double center_frequency, std::size_t averaging);
+  void configure(std::size_t bins, SpectrumScale scale, double sample_rate, double center_frequency,
+                 std::size_t averaging);
   // Called by the fft stage for each finished chunk of `count` rows of `row_bytes` (host or
   // device memory); copies the last row when kIntervalNs have passed since the last copy.
   // Never allocates, never blocks.
-  void offer(const std::byte* rows, std::size_t count, std::size_t row_bytes, MemoryKind memory, void* cuda_stream) noexcept;
+  void offer(const std::byte* rows, std::size_t count, std::size_t row_bytes, MemoryKind memory,
+             void* cuda_stream) noexcept;
 
   struct Copy {
     std::vector<float> decibels;  // fftshifted, DC at size/2
     double sample_rate = 0;
     double center_frequency = 0;
     std::size_t averaging = 1;
-    std::uint64_t sequence = 0;   // rows published so far
-    std::uint64_t row = 0;        // index of the published row in the stage's output
+    std::uint64_t sequence = 0;  // rows published so far
+    std::uint64_t row = 0;       // index of the published row in the stage's output
   };
   // The latest row, or nothing before the first one (or when no fft stage configured it).
   [[nodiscard]] std::optional<Copy> read() const;
@@ -145,11 +147,11 @@ class StageMetrics {
   NamedCounter& drop_counter(const std::string& reason);
   NamedCounter& counter(const std::string& name);
 
-  FlowCounters in;    // chunks taken from the input queue
-  FlowCounters out;   // chunks handed to the output queue (or consumed, for sinks)
+  FlowCounters in;   // chunks taken from the input queue
+  FlowCounters out;  // chunks handed to the output queue (or consumed, for sinks)
   std::atomic<std::uint64_t> packets{0};
-  std::atomic<std::uint64_t> busy_ns{0};   // inside process(), minus waits
-  std::atomic<std::uint64_t> wait_ns{0};   // blocked on an input, output, pool, socket or the GPU (WaitTimer)
+  std::atomic<std::uint64_t> busy_ns{0};  // inside process(), minus waits
+  std::atomic<std::uint64_t> wait_ns{0};  // blocked on an input, output, pool, socket or the GPU (WaitTimer)
   // Backpressure: each time the stage found its own pool empty and waited for a chunk to come
   // back (a source that waits stops reading its socket, so a long wait shows where a loss began).
   std::atomic<std::uint64_t> pool_waits{0};
@@ -158,8 +160,8 @@ class StageMetrics {
   void add_pool_wait(std::uint64_t ns) noexcept;
   std::atomic<std::uint64_t> started_ns{0};
   std::atomic<std::uint64_t> stopped_ns{0};
-  LatencyHistogram latency;                // chunk creation at the source → done in this stage
-  SpectrumSnapshot spectrum;               // fft stages only: the latest row, for the dashboard
+  LatencyHistogram latency;   // chunk creation at the source → done in this stage
+  SpectrumSnapshot spectrum;  // fft stages only: the latest row, for the dashboard
 
   [[nodiscard]] const std::string& lane() const { return lane_; }
   [[nodiscard]] const std::string& stage() const { return stage_; }
@@ -180,14 +182,15 @@ class StageMetrics {
   std::string lane_;
   std::string stage_;
   std::string type_;
-  std::deque<NamedCounter> drops_;     // deque: stable addresses for the hot path
+  std::deque<NamedCounter> drops_;  // deque: stable addresses for the hot path
   std::deque<NamedCounter> counters_;
 };
 
 inline void StageMetrics::add_pool_wait(std::uint64_t ns) noexcept {
   pool_waits.fetch_add(1, std::memory_order_relaxed);
   pool_wait_ns.fetch_add(ns, std::memory_order_relaxed);
-  if (ns > pool_wait_max_ns.load(std::memory_order_relaxed)) pool_wait_max_ns.store(ns, std::memory_order_relaxed);  // one writer
+  if (ns > pool_wait_max_ns.load(std::memory_order_relaxed))
+    pool_wait_max_ns.store(ns, std::memory_order_relaxed);  // one writer
 }
 
 inline WaitTimer::~WaitTimer() {

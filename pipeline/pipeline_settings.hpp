@@ -14,7 +14,7 @@ struct PipelineSettings {
   std::uint64_t chunk_count = 32;
   std::uint64_t queue_depth = 16;
   std::chrono::nanoseconds progress_interval{std::chrono::seconds(1)};
-  int gpu = -1;  // GPU of every lane and stage that names none; -1: placement chooses
+  int gpu = -1;      // GPU of every lane and stage that names none; -1: placement chooses
   std::string http;  // "ADDR:PORT" of the /metrics and dashboard server; empty: off
 };
 

@@ -66,7 +66,8 @@ std::vector<std::string> pipeline_nodes(const PipelineDefinition& definition) {
 
 bool spans_nodes(const PipelineDefinition& definition) {
   return std::any_of(definition.lanes.begin(), definition.lanes.end(), [](const LaneDefinition& lane) {
-    return std::any_of(lane.stages.begin(), lane.stages.end(), [](const StageDefinition& stage) { return stage.joins_nodes; });
+    return std::any_of(lane.stages.begin(), lane.stages.end(),
+                       [](const StageDefinition& stage) { return stage.joins_nodes; });
   });
 }
 
@@ -87,7 +88,7 @@ PipelineDefinition select_node(PipelineDefinition definition, const std::string&
     local.cpus = lane.cpus;
     local.placement = lane.placement;
     enum class Part { before, inside, after } part = Part::before;  // this node's share is one run of stages
-    std::vector<std::string> placed;  // read before stages are moved out below
+    std::vector<std::string> placed;                                // read before stages are moved out below
     for (const auto& stage : lane.stages) placed.push_back(stage.node);
     for (std::size_t i = 0; i < lane.stages.size(); ++i) {
       StageDefinition& stage = lane.stages[i];

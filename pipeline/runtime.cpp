@@ -1,14 +1,13 @@
 // Pipeline runtime: wiring, start order, one thread per stage, drain-on-stop.
 #include "pipeline/runtime.hpp"
 
+#include <fmt/format.h>
 #include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
 #include <cstring>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "pipeline/clock.hpp"
 #include "pipeline/cuda_glue.hpp"
@@ -35,13 +34,15 @@ Pipeline::Pipeline(PipelineDefinition definition) : definition_(std::move(defini
         slot.input = std::make_unique<InputPort>(*slot.input_queue, *slot.metrics);
       }
       const std::vector<int>& cpus = slot.definition->cpus;
-      slot.context = std::make_unique<StageContext>(*lane.resources, *slot.metrics, definition_.settings, slot.definition->name,
-                                                    cpus.size() == 1 ? cpus.front() : -1, slot.definition->cuda_device);
+      slot.context =
+          std::make_unique<StageContext>(*lane.resources, *slot.metrics, definition_.settings, slot.definition->name,
+                                         cpus.size() == 1 ? cpus.front() : -1, slot.definition->cuda_device);
     }
     for (std::size_t i = 0; i + 1 < count; ++i) {
       Slot& slot = lane.slots[i];
       NamedCounter& queue_full = slot.metrics->drop_counter("queue_full");
-      slot.output = std::make_unique<OutputPort>(*lane.slots[i + 1].input_queue, *slot.metrics, slot.definition->on_full, queue_full);
+      slot.output = std::make_unique<OutputPort>(*lane.slots[i + 1].input_queue, *slot.metrics,
+                                                 slot.definition->on_full, queue_full);
     }
     for (auto& slot : lane.slots) {
       slot.metrics->drop_counter("after_stage_end");  // chunks arriving after a stage ended or failed
@@ -89,10 +90,11 @@ class FlowWatch {
         if (chunks != seen.chunks) {
           if (seen.chunks == 0) {
             log::debug("{}: first data {:.3f} s after the run started ({} in {} chunk(s))", name(*stage),
-                          static_cast<double>(std::max(flow.first_ns.load(), run_started_ns) - run_started_ns) / 1e9, format_bytes(static_cast<double>(bytes)), chunks);
+                       static_cast<double>(std::max(flow.first_ns.load(), run_started_ns) - run_started_ns) / 1e9,
+                       format_bytes(static_cast<double>(bytes)), chunks);
           } else if (seen.quiet) {
             log::debug("{}: data again after {:.1f} s without any ({} so far)", name(*stage), since_change,
-                          format_bytes(static_cast<double>(bytes)));
+                       format_bytes(static_cast<double>(bytes)));
           }
           seen.chunks = chunks;
           seen.changed_ns = now;
@@ -100,9 +102,9 @@ class FlowWatch {
         } else if (!ended && !seen.quiet && since_change >= kQuietSeconds) {
           seen.quiet = true;
           log::debug("{}: no data for {:.1f} s ({} chunks, {} so far{})", name(*stage), since_change, chunks,
-                        format_bytes(static_cast<double>(bytes)),
-                        stage->queue_capacity.load() == 0 ? "; a source: is the sender running, and sending here?"
-                                                          : "; upstream stages have not handed anything on");
+                     format_bytes(static_cast<double>(bytes)),
+                     stage->queue_capacity.load() == 0 ? "; a source: is the sender running, and sending here?"
+                                                       : "; upstream stages have not handed anything on");
         }
         const std::uint64_t drops = stage->total_drops();
         if (drops != seen.drops) {
@@ -182,8 +184,8 @@ void log_placement(const LaneDefinition& lane) {
     log::info("lane {}: no GPU ({}): host memory; cores: {}", lane.name, cuda_unavailable_reason(), cores);
     return;
   }
-  log::info("lane {}: GPU {}{}, {}; cores: {}", lane.name, gpu.gpu, gpu.pci_bus_id.empty() ? "" : " (" + gpu.pci_bus_id + ")",
-               gpu.reason, cores);
+  log::info("lane {}: GPU {}{}, {}; cores: {}", lane.name, gpu.gpu,
+            gpu.pci_bus_id.empty() ? "" : " (" + gpu.pci_bus_id + ")", gpu.reason, cores);
 }
 }  // namespace
 
@@ -199,12 +201,15 @@ void Pipeline::start() {
         if (upstream != nullptr) slot.context->stream = *upstream;
         definition.stage->start(*slot.context);
         const StreamInfo& stream = slot.context->stream;
-        log::debug("{}: started; stream: {}, {} {}; {}; when the next queue is full: {}; cpus {}",
-                      FlowWatch::name(*slot.metrics), stream.description.empty() ? "-" : stream.description,
-                      stream.sample_rate > 0 ? format_frequency(stream.sample_rate) : "rate unknown", to_string(stream.format),
-                      slot.input_queue ? fmt::format("input queue {} chunks", slot.input_queue->capacity()) : "no input queue",
-                      !slot.output ? "-" : definition.on_full == OverflowPolicy::block ? "block" : "drop",
-                      definition.cores.empty() ? "any" : format_core_list(definition.cores));
+        log::debug(
+            "{}: started; stream: {}, {} {}; {}; when the next queue is full: {}; cpus {}",
+            FlowWatch::name(*slot.metrics), stream.description.empty() ? "-" : stream.description,
+            stream.sample_rate > 0 ? format_frequency(stream.sample_rate) : "rate unknown", to_string(stream.format),
+            slot.input_queue ? fmt::format("input queue {} chunks", slot.input_queue->capacity()) : "no input queue",
+            !slot.output                                  ? "-"
+            : definition.on_full == OverflowPolicy::block ? "block"
+                                                          : "drop",
+            definition.cores.empty() ? "any" : format_core_list(definition.cores));
         slot.started = true;
         started.push_back(&slot);
         upstream = &slot.context->stream;
@@ -252,7 +257,8 @@ void Pipeline::run_stage(Lane& lane, std::size_t index) noexcept {
     const StageStatus status = stage.process();
     const std::uint64_t spent = monotonic_ns() - begin;
     const std::uint64_t waited = metrics.wait_ns.load(std::memory_order_relaxed) - waited_before;
-    if (status == StageStatus::ok) metrics.busy_ns.fetch_add(spent > waited ? spent - waited : 0, std::memory_order_relaxed);
+    if (status == StageStatus::ok)
+      metrics.busy_ns.fetch_add(spent > waited ? spent - waited : 0, std::memory_order_relaxed);
     if (status == StageStatus::end_of_stream) break;
     if (status == StageStatus::error) {
       const std::string& reason = slot.context->failure();
@@ -275,8 +281,10 @@ void Pipeline::run_stage(Lane& lane, std::size_t index) noexcept {
   metrics.stopped_ns = monotonic_ns();
   const FlowCounters& flow = slot.input ? metrics.in : metrics.out;
   log::debug("{}: {} after {} chunks, {}, {} drops", FlowWatch::name(metrics),
-                failed ? "failed" : stop_.load() ? "stopped" : "reached end of stream", flow.chunks.load(),
-                format_bytes(static_cast<double>(flow.bytes.load())), metrics.total_drops());
+             failed         ? "failed"
+             : stop_.load() ? "stopped"
+                            : "reached end of stream",
+             flow.chunks.load(), format_bytes(static_cast<double>(flow.bytes.load())), metrics.total_drops());
 }
 
 void Pipeline::run(const std::function<void()>& tick) {
@@ -300,7 +308,8 @@ void Pipeline::run(const std::function<void()>& tick) {
     sample_queues();
     sample_timeline();
     if (log::enabled(log::Level::debug)) watch.check(lanes, started_ns_);
-    if (duration.count() > 0 && monotonic_ns() - started_ns_ >= static_cast<std::uint64_t>(duration.count())) request_stop();
+    if (duration.count() > 0 && monotonic_ns() - started_ns_ >= static_cast<std::uint64_t>(duration.count()))
+      request_stop();
     if (tick) tick();
   }
   for (auto& lane : lanes_) {

@@ -1,12 +1,12 @@
 // SettingsReader: typed, validated, documented reads of YAML settings with collected errors.
 #include "pipeline/settings.hpp"
-#include "pipeline/gpu_placement.hpp"
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <sstream>
 
+#include "pipeline/gpu_placement.hpp"
 #include "pipeline/units.hpp"
 
 namespace sluice {
@@ -30,7 +30,8 @@ std::string location_of(const ConfigSource& source, const YAML::Node& node) { re
 
 void ConfigErrors::add(ConfigError error) {
   for (const auto& existing : errors_) {
-    if (existing.location == error.location && existing.key_path == error.key_path && existing.message == error.message) return;
+    if (existing.location == error.location && existing.key_path == error.key_path && existing.message == error.message)
+      return;
   }
   errors_.push_back(std::move(error));
 }
@@ -104,7 +105,8 @@ bool SettingsReader::has(std::string_view key) const {
 
 void SettingsReader::document(std::string_view key, std::string_view type, std::string default_value,
                               std::string_view doc) {
-  if (docs_ != nullptr) docs_->push_back(SettingDoc{std::string(key), std::string(type), std::move(default_value), std::string(doc)});
+  if (docs_ != nullptr)
+    docs_->push_back(SettingDoc{std::string(key), std::string(type), std::move(default_value), std::string(doc)});
 }
 
 void SettingsReader::error_at(const Found& found, const std::string& message, const std::string& hint) {
@@ -183,7 +185,8 @@ double SettingsReader::byte_rate(std::string_view key, double fallback, std::str
 
 double SettingsReader::frequency(std::string_view key, double fallback, std::string_view doc, double minimum,
                                  double maximum) {
-  return scalar<double>(key, fallback, doc, "frequency", format_frequency(fallback), "a frequency like 100MHz or 250Msps",
+  return scalar<double>(key, fallback, doc, "frequency", format_frequency(fallback),
+                        "a frequency like 100MHz or 250Msps",
                         [&](const std::string& text, std::string& problem) -> std::optional<double> {
                           auto value = parse_frequency(text);
                           if (!value) return std::nullopt;
@@ -229,7 +232,8 @@ double SettingsReader::number(std::string_view key, double fallback, std::string
                           auto [ptr, error] = std::from_chars(text.data(), end, value);
                           if (error != std::errc{} || ptr != end || !std::isfinite(value)) return std::nullopt;
                           if (value < minimum || value > maximum) {
-                            problem = text + " is out of range [" + number_text(minimum) + ", " + number_text(maximum) + "]";
+                            problem =
+                                text + " is out of range [" + number_text(minimum) + ", " + number_text(maximum) + "]";
                             return std::nullopt;
                           }
                           return value;
@@ -338,7 +342,8 @@ std::vector<int> SettingsReader::cores(std::string_view key, std::string_view do
   }
   const auto cores = parse_core_list(text);
   if (!cores || cores->empty()) {
-    error_at(*found, "expected cores like 3, 3-5, 3,7,9-10 or a list of them, got '" + text + "'", "-1 leaves the thread unpinned");
+    error_at(*found, "expected cores like 3, 3-5, 3,7,9-10 or a list of them, got '" + text + "'",
+             "-1 leaves the thread unpinned");
     return {};
   }
   if (cores->back() > maximum) {
@@ -357,7 +362,8 @@ void SettingsReader::finish() {
       if (std::find(known_.begin(), known_.end(), key) != known_.end()) continue;
       std::string hint;
       if (auto match = closest_match(key, known_)) hint = "did you mean '" + *match + "'?";
-      errors_->add(ConfigError{source_->locate(entry.first), layer.path + "." + key, "unknown setting '" + key + "'", hint});
+      errors_->add(
+          ConfigError{source_->locate(entry.first), layer.path + "." + key, "unknown setting '" + key + "'", hint});
     }
   }
 }

@@ -5,6 +5,8 @@
 // file:line:column and the key path.
 #pragma once
 
+#include <yaml-cpp/yaml.h>
+
 #include <chrono>
 #include <cstdint>
 #include <limits>
@@ -15,8 +17,6 @@
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <yaml-cpp/yaml.h>
 
 namespace sluice {
 
@@ -85,8 +85,8 @@ class SettingsReader {
   // A reader with no YAML that only collects documentation.
   static SettingsReader for_docs(std::vector<SettingDoc>& docs);
 
-  std::uint64_t bytes(std::string_view key, std::uint64_t fallback, std::string_view doc,
-                      std::uint64_t minimum = 0, std::uint64_t maximum = std::numeric_limits<std::uint64_t>::max());
+  std::uint64_t bytes(std::string_view key, std::uint64_t fallback, std::string_view doc, std::uint64_t minimum = 0,
+                      std::uint64_t maximum = std::numeric_limits<std::uint64_t>::max());
   double byte_rate(std::string_view key, double fallback, std::string_view doc);
   double frequency(std::string_view key, double fallback, std::string_view doc, double minimum = 0,
                    double maximum = std::numeric_limits<double>::max());
@@ -146,7 +146,8 @@ class SettingsReader {
   SettingsReader() = default;
   std::optional<Found> find(std::string_view key);
   void document(std::string_view key, std::string_view type, std::string default_value, std::string_view doc);
-  std::string string_impl(std::string_view key, const std::string& fallback, std::string_view doc, std::string_view type);
+  std::string string_impl(std::string_view key, const std::string& fallback, std::string_view doc,
+                          std::string_view type);
   template <typename T, typename Parse>
   T scalar(std::string_view key, T fallback, std::string_view doc, std::string_view type, std::string default_text,
            std::string_view expected, Parse parse);

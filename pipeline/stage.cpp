@@ -4,11 +4,10 @@
 #include <algorithm>
 #include <thread>
 
-
 #include "pipeline/clock.hpp"
+#include "pipeline/lane.hpp"
 #include "pipeline/log.hpp"
 #include "pipeline/pipeline_settings.hpp"
-#include "pipeline/lane.hpp"
 
 namespace sluice {
 namespace {
@@ -202,16 +201,18 @@ bool StageContext::emit(ChunkPtr chunk) noexcept {
 
 PoolSettings read_pool_settings(SettingsReader& reader, const PipelineSettings& pipeline, PoolWriter writer) {
   PoolSettings settings;
-  settings.chunk_bytes = reader.bytes("chunk", pipeline.chunk_bytes, "chunk size of this stage's pool", 4096, 1ULL << 30);
-  settings.chunk_count = static_cast<std::uint64_t>(
-      reader.integer("chunks", static_cast<std::int64_t>(pipeline.chunk_count), "chunks in this stage's pool", 2, 65536));
+  settings.chunk_bytes =
+      reader.bytes("chunk", pipeline.chunk_bytes, "chunk size of this stage's pool", 4096, 1ULL << 30);
+  settings.chunk_count = static_cast<std::uint64_t>(reader.integer(
+      "chunks", static_cast<std::int64_t>(pipeline.chunk_count), "chunks in this stage's pool", 2, 65536));
   const bool host_writes = writer == PoolWriter::host_writes;
-  settings.memory = reader.choice("memory", MemoryKind::host,
-                                  host_writes ? "where this stage's chunks live: host or host_pinned (pinned falls back to host "
-                                                "without a GPU)"
-                                              : "where this stage's chunks live: host, host_pinned or device (falls back to "
-                                                "host without a GPU)",
-                                  {{"host", MemoryKind::host}, {"host_pinned", MemoryKind::host_pinned}, {"device", MemoryKind::device}});
+  settings.memory = reader.choice(
+      "memory", MemoryKind::host,
+      host_writes ? "where this stage's chunks live: host or host_pinned (pinned falls back to host "
+                    "without a GPU)"
+                  : "where this stage's chunks live: host, host_pinned or device (falls back to "
+                    "host without a GPU)",
+      {{"host", MemoryKind::host}, {"host_pinned", MemoryKind::host_pinned}, {"device", MemoryKind::device}});
   if (host_writes && settings.memory == MemoryKind::device) {
     reader.error("memory", "this stage writes its chunks from the CPU or the kernel, which cannot write GPU memory",
                  "use host or host_pinned here and put a link with memory: device after it");
@@ -241,10 +242,14 @@ std::vector<std::string> StageRegistry::names() const {
 
 std::string_view to_string(StageRole role) {
   switch (role) {
-    case StageRole::source: return "source";
-    case StageRole::transform: return "transform";
-    case StageRole::sink: return "sink";
-    case StageRole::tap: return "tap";
+    case StageRole::source:
+      return "source";
+    case StageRole::transform:
+      return "transform";
+    case StageRole::sink:
+      return "sink";
+    case StageRole::tap:
+      return "tap";
   }
   return "?";
 }

@@ -40,18 +40,18 @@ enum class StageRole : std::uint8_t {
 // What the source says about the samples flowing in a lane; each stage may refine it for
 // the stages after it (an FFT turns samples into spectra). Read downstream at start().
 struct StreamInfo {
-  double sample_rate = 0;          // samples (or spectra rows × fft_size) per second; 0 = unknown
+  double sample_rate = 0;  // samples (or spectra rows × fft_size) per second; 0 = unknown
   SampleFormat format = SampleFormat::ci16;
-  double center_frequency = 0;     // Hz
+  double center_frequency = 0;  // Hz
   // From a VITA-49 IF Context packet, when the sender sent one before the first sample.
-  std::optional<double> bandwidth;           // Hz
+  std::optional<double> bandwidth;  // Hz
   std::optional<double> reference_level_dbm;
-  std::optional<double> gain_db;             // stage 1 + stage 2
-  std::string description;         // "generator tone", "VITA-49 stream 0x1 on 127.0.0.1:50000"
-  std::size_t fft_size = 0;        // non-zero for spectra
-  std::string window;              // FFT window name
-  std::size_t averaging = 0;       // spectra averaged per output row
-  Timestamp start_time;            // of the first sample, when the source knows it at start
+  std::optional<double> gain_db;  // stage 1 + stage 2
+  std::string description;        // "generator tone", "VITA-49 stream 0x1 on 127.0.0.1:50000"
+  std::size_t fft_size = 0;       // non-zero for spectra
+  std::string window;             // FFT window name
+  std::size_t averaging = 0;      // spectra averaged per output row
+  Timestamp start_time;           // of the first sample, when the source knows it at start
 };
 
 struct PipelineSettings;

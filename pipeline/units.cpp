@@ -1,13 +1,13 @@
 // Unit parsing: a number followed by an optional unit, case-sensitive where SI needs it (Mb vs MB).
 #include "pipeline/units.hpp"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <cctype>
 #include <charconv>
 #include <cmath>
 #include <utility>
-
-#include <fmt/format.h>
 
 namespace sluice {
 namespace {
@@ -46,24 +46,67 @@ std::optional<double> lookup(std::string_view unit, const std::array<std::pair<s
 
 constexpr double kKi = 1024.0;
 constexpr std::array<std::pair<std::string_view, double>, 17> kByteUnits{{
-    {"", 1.0}, {"B", 1.0}, {"k", 1e3}, {"kB", 1e3}, {"KB", 1e3}, {"KiB", kKi}, {"M", 1e6}, {"MB", 1e6},
-    {"MiB", kKi * kKi}, {"G", 1e9}, {"GB", 1e9}, {"GiB", kKi * kKi * kKi}, {"T", 1e12}, {"TB", 1e12},
-    {"TiB", kKi * kKi * kKi * kKi}, {"Ki", kKi}, {"Mi", kKi * kKi},
+    {"", 1.0},
+    {"B", 1.0},
+    {"k", 1e3},
+    {"kB", 1e3},
+    {"KB", 1e3},
+    {"KiB", kKi},
+    {"M", 1e6},
+    {"MB", 1e6},
+    {"MiB", kKi* kKi},
+    {"G", 1e9},
+    {"GB", 1e9},
+    {"GiB", kKi* kKi* kKi},
+    {"T", 1e12},
+    {"TB", 1e12},
+    {"TiB", kKi* kKi* kKi* kKi},
+    {"Ki", kKi},
+    {"Mi", kKi* kKi},
 }};
 
 constexpr std::array<std::pair<std::string_view, double>, 10> kBitUnits{{
-    {"b", 1.0}, {"bit", 1.0}, {"kb", 1e3}, {"Kb", 1e3}, {"kbit", 1e3}, {"Mb", 1e6}, {"Mbit", 1e6},
-    {"Gb", 1e9}, {"Gbit", 1e9}, {"Tb", 1e12},
+    {"b", 1.0},
+    {"bit", 1.0},
+    {"kb", 1e3},
+    {"Kb", 1e3},
+    {"kbit", 1e3},
+    {"Mb", 1e6},
+    {"Mbit", 1e6},
+    {"Gb", 1e9},
+    {"Gbit", 1e9},
+    {"Tb", 1e12},
 }};
 
 constexpr std::array<std::pair<std::string_view, double>, 16> kFrequencyUnits{{
-    {"", 1.0}, {"Hz", 1.0}, {"kHz", 1e3}, {"MHz", 1e6}, {"GHz", 1e9}, {"sps", 1.0}, {"ksps", 1e3},
-    {"Msps", 1e6}, {"Gsps", 1e9}, {"S/s", 1.0}, {"kS/s", 1e3}, {"MS/s", 1e6}, {"GS/s", 1e9},
-    {"k", 1e3}, {"M", 1e6}, {"G", 1e9},
+    {"", 1.0},
+    {"Hz", 1.0},
+    {"kHz", 1e3},
+    {"MHz", 1e6},
+    {"GHz", 1e9},
+    {"sps", 1.0},
+    {"ksps", 1e3},
+    {"Msps", 1e6},
+    {"Gsps", 1e9},
+    {"S/s", 1.0},
+    {"kS/s", 1e3},
+    {"MS/s", 1e6},
+    {"GS/s", 1e9},
+    {"k", 1e3},
+    {"M", 1e6},
+    {"G", 1e9},
 }};
 
 constexpr std::array<std::pair<std::string_view, double>, 9> kDurationUnits{{
-    {"ns", 1.0}, {"us", 1e3}, {"µs", 1e3}, {"ms", 1e6}, {"s", 1e9}, {"", 1e9}, {"m", 60e9}, {"min", 60e9}, {"h", 3600e9},
+    {"ns", 1.0},
+    {"us", 1e3},
+    {"µs", 1e3},
+    {"ms", 1e6},
+    {"s", 1e9},
+    {"", 1e9},
+    {"m", 60e9},
+    {"min", 60e9},
+    {"h", 3600e9},
 }};
 
 }  // namespace

@@ -5,9 +5,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <stdexcept>
-
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "recorder/capture_tools.hpp"
 #include "recorder/sigmf.hpp"
@@ -26,7 +25,8 @@ struct Piece {
 nlohmann::json read_global(const std::string& base) {
   std::ifstream in(base + std::string(kMetaSuffix));
   nlohmann::json meta = nlohmann::json::parse(in, nullptr, false);
-  if (meta.is_discarded() || !meta.contains("global")) throw std::runtime_error(base + std::string(kMetaSuffix) + " is not SigMF metadata");
+  if (meta.is_discarded() || !meta.contains("global"))
+    throw std::runtime_error(base + std::string(kMetaSuffix) + " is not SigMF metadata");
   return meta["global"];
 }
 
@@ -124,7 +124,8 @@ nlohmann::json gap_annotations(const CaptureLane& lane, const std::vector<Piece>
 }
 
 // The source's global object, less what describes the source alone; its totals are the slice's.
-nlohmann::json export_global(const CaptureLane& lane, double from_seconds, double to_seconds, const ExportReport& report) {
+nlohmann::json export_global(const CaptureLane& lane, double from_seconds, double to_seconds,
+                             const ExportReport& report) {
   nlohmann::json global = read_global(lane.recordings.front());
   for (const char* key : {"core:sha512", "sluice:stripe", "sluice:stripes", "sluice:segment", "sluice:start_time",
                           "sluice:marked_values"}) {
@@ -134,8 +135,9 @@ nlohmann::json export_global(const CaptureLane& lane, double from_seconds, doubl
   global["sluice:first_sample"] = report.first_index;
   global["sluice:lost_samples"] = report.lost_samples;
   if (report.marked_values > 0) global["sluice:marked_values"] = report.marked_values;
-  global["core:description"] = global.value("core:description", std::string()) + "; exported from " + lane.recordings.front() +
-                               ", seconds " + std::to_string(from_seconds) + " to " + std::to_string(to_seconds);
+  global["core:description"] = global.value("core:description", std::string()) + "; exported from " +
+                               lane.recordings.front() + ", seconds " + std::to_string(from_seconds) + " to " +
+                               std::to_string(to_seconds);
   return global;
 }
 
@@ -154,9 +156,11 @@ nlohmann::json export_captures(const CaptureLane& lane, const std::vector<Piece>
 
 }  // namespace
 
-ExportReport export_capture(const CaptureLane& lane, double from_seconds, double to_seconds, const std::string& output_base) {
+ExportReport export_capture(const CaptureLane& lane, double from_seconds, double to_seconds,
+                            const std::string& output_base) {
   if (lane.segments.empty()) throw std::runtime_error("lane " + lane.name + " holds no samples");
-  if (lane.sample_rate <= 0) throw std::runtime_error("lane " + lane.name + " has no sample rate: times cannot be placed");
+  if (lane.sample_rate <= 0)
+    throw std::runtime_error("lane " + lane.name + " has no sample rate: times cannot be placed");
   if (!(from_seconds >= 0) || !(to_seconds > from_seconds)) {
     throw std::runtime_error("the range must satisfy 0 <= --from < --to (got " + std::to_string(from_seconds) + " to " +
                              std::to_string(to_seconds) + " s)");
@@ -176,24 +180,29 @@ ExportReport export_capture(const CaptureLane& lane, double from_seconds, double
   report.data_path = data_path;
   report.meta_path = meta_path;
   report.first_index = origin + static_cast<std::uint64_t>(std::ceil(from_seconds * units_per_second - 1e-9)) * unit;
-  report.end_index = std::min(lane_end(lane), origin + static_cast<std::uint64_t>(std::ceil(to_seconds * units_per_second - 1e-9)) * unit);
+  report.end_index = std::min(
+      lane_end(lane), origin + static_cast<std::uint64_t>(std::ceil(to_seconds * units_per_second - 1e-9)) * unit);
   if (report.first_index >= report.end_index) {
-    throw std::runtime_error("the range starts at stream sample " + std::to_string(report.first_index) + ", after the end of lane " +
-                             lane.name + " (stream sample " + std::to_string(lane_end(lane) - 1) + ")");
+    throw std::runtime_error("the range starts at stream sample " + std::to_string(report.first_index) +
+                             ", after the end of lane " + lane.name + " (stream sample " +
+                             std::to_string(lane_end(lane) - 1) + ")");
   }
 
   const std::vector<Piece> pieces = copy_samples(lane, data_path, values_per_second, report);
   if (pieces.empty()) {
     std::filesystem::remove(data_path);
     throw std::runtime_error("nothing was recorded in stream samples " + std::to_string(report.first_index) + " to " +
-                             std::to_string(report.end_index - 1) + " of lane " + lane.name + " (the range lies in a hole)");
+                             std::to_string(report.end_index - 1) + " of lane " + lane.name +
+                             " (the range lies in a hole)");
   }
   const nlohmann::json annotations = gap_annotations(lane, pieces, report);
 
   const nlohmann::json global = export_global(lane, from_seconds, to_seconds, report);
   const nlohmann::json captures = export_captures(lane, pieces);
   report.segments = pieces.size();
-  write_file_durably(meta_path, nlohmann::json{{"global", global}, {"captures", captures}, {"annotations", annotations}}.dump(2) + "\n");
+  write_file_durably(
+      meta_path,
+      nlohmann::json{{"global", global}, {"captures", captures}, {"annotations", annotations}}.dump(2) + "\n");
   return report;
 }
 

@@ -1,6 +1,10 @@
 // `sluice capture plot`: the averaged spectrum and spectrogram of a capture, computed with
 // FFTW from raw samples (or taken from recorded fft rows) and drawn as one SVG with the
 // spectrogram embedded as a PNG (libpng) so the file stays small for any capture length.
+#include <fftw3.h>
+#include <openssl/evp.h>
+#include <png.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -10,10 +14,6 @@
 #include <numbers>
 #include <sstream>
 #include <stdexcept>
-
-#include <fftw3.h>
-#include <openssl/evp.h>
-#include <png.h>
 
 #include "pipeline/units.hpp"
 #include "recorder/capture_tools.hpp"
@@ -72,7 +72,9 @@ void to_complex(const std::byte* input, SampleFormat format, std::size_t count, 
         out[i] = {static_cast<float>(pair[0]) / 32768.0F, static_cast<float>(pair[1]) / 32768.0F};
         break;
       }
-      case SampleFormat::cf32: std::memcpy(&out[i], input + i * 8, 8); break;
+      case SampleFormat::cf32:
+        std::memcpy(&out[i], input + i * 8, 8);
+        break;
       case SampleFormat::rf32: {
         float value = 0;
         std::memcpy(&value, input + i * 4, 4);
@@ -132,12 +134,14 @@ void build_spectrogram(const CaptureLane& lane, std::size_t size, std::size_t ma
     result.frames += end - begin;
   }
   result.average_db.resize(size);
-  for (std::size_t bin = 0; bin < size; ++bin) result.average_db[bin] = to_db(total[bin] / static_cast<double>(result.frames));
+  for (std::size_t bin = 0; bin < size; ++bin)
+    result.average_db[bin] = to_db(total[bin] / static_cast<double>(result.frames));
   result.bins = size;
   // A spectra capture's core:sample_rate counts values (input rate / averaging): bins are
   // spaced by the rate of the input the FFT saw.
-  const double input_rate = lane.fft_size > 0 ? lane.sample_rate * static_cast<double>(std::max<std::size_t>(lane.averaging, 1))
-                                              : lane.sample_rate;
+  const double input_rate = lane.fft_size > 0
+                                ? lane.sample_rate * static_cast<double>(std::max<std::size_t>(lane.averaging, 1))
+                                : lane.sample_rate;
   result.bin_hz = input_rate > 0 ? input_rate / static_cast<double>(size) : 0;
 }
 
@@ -151,18 +155,21 @@ void spectrum_of_samples(const CaptureLane& lane, std::size_t size, std::size_t 
   std::vector<float> window(size);
   double gain = 0;
   for (std::size_t i = 0; i < size; ++i) {
-    window[i] = static_cast<float>(0.5 - 0.5 * std::cos(2 * std::numbers::pi * static_cast<double>(i) / static_cast<double>(size)));
+    window[i] = static_cast<float>(
+        0.5 - 0.5 * std::cos(2 * std::numbers::pi * static_cast<double>(i) / static_cast<double>(size)));
     gain += static_cast<double>(window[i]);
   }
   // |X|² / (N · coherent gain)²: a full-scale complex tone on a bin centre reads 0 dB, as in the fft stage.
   const double scale = 1.0 / (gain * gain);
   const double frames_per_second = lane.sample_rate / static_cast<double>(size);
-  build_spectrogram(lane, size, max_rows, frames_per_second, result, [&](const std::byte* raw, std::vector<double>& row) {
-    to_complex(raw, *lane.format, size, data);
-    for (std::size_t i = 0; i < size; ++i) data[i] *= window[i];
-    fftwf_execute(plan.get());
-    for (std::size_t bin = 0; bin < size; ++bin) row[(bin + size / 2) % size] += static_cast<double>(std::norm(data[bin])) * scale;  // fftshift
-  });
+  build_spectrogram(lane, size, max_rows, frames_per_second, result,
+                    [&](const std::byte* raw, std::vector<double>& row) {
+                      to_complex(raw, *lane.format, size, data);
+                      for (std::size_t i = 0; i < size; ++i) data[i] *= window[i];
+                      fftwf_execute(plan.get());
+                      for (std::size_t bin = 0; bin < size; ++bin)
+                        row[(bin + size / 2) % size] += static_cast<double>(std::norm(data[bin])) * scale;  // fftshift
+                    });
 }
 
 // Recorded fft rows: power_db rows as they are, linear power and complex bins converted to dB.
@@ -171,21 +178,22 @@ void spectrum_of_rows(const CaptureLane& lane, std::size_t max_rows, CaptureSpec
   const bool linear = !complex && lane.description.find("spectra (power,") != std::string::npos;
   // core:sample_rate counts values (fft_size per row, input rate / averaging): rows per second.
   const double rows_per_second = lane.sample_rate / static_cast<double>(lane.fft_size);
-  build_spectrogram(lane, lane.fft_size, max_rows, rows_per_second, result, [&](const std::byte* raw, std::vector<double>& row) {
-    for (std::size_t bin = 0; bin < row.size(); ++bin) {
-      std::array<float, 2> value{};
-      std::memcpy(value.data(), raw + bin * lane.sample_bytes, lane.sample_bytes);
-      const auto real = static_cast<double>(value[0]);
-      const auto imaginary = static_cast<double>(value[1]);
-      row[bin] += complex ? real * real + imaginary * imaginary : linear ? real : std::pow(10.0, real / 10.0);
-    }
-  });
+  build_spectrogram(
+      lane, lane.fft_size, max_rows, rows_per_second, result, [&](const std::byte* raw, std::vector<double>& row) {
+        for (std::size_t bin = 0; bin < row.size(); ++bin) {
+          std::array<float, 2> value{};
+          std::memcpy(value.data(), raw + bin * lane.sample_bytes, lane.sample_bytes);
+          const auto real = static_cast<double>(value[0]);
+          const auto imaginary = static_cast<double>(value[1]);
+          row[bin] += complex ? real * real + imaginary * imaginary : linear ? real : std::pow(10.0, real / 10.0);
+        }
+      });
 }
 
 // A perceptually even dark-blue → teal → yellow map (viridis' anchor colours).
 std::array<std::uint8_t, 3> colour_of(double fraction) {
-  static constexpr std::array<std::array<double, 3>, 6> kAnchors{{
-      {68, 1, 84}, {65, 68, 135}, {42, 120, 142}, {34, 168, 132}, {122, 209, 81}, {253, 231, 37}}};
+  static constexpr std::array<std::array<double, 3>, 6> kAnchors{
+      {{68, 1, 84}, {65, 68, 135}, {42, 120, 142}, {34, 168, 132}, {122, 209, 81}, {253, 231, 37}}};
   fraction = std::clamp(fraction, 0.0, 1.0) * (kAnchors.size() - 1);
   const auto low = std::min(static_cast<std::size_t>(fraction), kAnchors.size() - 2);
   const double mix = fraction - static_cast<double>(low);
@@ -210,8 +218,9 @@ std::pair<double, double> db_range(const CaptureSpectrum& lane) {
 
 std::string base64(const std::string& bytes) {
   std::string text(4 * ((bytes.size() + 2) / 3) + 1, '\0');
-  const int length = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(text.data()),
-                                     reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
+  const int length =
+      EVP_EncodeBlock(reinterpret_cast<unsigned char*>(text.data()),
+                      reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
   text.resize(static_cast<std::size_t>(length));
   return text;
 }
@@ -219,11 +228,16 @@ std::string base64(const std::string& bytes) {
 std::string xml_escape(const std::string& text) {
   std::string out;
   for (const char c : text) {
-    if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else if (c == '&') out += "&amp;";
-    else if (c == '"') out += "&quot;";
-    else out += c;
+    if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else if (c == '&')
+      out += "&amp;";
+    else if (c == '"')
+      out += "&quot;";
+    else
+      out += c;
   }
   return out;
 }
@@ -277,7 +291,8 @@ CaptureSpectrum capture_spectrum(const CaptureLane& lane, std::size_t fft_size, 
   const auto& last = lane.segments.back();
   const double rate = lane.sample_rate;  // samples, or spectrum values, per second: index span / rate is the duration
   if (rate > 0) {
-    result.duration_seconds = static_cast<double>(last.global_index + last.sample_count - lane.segments.front().global_index) / rate;
+    result.duration_seconds =
+        static_cast<double>(last.global_index + last.sample_count - lane.segments.front().global_index) / rate;
   }
   return result;
 }
@@ -315,7 +330,8 @@ namespace {
 // The plot's geometry: each lane a title, its averaged spectrum, then its spectrogram, one
 // frequency axis under each.
 struct PlotLayout {
-  static constexpr double kWidth = 1000, kLeft = 80, kRight = 110, kSpectrumHeight = 220, kSpectrogramHeight = 300, kGap = 70;
+  static constexpr double kWidth = 1000, kLeft = 80, kRight = 110, kSpectrumHeight = 220, kSpectrogramHeight = 300,
+                          kGap = 70;
   static constexpr double kLaneHeight = 40 + kSpectrumHeight + kGap + kSpectrogramHeight + 50;
   static constexpr double kPlotWidth = kWidth - kLeft - kRight;
 
@@ -331,11 +347,13 @@ void plot_lane_title(std::ostringstream& svg, const CaptureSpectrum& lane, doubl
   svg << printf_string(R"(<g class="lane" data-lane="%s" data-peak-hz="%.3f" data-peak-db="%.2f" data-bin-hz="%.6f">)",
                        xml_escape(lane.lane).c_str(), peak_hz, lane.average_db[peak], lane.bin_hz)
       << "\n";
-  svg << printf_string(R"(<text x="%.0f" y="%.0f" font-size="14">lane %s: %s, %s, %llu %s, %llu averaged; peak %s at %.1f dB</text>)",
-                       PlotLayout::kLeft, top + 18, xml_escape(lane.lane).c_str(), lane.from_spectra ? "recorded spectra" : "averaged spectrum",
-                       format_duration(std::chrono::nanoseconds(static_cast<std::int64_t>(lane.duration_seconds * 1e9))).c_str(),
-                       static_cast<unsigned long long>(lane.available), lane.from_spectra ? "rows" : "frames",
-                       static_cast<unsigned long long>(lane.frames), hz_text(peak_hz).c_str(), lane.average_db[peak])
+  svg << printf_string(
+             R"(<text x="%.0f" y="%.0f" font-size="14">lane %s: %s, %s, %llu %s, %llu averaged; peak %s at %.1f dB</text>)",
+             PlotLayout::kLeft, top + 18, xml_escape(lane.lane).c_str(),
+             lane.from_spectra ? "recorded spectra" : "averaged spectrum",
+             format_duration(std::chrono::nanoseconds(static_cast<std::int64_t>(lane.duration_seconds * 1e9))).c_str(),
+             static_cast<unsigned long long>(lane.available), lane.from_spectra ? "rows" : "frames",
+             static_cast<unsigned long long>(lane.frames), hz_text(peak_hz).c_str(), lane.average_db[peak])
       << "\n";
 }
 
@@ -344,31 +362,39 @@ void plot_average_spectrum(std::ostringstream& svg, const CaptureSpectrum& lane,
   constexpr double kLeft = PlotLayout::kLeft, kSpectrumHeight = PlotLayout::kSpectrumHeight;
   const std::size_t peak = lane.peak_bin();
   const double max_db = std::ceil(lane.average_db[peak] / 10) * 10 + 5;
-  const double min_db = std::max(std::floor(*std::min_element(lane.average_db.begin(), lane.average_db.end()) / 10) * 10, max_db - 150);
+  const double min_db =
+      std::max(std::floor(*std::min_element(lane.average_db.begin(), lane.average_db.end()) / 10) * 10, max_db - 150);
   auto x_of = [&](double bin) { return PlotLayout::x_of(lane, bin); };
-  auto y_of = [&](double db) { return spectrum_top + kSpectrumHeight * (max_db - std::max(db, min_db)) / (max_db - min_db); };
+  auto y_of = [&](double db) {
+    return spectrum_top + kSpectrumHeight * (max_db - std::max(db, min_db)) / (max_db - min_db);
+  };
   const double db_step = (max_db - min_db) > 80 ? 20 : 10;
   for (double level = std::ceil(min_db / db_step) * db_step; level <= max_db; level += db_step) {
-    svg << printf_string(R"(<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#e4e4e4"/><text x="%.1f" y="%.1f" text-anchor="end">%.0f dB</text>)",
-                         kLeft, kLeft + PlotLayout::kPlotWidth, y_of(level), y_of(level), kLeft - 6, y_of(level) + 4, level)
+    svg << printf_string(
+               R"(<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#e4e4e4"/><text x="%.1f" y="%.1f" text-anchor="end">%.0f dB</text>)",
+               kLeft, kLeft + PlotLayout::kPlotWidth, y_of(level), y_of(level), kLeft - 6, y_of(level) + 4, level)
         << "\n";
   }
   svg << "<polyline class=\"average\" fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.2\" points=\"";
-  for (std::size_t bin = 0; bin < lane.bins; ++bin) svg << printf_string("%.1f,%.1f ", x_of(static_cast<double>(bin)), y_of(lane.average_db[bin]));
+  for (std::size_t bin = 0; bin < lane.bins; ++bin)
+    svg << printf_string("%.1f,%.1f ", x_of(static_cast<double>(bin)), y_of(lane.average_db[bin]));
   svg << "\"/>\n";
-  svg << printf_string(R"(<circle cx="%.1f" cy="%.1f" r="3.5" fill="#d62728"/>)", x_of(static_cast<double>(peak)), y_of(lane.average_db[peak]))
-      << printf_string(R"(<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#444"/>)", kLeft, spectrum_top,
-                       PlotLayout::kPlotWidth, kSpectrumHeight)
+  svg << printf_string(R"(<circle cx="%.1f" cy="%.1f" r="3.5" fill="#d62728"/>)", x_of(static_cast<double>(peak)),
+                       y_of(lane.average_db[peak]))
+      << printf_string(R"(<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#444"/>)", kLeft,
+                       spectrum_top, PlotLayout::kPlotWidth, kSpectrumHeight)
       << "\n";
 }
 
 // Ticks at round frequencies (or bins, without a sample rate), about ten across, under each
 // of the two plots (whose bottom edges are `axes`).
 void plot_frequency_axis(std::ostringstream& svg, const CaptureSpectrum& lane, std::array<double, 2> axes) {
-  const double span = lane.bin_hz > 0 ? lane.bin_hz * static_cast<double>(lane.bins - 1) : static_cast<double>(lane.bins - 1);
+  const double span =
+      lane.bin_hz > 0 ? lane.bin_hz * static_cast<double>(lane.bins - 1) : static_cast<double>(lane.bins - 1);
   const double origin = lane.bin_hz > 0 ? lane.first_hz : 0;
   const double tick_step = nice_step(span / 10);
-  for (double value = std::ceil(origin / tick_step) * tick_step; value <= origin + span + tick_step * 1e-9; value += tick_step) {
+  for (double value = std::ceil(origin / tick_step) * tick_step; value <= origin + span + tick_step * 1e-9;
+       value += tick_step) {
     const double bin = lane.bin_hz > 0 ? (value - origin) / lane.bin_hz : value;
     const double x = PlotLayout::x_of(lane, bin);
     const std::string label = lane.bin_hz > 0 ? tick_text(value, tick_step) : printf_string("bin %.0f", value);
@@ -381,18 +407,23 @@ void plot_frequency_axis(std::ostringstream& svg, const CaptureSpectrum& lane, s
 
 // The spectrogram (time downwards) with its time axis, colour bar and caption; closes the lane's group.
 void plot_spectrogram(std::ostringstream& svg, const CaptureSpectrum& lane, double spectrogram_top) {
-  constexpr double kLeft = PlotLayout::kLeft, kPlotWidth = PlotLayout::kPlotWidth, kSpectrogramHeight = PlotLayout::kSpectrogramHeight;
+  constexpr double kLeft = PlotLayout::kLeft, kPlotWidth = PlotLayout::kPlotWidth,
+                   kSpectrogramHeight = PlotLayout::kSpectrogramHeight;
   svg << "<image x=\"" << kLeft << "\" y=\"" << spectrogram_top << "\" width=\"" << kPlotWidth << "\" height=\""
-      << kSpectrogramHeight << "\" preserveAspectRatio=\"none\" style=\"image-rendering:pixelated\" href=\"data:image/png;base64,"
+      << kSpectrogramHeight
+      << "\" preserveAspectRatio=\"none\" style=\"image-rendering:pixelated\" href=\"data:image/png;base64,"
       << base64(spectrogram_png(lane)) << "\"/>\n";
   svg << printf_string(R"(<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#444"/>)", kLeft,
                        spectrogram_top, kPlotWidth, kSpectrogramHeight)
       << "\n";
   // Rows are spread evenly over the recorded frames, so each tick shows its own row's time.
   for (int tick = 0; tick <= 5 && !lane.row_seconds.empty(); ++tick) {
-    const std::size_t row = std::min(lane.row_seconds.size() - 1, lane.row_seconds.size() * static_cast<std::size_t>(tick) / 5);
-    const double y = spectrogram_top + kSpectrogramHeight * static_cast<double>(row) / static_cast<double>(lane.row_seconds.size());
-    svg << printf_string(R"(<text x="%.1f" y="%.1f" text-anchor="end">%.3g s</text>)", kLeft - 6, y + 4, lane.row_seconds[row])
+    const std::size_t row =
+        std::min(lane.row_seconds.size() - 1, lane.row_seconds.size() * static_cast<std::size_t>(tick) / 5);
+    const double y =
+        spectrogram_top + kSpectrogramHeight * static_cast<double>(row) / static_cast<double>(lane.row_seconds.size());
+    svg << printf_string(R"(<text x="%.1f" y="%.1f" text-anchor="end">%.3g s</text>)", kLeft - 6, y + 4,
+                         lane.row_seconds[row])
         << "\n";
   }
   const auto [floor, ceiling] = db_range(lane);
@@ -406,7 +437,8 @@ void plot_spectrogram(std::ostringstream& svg, const CaptureSpectrum& lane, doub
   svg << "\n"
       << printf_string(R"(<text x="%.1f" y="%.1f">%.0f dB</text><text x="%.1f" y="%.1f">%.0f dB</text>)", bar_x + 20,
                        spectrogram_top + 10, ceiling, bar_x + 20, spectrogram_top + kSpectrogramHeight, floor)
-      << printf_string(R"(<text x="%.1f" y="%.1f" fill="#666">spectrogram: time runs down%s</text>)", kLeft, spectrogram_top - 8,
+      << printf_string(R"(<text x="%.1f" y="%.1f" fill="#666">spectrogram: time runs down%s</text>)", kLeft,
+                       spectrogram_top - 8,
                        lane.gaps > 0 ? printf_string(" (%zu gap(s) closed up)", lane.gaps).c_str() : "")
       << "\n</g>\n";
 }
@@ -415,17 +447,21 @@ void plot_spectrogram(std::ostringstream& svg, const CaptureSpectrum& lane, doub
 
 std::string capture_plot_svg(const std::string& title, const std::vector<CaptureSpectrum>& lanes) {
   std::ostringstream svg;
-  svg << printf_string(R"(<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">)",
-                       PlotLayout::kWidth, 40 + PlotLayout::kLaneHeight * static_cast<double>(lanes.size()))
+  svg << printf_string(
+             R"(<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">)",
+             PlotLayout::kWidth, 40 + PlotLayout::kLaneHeight * static_cast<double>(lanes.size()))
       << "\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-      << printf_string(R"(<text x="%.0f" y="24" font-size="16">%s</text>)", PlotLayout::kLeft, xml_escape(title).c_str()) << "\n";
+      << printf_string(R"(<text x="%.0f" y="24" font-size="16">%s</text>)", PlotLayout::kLeft,
+                       xml_escape(title).c_str())
+      << "\n";
   double top = 40;
   for (const auto& lane : lanes) {
     plot_lane_title(svg, lane, top);
     const double spectrum_top = top + 36;
     plot_average_spectrum(svg, lane, spectrum_top);
     const double spectrogram_top = spectrum_top + PlotLayout::kSpectrumHeight + PlotLayout::kGap;
-    plot_frequency_axis(svg, lane, {spectrum_top + PlotLayout::kSpectrumHeight, spectrogram_top + PlotLayout::kSpectrogramHeight});
+    plot_frequency_axis(svg, lane,
+                        {spectrum_top + PlotLayout::kSpectrumHeight, spectrogram_top + PlotLayout::kSpectrogramHeight});
     plot_spectrogram(svg, lane, spectrogram_top);
     top += PlotLayout::kLaneHeight;
   }

@@ -12,9 +12,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <stdexcept>
-
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "pipeline/errno_message.hpp"
 #include "recorder/journal.hpp"
@@ -55,8 +54,9 @@ void add_annotations(CaptureLane& lane, const nlohmann::json& meta) {
         if (it->global_index != at) continue;
         it->context_change = true;
         const auto value = [&](const char* key) { return annotation.value(key, StreamContext::kAbsent); };
-        it->context = StreamContext{value("sluice:rf_frequency"), value("sluice:sample_rate"), value("sluice:bandwidth"),
-                                    value("sluice:reference_level_dbm"), value("sluice:gain_db")};
+        it->context =
+            StreamContext{value("sluice:rf_frequency"), value("sluice:sample_rate"), value("sluice:bandwidth"),
+                          value("sluice:reference_level_dbm"), value("sluice:gain_db")};
         break;
       }
       continue;
@@ -102,7 +102,8 @@ void add_recording(CaptureLane& lane, const std::string& base) {
   const std::string meta_path = base + std::string(kMetaSuffix);
   const std::string data_path = base + std::string(kDataSuffix);
   const nlohmann::json meta = read_json(meta_path);
-  if (!meta.contains("global") || !meta["global"].is_object()) throw std::runtime_error(meta_path + ": no global object");
+  if (!meta.contains("global") || !meta["global"].is_object())
+    throw std::runtime_error(meta_path + ": no global object");
   const auto& global = meta["global"];
   read_lane_format(lane, meta_path, global);
   lane.recordings.push_back(base);
@@ -128,9 +129,8 @@ void add_recording(CaptureLane& lane, const std::string& base) {
   });
   for (std::size_t i = 0; i < sorted.size(); ++i) {
     const std::uint64_t start = sorted[i].value("core:sample_start", std::uint64_t{0});
-    const std::uint64_t end = i + 1 < sorted.size()
-                                  ? sorted[i + 1].value("core:sample_start", std::uint64_t{0})
-                                  : file_samples;
+    const std::uint64_t end =
+        i + 1 < sorted.size() ? sorted[i + 1].value("core:sample_start", std::uint64_t{0}) : file_samples;
     if (start >= end || start >= file_samples) continue;  // an empty capture (a provisional meta)
     CaptureSegment segment;
     segment.data_path = data_path;
@@ -169,10 +169,11 @@ Capture open_capture(const std::string& path) {
   capture.path = path;
   std::string base = strip_capture_suffix(path);
   const std::string collection_file =
-      path.ends_with(kCollectionSuffix) ? path : (fs::exists(base + std::string(kCollectionSuffix)) &&
-                                                          !fs::exists(base + std::string(kMetaSuffix))
-                                                      ? base + std::string(kCollectionSuffix)
-                                                      : std::string());
+      path.ends_with(kCollectionSuffix)
+          ? path
+          : (fs::exists(base + std::string(kCollectionSuffix)) && !fs::exists(base + std::string(kMetaSuffix))
+                 ? base + std::string(kCollectionSuffix)
+                 : std::string());
   if (!collection_file.empty()) {
     capture.collection = true;
     const nlohmann::json document = read_json(collection_file);
@@ -190,11 +191,13 @@ Capture open_capture(const std::string& path) {
     std::map<std::string, CaptureLane> lanes;
     for (const auto& stream : collection.value("core:streams", nlohmann::json::array())) {
       // Recording Objects per the spec text; tolerate the schema's [name, hash] tuples too.
-      const std::string name = stream.is_object() ? stream.value("name", std::string()) : stream.at(0).get<std::string>();
+      const std::string name =
+          stream.is_object() ? stream.value("name", std::string()) : stream.at(0).get<std::string>();
       const std::string lane_name = lane_of.count(name) != 0 ? lane_of[name] : "0";
       if (lanes.count(lane_name) == 0) {
         lanes[lane_name].name = lane_name;
-        if (std::find(lane_order.begin(), lane_order.end(), lane_name) == lane_order.end()) lane_order.push_back(lane_name);
+        if (std::find(lane_order.begin(), lane_order.end(), lane_name) == lane_order.end())
+          lane_order.push_back(lane_name);
       }
       add_recording(lanes[lane_name], (home / name).lexically_normal().string());
     }

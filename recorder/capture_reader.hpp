@@ -16,7 +16,7 @@ namespace sluice::recorder {
 // A run of samples that are contiguous both in one data file and in the stream.
 struct CaptureSegment {
   std::string data_path;
-  std::uint64_t file_offset = 0;   // bytes
+  std::uint64_t file_offset = 0;  // bytes
   std::uint64_t sample_count = 0;
   std::uint64_t global_index = 0;  // stream index of its first sample
   Timestamp time;                  // of its first sample (invalid when the capture has none)
@@ -29,8 +29,8 @@ struct CaptureSegment {
 struct CaptureGap {
   std::uint64_t global_index = 0;  // first lost stream sample
   std::uint64_t length = 0;
-  bool in_data = false;            // values for these indices are in the file, computed from input
-                                   // with lost samples (spectra rows over a hole); else absent
+  bool in_data = false;  // values for these indices are in the file, computed from input
+                         // with lost samples (spectra rows over a hole); else absent
 };
 
 struct CaptureLane {
@@ -45,14 +45,14 @@ struct CaptureLane {
   std::size_t fft_size = 0;
   std::string window;
   std::size_t averaging = 0;
-  bool complete = true;                 // every recording finished (not provisional)
-  std::vector<CaptureSegment> segments; // ordered by global_index
-  std::vector<CaptureGap> gaps;         // ordered by global_index
-  std::uint64_t total_samples = 0;      // in the data files
+  bool complete = true;                  // every recording finished (not provisional)
+  std::vector<CaptureSegment> segments;  // ordered by global_index
+  std::vector<CaptureGap> gaps;          // ordered by global_index
+  std::uint64_t total_samples = 0;       // in the data files
   std::uint64_t total_bytes = 0;
-  std::uint64_t lost_samples = 0;       // absent from the files
-  std::uint64_t marked_values = 0;      // in the files, computed from input with lost samples
-  std::vector<std::string> journals;    // leftover journals: the capture needs `sluice capture repair`
+  std::uint64_t lost_samples = 0;     // absent from the files
+  std::uint64_t marked_values = 0;    // in the files, computed from input with lost samples
+  std::vector<std::string> journals;  // leftover journals: the capture needs `sluice capture repair`
 };
 
 struct Capture {

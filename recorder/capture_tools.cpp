@@ -6,11 +6,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <stdexcept>
-
-#include <nlohmann/json.hpp>
 
 #include "pipeline/units.hpp"
 #include "recorder/journal.hpp"
@@ -35,7 +34,8 @@ std::string lane_of(const std::string& base) {
 // Removes the repaired recordings that never got a chunk (their data file is empty, which a
 // reader that maps every data file cannot open), as a clean stop does: a lane keeps one
 // only when it holds nothing else.
-void remove_unwritten(const std::vector<std::string>& unwritten, const std::set<std::string>& bases, RepairReport& report) {
+void remove_unwritten(const std::vector<std::string>& unwritten, const std::set<std::string>& bases,
+                      RepairReport& report) {
   std::set<std::string> lanes_with_data;
   for (const auto& base : bases) {
     if (std::find(unwritten.begin(), unwritten.end(), base) == unwritten.end()) lanes_with_data.insert(lane_of(base));
@@ -83,7 +83,8 @@ CaptureFiles collection_files(const std::string& collection_file, const std::str
   for (const auto& directory : files.directories) {
     for (const auto& item : fs::directory_iterator(directory)) {
       const std::string file = item.path().string();
-      if (item.path().filename().string().rfind(files.collection_name + "-", 0) == 0 && ends_with(file, kJournalSuffix)) {
+      if (item.path().filename().string().rfind(files.collection_name + "-", 0) == 0 &&
+          ends_with(file, kJournalSuffix)) {
         files.bases.insert(strip_capture_suffix(file));
       }
     }
@@ -99,8 +100,9 @@ CaptureFiles capture_files(const std::string& path, const std::string& base) {
                            : !fs::exists(path) && !fs::exists(base + std::string(kMetaSuffix)) &&
                                  !fs::exists(base + std::string(kJournalSuffix)) && !fs::exists(collection_file);
   if (missing) throw std::runtime_error(path + " does not exist");
-  if (ends_with(path, kCollectionSuffix) || (fs::exists(collection_file) && !fs::exists(base + std::string(kMetaSuffix)) &&
-                                             !fs::exists(base + std::string(kJournalSuffix)))) {
+  if (ends_with(path, kCollectionSuffix) ||
+      (fs::exists(collection_file) && !fs::exists(base + std::string(kMetaSuffix)) &&
+       !fs::exists(base + std::string(kJournalSuffix)))) {
     return collection_files(collection_file, base);
   }
   if (!fs::exists(base + std::string(kMetaSuffix)) && !fs::exists(base + std::string(kJournalSuffix))) {
@@ -125,9 +127,11 @@ void finalize_recordings(const CaptureFiles& files, RepairReport& report) {
     report.repaired.push_back(each);
     report.bytes_kept += result.bytes;
     report.records_discarded += result.discarded;
-    report.lines.push_back(each + ": kept " + std::to_string(result.records) + " chunk(s), " + format_bytes(static_cast<double>(result.bytes)) +
-                           (result.discarded > 0 ? ", dropped " + std::to_string(result.discarded) + " incomplete record(s)"
-                                                 : std::string()));
+    report.lines.push_back(each + ": kept " + std::to_string(result.records) + " chunk(s), " +
+                           format_bytes(static_cast<double>(result.bytes)) +
+                           (result.discarded > 0
+                                ? ", dropped " + std::to_string(result.discarded) + " incomplete record(s)"
+                                : std::string()));
   }
   remove_unwritten(unwritten, files.bases, report);
 }
@@ -155,13 +159,15 @@ void handle_set_asides(const std::string& path, bool restore_replaced, RepairRep
     for ([[maybe_unused]] const auto& item : fs::directory_iterator(aside)) ++files;
     if (restore_replaced) {
       const std::size_t back = swap_replaced(aside);
-      report.replaced_lines.push_back("restored " + std::to_string(back) + " file(s) of the replaced capture from " + aside +
+      report.replaced_lines.push_back("restored " + std::to_string(back) + " file(s) of the replaced capture from " +
+                                      aside +
                                       "; the interrupted recording is kept there instead (remove it when not needed)");
     } else {
-      report.replaced_lines.push_back(aside + ": " + std::to_string(files) +
-                                      " file(s) of the capture an interrupted overwrite replaced; `sluice capture repair " +
-                                      path + " --restore-replaced` brings them back, or remove the directory to keep "
-                                      "the new recording");
+      report.replaced_lines.push_back(
+          aside + ": " + std::to_string(files) +
+          " file(s) of the capture an interrupted overwrite replaced; `sluice capture repair " + path +
+          " --restore-replaced` brings them back, or remove the directory to keep "
+          "the new recording");
     }
   }
 }
@@ -202,10 +208,10 @@ std::string describe_capture(const Capture& capture) {
       out << "    resyncs:  " << resyncs
           << " (the sender's time base restarted; each starts a segment with its own time)\n";
     }
-    out << "    rate:     " << (lane.sample_rate > 0 ? format_frequency(lane.sample_rate) : std::string("unknown")) << "\n";
+    out << "    rate:     " << (lane.sample_rate > 0 ? format_frequency(lane.sample_rate) : std::string("unknown"))
+        << "\n";
     out << "    samples:  " << lane.total_samples << " (" << lane.segments.size() << " segment(s))\n";
-    out << "    duration: "
-        << format_duration(std::chrono::nanoseconds(static_cast<std::int64_t>(duration * 1e9)));
+    out << "    duration: " << format_duration(std::chrono::nanoseconds(static_cast<std::int64_t>(duration * 1e9)));
     if (lane.sample_rate > 0 && span != lane.total_samples) {
       out << " recorded, "
           << format_duration(std::chrono::nanoseconds(
@@ -216,7 +222,8 @@ std::string describe_capture(const Capture& capture) {
     if (!lane.segments.empty() && lane.segments.front().time.valid) {
       out << "    start:    " << iso8601(lane.segments.front().time) << "\n";
     }
-    const auto holes = std::count_if(lane.gaps.begin(), lane.gaps.end(), [](const CaptureGap& gap) { return !gap.in_data; });
+    const auto holes =
+        std::count_if(lane.gaps.begin(), lane.gaps.end(), [](const CaptureGap& gap) { return !gap.in_data; });
     out << "    gaps:     " << holes << " (" << lane.lost_samples << " samples lost, absent from the data)";
     if (lane.marked_values > 0) {
       out << "; " << lane.gaps.size() - static_cast<std::size_t>(holes) << " marked (" << lane.marked_values

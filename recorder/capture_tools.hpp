@@ -11,9 +11,9 @@ namespace sluice::recorder {
 struct RepairReport {
   std::vector<std::string> repaired;  // bases rebuilt from their journal
   std::uint64_t bytes_kept = 0;
-  std::size_t records_discarded = 0;  // torn or out-of-order journal records at the end
-  std::vector<std::string> lines;     // human-readable, one per recording
-  std::vector<std::string> replaced;  // set-aside directories of a cut-off overwrite (see find_replaced)
+  std::size_t records_discarded = 0;        // torn or out-of-order journal records at the end
+  std::vector<std::string> lines;           // human-readable, one per recording
+  std::vector<std::string> replaced;        // set-aside directories of a cut-off overwrite (see find_replaced)
   std::vector<std::string> replaced_lines;  // what was found or restored there
 };
 
@@ -36,16 +36,16 @@ std::string describe_capture(const Capture& capture);
 // drawn as recorded, rows merged in power where there are more than `max_rows`.
 struct CaptureSpectrum {
   std::string lane;
-  bool from_spectra = false;               // the capture holds fft rows
-  std::size_t bins = 0;                    // per row, fftshifted: DC at bins/2
-  double first_hz = 0;                     // frequency of bin 0 (centre − rate/2)
-  double bin_hz = 0;                       // 0 when the capture has no sample rate
-  std::vector<double> average_db;          // mean power over every frame (or row) used, per bin
-  std::vector<std::vector<float>> rows_db; // spectrogram, oldest first
-  std::vector<double> row_seconds;         // start of each spectrogram row, from the lane's first sample
-  double duration_seconds = 0;             // first to last sample, holes included
-  std::uint64_t available = 0;             // FFT frames (or recorded rows) the lane holds, no frame across a hole
-  std::uint64_t frames = 0;                // of those, the ones that went into the picture
+  bool from_spectra = false;                // the capture holds fft rows
+  std::size_t bins = 0;                     // per row, fftshifted: DC at bins/2
+  double first_hz = 0;                      // frequency of bin 0 (centre − rate/2)
+  double bin_hz = 0;                        // 0 when the capture has no sample rate
+  std::vector<double> average_db;           // mean power over every frame (or row) used, per bin
+  std::vector<std::vector<float>> rows_db;  // spectrogram, oldest first
+  std::vector<double> row_seconds;          // start of each spectrogram row, from the lane's first sample
+  double duration_seconds = 0;              // first to last sample, holes included
+  std::uint64_t available = 0;              // FFT frames (or recorded rows) the lane holds, no frame across a hole
+  std::uint64_t frames = 0;                 // of those, the ones that went into the picture
   std::size_t gaps = 0;
   [[nodiscard]] std::size_t peak_bin() const;  // of average_db
   [[nodiscard]] double frequency_of(std::size_t bin) const { return first_hz + static_cast<double>(bin) * bin_hz; }
@@ -63,14 +63,14 @@ std::string spectrogram_png(const CaptureSpectrum& lane);
 
 // What `sluice capture export` wrote.
 struct ExportReport {
-  std::string base;              // output path without suffix
-  std::string data_path;         // the files written
+  std::string base;       // output path without suffix
+  std::string data_path;  // the files written
   std::string meta_path;
-  std::uint64_t first_index = 0; // stream index of the range's first sample (inclusive)
-  std::uint64_t end_index = 0;   // stream index after its last one (exclusive; at most the lane's end)
-  std::uint64_t samples = 0;     // written (holes are not samples)
+  std::uint64_t first_index = 0;  // stream index of the range's first sample (inclusive)
+  std::uint64_t end_index = 0;    // stream index after its last one (exclusive; at most the lane's end)
+  std::uint64_t samples = 0;      // written (holes are not samples)
   std::size_t segments = 0;
-  std::size_t gaps = 0;          // annotated, holes cut at the range's ends included
+  std::size_t gaps = 0;             // annotated, holes cut at the range's ends included
   std::uint64_t lost_samples = 0;   // of the range, absent from the data
   std::uint64_t marked_values = 0;  // of the range, present but computed from input with lost samples
 };
@@ -83,6 +83,7 @@ struct ExportReport {
 // the global totals (sluice:lost_samples, sluice:marked_values, sluice:first_sample) are the
 // slice's. For spectra the range is whole rows. Throws std::runtime_error for a range with no
 // recorded sample or an existing output.
-ExportReport export_capture(const CaptureLane& lane, double from_seconds, double to_seconds, const std::string& output_base);
+ExportReport export_capture(const CaptureLane& lane, double from_seconds, double to_seconds,
+                            const std::string& output_base);
 
 }  // namespace sluice::recorder

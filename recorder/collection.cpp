@@ -12,11 +12,10 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
 #include <tuple>
-
-#include <nlohmann/json.hpp>
 
 #include "pipeline/errno_message.hpp"
 #include "pipeline/log.hpp"
@@ -63,8 +62,8 @@ std::int64_t mtime_ns(const struct stat& status) {
 // Brings `cached` up to date with the meta at `path`. False when the file went away
 // meanwhile (another lane removed or replaced it): a later rewrite sees it.
 bool read_meta(const std::string& path, const struct stat& status, MetaEntry& cached) {
-  if (!cached.hash.empty() && cached.inode == status.st_ino && cached.size == static_cast<std::uintmax_t>(status.st_size) &&
-      cached.mtime_ns == mtime_ns(status)) {
+  if (!cached.hash.empty() && cached.inode == status.st_ino &&
+      cached.size == static_cast<std::uintmax_t>(status.st_size) && cached.mtime_ns == mtime_ns(status)) {
     return true;
   }
   std::ifstream in(path);
@@ -121,7 +120,8 @@ std::vector<Listed> list_recordings(const std::vector<std::string>& directories,
   for (const auto& directory : directories) homes.insert((fs::path(directory) / "meta").parent_path());
   std::erase_if(g_meta_cache, [&](const auto& entry) {
     const fs::path path(entry.first);
-    return !seen.contains(entry.first) && path.filename().string().rfind(prefix, 0) == 0 && homes.contains(path.parent_path());
+    return !seen.contains(entry.first) && path.filename().string().rfind(prefix, 0) == 0 &&
+           homes.contains(path.parent_path());
   });
   std::sort(listed.begin(), listed.end(), [](const Listed& a, const Listed& b) {
     return std::tie(a.lane, a.segment, a.stripe) < std::tie(b.lane, b.segment, b.stripe);

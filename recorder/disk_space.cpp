@@ -32,12 +32,12 @@ struct Volume {
   ~Volume();
   void wake() noexcept;
 
-  std::mutex mutex;                        // guards members; taken before a member's own locks
+  std::mutex mutex;  // guards members; taken before a member's own locks
   std::vector<Preallocation*> members;
   std::atomic<bool> exhausted{false};      // ran out once: preallocate no more
   std::atomic<std::uint32_t> requests{0};  // bumped when a member asks to grow, and to stop
   std::atomic<bool> stopping{false};
-  std::thread grower;                      // runs every fallocate that claim() asks for
+  std::thread grower;  // runs every fallocate that claim() asks for
 };
 
 void grow_members(Volume& volume) noexcept {
@@ -168,9 +168,10 @@ void Preallocation::grow_locked(std::uint64_t target, std::unique_lock<std::mute
   if (sized) reserved_ = std::max(reserved_, static_cast<std::uint64_t>(status.st_size));
   release_locked();
   if (error == ENOSPC || error == EDQUOT) volume_->exhausted.store(true, std::memory_order_relaxed);
-  log::debug("{}; writing past the preallocated end",
-             errno_message("fallocate(" + path_ + ", " + std::to_string(length) + " bytes at " + std::to_string(from) + ")",
-                           error));
+  log::debug(
+      "{}; writing past the preallocated end",
+      errno_message("fallocate(" + path_ + ", " + std::to_string(length) + " bytes at " + std::to_string(from) + ")",
+                    error));
 }
 
 std::uint64_t Preallocation::release() noexcept {

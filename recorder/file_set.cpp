@@ -10,7 +10,6 @@
 #include <cstring>
 #include <filesystem>
 
-
 #include "pipeline/errno_message.hpp"
 #include "pipeline/log.hpp"
 #include "recorder/sigmf.hpp"
@@ -58,7 +57,8 @@ void open_companions(const FileSetSpec& spec, FileSet& file, std::uint32_t strip
 
 std::string file_set_base(const FileSetSpec& spec, std::uint32_t stripe, std::uint32_t segment) {
   const std::string striped = spec.stripes > 1 ? "-s" + std::to_string(stripe) : std::string();
-  return (std::filesystem::path(spec.directory) / (spec.name + "-" + spec.lane + striped + "-" + zero_padded(segment, 4)))
+  return (std::filesystem::path(spec.directory) /
+          (spec.name + "-" + spec.lane + striped + "-" + zero_padded(segment, 4)))
       .string();
 }
 
@@ -70,7 +70,8 @@ std::unique_ptr<FileSet> make_file_set(const FileSetSpec& spec, std::uint32_t st
   try {
     file->direct_fd = spec.direct ? open_file(data_path, O_WRONLY | O_DIRECT) : open_file(data_path, O_WRONLY);
     struct stat status {};
-    if (::fstat(file->buffered_fd.get(), &status) != 0) throw std::runtime_error(errno_message("fstat(" + data_path + ")"));
+    if (::fstat(file->buffered_fd.get(), &status) != 0)
+      throw std::runtime_error(errno_message("fstat(" + data_path + ")"));
     file->device = status.st_dev;
     open_companions(spec, *file, stripe, segment);
   } catch (const std::exception& failure) {
@@ -136,7 +137,8 @@ std::string finish_file_set(FileSet& file, bool remove_if_empty) noexcept {
 void remove_recording(const std::string& base) {
   for (std::string_view suffix : {kDataSuffix, kMetaSuffix, kJournalSuffix}) {
     const std::string path = base + std::string(suffix);
-    if (::unlink(path.c_str()) != 0 && errno != ENOENT) throw std::runtime_error(errno_message("unlink(" + path + ")", errno));
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+      throw std::runtime_error(errno_message("unlink(" + path + ")", errno));
   }
   const std::string room = base + std::string(kMetaSuffix) + std::string(kTemporarySuffix);
   static_cast<void>(::unlink(room.c_str()));  // set aside for the meta, maybe never made

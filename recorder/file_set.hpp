@@ -29,9 +29,9 @@ struct DiskFull : std::runtime_error {
 
 struct FileSet {
   std::string base;
-  dev_t device = 0;            // the volume: what runs out of space together
-  FileDescriptor direct_fd;    // O_DIRECT (the buffered one when direct is off)
-  FileDescriptor buffered_fd;  // for tails that are not whole blocks
+  dev_t device = 0;                              // the volume: what runs out of space together
+  FileDescriptor direct_fd;                      // O_DIRECT (the buffered one when direct is off)
+  FileDescriptor buffered_fd;                    // for tails that are not whole blocks
   std::unique_ptr<Preallocation> preallocation;  // null with preallocate: 0
   // BASE.sigmf-meta.tmp, where finalize_recording writes the final meta: blocks set aside
   // for every chunk before it is written, so a full disk still takes the metadata.

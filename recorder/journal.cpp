@@ -12,7 +12,6 @@
 #include <fstream>
 #include <stdexcept>
 
-
 #include "pipeline/errno_message.hpp"
 #include "pipeline/log.hpp"
 
@@ -37,7 +36,9 @@ std::uint64_t checksum_over(const JournalRecord& record, std::size_t bytes) noex
   return hash;
 }
 
-std::uint64_t checksum_of(const JournalRecord& record) noexcept { return checksum_over(record, offsetof(JournalRecord, checksum)); }
+std::uint64_t checksum_of(const JournalRecord& record) noexcept {
+  return checksum_over(record, offsetof(JournalRecord, checksum));
+}
 
 std::runtime_error errno_error(const std::string& call, const std::string& path, int error) {
   return std::runtime_error(call + errno_message("(" + path + ")", error));
@@ -133,8 +134,10 @@ JournalContents read_journal(const std::string& path) {
   if (!in) throw std::runtime_error("cannot open journal " + path);
   std::string header(kJournalHeaderBytes, '\0');
   in.read(header.data(), static_cast<std::streamsize>(header.size()));
-  const bool version1 = in.gcount() == static_cast<std::streamsize>(header.size()) && header.compare(0, 8, kHeaderMagicV1) == 0;
-  if (in.gcount() != static_cast<std::streamsize>(header.size()) || (header.compare(0, 8, kHeaderMagic) != 0 && !version1)) {
+  const bool version1 =
+      in.gcount() == static_cast<std::streamsize>(header.size()) && header.compare(0, 8, kHeaderMagicV1) == 0;
+  if (in.gcount() != static_cast<std::streamsize>(header.size()) ||
+      (header.compare(0, 8, kHeaderMagic) != 0 && !version1)) {
     throw std::runtime_error(path + " is not a Sluice journal (bad or short header)");
   }
   std::uint64_t length = 0;

@@ -6,11 +6,10 @@
 
 #include <array>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <type_traits>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "pipeline/chunk.hpp"
 
@@ -25,7 +24,7 @@ inline constexpr std::uint32_t kRecordContextChange = 4;  // in JournalRecord::t
 // (the journal is read back on the machine that wrote it).
 struct JournalRecord {
   std::uint64_t magic = 0;
-  std::uint64_t file_offset = 0;   // byte offset of the chunk in the data file
+  std::uint64_t file_offset = 0;  // byte offset of the chunk in the data file
   std::uint64_t bytes = 0;
   std::uint64_t first_sample = 0;  // absolute stream index of its first sample
   std::uint64_t sample_count = 0;
@@ -36,7 +35,7 @@ struct JournalRecord {
                                       // bit 2 (kRecordContextChange): Chunk::context_change
   std::uint32_t gap_count = 0;
   std::array<Gap, Chunk::kMaxGaps> gaps{};
-  StreamContext context{};  // Chunk::context (journal version 2, "SLUICEJ2"; a version-1 journal has none)
+  StreamContext context{};     // Chunk::context (journal version 2, "SLUICEJ2"; a version-1 journal has none)
   std::uint64_t checksum = 0;  // over every field before it: a torn record is detected, not trusted
 };
 

@@ -2,12 +2,11 @@
 // file set through that stripe's ring, and chunks come back in the same order.
 #include "recorder/recording_writer.hpp"
 
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <stdexcept>
-
-#include <spdlog/spdlog.h>
 
 #include "pipeline/errno_message.hpp"
 #include "recorder/sigmf.hpp"
@@ -28,7 +27,9 @@ std::string unwritable_reason(const std::string& directory) {
 }
 
 RecordingWriter::RecordingWriter(RecorderSettings settings, StreamInfo stream, std::string lane)
-    : settings_(std::move(settings)), stream_(std::move(stream)), lane_(std::move(lane)),
+    : settings_(std::move(settings)),
+      stream_(std::move(stream)),
+      lane_(std::move(lane)),
       set_aside_(settings_.directories, settings_.name, lane_) {}
 
 RecordingWriter::~RecordingWriter() {
@@ -107,7 +108,8 @@ bool RecordingWriter::submit(ChunkPtr chunk, ChunkPtr bounce) noexcept {
     // Never asks for room past the rotation size (a rotating file is reserved whole when made).
     const std::uint64_t end = file.next_offset + chunk->size;
     std::uint64_t ahead = settings_.preallocate_bytes;
-    if (settings_.rotate_bytes > 0) ahead = end < settings_.rotate_bytes ? std::min(ahead, settings_.rotate_bytes - end) : 0;
+    if (settings_.rotate_bytes > 0)
+      ahead = end < settings_.rotate_bytes ? std::min(ahead, settings_.rotate_bytes - end) : 0;
     file.preallocation->claim(end, ahead);
   }
   ++in_flight_;

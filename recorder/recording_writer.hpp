@@ -24,14 +24,15 @@
 namespace sluice::recorder {
 
 struct RecorderSettings {
-  std::vector<std::string> directories;     // one per drive: a lane's chunks go round-robin across them
-  std::string name = "capture";             // capture base name: NAME.sigmf-collection, NAME-LANE-....sigmf-*
-  bool overwrite = false;                   // replace an existing capture of this name and lane
-  std::uint64_t rotate_bytes = 0;           // start a new file set once a data file would pass this; 0 = never
-  std::uint64_t preallocate_bytes = 1ULL << 30;  // data file size reserved ahead of the writes (a rotating one whole); 0 = off
-  unsigned queue_depth = 8;                 // chunks in flight for the lane, spread over its directories
-  bool direct = true;                       // O_DIRECT (some filesystems refuse it)
-  std::string recorder_name = "sluice";     // core:recorder
+  std::vector<std::string> directories;  // one per drive: a lane's chunks go round-robin across them
+  std::string name = "capture";          // capture base name: NAME.sigmf-collection, NAME-LANE-....sigmf-*
+  bool overwrite = false;                // replace an existing capture of this name and lane
+  std::uint64_t rotate_bytes = 0;        // start a new file set once a data file would pass this; 0 = never
+  std::uint64_t preallocate_bytes =
+      1ULL << 30;                        // data file size reserved ahead of the writes (a rotating one whole); 0 = off
+  unsigned queue_depth = 8;              // chunks in flight for the lane, spread over its directories
+  bool direct = true;                    // O_DIRECT (some filesystems refuse it)
+  std::string recorder_name = "sluice";  // core:recorder
 };
 
 // The collection path for a capture: first directory / NAME.sigmf-collection.
@@ -46,7 +47,8 @@ inline unsigned slots_per_directory(const RecorderSettings& settings) {
 }
 // Chunks a writer with `settings` holds at most.
 inline std::size_t chunks_in_flight(const RecorderSettings& settings) {
-  return static_cast<std::size_t>(slots_per_directory(settings)) * std::max<std::size_t>(settings.directories.size(), 1);
+  return static_cast<std::size_t>(slots_per_directory(settings)) *
+         std::max<std::size_t>(settings.directories.size(), 1);
 }
 
 // Why a recording could not be written into `directory` (it, or the nearest parent that

@@ -15,8 +15,11 @@ constexpr std::uint64_t kRefreshIntervalNs = 2'000'000'000ULL;
 }  // namespace
 
 Rotation::Rotation(std::vector<std::uint32_t> next_segments, Make make, Finish finish, Refresh refresh)
-    : make_(std::move(make)), finish_(std::move(finish)), refresh_(std::move(refresh)),
-      spares_(next_segments.size()), next_segment_(std::move(next_segments)) {
+    : make_(std::move(make)),
+      finish_(std::move(finish)),
+      refresh_(std::move(refresh)),
+      spares_(next_segments.size()),
+      next_segment_(std::move(next_segments)) {
   for (std::uint32_t stripe = 0; stripe < next_segment_.size(); ++stripe) to_prepare_.push_back(stripe);
   preparer_ = std::thread([this] { prepare_loop(); });
   finisher_ = std::thread([this] { finish_loop(); });

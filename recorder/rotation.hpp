@@ -20,7 +20,7 @@ class Rotation {
  public:
   using Make = std::function<std::unique_ptr<FileSet>(std::uint32_t stripe, std::uint32_t segment)>;
   using Finish = std::function<std::string(FileSet&)>;  // the error, or ""
-  using Refresh = std::function<void()>;                 // rewrites the collection; throws
+  using Refresh = std::function<void()>;                // rewrites the collection; throws
 
   // Starts both threads; the first spare of stripe i is its segment `next_segments[i]`.
   Rotation(std::vector<std::uint32_t> next_segments, Make make, Finish finish, Refresh refresh);
@@ -53,8 +53,8 @@ class Rotation {
   Finish finish_;
   Refresh refresh_;
   mutable std::mutex mutex_;
-  std::condition_variable wake_;   // work for a thread
-  std::condition_variable ready_;  // a spare is ready (or the preparer failed)
+  std::condition_variable wake_;                  // work for a thread
+  std::condition_variable ready_;                 // a spare is ready (or the preparer failed)
   std::vector<std::unique_ptr<FileSet>> spares_;  // by stripe; null while being prepared
   std::vector<std::uint32_t> next_segment_;       // by stripe
   std::vector<std::uint32_t> to_prepare_;

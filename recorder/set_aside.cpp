@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <stdexcept>
 
-
 #include "pipeline/errno_message.hpp"
 #include "pipeline/log.hpp"
 #include "recorder/collection.hpp"
@@ -95,15 +94,17 @@ void SetAside::take(bool overwrite) {
       if (error) throw std::runtime_error("mkdir(" + directory + "): " + error.message());
       const std::string aside = replaced_directory(directory, name_, lane_);
       if (fs::exists(aside, error)) {
-        throw std::runtime_error("an earlier overwrite of this capture was cut off: the capture it replaced is kept in " +
-                                 aside + " (run `sluice capture repair " + collection_path(directories_, name_) +
-                                 "` to see it, `--restore-replaced` to bring it back, or remove it)");
+        throw std::runtime_error(
+            "an earlier overwrite of this capture was cut off: the capture it replaced is kept in " + aside +
+            " (run `sluice capture repair " + collection_path(directories_, name_) +
+            "` to see it, `--restore-replaced` to bring it back, or remove it)");
       }
       const std::vector<fs::path> existing = lane_files(directory, prefix);
       if (existing.empty()) continue;
       if (!overwrite) {
-        throw std::runtime_error("capture " + existing.front().string() +
-                                 " exists: a capture is never overwritten (set overwrite: true, or choose another name)");
+        throw std::runtime_error(
+            "capture " + existing.front().string() +
+            " exists: a capture is never overwritten (set overwrite: true, or choose another name)");
       }
       if (!fs::create_directory(aside, error) || error) {
         throw std::runtime_error("mkdir(" + aside + "): " + (error ? error.message() : std::string("exists")));
@@ -115,7 +116,7 @@ void SetAside::take(bool overwrite) {
       }
       sync_directory(directory);
       log::info("overwrite: the previous {} files of lane {} are set aside in {} until the new recording finishes",
-                   existing.size(), lane_, aside);
+                existing.size(), lane_, aside);
     }
   } catch (...) {
     restore();
@@ -133,7 +134,8 @@ void SetAside::restore() noexcept {
       fs::rename(item.path(), home / item.path().filename(), error);
       if (error) {
         all_back = false;
-        log::error("overwrite: could not move {} back: {} (it stays in {})", item.path().string(), error.message(), aside);
+        log::error("overwrite: could not move {} back: {} (it stays in {})", item.path().string(), error.message(),
+                   aside);
       }
     }
     if (all_back) fs::remove(aside, error);
@@ -171,7 +173,8 @@ std::string SetAside::settle(bool journaled, bool failed) noexcept {
     return {};
   }
   try {
-    return "the capture it replaces is kept in " + taken_.front() + " (`sluice capture repair --restore-replaced` brings it back)";
+    return "the capture it replaces is kept in " + taken_.front() +
+           " (`sluice capture repair --restore-replaced` brings it back)";
   } catch (...) {
     return {};
   }

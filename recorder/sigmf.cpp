@@ -8,15 +8,15 @@
 #include <openssl/evp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
-#include <algorithm>
 #include <filesystem>
-#include <iterator>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <stdexcept>
 
@@ -41,15 +41,18 @@ void write_all(int fd, const std::string& path, const std::string& text) {
   }
 }
 
-
 }  // namespace
 
 std::string sigmf_datatype(SampleFormat format) {
   switch (format) {
-    case SampleFormat::ci8: return "ci8";  // one byte per component: no byte order
-    case SampleFormat::ci16: return "ci16_le";
-    case SampleFormat::cf32: return "cf32_le";
-    case SampleFormat::rf32: return "rf32_le";
+    case SampleFormat::ci8:
+      return "ci8";  // one byte per component: no byte order
+    case SampleFormat::ci16:
+      return "ci16_le";
+    case SampleFormat::cf32:
+      return "cf32_le";
+    case SampleFormat::rf32:
+      return "rf32_le";
   }
   return "ci16_le";
 }
@@ -66,8 +69,8 @@ std::string iso8601(const Timestamp& timestamp) {
   const auto seconds = static_cast<std::time_t>(timestamp.seconds);
   std::tm utc{};
   gmtime_r(&seconds, &utc);
-  return fmt::format("{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}.{:012d}Z", utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday,
-                     utc.tm_hour, utc.tm_min, utc.tm_sec, timestamp.picoseconds % 1'000'000'000'000ULL);
+  return fmt::format("{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}.{:012d}Z", utc.tm_year + 1900, utc.tm_mon + 1,
+                     utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec, timestamp.picoseconds % 1'000'000'000'000ULL);
 }
 
 std::optional<Timestamp> parse_iso8601(std::string_view text) {
@@ -75,8 +78,8 @@ std::optional<Timestamp> parse_iso8601(std::string_view text) {
   int year = 0;
   int consumed = 0;
   const std::string copy(text);
-  if (std::sscanf(copy.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &year, &utc.tm_mon, &utc.tm_mday, &utc.tm_hour, &utc.tm_min,
-                  &utc.tm_sec, &consumed) != 6) {
+  if (std::sscanf(copy.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &year, &utc.tm_mon, &utc.tm_mday, &utc.tm_hour,
+                  &utc.tm_min, &utc.tm_sec, &consumed) != 6) {
     return std::nullopt;
   }
   utc.tm_year = year - 1900;
@@ -109,8 +112,8 @@ nlohmann::json make_global(const StreamInfo& stream, const std::string& lane, co
   if (stream.fft_size > 0) {
     // Spectra: say exactly what a row is so nobody reads them as time-domain samples.
     description += "; power spectra: each row is " + std::to_string(stream.fft_size) + " " +
-                   sigmf_datatype(stream.format) + " values from a " + std::to_string(stream.fft_size) + "-point FFT, " +
-                   (stream.window.empty() ? std::string("unknown") : stream.window) + " window, " +
+                   sigmf_datatype(stream.format) + " values from a " + std::to_string(stream.fft_size) +
+                   "-point FFT, " + (stream.window.empty() ? std::string("unknown") : stream.window) + " window, " +
                    std::to_string(stream.averaging) +
                    " transform(s) averaged per row; core:sample_rate counts values (rows x FFT size) per second";
     global["sluice:fft_size"] = stream.fft_size;
@@ -141,7 +144,8 @@ struct Run {
 
 // Splits a record's samples at its absent gaps: gaps from the record's first sample on lie between
 // its samples (or after the last one), where the stream jumps. `holes` is scratch.
-void split_into_runs(const JournalRecord& record, std::uint64_t file_sample, std::vector<Gap>& holes, std::vector<Run>& runs) {
+void split_into_runs(const JournalRecord& record, std::uint64_t file_sample, std::vector<Gap>& holes,
+                     std::vector<Run>& runs) {
   holes.clear();
   for (std::uint32_t g = 0; g < record.gap_count; ++g) {
     const Gap& gap = record.gaps[g];
@@ -248,7 +252,8 @@ class MetaBuilder {
       capture["core:sample_start"] = run.file_sample;
       capture["core:global_index"] = run.stream_index;
       capture["core:frequency"] = frequency_;
-      const Timestamp record_time{record.timestamp_seconds, record.timestamp_picoseconds, (record.timestamp_valid & 1U) != 0};
+      const Timestamp record_time{record.timestamp_seconds, record.timestamp_picoseconds,
+                                  (record.timestamp_valid & 1U) != 0};
       const Timestamp time = time_after(record_time, run.stream_index - record.first_sample, rate_);
       if (time.valid) capture["core:datetime"] = iso8601(time);
       captures_.push_back(std::move(capture));
@@ -270,7 +275,8 @@ class MetaBuilder {
   void add_gap(const JournalRecord& record, const Gap& gap, std::uint64_t file_sample) {
     const std::uint64_t record_end = file_sample + record.sample_count;
     const std::uint64_t last = gap.first_sample + gap.length - 1;
-    const std::string range = " (stream samples " + std::to_string(gap.first_sample) + " to " + std::to_string(last) + ")";
+    const std::string range =
+        " (stream samples " + std::to_string(gap.first_sample) + " to " + std::to_string(last) + ")";
     nlohmann::json annotation;
     annotation["core:label"] = "gap";
     annotation["core:generator"] = "sluice";
@@ -281,8 +287,8 @@ class MetaBuilder {
       const std::uint64_t end = std::min(file_position(gap.first_sample + gap.length, record_end), record_end);
       annotation["core:sample_start"] = start;
       annotation["core:sample_count"] = std::max(end, start + 1) - start;
-      annotation["core:comment"] = std::to_string(gap.length) + " values computed from input with lost samples" + range +
-                                   ": present in the data file, marked";
+      annotation["core:comment"] = std::to_string(gap.length) + " values computed from input with lost samples" +
+                                   range + ": present in the data file, marked";
       annotation["sluice:in_data"] = true;
       annotation["sluice:marked_values"] = gap.length;
       marked_total_ += gap.length;
@@ -291,7 +297,8 @@ class MetaBuilder {
       annotation["core:sample_start"] = resume;
       annotation["core:sample_count"] = 0;
       annotation["core:comment"] = std::to_string(gap.length) + " samples lost" + range +
-                                   ": absent from the data file, which goes on at file sample " + std::to_string(resume);
+                                   ": absent from the data file, which goes on at file sample " +
+                                   std::to_string(resume);
       annotation["sluice:lost_samples"] = gap.length;
       lost_total_ += gap.length;
     }
@@ -324,7 +331,7 @@ std::uint64_t meta_bytes_bound(const Chunk& chunk) noexcept {
   // build_meta's output, indented by 2 with numbers of up to 20 digits: a capture object
   // takes under 256 bytes, a gap annotation under 768, a resync annotation under 768 and a
   // context annotation under 1024 (sigmf_test checks these against build_meta).
-  std::uint64_t bytes = 256;  // the capture a record may open
+  std::uint64_t bytes = 256;                                           // the capture a record may open
   bytes += static_cast<std::uint64_t>(chunk.gap_count) * (768 + 256);  // each gap: its annotation, a capture after it
   if (chunk.time_jump) bytes += 768;
   if (chunk.context_change) bytes += 1024;
@@ -369,7 +376,8 @@ std::string sha512_of_file(const std::string& path) {
   }
   std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
   unsigned int length = 0;
-  if (EVP_DigestFinal_ex(context.get(), digest.data(), &length) != 1) throw std::runtime_error("EVP_DigestFinal_ex failed");
+  if (EVP_DigestFinal_ex(context.get(), digest.data(), &length) != 1)
+    throw std::runtime_error("EVP_DigestFinal_ex failed");
   std::string hex;
   for (unsigned int i = 0; i < length; ++i) fmt::format_to(std::back_inserter(hex), "{:02x}", digest[i]);
   return hex;

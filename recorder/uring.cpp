@@ -9,7 +9,6 @@
 #include <cstring>
 #include <stdexcept>
 
-
 #include "pipeline/errno_message.hpp"
 #include "pipeline/log.hpp"
 

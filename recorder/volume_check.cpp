@@ -1,14 +1,13 @@
 // Loop devices name their backing file in sysfs (/sys/dev/block/MAJOR:MINOR/loop/backing_file).
 #include "recorder/volume_check.hpp"
 
+#include <linux/magic.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
 
 #include <filesystem>
 #include <fstream>
-
-#include <linux/magic.h>
 
 #include "pipeline/units.hpp"
 

@@ -44,7 +44,8 @@ void RecorderError::append(const std::string& text) noexcept {
 std::string WriteRing::open(unsigned slots, const std::vector<Pool*>& pools) {
   ring_ = Uring(slots * 2);  // a chunk is up to two writes
   slots_.resize(slots);
-  if (std::string why = ring_.register_pools(pools); !why.empty()) return "fixed buffers off (" + why + "): plain io_uring writes";
+  if (std::string why = ring_.register_pools(pools); !why.empty())
+    return "fixed buffers off (" + why + "): plain io_uring writes";
   return {};
 }
 
@@ -58,9 +59,11 @@ bool WriteRing::submit(ChunkPtr chunk, ChunkPtr bounce, FileSet& file, bool dire
   slot.bytes = size;
   slot.failed = false;
   slot.buffer_index = ring_.buffer_index(source);
-  const std::uint64_t direct_part = (!direct || file.unaligned || !aligned(file.next_offset)) ? 0 : size / kBlock * kBlock;
+  const std::uint64_t direct_part =
+      (!direct || file.unaligned || !aligned(file.next_offset)) ? 0 : size / kBlock * kBlock;
   slot.operations[0] = Operation{file.next_offset, source.data, direct_part, 0, true, false, false};
-  slot.operations[1] = Operation{file.next_offset + direct_part, source.data + direct_part, size - direct_part, 0, false, false, false};
+  slot.operations[1] =
+      Operation{file.next_offset + direct_part, source.data + direct_part, size - direct_part, 0, false, false, false};
   if (direct_part != size) file.unaligned = true;
   slot.chunk = std::move(chunk);
   slot.bounce = std::move(bounce);

@@ -4,6 +4,7 @@
 #include "suite/bench_suite.hpp"
 
 #include <fcntl.h>
+#include <fftw3.h>
 #include <linux/magic.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
@@ -14,8 +15,6 @@
 #include <sys/time.h>
 #include <sys/uio.h>
 #include <unistd.h>
-
-#include <fftw3.h>
 
 #include <algorithm>
 #include <atomic>
@@ -33,10 +32,6 @@
 #include <stdexcept>
 #include <thread>
 
-#include "suite/bare_udp.hpp"
-#include "suite/cufft_loop.hpp"
-#include "suite/device_source.hpp"
-#include "suite/uring_loop.hpp"
 #include "emulator/emulator_process.hpp"
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
@@ -48,6 +43,10 @@
 #include "recorder/uring.hpp"
 #include "stages/fft/fft_backend.hpp"
 #include "stages/socket/udp_source.hpp"
+#include "suite/bare_udp.hpp"
+#include "suite/cufft_loop.hpp"
+#include "suite/device_source.hpp"
+#include "suite/uring_loop.hpp"
 #include "wire/socket.hpp"
 
 namespace sluice::bench {
@@ -65,7 +64,9 @@ constexpr int kMeasurements = 14;                  // windows the total time is 
 double cpu_seconds() {
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
-  auto seconds = [](const timeval& value) { return static_cast<double>(value.tv_sec) + static_cast<double>(value.tv_usec) / 1e6; };
+  auto seconds = [](const timeval& value) {
+    return static_cast<double>(value.tv_sec) + static_cast<double>(value.tv_usec) / 1e6;
+  };
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
@@ -119,7 +120,8 @@ Rates memcpy_ceiling(double seconds) {
   while (span.wall() < seconds) {
     for (int i = 0; i < 16; ++i) {
       std::memcpy(to.data(), from.data(), kChunkBytes);
-      from[static_cast<std::size_t>(i)] = to[kChunkBytes - 1 - static_cast<std::size_t>(i)];  // keeps the copy observable
+      from[static_cast<std::size_t>(i)] =
+          to[kChunkBytes - 1 - static_cast<std::size_t>(i)];  // keeps the copy observable
     }
     bytes += 16.0 * static_cast<double>(kChunkBytes);
   }
@@ -133,8 +135,8 @@ Rates fftw_ceiling(double seconds) {
   if (!frames) throw std::runtime_error("fftwf_alloc_complex failed");
   const int length = static_cast<int>(kFftSize);
   std::unique_ptr<fftwf_plan_s, decltype(&fftwf_destroy_plan)> plan(
-      fftwf_plan_many_dft(1, &length, static_cast<int>(batch), frames.get(), nullptr, 1, length, frames.get(), nullptr, 1,
-                          length, FFTW_FORWARD, fftw_planner_flags(kFftSize)),
+      fftwf_plan_many_dft(1, &length, static_cast<int>(batch), frames.get(), nullptr, 1, length, frames.get(), nullptr,
+                          1, length, FFTW_FORWARD, fftw_planner_flags(kFftSize)),
       &fftwf_destroy_plan);
   if (!plan) throw std::runtime_error("fftwf_plan_many_dft failed");
   for (std::size_t i = 0; i < kFftSize * batch; ++i) {
@@ -162,10 +164,10 @@ Rates cufft_ceiling(std::size_t batch_samples, double seconds) {
 // nothing parsed or copied (bare_udp.hpp, as bench/stages/socket_bench's baseline).
 Rates recvmmsg_ceiling(const std::string& emulator, double seconds, double warmup) {
   bench::BareUdpReceiver receiver("127.0.0.1:0", 256 << 20, 0);
-  emulator::EmulatorProcess sender(emulator, {"--to", "127.0.0.1:" + std::to_string(receiver.port()), "--payload",
-                                              std::to_string(kPayload), "--duration",
-                                              std::to_string(static_cast<int>((warmup + seconds + 1) * 1000)) + "ms",
-                                              "--batch", "64", "-q"});
+  emulator::EmulatorProcess sender(
+      emulator,
+      {"--to", "127.0.0.1:" + std::to_string(receiver.port()), "--payload", std::to_string(kPayload), "--duration",
+       std::to_string(static_cast<int>((warmup + seconds + 1) * 1000)) + "ms", "--batch", "64", "-q"});
   std::unique_ptr<Span> span;
   const Span total;
   while (!span || span->wall() < seconds) {
@@ -208,7 +210,9 @@ Rates flow_rates(const std::vector<std::vector<const StageMetrics*>>& lanes, Pro
   std::uint64_t last_ns = 0;
   for (const auto& lane : lanes) {
     const FlowCounters& flow = probe.output ? lane[probe.stage]->out : lane[probe.stage]->in;
-    const double share = flow.bytes.load() > 0 ? static_cast<double>(flow.first_bytes.load()) / static_cast<double>(flow.bytes.load()) : 0;
+    const double share = flow.bytes.load() > 0
+                             ? static_cast<double>(flow.first_bytes.load()) / static_cast<double>(flow.bytes.load())
+                             : 0;
     bytes += static_cast<double>(flow.bytes.load() - flow.first_bytes.load());
     samples += static_cast<double>(flow.samples.load()) * (1 - share);
     first_ns = std::min(first_ns, flow.first_ns.load());
@@ -239,7 +243,8 @@ Totals probe_totals(const std::vector<std::vector<const StageMetrics*>>& lanes, 
 void check_and_note(const Pipeline& pipeline, std::vector<std::string>* notes) {
   if (!pipeline.failures().empty()) {
     const StageFailure& failure = pipeline.failures().front();
-    throw std::runtime_error("lane " + failure.lane + ", stage " + failure.stage + " (" + failure.type + "): " + failure.message);
+    throw std::runtime_error("lane " + failure.lane + ", stage " + failure.stage + " (" + failure.type +
+                             "): " + failure.message);
   }
   if (notes == nullptr) return;
   for (const auto* metrics : pipeline.metrics()) {
@@ -274,7 +279,8 @@ Rates measure_pipeline(const std::string& yaml, Probe probe, double seconds, dou
   // short window on a loaded machine), and a window lasts until at least one more chunk passed.
   constexpr double kPatience = 30;
   const Span waiting;
-  while (!finished.load() && totals().bytes == 0 && waiting.wall() < kPatience) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  while (!finished.load() && totals().bytes == 0 && waiting.wall() < kPatience)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   const Span total;
   while (!finished.load() && total.wall() < warmup) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   const Totals before = totals();
@@ -296,7 +302,8 @@ Rates measure_pipeline(const std::string& yaml, Probe probe, double seconds, dou
                              " s" + (feeder ? " (emulator: " + feeder->report_line() + ")" : std::string()));
   }
   // Process CPU also counts the emulator-free threads only: the emulator is another process.
-  Rates result = rates(after.bytes - before.bytes, after.samples - before.samples, after.packets - before.packets, wall, cpu);
+  Rates result =
+      rates(after.bytes - before.bytes, after.samples - before.samples, after.packets - before.packets, wall, cpu);
   if (probe.flow && finished.load()) result = flow_rates(lanes, probe, cpu);
   if (const double jiffies = machine_after.total - machine_before.total; jiffies > 0) {
     result.machine_busy = (machine_after.busy - machine_before.busy) / jiffies;
@@ -307,7 +314,8 @@ Rates measure_pipeline(const std::string& yaml, Probe probe, double seconds, dou
 std::string seconds_text(double seconds) { return std::to_string(static_cast<int>(seconds * 1000 + 0.5)) + "ms"; }
 
 // Starts the emulator unpaced towards every lane's udp source once they listen.
-std::function<std::unique_ptr<emulator::EmulatorProcess>(Pipeline&)> emulator_feed(const std::string& program, double seconds) {
+std::function<std::unique_ptr<emulator::EmulatorProcess>(Pipeline&)> emulator_feed(const std::string& program,
+                                                                                   double seconds) {
   return [program, seconds](Pipeline& pipeline) {
     std::vector<std::string> args;
     for (const auto& lane : pipeline.definition().lanes) {
@@ -329,8 +337,11 @@ std::string lanes_yaml(const std::vector<std::vector<std::string>>& directories,
       "pipeline: {name: bench_lanes, chunk: 4MiB, chunks: 32}\n"
       "template:\n"
       "  - {name: source, type: udp, address: 127.0.0.1:0, stream_id: -1}\n"
-      "  - {name: fft, type: fft, size: " + std::to_string(kFftSize) + "}\n"
-      "  - {name: record, type: record, capture_name: lanes, overwrite: true, direct: " + (direct ? "true" : "false") +
+      "  - {name: fft, type: fft, size: " +
+      std::to_string(kFftSize) +
+      "}\n"
+      "  - {name: record, type: record, capture_name: lanes, overwrite: true, direct: " +
+      (direct ? "true" : "false") +
       ", preallocate: 0}\n"
       "  - {name: sink, type: \"null\"}\n"
       "lanes:\n";
@@ -382,10 +393,12 @@ class WorkDirectory {
 
 // Lane i of `lanes` records to work directories i, i + lanes, ...; with fewer directories than
 // lanes, lane i shares directory i mod their count.
-std::vector<std::vector<std::string>> lane_directories(const std::vector<std::unique_ptr<WorkDirectory>>& work, std::size_t lanes) {
+std::vector<std::vector<std::string>> lane_directories(const std::vector<std::unique_ptr<WorkDirectory>>& work,
+                                                       std::size_t lanes) {
   std::vector<std::vector<std::string>> result(lanes);
   for (std::size_t lane = 0; lane < lanes; ++lane) {
-    for (std::size_t i = lane; i < work.size(); i += lanes) result[lane].push_back((work[i]->path() / "lanes").string());
+    for (std::size_t i = lane; i < work.size(); i += lanes)
+      result[lane].push_back((work[i]->path() / "lanes").string());
     if (result[lane].empty()) result[lane].push_back((work[lane % work.size()]->path() / "lanes").string());
     for (const auto& directory : result[lane]) fs::create_directories(directory);
   }
@@ -495,8 +508,10 @@ void BenchRun::choose_disk_io() {
     struct statfs filesystem {};
     if (::statfs(directory.c_str(), &filesystem) == 0 && filesystem.f_type == TMPFS_MAGIC) {
       direct_ = false;
-      result_.notes.push_back(directory + " is on tmpfs, which refuses O_DIRECT: the record/replay rows, the lanes and "
-                              "their ceilings use buffered I/O and measure memory, not a disk (--dir on a disk to measure one)");
+      result_.notes.push_back(
+          directory +
+          " is on tmpfs, which refuses O_DIRECT: the record/replay rows, the lanes and "
+          "their ceilings use buffered I/O and measure memory, not a disk (--dir on a disk to measure one)");
     }
   }
   disk_bytes_ = std::clamp<std::uint64_t>(static_cast<std::uint64_t>(window_ * 1e9), 64ULL << 20, 4ULL << 30);
@@ -504,7 +519,8 @@ void BenchRun::choose_disk_io() {
     if (const auto space = fs::space(directory); space.available / 4 < disk_bytes_) disk_bytes_ = space.available / 4;
   }
   disk_bytes_ = disk_bytes_ / kChunkBytes * kChunkBytes;
-  if (disk_bytes_ < 4 * kChunkBytes) throw std::runtime_error(result_.directory + ": too little free space for the disk rows");
+  if (disk_bytes_ < 4 * kChunkBytes)
+    throw std::runtime_error(result_.directory + ": too little free space for the disk rows");
 }
 
 BenchResult BenchRun::run() {
@@ -530,7 +546,8 @@ void BenchRun::measure_generator() {
   const Rates memcpy_rates = memcpy_ceiling(window_);
   say("generator → null");
   const Rates generator = measure_pipeline(
-      "pipeline: {chunk: 4MiB, chunks: 32}\nlanes: [{name: a, stages: [{type: generator, format: ci16}, {type: \"null\"}]}]\n",
+      "pipeline: {chunk: 4MiB, chunks: 32}\nlanes: [{name: a, stages: [{type: generator, format: ci16}, {type: "
+      "\"null\"}]}]\n",
       Probe{0, true}, window_, warmup_);
   result_.rows.push_back(row("generator → null", "memcpy loop", generator, memcpy_rates));
 }
@@ -541,7 +558,8 @@ Rates BenchRun::measure_udp() {
   const Rates bare = recvmmsg_ceiling(program_, window_, warmup_);
   say("udp ← sluice-emulator on loopback → null");
   const Rates udp = measure_pipeline(
-      "pipeline: {chunk: 4MiB, chunks: 32}\nlanes: [{name: port0, stages: [{type: udp, address: 127.0.0.1:0}, {type: \"null\"}]}]\n",
+      "pipeline: {chunk: 4MiB, chunks: 32}\nlanes: [{name: port0, stages: [{type: udp, address: 127.0.0.1:0}, {type: "
+      "\"null\"}]}]\n",
       Probe{0, true}, window_, warmup_, emulator_feed(program_, warmup_ + window_ + 1));
   result_.rows.push_back(row("udp ← emulator (1472 B)", "bare recvmmsg loop", udp, bare));
   return bare;
@@ -554,10 +572,13 @@ Rates BenchRun::measure_fft() {
   const Rates raw_fft = fftw_ceiling(window_);
   say("generator → fft (FFTW) → null");
   std::vector<std::string> fft_notes;
-  const Rates fft = measure_pipeline("pipeline: {chunk: 4MiB, chunks: 32}\nlanes: [{name: a, stages: [{type: generator, format: ci16}, "
-                                     "{type: fft, backend: fftw, size: " + std::to_string(kFftSize) + "}, {type: \"null\"}]}]\n",
-                                     Probe{1, false}, window_, warmup_, {}, &fft_notes);
-  result_.rows.push_back(row("fft (" + std::to_string(kFftSize) + "-point, FFTW)", "raw fftwf_execute loop", fft, raw_fft, join(fft_notes)));
+  const Rates fft = measure_pipeline(
+      "pipeline: {chunk: 4MiB, chunks: 32}\nlanes: [{name: a, stages: [{type: generator, format: ci16}, "
+      "{type: fft, backend: fftw, size: " +
+          std::to_string(kFftSize) + "}, {type: \"null\"}]}]\n",
+      Probe{1, false}, window_, warmup_, {}, &fft_notes);
+  result_.rows.push_back(row("fft (" + std::to_string(kFftSize) + "-point, FFTW)", "raw fftwf_execute loop", fft,
+                             raw_fft, join(fft_notes)));
   if (!gpu_) return raw_fft;
   // Fed with device chunks that are filled once: a host source would measure the host, not the GPU.
   constexpr std::size_t kGpuChunk = 16ULL << 20;  // ci16 input chunk: 4 Mi samples
@@ -568,8 +589,10 @@ Rates BenchRun::measure_fft() {
   std::vector<std::string> gpu_notes;
   const Rates gpu_fft = measure_pipeline(
       "lanes: [{name: a, stages: [{type: device_source, format: ci16, memory: device, chunk: 16MiB, chunks: 16}, "
-      "{type: fft, backend: cufft, size: " + std::to_string(kFftSize) + ", memory: device, chunk: 16MiB, chunks: 8}, "
-      "{type: \"null\"}]}]\n",
+      "{type: fft, backend: cufft, size: " +
+          std::to_string(kFftSize) +
+          ", memory: device, chunk: 16MiB, chunks: 8}, "
+          "{type: \"null\"}]}]\n",
       Probe{1, false}, window_, warmup_, {}, &gpu_notes);
   result_.rows.push_back(row("fft (" + std::to_string(kFftSize) + "-point, cuFFT)", "raw cufftExecC2C loop", gpu_fft,
                              raw_cufft, join(gpu_notes)));
@@ -609,19 +632,22 @@ void BenchRun::measure_replay() {
   const std::uint64_t data_bytes = fs::file_size(data_file) / kChunkBytes * kChunkBytes;
   // Twice each, alternating, and the faster of each kept: a virtual disk's host cache favours
   // whichever reads second, and the ceiling kept its better run, so replay keeps its better too.
-  const std::string replay_yaml = "pipeline: {chunk: 4MiB, chunks: 32}\nlanes: [{name: a, stages: [{type: replay, capture: " +
-                                  (first / "bench.sigmf-collection").string() + ", pace: fast, read_ahead: " +
-                                  std::to_string(kReadDepth) + ", direct: " + (direct_ ? "true" : "false") +
-                                  "}, {type: \"null\"}]}]\n";
+  const std::string replay_yaml =
+      "pipeline: {chunk: 4MiB, chunks: 32}\nlanes: [{name: a, stages: [{type: replay, capture: " +
+      (first / "bench.sigmf-collection").string() + ", pace: fast, read_ahead: " + std::to_string(kReadDepth) +
+      ", direct: " + (direct_ ? "true" : "false") + "}, {type: \"null\"}]}]\n";
   Rates raw_read;
   Rates replay;
   for (int pass = 0; pass < 2; ++pass) {
-    say("raw io_uring " + io + " reads of the recorded data (ceiling of replay), pass " + std::to_string(pass + 1) + " of 2");
-    if (const Rates raw = uring_ceiling(data_file, data_bytes, kReadDepth, false, direct_); raw.bytes_per_second > raw_read.bytes_per_second) {
+    say("raw io_uring " + io + " reads of the recorded data (ceiling of replay), pass " + std::to_string(pass + 1) +
+        " of 2");
+    if (const Rates raw = uring_ceiling(data_file, data_bytes, kReadDepth, false, direct_);
+        raw.bytes_per_second > raw_read.bytes_per_second) {
       raw_read = raw;
     }
     say("replay (fast) → null, of the capture just recorded, pass " + std::to_string(pass + 1) + " of 2");
-    if (const Rates ours = measure_pipeline(replay_yaml, Probe{0, true, true}, window_ * 4, 0); ours.bytes_per_second > replay.bytes_per_second) {
+    if (const Rates ours = measure_pipeline(replay_yaml, Probe{0, true, true}, window_ * 4, 0);
+        ours.bytes_per_second > replay.bytes_per_second) {
       replay = ours;
     }
   }
@@ -657,7 +683,8 @@ void BenchRun::measure_lanes(const Rates& lane_bound, const std::map<dev_t, doub
   say("one lane: udp ← emulator → fft → record → null");
   const Rates one_lane = measure_pipeline(lanes_yaml(one_lane_directories, direct_), Probe{0, true}, window_, warmup_,
                                           emulator_feed(program_, warmup_ + window_ + 1));
-  result_.rows.push_back(row("lane: udp → fft → record", "least of recvmmsg, " + lane_fft_name_ + ", write", one_lane, lane_bound));
+  result_.rows.push_back(
+      row("lane: udp → fft → record", "least of recvmmsg, " + lane_fft_name_ + ", write", one_lane, lane_bound));
   // The one-lane capture is the bench's own scratch: removed before the two lanes record, so that
   // their overwrite sets nothing aside and a small volume holds the second row as it held the first.
   for (const auto& directory : one_lane_directories.front()) {
@@ -666,8 +693,8 @@ void BenchRun::measure_lanes(const Rates& lane_bound, const std::map<dev_t, doub
     fs::create_directories(directory, ignored);
   }
   say("two lanes: 2 × (udp ← emulator → fft → record → null)");
-  const Rates two_lanes = measure_pipeline(lanes_yaml(result_.lane_directories, direct_), Probe{0, true}, window_, warmup_,
-                                           emulator_feed(program_, warmup_ + window_ + 1));
+  const Rates two_lanes = measure_pipeline(lanes_yaml(result_.lane_directories, direct_), Probe{0, true}, window_,
+                                           warmup_, emulator_feed(program_, warmup_ + window_ + 1));
   Rates ideal = one_lane;
   ideal.bytes_per_second *= 2;
   ideal.samples_per_second *= 2;
@@ -692,10 +719,12 @@ BenchResult run_bench(const BenchOptions& options) { return BenchRun(options).ru
 std::string bench_table(const BenchResult& result) {
   std::ostringstream out;
   char line[512];
-  std::snprintf(line, sizeof(line), "%-28s %8s %9s %9s %8s   %-34s %8s %9s %8s %6s\n", "stage", "GB/s", "Msamp/s", "kpkt/s",
-                "CPU s/GB", "ceiling", "GB/s", "kpkt/s", "CPU s/GB", "ratio");
+  std::snprintf(line, sizeof(line), "%-28s %8s %9s %9s %8s   %-34s %8s %9s %8s %6s\n", "stage", "GB/s", "Msamp/s",
+                "kpkt/s", "CPU s/GB", "ceiling", "GB/s", "kpkt/s", "CPU s/GB", "ratio");
   out << line;
-  auto packets = [](double rate) { return rate > 0 ? std::to_string(static_cast<long long>(rate / 1e3 + 0.5)) : std::string("-"); };
+  auto packets = [](double rate) {
+    return rate > 0 ? std::to_string(static_cast<long long>(rate / 1e3 + 0.5)) : std::string("-");
+  };
   for (const auto& row : result.rows) {
     // Multi-byte arrows count as one column in a terminal but three bytes in printf widths.
     auto padded = [](const std::string& text, std::size_t width) {

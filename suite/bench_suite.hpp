@@ -4,20 +4,19 @@
 #pragma once
 
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace sluice::bench {
 
 struct BenchOptions {
-  double seconds = 60;           // total time, spread over the measurements
+  double seconds = 60;  // total time, spread over the measurements
   // Where the disk rows write (empty: a new temp directory). The record and replay rows use the
   // first; of the two lanes, lane i records to directories i, i + 2, i + 4, ... (one directory:
   // both lanes share it).
   std::vector<std::string> directories;
-  std::string emulator_program;  // sluice-emulator; empty: locate_emulator_program()
+  std::string emulator_program;                      // sluice-emulator; empty: locate_emulator_program()
   std::function<void(const std::string&)> progress;  // one line per step (stderr in the CLI)
 };
 
@@ -27,7 +26,7 @@ struct Rates {
   double samples_per_second = 0;
   double packets_per_second = 0;  // 0 where the stage has no packets
   double cpu_seconds_per_gb = 0;  // process CPU time (all threads) per GB moved
-  double machine_busy = 0;        // pipeline rows: the whole machine's CPUs busy over the window (0–1), emulator included
+  double machine_busy = 0;  // pipeline rows: the whole machine's CPUs busy over the window (0–1), emulator included
 };
 
 struct BenchRow {
@@ -41,9 +40,9 @@ struct BenchRow {
 
 struct BenchResult {
   std::vector<BenchRow> rows;
-  double two_lane_scaling = 0;  // two lanes' aggregate / one lane
-  std::string directory;                              // the first work directory (record and replay rows)
-  std::vector<std::string> directories;               // the work directories, one per --dir
+  double two_lane_scaling = 0;                             // two lanes' aggregate / one lane
+  std::string directory;                                   // the first work directory (record and replay rows)
+  std::vector<std::string> directories;                    // the work directories, one per --dir
   std::vector<std::vector<std::string>> lane_directories;  // where each of the two lanes records
   std::vector<std::string> notes;
   double seconds = 0;  // wall time the whole run took

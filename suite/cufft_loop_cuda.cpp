@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "suite/cufft_loop.hpp"
 #include "pipeline/clock.hpp"
 #include "pipeline/memory.hpp"
+#include "suite/cufft_loop.hpp"
 
 namespace sluice::bench {
 namespace {

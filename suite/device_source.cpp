@@ -10,9 +10,7 @@
 #include "pipeline/stage.hpp"
 
 namespace sluice::bench {
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 std::vector<std::byte> random_samples(std::size_t bytes, SampleFormat format) {
   std::vector<std::byte> out(bytes);
@@ -62,7 +60,8 @@ class DeviceSource final : public Stage {
     context.stream.description = "bench: random device chunks, filled once";
   }
   StageStatus process() override {
-    if (context_->stop_requested() || (chunks_to_send_ != 0 && sent_ == chunks_to_send_)) return StageStatus::end_of_stream;
+    if (context_->stop_requested() || (chunks_to_send_ != 0 && sent_ == chunks_to_send_))
+      return StageStatus::end_of_stream;
     ChunkPtr chunk = context_->acquire(*pool_, std::chrono::milliseconds(100));
     if (!chunk) return StageStatus::idle;
     chunk->size = chunk->capacity;

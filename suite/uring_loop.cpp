@@ -21,7 +21,9 @@ namespace {
 double cpu_seconds() {
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
-  auto seconds = [](const timeval& value) { return static_cast<double>(value.tv_sec) + static_cast<double>(value.tv_usec) / 1e6; };
+  auto seconds = [](const timeval& value) {
+    return static_cast<double>(value.tv_sec) + static_cast<double>(value.tv_usec) / 1e6;
+  };
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
@@ -32,15 +34,16 @@ void register_blocks(recorder::Uring& ring, const std::vector<std::byte*>& block
   for (std::byte* data : blocks) vectors.push_back({data, block_bytes});
   const auto count = static_cast<unsigned>(vectors.size());
   if (const int registered = io_uring_register_buffers(ring.get(), vectors.data(), count); registered != 0) {
-    throw std::runtime_error(errno_message("io_uring_register_buffers", -registered) + " (RLIMIT_MEMLOCK too small for " +
-                             std::to_string(count) + " × " + std::to_string(block_bytes >> 20) + " MiB?)");
+    throw std::runtime_error(errno_message("io_uring_register_buffers", -registered) +
+                             " (RLIMIT_MEMLOCK too small for " + std::to_string(count) + " × " +
+                             std::to_string(block_bytes >> 20) + " MiB?)");
   }
 }
 
 }  // namespace
 
-UringLoopResult uring_loop(const std::string& path, std::uint64_t total, std::size_t block_bytes, unsigned depth, bool write,
-                           bool direct) {
+UringLoopResult uring_loop(const std::string& path, std::uint64_t total, std::size_t block_bytes, unsigned depth,
+                           bool write, bool direct) {
   const int flags = (write ? O_WRONLY | O_CREAT | O_TRUNC : O_RDONLY) | O_CLOEXEC | (direct ? O_DIRECT : 0);
   recorder::FileDescriptor file = recorder::open_file(path, flags);
   if (write && ::fallocate(file.get(), 0, 0, static_cast<off_t>(total)) != 0 && errno != EOPNOTSUPP) {
@@ -71,9 +74,11 @@ UringLoopResult uring_loop(const std::string& path, std::uint64_t total, std::si
       free_blocks.pop_back();
       const auto offset = submitted * block_bytes;
       if (write) {
-        io_uring_prep_write_fixed(sqe, file.get(), blocks[block], static_cast<unsigned>(block_bytes), offset, static_cast<int>(block));
+        io_uring_prep_write_fixed(sqe, file.get(), blocks[block], static_cast<unsigned>(block_bytes), offset,
+                                  static_cast<int>(block));
       } else {
-        io_uring_prep_read_fixed(sqe, file.get(), blocks[block], static_cast<unsigned>(block_bytes), offset, static_cast<int>(block));
+        io_uring_prep_read_fixed(sqe, file.get(), blocks[block], static_cast<unsigned>(block_bytes), offset,
+                                 static_cast<int>(block));
       }
       io_uring_sqe_set_data64(sqe, block);
       ++submitted;
@@ -83,8 +88,8 @@ UringLoopResult uring_loop(const std::string& path, std::uint64_t total, std::si
     io_uring_cqe* cqe = nullptr;
     while (io_uring_peek_cqe(ring.get(), &cqe) == 0) {
       if (cqe->res != static_cast<int>(block_bytes)) {
-        throw std::runtime_error(std::string(write ? "write(" : "read(") + path + ") via io_uring: " +
-                                 (cqe->res < 0 ? std::strerror(-cqe->res) : "short transfer"));
+        throw std::runtime_error(std::string(write ? "write(" : "read(") + path +
+                                 ") via io_uring: " + (cqe->res < 0 ? std::strerror(-cqe->res) : "short transfer"));
       }
       free_blocks.push_back(static_cast<unsigned>(io_uring_cqe_get_data64(cqe)));
       io_uring_cqe_seen(ring.get(), cqe);

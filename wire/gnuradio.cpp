@@ -6,7 +6,8 @@
 
 namespace sluice::gnuradio {
 
-static_assert(std::endian::native == std::endian::little, "gr-network headers are in the sender's byte order: little-endian");
+static_assert(std::endian::native == std::endian::little,
+              "gr-network headers are in the sender's byte order: little-endian");
 
 DecodeStatus decode(std::span<const std::byte> datagram, bool with_size, Header& out) noexcept {
   const std::size_t header = with_size ? kSeqSizeHeaderBytes : kSeqHeaderBytes;

@@ -26,12 +26,18 @@ T get(const std::byte* in, std::size_t offset) {
 
 std::string_view to_string(DecodeStatus status) {
   switch (status) {
-    case DecodeStatus::ok: return "ok";
-    case DecodeStatus::truncated: return "truncated";
-    case DecodeStatus::bad_magic: return "bad_magic";
-    case DecodeStatus::bad_version: return "bad_version";
-    case DecodeStatus::unknown_format: return "unknown_format";
-    case DecodeStatus::bad_size_field: return "bad_size_field";
+    case DecodeStatus::ok:
+      return "ok";
+    case DecodeStatus::truncated:
+      return "truncated";
+    case DecodeStatus::bad_magic:
+      return "bad_magic";
+    case DecodeStatus::bad_version:
+      return "bad_version";
+    case DecodeStatus::unknown_format:
+      return "unknown_format";
+    case DecodeStatus::bad_size_field:
+      return "bad_size_field";
   }
   return "?";
 }

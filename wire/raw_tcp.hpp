@@ -41,11 +41,11 @@ struct FrameHeader {
 
 enum class DecodeStatus : std::uint8_t {
   ok,
-  truncated,        // fewer than kHeaderBytes
+  truncated,  // fewer than kHeaderBytes
   bad_magic,
   bad_version,
   unknown_format,
-  bad_size_field,   // payload_bytes != sample_count * bytes per sample, or above kMaxPayloadBytes
+  bad_size_field,  // payload_bytes != sample_count * bytes per sample, or above kMaxPayloadBytes
 };
 std::string_view to_string(DecodeStatus status);
 

@@ -27,9 +27,7 @@ inline std::uint64_t swap16_lanes(std::uint64_t word) {
   return ((word & 0x00FF00FF00FF00FFULL) << 8) | ((word >> 8) & 0x00FF00FF00FF00FFULL);
 }
 // Swaps bytes inside each 32-bit lane (cf32/rf32: float components).
-inline std::uint64_t swap32_lanes(std::uint64_t word) {
-  return __builtin_bswap64((word << 32) | (word >> 32));
-}
+inline std::uint64_t swap32_lanes(std::uint64_t word) { return __builtin_bswap64((word << 32) | (word >> 32)); }
 struct Swap16 {
   std::uint64_t operator()(std::uint64_t word) const noexcept { return swap16_lanes(word); }
 };
@@ -90,7 +88,7 @@ inline void stream_word(const std::byte* in, std::byte* out) noexcept {
 // one streamed store (vmovntdq zmm) per line. Returns the bytes done.
 template <Lanes L>
 __attribute__((target("avx512f,avx512bw"))) std::size_t stream_lines_avx512(const std::byte* in, std::byte* out,
-                                                                             std::size_t bytes) noexcept {
+                                                                            std::size_t bytes) noexcept {
   // Byte order within each 16-byte lane, as 32-bit words from the lowest: [1 0 3 2 ...] swaps
   // 16-bit components, [3 2 1 0 ...] 32-bit ones.
   const __m512i order = L == Lanes::bits16 ? _mm512_set4_epi32(0x0E0F0C0D, 0x0A0B0809, 0x06070405, 0x02030001)
@@ -118,13 +116,16 @@ void stream_lanes(const std::byte* in, std::byte* out, std::size_t bytes, [[mayb
   // line must be evicted before a streamed store to it.) `out` and `bytes` are whole numbers of
   // samples into a chunk, so 4-byte aligned; only ci8 (2-byte samples) can leave a 2-byte rest,
   // copied plainly.
-  const auto aligned = [out](std::size_t at, std::uintptr_t mask) { return (reinterpret_cast<std::uintptr_t>(out + at) & mask) == 0; };
+  const auto aligned = [out](std::size_t at, std::uintptr_t mask) {
+    return (reinterpret_cast<std::uintptr_t>(out + at) & mask) == 0;
+  };
   std::size_t i = 0;
   if (aligned(0, 3)) {
     for (; i + 4 <= bytes && !aligned(i, 15); i += 4) stream_word<L>(in + i, out + i);
 #if defined(SLUICE_STREAM_AVX512)
     if (width == StreamWidth::avx512) {
-      for (; i + 16 <= bytes && !aligned(i, 63); i += 16) _mm_stream_si128(reinterpret_cast<__m128i*>(out + i), swapped_at<L>(in + i));
+      for (; i + 16 <= bytes && !aligned(i, 63); i += 16)
+        _mm_stream_si128(reinterpret_cast<__m128i*>(out + i), swapped_at<L>(in + i));
       if (aligned(i, 63)) i += stream_lines_avx512<L>(in + i, out + i, bytes - i);
     }
 #endif
@@ -155,10 +156,10 @@ void stream_lanes(const std::byte* in, std::byte* out, std::size_t bytes, [[mayb
 // 32 bytes a step: one load, one in-lane byte shuffle, one store. Returns the bytes done.
 template <Lanes L>
 __attribute__((target("avx2"))) std::size_t swap_in_place_avx2(std::byte* data, std::size_t bytes) noexcept {
-  const __m256i order = L == Lanes::bits16 ? _mm256_setr_epi8(1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14, 1, 0, 3, 2, 5, 4, 7,
-                                                              6, 9, 8, 11, 10, 13, 12, 15, 14)
-                                           : _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12, 3, 2, 1, 0, 7, 6, 5,
-                                                              4, 11, 10, 9, 8, 15, 14, 13, 12);
+  const __m256i order = L == Lanes::bits16 ? _mm256_setr_epi8(1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14, 1,
+                                                              0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14)
+                                           : _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12, 3,
+                                                              2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
   std::size_t i = 0;
   for (; i + 64 <= bytes; i += 64) {
     const __m256i a = _mm256_shuffle_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + i)), order);
@@ -214,10 +215,15 @@ void stream_copy(SampleFormat format, bool swap, const std::byte* in, std::byte*
   }
 #if defined(__SSE2__)
   switch (format) {
-    case SampleFormat::ci8: return;  // handled above
-    case SampleFormat::ci16: stream_lanes<Lanes::bits16>(in, out, bytes, width); return;
+    case SampleFormat::ci8:
+      return;  // handled above
+    case SampleFormat::ci16:
+      stream_lanes<Lanes::bits16>(in, out, bytes, width);
+      return;
     case SampleFormat::cf32:
-    case SampleFormat::rf32: stream_lanes<Lanes::bits32>(in, out, bytes, width); return;
+    case SampleFormat::rf32:
+      stream_lanes<Lanes::bits32>(in, out, bytes, width);
+      return;
   }
 #else
   copy_swapped(format, in, out, bytes);
@@ -227,10 +233,15 @@ void stream_copy(SampleFormat format, bool swap, const std::byte* in, std::byte*
 void swap_in_place(SampleFormat format, std::byte* data, std::size_t bytes) noexcept {
 #if defined(__SSE2__)
   switch (format) {
-    case SampleFormat::ci8: return;
-    case SampleFormat::ci16: swap_lanes_in_place<Lanes::bits16>(data, bytes); return;
+    case SampleFormat::ci8:
+      return;
+    case SampleFormat::ci16:
+      swap_lanes_in_place<Lanes::bits16>(data, bytes);
+      return;
     case SampleFormat::cf32:
-    case SampleFormat::rf32: swap_lanes_in_place<Lanes::bits32>(data, bytes); return;
+    case SampleFormat::rf32:
+      swap_lanes_in_place<Lanes::bits32>(data, bytes);
+      return;
   }
 #else
   copy_swapped(format, data, data, bytes);
@@ -247,10 +258,16 @@ void stream_fence() noexcept {
 
 void copy_swapped(SampleFormat format, const std::byte* in, std::byte* out, std::size_t bytes) noexcept {
   switch (format) {
-    case SampleFormat::ci8: std::memcpy(out, in, bytes); return;  // single bytes: no order
-    case SampleFormat::ci16: copy_words(in, out, bytes, Swap16{}); return;
+    case SampleFormat::ci8:
+      std::memcpy(out, in, bytes);
+      return;  // single bytes: no order
+    case SampleFormat::ci16:
+      copy_words(in, out, bytes, Swap16{});
+      return;
     case SampleFormat::cf32:
-    case SampleFormat::rf32: copy_words(in, out, bytes, Swap32{}); return;
+    case SampleFormat::rf32:
+      copy_words(in, out, bytes, Swap32{});
+      return;
   }
 }
 

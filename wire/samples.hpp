@@ -26,7 +26,8 @@ void stream_copy(SampleFormat format, bool swap, const std::byte* in, std::byte*
 enum class StreamWidth { sse2, avx512 };
 [[nodiscard]] StreamWidth stream_width() noexcept;
 // stream_copy with a given width, for its test and benchmark: `width` must not exceed stream_width().
-void stream_copy(SampleFormat format, bool swap, const std::byte* in, std::byte* out, std::size_t bytes, StreamWidth width) noexcept;
+void stream_copy(SampleFormat format, bool swap, const std::byte* in, std::byte* out, std::size_t bytes,
+                 StreamWidth width) noexcept;
 
 // Swaps each component's byte order of `bytes` (a whole number of samples) where they lie, with
 // ordinary stores: for payloads the kernel has just written into a chunk (still in cache).

@@ -57,5 +57,4 @@ std::string set_receive_buffer(int fd, std::uint64_t bytes) {
   return note;
 }
 
-
 }  // namespace sluice::wire

@@ -41,10 +41,14 @@ Trailer parse_trailer(std::uint32_t word) {
 
 std::string_view to_string(DecodeStatus status) {
   switch (status) {
-    case DecodeStatus::ok: return "ok";
-    case DecodeStatus::truncated: return "truncated";
-    case DecodeStatus::bad_size_field: return "bad_size_field";
-    case DecodeStatus::unknown_type: return "unknown_type";
+    case DecodeStatus::ok:
+      return "ok";
+    case DecodeStatus::truncated:
+      return "truncated";
+    case DecodeStatus::bad_size_field:
+      return "bad_size_field";
+    case DecodeStatus::unknown_type:
+      return "unknown_type";
   }
   return "?";
 }
@@ -82,7 +86,8 @@ std::size_t encode_around_payload(const Packet& packet, std::size_t payload_byte
   }
   if (header.has_class_id) {
     store_be32(cursor, packet.class_id.oui & 0x00FFFFFFU);
-    store_be32(cursor + 4, static_cast<std::uint32_t>(packet.class_id.information_class) << 16 | packet.class_id.packet_class);
+    store_be32(cursor + 4,
+               static_cast<std::uint32_t>(packet.class_id.information_class) << 16 | packet.class_id.packet_class);
     cursor += 8;
   }
   if (header.tsi != Tsi::none) {
@@ -111,7 +116,8 @@ std::size_t encode(const Packet& packet, std::span<std::byte> out) {
 DecodeStatus decode(std::span<const std::byte> datagram, Packet& out) {
   const DecodeStatus status = decode_any(datagram, out);
   // Only IF Data carries samples; context packets go to decode_context (wire/vita49_context.hpp).
-  if (status == DecodeStatus::ok && out.header.type != PacketType::if_data && out.header.type != PacketType::if_data_stream_id) {
+  if (status == DecodeStatus::ok && out.header.type != PacketType::if_data &&
+      out.header.type != PacketType::if_data_stream_id) {
     return DecodeStatus::unknown_type;
   }
   return status;
@@ -123,7 +129,8 @@ DecodeStatus decode_any(std::span<const std::byte> datagram, Packet& out) {
   const std::size_t prefix_bytes = prefix_words(out.header) * 4;
   const std::size_t payload_bytes = datagram.size() - prefix_bytes - (out.header.has_trailer ? 4U : 0U);
   out.payload = datagram.subspan(prefix_bytes, payload_bytes);
-  out.trailer = out.header.has_trailer ? parse_trailer(load_be32(datagram.data() + prefix_bytes + payload_bytes)) : Trailer{};
+  out.trailer =
+      out.header.has_trailer ? parse_trailer(load_be32(datagram.data() + prefix_bytes + payload_bytes)) : Trailer{};
   return DecodeStatus::ok;
 }
 
@@ -170,7 +177,8 @@ DecodeStatus decode_prefix(std::span<const std::byte> prefix, std::size_t datagr
     cursor += 4;
   }
   out.fractional_timestamp = 0;
-  if (header.tsf != Tsf::none) out.fractional_timestamp = static_cast<std::uint64_t>(load_be32(cursor)) << 32 | load_be32(cursor + 4);
+  if (header.tsf != Tsf::none)
+    out.fractional_timestamp = static_cast<std::uint64_t>(load_be32(cursor)) << 32 | load_be32(cursor + 4);
   out.payload = {};
   out.trailer = {};
   return DecodeStatus::ok;

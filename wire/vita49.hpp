@@ -32,8 +32,8 @@ inline void store_be32(std::byte* out, std::uint32_t value) {
 }
 
 enum class PacketType : std::uint8_t {
-  if_data = 0,             // IF Data without stream ID
-  if_data_stream_id = 1,   // IF Data with stream ID
+  if_data = 0,            // IF Data without stream ID
+  if_data_stream_id = 1,  // IF Data with stream ID
   ext_data = 2,
   ext_data_stream_id = 3,
   context = 4,
@@ -44,7 +44,7 @@ enum class Tsi : std::uint8_t { none = 0, utc = 1, gps = 2, other = 3 };
 enum class Tsf : std::uint8_t { none = 0, sample_count = 1, real_time = 2, free_running = 3 };
 
 struct ClassId {
-  std::uint32_t oui = 0;            // 24 bits
+  std::uint32_t oui = 0;  // 24 bits
   std::uint16_t information_class = 0;
   std::uint16_t packet_class = 0;
 };
@@ -83,9 +83,9 @@ struct Packet {
 
 enum class DecodeStatus : std::uint8_t {
   ok,
-  truncated,           // shorter than its header, or than its size field says
-  bad_size_field,      // size field smaller than the header it declares, or than the datagram
-  unknown_type,        // not an IF Data packet (context, extension or reserved type)
+  truncated,       // shorter than its header, or than its size field says
+  bad_size_field,  // size field smaller than the header it declares, or than the datagram
+  unknown_type,    // not an IF Data packet (context, extension or reserved type)
 };
 std::string_view to_string(DecodeStatus status);
 
@@ -121,13 +121,15 @@ inline constexpr std::uint64_t kPicosecondsPerSecond = 1'000'000'000'000ULL;
 __extension__ typedef unsigned __int128 Uint128;
 // Samples since the epoch of the timestamp (seconds, picoseconds), rounded to the nearest.
 inline std::uint64_t sample_index(std::uint64_t seconds, std::uint64_t picoseconds, std::uint64_t rate) {
-  return seconds * rate + static_cast<std::uint64_t>((static_cast<Uint128>(picoseconds) * rate + kPicosecondsPerSecond / 2) /
-                                                     kPicosecondsPerSecond);
+  return seconds * rate +
+         static_cast<std::uint64_t>((static_cast<Uint128>(picoseconds) * rate + kPicosecondsPerSecond / 2) /
+                                    kPicosecondsPerSecond);
 }
 // The timestamp of sample `index` (counted from the epoch), picoseconds rounded to the nearest.
 inline void timestamp_of(std::uint64_t index, std::uint64_t rate, std::uint64_t& seconds, std::uint64_t& picoseconds) {
   seconds = index / rate;
-  picoseconds = static_cast<std::uint64_t>((static_cast<Uint128>(index % rate) * kPicosecondsPerSecond + rate / 2) / rate);
+  picoseconds =
+      static_cast<std::uint64_t>((static_cast<Uint128>(index % rate) * kPicosecondsPerSecond + rate / 2) / rate);
 }
 
 }  // namespace sluice::vita49

@@ -46,7 +46,9 @@ double from_radix20(const std::byte* in) {
   return static_cast<double>(static_cast<std::int64_t>(raw)) / kRadix20;
 }
 
-double from_radix7(std::uint32_t bits16) { return static_cast<double>(static_cast<std::int16_t>(bits16 & 0xFFFFU)) / kRadix7; }
+double from_radix7(std::uint32_t bits16) {
+  return static_cast<double>(static_cast<std::int16_t>(bits16 & 0xFFFFU)) / kRadix7;
+}
 
 Header context_header(const ContextPacket& packet) {
   Header header;
@@ -72,13 +74,20 @@ std::size_t field_bytes(const ContextPacket& packet) {
 
 std::string_view to_string(ContextStatus status) {
   switch (status) {
-    case ContextStatus::ok: return "ok";
-    case ContextStatus::truncated: return "truncated";
-    case ContextStatus::bad_size_field: return "bad_size_field";
-    case ContextStatus::not_context: return "not_context";
-    case ContextStatus::unknown_type: return "unknown_type";
-    case ContextStatus::reserved_cif_bit: return "reserved_cif_bit";
-    case ContextStatus::bad_value: return "bad_value";
+    case ContextStatus::ok:
+      return "ok";
+    case ContextStatus::truncated:
+      return "truncated";
+    case ContextStatus::bad_size_field:
+      return "bad_size_field";
+    case ContextStatus::not_context:
+      return "not_context";
+    case ContextStatus::unknown_type:
+      return "unknown_type";
+    case ContextStatus::reserved_cif_bit:
+      return "reserved_cif_bit";
+    case ContextStatus::bad_value:
+      return "bad_value";
   }
   return "?";
 }
@@ -146,7 +155,8 @@ std::size_t encode_context(const ContextPacket& packet, std::span<std::byte> out
     std::int16_t stage1 = 0;
     std::int16_t stage2 = 0;
     if (!to_radix7(*packet.gain_stage1_db, stage1) || !to_radix7(packet.gain_stage2_db.value_or(0.0), stage2)) return 0;
-    store_be32(cursor, static_cast<std::uint32_t>(static_cast<std::uint16_t>(stage2)) << 16 | static_cast<std::uint16_t>(stage1));
+    store_be32(cursor, static_cast<std::uint32_t>(static_cast<std::uint16_t>(stage2)) << 16 |
+                           static_cast<std::uint16_t>(stage1));
     cursor += 4;
     indicators |= 1U << cif::kGain;
   }
@@ -174,17 +184,27 @@ ContextPacket context_of(const Packet& packet) {
 // The CIF0 field of `bit` at `field` into `out`; a field Sluice does not use is only noted.
 void read_field(unsigned bit, const std::byte* field, ContextPacket& out) {
   switch (bit) {
-    case cif::kBandwidth: out.bandwidth_hz = from_radix20(field); break;
-    case cif::kRfReferenceFrequency: out.rf_reference_frequency_hz = from_radix20(field); break;
-    case cif::kReferenceLevel: out.reference_level_dbm = from_radix7(load_be32(field)); break;
+    case cif::kBandwidth:
+      out.bandwidth_hz = from_radix20(field);
+      break;
+    case cif::kRfReferenceFrequency:
+      out.rf_reference_frequency_hz = from_radix20(field);
+      break;
+    case cif::kReferenceLevel:
+      out.reference_level_dbm = from_radix7(load_be32(field));
+      break;
     case cif::kGain: {
       const std::uint32_t gain = load_be32(field);
       out.gain_stage1_db = from_radix7(gain);
       out.gain_stage2_db = from_radix7(gain >> 16);
       break;
     }
-    case cif::kSampleRate: out.sample_rate_hz = from_radix20(field); break;
-    default: out.skipped_fields |= 1U << bit; break;
+    case cif::kSampleRate:
+      out.sample_rate_hz = from_radix20(field);
+      break;
+    default:
+      out.skipped_fields |= 1U << bit;
+      break;
   }
 }
 
@@ -193,10 +213,14 @@ void read_field(unsigned bit, const std::byte* field, ContextPacket& out) {
 ContextStatus decode_context(std::span<const std::byte> datagram, ContextPacket& out) {
   Packet packet;
   switch (decode_any(datagram, packet)) {
-    case DecodeStatus::ok: break;
-    case DecodeStatus::truncated: return ContextStatus::truncated;
-    case DecodeStatus::bad_size_field: return ContextStatus::bad_size_field;
-    case DecodeStatus::unknown_type: return ContextStatus::unknown_type;
+    case DecodeStatus::ok:
+      break;
+    case DecodeStatus::truncated:
+      return ContextStatus::truncated;
+    case DecodeStatus::bad_size_field:
+      return ContextStatus::bad_size_field;
+    case DecodeStatus::unknown_type:
+      return ContextStatus::unknown_type;
   }
   if (packet.header.type != PacketType::context) return ContextStatus::not_context;
   out = context_of(packet);
@@ -215,7 +239,8 @@ ContextStatus decode_context(std::span<const std::byte> datagram, ContextPacket&
   }
   // The size field must end exactly where the declared fields do.
   if (!rest.empty()) return ContextStatus::bad_size_field;
-  if ((out.sample_rate_hz && *out.sample_rate_hz < 0) || (out.bandwidth_hz && *out.bandwidth_hz < 0)) return ContextStatus::bad_value;
+  if ((out.sample_rate_hz && *out.sample_rate_hz < 0) || (out.bandwidth_hz && *out.bandwidth_hz < 0))
+    return ContextStatus::bad_value;
   return ContextStatus::ok;
 }
 

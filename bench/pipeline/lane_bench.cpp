@@ -58,7 +58,9 @@ const StageRegistry& registry_with_sum_sink() {
     StageRegistry built;
     register_builtin_stages(built);
     built.add(StageType{"sum", StageRole::sink, "reads every byte",
-                        [](SettingsReader&, const PipelineSettings&) -> std::unique_ptr<Stage> { return std::make_unique<SumSink>(); }});
+                        [](SettingsReader&, const PipelineSettings&) -> std::unique_ptr<Stage> {
+                          return std::make_unique<SumSink>();
+                        }});
     return built;
   }();
   return registry;
@@ -109,8 +111,8 @@ double copy_then_sum_bytes_per_second(std::uint64_t total) {
 
 double lane_bytes_per_second(std::uint64_t total, const char* sink) {
   Pipeline pipeline(load_pipeline_text("pipeline: {chunk: 4MiB, chunks: " + std::to_string(kPoolChunks) +
-                                           "}\nlanes: [{name: a, stages: [{type: generator, stop_after: " + std::to_string(total) +
-                                           "}, {type: " + sink + "}]}]\n",
+                                           "}\nlanes: [{name: a, stages: [{type: generator, stop_after: " +
+                                           std::to_string(total) + "}, {type: " + sink + "}]}]\n",
                                        "lane_bench", {}, registry_with_sum_sink()));
   pipeline.start();
   pipeline.run();
@@ -118,7 +120,8 @@ double lane_bytes_per_second(std::uint64_t total, const char* sink) {
   const StageMetrics& sink_metrics = *lanes[0][1];
   if (sink_metrics.in.bytes.load() != total) throw std::runtime_error("lane lost bytes");
   // From the source's start to the sink's end: the whole hand-off, thread start-up aside.
-  return static_cast<double>(total) / (static_cast<double>(sink_metrics.stopped_ns.load() - lanes[0][0]->started_ns.load()) / 1e9);
+  return static_cast<double>(total) /
+         (static_cast<double>(sink_metrics.stopped_ns.load() - lanes[0][0]->started_ns.load()) / 1e9);
 }
 
 // One repetition: the baseline, then the lane with `sink` at its end, over the same bytes.

@@ -12,31 +12,30 @@
 // colon-separated list, one per volume) against fio with one job per volume at once, each
 // volume given the same bytes and queue depth on both sides.
 //   SLUICE_BENCH_DIR=/data/bench SLUICE_BENCH_BYTES=8GiB ./recorder_bench --benchmark_repetitions=5
+#include <benchmark/benchmark.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include <benchmark/benchmark.h>
-#include <nlohmann/json.hpp>
-
-#include "suite/uring_loop.hpp"
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
 #include "pipeline/pool.hpp"
 #include "pipeline/runtime.hpp"
 #include "pipeline/units.hpp"
 #include "recorder/recording_writer.hpp"
+#include "suite/uring_loop.hpp"
 
 namespace sluice {
 namespace {
@@ -97,7 +96,8 @@ double run_fio(const std::string& mode, const std::vector<std::string>& files, s
                         " --size=" + std::to_string(bytes) +
                         (huge_pages() ? " --iomem=mmaphuge --hugepage-size=2M" : " --iomem=malloc") +
                         (mode == "write" ? " --end_fsync=1" : "") + " --group_reporting --output-format=json";
-  for (std::size_t i = 0; i < files.size(); ++i) command += " --name=sluice" + std::to_string(i) + " --filename=" + files[i];
+  for (std::size_t i = 0; i < files.size(); ++i)
+    command += " --name=sluice" + std::to_string(i) + " --filename=" + files[i];
   command += " 2>/dev/null";
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) throw std::runtime_error("popen(fio) failed");
@@ -105,8 +105,10 @@ double run_fio(const std::string& mode, const std::vector<std::string>& files, s
   std::array<char, 4096> buffer{};
   while (std::fgets(buffer.data(), buffer.size(), pipe) != nullptr) output += buffer.data();
   if (::pclose(pipe) != 0) {
-    throw std::runtime_error("fio failed (is fio installed? with huge pages: are 2 MiB pages reserved in "
-                             "/proc/sys/vm/nr_hugepages?): " + command);
+    throw std::runtime_error(
+        "fio failed (is fio installed? with huge pages: are 2 MiB pages reserved in "
+        "/proc/sys/vm/nr_hugepages?): " +
+        command);
   }
   const nlohmann::json json = nlohmann::json::parse(output.substr(output.find('{')));
   return json["jobs"][0][mode]["bw_bytes"].get<double>();
@@ -133,7 +135,8 @@ WriteResult recorder_write(const std::vector<std::string>& directories, const st
   const std::uint64_t total = kTotalBytes * directories.size();
   const unsigned depth = kQueueDepth * static_cast<unsigned>(directories.size());  // kQueueDepth a volume
   Pool pool("bench", PoolSpec{kChunkBytes, depth * 2, MemoryKind::host, 0});
-  for (std::size_t i = 0; i < pool.chunk_count(); ++i) std::memset(pool.chunk(i).data, static_cast<int>(i), kChunkBytes);
+  for (std::size_t i = 0; i < pool.chunk_count(); ++i)
+    std::memset(pool.chunk(i).data, static_cast<int>(i), kChunkBytes);
   const double huge = huge_fraction(pool.region().data(), pool.region().size());
   recorder::RecorderSettings settings;
   settings.directories = directories;
@@ -176,12 +179,16 @@ WriteResult recorder_write(const std::vector<std::string>& directories, const st
 // The record stage itself in a lane: generator (unpaced) → record → null, timed from the
 // run's start to the record stage's end (its finish includes the final fsync, as fio's end_fsync).
 double record_stage_write(const std::string& directory) {
-  const std::string yaml = "pipeline: {name: stage, chunk: 4MiB, chunks: 16}\n"
-                           "lanes:\n  - name: bench\n    stages:\n"
-                           "      - {type: generator, signal: ramp, stop_after: " + std::to_string(kTotalBytes) + "}\n"
-                           "      - {type: record, io_depth: " + std::to_string(kQueueDepth) + ", preallocate: " +
-                           std::to_string(kTotalBytes) + ", directory: " + directory + "}\n"
-                           "      - {type: null}\n";
+  const std::string yaml =
+      "pipeline: {name: stage, chunk: 4MiB, chunks: 16}\n"
+      "lanes:\n  - name: bench\n    stages:\n"
+      "      - {type: generator, signal: ramp, stop_after: " +
+      std::to_string(kTotalBytes) +
+      "}\n"
+      "      - {type: record, io_depth: " +
+      std::to_string(kQueueDepth) + ", preallocate: " + std::to_string(kTotalBytes) + ", directory: " + directory +
+      "}\n"
+      "      - {type: null}\n";
   Pipeline pipeline(load_pipeline_text(yaml, "bench"));
   pipeline.start();
   const std::uint64_t begin = monotonic_ns();
@@ -223,7 +230,9 @@ const StageRegistry& registry_with_check_sink() {
     StageRegistry built;
     register_builtin_stages(built);
     built.add(StageType{"check", StageRole::sink, "checks page stamps",
-                        [](SettingsReader&, const PipelineSettings&) -> std::unique_ptr<Stage> { return std::make_unique<CheckSink>(); }});
+                        [](SettingsReader&, const PipelineSettings&) -> std::unique_ptr<Stage> {
+                          return std::make_unique<CheckSink>();
+                        }});
     return built;
   }();
   return registry;
@@ -231,12 +240,14 @@ const StageRegistry& registry_with_check_sink() {
 
 // The replay stage reading a capture back as fast as it can (replay → check pipeline).
 double replay_read(const std::string& collection) {
-  const std::string yaml = "pipeline: {name: bench, chunk: 4MiB, chunks: 16}\n"
-                           "template:\n"
-                           "  - {name: replay, type: replay, pace: fast, read_ahead: " + std::to_string(kQueueDepth) +
-                           ", capture: " + collection + "}\n"
-                           "  - {name: sink, type: check}\n"
-                           "lanes:\n  - name: bench\n";
+  const std::string yaml =
+      "pipeline: {name: bench, chunk: 4MiB, chunks: 16}\n"
+      "template:\n"
+      "  - {name: replay, type: replay, pace: fast, read_ahead: " +
+      std::to_string(kQueueDepth) + ", capture: " + collection +
+      "}\n"
+      "  - {name: sink, type: check}\n"
+      "lanes:\n  - name: bench\n";
   g_bad_pages = 0;
   Pipeline pipeline(load_pipeline_text(yaml, "bench", {}, registry_with_check_sink()));
   pipeline.start();
@@ -244,7 +255,8 @@ double replay_read(const std::string& collection) {
   if (!pipeline.failures().empty()) throw std::runtime_error(pipeline.failures().front().message);
   const FlowCounters& in = pipeline.metrics_by_lane()[0][1]->in;
   if (in.bytes.load() != kTotalBytes) throw std::runtime_error("replay lost bytes");
-  if (g_bad_pages.load() != 0) throw std::runtime_error(std::to_string(g_bad_pages.load()) + " replayed pages hold the wrong bytes");
+  if (g_bad_pages.load() != 0)
+    throw std::runtime_error(std::to_string(g_bad_pages.load()) + " replayed pages hold the wrong bytes");
   // Over the time data flowed (the sink's first chunk to its last), as fio reports its bandwidth
   // over its I/O: the run's start (pool allocation and page-locking, buffer registration, opening
   // the capture) and its drain are not reading. The first chunk arrived before first_ns.
@@ -317,13 +329,13 @@ void BM_ReplayReadVsFio(benchmark::State& state) {
   double raw = 0;
   static int round = 0;
   for (auto _ : state) {
-    const std::function<void()> sides[] = {
-        [&] { ours = replay_read(directory + "/read.sigmf-collection"); },
-        [&] { fio = run_fio("read", {data}, kTotalBytes); },
-        [&] {
-          const bench::UringLoopResult loop = bench::uring_loop(data, kTotalBytes, kChunkBytes, kQueueDepth, false, true);
-          raw = loop.bytes / loop.seconds;
-        }};
+    const std::function<void()> sides[] = {[&] { ours = replay_read(directory + "/read.sigmf-collection"); },
+                                           [&] { fio = run_fio("read", {data}, kTotalBytes); },
+                                           [&] {
+                                             const bench::UringLoopResult loop = bench::uring_loop(
+                                                 data, kTotalBytes, kChunkBytes, kQueueDepth, false, true);
+                                             raw = loop.bytes / loop.seconds;
+                                           }};
     for (int side = 0; side < 3; ++side) sides[(round + side) % 3]();
     ++round;
   }
@@ -373,7 +385,8 @@ void BM_StripedWriteVsFio(benchmark::State& state) {
   static int round = 0;
   for (auto _ : state) {
     alternately(
-        round, [&] { ours = recorder_write(directories, "striped"); }, [&] { fio = run_fio("write", fio_files, kTotalBytes); });
+        round, [&] { ours = recorder_write(directories, "striped"); },
+        [&] { fio = run_fio("write", fio_files, kTotalBytes); });
     fresh();
   }
   for (const auto& directory : directories) fs::remove_all(directory);

@@ -8,6 +8,7 @@
 // With few files (SLUICE_BENCH_ROTATIONS=5 SLUICE_BENCH_FILE_BYTES=4GiB) late_early is the last
 // file's rate over the first's.
 //   SLUICE_BENCH_DIR=/data/bench ./rotation_bench --benchmark_repetitions=5
+#include <benchmark/benchmark.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -17,8 +18,6 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <benchmark/benchmark.h>
 
 #include "pipeline/pool.hpp"
 #include "pipeline/units.hpp"
@@ -38,7 +37,8 @@ std::uint64_t env_number(const char* name, std::uint64_t fallback) {
 }
 const std::size_t kChunkBytes = std::max<std::size_t>(4096, env_number("SLUICE_BENCH_CHUNK", 64 << 10) / 4096 * 4096);
 const std::uint64_t kFiles = env_number("SLUICE_BENCH_ROTATIONS", 3600);
-const std::uint64_t kFileBytes = std::max<std::uint64_t>(kChunkBytes, env_number("SLUICE_BENCH_FILE_BYTES", 256 << 10) / kChunkBytes * kChunkBytes);
+const std::uint64_t kFileBytes =
+    std::max<std::uint64_t>(kChunkBytes, env_number("SLUICE_BENCH_FILE_BYTES", 256 << 10) / kChunkBytes * kChunkBytes);
 
 std::string bench_directory() {
   const char* configured = std::getenv("SLUICE_BENCH_DIR");
@@ -60,7 +60,8 @@ struct Run {
 // Writes kFiles × kFileBytes through one RecordingWriter, rotating at kFileBytes or never.
 Run write(const std::string& directory, bool rotating) {
   Pool pool("bench", PoolSpec{kChunkBytes, kQueueDepth * 2, MemoryKind::host, 0});
-  for (std::size_t i = 0; i < pool.chunk_count(); ++i) std::memset(pool.chunk(i).data, static_cast<int>(i + 1), kChunkBytes);
+  for (std::size_t i = 0; i < pool.chunk_count(); ++i)
+    std::memset(pool.chunk(i).data, static_cast<int>(i + 1), kChunkBytes);
   recorder::RecorderSettings settings;
   settings.directories = {directory};
   settings.name = rotating ? "rotating" : "single";
@@ -82,7 +83,8 @@ Run write(const std::string& directory, bool rotating) {
     writer.poll(std::chrono::microseconds(0));
     while (ChunkPtr done = writer.take_done()) {
       retired += kChunkBytes;
-      if (retired % kFileBytes == 0) run.file_done.push_back(std::chrono::duration<double>(Clock::now() - begin).count());
+      if (retired % kFileBytes == 0)
+        run.file_done.push_back(std::chrono::duration<double>(Clock::now() - begin).count());
     }
     if (writer.failed()) throw std::runtime_error(writer.error());
     if (submitted < total && writer.has_room()) {
@@ -103,7 +105,8 @@ Run write(const std::string& directory, bool rotating) {
   if (writer.failed()) throw std::runtime_error(writer.error());
   run.waits = writer.rotation_waits();
   if (rotating && writer.bases().size() != kFiles) {
-    throw std::runtime_error("expected " + std::to_string(kFiles) + " file sets, got " + std::to_string(writer.bases().size()));
+    throw std::runtime_error("expected " + std::to_string(kFiles) + " file sets, got " +
+                             std::to_string(writer.bases().size()));
   }
   return run;
 }
@@ -138,8 +141,7 @@ void BM_HourOfRotationVsOneFile(benchmark::State& state) {
   state.counters["rotating_MBps"] = bytes / rotating.seconds / 1e6;
   state.counters["single_MBps"] = bytes / single.seconds / 1e6;
   state.counters["ratio"] = single.seconds / rotating.seconds;
-  state.counters["late_early"] =
-      file_rate(rotating, kFiles - tenth, kFiles) / file_rate(rotating, 0, tenth);
+  state.counters["late_early"] = file_rate(rotating, kFiles - tenth, kFiles) / file_rate(rotating, 0, tenth);
   state.counters["waits"] = static_cast<double>(rotating.waits);
 }
 

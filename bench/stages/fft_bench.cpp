@@ -8,14 +8,13 @@
 // for the FFTW backend driven directly (backend_*), which no generator or sink competes with.
 #include <benchmark/benchmark.h>
 #include <fftw3.h>
-
 #include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
 #include <atomic>
-#include <memory>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -42,8 +41,8 @@ RawRates raw_fftw_samples_per_second(std::size_t size, std::uint64_t total_sampl
   if (frames == nullptr) throw std::runtime_error("fftwf_alloc_complex failed");
   const int length = static_cast<int>(size);
   fftwf_plan single = fftwf_plan_dft_1d(length, frames, frames, FFTW_FORWARD, fftw_planner_flags(size));
-  fftwf_plan many = fftwf_plan_many_dft(1, &length, static_cast<int>(batch), frames, nullptr, 1, length, frames, nullptr, 1,
-                                        length, FFTW_FORWARD, fftw_planner_flags(size));
+  fftwf_plan many = fftwf_plan_many_dft(1, &length, static_cast<int>(batch), frames, nullptr, 1, length, frames,
+                                        nullptr, 1, length, FFTW_FORWARD, fftw_planner_flags(size));
   if (single == nullptr || many == nullptr) throw std::runtime_error("FFTW planning failed");
   for (std::size_t i = 0; i < size * batch; ++i) {
     frames[i][0] = static_cast<float>(i % 7) * 0.1F;
@@ -105,9 +104,17 @@ void BM_FftStageVsRawFftw(benchmark::State& state, const std::string& output) {
   state.counters["ratio"] = stage / raw.batched;
 }
 BENCHMARK_CAPTURE(BM_FftStageVsRawFftw, power_db, std::string("power_db"))
-    ->Arg(1024)->Arg(8192)->Arg(65536)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+    ->Arg(1024)
+    ->Arg(8192)
+    ->Arg(65536)
+    ->Iterations(1)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_FftStageVsRawFftw, complex, std::string("complex"))
-    ->Arg(1024)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+    ->Arg(1024)
+    ->Iterations(1)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 // The cores this process may use, in order: the stage's thread and its workers take the first N,
 // the generator and the sink the next two where there are any (else they float).
@@ -126,7 +133,8 @@ void pin_this_thread(int cpu) {
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(static_cast<std::size_t>(cpu), &set);
-  if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set) != 0) throw std::runtime_error("pthread_setaffinity_np failed");
+  if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set) != 0)
+    throw std::runtime_error("pthread_setaffinity_np failed");
 }
 
 // N bare loops, one per core of cores[0, N): each thread its own batch buffer and the one batched plan
@@ -186,9 +194,9 @@ double threaded_stage_samples_per_second(std::size_t size, std::uint64_t total_s
   };
   return fft_stage_rate(
       "pipeline: {chunk: 4MiB, chunks: 8}\nlanes: [{name: a, stages: [{type: generator, format: ci16, stop_after: " +
-          std::to_string(total_samples * 4) + pin(threads) + "}, {type: fft, backend: fftw, size: " +
-          std::to_string(size) + ", output: " + output + ", average: " + std::to_string(average) +
-          ", cpu: " + std::to_string(cores[0]) +
+          std::to_string(total_samples * 4) + pin(threads) +
+          "}, {type: fft, backend: fftw, size: " + std::to_string(size) + ", output: " + output +
+          ", average: " + std::to_string(average) + ", cpu: " + std::to_string(cores[0]) +
           (threads > 1 ? ", threads: " + std::to_string(threads) + ", worker_cpus: [" + workers + "]" : "") +
           "}, {type: null" + pin(threads + 1) + "}]}]\n",
       total_samples);
@@ -213,7 +221,8 @@ double backend_samples_per_second(std::size_t size, std::uint64_t total_samples,
   for (std::size_t i = 0; i < chunk.size(); ++i) chunk[i] = static_cast<std::int16_t>(i * 7919 % 65536 - 32768);
   std::vector<float> rows(batch * size);
   cpu_set_t before;
-  if (pthread_getaffinity_np(pthread_self(), sizeof(before), &before) != 0) throw std::runtime_error("pthread_getaffinity_np failed");
+  if (pthread_getaffinity_np(pthread_self(), sizeof(before), &before) != 0)
+    throw std::runtime_error("pthread_getaffinity_np failed");
   pin_this_thread(cores[0]);
   const std::size_t per_batch = batch * size;
   const std::uint64_t batches = total_samples / per_batch;
@@ -230,7 +239,8 @@ double backend_samples_per_second(std::size_t size, std::uint64_t total_samples,
     at += per_batch;
   }
   const std::uint64_t end = monotonic_ns();
-  if (pthread_setaffinity_np(pthread_self(), sizeof(before), &before) != 0) throw std::runtime_error("pthread_setaffinity_np failed");
+  if (pthread_setaffinity_np(pthread_self(), sizeof(before), &before) != 0)
+    throw std::runtime_error("pthread_setaffinity_np failed");
   return static_cast<double>(batches * per_batch) / (static_cast<double>(end - begin) / 1e9);
 }
 
@@ -263,9 +273,9 @@ void BM_FftwThreads(benchmark::State& state, const std::string& output) {
   state.counters["stage_N_Msps"] = stage_many / 1e6;
   state.counters["bare_1_Msps"] = bare_one / 1e6;
   state.counters["bare_N_Msps"] = bare_many / 1e6;
-  state.counters["scaling"] = stage_many / stage_one;          // the goal: ≥ 1.8 at N = 2
+  state.counters["scaling"] = stage_many / stage_one;  // the goal: ≥ 1.8 at N = 2
   state.counters["bare_scaling"] = bare_many / bare_one;
-  state.counters["ratio_N"] = stage_many / bare_many;          // the stage against bare loops on as many cores
+  state.counters["ratio_N"] = stage_many / bare_many;  // the stage against bare loops on as many cores
 }
 
 }  // namespace
@@ -275,8 +285,8 @@ int main(int argc, char** argv) {
   // Thread counts this machine has the cores for (N for the fft threads; the generator and the sink
   // float where no core is left for them).
   const std::size_t cores = sluice::usable_cores().size();
-  auto* threaded = benchmark::RegisterBenchmark("BM_FftwThreads/power_db",
-                                                [](benchmark::State& state) { sluice::BM_FftwThreads(state, "power_db"); });
+  auto* threaded = benchmark::RegisterBenchmark(
+      "BM_FftwThreads/power_db", [](benchmark::State& state) { sluice::BM_FftwThreads(state, "power_db"); });
   for (const long threads : {2L, 4L, 8L}) {
     if (static_cast<std::size_t>(threads) > cores) break;
     for (const long average : {1L, 16L}) threaded->Args({1024, threads, average});

@@ -26,18 +26,19 @@
 #include <string>
 #include <vector>
 
-#include "suite/device_source.hpp"
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
 #include "pipeline/memory.hpp"
 #include "pipeline/runtime.hpp"
 #include "stages/fft/fence_word.hpp"
 #include "stages/fft/fft_kernels.hpp"
+#include "suite/device_source.hpp"
 
 namespace sluice {
 namespace {
 
-constexpr std::size_t kBuffers = 16;  // chunks in the source's pool and in the bare loops' rotation (a lane's usual depth)
+constexpr std::size_t kBuffers =
+    16;  // chunks in the source's pool and in the bare loops' rotation (a lane's usual depth)
 
 void check(cudaError_t status, const char* call) {
   if (status != cudaSuccess) throw std::runtime_error(std::string(call) + ": " + cudaGetErrorString(status));
@@ -69,8 +70,9 @@ double stage_rate(std::size_t chunk_bytes, std::uint64_t chunks, const std::stri
   Pipeline pipeline(load_pipeline_text(
       "lanes: [{name: a, stages: [{type: device_source, format: " + std::string(to_string(g_format)) +
           ", chunks_to_send: " + std::to_string(chunks) + ", memory: device, chunk: " + std::to_string(chunk_bytes) +
-          ", chunks: " + std::to_string(kBuffers) + "}, {type: fft, backend: cufft, memory: device, chunks: " +
-          std::to_string(out_chunks()) + ", chunk: " + std::to_string(out_chunk_bytes) + ", " + fft + "}, {type: null}]}]\n",
+          ", chunks: " + std::to_string(kBuffers) +
+          "}, {type: fft, backend: cufft, memory: device, chunks: " + std::to_string(out_chunks()) +
+          ", chunk: " + std::to_string(out_chunk_bytes) + ", " + fft + "}, {type: null}]}]\n",
       "bench.yaml", {}, bench::bench_registry()));
   pipeline.start();
   pipeline.run();
@@ -86,10 +88,11 @@ double stage_rate(std::size_t chunk_bytes, std::uint64_t chunks, const std::stri
   // queues and pools excluded), printed with SLUICE_BENCH_BUSY=1.
   if (std::getenv("SLUICE_BENCH_BUSY") != nullptr) {
     const double total = static_cast<double>(stages[2]->in.last_ns.load() - stages[0]->started_ns);
-    std::fprintf(stderr, "busy: source %.2f fft %.2f (wait %.2f) sink %.2f over %.3f s, %llu chunks\n",
-                 static_cast<double>(stages[0]->busy_ns.load()) / total, static_cast<double>(stages[1]->busy_ns.load()) / total,
-                 static_cast<double>(stages[1]->wait_ns.load()) / total, static_cast<double>(stages[2]->busy_ns.load()) / total,
-                 total / 1e9, static_cast<unsigned long long>(in.chunks.load()));
+    std::fprintf(
+        stderr, "busy: source %.2f fft %.2f (wait %.2f) sink %.2f over %.3f s, %llu chunks\n",
+        static_cast<double>(stages[0]->busy_ns.load()) / total, static_cast<double>(stages[1]->busy_ns.load()) / total,
+        static_cast<double>(stages[1]->wait_ns.load()) / total, static_cast<double>(stages[2]->busy_ns.load()) / total,
+        total / 1e9, static_cast<unsigned long long>(in.chunks.load()));
   }
   return static_cast<double>(in.bytes.load() - in.first_bytes.load()) / seconds;
 }
@@ -127,7 +130,8 @@ double bare_c2c_rate(std::size_t chunk_bytes, std::uint64_t chunks) {
   const int batch = static_cast<int>(chunk_bytes / 8 / 1024);
   cudaStream_t stream = nullptr;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-  const std::vector<MemoryRegion> in = device_buffers(chunk_bytes, bench::random_samples(chunk_bytes, SampleFormat::cf32));
+  const std::vector<MemoryRegion> in =
+      device_buffers(chunk_bytes, bench::random_samples(chunk_bytes, SampleFormat::cf32));
   const std::vector<MemoryRegion> out = device_buffers(chunk_bytes, {});
   cufftHandle plan = 0;
   check(cufftPlanMany(&plan, 1, const_cast<int*>(&length), nullptr, 1, length, nullptr, 1, length, CUFFT_C2C, batch),
@@ -150,7 +154,8 @@ double copy_rate(std::size_t chunk_bytes, std::uint64_t chunks) {
   const std::vector<MemoryRegion> in = device_buffers(chunk_bytes, {});
   const std::vector<MemoryRegion> out = device_buffers(chunk_bytes, {});
   const double rate = timed_loop(stream, chunk_bytes, chunks, [&](std::uint64_t i) {
-    check(cudaMemcpyAsync(out[i % kBuffers].data(), in[i % kBuffers].data(), chunk_bytes, cudaMemcpyDeviceToDevice, stream),
+    check(cudaMemcpyAsync(out[i % kBuffers].data(), in[i % kBuffers].data(), chunk_bytes, cudaMemcpyDeviceToDevice,
+                          stream),
           "cudaMemcpyAsync");
   });
   check(cudaStreamDestroy(stream), "cudaStreamDestroy");
@@ -171,7 +176,8 @@ void BM_StageVsBareC2C(benchmark::State& state) {
   for (auto _ : state) {
     bare = bare_c2c_rate(chunk_bytes, chunks);
     stage = stage_rate(chunk_bytes, chunks,
-                       std::string("size: 1024, window: none, output: complex, fusion: ") + (state.range(1) == 0 ? "fused" : "kernels"),
+                       std::string("size: 1024, window: none, output: complex, fusion: ") +
+                           (state.range(1) == 0 ? "fused" : "kernels"),
                        chunk_bytes);
   }
   state.counters["stage_GBps"] = stage / 1e9;
@@ -195,7 +201,8 @@ void BM_Ci16PowerDbVsCopy(benchmark::State& state) {
   for (auto _ : state) {
     copy = copy_rate(chunk_bytes, chunks);
     // 16 Mi samples per chunk → 1024 rows of 4 KiB: one 4 MiB output chunk per input chunk.
-    stage = stage_rate(chunk_bytes, chunks, "size: 1024, window: hann, average: 16, output: power_db" + fusion, 4 << 20);
+    stage =
+        stage_rate(chunk_bytes, chunks, "size: 1024, window: hann, average: 16, output: power_db" + fusion, 4 << 20);
   }
   state.counters["stage_GBps"] = stage / 1e9;
   state.counters["d2d_copy_GBps"] = copy / 1e9;
@@ -211,7 +218,8 @@ double bare_fused_rate(std::size_t chunk_bytes, std::uint64_t chunks, unsigned f
   cudaStream_t stream = nullptr;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   check(fft_kernels::prepare_fused(), "prepare_fused");
-  const std::vector<MemoryRegion> in = device_buffers(chunk_bytes, bench::random_samples(chunk_bytes, SampleFormat::ci16));
+  const std::vector<MemoryRegion> in =
+      device_buffers(chunk_bytes, bench::random_samples(chunk_bytes, SampleFormat::ci16));
   MemoryRegion ring(MemoryKind::device, (rows + 2) * fft_kernels::kFusedSize * sizeof(float));
   MemoryRegion out(MemoryKind::device, rows * fft_kernels::kFusedSize * sizeof(float));
   MemoryRegion window(MemoryKind::device, fft_kernels::kFusedSize * sizeof(float));
@@ -257,7 +265,15 @@ void BM_FusedKernelVsCopy(benchmark::State& state) {
   state.counters["ratio"] = fused / copy;
 }
 // Argument: frames of a row each warp sums before its one add to the ring (the stage uses 8, the default).
-BENCHMARK(BM_FusedKernelVsCopy)->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_FusedKernelVsCopy)
+    ->Arg(1)
+    ->Arg(2)
+    ->Arg(4)
+    ->Arg(8)
+    ->Arg(16)
+    ->Iterations(1)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 // The cuFFT backend's fence word, opened on `stream`; a benchmark that needs it cannot run without it.
 FenceWord fence_word(cudaStream_t stream) {
@@ -281,7 +297,8 @@ double bare_fused_complex_rate(std::size_t chunk_bytes, std::uint64_t chunks, in
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   const FenceWord word = fence_word(stream);
   check(fft_kernels::prepare_fused(), "prepare_fused");
-  const std::vector<MemoryRegion> in = device_buffers(chunk_bytes, bench::random_samples(chunk_bytes, SampleFormat::cf32));
+  const std::vector<MemoryRegion> in =
+      device_buffers(chunk_bytes, bench::random_samples(chunk_bytes, SampleFormat::cf32));
   const std::vector<MemoryRegion> out = device_buffers(chunk_bytes, {});
   MemoryRegion window(MemoryKind::device, fft_kernels::kFusedSize * sizeof(float));
   const std::vector<float> ones(fft_kernels::kFusedSize, 1.0F);
@@ -296,8 +313,8 @@ double bare_fused_complex_rate(std::size_t chunk_bytes, std::uint64_t chunks, in
     args.frames = frames;
     fft_kernels::Signal signal{};
     if (fence == 2 && i > 0) signal = {word.device_pointer(), i};
-    check(fft_kernels::fused_complex(args, 0, frames, 1.0F / 1024.0F, reinterpret_cast<float2*>(out[i % kBuffers].data()), stream,
-                                     signal),
+    check(fft_kernels::fused_complex(args, 0, frames, 1.0F / 1024.0F,
+                                     reinterpret_cast<float2*>(out[i % kBuffers].data()), stream, signal),
           "fused complex kernel");
     if (fence == 1) write(word, stream, i + 1);
   });
@@ -356,11 +373,21 @@ void BM_HostCallCost(benchmark::State& state) {
       case 0:
         check(fft_kernels::fused_complex(args, 0, 1, 1.0F, reinterpret_cast<float2*>(out.data()), stream), "launch");
         break;
-      case 1: write(word, stream, i); break;
-      case 2: check(cudaEventRecord(event, stream), "cudaEventRecord"); break;
-      case 3: check(cudaSetDevice(device), "cudaSetDevice"); break;
-      case 4: check(cudaGetLastError(), "cudaGetLastError"); break;
-      default: static_cast<void>(cudaEventQuery(event)); break;
+      case 1:
+        write(word, stream, i);
+        break;
+      case 2:
+        check(cudaEventRecord(event, stream), "cudaEventRecord");
+        break;
+      case 3:
+        check(cudaSetDevice(device), "cudaSetDevice");
+        break;
+      case 4:
+        check(cudaGetLastError(), "cudaGetLastError");
+        break;
+      default:
+        static_cast<void>(cudaEventQuery(event));
+        break;
     }
   };
   constexpr std::uint64_t kCalls = 64'000;

@@ -69,13 +69,13 @@ struct LaneRates {
 };
 
 LaneRates lane_rates(bool pinned_source, std::uint64_t total) {
-  Pipeline pipeline(load_pipeline_text("pipeline: {chunk: 4MiB, chunks: " + std::to_string(kBuffers) +
-                                       "}\nlanes: [{name: a, stages: [{type: generator, memory: " +
-                                       (pinned_source ? "host_pinned" : "host") + ", stop_after: " +
-                                       std::to_string(total) +
-                                       "}, {name: to_gpu, type: link, memory: device}, "
-                                       "{name: to_host, type: link, memory: host_pinned}, {type: null}]}]\n",
-                                       "<link_bench>"));
+  Pipeline pipeline(load_pipeline_text(
+      "pipeline: {chunk: 4MiB, chunks: " + std::to_string(kBuffers) +
+          "}\nlanes: [{name: a, stages: [{type: generator, memory: " + (pinned_source ? "host_pinned" : "host") +
+          ", stop_after: " + std::to_string(total) +
+          "}, {name: to_gpu, type: link, memory: device}, "
+          "{name: to_host, type: link, memory: host_pinned}, {type: null}]}]\n",
+      "<link_bench>"));
   pipeline.start();
   pipeline.run();
   if (!pipeline.failures().empty()) throw std::runtime_error(pipeline.failures().front().message);
@@ -88,8 +88,8 @@ LaneRates lane_rates(bool pinned_source, std::uint64_t total) {
     return static_cast<double>(stage.in.bytes.load()) / (static_cast<double>(stage.busy_ns.load()) / 1e9);
   };
   LaneRates rates;
-  rates.lane = static_cast<double>(total) /
-               (static_cast<double>(lane[3]->stopped_ns.load() - lane[0]->started_ns.load()) / 1e9);
+  rates.lane =
+      static_cast<double>(total) / (static_cast<double>(lane[3]->stopped_ns.load() - lane[0]->started_ns.load()) / 1e9);
   rates.h2d = busy_rate(*lane[1]);
   rates.d2h = busy_rate(*lane[2]);
   return rates;

@@ -7,6 +7,7 @@
 //   link_tcp_bench [MiB per run, default 1024] [rounds, default 7] [connections, default 4]
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -17,8 +18,6 @@
 #include <stdexcept>
 #include <thread>
 #include <vector>
-
-#include <spdlog/spdlog.h>
 
 #include "pipeline/clock.hpp"
 #include "stages/link/tcp_transport.hpp"
@@ -36,7 +35,8 @@ std::uint16_t listen_any(wire::UniqueFd& listener) {
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 || ::listen(listener.get(), 1) != 0) {
+  if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      ::listen(listener.get(), 1) != 0) {
     throw std::runtime_error(wire::errno_message("bind/listen"));
   }
   socklen_t size = sizeof(address);
@@ -138,7 +138,8 @@ int main(int argc, char** argv) {
   const std::size_t total = (argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 1024) << 20;
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 7;
   const auto connections = static_cast<std::uint32_t>(argc > 3 ? std::atoi(argv[3]) : 4);
-  std::printf("tcp link vs bare TCP loop on loopback, %zu MiB per run, %d interleaved runs each, medians\n", total >> 20, rounds);
+  std::printf("tcp link vs bare TCP loop on loopback, %zu MiB per run, %d interleaved runs each, medians\n",
+              total >> 20, rounds);
   std::printf("%10s %10s %12s %8s %12s %8s\n", "chunk", "bare GB/s", "link x1 GB/s", "ratio",
               ("link x" + std::to_string(connections) + " GB/s").c_str(), "ratio");
   for (const std::size_t chunk : {std::size_t{1} << 20, std::size_t{4} << 20, std::size_t{16} << 20}) {
@@ -149,9 +150,15 @@ int main(int argc, char** argv) {
       // Rotate which goes first, so a neighbour's burst does not always hit the same side.
       for (int turn = 0; turn < 3; ++turn) {
         switch ((turn + round) % 3) {
-          case 0: bare.push_back(bare_loop(chunk, total)); break;
-          case 1: one.push_back(link_transport(chunk, total, 1)); break;
-          default: several.push_back(link_transport(chunk, total, connections)); break;
+          case 0:
+            bare.push_back(bare_loop(chunk, total));
+            break;
+          case 1:
+            one.push_back(link_transport(chunk, total, 1));
+            break;
+          default:
+            several.push_back(link_transport(chunk, total, connections));
+            break;
         }
       }
     }

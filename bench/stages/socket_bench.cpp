@@ -13,7 +13,6 @@
 //   SLUICE_BENCH_VS_BARE_RATE=4e9 socket_bench --benchmark_filter='VsBare.*/8192'   (CPU per byte, same pace)
 //   SLUICE_BENCH_PACED_SECONDS=30 socket_bench --benchmark_filter=Paced   (the 30 s run)
 #include <benchmark/benchmark.h>
-
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <sched.h>
@@ -22,7 +21,6 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -37,12 +35,12 @@
 #include <thread>
 #include <vector>
 
-#include "suite/bare_udp.hpp"
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
 #include "pipeline/memory.hpp"
 #include "pipeline/runtime.hpp"
 #include "stages/socket/udp_source.hpp"
+#include "suite/bare_udp.hpp"
 #include "wire/samples.hpp"
 #include "wire/socket.hpp"
 
@@ -99,8 +97,8 @@ CpuTicks cpu_ticks(int cpu) {
   while (std::fgets(line.data(), line.size(), stat) != nullptr) {
     if (std::strncmp(line.data(), wanted.c_str(), wanted.size()) != 0) continue;
     std::array<unsigned long long, 8> field{};  // user nice system idle iowait irq softirq steal
-    if (std::sscanf(line.data() + wanted.size(), "%llu %llu %llu %llu %llu %llu %llu %llu", &field[0], &field[1], &field[2],
-                    &field[3], &field[4], &field[5], &field[6], &field[7]) == 8) {
+    if (std::sscanf(line.data() + wanted.size(), "%llu %llu %llu %llu %llu %llu %llu %llu", &field[0], &field[1],
+                    &field[2], &field[3], &field[4], &field[5], &field[6], &field[7]) == 8) {
       for (auto value : field) ticks.total += value;
       ticks.busy = ticks.total - field[3] - field[4];
     }
@@ -133,8 +131,8 @@ void pin(pid_t pid, int cpu) {
   CPU_ZERO(&set);
   CPU_SET(static_cast<unsigned>(cpu), &set);
   if (::sched_setaffinity(pid, sizeof(set), &set) != 0) {
-    std::fprintf(stderr, "socket_bench: cannot pin %s to CPU %d: %s; running unpinned\n", pid == 0 ? "the receiver" : "the emulator",
-                 cpu, std::strerror(errno));
+    std::fprintf(stderr, "socket_bench: cannot pin %s to CPU %d: %s; running unpinned\n",
+                 pid == 0 ? "the receiver" : "the emulator", cpu, std::strerror(errno));
   }
 }
 
@@ -159,9 +157,16 @@ class EmulatorProcess {
   EmulatorProcess(std::uint16_t port, std::size_t payload, double seconds, double rate) {
     // SLUICE_EMULATOR: where the program is when the benchmark runs on another machine.
     const char* program = std::getenv("SLUICE_EMULATOR");
-    std::vector<std::string> args{program != nullptr ? program : SLUICE_EMULATOR_PATH, "--to", "127.0.0.1:" + std::to_string(port),
-                                  "--payload", std::to_string(payload), "--duration",
-                                  std::to_string(static_cast<int>(seconds * 1000)) + "ms", "--batch", "64", "-q"};
+    std::vector<std::string> args{program != nullptr ? program : SLUICE_EMULATOR_PATH,
+                                  "--to",
+                                  "127.0.0.1:" + std::to_string(port),
+                                  "--payload",
+                                  std::to_string(payload),
+                                  "--duration",
+                                  std::to_string(static_cast<int>(seconds * 1000)) + "ms",
+                                  "--batch",
+                                  "64",
+                                  "-q"};
     if (rate > 0) {
       args.emplace_back("--rate");
       args.push_back(std::to_string(static_cast<std::uint64_t>(rate)));
@@ -194,7 +199,8 @@ struct ReceiveResult {
 
 ReceiveResult with_cpu(double packets_per_second, std::size_t payload, const CpuWindow& window) {
   const double gigabytes = packets_per_second * kMeasureSeconds * static_cast<double>(payload) / 1e9;
-  return ReceiveResult{packets_per_second, gigabytes > 0 ? window.receive_seconds / gigabytes : 0, window.emulator_busy};
+  return ReceiveResult{packets_per_second, gigabytes > 0 ? window.receive_seconds / gigabytes : 0,
+                       window.emulator_busy};
 }
 
 // Bare receive (bare_udp.hpp): recvmmsg with GRO, counting datagrams (segments), nothing else.
@@ -249,13 +255,16 @@ StageResult stage_run(std::size_t payload, double rate, double seconds) {
   const std::string yaml =
       "pipeline: {chunk: 4MiB, chunks: 32}\n"
       "template:\n"
-      "  - {name: source, type: udp, address: 127.0.0.1:0, batch: " + std::to_string(kBatch) +
-      ", max_datagram: 9000, receive_buffer: 256MiB" +
-      (kReceiveCpu >= 0 ? ", cpu: " + std::to_string(kReceiveCpu) : std::string()) + "}\n"
-      "  - {name: sink, type: \"null\"" + (kOtherCpu >= 0 ? ", cpu: " + std::to_string(kOtherCpu) : std::string()) + "}\n"
+      "  - {name: source, type: udp, address: 127.0.0.1:0, batch: " +
+      std::to_string(kBatch) + ", max_datagram: 9000, receive_buffer: 256MiB" +
+      (kReceiveCpu >= 0 ? ", cpu: " + std::to_string(kReceiveCpu) : std::string()) +
+      "}\n"
+      "  - {name: sink, type: \"null\"" +
+      (kOtherCpu >= 0 ? ", cpu: " + std::to_string(kOtherCpu) : std::string()) +
+      "}\n"
       "lanes: [{name: port0}]\n";
   Pipeline pipeline(load_pipeline_text(yaml, "<bench>"));
-  pipeline.start();  // before pinning this thread: start checks the pins against its affinity
+  pipeline.start();                       // before pinning this thread: start checks the pins against its affinity
   const PinnedThread waiting(kOtherCpu);  // this thread only waits; it stays off the two measured cores
   auto* stage = dynamic_cast<UdpSource*>(pipeline.definition().lanes[0].stages[0].stage.get());
   std::thread runner([&] {
@@ -273,7 +282,8 @@ StageResult stage_run(std::size_t payload, double rate, double seconds) {
     window.end();
     result.packet_rate = static_cast<double>(metrics.packets.load() - before) / seconds;
     const double gigabytes = result.packet_rate * seconds * static_cast<double>(payload) / 1e9;
-    result.receive = ReceiveResult{result.packet_rate, gigabytes > 0 ? window.receive_seconds / gigabytes : 0, window.emulator_busy};
+    result.receive =
+        ReceiveResult{result.packet_rate, gigabytes > 0 ? window.receive_seconds / gigabytes : 0, window.emulator_busy};
   }  // the emulator has finished (or is stopped) here
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   pipeline.request_stop();
@@ -319,17 +329,19 @@ void BM_UdpStageVsBareReceive(benchmark::State& state) {
   state.counters["stage_Mpps"] = stage.packet_rate / 1e6;
   state.counters["stage_GBps"] = stage.packet_rate * static_cast<double>(payload) / 1e9;
   state.counters["ratio"] = stage.packet_rate / bare;  // target >= 0.9: the ratio of the medians
-  state.counters["ratio_per_round"] = median(ratios);   // the median of the per-round ratios, beside it
+  state.counters["ratio_per_round"] = median(ratios);  // the median of the per-round ratios, beside it
   // Receiving core's CPU seconds per GB (lower is cheaper), and the emulator core's busy fraction:
   // near 1.0 the sender is the bound, whichever receiver is measured.
   state.counters["bare_rx_cpu_s_per_GB"] = median(bare_cpu);
   state.counters["stage_rx_cpu_s_per_GB"] = median(stage_cpu);
-  state.counters["stage_vs_bare_cpu"] = median(stage_cpu) / median(bare_cpu);  // goal <= 1.2 at a pace both keep up with
+  state.counters["stage_vs_bare_cpu"] =
+      median(stage_cpu) / median(bare_cpu);  // goal <= 1.2 at a pace both keep up with
   state.counters["bare_sender_busy"] = median(bare_sender);
   state.counters["stage_sender_busy"] = median(stage_sender);
-  state.SetLabel((kVsBareRate > 0 ? "paced " + std::to_string(kVsBareRate / 1e9) + " GB/s, " : std::string("unpaced, ")) + "rx cpu " +
-                 std::to_string(kReceiveCpu) + ", emulator cpu " + std::to_string(kEmulatorCpu) + ", other threads cpu " +
-                 std::to_string(kOtherCpu));
+  state.SetLabel(
+      (kVsBareRate > 0 ? "paced " + std::to_string(kVsBareRate / 1e9) + " GB/s, " : std::string("unpaced, ")) +
+      "rx cpu " + std::to_string(kReceiveCpu) + ", emulator cpu " + std::to_string(kEmulatorCpu) +
+      ", other threads cpu " + std::to_string(kOtherCpu));
 }
 BENCHMARK(BM_UdpStageVsBareReceive)->Arg(1472)->Arg(8192)->Iterations(1)->Unit(benchmark::kSecond);
 
@@ -450,17 +462,20 @@ class LandingReceiver {
         const std::size_t segments = (length + kDatagram - 1) / kDatagram;
         for (std::size_t k = 0; k < segments; ++k) {
           const std::size_t payload = std::min(kDatagram, length - k * kDatagram) - kHeader;
-          wire::swap_in_place(SampleFormat::ci16, ring_.data() + (at_ + static_cast<std::size_t>(i) * kSegments + k) * kPayload, payload);
+          wire::swap_in_place(SampleFormat::ci16,
+                              ring_.data() + (at_ + static_cast<std::size_t>(i) * kSegments + k) * kPayload, payload);
         }
       }
       if (how_ != Landing::copy) continue;
       for (std::size_t offset = 0; offset + kHeader < length; offset += kDatagram, ++at_) {
         const std::size_t payload = std::min(kDatagram, length - offset) - kHeader;
-        wire::stream_copy(SampleFormat::ci16, true, hot_.data() + static_cast<std::size_t>(i) * 65536 + offset + kHeader,
+        wire::stream_copy(SampleFormat::ci16, true,
+                          hot_.data() + static_cast<std::size_t>(i) * 65536 + offset + kHeader,
                           ring_.data() + at_ * kPayload, payload);
       }
     }
-    if ((how_ == Landing::land || how_ == Landing::land_swap) && got > 0) at_ += static_cast<std::size_t>(got) * kSegments;
+    if ((how_ == Landing::land || how_ == Landing::land_swap) && got > 0)
+      at_ += static_cast<std::size_t>(got) * kSegments;
     wire::stream_fence();
   }
 
@@ -509,10 +524,10 @@ void BM_ReceiveLanding(benchmark::State& state) {
   const char* ways_text = std::getenv("SLUICE_BENCH_LANDING_WAYS");
   const std::string ways = ways_text != nullptr ? ways_text : "hot,copy,land,land_swap";
   const std::array<std::pair<Landing, const char*>, 5> all{{{Landing::hot, "hot"},
-                                                          {Landing::copy, "copy"},
-                                                          {Landing::land, "land"},
-                                                          {Landing::land_swap, "land_swap"},
-                                                          {Landing::land_swap_each, "land_swap_each"}}};
+                                                            {Landing::copy, "copy"},
+                                                            {Landing::land, "land"},
+                                                            {Landing::land_swap, "land_swap"},
+                                                            {Landing::land_swap_each, "land_swap_each"}}};
   std::array<std::vector<double>, 5> cpu;
   for (auto _ : state) {
     for (int round = 0; round < kRounds; ++round) {
@@ -534,7 +549,6 @@ void BM_ReceiveLanding(benchmark::State& state) {
   state.SetLabel("rate " + std::to_string(rate / 1e9) + " GB/s, rx cpu " + std::to_string(kReceiveCpu));
 }
 BENCHMARK(BM_ReceiveLanding)->Iterations(1)->Unit(benchmark::kSecond);
-
 
 // The udp stage's copy from its receive buffers into chunks, by the width of its streamed stores.
 // A batch as the stage receives it (57 datagrams of 8972 bytes: a 28-byte VITA-49 header and 8944
@@ -566,7 +580,8 @@ void BM_ChunkCopyByStoreWidth(benchmark::State& state) {
     }
     wire::stream_fence();
     benchmark::DoNotOptimize(pool.data());
-    return static_cast<double>(at) / std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count() / 1e9;
+    return static_cast<double>(at) / std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count() /
+           1e9;
   };
   const bool wide = wire::stream_width() == wire::StreamWidth::avx512;
   std::vector<double> cached;
@@ -594,7 +609,8 @@ void BM_ChunkCopyByStoreWidth(benchmark::State& state) {
     state.counters["avx512_GBps"] = median(avx512);
     state.counters["avx512_vs_sse2"] = median(avx512) / median(sse2);
   }
-  state.SetLabel("cpu " + std::to_string(kReceiveCpu) + (wide ? "" : "; no AVX-512BW here: 64-byte stores not measured"));
+  state.SetLabel("cpu " + std::to_string(kReceiveCpu) +
+                 (wide ? "" : "; no AVX-512BW here: 64-byte stores not measured"));
 }
 BENCHMARK(BM_ChunkCopyByStoreWidth)->Iterations(1)->Unit(benchmark::kSecond);
 

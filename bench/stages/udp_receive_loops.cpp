@@ -7,22 +7,21 @@
 // come. Prints one JSON object: per port its datagrams and bytes, and their sums.
 #include <sched.h>
 
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
-#include "suite/bare_udp.hpp"
 #include "pipeline/clock.hpp"
 #include "pipeline/units.hpp"
+#include "suite/bare_udp.hpp"
 
 namespace {
 
@@ -64,9 +63,10 @@ void run_loop(Loop& loop, sluice::bench::BareUdpReceiver& receiver, double secon
 
 // One receiver per port, its loop told its port (the bound one) and core.
 std::vector<std::unique_ptr<sluice::bench::BareUdpReceiver>> open_receivers(const std::string& address,
-                                                                         const std::vector<int>& ports,
-                                                                         const std::vector<int>& cpus, int buffer,
-                                                                         std::size_t batch, std::vector<Loop>& loops) {
+                                                                            const std::vector<int>& ports,
+                                                                            const std::vector<int>& cpus, int buffer,
+                                                                            std::size_t batch,
+                                                                            std::vector<Loop>& loops) {
   std::vector<std::unique_ptr<sluice::bench::BareUdpReceiver>> receivers;
   for (std::size_t i = 0; i < ports.size(); ++i) {
     receivers.push_back(
@@ -82,7 +82,8 @@ int print_report(const std::vector<Loop>& loops) {
   nlohmann::json report{{"ports", nlohmann::json::array()}, {"packets", 0}, {"bytes", 0}};
   int status = 0;
   for (const auto& loop : loops) {
-    report["ports"].push_back({{"port", loop.port}, {"cpu", loop.cpu}, {"packets", loop.packets}, {"bytes", loop.bytes}});
+    report["ports"].push_back(
+        {{"port", loop.port}, {"cpu", loop.cpu}, {"packets", loop.packets}, {"bytes", loop.bytes}});
     report["packets"] = report["packets"].get<std::uint64_t>() + loop.packets;
     report["bytes"] = report["bytes"].get<std::uint64_t>() + loop.bytes;
     if (!loop.error.empty()) {
@@ -105,7 +106,9 @@ int main(int argc, char** argv) {
   double seconds = 60;
   double idle = 2;
   std::size_t batch = 0;
-  app.add_option("--port", ports, "a port to receive on (repeat for more loops)")->required()->check(CLI::Range(1, 65535));
+  app.add_option("--port", ports, "a port to receive on (repeat for more loops)")
+      ->required()
+      ->check(CLI::Range(1, 65535));
   app.add_option("--cpu", cpus, "the CPU of each loop, in --port order (-1: unpinned)");
   app.add_option("--address", address, "the address to bind");
   app.add_option("--receive-buffer", buffer_text, "socket receive buffer, as the udp stage's receive_buffer");
@@ -118,12 +121,14 @@ int main(int argc, char** argv) {
     return app.exit(error) == 0 ? 0 : 2;  // --help is 0; every usage error is 2, as for sluice
   }
   if (!cpus.empty() && cpus.size() != ports.size()) {
-    std::fprintf(stderr, "udp_receive_loops: give one --cpu per --port (%zu ports, %zu cpus)\n", ports.size(), cpus.size());
+    std::fprintf(stderr, "udp_receive_loops: give one --cpu per --port (%zu ports, %zu cpus)\n", ports.size(),
+                 cpus.size());
     return 2;
   }
   const auto buffer = sluice::parse_bytes(buffer_text);
   if (!buffer || *buffer == 0 || *buffer > (1ULL << 31) - 1) {
-    std::fprintf(stderr, "udp_receive_loops: --receive-buffer %s: a size from 1 B to 2 GiB, e.g. 256MiB\n", buffer_text.c_str());
+    std::fprintf(stderr, "udp_receive_loops: --receive-buffer %s: a size from 1 B to 2 GiB, e.g. 256MiB\n",
+                 buffer_text.c_str());
     return 2;
   }
   std::signal(SIGINT, on_signal);

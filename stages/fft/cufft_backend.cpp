@@ -13,7 +13,6 @@
 #include <thread>
 #include <vector>
 
-
 #include "pipeline/clock.hpp"
 #include "pipeline/log.hpp"
 #include "stages/fft/decibels.hpp"
@@ -62,7 +61,11 @@ void check(const char* call, cufftResult result) {
 class CufftBackend final : public FftBackend {
  public:
   explicit CufftBackend(const FftBackendSpec& spec)
-      : size_(spec.size), batch_(spec.batch_frames), output_(spec.output), average_(spec.average), device_(spec.cuda_device) {
+      : size_(spec.size),
+        batch_(spec.batch_frames),
+        output_(spec.output),
+        average_(spec.average),
+        device_(spec.cuda_device) {
     if (static_cast<unsigned long long>(size_) * batch_ > UINT_MAX / 2) {
       throw std::runtime_error("cuFFT batch of " + std::to_string(batch_) + " frames of " + std::to_string(size_) +
                                " points is too large; use smaller upstream chunks");
@@ -82,7 +85,8 @@ class CufftBackend final : public FftBackend {
  private:
   void destroy_plan() noexcept {
     if (plan_ == 0) return;
-    if (cufftResult result = cufftDestroy(plan_); result != CUFFT_SUCCESS) log::warn("{}", describe("cufftDestroy", result));
+    if (cufftResult result = cufftDestroy(plan_); result != CUFFT_SUCCESS)
+      log::warn("{}", describe("cufftDestroy", result));
     plan_ = 0;
   }
 
@@ -96,11 +100,13 @@ class CufftBackend final : public FftBackend {
     batch_memory_ = MemoryRegion(MemoryKind::device, batch_ * size_ * sizeof(float2), device_);
     window_memory_ = MemoryRegion(MemoryKind::device, size_ * sizeof(float), device_);
     kept_memory_ = MemoryRegion(MemoryKind::device, size_ * sizeof(float2), device_);
-    for (MemoryRegion& accumulator : accumulators_) accumulator = MemoryRegion(MemoryKind::device, size_ * sizeof(float), device_);
+    for (MemoryRegion& accumulator : accumulators_)
+      accumulator = MemoryRegion(MemoryKind::device, size_ * sizeof(float), device_);
 
     std::vector<float> window(size_);
     fill_window(spec.window, window);
-    check("cudaMemcpy(window)", cudaMemcpy(window_memory_.data(), window.data(), size_ * sizeof(float), cudaMemcpyHostToDevice));
+    check("cudaMemcpy(window)",
+          cudaMemcpy(window_memory_.data(), window.data(), size_ * sizeof(float), cudaMemcpyHostToDevice));
     const double amplitude_scale = 1.0 / (static_cast<double>(size_) * coherent_gain(window));
     amplitude_scale_ = static_cast<float>(amplitude_scale);
     power_scale_ = static_cast<float>(amplitude_scale * amplitude_scale);
@@ -117,7 +123,8 @@ class CufftBackend final : public FftBackend {
       fused_ = true;
       check("fused FFT twiddles", fft_kernels::prepare_fused());
       if (output_ == FftOutput::complex) {
-        fusion_note_ = "fused: conversion, window, 1024-point FFT, scale and fftshift in one pass from input to output rows";
+        fusion_note_ =
+            "fused: conversion, window, 1024-point FFT, scale and fftshift in one pass from input to output rows";
         return;  // no ring, no cuFFT plan
       }
       // Rows one batch can touch: every finished row of a full batch, plus the unfinished one.
@@ -127,14 +134,15 @@ class CufftBackend final : public FftBackend {
       fusion_note_ = "fused: conversion, window, 1024-point FFT, |X|² and averaging in one pass over the input";
       return;  // no cuFFT plan: the fused kernel transforms
     }
-    fusion_note_ = spec.fusion == FftFusion::kernels
-                       ? "cuFFT with load and fold kernels around the plan (fusion: kernels)"
-                       : "cuFFT with load and fold kernels around the plan (the fused path takes size 1024, power outputs)";
+    fusion_note_ =
+        spec.fusion == FftFusion::kernels
+            ? "cuFFT with load and fold kernels around the plan (fusion: kernels)"
+            : "cuFFT with load and fold kernels around the plan (the fused path takes size 1024, power outputs)";
     int length = static_cast<int>(size_);
     check("cufftCreate", cufftCreate(&plan_));
     std::size_t work_bytes = 0;
     check("cufftMakePlanMany", cufftMakePlanMany(plan_, 1, &length, nullptr, 1, length, nullptr, 1, length, CUFFT_C2C,
-                                                  static_cast<int>(batch_), &work_bytes));
+                                                 static_cast<int>(batch_), &work_bytes));
     check("cufftSetStream", cufftSetStream(plan_, stream_));
   }
 
@@ -194,9 +202,9 @@ class CufftBackend final : public FftBackend {
       transform_fused(frames);
       return;
     }
-    if (frames < batch_ &&
-        !enqueued("cudaMemcpyAsync(keep partial frame)", cudaMemcpyAsync(kept_memory_.data(), batch + frames * size_,
-                                                                   size_ * sizeof(float2), cudaMemcpyDeviceToDevice, stream_))) {
+    if (frames < batch_ && !enqueued("cudaMemcpyAsync(keep partial frame)",
+                                     cudaMemcpyAsync(kept_memory_.data(), batch + frames * size_,
+                                                     size_ * sizeof(float2), cudaMemcpyDeviceToDevice, stream_))) {
       return;
     }
     note_enqueued();
@@ -208,11 +216,13 @@ class CufftBackend final : public FftBackend {
   void carry(std::size_t from, std::size_t count) noexcept override {
     if (!error_.empty() || count == 0) return;
     if (from != kept_frame_) {
-      error_ = "carry of frame " + std::to_string(from) + " after a transform of " + std::to_string(kept_frame_) + " frames";
+      error_ =
+          "carry of frame " + std::to_string(from) + " after a transform of " + std::to_string(kept_frame_) + " frames";
       return;
     }
-    if (!enqueued("cudaMemcpyAsync(carry)", cudaMemcpyAsync(batch_memory_.data(), kept_memory_.data(), count * sizeof(float2),
-                                                      cudaMemcpyDeviceToDevice, stream_))) {
+    if (!enqueued("cudaMemcpyAsync(carry)",
+                  cudaMemcpyAsync(batch_memory_.data(), kept_memory_.data(), count * sizeof(float2),
+                                  cudaMemcpyDeviceToDevice, stream_))) {
       return;
     }
     prefix_end_ = count;
@@ -224,8 +234,8 @@ class CufftBackend final : public FftBackend {
     const std::size_t left = pending + count - finished * average_;
     if (fused_ && output_ == FftOutput::complex) {  // one frame per row, never averaged
       if (rows == nullptr || first + count > complex_input_.frames) {
-        error_ = "fused complex fold of frames " + std::to_string(first) + "+" + std::to_string(count) + " after a transform of " +
-                 std::to_string(complex_input_.frames);
+        error_ = "fused complex fold of frames " + std::to_string(first) + "+" + std::to_string(count) +
+                 " after a transform of " + std::to_string(complex_input_.frames);
         return;
       }
       // No stream operation for the fence (a cuStreamWriteValue64 after each kernel costs host and
@@ -237,9 +247,10 @@ class CufftBackend final : public FftBackend {
         signal.word = fence_word_.device_pointer();
         signal.value = owed_;
       }
-      const bool launched = enqueued("fused kernel launch",
-                                     fft_kernels::fused_complex(complex_input_, static_cast<unsigned>(first), static_cast<unsigned>(count),
-                                                                amplitude_scale_, reinterpret_cast<float2*>(rows), stream_, signal));
+      const bool launched =
+          enqueued("fused kernel launch", fft_kernels::fused_complex(complex_input_, static_cast<unsigned>(first),
+                                                                     static_cast<unsigned>(count), amplitude_scale_,
+                                                                     reinterpret_cast<float2*>(rows), stream_, signal));
       if (launched && fence_word_) {
         owed_ = ++fences_;  // taken now: a later fold before the next fence owes a later one
         signaled_ = true;
@@ -249,15 +260,16 @@ class CufftBackend final : public FftBackend {
     if (fused_) {
       // The fused kernel already summed every frame into its row of the ring; finish whole rows.
       if (pending != pending_frames_) {
-        error_ = "fold with " + std::to_string(pending) + " frames pending, the ring holds " + std::to_string(pending_frames_);
+        error_ = "fold with " + std::to_string(pending) + " frames pending, the ring holds " +
+                 std::to_string(pending_frames_);
         return;
       }
-      if (finished > 0 &&
-          !enqueued("fold kernel launch",
-                    fft_kernels::finish_rows(reinterpret_cast<float*>(ring_memory_.data()), static_cast<unsigned>(ring_rows_),
-                                         static_cast<unsigned>(size_), row_cursor_, static_cast<unsigned>(finished),
-                                         power_scale_, static_cast<unsigned>(average_), output_ == FftOutput::power_db,
-                                         reinterpret_cast<float*>(rows), stream_))) {
+      if (finished > 0 && !enqueued("fold kernel launch",
+                                    fft_kernels::finish_rows(
+                                        reinterpret_cast<float*>(ring_memory_.data()),
+                                        static_cast<unsigned>(ring_rows_), static_cast<unsigned>(size_), row_cursor_,
+                                        static_cast<unsigned>(finished), power_scale_, static_cast<unsigned>(average_),
+                                        output_ == FftOutput::power_db, reinterpret_cast<float*>(rows), stream_))) {
         return;
       }
       row_cursor_ += finished;
@@ -363,8 +375,8 @@ class CufftBackend final : public FftBackend {
                    float2* target) noexcept {
     enqueued("load kernel launch",
              fft_kernels::load(input, format, static_cast<unsigned>(count), static_cast<unsigned>(position),
-                         static_cast<unsigned>(size_), reinterpret_cast<const float*>(window_memory_.data()), target,
-                         stream_));
+                               static_cast<unsigned>(size_), reinterpret_cast<const float*>(window_memory_.data()),
+                               target, stream_));
   }
 
   // Converts the pending span into the batch at its position (the kernels' way).
@@ -391,7 +403,7 @@ class CufftBackend final : public FftBackend {
       if (raw_.count > 0) materialize();
       enqueued("cudaMemcpyAsync(keep partial frame)",
                cudaMemcpyAsync(kept_memory_.data(), batch_memory_.data() + whole * sizeof(float2),
-                         (prefix_end_ - whole) * sizeof(float2), cudaMemcpyDeviceToDevice, stream_));
+                               (prefix_end_ - whole) * sizeof(float2), cudaMemcpyDeviceToDevice, stream_));
     }
     fft_kernels::FusedArgs args{};
     args.batch = reinterpret_cast<const float2*>(batch_memory_.data());
@@ -466,13 +478,13 @@ class CufftBackend final : public FftBackend {
   std::array<cudaEvent_t, kEvents> events_{};
   std::uint64_t fences_ = 0;
   std::uint64_t completed_ = 0;
-  bool enqueued_ = false;  // work went on the stream after the last fence
-  bool signaled_ = false;  // ... and the last of it was a complex kernel, whose fence is fences_
+  bool enqueued_ = false;   // work went on the stream after the last fence
+  bool signaled_ = false;   // ... and the last of it was a complex kernel, whose fence is fences_
   std::uint64_t owed_ = 0;  // a complex kernel's fence that nothing enqueued yet writes (0: none)
-  FenceWord fence_word_;  // the word the stream writes fences into; empty: events only
+  FenceWord fence_word_;    // the word the stream writes fences into; empty: events only
   MemoryRegion batch_memory_;
   MemoryRegion window_memory_;
-  MemoryRegion kept_memory_;     // the partial frame after the last transformed one, for carry()
+  MemoryRegion kept_memory_;  // the partial frame after the last transformed one, for carry()
   std::size_t kept_frame_ = 0;
   std::array<MemoryRegion, 2> accumulators_;
   // Fused: the ring of row sums, where rows and spans stand.
@@ -480,17 +492,19 @@ class CufftBackend final : public FftBackend {
   std::string fusion_note_;
   MemoryRegion ring_memory_;
   std::size_t ring_rows_ = 0;
-  std::uint64_t row_cursor_ = 0;     // global index of the row being built
-  std::size_t pending_frames_ = 0;   // frames already summed into it
-  RawSpan raw_;                      // the span the next transform reads in place
+  std::uint64_t row_cursor_ = 0;            // global index of the row being built
+  std::size_t pending_frames_ = 0;          // frames already summed into it
+  RawSpan raw_;                             // the span the next transform reads in place
   fft_kernels::FusedArgs complex_input_{};  // fused complex: the last transform's input, read by its folds
-  std::size_t prefix_end_ = 0;       // batch positions [0, prefix_end_) hold converted samples
-  unsigned current_ = 0;  // the accumulator holding the row being built
+  std::size_t prefix_end_ = 0;              // batch positions [0, prefix_end_) hold converted samples
+  unsigned current_ = 0;                    // the accumulator holding the row being built
   std::string error_;
 };
 
 }  // namespace
 
-std::unique_ptr<FftBackend> make_cufft_backend(const FftBackendSpec& spec) { return std::make_unique<CufftBackend>(spec); }
+std::unique_ptr<FftBackend> make_cufft_backend(const FftBackendSpec& spec) {
+  return std::make_unique<CufftBackend>(spec);
+}
 
 }  // namespace sluice

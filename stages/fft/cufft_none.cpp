@@ -7,7 +7,8 @@
 namespace sluice {
 
 std::unique_ptr<FftBackend> make_cufft_backend(const FftBackendSpec& /*spec*/) {
-  throw std::runtime_error("fft backend cufft: this build of Sluice has no CUDA (configure found no CUDA toolkit with cuFFT)");
+  throw std::runtime_error(
+      "fft backend cufft: this build of Sluice has no CUDA (configure found no CUDA toolkit with cuFFT)");
 }
 
 }  // namespace sluice

@@ -20,9 +20,9 @@ inline constexpr float kPowerFloorLinear = 1e-30F;
 // across the whole range above the floor.
 // Vectorises in an `omp simd` loop when built with -fno-trapping-math (see stages/CMakeLists.txt).
 inline float power_to_decibels(float power) noexcept {
-  constexpr float kDecibelsPerOctave = 3.0102999566398120F;  // 10·log10(2)
-  constexpr float kDecibelsPerNeper = 4.3429448190325183F;   // 10/ln(10)
-  constexpr std::uint32_t kSqrtHalfBits = 0x3f3504f3U;        // bits of √½
+  constexpr float kDecibelsPerOctave = 3.0102999566398120F;                     // 10·log10(2)
+  constexpr float kDecibelsPerNeper = 4.3429448190325183F;                      // 10/ln(10)
+  constexpr std::uint32_t kSqrtHalfBits = 0x3f3504f3U;                          // bits of √½
   const float clamped = power < kPowerFloorLinear ? kPowerFloorLinear : power;  // NaN is not below: it stays NaN
   const std::uint32_t bits = std::bit_cast<std::uint32_t>(clamped);
   // Exponent relative to √½ so that the mantissa lands in [√½, √2): arithmetic shift of the signed difference.

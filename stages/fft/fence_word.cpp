@@ -1,17 +1,18 @@
 #include "stages/fft/fence_word.hpp"
-#include "pipeline/log.hpp"
 
 #include <atomic>
 #include <stdexcept>
 #include <utility>
 
+#include "pipeline/log.hpp"
 
 namespace sluice {
 namespace {
 
 void check(const char* call, cudaError_t error) {
   if (error != cudaSuccess) {
-    throw std::runtime_error(std::string(call) + ": " + cudaGetErrorName(error) + " (" + cudaGetErrorString(error) + ")");
+    throw std::runtime_error(std::string(call) + ": " + cudaGetErrorName(error) + " (" + cudaGetErrorString(error) +
+                             ")");
   }
 }
 
@@ -21,7 +22,8 @@ FenceWord FenceWord::open(cudaStream_t stream) {
   FenceWord word;
   void* function = nullptr;
   cudaDriverEntryPointQueryResult found{};
-  if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", &function, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+  if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", &function, 12000, cudaEnableDefault, &found) !=
+          cudaSuccess ||
       found != cudaDriverEntryPointSuccess || function == nullptr) {
     static_cast<void>(cudaGetLastError());
     return word;
@@ -34,8 +36,8 @@ FenceWord FenceWord::open(cudaStream_t stream) {
   check("cudaHostGetDevicePointer(fence word)", cudaHostGetDevicePointer(&device, host, 0));
   word.device_ = reinterpret_cast<CUdeviceptr>(device);
   const auto write = reinterpret_cast<WriteValue64>(function);
-  if (write(stream, word.device_, 1, CU_STREAM_WRITE_VALUE_DEFAULT) != CUDA_SUCCESS || cudaStreamSynchronize(stream) != cudaSuccess ||
-      *word.host_ != 1) {
+  if (write(stream, word.device_, 1, CU_STREAM_WRITE_VALUE_DEFAULT) != CUDA_SUCCESS ||
+      cudaStreamSynchronize(stream) != cudaSuccess || *word.host_ != 1) {
     static_cast<void>(cudaGetLastError());
     return {};  // no stream memory operations here (the word allocated is freed)
   }
@@ -45,7 +47,9 @@ FenceWord FenceWord::open(cudaStream_t stream) {
 }
 
 FenceWord::FenceWord(FenceWord&& other) noexcept
-    : host_(std::exchange(other.host_, nullptr)), device_(std::exchange(other.device_, 0)), write_(std::exchange(other.write_, nullptr)) {}
+    : host_(std::exchange(other.host_, nullptr)),
+      device_(std::exchange(other.device_, 0)),
+      write_(std::exchange(other.write_, nullptr)) {}
 
 FenceWord& FenceWord::operator=(FenceWord&& other) noexcept {
   if (this != &other) {

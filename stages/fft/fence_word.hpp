@@ -30,7 +30,9 @@ class FenceWord {
   [[nodiscard]] std::string write(cudaStream_t stream, std::uint64_t value) const noexcept;
   // The last value written (acquire).
   [[nodiscard]] std::uint64_t load() const noexcept;
-  [[nodiscard]] unsigned long long* device_pointer() const noexcept { return reinterpret_cast<unsigned long long*>(device_); }
+  [[nodiscard]] unsigned long long* device_pointer() const noexcept {
+    return reinterpret_cast<unsigned long long*>(device_);
+  }
 
  private:
   using WriteValue64 = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);

@@ -28,17 +28,17 @@ enum class FftBackendKind { automatic, cufft, fftw };
 enum class FftFusion { automatic, fused, kernels };
 
 struct FftBackendSpec {
-  std::size_t size = 1024;          // FFT length
+  std::size_t size = 1024;  // FFT length
   WindowKind window = WindowKind::hann;
   FftOutput output = FftOutput::power_db;
-  std::size_t batch_frames = 64;    // frames the batch holds (a backend may take fewer: batch_frames() says)
-  std::size_t average = 1;          // frames per row (the stage's `average`); 1 lets a backend skip its accumulator
-  int cuda_device = 0;              // GPU backends only
-  void* stream = nullptr;           // GPU backends: the stage's CUDA stream to work on (null: a stream of its own)
+  std::size_t batch_frames = 64;  // frames the batch holds (a backend may take fewer: batch_frames() says)
+  std::size_t average = 1;        // frames per row (the stage's `average`); 1 lets a backend skip its accumulator
+  int cuda_device = 0;            // GPU backends only
+  void* stream = nullptr;         // GPU backends: the stage's CUDA stream to work on (null: a stream of its own)
   FftFusion fusion = FftFusion::automatic;  // cuFFT only
-  std::size_t threads = 1;          // FFTW only: threads sharing each batch (the caller's included)
-  std::vector<int> worker_cpus;     // FFTW only: a core per extra thread (threads − 1), or empty
-  int avoid_cpu = -1;               // FFTW only: with no worker_cpus, workers run anywhere but here (the stage's core)
+  std::size_t threads = 1;                  // FFTW only: threads sharing each batch (the caller's included)
+  std::vector<int> worker_cpus;             // FFTW only: a core per extra thread (threads − 1), or empty
+  int avoid_cpu = -1;  // FFTW only: with no worker_cpus, workers run anywhere but here (the stage's core)
 };
 
 // Output normalisation, shared by every backend: X[k] = sum_n w[n] x[n] e^(-2πi kn/N) is

@@ -1,11 +1,11 @@
 // FftEngine: the backend's choice and its memory around it (stream, staging copies, held chunks).
 #include "stages/fft/fft_engine.hpp"
-#include "pipeline/log.hpp"
 
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 
+#include "pipeline/log.hpp"
 
 namespace sluice {
 namespace {
@@ -90,8 +90,8 @@ void FftEngine::open_fftw(StageContext& context, const FftSettings& settings, co
                              " needs the cuFFT backend, and auto chose FFTW: " + cuda_unavailable_reason() +
                              " (remove fusion: to run on FFTW)");
   }
-  if (context.cpu() >= 0 &&
-      std::find(settings.worker_cpus.begin(), settings.worker_cpus.end(), context.cpu()) != settings.worker_cpus.end()) {
+  if (context.cpu() >= 0 && std::find(settings.worker_cpus.begin(), settings.worker_cpus.end(), context.cpu()) !=
+                                settings.worker_cpus.end()) {
     throw std::runtime_error("fft worker_cpus includes core " + std::to_string(context.cpu()) +
                              ", where the stage's own thread is pinned (cpu:); a worker there would only take turns "
                              "with it (list other cores in worker_cpus)");
@@ -103,10 +103,13 @@ void FftEngine::open_fftw(StageContext& context, const FftSettings& settings, co
 void FftEngine::open_staging(StageContext& context, Pool& output) {
   // Inputs or outputs not in the backend's memory go through a staging buffer (one copy each way).
   const MemoryKind engine = backend_->memory();
-  const auto foreign = [engine](MemoryKind kind) { return (kind == MemoryKind::device) != (engine == MemoryKind::device); };
+  const auto foreign = [engine](MemoryKind kind) {
+    return (kind == MemoryKind::device) != (engine == MemoryKind::device);
+  };
   std::size_t foreign_input_bytes = 0;
   for (Pool* pool : context.lane_pools()) {
-    if (pool != &output && foreign(pool->memory())) foreign_input_bytes = std::max(foreign_input_bytes, pool->chunk_bytes());
+    if (pool != &output && foreign(pool->memory()))
+      foreign_input_bytes = std::max(foreign_input_bytes, pool->chunk_bytes());
   }
   const int device = context.cuda_device();
   if (foreign_input_bytes > 0) input_staging_ = MemoryRegion(engine, foreign_input_bytes, device);
@@ -134,7 +137,8 @@ const std::byte* FftEngine::input(const Chunk& chunk) noexcept {
   }
   // Ordered on the stream after the backend's reads of what the buffer held before (fence()
   // enqueued every pending read), and before the loads that read it.
-  if (!gpu_.wait_for(chunk) || !gpu_.copy(input_staging_.data(), chunk.data, chunk.size)) return fail("fft: " + gpu_.error());
+  if (!gpu_.wait_for(chunk) || !gpu_.copy(input_staging_.data(), chunk.data, chunk.size))
+    return fail("fft: " + gpu_.error());
   if (on_gpu) {
     backend_->note_stage_work();
   } else {

@@ -49,7 +49,6 @@ __device__ float decibels(float power) {
   return 10.0F * log10f(clamped);
 }
 
-
 // One thread per (row, bin); row index `rows` is the unfinished row, summed into accumulator_out.
 // Accumulators hold power in natural bin order; fftshift happens on the store: bin k → (k + size/2) mod size.
 __global__ void fold_kernel(FoldArgs args, unsigned blocks_per_row) {
@@ -79,7 +78,8 @@ __global__ void fold_kernel(FoldArgs args, unsigned blocks_per_row) {
     const float2 bin = args.bins[static_cast<std::size_t>(frame) * args.size + k];
     sum += bin.x * bin.x + bin.y * bin.y;
   }
-  const float power = args.average == 1 ? sum * args.power_scale : sum * (args.power_scale / static_cast<float>(args.average));
+  const float power =
+      args.average == 1 ? sum * args.power_scale : sum * (args.power_scale / static_cast<float>(args.average));
   reinterpret_cast<float*>(args.out)[at] = args.output == kOutputPowerDb ? decibels(power) : power;
 }
 
@@ -89,7 +89,7 @@ __global__ void fold_kernel(FoldArgs args, unsigned blocks_per_row) {
 // Lane n1 holds x[n1 + 32·m] (m = 0..31: each load instruction reads 32 consecutive samples), takes
 // the inner 32-point DFT in registers, applies the twiddle, and the warp transposes through shared
 // memory so that lane k2 holds all n1; the outer 32-point DFT then leaves X[t + 32·k1] in lane t.
-constexpr unsigned kFusedWarps = 4;        // warps (frames in flight) per block
+constexpr unsigned kFusedWarps = 4;  // warps (frames in flight) per block
 // Default frames of one row a warp sums before adding to the ring: the fastest count in fft_gpu_bench's
 // BM_FusedKernelVsCopy (docs/PERFORMANCE.md). One warp per frame, not the complex path's two: a ci16
 // byte carries twice the transforms of a cf32 one, and this kernel needs one exchange a frame where
@@ -105,15 +105,19 @@ __device__ constexpr float kW32Im[16] = {-0.000000000f, -0.195090322f, -0.382683
                                          -0.707106781f, -0.831469612f, -0.923879533f, -0.980785280f,
                                          -1.000000000f, -0.980785280f, -0.923879533f, -0.831469612f,
                                          -0.707106781f, -0.555570233f, -0.382683432f, -0.195090322f};
-__device__ float2 g_w1024[1024];           // W1024^j
-bool g_fused_ready[64] = {};               // per device
-unsigned g_fused_blocks[64] = {};          // per device: fused_kernel blocks that fit on it at once
-unsigned g_sms[64] = {};                   // per device: multiprocessors
-unsigned g_pair_blocks[64] = {};           // per device: pair_complex_kernel blocks that fit on it at once
+__device__ float2 g_w1024[1024];   // W1024^j
+bool g_fused_ready[64] = {};       // per device
+unsigned g_fused_blocks[64] = {};  // per device: fused_kernel blocks that fit on it at once
+unsigned g_sms[64] = {};           // per device: multiprocessors
+unsigned g_pair_blocks[64] = {};   // per device: pair_complex_kernel blocks that fit on it at once
 
-__device__ __forceinline__ float2 cmul(float2 a, float2 b) { return make_float2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x); }
+__device__ __forceinline__ float2 cmul(float2 a, float2 b) {
+  return make_float2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+}
 
-__host__ __device__ constexpr int reverse5(int i) { return ((i & 1) << 4) | ((i & 2) << 2) | (i & 4) | ((i & 8) >> 2) | ((i & 16) >> 4); }
+__host__ __device__ constexpr int reverse5(int i) {
+  return ((i & 1) << 4) | ((i & 2) << 2) | (i & 4) | ((i & 8) >> 2) | ((i & 16) >> 4);
+}
 
 // One radix-2 stage over 32 registers; HALF is a template argument so that every index is a
 // compile-time constant and `a` stays in registers (a runtime stage count put it in local memory).
@@ -173,7 +177,8 @@ __device__ __forceinline__ float2 fused_sample(const FusedArgs& args, unsigned p
 // Loads frame `base` (batch position of its sample 0) into lane `lane`'s registers: a[m] = x[lane + 32·m],
 // converted and windowed. A frame wholly inside the raw span (nearly every frame) takes the plain loads.
 template <typename Sample>
-__device__ __forceinline__ void load_frame(const FusedArgs& args, unsigned base, unsigned lane, float scale, float2 (&a)[32]) {
+__device__ __forceinline__ void load_frame(const FusedArgs& args, unsigned base, unsigned lane, float scale,
+                                           float2 (&a)[32]) {
   if (base >= args.raw_begin && base + kFusedSize <= args.raw_end) {
     const std::byte* raw = args.raw;
     const unsigned first = base - args.raw_begin;
@@ -192,8 +197,8 @@ __device__ __forceinline__ void load_frame(const FusedArgs& args, unsigned base,
 // The 32 × 32 four-step transform of one frame held by a warp: the inner 32-point DFT over n2 in
 // each lane's registers, the twiddle W1024^(n1·k2) from the block's table, the transpose through
 // the warp's shared rows, and the outer DFT over n1; afterwards lane t holds X[t + 32·k1] in a[k1].
-__device__ __forceinline__ void transform_frame(float2 (&a)[32], const float2 (&twiddle)[32][32], float2 (&rows)[32][33],
-                                                unsigned lane) {
+__device__ __forceinline__ void transform_frame(float2 (&a)[32], const float2 (&twiddle)[32][32],
+                                                float2 (&rows)[32][33], unsigned lane) {
   fft32(a);  // over n2: a[k2] for n1 = lane
 #pragma unroll
   for (int k2 = 0; k2 < 32; ++k2) rows[lane][k2] = k2 == 0 ? a[0] : cmul(a[k2], twiddle[k2][lane]);
@@ -209,8 +214,8 @@ __device__ __forceinline__ void transform_frame(float2 (&a)[32], const float2 (&
 // clipped to the batch's frames. Blocks stay resident and take segments in a grid-stride loop, so
 // the block's twiddle table is built once per launch, not once per segment.
 template <typename Sample>
-__global__ void __launch_bounds__(kFusedWarps * 32) fused_kernel(FusedArgs args, unsigned segments_per_row,
-                                                                 unsigned long long segments, float scale) {
+__global__ void __launch_bounds__(kFusedWarps * 32)
+    fused_kernel(FusedArgs args, unsigned segments_per_row, unsigned long long segments, float scale) {
   // Rows of 33 complex values: a store instruction (lanes 0..31 of one column) and a load (one
   // row) each touch every bank pair once per half-warp.
   __shared__ float2 transpose[kFusedWarps][32][33];
@@ -224,8 +229,8 @@ __global__ void __launch_bounds__(kFusedWarps * 32) fused_kernel(FusedArgs args,
   __syncthreads();
   const unsigned warp = threadIdx.x / 32;
   const unsigned lane = threadIdx.x % 32;
-  for (unsigned long long segment = static_cast<unsigned long long>(blockIdx.x) * kFusedWarps + warp; segment < segments;
-       segment += static_cast<unsigned long long>(gridDim.x) * kFusedWarps) {
+  for (unsigned long long segment = static_cast<unsigned long long>(blockIdx.x) * kFusedWarps + warp;
+       segment < segments; segment += static_cast<unsigned long long>(gridDim.x) * kFusedWarps) {
     const unsigned long long row = segment / segments_per_row;
     const unsigned part = static_cast<unsigned>(segment % segments_per_row);
     const unsigned long long row_start = row * args.average;
@@ -273,10 +278,9 @@ __device__ __forceinline__ void dft4(float2 (&v)[4]) {  // forward: W4 = -i
   v[3] = make_float2(d02.x - d13.y, d02.y + d13.x);  // d02 + i·d13
 }
 
-
 // ---- The complex path: two warps per frame, 1024 = 16 × 16 × 4 ---------------------------------
-// The shape of cuFFT's own batched 1024-point kernel (64 threads per frame, 16 values each), with the conversion, window, scale and fftshift fused in. Thread t of a
-// frame:
+// The shape of cuFFT's own batched 1024-point kernel (64 threads per frame, 16 values each), with the conversion,
+// window, scale and fftshift fused in. Thread t of a frame:
 //   1. holds x[t + 64·m] (m < 16: each load instruction reads 64 consecutive samples), takes the
 //      16-point DFT over m and multiplies by W1024^(t·k1): Y_t[k1];
 //   2. through the shared row, thread t = k1 + 16·u takes Y_(u + 4·v)[k1] (v < 16) and the 16-point
@@ -355,7 +359,8 @@ __device__ __forceinline__ PairTwiddles pair_twiddles(unsigned t) {
 
 // Loads frame `base` (batch position of its sample 0): a[m] = x[t + 64·m], converted and windowed.
 template <typename Sample>
-__device__ __forceinline__ void load_frame_pair(const FusedArgs& args, unsigned base, unsigned t, float scale, float2 (&a)[16]) {
+__device__ __forceinline__ void load_frame_pair(const FusedArgs& args, unsigned base, unsigned t, float scale,
+                                                float2 (&a)[16]) {
   if (base >= args.raw_begin && base + kFusedSize <= args.raw_end) {
     const unsigned first = base - args.raw_begin;
 #pragma unroll
@@ -373,7 +378,8 @@ __device__ __forceinline__ void load_frame_pair(const FusedArgs& args, unsigned 
 
 // Steps 1–3 above for one frame held by the block's 64 threads; `row` is the block's shared row.
 // Starts with a barrier, so a loop may call it again at once.
-__device__ __forceinline__ void transform_frame_pair(float2 (&a)[16], float2* row, unsigned t, const PairTwiddles& twiddles) {
+__device__ __forceinline__ void transform_frame_pair(float2 (&a)[16], float2* row, unsigned t,
+                                                     const PairTwiddles& twiddles) {
   fft16(a);  // over m: a[k1]
   {
     // W1024^(t·k1) = W1024^(4t·(k1 / 4)) · W1024^(t·(k1 mod 4)): two roundings more than a table.
@@ -423,8 +429,9 @@ __device__ __forceinline__ void transform_frame_pair(float2 (&a)[16], float2* ro
 // amplitude and fftshifted on the store. One read of the input and one write of the output: the
 // same memory traffic as a bare out-of-place cufftExecC2C.
 template <typename Sample>
-__global__ void __launch_bounds__(kPairThreads, kPairBlocksPerSm) pair_complex_kernel(FusedArgs args, unsigned first, unsigned count, float amplitude,
-                                                                    float scale, float2* out, Signal signal) {
+__global__ void __launch_bounds__(kPairThreads, kPairBlocksPerSm)
+    pair_complex_kernel(FusedArgs args, unsigned first, unsigned count, float amplitude, float scale, float2* out,
+                        Signal signal) {
   __shared__ float2 row[kPairRow];
   signal_start(signal);
   const unsigned t = threadIdx.x;  // also the bin k1 + 16·u
@@ -445,8 +452,8 @@ __global__ void __launch_bounds__(kPairThreads, kPairBlocksPerSm) pair_complex_k
 }
 
 // One thread per (row, bin) of the finished rows; reads the ring row, writes the output row, zeroes the ring row.
-__global__ void finish_kernel(float* ring, unsigned ring_rows, unsigned size, unsigned long long first_row,
-                              float scale, bool to_decibels, float* out, unsigned blocks_per_row) {
+__global__ void finish_kernel(float* ring, unsigned ring_rows, unsigned size, unsigned long long first_row, float scale,
+                              bool to_decibels, float* out, unsigned blocks_per_row) {
   const unsigned row = blockIdx.x / blocks_per_row;
   const unsigned k = (blockIdx.x % blocks_per_row) * blockDim.x + threadIdx.x;
   if (k >= size) return;
@@ -461,10 +468,17 @@ __global__ void finish_kernel(float* ring, unsigned ring_rows, unsigned size, un
 template <typename Launch>
 cudaError_t launch_for_format(SampleFormat format, Launch launch) {
   switch (format) {
-    case SampleFormat::ci8: launch(char2{}, 1.0F / 128.0F); break;
-    case SampleFormat::ci16: launch(short2{}, 1.0F / 32768.0F); break;
-    case SampleFormat::cf32: launch(float2{}, 1.0F); break;
-    case SampleFormat::rf32: return cudaErrorInvalidValue;  // refused at start: real samples have no I/Q pairs
+    case SampleFormat::ci8:
+      launch(char2{}, 1.0F / 128.0F);
+      break;
+    case SampleFormat::ci16:
+      launch(short2{}, 1.0F / 32768.0F);
+      break;
+    case SampleFormat::cf32:
+      launch(float2{}, 1.0F);
+      break;
+    case SampleFormat::rf32:
+      return cudaErrorInvalidValue;  // refused at start: real samples have no I/Q pairs
   }
   return cudaGetLastError();
 }
@@ -476,7 +490,6 @@ cudaError_t per_device(const unsigned (&table)[64], unsigned fallback, unsigned&
   value = device >= 0 && device < 64 && table[device] > 0 ? table[device] : fallback;
   return cudaSuccess;
 }
-
 
 // Grid-stride loops: a few waves over the device's multiprocessors (32 blocks of kThreads each) are
 // enough for a memory-bound kernel.
@@ -521,16 +534,19 @@ cudaError_t prepare_fused() noexcept {
   // for all three, which differ only in their loads.
   int per_sm = 0;
   int sms = 0;
-  if (cudaError_t error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fused_kernel<short2>, kFusedWarps * 32, 0);
+  if (cudaError_t error =
+          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fused_kernel<short2>, kFusedWarps * 32, 0);
       error != cudaSuccess) {
     return error;
   }
   int pair_per_sm = 0;
-  if (cudaError_t error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&pair_per_sm, pair_complex_kernel<short2>, kPairThreads, 0);
+  if (cudaError_t error =
+          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&pair_per_sm, pair_complex_kernel<short2>, kPairThreads, 0);
       error != cudaSuccess) {
     return error;
   }
-  if (cudaError_t error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); error != cudaSuccess) return error;
+  if (cudaError_t error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); error != cudaSuccess)
+    return error;
   if (device >= 0 && device < 64) {
     g_fused_blocks[device] = static_cast<unsigned>(std::max(1, per_sm * sms));
     g_pair_blocks[device] = static_cast<unsigned>(std::max(1, pair_per_sm * sms));
@@ -544,7 +560,8 @@ cudaError_t fused_power(const FusedArgs& arguments, cudaStream_t stream) noexcep
   if (arguments.frames == 0) return cudaSuccess;
   FusedArgs args = arguments;
   if (args.frames_per_warp == 0) args.frames_per_warp = kFramesPerWarp;
-  const unsigned long long rows = (static_cast<unsigned long long>(args.pending) + args.frames + args.average - 1) / args.average;
+  const unsigned long long rows =
+      (static_cast<unsigned long long>(args.pending) + args.frames + args.average - 1) / args.average;
   const unsigned segments_per_row = (args.average + args.frames_per_warp - 1) / args.frames_per_warp;
   const unsigned long long segments = rows * segments_per_row;
   const unsigned long long needed = (segments + kFusedWarps - 1) / kFusedWarps;
@@ -565,7 +582,8 @@ cudaError_t fused_complex(const FusedArgs& args, unsigned first, unsigned count,
   if (cudaError_t error = per_device(g_pair_blocks, 2048, resident); error != cudaSuccess) return error;
   const unsigned blocks = std::min(count, resident);
   return launch_for_format(args.format, [&](auto sample, float scale) {
-    pair_complex_kernel<decltype(sample)><<<blocks, kPairThreads, 0, stream>>>(args, first, count, amplitude_scale, scale, out, signal);
+    pair_complex_kernel<decltype(sample)>
+        <<<blocks, kPairThreads, 0, stream>>>(args, first, count, amplitude_scale, scale, out, signal);
   });
 }
 
@@ -575,7 +593,7 @@ cudaError_t finish_rows(float* ring, unsigned ring_rows, unsigned size, unsigned
   const unsigned blocks_per_row = (size + kThreads - 1) / kThreads;
   const float scale = average == 1 ? power_scale : power_scale / static_cast<float>(average);
   finish_kernel<<<rows * blocks_per_row, kThreads, 0, stream>>>(ring, ring_rows, size, first_row, scale, decibels, out,
-                                                                 blocks_per_row);
+                                                                blocks_per_row);
   return cudaGetLastError();
 }
 

@@ -20,9 +20,9 @@ constexpr float kPowerFloor = 1e-30F;
 struct FoldArgs {
   const float2* bins;
   unsigned size;
-  unsigned first;         // first frame of the fold
-  unsigned pending;       // frames already in the row being built (in accumulator_in)
-  unsigned rows;          // rows finished by this fold
+  unsigned first;    // first frame of the fold
+  unsigned pending;  // frames already in the row being built (in accumulator_in)
+  unsigned rows;     // rows finished by this fold
   unsigned average;
   unsigned partial_from;  // first frame of the row left unfinished (frames up to first + count)
   unsigned end;           // first + count

@@ -12,15 +12,15 @@
 namespace sluice {
 
 struct FftSettings {
-  std::size_t size = 1024;                // FFT length: samples per frame and values per output row
-  WindowKind window = WindowKind::hann;   // applied to each frame before the transform
-  std::size_t average = 1;                // consecutive frames averaged (in power) into one output row
+  std::size_t size = 1024;               // FFT length: samples per frame and values per output row
+  WindowKind window = WindowKind::hann;  // applied to each frame before the transform
+  std::size_t average = 1;               // consecutive frames averaged (in power) into one output row
   FftOutput output = FftOutput::power_db;
   FftBackendKind backend = FftBackendKind::automatic;  // auto: cuFFT when a GPU answers, else FFTW
   FftFusion fusion = FftFusion::automatic;             // cuFFT: LTO callbacks or kernels around the plan
-  std::size_t threads = 1;                // FFTW: threads sharing each batch, the stage's own included
-  std::vector<int> worker_cpus;           // FFTW: a core per worker (threads − 1), or empty: any core but the stage's
-  PoolSettings pool;                      // the stage's output chunks
+  std::size_t threads = 1;                             // FFTW: threads sharing each batch, the stage's own included
+  std::vector<int> worker_cpus;  // FFTW: a core per worker (threads − 1), or empty: any core but the stage's
+  PoolSettings pool;             // the stage's output chunks
 };
 
 FftSettings read_fft_settings(SettingsReader& reader, const PipelineSettings& pipeline);

@@ -21,7 +21,8 @@ void FftStage::start(StageContext& context) {
   context_ = &context;
   const SampleFormat input = context.stream.format;
   if (input != SampleFormat::ci8 && input != SampleFormat::ci16 && input != SampleFormat::cf32) {
-    throw std::runtime_error("fft needs complex samples (ci8, ci16 or cf32); upstream sends " + std::string(to_string(input)));
+    throw std::runtime_error("fft needs complex samples (ci8, ci16 or cf32); upstream sends " +
+                             std::string(to_string(input)));
   }
   pool_ = &context.create_pool("spectra", settings_.pool.spec(context.cuda_device()));
   engine_.open(context, settings_, *pool_);
@@ -52,8 +53,8 @@ void FftStage::describe_output(StageContext& context) {
   // input rate / average, so a capture's duration, row times and replay pace match the input's.
   context.stream.sample_rate = sample_rate / static_cast<double>(settings_.average);
   context.stream.description = "spectra (" + std::string(to_string(settings_.output)) + ", " +
-                               std::to_string(settings_.size) + "-point " + std::string(engine_.backend().name()) + ", " +
-                               context.stream.window + " window, average " + std::to_string(settings_.average) +
+                               std::to_string(settings_.size) + "-point " + std::string(engine_.backend().name()) +
+                               ", " + context.stream.window + " window, average " + std::to_string(settings_.average) +
                                "; rows fftshifted, DC at index size/2; one row per size×average input samples) of " +
                                upstream;
 }
@@ -63,8 +64,8 @@ StageStatus FftStage::process() {
   // While the GPU still reads input chunks, upstream may be waiting for exactly those to come back
   // to its pool: never sleep on an empty queue then, but hand the oldest back the moment the
   // backend is done with it (sleeping here idles the GPU between rounds of a small pool).
-  ChunkPtr chunk = context_->input().pop(engine_.holds_inputs() ? std::chrono::microseconds(0)
-                                                                : std::chrono::microseconds(10'000));
+  ChunkPtr chunk =
+      context_->input().pop(engine_.holds_inputs() ? std::chrono::microseconds(0) : std::chrono::microseconds(10'000));
   if (chunk) return take(std::move(chunk));
   if (engine_.holds_inputs()) {
     engine_.retire_inputs(true);
@@ -77,7 +78,8 @@ StageStatus FftStage::process() {
 }
 
 StageStatus FftStage::take(ChunkPtr chunk) noexcept {
-  if (chunk->format != SampleFormat::ci8 && chunk->format != SampleFormat::ci16 && chunk->format != SampleFormat::cf32) {
+  if (chunk->format != SampleFormat::ci8 && chunk->format != SampleFormat::ci16 &&
+      chunk->format != SampleFormat::cf32) {
     not_complex_drops_->add();
     return StageStatus::ok;
   }
@@ -188,7 +190,8 @@ std::size_t FftStage::mark_rows(std::size_t frame, std::size_t room) noexcept {
   return rows;
 }
 
-bool FftStage::mark_row(const RowLedger::FrameInfo& first, const RowLedger::FrameInfo& last, std::size_t index) noexcept {
+bool FftStage::mark_row(const RowLedger::FrameInfo& first, const RowLedger::FrameInfo& last,
+                        std::size_t index) noexcept {
   const std::uint64_t first_value = (next_row_ + index - out_rows_) * settings_.size;
   bool marked = false;
   if (!ledger_.mark_row(last, *out_, first_value, marked)) return false;
@@ -245,7 +248,8 @@ void FftStage::emit_output() noexcept {
 
 void register_fft_stage(StageRegistry& registry) {
   registry.add(StageType{"fft", StageRole::transform,
-                         "spectra of complex samples (cuFFT on a GPU, else FFTW): power in dB, linear power or complex bins, fftshifted rows",
+                         "spectra of complex samples (cuFFT on a GPU, else FFTW): power in dB, linear power or complex "
+                         "bins, fftshifted rows",
                          [](SettingsReader& reader, const PipelineSettings& pipeline) -> std::unique_ptr<Stage> {
                            return std::make_unique<FftStage>(reader, pipeline);
                          }});

@@ -170,8 +170,8 @@ class FftwBackend final : public FftBackend {
       // One block's plan, run on every whole block through fftwf_execute_dft (blocks sit block·stride apart,
       // so each keeps the planned alignment).
       batched_.reset(fftwf_plan_many_dft(1, &length, static_cast<int>(block_), frames_.get(), nullptr, 1,
-                                         static_cast<int>(stride_), frames_.get(), nullptr, 1, static_cast<int>(stride_),
-                                         FFTW_FORWARD, flags));
+                                         static_cast<int>(stride_), frames_.get(), nullptr, 1,
+                                         static_cast<int>(stride_), FFTW_FORWARD, flags));
       if (!batched_) {
         throw std::runtime_error("fftwf_plan_many_dft(" + std::to_string(size_) + " x " + std::to_string(block_) +
                                  ") returned no plan");
@@ -197,7 +197,7 @@ class FftwBackend final : public FftBackend {
     const std::size_t begin = frame * size_ + offset;  // batch positions, in samples
     const std::size_t end = begin + count;
     const std::size_t share = block_ * size_;  // samples per part
-    if (begin / share == (end - 1) / share) {   // inside one block: no hand-off
+    if (begin / share == (end - 1) / share) {  // inside one block: no hand-off
       load_span(frame, offset, input, format, count);
       return;
     }
@@ -283,7 +283,8 @@ class FftwBackend final : public FftBackend {
     return size_ * slice / slices / kSliceValues * kSliceValues;
   }
 
-  // `count` samples from batch position frame·size + offset on, one frame's share at a time: frames sit `stride_` apart.
+  // `count` samples from batch position frame·size + offset on, one frame's share at a time: frames sit `stride_`
+  // apart.
   void load_span(std::size_t frame, std::size_t offset, const std::byte* input, SampleFormat format,
                  std::size_t count) noexcept {
     const std::size_t sample_bytes = bytes_per_sample(format);
@@ -302,10 +303,17 @@ class FftwBackend final : public FftBackend {
     float* out = reinterpret_cast<float*>(frames_.get() + frame * stride_ + offset);  // fftwf_complex is float[2]
     const float* weights = weights_.data() + 2 * offset;
     switch (format) {
-      case SampleFormat::ci8: convert_streaming<std::int8_t>(input, 2 * count, weights, out); break;
-      case SampleFormat::ci16: convert_streaming<std::int16_t>(input, 2 * count, weights, out); break;
-      case SampleFormat::cf32: convert_streaming<float>(input, 2 * count, weights, out); break;
-      case SampleFormat::rf32: break;
+      case SampleFormat::ci8:
+        convert_streaming<std::int8_t>(input, 2 * count, weights, out);
+        break;
+      case SampleFormat::ci16:
+        convert_streaming<std::int16_t>(input, 2 * count, weights, out);
+        break;
+      case SampleFormat::cf32:
+        convert_streaming<float>(input, 2 * count, weights, out);
+        break;
+      case SampleFormat::rf32:
+        break;
     }
   }
 
@@ -385,7 +393,8 @@ class FftwBackend final : public FftBackend {
         const bool continues = row == 0 && pending > 0;
         float* sum = continues ? carried : part_sums_[part].data();
         const std::size_t to = row_start(row + 1);
-        for (std::size_t frame = from; frame < to; ++frame) accumulate(frame, frame == from && !continues, sum, 0, size_);
+        for (std::size_t frame = from; frame < to; ++frame)
+          accumulate(frame, frame == from && !continues, sum, 0, size_);
         write_sum(sum, rows + row * row_bytes, 0, size_);
       }
       if (rest < end && rest / block_ == part) {
@@ -416,13 +425,13 @@ class FftwBackend final : public FftBackend {
 
   std::size_t size_;
   std::size_t stride_;
-  std::size_t block_;    // frames per part, and per batched plan: about kBatchSamples, one core's L2 share
+  std::size_t block_;  // frames per part, and per batched plan: about kBatchSamples, one core's L2 share
   std::size_t threads_;
-  std::size_t batch_;    // block_ · threads_
+  std::size_t batch_;  // block_ · threads_
   FftOutput output_;
   std::size_t average_;
   std::vector<float> window_;
-  std::vector<float> weights_;      // window × input scale per interleaved I/Q value, for weights_format_
+  std::vector<float> weights_;  // window × input scale per interleaved I/Q value, for weights_format_
   SampleFormat weights_format_ = SampleFormat::ci16;
   // Power summed over a row's frames, in fftshifted order: the row being built is in
   // accumulators_[building_] (the other is where fold_rows starts the next one), and part_sums_ hold
@@ -432,7 +441,7 @@ class FftwBackend final : public FftBackend {
   std::vector<std::vector<float>> part_sums_;
   float amplitude_scale_ = 1;
   float power_scale_ = 1;
-  float average_scale_ = 1;         // power_scale_ / average_: an averaged row's scale
+  float average_scale_ = 1;  // power_scale_ / average_: an averaged row's scale
   std::string work_note_;
   // The buffer before the plans made on it, so the plans are destroyed first.
   std::unique_ptr<fftwf_complex, FftwFree> frames_;
@@ -446,6 +455,8 @@ class FftwBackend final : public FftBackend {
 
 unsigned fftw_planner_flags(std::size_t size) { return size <= kMeasureLimit ? FFTW_MEASURE : FFTW_ESTIMATE; }
 
-std::unique_ptr<FftBackend> make_fftw_backend(const FftBackendSpec& spec) { return std::make_unique<FftwBackend>(spec); }
+std::unique_ptr<FftBackend> make_fftw_backend(const FftBackendSpec& spec) {
+  return std::make_unique<FftwBackend>(spec);
+}
 
 }  // namespace sluice

@@ -30,7 +30,8 @@ void RowLedger::note_chunk(const Chunk& chunk) noexcept {
 
 void RowLedger::note_load(const Chunk& chunk, std::size_t position, std::uint64_t batch_start) noexcept {
   if (segments_.size() < segments_.capacity()) {  // always true (see start()); never reallocates on the hot path
-    segments_.push_back(Segment{batch_start, chunk.first_sample + position, chunk.timestamp, position, chunk.created_ns});
+    segments_.push_back(
+        Segment{batch_start, chunk.first_sample + position, chunk.timestamp, position, chunk.created_ns});
   }
 }
 
@@ -133,7 +134,8 @@ std::uint64_t RowLedger::rows_end(std::size_t first, std::size_t rows) const noe
   const std::uint64_t last_row = last0 + (rows - 1) * step;
   std::uint64_t end = 0;
   for (std::size_t i = 0; i < segments_.size(); ++i) {
-    const std::uint64_t low = i == 0 ? 0 : segments_[i].batch_start;  // segment_at() gives the first segment to what precedes it
+    const std::uint64_t low =
+        i == 0 ? 0 : segments_[i].batch_start;  // segment_at() gives the first segment to what precedes it
     const std::uint64_t high = i + 1 < segments_.size() ? segments_[i + 1].batch_start : ~std::uint64_t{0};
     if (high <= last0 || low > last_row) continue;
     const std::uint64_t last = std::min(last_row, last0 + (high - 1 - last0) / step * step);

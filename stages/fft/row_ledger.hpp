@@ -73,7 +73,8 @@ class RowLedger {
   static constexpr std::size_t kPendingGaps = 4 * Chunk::kMaxGaps;
 
   void remember_gap(const Gap& gap) noexcept;
-  [[nodiscard]] const Segment& segment_at(std::uint64_t position) const noexcept;  // the segment holding a batch position
+  [[nodiscard]] const Segment& segment_at(
+      std::uint64_t position) const noexcept;  // the segment holding a batch position
   // The greatest end sample of `rows` rows of `average` frames from frame `first` on: what marking
   // each of them without a gap would leave in owned_from_, in one pass over the segments.
   [[nodiscard]] std::uint64_t rows_end(std::size_t first, std::size_t rows) const noexcept;
@@ -83,7 +84,7 @@ class RowLedger {
   double sample_rate_ = 0;
   std::vector<Segment> segments_;  // of the batch, in batch order; capacity reserved at start
   bool started_input_ = false;
-  std::uint64_t owned_from_ = 0;   // absolute input index where the next row's share of the input starts
+  std::uint64_t owned_from_ = 0;  // absolute input index where the next row's share of the input starts
   std::array<PendingGap, kPendingGaps> pending_{};
   std::size_t pending_count_ = 0;
   // A context change (a retune) on the input, not yet reached by a row.

@@ -8,10 +8,14 @@ namespace sluice {
 
 std::string_view to_string(WindowKind kind) {
   switch (kind) {
-    case WindowKind::none: return "none";
-    case WindowKind::hann: return "hann";
-    case WindowKind::hamming: return "hamming";
-    case WindowKind::blackman: return "blackman";
+    case WindowKind::none:
+      return "none";
+    case WindowKind::hann:
+      return "hann";
+    case WindowKind::hamming:
+      return "hamming";
+    case WindowKind::blackman:
+      return "blackman";
   }
   return "?";
 }
@@ -22,10 +26,18 @@ void fill_window(WindowKind kind, std::span<float> out) {
     const double phase = 2.0 * std::numbers::pi * static_cast<double>(n) / points;
     double value = 1.0;
     switch (kind) {
-      case WindowKind::none: value = 1.0; break;
-      case WindowKind::hann: value = 0.5 - 0.5 * std::cos(phase); break;
-      case WindowKind::hamming: value = 0.54 - 0.46 * std::cos(phase); break;
-      case WindowKind::blackman: value = 0.42 - 0.5 * std::cos(phase) + 0.08 * std::cos(2.0 * phase); break;
+      case WindowKind::none:
+        value = 1.0;
+        break;
+      case WindowKind::hann:
+        value = 0.5 - 0.5 * std::cos(phase);
+        break;
+      case WindowKind::hamming:
+        value = 0.54 - 0.46 * std::cos(phase);
+        break;
+      case WindowKind::blackman:
+        value = 0.42 - 0.5 * std::cos(phase) + 0.08 * std::cos(2.0 * phase);
+        break;
     }
     out[n] = static_cast<float>(value);
   }

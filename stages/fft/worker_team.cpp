@@ -31,7 +31,8 @@ std::uint32_t spin_while_equal(const std::atomic<std::uint32_t>& counter, std::u
     cpu_relax();
     now = counter.load(std::memory_order_acquire);
     if (now != seen) return now;
-    if (turn % 64 == 0 && monotonic_ns() > deadline) return now;  // the clock is read rarely: it costs more than a pause
+    if (turn % 64 == 0 && monotonic_ns() > deadline)
+      return now;  // the clock is read rarely: it costs more than a pause
   }
 }
 
@@ -90,8 +91,9 @@ WorkerTeam::WorkerTeam(std::size_t threads, const std::vector<int>& cpus, int av
                                 std::to_string(kMaxThreads));
   }
   if (!cpus.empty() && cpus.size() != threads - 1) {
-    throw std::invalid_argument("worker team of " + std::to_string(threads) + " threads given " + std::to_string(cpus.size()) +
-                                " worker cores (needs " + std::to_string(threads - 1) + ")");
+    throw std::invalid_argument("worker team of " + std::to_string(threads) + " threads given " +
+                                std::to_string(cpus.size()) + " worker cores (needs " + std::to_string(threads - 1) +
+                                ")");
   }
   start_workers(worker_core_sets(threads - 1, cpus, avoid_cpu, placement_), threads - 1, name);
 }
@@ -104,7 +106,8 @@ void WorkerTeam::start_workers(const std::vector<cpu_set_t>& sets, std::size_t w
       const pthread_t handle = workers_.back().native_handle();
       if (!sets.empty()) {
         if (int error = pthread_setaffinity_np(handle, sizeof(cpu_set_t), &sets[index - 1]); error != 0) {
-          throw std::runtime_error(errno_message("pthread_setaffinity_np (worker " + std::to_string(index) + ")", error));
+          throw std::runtime_error(
+              errno_message("pthread_setaffinity_np (worker " + std::to_string(index) + ")", error));
         }
       }
       // For top -H and perf; a name that does not fit 15 bytes is cut, which harms nothing.
@@ -132,7 +135,7 @@ void WorkerTeam::run_erased(Call call, const void* job) noexcept {
   job_.store(job, std::memory_order_relaxed);
   parts_done_.store(0, std::memory_order_relaxed);
   const std::uint32_t generation = generation_.load(std::memory_order_relaxed) + 1;  // only this thread bumps it
-  claims_.store(std::uint64_t{generation} << 32, std::memory_order_release);  // publishes the three stores above
+  claims_.store(std::uint64_t{generation} << 32, std::memory_order_release);         // publishes the three stores above
   // seq_cst on both sides (here: bump, then read the sleepers; a worker: count itself, then read the
   // generation) so that either the worker sees the new job or this thread sees it asleep and wakes it.
   generation_.store(generation, std::memory_order_seq_cst);
@@ -172,7 +175,8 @@ void WorkerTeam::run_parts(std::uint32_t generation, std::size_t preferred) noex
     // Claimed for this generation: the job cannot have changed, since it waits for this part.
     call_.load(std::memory_order_relaxed)(job_.load(std::memory_order_relaxed), part);
     // Counting it done releases this part's results to the caller; wake it if it went to sleep.
-    if (parts_done_.fetch_add(1, std::memory_order_seq_cst) + 1 == parts && caller_sleeping_.load(std::memory_order_seq_cst)) {
+    if (parts_done_.fetch_add(1, std::memory_order_seq_cst) + 1 == parts &&
+        caller_sleeping_.load(std::memory_order_seq_cst)) {
       parts_done_.notify_one();
     }
     state = claims_.load(std::memory_order_acquire);

@@ -11,7 +11,6 @@
 #include <random>
 #include <thread>
 
-
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
 #include "pipeline/log.hpp"
@@ -28,8 +27,8 @@ double tone_frequency(const GeneratorSettings& settings) {
 }
 
 // A sample's (I, Q) in [-1, 1] before scaling to the format.
-void sample_value(const GeneratorSettings& settings, std::uint64_t index, double cycles_per_period, std::mt19937_64* noise,
-                  double& in_phase, double& quadrature) {
+void sample_value(const GeneratorSettings& settings, std::uint64_t index, double cycles_per_period,
+                  std::mt19937_64* noise, double& in_phase, double& quadrature) {
   switch (settings.signal) {
     case GeneratorSignal::tone: {
       const double phase = 2.0 * std::numbers::pi * cycles_per_period * static_cast<double>(index % kPeriod) / kPeriod;
@@ -81,12 +80,14 @@ void generate_signal(const GeneratorSettings& settings, std::uint64_t first, std
 }
 
 GeneratorStage::GeneratorStage(SettingsReader& reader, const PipelineSettings& pipeline) {
-  settings_.format = reader.choice("format", SampleFormat::ci16, "sample format",
-                                   {{"ci8", SampleFormat::ci8}, {"ci16", SampleFormat::ci16}, {"cf32", SampleFormat::cf32}});
+  settings_.format =
+      reader.choice("format", SampleFormat::ci16, "sample format",
+                    {{"ci8", SampleFormat::ci8}, {"ci16", SampleFormat::ci16}, {"cf32", SampleFormat::cf32}});
   settings_.sample_rate = reader.frequency("sample_rate", 100e6, "nominal sample rate (timestamps, metadata)", 1, 1e12);
   settings_.rate = reader.byte_rate("rate", 0, "pace output at this many bytes/s; 0 = as fast as possible");
-  settings_.signal = reader.choice("signal", GeneratorSignal::tone, "test signal",
-                                   {{"tone", GeneratorSignal::tone}, {"ramp", GeneratorSignal::ramp}, {"noise", GeneratorSignal::noise}});
+  settings_.signal = reader.choice(
+      "signal", GeneratorSignal::tone, "test signal",
+      {{"tone", GeneratorSignal::tone}, {"ramp", GeneratorSignal::ramp}, {"noise", GeneratorSignal::noise}});
   settings_.frequency = reader.frequency("frequency", 0, "tone frequency (0: sample_rate/16)", 0, 1e12);
   settings_.amplitude = reader.number("amplitude", 0.5, "amplitude as a fraction of full scale", 0, 1);
   settings_.seed = static_cast<std::uint64_t>(reader.integer("seed", 1, "noise seed (signal: noise only)", 0));
@@ -105,7 +106,8 @@ GeneratorStage::GeneratorStage(SettingsReader& reader, const PipelineSettings& p
     reader.error("frequency", "tone frequency is above Nyquist (sample_rate / 2)");
   }
   if (settings_.pool.chunk_bytes % bytes_per_sample(settings_.format) != 0) {
-    reader.error("chunk", "chunk size is not a whole number of " + std::string(to_string(settings_.format)) + " samples");
+    reader.error("chunk",
+                 "chunk size is not a whole number of " + std::string(to_string(settings_.format)) + " samples");
   }
 }
 
@@ -126,14 +128,16 @@ void GeneratorStage::start(StageContext& context) {
 
   const auto now = std::chrono::system_clock::now().time_since_epoch();
   const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(now);
-  start_time_ = Timestamp{static_cast<std::uint64_t>(seconds.count()),
-                          static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now - seconds).count()) * 1000,
-                          true};
+  start_time_ = Timestamp{
+      static_cast<std::uint64_t>(seconds.count()),
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now - seconds).count()) * 1000,
+      true};
   context.stream.sample_rate = settings_.sample_rate;
   context.stream.format = settings_.format;
   context.stream.start_time = start_time_;
-  context.stream.description = "generator " + std::string(settings_.signal == GeneratorSignal::tone ? "tone" :
-                                                          settings_.signal == GeneratorSignal::ramp ? "ramp" : "noise");
+  context.stream.description = "generator " + std::string(settings_.signal == GeneratorSignal::tone   ? "tone"
+                                                          : settings_.signal == GeneratorSignal::ramp ? "ramp"
+                                                                                                      : "noise");
   start_ns_ = 0;
 }
 
@@ -144,7 +148,8 @@ StageStatus GeneratorStage::process() {
 
   if (settings_.rate > 0) {
     // Pace by the bytes already sent: the next chunk may leave once they are due.
-    if (const std::uint64_t wait = Pacer(settings_.rate).wait_ns(produced_bytes_, monotonic_ns() - start_ns_); wait > 0) {
+    if (const std::uint64_t wait = Pacer(settings_.rate).wait_ns(produced_bytes_, monotonic_ns() - start_ns_);
+        wait > 0) {
       std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<std::uint64_t>(wait, 10'000'000)));
       return StageStatus::idle;
     }

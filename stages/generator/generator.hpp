@@ -14,13 +14,13 @@ enum class GeneratorSignal { tone, ramp, noise };
 
 struct GeneratorSettings {
   SampleFormat format = SampleFormat::ci16;
-  double sample_rate = 100e6;           // nominal, for timestamps and the stream description
-  double rate = 0;                      // bytes/s to pace at; 0 = as fast as possible
+  double sample_rate = 100e6;  // nominal, for timestamps and the stream description
+  double rate = 0;             // bytes/s to pace at; 0 = as fast as possible
   GeneratorSignal signal = GeneratorSignal::tone;
-  double frequency = 0;                 // tone frequency in Hz (0: sample_rate / 16)
-  double amplitude = 0.5;               // of full scale
-  std::uint64_t seed = 1;               // noise seed
-  std::uint64_t stop_after = 0;         // bytes, then end of stream; 0 = unlimited
+  double frequency = 0;          // tone frequency in Hz (0: sample_rate / 16)
+  double amplitude = 0.5;        // of full scale
+  std::uint64_t seed = 1;        // noise seed
+  std::uint64_t stop_after = 0;  // bytes, then end of stream; 0 = unlimited
   PoolSettings pool;
 };
 
@@ -40,9 +40,9 @@ class GeneratorStage final : public Stage {
   GeneratorSettings settings_;
   StageContext* context_ = nullptr;
   Pool* pool_ = nullptr;
-  std::size_t pattern_period_ = 0;   // samples after which the signal repeats exactly
-  MemoryRegion pattern_;             // one period plus one chunk, so any chunk is one copy; pinned for a device pool
-  GpuStream gpu_;                    // copies into a device pool (made in start() for one)
+  std::size_t pattern_period_ = 0;  // samples after which the signal repeats exactly
+  MemoryRegion pattern_;            // one period plus one chunk, so any chunk is one copy; pinned for a device pool
+  GpuStream gpu_;                   // copies into a device pool (made in start() for one)
   std::uint64_t produced_bytes_ = 0;
   std::uint64_t next_sample_ = 0;
   std::uint64_t sequence_ = 0;

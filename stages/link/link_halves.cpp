@@ -2,10 +2,9 @@
 #include "stages/link/link_halves.hpp"
 
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
@@ -25,7 +24,8 @@ std::string endpoint_text(const LinkSettings& settings) {
 ResolvedTransport resolve_transport(LinkTransport requested) {
   const TransportKind* roce = find_transport(LinkTransport::roce);
   if (requested == LinkTransport::roce) {
-    if (roce == nullptr) throw std::runtime_error("this build has no roce transport (configure with -DSLUICE_WITH_RDMA=ON and rdma-core)");
+    if (roce == nullptr)
+      throw std::runtime_error("this build has no roce transport (configure with -DSLUICE_WITH_RDMA=ON and rdma-core)");
     if (std::string why = roce->unavailable_reason(); !why.empty()) {
       throw std::runtime_error("transport roce cannot run here: " + why + " (transport: tcp works without RDMA)");
     }
@@ -33,7 +33,8 @@ ResolvedTransport resolve_transport(LinkTransport requested) {
   }
   if (requested == LinkTransport::auto_select) {
     if (roce == nullptr) return {find_transport(LinkTransport::tcp), "auto: this build has no roce transport"};
-    if (std::string why = roce->unavailable_reason(); !why.empty()) return {find_transport(LinkTransport::tcp), "auto: " + why};
+    if (std::string why = roce->unavailable_reason(); !why.empty())
+      return {find_transport(LinkTransport::tcp), "auto: " + why};
     return {roce, "auto: an RDMA device is available"};
   }
   return {find_transport(LinkTransport::tcp), "requested"};
@@ -51,16 +52,19 @@ std::vector<std::byte> encode_stream_info(const StreamInfo& stream) {
       {"averaging", stream.averaging},
       {"start_time", {stream.start_time.seconds, stream.start_time.picoseconds, stream.start_time.valid}},
   };
-  const std::string text = json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // descriptions may hold non-UTF-8 bytes
+  const std::string text =
+      json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // descriptions may hold non-UTF-8 bytes
   const auto* begin = reinterpret_cast<const std::byte*>(text.data());
   return {begin, begin + text.size()};
 }
 
 StreamInfo decode_stream_info(std::span<const std::byte> bytes) {
   try {
-    const auto json = nlohmann::json::parse(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+    const auto json =
+        nlohmann::json::parse(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
     if (json.at("version").get<int>() != kHelloVersion) {
-      throw std::runtime_error("stream description version " + json.at("version").dump() + ", expected " + std::to_string(kHelloVersion));
+      throw std::runtime_error("stream description version " + json.at("version").dump() + ", expected " +
+                               std::to_string(kHelloVersion));
     }
     StreamInfo stream;
     stream.sample_rate = json.at("sample_rate").get<double>();
@@ -73,7 +77,8 @@ StreamInfo decode_stream_info(std::span<const std::byte> bytes) {
     stream.window = json.at("window").get<std::string>();
     stream.averaging = json.at("averaging").get<std::size_t>();
     const auto& start = json.at("start_time");
-    stream.start_time = Timestamp{start.at(0).get<std::uint64_t>(), start.at(1).get<std::uint64_t>(), start.at(2).get<bool>()};
+    stream.start_time =
+        Timestamp{start.at(0).get<std::uint64_t>(), start.at(1).get<std::uint64_t>(), start.at(2).get<bool>()};
     return stream;
   } catch (const nlohmann::json::exception& error) {
     throw std::runtime_error(std::string("malformed stream description from the sender: ") + error.what());
@@ -86,15 +91,17 @@ void LinkSendingHalf::start(StageContext& context) {
   context_ = &context;
   const ResolvedTransport transport = resolve_transport(settings_.transport);
   log::info("link: lane {} sends to {} over {} ({})", context.lane_name(), endpoint_text(settings_),
-               to_string(transport.kind->transport), transport.reason);
+            to_string(transport.kind->transport), transport.reason);
   if (transport.kind->transport != LinkTransport::tcp && settings_.connection.connections > 1) {
-    throw std::runtime_error("link connections: " + std::to_string(settings_.connection.connections) + " applies to tcp, but " +
-                             transport.reason + " chose " + std::string(to_string(transport.kind->transport)) +
+    throw std::runtime_error("link connections: " + std::to_string(settings_.connection.connections) +
+                             " applies to tcp, but " + transport.reason + " chose " +
+                             std::string(to_string(transport.kind->transport)) +
                              " (set transport: tcp, or drop connections)");
   }
   sender_ = transport.kind->make_sender();
   try {
-    sender_->connect(settings_.connection, context.lane_index(), context.lane_pools(), encode_stream_info(context.stream));
+    sender_->connect(settings_.connection, context.lane_index(), context.lane_pools(),
+                     encode_stream_info(context.stream));
   } catch (...) {
     // A stage whose start throws is never stopped, and the lane's pools go before it: let go
     // of every registration on them now.
@@ -118,7 +125,8 @@ StageStatus LinkSendingHalf::process() {
       if (std::string failure = context_->lane_failure(); !failure.empty()) {
         // The stream ended because a stage before this one failed: the receiving node must
         // not take it for a clean end of stream, so the failure crosses the link instead.
-        log::info("link: lane {} tells {} that stage {} failed", context_->lane_name(), endpoint_text(settings_), failure);
+        log::info("link: lane {} tells {} that stage {} failed", context_->lane_name(), endpoint_text(settings_),
+                  failure);
         sender_->abort("stage " + failure + " on the sending node");
         return StageStatus::end_of_stream;
       }
@@ -145,7 +153,8 @@ StageStatus LinkSendingHalf::process() {
   const std::uint64_t begin = monotonic_ns();
   const LinkStatus status = sender_->send(pending_, kPoll);
   if (status == LinkStatus::idle) {
-    context_->metrics().wait_ns.fetch_add(monotonic_ns() - begin, std::memory_order_relaxed);  // no credit: backpressure
+    context_->metrics().wait_ns.fetch_add(monotonic_ns() - begin,
+                                          std::memory_order_relaxed);  // no credit: backpressure
     return StageStatus::idle;
   }
   if (status != LinkStatus::ok) return fail(to_string(status));
@@ -173,9 +182,9 @@ void LinkReceivingHalf::start(StageContext& context) {
   receiver_ = transport.kind->make_receiver();
   try {
     receiver_->listen(settings_.connection, context.lane_index(), landing);
-    log::info("link: lane {} listens on {} over {} ({}); {} landing slots of {} bytes in {} memory", context.lane_name(),
-                 endpoint_text(settings_), to_string(transport.kind->transport), transport.reason, landing.chunk_count(),
-                 landing.chunk_bytes(), to_string(landing.memory()));
+    log::info("link: lane {} listens on {} over {} ({}); {} landing slots of {} bytes in {} memory",
+              context.lane_name(), endpoint_text(settings_), to_string(transport.kind->transport), transport.reason,
+              landing.chunk_count(), landing.chunk_bytes(), to_string(landing.memory()));
     context.stream = decode_stream_info(receiver_->accept());
   } catch (...) {
     // A stage whose start throws is never stopped, and the lane's pools go before it: give
@@ -205,10 +214,13 @@ StageStatus LinkReceivingHalf::process() {
       chunk->created_ns = monotonic_ns();  // latency on this node starts at landing
       context_->emit(std::move(chunk));
       return StageStatus::ok;
-    case LinkStatus::idle: return StageStatus::idle;
-    case LinkStatus::end_of_stream: return StageStatus::end_of_stream;
+    case LinkStatus::idle:
+      return StageStatus::idle;
+    case LinkStatus::end_of_stream:
+      return StageStatus::end_of_stream;
     case LinkStatus::peer_lost:
-    case LinkStatus::error: break;
+    case LinkStatus::error:
+      break;
   }
   context_->fail("link from the sender of " + endpoint_text(settings_) + ": " + receiver_->error());
   return StageStatus::error;

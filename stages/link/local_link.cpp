@@ -5,7 +5,6 @@
 #include <cstring>
 #include <stdexcept>
 
-
 #include "pipeline/config.hpp"
 #include "pipeline/log.hpp"
 #include "stages/link/link_halves.hpp"
@@ -15,7 +14,8 @@ namespace {
 constexpr std::size_t kInputsInFlight = 8;  // input chunks copies may still read
 }  // namespace
 
-LocalLink::LocalLink(SettingsReader& reader, const PipelineSettings& pipeline) : settings_(read_link_settings(reader, pipeline)) {}
+LocalLink::LocalLink(SettingsReader& reader, const PipelineSettings& pipeline)
+    : settings_(read_link_settings(reader, pipeline)) {}
 
 std::string LocalLink::place(bool joins_nodes, StageHalves& halves) {
   const TransportSettings& connection = settings_.connection;
@@ -60,7 +60,8 @@ void LocalLink::start(StageContext& context) {
   for (Pool* pool : context.lane_pools()) {
     if (pool == landing_) continue;
     touches_gpu = touches_gpu || pool->memory() == MemoryKind::device;
-    in_flight = std::min(in_flight, std::max<std::size_t>(1, pool->chunk_count() / 2));  // upstream keeps chunks to fill
+    in_flight =
+        std::min(in_flight, std::max<std::size_t>(1, pool->chunk_count() / 2));  // upstream keeps chunks to fill
   }
   if (touches_gpu) {
     gpu_ = GpuStream(context.cuda_device(), landing_->chunk_count() + in_flight + 1);
@@ -76,7 +77,7 @@ StageStatus LocalLink::process() {
   retire(false);
   // While copies still read input chunks, upstream may wait for exactly those: never sleep then.
   ChunkPtr chunk = context_->input().pop(inputs_in_flight_.empty() ? std::chrono::microseconds(10'000)
-                                                                    : std::chrono::microseconds(0));
+                                                                   : std::chrono::microseconds(0));
   if (!chunk && !inputs_in_flight_.empty()) {
     {
       const WaitTimer waiting(context_->metrics());

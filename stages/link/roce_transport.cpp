@@ -7,7 +7,6 @@
 #include <array>
 #include <thread>
 
-
 #include "pipeline/chunk_wire.hpp"
 #include "pipeline/clock.hpp"
 #include "pipeline/log.hpp"
@@ -68,7 +67,8 @@ void RoceSender::connect(const TransportSettings& settings, std::uint32_t lane, 
     } catch (const std::exception& error) {
       if (std::chrono::steady_clock::now() >= deadline) {
         throw std::runtime_error("roce link, lane " + std::to_string(lane) + ": no receiver reached within " +
-                                 std::to_string(settings.connect_timeout.count()) + " ms; last attempt: " + error.what());
+                                 std::to_string(settings.connect_timeout.count()) +
+                                 " ms; last attempt: " + error.what());
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
@@ -83,7 +83,7 @@ void RoceSender::connect(const TransportSettings& settings, std::uint32_t lane, 
   }
   in_flight_.resize(kMaxOutstanding);
   log::info("link: lane {} connected over roce to {} ({} landing slots of {} bytes)", lane,
-               rdma::describe(options.address, options.port), sender_->slot_count(), sender_->slot_bytes());
+            rdma::describe(options.address, options.port), sender_->slot_count(), sender_->slot_bytes());
 }
 
 bool RoceSender::collect() noexcept {
@@ -131,8 +131,10 @@ LinkStatus RoceSender::send(ChunkPtr& chunk, std::chrono::microseconds timeout) 
         }
         return LinkStatus::ok;
       }
-      case rdma::SendStatus::failed: return failure();
-      case rdma::SendStatus::no_credit: break;
+      case rdma::SendStatus::failed:
+        return failure();
+      case rdma::SendStatus::no_credit:
+        break;
     }
     if (std::chrono::steady_clock::now() >= deadline) return LinkStatus::idle;
     if (++idle_rounds > kSpinRounds) sender_->wait(left_until(deadline));
@@ -206,11 +208,11 @@ void RoceReceiver::listen(const TransportSettings& settings, std::uint32_t lane,
 
 std::vector<std::byte> RoceReceiver::accept() {
   if (!receiver_->accept(settings_.connect_timeout)) {
-    throw std::runtime_error("roce link: no sender connected within " + std::to_string(settings_.connect_timeout.count()) +
-                             " ms");
+    throw std::runtime_error("roce link: no sender connected within " +
+                             std::to_string(settings_.connect_timeout.count()) + " ms");
   }
   log::info("link: lane {} accepted a roce sender on {}", lane_,
-               rdma::describe(settings_.endpoint.address, settings_.endpoint.port));
+            rdma::describe(settings_.endpoint.address, settings_.endpoint.port));
   return receiver_->hello();
 }
 
@@ -224,8 +226,8 @@ LinkStatus RoceReceiver::receive(ChunkPtr& chunk, std::chrono::microseconds time
         const ChunkWireStatus status =
             decode_chunk_metadata(std::span<const std::byte>(arrival.metadata, arrival.metadata_bytes), slot);
         if (status != ChunkWireStatus::ok || slot.size != arrival.payload_bytes) {
-          error_ = "chunk " + std::to_string(arrival.sequence) + " arrived with bad metadata: " +
-                   std::string(to_string(status));
+          error_ = "chunk " + std::to_string(arrival.sequence) +
+                   " arrived with bad metadata: " + std::string(to_string(status));
           return LinkStatus::error;
         }
         if (bounce_.data()) {
@@ -241,8 +243,10 @@ LinkStatus RoceReceiver::receive(ChunkPtr& chunk, std::chrono::microseconds time
         chunk = ChunkPtr(&slot);
         return LinkStatus::ok;
       }
-      case rdma::ReceiveStatus::idle: break;
-      case rdma::ReceiveStatus::end_of_stream: return LinkStatus::end_of_stream;
+      case rdma::ReceiveStatus::idle:
+        break;
+      case rdma::ReceiveStatus::end_of_stream:
+        return LinkStatus::end_of_stream;
       case rdma::ReceiveStatus::peer_error:
         error_ = "the sender failed: " + receiver_->error();
         return LinkStatus::error;

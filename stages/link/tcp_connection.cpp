@@ -32,7 +32,8 @@ struct AddressList {
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = passive ? AI_PASSIVE : 0;
     const std::string port = std::to_string(endpoint.port);
-    if (int error = ::getaddrinfo(endpoint.address.empty() ? nullptr : endpoint.address.c_str(), port.c_str(), &hints, &head);
+    if (int error =
+            ::getaddrinfo(endpoint.address.empty() ? nullptr : endpoint.address.c_str(), port.c_str(), &hints, &head);
         error != 0) {
       throw std::runtime_error("getaddrinfo " + endpoint_text(endpoint) + ": " + ::gai_strerror(error));
     }
@@ -93,7 +94,8 @@ void TcpConnection::shutdown() noexcept {
   if (fd_.valid()) ::shutdown(fd_.get(), SHUT_RDWR);
 }
 
-bool TcpConnection::send(const Header& header, std::span<const std::byte> first, std::span<const std::byte> second) noexcept {
+bool TcpConnection::send(const Header& header, std::span<const std::byte> first,
+                         std::span<const std::byte> second) noexcept {
   std::array<std::byte, kHeaderBytes> head{};
   store_little_endian<std::uint32_t>(head.data(), static_cast<std::uint32_t>(header.type));
   store_little_endian<std::uint32_t>(head.data() + 4, header.aux);
@@ -207,7 +209,9 @@ bool TcpConnection::read_header(Header& header, const std::atomic<bool>& stop) n
 
 // ---- sockets ----
 
-std::string endpoint_text(const LinkEndpoint& endpoint) { return endpoint.address + ":" + std::to_string(endpoint.port); }
+std::string endpoint_text(const LinkEndpoint& endpoint) {
+  return endpoint.address + ":" + std::to_string(endpoint.port);
+}
 
 wire::UniqueFd connect_link_socket(const TransportSettings& settings) {
   const std::string where = endpoint_text(settings.endpoint);

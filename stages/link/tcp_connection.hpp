@@ -57,7 +57,8 @@ class TcpConnection {
 
   // Sends a header and up to two bodies in one sendmsg loop. False (and failure set) when
   // the peer is gone or nothing moved for peer_timeout.
-  bool send(const Header& header, std::span<const std::byte> first = {}, std::span<const std::byte> second = {}) noexcept;
+  bool send(const Header& header, std::span<const std::byte> first = {},
+            std::span<const std::byte> second = {}) noexcept;
   // Sends a heartbeat when nothing was sent for peer_timeout/4 (skips when a send is under way).
   void heartbeat_if_due() noexcept;
   // Reads exactly out.size() bytes; false on peer loss, silence beyond peer_timeout, or stop.

@@ -4,7 +4,6 @@
 
 #include <stdexcept>
 
-
 #include "pipeline/clock.hpp"
 #include "pipeline/log.hpp"
 
@@ -51,7 +50,7 @@ void TcpSender::connect(const TransportSettings& settings, std::uint32_t lane, c
     stream->writer = std::thread([this, &stream = *stream] { write_loop(stream); });
   }
   log::info("link: lane {} connected over tcp to {} with {} connection(s) ({} landing slots of {} bytes)", lane,
-               endpoint_text(settings.endpoint), streams_.size(), slot_count_, slot_bytes_);
+            endpoint_text(settings.endpoint), streams_.size(), slot_count_, slot_bytes_);
 }
 
 // The handshake: hello and welcome on the first connection, then a join on each further one.
@@ -59,8 +58,8 @@ void TcpSender::open_streams(const TransportSettings& settings, std::uint32_t la
   const std::string where = endpoint_text(settings.endpoint);
   auto first = std::make_unique<Stream>(failure_);
   first->connection.adopt(connect_link_socket(settings), settings.peer_timeout);
-  const std::uint64_t hello_value =
-      (static_cast<std::uint64_t>(lane) << 32) | (static_cast<std::uint64_t>(settings.connections) << 24) | hello.size();
+  const std::uint64_t hello_value = (static_cast<std::uint64_t>(lane) << 32) |
+                                    (static_cast<std::uint64_t>(settings.connections) << 24) | hello.size();
   if (!first->connection.send({TcpConnection::Frame::hello, kProtocolVersion, hello_value}, hello)) {
     throw std::runtime_error("sending hello to " + where + ": " + failure_.text());
   }
@@ -73,7 +72,8 @@ void TcpSender::open_streams(const TransportSettings& settings, std::uint32_t la
     throw std::runtime_error("receiver at " + where + " refused the link: " + text);
   }
   if (reply.type != TcpConnection::Frame::welcome || reply.aux == 0 || reply.value == 0) {
-    throw std::runtime_error("receiver at " + where + " answered with an unexpected frame (not a sluice link receiver?)");
+    throw std::runtime_error("receiver at " + where +
+                             " answered with an unexpected frame (not a sluice link receiver?)");
   }
   slot_count_ = reply.aux;
   slot_bytes_ = static_cast<std::size_t>(reply.value);
@@ -81,7 +81,8 @@ void TcpSender::open_streams(const TransportSettings& settings, std::uint32_t la
   for (std::uint32_t index = 1; index < settings.connections; ++index) {
     auto stream = std::make_unique<Stream>(failure_);
     stream->connection.adopt(connect_link_socket(settings), settings.peer_timeout);
-    if (!stream->connection.send({TcpConnection::Frame::join, kProtocolVersion, (static_cast<std::uint64_t>(lane) << 32) | index})) {
+    if (!stream->connection.send(
+            {TcpConnection::Frame::join, kProtocolVersion, (static_cast<std::uint64_t>(lane) << 32) | index})) {
       throw std::runtime_error("joining connection " + std::to_string(index) + " to " + where + ": " + failure_.text());
     }
     streams_.push_back(std::move(stream));
@@ -104,8 +105,8 @@ void TcpSender::read_loop(Stream& stream) noexcept {
       break;
     }
     if (header.type != TcpConnection::Frame::credit && header.type != TcpConnection::Frame::heartbeat) {
-      failure_.set(LinkStatus::error, "protocol error: unexpected frame " + std::to_string(static_cast<std::uint32_t>(header.type)) +
-                                          " from receiver");
+      failure_.set(LinkStatus::error, "protocol error: unexpected frame " +
+                                          std::to_string(static_cast<std::uint32_t>(header.type)) + " from receiver");
       break;
     }
     changed_.notify_all();
@@ -127,8 +128,10 @@ void TcpSender::write_loop(Stream& stream) noexcept {
       job = &stream.queue[stream.head];  // stays queued while written: send() only appends behind it
     }
     if (!failure_.failed()) {
-      const std::byte* payload = job->staging >= 0 ? staging_[static_cast<std::size_t>(job->staging)].data() : job->chunk->data;
-      stream.connection.send({TcpConnection::Frame::chunk, job->sequence, job->bytes}, job->metadata, std::span(payload, job->bytes));
+      const std::byte* payload =
+          job->staging >= 0 ? staging_[static_cast<std::size_t>(job->staging)].data() : job->chunk->data;
+      stream.connection.send({TcpConnection::Frame::chunk, job->sequence, job->bytes}, job->metadata,
+                             std::span(payload, job->bytes));
     }
     job->chunk.reset();  // its bytes are in the kernel's send buffer: the upstream slot is free again
     {
@@ -146,7 +149,8 @@ void TcpSender::write_loop(Stream& stream) noexcept {
 // link's own stream, so that the writer threads send earlier chunks meanwhile.
 bool TcpSender::stage_device_chunk(Job& job, const Chunk& chunk) noexcept {
   std::byte* staging = staging_[static_cast<std::size_t>(job.staging)].data();
-  if (std::string error = copy_memory(staging, MemoryKind::host_pinned, chunk.data, chunk.memory, chunk.size, copy_stream_.get());
+  if (std::string error =
+          copy_memory(staging, MemoryKind::host_pinned, chunk.data, chunk.memory, chunk.size, copy_stream_.get());
       !error.empty()) {
     failure_.set(LinkStatus::error, error);
     return false;
@@ -163,9 +167,8 @@ LinkStatus TcpSender::send(ChunkPtr& chunk, std::chrono::microseconds timeout) n
   Job job;
   {
     std::unique_lock lock(mutex_);
-    const bool ready = changed_.wait_for(lock, timeout, [&] {
-      return failure_.failed() || (credits_ > 0 && (!device || !free_staging_.empty()));
-    });
+    const bool ready = changed_.wait_for(
+        lock, timeout, [&] { return failure_.failed() || (credits_ > 0 && (!device || !free_staging_.empty())); });
     if (failure_.failed()) return settled_failure(lock);
     if (!ready) return LinkStatus::idle;
     --credits_;
@@ -195,9 +198,8 @@ LinkStatus TcpSender::send(ChunkPtr& chunk, std::chrono::microseconds timeout) n
 }
 
 LinkStatus TcpSender::settled_failure(std::unique_lock<std::mutex>& lock) noexcept {
-  changed_.wait_for(lock, kSettle, [this] {
-    return failure_.status() == LinkStatus::error || readers_done_ == streams_.size();
-  });
+  changed_.wait_for(lock, kSettle,
+                    [this] { return failure_.status() == LinkStatus::error || readers_done_ == streams_.size(); });
   return failure_.status();
 }
 
@@ -228,8 +230,8 @@ LinkStatus TcpSender::finish(std::chrono::milliseconds timeout) noexcept {
   while (!done() && monotonic_ns() - heard_ns_ <= to_ns(timeout)) changed_.wait_for(lock, timeout / 4, done);
   if (ends_acknowledged_ == streams_.size()) return LinkStatus::ok;
   if (failure_.failed()) return failure_.status();
-  failure_.set(LinkStatus::peer_lost,
-               "receiver silent for " + std::to_string(timeout.count()) + " ms without acknowledging the end of stream");
+  failure_.set(LinkStatus::peer_lost, "receiver silent for " + std::to_string(timeout.count()) +
+                                          " ms without acknowledging the end of stream");
   return LinkStatus::peer_lost;
 }
 
@@ -269,7 +271,8 @@ void TcpReceiver::listen(const TransportSettings& settings, std::uint32_t lane, 
   free_slots_.reserve(landing.chunk_count());
   landed_.assign(landing.chunk_count(), nullptr);
   while (ChunkPtr slot = landing.try_acquire()) free_slots_.push_back(slot.release());
-  if (free_slots_.size() != landing.chunk_count()) throw std::runtime_error("landing ring " + landing.name() + " is in use");
+  if (free_slots_.size() != landing.chunk_count())
+    throw std::runtime_error("landing ring " + landing.name() + " is in use");
   landing.set_release_hook([this](Chunk& chunk) { slot_released(chunk); });
 }
 
@@ -295,21 +298,23 @@ std::vector<std::byte> TcpReceiver::accept() {
   };
   if (hello.type != TcpConnection::Frame::hello) refuse("first frame is not a hello (not a sluice link sender?)");
   if (hello.aux != kProtocolVersion) {
-    refuse("link protocol version " + std::to_string(hello.aux) + ", this receiver speaks " + std::to_string(kProtocolVersion) +
-           " (run the same Sluice version on both nodes)");
+    refuse("link protocol version " + std::to_string(hello.aux) + ", this receiver speaks " +
+           std::to_string(kProtocolVersion) + " (run the same Sluice version on both nodes)");
   }
   const auto sender_lane = static_cast<std::uint32_t>(hello.value >> 32);
   const auto connections = static_cast<std::uint32_t>((hello.value >> 24) & 0xFF);
   const std::size_t hello_bytes = hello.value & 0xFFFFFF;
   if (sender_lane != lane_) {
-    refuse("sender carries lane #" + std::to_string(sender_lane) + " but this receiver is lane #" + std::to_string(lane_) +
-           " (two lanes' addresses crossed?)");
+    refuse("sender carries lane #" + std::to_string(sender_lane) + " but this receiver is lane #" +
+           std::to_string(lane_) + " (two lanes' addresses crossed?)");
   }
-  if (connections == 0 || connections > kMaxConnections) refuse("connections " + std::to_string(connections) + " out of range");
+  if (connections == 0 || connections > kMaxConnections)
+    refuse("connections " + std::to_string(connections) + " out of range");
   if (hello_bytes > kMaxHelloBytes) refuse("hello too large");
   std::vector<std::byte> body(hello_bytes);
   if (!first.read_exact(body, stop_)) throw std::runtime_error("reading the sender's hello: " + failure_.text());
-  if (!first.send({TcpConnection::Frame::welcome, static_cast<std::uint32_t>(landing_->chunk_count()), landing_->chunk_bytes()})) {
+  if (!first.send({TcpConnection::Frame::welcome, static_cast<std::uint32_t>(landing_->chunk_count()),
+                   landing_->chunk_bytes()})) {
     throw std::runtime_error("answering the sender: " + failure_.text());
   }
   join_streams(connections);
@@ -325,12 +330,14 @@ void TcpReceiver::join_streams(std::size_t connections) {
   for (std::size_t joined = 1; joined < connections; ++joined) {
     std::unique_ptr<Stream> stream = accept_stream();
     TcpConnection::Header join;
-    if (!stream->connection.read_header(join, stop_)) throw std::runtime_error("waiting for a join: " + failure_.text());
+    if (!stream->connection.read_header(join, stop_))
+      throw std::runtime_error("waiting for a join: " + failure_.text());
     const auto index = static_cast<std::size_t>(join.value & 0xFFFFFFFF);
     if (join.type != TcpConnection::Frame::join || join.aux != kProtocolVersion || (join.value >> 32) != lane_ ||
         index == 0 || index >= connections || streams_[index]) {
       const std::string why = "a further connection on lane #" + std::to_string(lane_) + " did not join as expected";
-      stream->connection.send({TcpConnection::Frame::error, 0, why.size()}, std::as_bytes(std::span(why.data(), why.size())));
+      stream->connection.send({TcpConnection::Frame::error, 0, why.size()},
+                              std::as_bytes(std::span(why.data(), why.size())));
       throw std::runtime_error("refused a connection on " + endpoint_text(settings_.endpoint) + ": " + why);
     }
     streams_[index] = std::move(stream);
@@ -368,8 +375,8 @@ void TcpReceiver::read_loop(Stream& stream) noexcept {
       break;
     }
     if (header.type != TcpConnection::Frame::chunk) {
-      failure_.set(LinkStatus::error, "protocol error: unexpected frame " + std::to_string(static_cast<std::uint32_t>(header.type)) +
-                                          " from sender");
+      failure_.set(LinkStatus::error, "protocol error: unexpected frame " +
+                                          std::to_string(static_cast<std::uint32_t>(header.type)) + " from sender");
       break;
     }
     if (!read_chunk(stream, header)) break;
@@ -415,10 +422,11 @@ bool TcpReceiver::read_chunk(Stream& stream, const TcpConnection::Header& header
                 "-byte landing slot");
   }
   const bool device = slot->memory == MemoryKind::device;
-  if (!stream.connection.read_exact(std::span(device ? stream.staging.data() : slot->data, slot->size), stop_)) return fail({});
+  if (!stream.connection.read_exact(std::span(device ? stream.staging.data() : slot->data, slot->size), stop_))
+    return fail({});
   if (device) {
-    if (std::string error = copy_memory(slot->data, slot->memory, stream.staging.data(), MemoryKind::host_pinned, slot->size,
-                                        stream.copy_stream.get());
+    if (std::string error = copy_memory(slot->data, slot->memory, stream.staging.data(), MemoryKind::host_pinned,
+                                        slot->size, stream.copy_stream.get());
         !error.empty()) {
       return fail(error);
     }

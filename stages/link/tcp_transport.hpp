@@ -83,17 +83,17 @@ class TcpSender final : public LinkSender {
   std::vector<std::unique_ptr<Stream>> streams_;
   std::size_t slot_bytes_ = 0;
   std::size_t slot_count_ = 0;
-  CudaStream copy_stream_;               // device chunks' copies into staging_
-  std::vector<MemoryRegion> staging_;    // pinned copies of device chunks (TCP reads host memory only)
-  std::uint32_t next_sequence_ = 0;      // the stage thread's only
+  CudaStream copy_stream_;             // device chunks' copies into staging_
+  std::vector<MemoryRegion> staging_;  // pinned copies of device chunks (TCP reads host memory only)
+  std::uint32_t next_sequence_ = 0;    // the stage thread's only
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::vector<int> free_staging_;        // guarded by mutex_
-  std::uint64_t credits_ = 0;            // guarded by mutex_
-  std::size_t ends_acknowledged_ = 0;    // guarded by mutex_
-  std::size_t readers_done_ = 0;         // guarded by mutex_
-  bool closing_ = false;                 // guarded by mutex_: writers end once their queue is empty
-  std::uint64_t heard_ns_ = 0;           // guarded by mutex_: when a reader last took a frame
+  std::vector<int> free_staging_;      // guarded by mutex_
+  std::uint64_t credits_ = 0;          // guarded by mutex_
+  std::size_t ends_acknowledged_ = 0;  // guarded by mutex_
+  std::size_t readers_done_ = 0;       // guarded by mutex_
+  bool closing_ = false;               // guarded by mutex_: writers end once their queue is empty
+  std::uint64_t heard_ns_ = 0;         // guarded by mutex_: when a reader last took a frame
   std::atomic<bool> stop_{false};
 };
 
@@ -133,8 +133,8 @@ class TcpReceiver final : public LinkReceiver {
   std::vector<std::unique_ptr<Stream>> streams_;
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::vector<Chunk*> free_slots_;  // guarded by mutex_; reserved for the whole ring
-  std::vector<Chunk*> landed_;      // guarded by mutex_; landed chunk n at n mod ring size, null when absent
+  std::vector<Chunk*> free_slots_;   // guarded by mutex_; reserved for the whole ring
+  std::vector<Chunk*> landed_;       // guarded by mutex_; landed chunk n at n mod ring size, null when absent
   std::uint32_t next_sequence_ = 0;  // guarded by mutex_: the chunk receive() hands out next
   std::size_t ends_ = 0;             // guarded by mutex_: connections whose end frame was read
   std::size_t readers_done_ = 0;     // guarded by mutex_

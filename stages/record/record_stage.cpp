@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <stdexcept>
 
-
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
 #include "pipeline/log.hpp"
@@ -34,14 +33,17 @@ RecordStage::RecordStage(SettingsReader& reader, const PipelineSettings& pipelin
   settings_.directories = reader.strings("directory", {},
                                          "directory to record into; a list stripes the lane's chunks across them "
                                          "(one directory per drive)");
-  settings_.name = reader.string("capture_name", pipeline.name, "capture name: NAME.sigmf-collection, NAME-LANE-....sigmf-*");
+  settings_.name =
+      reader.string("capture_name", pipeline.name, "capture name: NAME.sigmf-collection, NAME-LANE-....sigmf-*");
   settings_.overwrite = reader.boolean("overwrite", false,
-                                      "replace an existing capture of this name (otherwise refuse to start); the old "
-                                      "files are set aside until the new recording finishes");
-  settings_.rotate_bytes = reader.bytes("rotate", 0, "start a new file set when a data file would pass this size (0: never)");
-  settings_.preallocate_bytes =
-      reader.bytes("preallocate", 1ULL << 30, "fallocate data files this far ahead of the writes, a rotating one whole (0: off)");
-  settings_.queue_depth = static_cast<unsigned>(reader.integer("io_depth", 8, "chunks in flight, shared out over the directories (each its own io_uring)", 1, 4096));
+                                       "replace an existing capture of this name (otherwise refuse to start); the old "
+                                       "files are set aside until the new recording finishes");
+  settings_.rotate_bytes =
+      reader.bytes("rotate", 0, "start a new file set when a data file would pass this size (0: never)");
+  settings_.preallocate_bytes = reader.bytes(
+      "preallocate", 1ULL << 30, "fallocate data files this far ahead of the writes, a rotating one whole (0: off)");
+  settings_.queue_depth = static_cast<unsigned>(reader.integer(
+      "io_depth", 8, "chunks in flight, shared out over the directories (each its own io_uring)", 1, 4096));
   settings_.direct = reader.boolean("direct", true, "write with O_DIRECT (turn off for filesystems that refuse it)");
   if (settings_.directories.empty() && !reader.docs_only()) {
     reader.error("directory", "record needs a directory to write into", "directory: /data/captures");
@@ -67,10 +69,11 @@ RecordStage::RecordStage(SettingsReader& reader, const PipelineSettings& pipelin
     joins_existing_ = std::filesystem::exists(collection, error);
     if (const auto replaced = recorder::find_replaced(settings_.directories, settings_.name); !replaced.empty()) {
       reader.error("capture_name",
-                   "an earlier overwrite of capture " + settings_.name + " was cut off: the capture it replaced is kept in " +
-                       replaced.front(),
-                   "run `sluice capture repair " + collection + "` (add --restore-replaced to bring it back), or remove " +
-                       replaced.front() + " once the new capture is the one to keep");
+                   "an earlier overwrite of capture " + settings_.name +
+                       " was cut off: the capture it replaced is kept in " + replaced.front(),
+                   "run `sluice capture repair " + collection +
+                       "` (add --restore-replaced to bring it back), or remove " + replaced.front() +
+                       " once the new capture is the one to keep");
     } else if (joins_existing_ && !join_ && !settings_.overwrite) {
       reader.error("capture_name",
                    "capture " + collection + " exists: a capture is never overwritten or added to unless asked",
@@ -105,8 +108,8 @@ void RecordStage::start(StageContext& context) {
   if (device_chunk_bytes > 0) {
     // GPU chunks are copied here on this stage's stream, then written like host chunks.
     const std::size_t bounces = recorder::chunks_in_flight(settings_) + kBounceCopies;
-    bounce_ = &context.create_pool("bounce",
-                                   PoolSpec{device_chunk_bytes, bounces, MemoryKind::host_pinned, context.cuda_device()});
+    bounce_ = &context.create_pool(
+        "bounce", PoolSpec{device_chunk_bytes, bounces, MemoryKind::host_pinned, context.cuda_device()});
     // One event more than copies can be unfinished: a fence's event is never recorded again
     // while that fence is still looked at.
     gpu_ = GpuStream(context.cuda_device(), bounces + 1);

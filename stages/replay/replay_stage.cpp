@@ -27,12 +27,17 @@ constexpr std::uint64_t kBlock = 4096;
 }  // namespace
 
 ReplayStage::ReplayStage(SettingsReader& reader, const PipelineSettings& pipeline) {
-  settings_.capture = reader.required_string("capture", "capture to replay: NAME.sigmf-collection, .sigmf-meta or base path");
-  settings_.lane = reader.string("lane", "", "lane of the capture to replay (default: this lane's name if recorded, else the first)");
-  settings_.pace = reader.choice("pace", ReplayPace::recorded, "recorded: at the capture's sample rate; fast: as fast as possible",
-                                 {{"recorded", ReplayPace::recorded}, {"fast", ReplayPace::fast}});
-  settings_.loop = reader.boolean("loop", false, "start again at the end (stream indices and timestamps keep increasing)");
-  settings_.read_ahead = static_cast<unsigned>(reader.integer("read_ahead", 4, "reads in flight on each volume of the capture (fewer than chunks)", 1, 1024));
+  settings_.capture =
+      reader.required_string("capture", "capture to replay: NAME.sigmf-collection, .sigmf-meta or base path");
+  settings_.lane = reader.string(
+      "lane", "", "lane of the capture to replay (default: this lane's name if recorded, else the first)");
+  settings_.pace =
+      reader.choice("pace", ReplayPace::recorded, "recorded: at the capture's sample rate; fast: as fast as possible",
+                    {{"recorded", ReplayPace::recorded}, {"fast", ReplayPace::fast}});
+  settings_.loop =
+      reader.boolean("loop", false, "start again at the end (stream indices and timestamps keep increasing)");
+  settings_.read_ahead = static_cast<unsigned>(
+      reader.integer("read_ahead", 4, "reads in flight on each volume of the capture (fewer than chunks)", 1, 1024));
   settings_.direct = reader.boolean("direct", true, "read with O_DIRECT (off for filesystems that refuse it)");
   settings_.pool = read_pool_settings(reader, pipeline, PoolWriter::host_writes);
   if (settings_.pool.chunk_count < settings_.read_ahead + 1) {
@@ -43,13 +48,14 @@ ReplayStage::ReplayStage(SettingsReader& reader, const PipelineSettings& pipelin
 void ReplayStage::start(StageContext& context) {
   context_ = &context;
   const recorder::Capture capture = recorder::open_capture(settings_.capture);
-  const std::string wanted = !settings_.lane.empty() ? settings_.lane
+  const std::string wanted = !settings_.lane.empty()                        ? settings_.lane
                              : capture.lane(context.lane_name()) != nullptr ? context.lane_name()
                                                                             : capture.lanes.front().name;
   const recorder::CaptureLane* lane = capture.lane(wanted);
   if (lane == nullptr) throw std::runtime_error("capture " + settings_.capture + " has no lane '" + wanted + "'");
   lane_ = *lane;
-  if (lane_.segments.empty()) throw std::runtime_error("capture " + settings_.capture + " lane " + wanted + " holds no samples");
+  if (lane_.segments.empty())
+    throw std::runtime_error("capture " + settings_.capture + " lane " + wanted + " holds no samples");
   if (!lane_.journals.empty()) {
     throw std::runtime_error("capture " + settings_.capture + " was cut off: run `sluice capture repair " +
                              settings_.capture + "` first");
@@ -68,9 +74,10 @@ void ReplayStage::start(StageContext& context) {
   reads_.resize(std::max<std::size_t>(settings_.pool.chunk_count - 1, settings_.read_ahead));
   if (const std::size_t reads_wanted = volumes_.size() * settings_.read_ahead; reads_wanted > reads_.size()) {
     const std::string note = "read_ahead " + std::to_string(settings_.read_ahead) + " on each of " +
-                             std::to_string(volumes_.size()) + " volumes needs chunks: " + std::to_string(reads_wanted + 1) +
-                             " or more; with " + std::to_string(settings_.pool.chunk_count) + " chunks, " +
-                             std::to_string(reads_.size()) + " reads are in flight at most";
+                             std::to_string(volumes_.size()) +
+                             " volumes needs chunks: " + std::to_string(reads_wanted + 1) + " or more; with " +
+                             std::to_string(settings_.pool.chunk_count) + " chunks, " + std::to_string(reads_.size()) +
+                             " reads are in flight at most";
     log::warn("lane {} stage {}: {}", context.lane_name(), context.stage_name(), note);
     context.metrics().notes.push_back(note);
   }
@@ -100,7 +107,8 @@ void ReplayStage::open_files(StageContext& context) {
       files.direct = settings_.direct ? recorder::open_file(segment.data_path, O_RDONLY | O_DIRECT)
                                       : recorder::open_file(segment.data_path, O_RDONLY);
       struct stat status {};
-      if (::fstat(files.buffered.get(), &status) != 0) throw std::runtime_error(errno_message("fstat(" + segment.data_path + ")"));
+      if (::fstat(files.buffered.get(), &status) != 0)
+        throw std::runtime_error(errno_message("fstat(" + segment.data_path + ")"));
       auto [volume, new_volume] = volume_index.emplace(status.st_dev, volume_index.size());
       files.volume = volume->second;
       files_.push_back(std::move(files));
@@ -108,8 +116,8 @@ void ReplayStage::open_files(StageContext& context) {
         Volume& added_volume = volumes_.emplace_back();
         added_volume.ring = recorder::Uring(settings_.read_ahead * 2);
         if (std::string why = added_volume.ring.register_pools({pool_}); !why.empty()) {
-          context.metrics().notes.push_back("fixed buffers off on volume " + std::to_string(volumes_.size() - 1) + " (" +
-                                            why + ")");
+          context.metrics().notes.push_back("fixed buffers off on volume " + std::to_string(volumes_.size() - 1) +
+                                            " (" + why + ")");
         }
       }
     }
@@ -135,10 +143,11 @@ bool ReplayStage::plan_next(Chunk& chunk) noexcept {
   chunk.sample_count = count;
   chunk.size = static_cast<std::size_t>(count * lane_.sample_bytes);
   chunk.sequence = sequence_++;
-  chunk.time_jump = segment_offset_ == 0 && segment.time_jump;  // a recorded resync stays one
+  chunk.time_jump = segment_offset_ == 0 && segment.time_jump;            // a recorded resync stays one
   chunk.context_change = segment_offset_ == 0 && segment.context_change;  // and a recorded retune
   if (chunk.context_change) chunk.context = segment.context;
-  chunk.timestamp = recorder::time_after(recorder::time_of_sample(segment, first, lane_.sample_rate), loop_shift_, lane_.sample_rate);
+  chunk.timestamp =
+      recorder::time_after(recorder::time_of_sample(segment, first, lane_.sample_rate), loop_shift_, lane_.sample_rate);
   while (gap_ < lane_.gaps.size() && lane_.gaps[gap_].global_index < first + count) {
     const recorder::CaptureGap& gap = lane_.gaps[gap_];
     if (!chunk.add_gap(gap.global_index + loop_shift_, gap.length, gap.in_data)) break;  // next chunk
@@ -258,8 +267,8 @@ void ReplayStage::plan_reads() noexcept {
   const std::size_t limit = volumes_.size() * settings_.read_ahead;
   while (!exhausted_ && error_.empty() && pending_ + waiting_ < limit && filled_ < reads_.size()) {
     // Wait for a free chunk only when the ring is empty (downstream holds them all).
-    ChunkPtr chunk = context_->acquire(*pool_, filled_ == 0 ? std::chrono::microseconds(10'000)
-                                                            : std::chrono::microseconds(0));
+    ChunkPtr chunk =
+        context_->acquire(*pool_, filled_ == 0 ? std::chrono::microseconds(10'000) : std::chrono::microseconds(0));
     if (!chunk) break;
     if (!plan_next(*chunk)) {
       exhausted_ = true;

@@ -18,12 +18,12 @@ namespace sluice {
 enum class ReplayPace { recorded, fast };
 
 struct ReplaySettings {
-  std::string capture;         // .sigmf-collection, .sigmf-meta or base path
-  std::string lane;            // lane of the capture; empty: the pipeline lane's name if recorded, else the first
+  std::string capture;  // .sigmf-collection, .sigmf-meta or base path
+  std::string lane;     // lane of the capture; empty: the pipeline lane's name if recorded, else the first
   ReplayPace pace = ReplayPace::recorded;
   bool loop = false;
-  unsigned read_ahead = 4;     // reads each volume (filesystem) of the capture has at once
-  bool direct = true;          // O_DIRECT reads
+  unsigned read_ahead = 4;  // reads each volume (filesystem) of the capture has at once
+  bool direct = true;       // O_DIRECT reads
   PoolSettings pool;
 };
 
@@ -37,18 +37,18 @@ class ReplayStage final : public Stage {
  private:
   struct Read {
     ChunkPtr chunk;
-    std::size_t file = 0;       // index into files_
-    std::uint64_t offset = 0;   // in the file
-    std::uint64_t length = 0;   // bytes to request (block-rounded for O_DIRECT)
+    std::size_t file = 0;      // index into files_
+    std::uint64_t offset = 0;  // in the file
+    std::uint64_t length = 0;  // bytes to request (block-rounded for O_DIRECT)
     std::uint64_t done = 0;
     bool direct = false;
-    bool waiting = false;       // planned, not yet at the disk: its volume has read_ahead reads
-    bool pending = false;       // at the disk
+    bool waiting = false;  // planned, not yet at the disk: its volume has read_ahead reads
+    bool pending = false;  // at the disk
   };
   struct Files {
     recorder::FileDescriptor direct;
     recorder::FileDescriptor buffered;
-    std::size_t volume = 0;     // index into volumes_
+    std::size_t volume = 0;  // index into volumes_
   };
   // One filesystem of the capture (a stripe's drive): its own io_uring and its own reads in flight.
   struct Volume {
@@ -89,8 +89,8 @@ class ReplayStage final : public Stage {
   std::size_t segment_ = 0;
   std::uint64_t segment_offset_ = 0;  // samples into the current segment
   std::size_t gap_ = 0;
-  std::uint64_t loop_shift_ = 0;      // added to stream indices on each loop
-  std::uint64_t span_ = 0;            // stream samples from first to last recorded sample
+  std::uint64_t loop_shift_ = 0;  // added to stream indices on each loop
+  std::uint64_t span_ = 0;        // stream samples from first to last recorded sample
   std::uint64_t sequence_ = 0;
   bool exhausted_ = false;
   // Pacing.

@@ -10,7 +10,6 @@
 #include <cstring>
 #include <stdexcept>
 
-
 #include "pipeline/config.hpp"
 #include "pipeline/errno_message.hpp"
 #include "pipeline/log.hpp"

@@ -10,7 +10,8 @@
 
 namespace sluice {
 
-void ChunkAssembler::start(StageContext& context, Pool& pool, SampleFormat format, std::uint64_t sample_rate, bool swap) {
+void ChunkAssembler::start(StageContext& context, Pool& pool, SampleFormat format, std::uint64_t sample_rate,
+                           bool swap) {
   context_ = &context;
   pool_ = &pool;
   format_ = format;

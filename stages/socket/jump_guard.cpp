@@ -41,7 +41,8 @@ JumpGuard::Verdict JumpGuard::check(std::uint64_t position, std::size_t samples,
   return count_ == slots_.size() ? Verdict::confirmed : Verdict::held;
 }
 
-void JumpGuard::hold(std::uint64_t position, std::size_t samples, std::span<const std::byte> payload, std::uint64_t tag) noexcept {
+void JumpGuard::hold(std::uint64_t position, std::size_t samples, std::span<const std::byte> payload,
+                     std::uint64_t tag) noexcept {
   Slot& slot = slots_[count_];
   slot = Slot{position, samples, tag, payload.size()};
   if (!payload.empty()) std::memcpy(storage_.data() + count_ * max_bytes_, payload.data(), payload.size());

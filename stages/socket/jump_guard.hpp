@@ -51,7 +51,8 @@ class JumpGuard {
     std::uint64_t tag = 0;
     std::size_t bytes = 0;
   };
-  void hold(std::uint64_t position, std::size_t samples, std::span<const std::byte> payload, std::uint64_t tag) noexcept;
+  void hold(std::uint64_t position, std::size_t samples, std::span<const std::byte> payload,
+            std::uint64_t tag) noexcept;
 
   std::uint64_t bound_ = 0;
   std::size_t max_bytes_ = 0;

@@ -35,7 +35,8 @@ void KernelDrops::received(const msghdr& header) noexcept {
   count_ = count;
 }
 
-bool KernelDrops::explains(std::uint64_t position, std::size_t samples, std::optional<std::uint8_t> packet_count) const noexcept {
+bool KernelDrops::explains(std::uint64_t position, std::size_t samples,
+                           std::optional<std::uint8_t> packet_count) const noexcept {
   if (!have_used_ || samples == 0 || position <= used_end_ || (position - used_end_) % samples != 0) return false;
   const std::uint64_t missing = (position - used_end_) / samples;
   if (missing > since_used() * segments_per_drop_) return false;

@@ -40,7 +40,9 @@ class KernelDrops {
   // The stream was resynchronised: positions before it say nothing about the next gap.
   void restart() noexcept { have_used_ = false; }
   // Datagrams dropped since the furthest used packet arrived.
-  [[nodiscard]] std::uint64_t since_used() const noexcept { return static_cast<std::uint32_t>(count_ - count_at_used_); }
+  [[nodiscard]] std::uint64_t since_used() const noexcept {
+    return static_cast<std::uint32_t>(count_ - count_at_used_);
+  }
 
  private:
   std::uint64_t segments_per_drop_ = 1;

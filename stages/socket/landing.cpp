@@ -16,8 +16,10 @@ void PayloadLanding::allocate(std::size_t batch, bool gro) {
   areas_.assign(batch, nullptr);
 }
 
-bool PayloadLanding::expect(std::size_t header, std::size_t payload, std::size_t trailer, std::size_t segments) noexcept {
-  if (payload == 0 || header > kMaxHeader || trailer > kMaxTrailer || segments == 0 || 3 * segments + 1 > per_message_) return false;
+bool PayloadLanding::expect(std::size_t header, std::size_t payload, std::size_t trailer,
+                            std::size_t segments) noexcept {
+  if (payload == 0 || header > kMaxHeader || trailer > kMaxTrailer || segments == 0 || 3 * segments + 1 > per_message_)
+    return false;
   header_ = header;
   payload_ = payload;
   trailer_ = trailer;
@@ -29,7 +31,8 @@ std::size_t PayloadLanding::lay_out(std::size_t message, std::span<std::byte> ar
                                     std::size_t spill_bytes) noexcept {
   // The message holds `spill_bytes` in all, as a receive into buffers_ would: a longer one is
   // truncated (MSG_TRUNC) the same way, and gather() never writes past its buffer.
-  const std::size_t slots = payload_ == 0 ? 0 : std::min({segments_, area.size() / payload_, spill_bytes / datagram_bytes()});
+  const std::size_t slots =
+      payload_ == 0 ? 0 : std::min({segments_, area.size() / payload_, spill_bytes / datagram_bytes()});
   slots_[message] = slots;
   areas_[message] = area.data();
   if (slots == 0) return 0;
@@ -48,7 +51,8 @@ std::size_t PayloadLanding::lay_out(std::size_t message, std::span<std::byte> ar
   return slots;
 }
 
-std::size_t PayloadLanding::landed_payload(std::size_t message, std::size_t length, std::size_t segment) const noexcept {
+std::size_t PayloadLanding::landed_payload(std::size_t message, std::size_t length,
+                                           std::size_t segment) const noexcept {
   const std::size_t datagram = datagram_bytes();
   if (length == 0 || segment != datagram || length > slots_[message] * datagram) return 0;
   const std::size_t segments = (length + segment - 1) / segment;

@@ -66,7 +66,8 @@ void PendingConnections::read(Slot& slot, Clock::time_point now) noexcept {
   if (limits_.framed && slot.have < raw_tcp::kHeaderBytes) return;
   if (limits_.framed) {
     raw_tcp::FrameHeader header;
-    if (raw_tcp::decode_header(slot.bytes, header) != raw_tcp::DecodeStatus::ok || header.payload_bytes > limits_.max_frame) {
+    if (raw_tcp::decode_header(slot.bytes, header) != raw_tcp::DecodeStatus::ok ||
+        header.payload_bytes > limits_.max_frame) {
       close(slot, Close::garbage);
       return;
     }

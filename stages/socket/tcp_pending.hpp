@@ -2,13 +2,13 @@
 // a silent or garbage connection never holds the listener while the real sender waits.
 #pragma once
 
+#include <poll.h>
+
 #include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
-
-#include <poll.h>
 
 #include "pipeline/metrics.hpp"
 #include "wire/raw_tcp.hpp"
@@ -22,8 +22,8 @@ class PendingConnections {
   static constexpr std::size_t kCapacity = 16;
   struct Limits {
     std::chrono::nanoseconds idle{std::chrono::seconds(5)};  // silent this long: closed
-    std::uint64_t max_frame = 0;                              // a larger payload is garbage
-    bool framed = true;                                       // raw_tcp; false: any byte is a sample
+    std::uint64_t max_frame = 0;                             // a larger payload is garbage
+    bool framed = true;                                      // raw_tcp; false: any byte is a sample
   };
   // What a connection that proved itself a sender hands to the stage: its socket and the bytes
   // read from it (a whole valid frame header; framing none: its first byte).

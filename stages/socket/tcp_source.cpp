@@ -12,7 +12,6 @@
 #include <cstring>
 #include <stdexcept>
 
-
 #include "pipeline/config.hpp"
 #include "pipeline/log.hpp"
 #include "wire/vita49.hpp"
@@ -20,38 +19,45 @@
 namespace sluice {
 
 TcpSource::TcpSource(SettingsReader& reader, const PipelineSettings& pipeline) {
-  settings_.address = reader.string("address", settings_.address, "server: host:port to listen on; client: sender to connect to");
+  settings_.address =
+      reader.string("address", settings_.address, "server: host:port to listen on; client: sender to connect to");
   settings_.mode = reader.choice("mode", TcpMode::server, "server (listen for the sender) or client (connect to it)",
                                  {{"server", TcpMode::server}, {"client", TcpMode::client}});
-  settings_.framing = reader.choice("framing", TcpFraming::raw_tcp,
-                                    "raw_tcp (framed: exact loss) or none (bare samples, e.g. GNU Radio network.tcp_sink: "
-                                    "a loss while disconnected cannot be detected)",
-                                    {{"raw_tcp", TcpFraming::raw_tcp}, {"none", TcpFraming::none}});
+  settings_.framing =
+      reader.choice("framing", TcpFraming::raw_tcp,
+                    "raw_tcp (framed: exact loss) or none (bare samples, e.g. GNU Radio network.tcp_sink: "
+                    "a loss while disconnected cannot be detected)",
+                    {{"raw_tcp", TcpFraming::raw_tcp}, {"none", TcpFraming::none}});
   if (settings_.framing == TcpFraming::none) {
     for (const char* key : {"max_jump", "resync_after"}) {
       if (reader.has(key)) {
-        reader.error(key, std::string(key) + " needs frame positions, which framing none does not have", "use framing raw_tcp");
+        reader.error(key, std::string(key) + " needs frame positions, which framing none does not have",
+                     "use framing raw_tcp");
       }
     }
   }
   settings_.format = reader.choice("format", SampleFormat::ci16, "sample format expected in the frames",
                                    {{"ci16", SampleFormat::ci16}, {"cf32", SampleFormat::cf32}});
-  settings_.sample_rate = reader.frequency("sample_rate", 100e6, "sample rate (whole Hz), for chunk timestamps", 1, 1e11);
-  settings_.max_frame = reader.bytes("max_frame", settings_.max_frame, "largest frame payload accepted (framing none: bytes per receive)", 64,
-                                     raw_tcp::kMaxPayloadBytes);
-  settings_.receive_buffer = reader.bytes("receive_buffer", settings_.receive_buffer,
-                                          "socket receive buffer (SO_RCVBUF, set before listen/connect so it sizes the window)",
-                                          4096, 1ULL << 30);
-  settings_.max_jump = reader.duration("max_jump", settings_.max_jump,
-                                       "a frame further than this from the stream (first_sample) is an outlier, unless resync_after agree");
+  settings_.sample_rate =
+      reader.frequency("sample_rate", 100e6, "sample rate (whole Hz), for chunk timestamps", 1, 1e11);
+  settings_.max_frame =
+      reader.bytes("max_frame", settings_.max_frame, "largest frame payload accepted (framing none: bytes per receive)",
+                   64, raw_tcp::kMaxPayloadBytes);
+  settings_.receive_buffer = reader.bytes(
+      "receive_buffer", settings_.receive_buffer,
+      "socket receive buffer (SO_RCVBUF, set before listen/connect so it sizes the window)", 4096, 1ULL << 30);
+  settings_.max_jump = reader.duration(
+      "max_jump", settings_.max_jump,
+      "a frame further than this from the stream (first_sample) is an outlier, unless resync_after agree");
   settings_.resync_after = static_cast<std::size_t>(reader.integer(
       "resync_after", 4, "consecutive agreeing outliers that make a resynchronisation (a new segment)", 1, 64));
   // On by default: raw TCP framing has no end-of-stream marker, so a sensor that dropped its
   // connection and one that finished look the same; ending would lose the rest of the recording.
-  settings_.reconnect = reader.boolean("reconnect", true,
-                                       "after the sender closes, wait for it to connect again (the frames in between a gap); "
-                                       "false: its close ends the stream (raw TCP has no end-of-stream marker, so a drop "
-                                       "ends it too). A connection without one valid frame never ends it");
+  settings_.reconnect =
+      reader.boolean("reconnect", true,
+                     "after the sender closes, wait for it to connect again (the frames in between a gap); "
+                     "false: its close ends the stream (raw TCP has no end-of-stream marker, so a drop "
+                     "ends it too). A connection without one valid frame never ends it");
   settings_.idle_timeout = reader.duration(
       "idle_timeout", settings_.idle_timeout,
       "server: a connection that sends no valid frame header this long is closed (idle_connection; bytes that are no "
@@ -65,7 +71,8 @@ TcpSource::TcpSource(SettingsReader& reader, const PipelineSettings& pipeline) {
   }
   if (settings_.max_jump.count() <= 0) reader.error("max_jump", "must be above 0", "e.g. 1s");
   settings_.pool = read_pool_settings(reader, pipeline, PoolWriter::host_writes);
-  if (settings_.sample_rate != std::floor(settings_.sample_rate)) reader.error("sample_rate", "sample rate must be a whole number of Hz");
+  if (settings_.sample_rate != std::floor(settings_.sample_rate))
+    reader.error("sample_rate", "sample rate must be a whole number of Hz");
   if (!wire::parse_endpoint(settings_.address)) reader.error("address", "expected IPv4 host:port", "127.0.0.1:50000");
 }
 
@@ -82,7 +89,8 @@ void TcpSource::start(StageContext& context) {
     context.metrics().notes.push_back(note);
   }
   payload_.assign(settings_.max_frame, std::byte{0});
-  pending_.start(context.metrics(), {settings_.idle_timeout, settings_.max_frame, settings_.framing == TcpFraming::raw_tcp});
+  pending_.start(context.metrics(),
+                 {settings_.idle_timeout, settings_.max_frame, settings_.framing == TcpFraming::raw_tcp});
   connections_ = &context.metrics().counter("connections");
   disconnects_ = &context.metrics().counter("disconnects");
   history_.start(context.metrics());
@@ -93,7 +101,8 @@ void TcpSource::start(StageContext& context) {
   Pool& pool = context.create_pool("out", settings_.pool.spec(context.cuda_device()));
   assembler_.start(context, pool, settings_.format, static_cast<std::uint64_t>(settings_.sample_rate), false);
   const double jump_samples = std::chrono::duration<double>(settings_.max_jump).count() * settings_.sample_rate;
-  guard_.start(context.metrics(), static_cast<std::uint64_t>(std::max(1.0, jump_samples)), settings_.resync_after, settings_.max_frame);
+  guard_.start(context.metrics(), static_cast<std::uint64_t>(std::max(1.0, jump_samples)), settings_.resync_after,
+               settings_.max_frame);
   describe_stream(context);
 }
 
@@ -131,16 +140,19 @@ void TcpSource::describe_stream(StageContext& context) {
   context.stream.sample_rate = settings_.sample_rate;
   context.stream.format = settings_.format;
   context.metrics().notes.push_back(
-      settings_.reconnect ? "reconnect: a sender that closes is waited for again (raw TCP has no end-of-stream marker); "
-                            "the run ends on Ctrl-C, duration, or reconnect: false"
-                          : "reconnect: false: the sender's first close after valid frames ends the stream, also a drop");
-  const std::string from = std::string(settings_.mode == TcpMode::server ? "from peer of " : "from ") + settings_.address;
+      settings_.reconnect
+          ? "reconnect: a sender that closes is waited for again (raw TCP has no end-of-stream marker); "
+            "the run ends on Ctrl-C, duration, or reconnect: false"
+          : "reconnect: false: the sender's first close after valid frames ends the stream, also a drop");
+  const std::string from =
+      std::string(settings_.mode == TcpMode::server ? "from peer of " : "from ") + settings_.address;
   if (settings_.framing == TcpFraming::raw_tcp) {
     context.stream.description = "raw TCP " + from;
   } else {
     context.stream.description = "bare " + std::string(to_string(settings_.format)) + " samples over TCP " + from +
                                  ": no timestamps, and a loss while disconnected cannot be detected";
-    context.metrics().notes.push_back("framing none: samples lost while the sender was disconnected cannot be detected");
+    context.metrics().notes.push_back(
+        "framing none: samples lost while the sender was disconnected cannot be detected");
   }
 }
 
@@ -240,9 +252,10 @@ StageStatus TcpSource::disconnected() noexcept {
   if (settings_.framing == TcpFraming::none) {
     log::warn("{}: connection closed; waiting for the sender", context_->stage_name());
   } else {
-    log::warn("{}: connection closed after {} frame(s) with a valid header, {} of them placed in the stream (the "
-                 "others are drops: duplicate, late, outlier, wrong_format); waiting for the sender",
-                 context_->stage_name(), valid_frames_, placed_frames_);
+    log::warn(
+        "{}: connection closed after {} frame(s) with a valid header, {} of them placed in the stream (the "
+        "others are drops: duplicate, late, outlier, wrong_format); waiting for the sender",
+        context_->stage_name(), valid_frames_, placed_frames_);
   }
   return StageStatus::idle;
 }
@@ -362,7 +375,9 @@ StageStatus TcpSource::receive_bare() noexcept {
 }
 
 std::uint64_t TcpSource::frame_epoch() const noexcept {
-  return frame_.seconds == 0 ? 0 : vita49::sample_index(frame_.seconds, frame_.picoseconds, static_cast<std::uint64_t>(settings_.sample_rate));
+  return frame_.seconds == 0 ? 0
+                             : vita49::sample_index(frame_.seconds, frame_.picoseconds,
+                                                    static_cast<std::uint64_t>(settings_.sample_rate));
 }
 
 void TcpSource::handle_frame() noexcept {
@@ -381,9 +396,13 @@ void TcpSource::handle_frame() noexcept {
   const std::uint64_t expected = origin_ + assembler_.expected();
   const std::span<const std::byte> payload(payload_.data(), frame_.payload_bytes);
   switch (guard_.check(frame_.first_sample, frame_.sample_count, expected, payload, frame_epoch())) {
-    case JumpGuard::Verdict::plausible: break;
-    case JumpGuard::Verdict::held: return;
-    case JumpGuard::Verdict::confirmed: resynchronise(); return;
+    case JumpGuard::Verdict::plausible:
+      break;
+    case JumpGuard::Verdict::held:
+      return;
+    case JumpGuard::Verdict::confirmed:
+      resynchronise();
+      return;
   }
   place_samples(frame_.first_sample, payload_.data(), frame_.sample_count);
 }
@@ -423,7 +442,7 @@ void TcpSource::resynchronise() noexcept {
   history_.restart(assembler_.expected());
   const std::uint64_t jump = forward ? first.position - old_position : old_position - first.position;
   log::warn("{}: stream resynchronised at sample {}: first_sample jumped {} by {}, confirmed by {} frames",
-               context_->stage_name(), assembler_.expected(), forward ? "ahead" : "back", jump, guard_.held_count());
+            context_->stage_name(), assembler_.expected(), forward ? "ahead" : "back", jump, guard_.held_count());
   for (std::size_t i = 0; i < guard_.held_count(); ++i) {
     const JumpGuard::Held held = guard_.held(i);
     place_samples(held.position, held.payload.data(), held.samples);
@@ -438,7 +457,8 @@ void TcpSource::stop() noexcept {
 }
 
 void register_tcp_source_stage(StageRegistry& registry) {
-  registry.add(StageType{"tcp", StageRole::source, "raw TCP frames (fixed header + samples) or bare samples, as server or client",
+  registry.add(StageType{"tcp", StageRole::source,
+                         "raw TCP frames (fixed header + samples) or bare samples, as server or client",
                          [](SettingsReader& reader, const PipelineSettings& pipeline) -> std::unique_ptr<Stage> {
                            return std::make_unique<TcpSource>(reader, pipeline);
                          }});

@@ -1,10 +1,9 @@
 // `tcp` source: the raw TCP framing (wire/raw_tcp.hpp), as server (listens, watches every
-// connection and serves the one that sends a valid frame) or client (connects to the sender). Every header validated; a corrupt
-// header is counted and the stream resynchronised on the next magic; frames dropped,
-// repeated or out of order at the sender are accounted like UDP loss from their
-// first_sample field; a single stray first_sample never moves the stream (JumpGuard). A
-// connection that closes before one valid frame never ends the stream, and with
-// `reconnect` (the default) a sender that comes back resumes it, the frames in between a gap.
+// connection and serves the one that sends a valid frame) or client (connects to the sender). Every header validated; a
+// corrupt header is counted and the stream resynchronised on the next magic; frames dropped, repeated or out of order
+// at the sender are accounted like UDP loss from their first_sample field; a single stray first_sample never moves the
+// stream (JumpGuard). A connection that closes before one valid frame never ends the stream, and with `reconnect` (the
+// default) a sender that comes back resumes it, the frames in between a gap.
 #pragma once
 
 #include <array>
@@ -37,8 +36,8 @@ struct TcpSourceSettings {
   std::uint64_t max_frame = 1ULL << 20;  // largest payload accepted
   std::uint64_t receive_buffer = 16ULL << 20;
   std::chrono::nanoseconds max_jump{std::chrono::seconds(1)};  // further from the stream: an outlier
-  std::size_t resync_after = 4;   // agreeing outliers in a row that make a resynchronisation
-  bool reconnect = true;          // after the sender closes: wait for it again instead of ending
+  std::size_t resync_after = 4;  // agreeing outliers in a row that make a resynchronisation
+  bool reconnect = true;         // after the sender closes: wait for it again instead of ending
   // server: a connection without a valid frame header this long is closed (idle_connection),
   // as is a second sender still kept out by the served one this long (second_sender)
   std::chrono::nanoseconds idle_timeout{std::chrono::seconds(5)};
@@ -98,7 +97,7 @@ class TcpSource final : public Stage {
   ChunkAssembler assembler_;
   JumpGuard guard_;
   bool have_origin_ = false;
-  std::uint64_t origin_ = 0;  // first_sample of stream index 0 (modulo 2^64 after a backward resync)
+  std::uint64_t origin_ = 0;         // first_sample of stream index 0 (modulo 2^64 after a backward resync)
   std::uint64_t valid_frames_ = 0;   // on the current connection: frames with a valid header
   std::uint64_t placed_frames_ = 0;  // of them, those whose samples are in the stream
   bool connected_ = false;

@@ -1,11 +1,13 @@
 // `sluice bench` and `sluice run --emulator` as users run them: the real binaries, the real
 // emulator on loopback, the real disk. No timing is asserted: bench rows must exist, be
 // positive and carry ratios computed from their own numbers.
-#include <gtest/gtest.h>
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <linux/magic.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,13 +16,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
-#include <sys/statfs.h>
-#include <linux/magic.h>
 
 #include "pipeline/cuda_glue.hpp"
 #include "tests/support/free_port.hpp"
@@ -121,7 +120,8 @@ TEST(SluiceBench, BadSecondsAndMissingDirectoryAreRefused) {
 
 TEST(SluiceBench, TmpfsDirectoryFallsBackToBufferedIoWithANote) {
   struct statfs filesystem {};
-  if (::statfs("/dev/shm", &filesystem) != 0 || filesystem.f_type != TMPFS_MAGIC) GTEST_SKIP() << "/dev/shm is not tmpfs here";
+  if (::statfs("/dev/shm", &filesystem) != 0 || filesystem.f_type != TMPFS_MAGIC)
+    GTEST_SKIP() << "/dev/shm is not tmpfs here";
   const fs::path directory = "/dev/shm/sluice_bench_e2e_" + std::to_string(getpid());
   const auto json = bench("2", {"--dir", directory.string()});
   bool noted = false;
@@ -136,8 +136,8 @@ class LoopVolumes {
  public:
   // Images in /dev/shm, as on the GPU hosts: RAM-backed stand-ins for NVMe drives.
   LoopVolumes() : directory_("/dev/shm/sluice_bench_e2e_" + std::to_string(getpid()) + "_volumes") {
-    const auto made = run_process({"bash", (fs::path(kSourceDir) / "scripts/volumes.sh").string(), "make", "2", "2G", "ext4",
-                                   directory_.string()},
+    const auto made = run_process({"bash", (fs::path(kSourceDir) / "scripts/volumes.sh").string(), "make", "2", "2G",
+                                   "ext4", directory_.string()},
                                   std::chrono::seconds(240));
     why_not_ = made.exit_code == 0 ? "" : "scripts/volumes.sh make failed: " + made.err;
     std::istringstream lines(made.out);
@@ -146,8 +146,9 @@ class LoopVolumes {
   LoopVolumes(const LoopVolumes&) = delete;
   LoopVolumes& operator=(const LoopVolumes&) = delete;
   ~LoopVolumes() {
-    const auto removed = run_process({"bash", (fs::path(kSourceDir) / "scripts/volumes.sh").string(), "remove", directory_.string()},
-                                     std::chrono::seconds(120));
+    const auto removed =
+        run_process({"bash", (fs::path(kSourceDir) / "scripts/volumes.sh").string(), "remove", directory_.string()},
+                    std::chrono::seconds(120));
     EXPECT_EQ(removed.exit_code, 0) << removed.err;
     EXPECT_FALSE(fs::exists(directory_)) << directory_;
   }
@@ -241,9 +242,10 @@ std::string udp_loopback_on_free_port(const std::string& name) {
 
 TEST(SluiceRunEmulator, UdpLoopbackInOneCommand) {
   const fs::path report = temp_path("udp.json");
-  auto result = run_process({kSluice, "run", udp_loopback_on_free_port(::testing::UnitTest::GetInstance()->current_test_info()->name()), "--emulator",
-                             "--set", "emulator.duration=2s", "--report", report.string()},
-                            std::chrono::seconds(60));
+  auto result = run_process(
+      {kSluice, "run", udp_loopback_on_free_port(::testing::UnitTest::GetInstance()->current_test_info()->name()),
+       "--emulator", "--set", "emulator.duration=2s", "--report", report.string()},
+      std::chrono::seconds(60));
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_GT(source_samples(report), 0U);
   // The emulator's own summary follows Sluice's on stdout.
@@ -257,9 +259,10 @@ TEST(SluiceRunEmulator, UdpLoopbackInOneCommand) {
 TEST(SluiceRunEmulator, AutostartKeyDoesTheSameAndPipelineEndFirstStopsIt) {
   // autostart from the file; the pipeline ends (1 s) long before the emulator would (60 s):
   // the emulator is stopped, reaped, and still reports what it sent.
-  auto result = run_process({kSluice, "run", udp_loopback_on_free_port(::testing::UnitTest::GetInstance()->current_test_info()->name()), "--set",
-                             "emulator.autostart=true", "--set", "emulator.duration=60s", "--duration", "1s"},
-                            std::chrono::seconds(60));
+  auto result = run_process(
+      {kSluice, "run", udp_loopback_on_free_port(::testing::UnitTest::GetInstance()->current_test_info()->name()),
+       "--set", "emulator.autostart=true", "--set", "emulator.duration=60s", "--duration", "1s"},
+      std::chrono::seconds(60));
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_NE(result.out.find("emulator: sent "), std::string::npos) << result.out;
   expect_gone(started_pid(result.err));
@@ -271,9 +274,10 @@ TEST(SluiceRunEmulator, EmulatorFailureFailsTheRun) {
   const char* previous = std::getenv("SLUICE_EMULATOR");
   const std::string saved = previous != nullptr ? previous : "";
   ASSERT_EQ(::setenv("SLUICE_EMULATOR", "/bin/false", 1), 0);
-  auto result = run_process({kSluice, "run", udp_loopback_on_free_port(::testing::UnitTest::GetInstance()->current_test_info()->name()), "--emulator",
-                             "--duration", "30s"},
-                            std::chrono::seconds(60));
+  auto result = run_process(
+      {kSluice, "run", udp_loopback_on_free_port(::testing::UnitTest::GetInstance()->current_test_info()->name()),
+       "--emulator", "--duration", "30s"},
+      std::chrono::seconds(60));
   if (previous != nullptr) {
     ::setenv("SLUICE_EMULATOR", saved.c_str(), 1);
   } else {

@@ -3,6 +3,8 @@
 // spectra recorded after the fft stage. The plot's data peaks at the tone the emulator (or
 // generator) was told to send; an export holds exactly the source's samples of its range,
 // keeps the holes as holes, and validates against the SigMF schema.
+#include "recorder/capture_tools.hpp"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -12,14 +14,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
 #include "pipeline/units.hpp"
 #include "recorder/capture_reader.hpp"
-#include "recorder/capture_tools.hpp"
 #include "tests/stages/record/record_test_support.hpp"
 #include "tests/support/free_port.hpp"
 #include "tests/support/process.hpp"
@@ -58,7 +58,8 @@ lanes:
   - name: port0
     stages:
       - {name: source, type: udp, address: 127.0.0.1:50231, stream_id: 1, sample_rate: 25Msps, format: ci16}
-      - {name: record, type: record, directory: )" + dir.str() + R"(, overwrite: true}
+      - {name: record, type: record, directory: )" +
+                             dir.str() + R"(, overwrite: true}
       - {name: sink, type: "null"}
 )";
   return path;
@@ -90,8 +91,8 @@ std::string plot_line(const recorder::CaptureSpectrum& spectrum, std::uint64_t h
   const std::size_t peak = spectrum.peak_bin();
   std::ostringstream line;
   line << "  lane " << spectrum.lane << ": " << held << (spectrum.from_spectra ? " recorded rows, " : " FFT frames, ")
-       << averaged << " averaged, peak " << format_frequency(spectrum.frequency_of(peak)) << " (" << spectrum.frequency_of(peak)
-       << " Hz) at " << spectrum.average_db[peak] << " dB\n";
+       << averaged << " averaged, peak " << format_frequency(spectrum.frequency_of(peak)) << " ("
+       << spectrum.frequency_of(peak) << " Hz) at " << spectrum.average_db[peak] << " dB\n";
   return line.str();
 }
 
@@ -184,8 +185,8 @@ TEST_F(RecordedTone, ExportHoldsExactlyTheRangeWithItsHoles) {
   const double from = static_cast<double>(lane.gaps[0].global_index - origin) / kSampleRate - 0.05;
   const double to = from + 0.1;
   const std::string base = dir_->str("slice");
-  const auto exported = run_sluice({"capture", "export", collection_, "--from", std::to_string(from * 1e3) + "ms", "--to",
-                                    std::to_string(to * 1e3) + "ms", "-o", base});
+  const auto exported = run_sluice({"capture", "export", collection_, "--from", std::to_string(from * 1e3) + "ms",
+                                    "--to", std::to_string(to * 1e3) + "ms", "-o", base});
   ASSERT_EQ(exported.exit_code, 0) << exported.err;
   EXPECT_EQ(exported.err, "");
 
@@ -236,11 +237,11 @@ TEST_F(RecordedTone, ExportHoldsExactlyTheRangeWithItsHoles) {
   EXPECT_EQ(global["sluice:lost_samples"], lost);
   EXPECT_LT(lost, lane.lost_samples);
   EXPECT_EQ(global["sluice:first_sample"], first);
-  EXPECT_EQ(exported.out, "wrote " + base + ".sigmf-data and " + base + ".sigmf-meta: lane port0, stream samples " +
-                              std::to_string(first) + " to " + std::to_string(end - 1) + ": " +
-                              std::to_string(expected.size() / 4) + " samples in " + std::to_string(expected_runs.size()) +
-                              " segment(s), " + std::to_string(expected_gaps.size()) + " gap(s) (" + std::to_string(lost) +
-                              " samples lost)\n");
+  EXPECT_EQ(exported.out,
+            "wrote " + base + ".sigmf-data and " + base + ".sigmf-meta: lane port0, stream samples " +
+                std::to_string(first) + " to " + std::to_string(end - 1) + ": " + std::to_string(expected.size() / 4) +
+                " samples in " + std::to_string(expected_runs.size()) + " segment(s), " +
+                std::to_string(expected_gaps.size()) + " gap(s) (" + std::to_string(lost) + " samples lost)\n");
   // Times kept: every exported run starts at the source's time for that stream index.
   for (const auto& run : part.segments) {
     for (const auto& segment : lane.segments) {
@@ -255,11 +256,14 @@ TEST_F(RecordedTone, ExportHoldsExactlyTheRangeWithItsHoles) {
   expect_valid_sigmf({base + ".sigmf-meta"});
 
   // Bad ranges and names are errors with a message, and write nothing.
-  const auto reversed = run_sluice({"capture", "export", collection_, "--from", "0.5s", "--to", "0.2s", "-o", dir_->str("bad")});
+  const auto reversed =
+      run_sluice({"capture", "export", collection_, "--from", "0.5s", "--to", "0.2s", "-o", dir_->str("bad")});
   EXPECT_EQ(reversed.exit_code, 1);
   EXPECT_NE(reversed.err.find("--from < --to"), std::string::npos) << reversed.err;
   EXPECT_FALSE(fs::exists(dir_->str("bad.sigmf-data")));
-  EXPECT_EQ(run_sluice({"capture", "export", collection_, "--from", "soon", "--to", "1s", "-o", dir_->str("bad")}).exit_code, 1);
+  EXPECT_EQ(
+      run_sluice({"capture", "export", collection_, "--from", "soon", "--to", "1s", "-o", dir_->str("bad")}).exit_code,
+      1);
   EXPECT_EQ(run_sluice({"capture", "export", collection_, "--from", "0s", "--to", "1s", "-o", base}).exit_code, 1)
       << "an existing capture is never overwritten";
 }
@@ -308,7 +312,8 @@ TEST_F(RecordedTone, ExportOfARangeStartingAndEndingInHolesAnnotatesBothParts) {
   // One sample is 40 ns at 25 Msps: the range in whole nanoseconds is exact.
   const auto at = [&](std::uint64_t index) { return std::to_string((index - origin) * 40) + "ns"; };
   const std::string base = dir_->str("from-a-hole");
-  const auto exported = run_sluice({"capture", "export", collection_, "--from", at(first), "--to", at(end), "-o", base});
+  const auto exported =
+      run_sluice({"capture", "export", collection_, "--from", at(first), "--to", at(end), "-o", base});
   ASSERT_EQ(exported.exit_code, 0) << exported.err;
 
   // The data: exactly the source's samples between the two holes.
@@ -359,7 +364,8 @@ TEST_F(RecordedTone, ExportOfARangeStartingAndEndingInHolesAnnotatesBothParts) {
 
   // A range wholly inside a hole holds nothing: an error, and nothing written.
   const std::string empty = dir_->str("in-a-hole");
-  const auto nothing = run_sluice({"capture", "export", collection_, "--from", at(first), "--to", at(first + 1), "-o", empty});
+  const auto nothing =
+      run_sluice({"capture", "export", collection_, "--from", at(first), "--to", at(first + 1), "-o", empty});
   EXPECT_EQ(nothing.exit_code, 1);
   EXPECT_EQ(nothing.out, "");
   EXPECT_EQ(nothing.err, "sluice: nothing was recorded in stream samples " + std::to_string(first) + " to " +
@@ -379,7 +385,8 @@ lanes:
     stages:
       - {name: source, type: generator, signal: tone, format: ci16, sample_rate: 250Msps, frequency: 10MHz, amplitude: 0.5, stop_after: 64MiB}
       - {name: fft, type: fft, size: 1024, window: hann, average: 4, output: power_db}
-      - {name: record, type: record, directory: )" + dir.str() + R"(, overwrite: true}
+      - {name: record, type: record, directory: )" +
+                               dir.str() + R"(, overwrite: true}
       - {name: sink, type: "null"}
 )";
   const auto run = run_sluice({"run", config, "-q"});
@@ -391,14 +398,16 @@ lanes:
   EXPECT_EQ(spectrum.frames, (64U << 20) / 4 / (1024 * 4));  // every recorded row: 4096 rows fit 300 × 16
   EXPECT_NEAR(spectrum.frequency_of(spectrum.peak_bin()), 10e6, 250e6 / 1024);
   EXPECT_NEAR(spectrum.average_db[spectrum.peak_bin()], 20 * std::log10(0.5), 1.5);
-  const auto plotted = run_sluice({"capture", "plot", dir.str("spectra.sigmf-collection"), "-o", dir.str("spectra.svg")});
+  const auto plotted =
+      run_sluice({"capture", "plot", dir.str("spectra.sigmf-collection"), "-o", dir.str("spectra.svg")});
   EXPECT_EQ(plotted.exit_code, 0) << plotted.err;
   EXPECT_EQ(plotted.out, "wrote " + dir.str("spectra.svg") + "\n" + plot_line(spectrum, 4096, 4096));
 
   // 100 spectrogram rows of at most 16 recorded rows each: 1600 of the 4096 on disk are averaged.
   const std::uint64_t on_disk = fs::file_size(capture.lanes.at(0).segments.at(0).data_path) / (1024 * 4);
   ASSERT_EQ(on_disk, 4096U);
-  const auto fewer = run_sluice({"capture", "plot", dir.str("spectra.sigmf-collection"), "--rows", "100", "-o", dir.str("fewer.svg")});
+  const auto fewer =
+      run_sluice({"capture", "plot", dir.str("spectra.sigmf-collection"), "--rows", "100", "-o", dir.str("fewer.svg")});
   EXPECT_EQ(fewer.exit_code, 0) << fewer.err;
   EXPECT_EQ(fewer.out, "wrote " + dir.str("fewer.svg") + "\n" +
                            plot_line(recorder::capture_spectrum(capture.lanes.at(0), 1024, 100), on_disk, 100 * 16));
@@ -409,12 +418,15 @@ lanes:
 // the part of each mark inside its range, with the slice's own sluice:marked_values.
 TEST(CaptureTools, MarkedRowsAreReadAndExportedWithTheSlicesOwnTotals) {
   test::TempDir dir;
-  const std::string yaml = "pipeline: {name: marked, chunk: 64KiB, chunks: 8}\n"
-                           "template:\n"
-                           "  - {name: source, type: gappy, count: 12, sample_rate: 1MHz}\n"
-                           "  - {name: fft, type: fft, size: 256, window: hann, average: 1, output: power_db}\n"
-                           "  - {name: rec, type: record, directory: " + dir.str() + "}\n"
-                           "lanes:\n  - name: port0\n";
+  const std::string yaml =
+      "pipeline: {name: marked, chunk: 64KiB, chunks: 8}\n"
+      "template:\n"
+      "  - {name: source, type: gappy, count: 12, sample_rate: 1MHz}\n"
+      "  - {name: fft, type: fft, size: 256, window: hann, average: 1, output: power_db}\n"
+      "  - {name: rec, type: record, directory: " +
+      dir.str() +
+      "}\n"
+      "lanes:\n  - name: port0\n";
   ASSERT_EQ(test::run_pipeline(yaml, test::test_registry()), std::vector<std::string>{});
   const recorder::Capture capture = recorder::open_capture(dir.str("marked.sigmf-collection"));
   const recorder::CaptureLane& lane = capture.lanes.at(0);
@@ -438,12 +450,14 @@ TEST(CaptureTools, MarkedRowsAreReadAndExportedWithTheSlicesOwnTotals) {
   for (const auto& [first, end] : written) marked += end - first;
   EXPECT_EQ(read, written);
   EXPECT_EQ(lane.marked_values, marked);
-  EXPECT_NE(recorder::describe_capture(capture).find("marked (" + std::to_string(marked) + " values computed"), std::string::npos)
+  EXPECT_NE(recorder::describe_capture(capture).find("marked (" + std::to_string(marked) + " values computed"),
+            std::string::npos)
       << recorder::describe_capture(capture);
 
   // From one row into the first mark (or its start) to the lane's end.
   const std::uint64_t origin = lane.segments.front().global_index;
-  const std::uint64_t from_row = (written[0].first - origin) / 256 + ((written[0].second - written[0].first) > 256 ? 1 : 0);
+  const std::uint64_t from_row =
+      (written[0].first - origin) / 256 + ((written[0].second - written[0].first) > 256 ? 1 : 0);
   const std::uint64_t first = origin + from_row * 256;
   const std::string base = dir.str("slice");
   // A row is 256 µs (1 Msps, 256 values a row): whole microseconds are exact.
@@ -473,10 +487,10 @@ TEST(CaptureTools, MarkedRowsAreReadAndExportedWithTheSlicesOwnTotals) {
   for (const auto& gap : lane.gaps) range_end = std::max(range_end, gap.global_index + gap.length);
   EXPECT_EQ(exported.out, "wrote " + base + ".sigmf-data and " + base + ".sigmf-meta: lane port0, stream samples " +
                               std::to_string(first) + " to " + std::to_string(range_end - 1) + ": " +
-                              std::to_string(actual.size() / 4) + " samples in " + std::to_string(part.segments.size()) +
-                              " segment(s), " + std::to_string(part.gaps.size()) + " gap(s) (" +
-                              std::to_string(part.lost_samples) + " samples lost, " + std::to_string(expected_marked) +
-                              " values marked)\n");
+                              std::to_string(actual.size() / 4) + " samples in " +
+                              std::to_string(part.segments.size()) + " segment(s), " +
+                              std::to_string(part.gaps.size()) + " gap(s) (" + std::to_string(part.lost_samples) +
+                              " samples lost, " + std::to_string(expected_marked) + " values marked)\n");
   expect_valid_sigmf({base + ".sigmf-meta"});
 }
 
@@ -495,9 +509,11 @@ class DualPortDemo : public ::testing::Test {
     std::ofstream(config_) << text;
   }
   testing::ProcessResult run(const std::string& capture_dir, std::vector<std::string> extra) {
-    std::vector<std::string> argv{kSluice, "run", config_, "-q", "--set", "emulator.duration=2s",
-                                  "--set", "template.record.directory=" + capture_dir,
-                                  "--set", "template.raw.directory=" + capture_dir,
+    std::vector<std::string> argv{kSluice,    "run",
+                                  config_,    "-q",
+                                  "--set",    "emulator.duration=2s",
+                                  "--set",    "template.record.directory=" + capture_dir,
+                                  "--set",    "template.raw.directory=" + capture_dir,
                                   "--report", capture_dir + "/report.json"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     fs::create_directories(capture_dir);
@@ -533,7 +549,8 @@ TEST_F(DualPortDemo, RecordsBothLanesLosslesslyAndItsPicturePeaksAtTheTone) {
   const recorder::Capture raw = recorder::open_capture(captures + "/dual_port-raw.sigmf-collection");
   EXPECT_EQ(raw.lanes.size(), 2U);
 
-  const auto plotted = run_sluice({"capture", "plot", captures + "/dual_port.sigmf-collection", "-o", captures + "/spectra.svg"});
+  const auto plotted =
+      run_sluice({"capture", "plot", captures + "/dual_port.sigmf-collection", "-o", captures + "/spectra.svg"});
   ASSERT_EQ(plotted.exit_code, 0) << plotted.err;
   std::ifstream svg_file(captures + "/spectra.svg");
   const std::string svg((std::istreambuf_iterator<char>(svg_file)), std::istreambuf_iterator<char>());
@@ -551,8 +568,8 @@ TEST_F(DualPortDemo, RecordsBothLanesLosslesslyAndItsPicturePeaksAtTheTone) {
 
 // `enabled: false` is a switch for taps only: a lane without its link would carry other data.
 TEST(DualPortDemoConfig, OnlyATapCanBeSwitchedOff) {
-  const auto result = testing::run_process({kSluice, "validate", kSourceDir + "/configs/dual_port.yaml",
-                                            "--set", "template.link.enabled=false"});
+  const auto result = testing::run_process(
+      {kSluice, "validate", kSourceDir + "/configs/dual_port.yaml", "--set", "template.link.enabled=false"});
   EXPECT_EQ(result.exit_code, 2) << result.err;  // the usage / configuration exit code
   EXPECT_NE(result.err.find("only a tap"), std::string::npos) << result.err;
 }

@@ -6,15 +6,14 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <regex>
-
 #include <nlohmann/json.hpp>
-#include <yaml-cpp/yaml.h>
+#include <regex>
 
 #include "tests/support/process.hpp"
 
@@ -133,7 +132,8 @@ std::string config_test_name(const ::testing::TestParamInfo<std::string>& param_
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, ShippedConfig, ::testing::ValuesIn(shipped_configs(false)), config_test_name);
-INSTANTIATE_TEST_SUITE_P(Configs, ShippedConfigWithEmulator, ::testing::ValuesIn(shipped_configs(true)), config_test_name);
+INSTANTIATE_TEST_SUITE_P(Configs, ShippedConfigWithEmulator, ::testing::ValuesIn(shipped_configs(true)),
+                         config_test_name);
 
 TEST(Cli, HelpAndVersionExitZero) {
   auto help = run_process({kSluice, "--help"});
@@ -161,7 +161,8 @@ TEST(Cli, ValidateReportsEveryErrorWithItsLocation) {
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_NE(result.err.find("(2 errors)"), std::string::npos) << result.err;
   EXPECT_NE(result.err.find(config.string() + ":7:15: lanes.a.stages[0].rate"), std::string::npos) << result.err;
-  EXPECT_NE(result.err.find(config.string() + ":8:15: lanes.a.stages[1].type: unknown stage type 'nul'"), std::string::npos)
+  EXPECT_NE(result.err.find(config.string() + ":8:15: lanes.a.stages[1].type: unknown stage type 'nul'"),
+            std::string::npos)
       << result.err;
   fs::remove(config);
 }
@@ -171,8 +172,10 @@ TEST(Cli, BadYamlIsRefusedBeforeAnythingIsCreated) {
   fs::remove_all(directory);
   const fs::path config = temp_path("latin1.yaml");
   // A Latin-1 "é" in the pipeline name, which becomes the capture's name.
-  std::ofstream(config) << "pipeline:\n  name: caf\xE9\n  duration: 100ms\nlanes:\n  - name: a\n    stages:\n      - {type: generator}\n"
-                           "      - {type: record, directory: " + directory.string() + "}\n";
+  std::ofstream(config)
+      << "pipeline:\n  name: caf\xE9\n  duration: 100ms\nlanes:\n  - name: a\n    stages:\n      - {type: generator}\n"
+         "      - {type: record, directory: " +
+             directory.string() + "}\n";
   for (const char* command : {"validate", "run"}) {
     auto result = run_process({kSluice, command, config.string()});
     EXPECT_EQ(result.exit_code, 2) << command;
@@ -218,18 +221,20 @@ TEST(Cli, ValidatePrintsWhereEachLaneRuns) {
   auto result = run_process({kSluice, "validate", kSourceDir + "/configs/four_lane_two_gpu.yaml"});
   ASSERT_EQ(result.exit_code, 0) << result.err;
   for (const char* lane : {"port0", "port1", "port2", "port3"}) {
-    const std::regex placed(std::string(lane) +
-                            R"(: source \(udp\) → link \(link\) → fft \(fft\) → record \(record\) → sink \(null\)\n)"
-                            R"((    GPU [01]( \([0-9a-f:.]+\))?: (nearest to \w+ \(.*\)|round-robin \(.*\))\n)"
-                            R"(      source: GPU [01], cores .*\n      link: GPU [01], cores )"
-                            R"(|    GPU: none here \(.+\): pools fall back to host memory\n      source: cores any\n))");
+    const std::regex placed(
+        std::string(lane) +
+        R"(: source \(udp\) → link \(link\) → fft \(fft\) → record \(record\) → sink \(null\)\n)"
+        R"((    GPU [01]( \([0-9a-f:.]+\))?: (nearest to \w+ \(.*\)|round-robin \(.*\))\n)"
+        R"(      source: GPU [01], cores .*\n      link: GPU [01], cores )"
+        R"(|    GPU: none here \(.+\): pools fall back to host memory\n      source: cores any\n))");
     EXPECT_TRUE(std::regex_search(result.out, placed)) << lane << "\n" << result.out;
   }
 }
 
 TEST(Cli, StartFailureExitsOneNamingTheStage) {
   const fs::path config = temp_path("start.yaml");
-  std::ofstream(config) << "lanes: [{name: a, stages: [{type: generator}, {name: out, type: file, path: /proc/nope/x}]}]\n";
+  std::ofstream(config)
+      << "lanes: [{name: a, stages: [{type: generator}, {name: out, type: file, path: /proc/nope/x}]}]\n";
   auto result = run_process({kSluice, "run", config.string()});
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_NE(result.err.find("lane a, stage out (file): open(/proc/nope/x)"), std::string::npos) << result.err;
@@ -255,8 +260,9 @@ TEST(Cli, CtrlCDrainsAndExitsZero) {
 
 // A short paced run with progress lines every 50 ms off a terminal (the test's pipes).
 std::vector<std::string> paced_run(const fs::path& config, std::vector<std::string> extra) {
-  std::ofstream(config) << "pipeline: {name: p, chunk: 64KiB, progress_interval: 50ms}\n"
-                           "lanes: [{name: lane0, stages: [{type: generator, rate: 20MB/s, stop_after: 8MiB}, {type: null}]}]\n";
+  std::ofstream(config)
+      << "pipeline: {name: p, chunk: 64KiB, progress_interval: 50ms}\n"
+         "lanes: [{name: lane0, stages: [{type: generator, rate: 20MB/s, stop_after: 8MiB}, {type: null}]}]\n";
   std::vector<std::string> argv{kSluice};
   argv.insert(argv.end(), extra.begin(), extra.end());
   argv.insert(argv.end(), {"run", config.string()});
@@ -298,23 +304,27 @@ TEST(Cli, DebugLogSaysWhereAStreamStoppedAndWhy) {
   // A lane whose source hands on one chunk every 2 s: at debug level the log names each stage
   // as it starts, when data first came, that it went quiet and came back, and how it ended.
   const fs::path config = temp_path("lost.yaml");
-  std::ofstream(config) << "pipeline: {name: p, chunk: 64KiB, chunks: 4}\n"
-                           "lanes: [{name: a, stages: [{type: generator, rate: 32kB/s, stop_after: 128KiB, on_full: drop},"
-                           " {type: null}]}]\n";
+  std::ofstream(config)
+      << "pipeline: {name: p, chunk: 64KiB, chunks: 4}\n"
+         "lanes: [{name: a, stages: [{type: generator, rate: 32kB/s, stop_after: 128KiB, on_full: drop},"
+         " {type: null}]}]\n";
   auto result = run_process({kSluice, "--log-level", "debug", "run", config.string(), "-q"});
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_NE(result.err.find("lane a, stage generator (generator): started; stream: generator tone, 100 MHz ci16; no input queue;"
-                            " when the next queue is full: drop"),
+  EXPECT_NE(result.err.find(
+                "lane a, stage generator (generator): started; stream: generator tone, 100 MHz ci16; no input queue;"
+                " when the next queue is full: drop"),
             std::string::npos)
       << result.err;
-  EXPECT_NE(result.err.find("lane a, stage null (null): started; stream: generator tone, 100 MHz ci16; input queue 16 chunks"),
+  EXPECT_NE(result.err.find(
+                "lane a, stage null (null): started; stream: generator tone, 100 MHz ci16; input queue 16 chunks"),
             std::string::npos)
       << result.err;
   EXPECT_NE(result.err.find("lane a, stage null (null): first data"), std::string::npos) << result.err;
   EXPECT_NE(result.err.find("lane a, stage null (null): no data for 1."), std::string::npos) << result.err;
   EXPECT_NE(result.err.find("lane a, stage null (null): data again after"), std::string::npos) << result.err;
-  EXPECT_NE(result.err.find("lane a, stage generator (generator): reached end of stream after 2 chunks, 128.00 KiB, 0 drops"),
-            std::string::npos)
+  EXPECT_NE(
+      result.err.find("lane a, stage generator (generator): reached end of stream after 2 chunks, 128.00 KiB, 0 drops"),
+      std::string::npos)
       << result.err;
   fs::remove(config);
 }
@@ -324,8 +334,9 @@ TEST(Cli, SummaryRateIsOverTheTimeDataFlowed) {
   // GB/s is the paced rate, not bytes over the whole run, and the run's duration is beside it.
   const fs::path config = temp_path("flow.yaml");
   const fs::path report = temp_path("flow.json");
-  std::ofstream(config) << "pipeline: {name: p, chunk: 64KiB}\n"
-                           "lanes: [{name: a, stages: [{type: generator, rate: 8MB/s, stop_after: 4MiB}, {type: null}]}]\n";
+  std::ofstream(config)
+      << "pipeline: {name: p, chunk: 64KiB}\n"
+         "lanes: [{name: a, stages: [{type: generator, rate: 8MB/s, stop_after: 4MiB}, {type: null}]}]\n";
   auto result = run_process({kSluice, "run", config.string(), "-q", "--report", report.string()});
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_EQ(result.out.rfind("run ", 0), 0U) << result.out;
@@ -363,7 +374,8 @@ TEST(Cli, ReportHasEveryStageMetric) {
                            "lanes: [{name: a, stages: [{type: generator, stop_after: 8MiB}, {type: null}]}]\n";
   const fs::path report = temp_path("report.json");
   const fs::path plot = temp_path("rates.svg");
-  auto result = run_process({kSluice, "run", config.string(), "--report", report.string(), "--plot", plot.string(), "-q"});
+  auto result =
+      run_process({kSluice, "run", config.string(), "--report", report.string(), "--plot", plot.string(), "-q"});
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const auto json = read_json(report);
   // The timeline ends with everything delivered, and the plot draws one line per lane.

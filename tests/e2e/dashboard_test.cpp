@@ -41,9 +41,10 @@ std::optional<std::string> find_chromium() {
 // The page after its scripts ran for `budget_ms` of virtual time (polls take real time:
 // virtual time waits for each fetch).
 std::string load_page(const std::string& chromium, const std::string& url, const fs::path& profile) {
-  const auto result = run_process({chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                                   "--user-data-dir=" + profile.string(), "--virtual-time-budget=3000", "--dump-dom", url},
-                                  std::chrono::seconds(120));
+  const auto result =
+      run_process({chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                   "--user-data-dir=" + profile.string(), "--virtual-time-budget=3000", "--dump-dom", url},
+                  std::chrono::seconds(120));
   EXPECT_EQ(result.exit_code, 0) << result.err;
   return result.out;
 }

@@ -14,14 +14,13 @@
 
 #include <filesystem>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "pipeline/clock.hpp"
 #include "stages/generator/generator.hpp"
 #include "tests/stages/record/record_test_support.hpp"
-#include "tests/support/process.hpp"
 #include "tests/support/free_port.hpp"
+#include "tests/support/process.hpp"
 #include "wire/socket.hpp"
 
 namespace sluice {
@@ -55,10 +54,9 @@ using testing::free_tcp_port;
 }
 // How a side reports a peer it lost: silence past peer_timeout, a closed or reset connection,
 // a failed write or an RDMA disconnect.
-const std::vector<std::string> kPeerLost{"peer silent for",  "peer took no data",     "peer closed the connection",
-                                         "Connection reset", "Broken pipe",           "timed out",
-                                         "disconnected",     "Work Request Flushed",  "vanished",
-                                         "not delivered"};
+const std::vector<std::string> kPeerLost{
+    "peer silent for", "peer took no data", "peer closed the connection", "Connection reset", "Broken pipe",
+    "timed out",       "disconnected",      "Work Request Flushed",       "vanished",         "not delivered"};
 
 class LinkNodes : public ::testing::Test {
  protected:
@@ -80,8 +78,7 @@ class LinkNodes : public ::testing::Test {
                            "    stages:\n"
                            "      - {type: generator, node: a, signal: ramp, format: cf32, stop_after: "
                         << stop_after << ", rate: " << rate << "}\n"
-                        << tap
-                        << "      - {type: link, node: b, transport: " << kTransport << ", address: " << kAddress
+                        << tap << "      - {type: link, node: b, transport: " << kTransport << ", address: " << kAddress
                         << ", port: " << port_
                         << ", chunks: 2, peer_timeout: 1s, connect_timeout: 20s}\n"
                            "      - {type: file, overwrite: true, path: "
@@ -149,7 +146,8 @@ struct Running {
   Process sender;
   Running(const std::vector<std::string>& b, const std::vector<std::string>& a)
       : receiver(b), sender(once_listening(receiver, a)) {
-    EXPECT_TRUE(receiver.wait_for_stderr("accepted a " + kTransport + " sender", kStartWithin)) << receiver.stderr_so_far();
+    EXPECT_TRUE(receiver.wait_for_stderr("accepted a " + kTransport + " sender", kStartWithin))
+        << receiver.stderr_so_far();
     EXPECT_TRUE(sender.wait_for_stderr("connected over " + kTransport, kStartWithin)) << sender.stderr_so_far();
     std::this_thread::sleep_for(300ms);  // some chunks in flight
   }
@@ -232,9 +230,9 @@ TEST_F(LinkNodes, StoppingTheReceiverFailsTheSender) {
 TEST_F(LinkNodes, AStageThatFailsOnTheSendingNodeFailsTheReceivingNode) {
   const fs::path captures = dir_ / "captures";
   fs::create_directories(captures);
-  const fs::path file = write_pipeline("pipeline", 0, "20MB/s",
-                                       "      - {type: record, node: a, name: tap, direct: false, directory: " +
-                                           captures.string() + "}\n");
+  const fs::path file = write_pipeline(
+      "pipeline", 0, "20MB/s",
+      "      - {type: record, node: a, name: tap, direct: false, directory: " + captures.string() + "}\n");
   Process receiver(node(file, "b"));
   std::vector<std::string> limited{"/bin/sh", "-c", "ulimit -f 4096 && trap '' XFSZ && exec \"$0\" \"$@\""};
   const std::vector<std::string> a = node(file, "a");
@@ -261,8 +259,8 @@ TEST_F(LinkNodes, AStageThatFailsOnTheSendingNodeFailsTheReceivingNode) {
 // has no valgrind, and there glibc's own heap checks are what would catch it.
 TEST_F(LinkNodes, AReceiverThatNoSenderReachesFailsCleanly) {
   const fs::path file = write_pipeline("alone", 0, "0");
-  std::vector<std::string> argv{kSluice, "run", file.string(), "--node", "b", "-q", "--set",
-                                "lanes.port0.stages.link.connect_timeout=1s"};
+  std::vector<std::string> argv{kSluice, "run", file.string(), "--node",
+                                "b",     "-q",  "--set",       "lanes.port0.stages.link.connect_timeout=1s"};
   const bool valgrind = !kInVm && run_process({"valgrind", "--version"}).exit_code == 0;
   if (!valgrind && !kInVm && test::in_ci()) FAIL() << "valgrind is not installed (apt-get install valgrind)";
   if (valgrind) argv.insert(argv.begin(), {"valgrind", "--error-exitcode=99", "-q"});
@@ -363,7 +361,8 @@ class LinkFaults : public LinkNodes {
     EXPECT_EQ(info.exit_code, 0) << info.out << info.err;
     if (!kInVm) {
       std::vector<std::string> files{metas[0].string()};
-      if (fs::exists(captures_ / (capture + ".sigmf-collection"))) files.push_back((captures_ / (capture + ".sigmf-collection")).string());
+      if (fs::exists(captures_ / (capture + ".sigmf-collection")))
+        files.push_back((captures_ / (capture + ".sigmf-collection")).string());
       const test::SigmfValidation schema = test::validate_sigmf(files);
       EXPECT_TRUE(schema.valid() || (schema.could_not_run() && !test::in_ci()))
           << "validate_sigmf.py exit " << schema.exit_code << ": " << schema.errors;
@@ -390,7 +389,8 @@ class LinkFaults : public LinkNodes {
           << "segment " << i << " (stream index " << index << ") differs from the generator's ramp";
       next_index = index + (end - start);
     }
-    for (const auto& annotation : meta.at("annotations")) recording.lost += annotation.value("sluice:lost_samples", 0ULL);
+    for (const auto& annotation : meta.at("annotations"))
+      recording.lost += annotation.value("sluice:lost_samples", 0ULL);
     EXPECT_EQ(recording.lost, recording.holes) << "the gap annotations do not account for the holes";
     return recording;
   }
@@ -434,14 +434,16 @@ class LinkFaults : public LinkNodes {
     const std::uint64_t begin = monotonic_ns();
     const auto survived = survivor.wait(120s);
     const double survivor_noticed = seconds_since(begin);
-    std::this_thread::sleep_for(kStopFor - std::min<std::chrono::nanoseconds>(kStopFor, std::chrono::nanoseconds(monotonic_ns() - begin)));
+    std::this_thread::sleep_for(
+        kStopFor - std::min<std::chrono::nanoseconds>(kStopFor, std::chrono::nanoseconds(monotonic_ns() - begin)));
     stopped.send_signal(SIGCONT);
     const std::uint64_t resumed = monotonic_ns();
     const auto continued = stopped.wait(120s);
     const double stopped_noticed = seconds_since(resumed);
     std::cout << survivor_name << " exited " << survivor_noticed << " s after the " << stopped_name << " stopped; the "
               << stopped_name << " " << stopped_noticed << " s after it resumed\n";
-    for (const auto& [result, seconds] : {std::pair{survived, survivor_noticed}, std::pair{continued, stopped_noticed}}) {
+    for (const auto& [result, seconds] :
+         {std::pair{survived, survivor_noticed}, std::pair{continued, stopped_noticed}}) {
       EXPECT_EQ(result.exit_code, 1) << result.err;
       EXPECT_TRUE(names_one_of(result.err, kPeerLost));
       EXPECT_LT(seconds, kReportWithinSeconds);
@@ -541,9 +543,10 @@ TEST_F(LinkFaults, SenderKilledThenRestarted) {
 
 // Rows that change the guest kernel's network (an interface down, netem) run only in the VM,
 // where the test owns the kernel: on this machine they would take down a shared host's link.
-#define SLUICE_SKIP_OUTSIDE_VM()                                                                      \
-  if (!kInVm) GTEST_SKIP() << "changes the kernel's network: runs inside the Soft-RoCE VM (ctest -R " \
-                              "'vm_link_nodes|vm_link_faults_tcp')"
+#define SLUICE_SKIP_OUTSIDE_VM()                                                          \
+  if (!kInVm)                                                                             \
+  GTEST_SKIP() << "changes the kernel's network: runs inside the Soft-RoCE VM (ctest -R " \
+                  "'vm_link_nodes|vm_link_faults_tcp')"
 
 // Undoes a network change however the test ends.
 struct Undo {
@@ -578,7 +581,9 @@ TEST_F(LinkFaults, InterfaceDown) {
     EXPECT_EQ(received.exit_code, 1) << received.err;
     EXPECT_NE(received.err.find("link from the sender of " + kAddress), std::string::npos) << received.err;
     EXPECT_LT(receiver_noticed, kReportWithinSeconds);
-    const auto last_error = [](const std::string& err) { return err.substr(std::min(err.size(), err.rfind(" error "))); };
+    const auto last_error = [](const std::string& err) {
+      return err.substr(std::min(err.size(), err.rfind(" error ")));
+    };
     std::cout << "sender:" << last_error(sent.err) << "receiver:" << last_error(received.err);
   }
   expect_gap_free_prefix(read_recording("unplugged"));
@@ -615,7 +620,8 @@ TEST_F(LinkNodes, PlacementMistakesAreConfigurationErrors) {
   EXPECT_EQ(same_node.exit_code, 2);
   EXPECT_NE(same_node.err.find("transport " + kTransport + " carries a lane between two nodes"), std::string::npos)
       << same_node.err;
-  auto local_between = run_process({kSluice, "validate", file.string(), "--set", "lanes.port0.stages.link.transport=local"});
+  auto local_between =
+      run_process({kSluice, "validate", file.string(), "--set", "lanes.port0.stages.link.transport=local"});
   EXPECT_EQ(local_between.exit_code, 2);
   EXPECT_NE(local_between.err.find("needs transport: tcp, roce or auto"), std::string::npos) << local_between.err;
   auto no_port = run_process({kSluice, "validate", file.string(), "--set", "lanes.port0.stages.link.port=0"});

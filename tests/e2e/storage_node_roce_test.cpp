@@ -7,9 +7,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <regex>
-
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "emulator/emulator.hpp"
 #include "emulator/signal.hpp"
@@ -36,7 +35,8 @@ constexpr std::size_t kSampleBytes = 4;  // ci16
   if (!kInVm) GTEST_SKIP() << "needs rxe0: runs inside the Soft-RoCE VM (ctest -R vm_storage_node)"
 
 // A shipped config with free ports and without its fft stage, written into `dir`.
-std::string config_without_fft(const test::TempDir& dir, const std::string& name, const std::vector<std::string>& ports) {
+std::string config_without_fft(const test::TempDir& dir, const std::string& name,
+                               const std::vector<std::string>& ports) {
   std::ifstream in(fs::path(kSourceDir) / "configs" / name);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   text = std::regex_replace(text, std::regex("  - name: fft\n(    .*\n)+"), "");
@@ -99,9 +99,10 @@ TEST(StorageNodeRoce, RecordingOnTheStorageNodeIsTheEmulatorsSignal) {
   test::TempDir dir;
   const std::string config = config_without_fft(dir, "storage_node.yaml", {"50120", "50121", "7100", "7101"});
   testing::Process storage(roce_node(config, "storage", "to_storage", dir, {}));
-  const auto gpu = testing::run_process(
-      roce_node(config, "gpu", "to_storage", dir, {"--emulator", "--set", "emulator.duration=2s", "--set", "emulator.rate=10MB/s"}),
-      600s);
+  const auto gpu =
+      testing::run_process(roce_node(config, "gpu", "to_storage", dir,
+                                     {"--emulator", "--set", "emulator.duration=2s", "--set", "emulator.rate=10MB/s"}),
+                           600s);
   const auto stored = storage.wait(300s);
   ASSERT_EQ(gpu.exit_code, 0) << gpu.err;
   ASSERT_EQ(stored.exit_code, 0) << stored.err;
@@ -128,22 +129,25 @@ TEST(StorageNodeRoce, RecordingOnTheStorageNodeIsTheEmulatorsSignal) {
     recorded += lane.total_samples;
   }
   EXPECT_EQ(recorded, std::stoull(sent[1])) << "every sample the emulator sent is in the storage node's capture";
-  std::cout << "recording over roce: " << recorded << " samples, link " << link_rate(read_json(dir.str("storage.json"))) / 1e6
-            << " MB/s (paced by the emulator)\n";
+  std::cout << "recording over roce: " << recorded << " samples, link "
+            << link_rate(read_json(dir.str("storage.json"))) / 1e6 << " MB/s (paced by the emulator)\n";
 }
 
 // Noise (ci16) on both lanes, kLaneBytes each, recorded by one process: the capture the
 // storage node plays back.
 std::string record_noise(const test::TempDir& dir, std::size_t lane_bytes) {
   const std::string path = dir.str("raw.yaml");
-  std::ofstream(path) << "pipeline: {name: raw, chunk: 4MiB, chunks: 16}\n"
-                         "template:\n"
-                         "  - {name: source, type: generator, signal: noise, format: ci16, sample_rate: 12.5Msps, stop_after: "
-                      << lane_bytes << "}\n"
-                         "  - {name: record, type: record, directory: " << dir.str()
-                      << ", capture_name: raw, overwrite: true, direct: false}\n"
-                         "  - {name: sink, type: \"null\"}\n"
-                         "lanes:\n  - {name: port0}\n  - {name: port1, source: {seed: 2}}\n";
+  std::ofstream(path)
+      << "pipeline: {name: raw, chunk: 4MiB, chunks: 16}\n"
+         "template:\n"
+         "  - {name: source, type: generator, signal: noise, format: ci16, sample_rate: 12.5Msps, stop_after: "
+      << lane_bytes
+      << "}\n"
+         "  - {name: record, type: record, directory: "
+      << dir.str()
+      << ", capture_name: raw, overwrite: true, direct: false}\n"
+         "  - {name: sink, type: \"null\"}\n"
+         "lanes:\n  - {name: port0}\n  - {name: port1, source: {seed: 2}}\n";
   const auto recorded = testing::run_process({kSluice, "run", path, "-q"}, 300s);
   EXPECT_EQ(recorded.exit_code, 0) << recorded.err;
   return dir.str("raw.sigmf-collection");
@@ -204,8 +208,9 @@ TEST(StorageNodeRoce, PlaybackReachesTheGpuNodeBitExactAtWriteBwRate) {
               << write_bw_rates.back() / 1e6 << " MB/s\n";
   }
   const double ratio = median(link_rates) / median(write_bw_rates);
-  std::cout << "playback over roce, 2 lanes, 4 MiB messages: link " << median(link_rates) / 1e6 << " MB/s, ib_write_bw (2 QPs) "
-            << median(write_bw_rates) / 1e6 << " MB/s, ratio of medians " << ratio << "\n";
+  std::cout << "playback over roce, 2 lanes, 4 MiB messages: link " << median(link_rates) / 1e6
+            << " MB/s, ib_write_bw (2 QPs) " << median(write_bw_rates) / 1e6 << " MB/s, ratio of medians " << ratio
+            << "\n";
   EXPECT_GE(ratio, 0.9);
 }
 

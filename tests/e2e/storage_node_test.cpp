@@ -9,9 +9,8 @@
 
 #include <filesystem>
 #include <fstream>
-#include <regex>
-
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "recorder/capture_reader.hpp"
 #include "recorder/capture_tools.hpp"
@@ -32,10 +31,12 @@ constexpr double kSampleRate = 12.5e6;
 constexpr std::size_t kFftSize = 1024;
 
 // A shipped config with `replacements` (pattern -> text) applied, written into `dir`.
-std::string shipped_config(const test::TempDir& dir, const std::string& name, const std::vector<std::pair<std::string, std::string>>& replacements) {
+std::string shipped_config(const test::TempDir& dir, const std::string& name,
+                           const std::vector<std::pair<std::string, std::string>>& replacements) {
   std::ifstream in(fs::path(kSourceDir) / "configs" / name);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  for (const auto& [pattern, replacement] : replacements) text = std::regex_replace(text, std::regex(pattern), replacement);
+  for (const auto& [pattern, replacement] : replacements)
+    text = std::regex_replace(text, std::regex(pattern), replacement);
   const std::string path = dir.str(name);
   std::ofstream(path) << text;
   return path;
@@ -55,12 +56,15 @@ std::vector<std::string> node(const std::string& config, const std::string& name
 
 TEST(StorageNode, GpuNodeSpectraReachTheStorageNodesCaptureEverySample) {
   test::TempDir dir;
-  const std::string config = shipped_config(
-      dir, "storage_node.yaml",
-      {{"50120", std::to_string(testing::free_udp_port())}, {"50121", std::to_string(testing::free_udp_port())},
-       {"7100", std::to_string(testing::free_tcp_port())}, {"7101", std::to_string(testing::free_tcp_port())}});
-  testing::Process storage(node(config, "storage", dir.str("storage.json"), {"--set", "template.record.directory=" + dir.str()}));
-  const auto gpu = testing::run_process(node(config, "gpu", dir.str("gpu.json"), {"--emulator", "--set", "emulator.duration=2s"}), 180s);
+  const std::string config = shipped_config(dir, "storage_node.yaml",
+                                            {{"50120", std::to_string(testing::free_udp_port())},
+                                             {"50121", std::to_string(testing::free_udp_port())},
+                                             {"7100", std::to_string(testing::free_tcp_port())},
+                                             {"7101", std::to_string(testing::free_tcp_port())}});
+  testing::Process storage(
+      node(config, "storage", dir.str("storage.json"), {"--set", "template.record.directory=" + dir.str()}));
+  const auto gpu = testing::run_process(
+      node(config, "gpu", dir.str("gpu.json"), {"--emulator", "--set", "emulator.duration=2s"}), 180s);
   const auto stored = storage.wait(120s);
   ASSERT_EQ(gpu.exit_code, 0) << gpu.err;
   ASSERT_EQ(stored.exit_code, 0) << stored.err;
@@ -95,18 +99,25 @@ std::string record_raw(const test::TempDir& dir) {
   std::ofstream(path) << "emulator:\n"
                          "  autostart: true\n"
                          "  transport: udp\n"
-                         "  streams: [{address: 127.0.0.1:" << udp0 << ", stream_id: 1}, {address: 127.0.0.1:" << udp1
+                         "  streams: [{address: 127.0.0.1:"
+                      << udp0 << ", stream_id: 1}, {address: 127.0.0.1:" << udp1
                       << ", stream_id: 2}]\n"
                          "  sample_rate: 12.5Msps\n  format: ci16\n  payload: 8972\n  rate: 50MB/s\n  duration: 2s\n"
                          "  signal: {tones: [{frequency: 5MHz, amplitude: 0.4}], noise_snr_db: 40, seed: 1}\n"
                          "pipeline: {name: raw, chunk: 4MiB, chunks: 16}\n"
                          "template:\n"
-                         "  - {name: source, type: udp, format: ci16, sample_rate: 12.5Msps, receive_buffer: 128MiB, max_datagram: 9000}\n"
-                         "  - {name: record, type: record, directory: " << dir.str() << ", capture_name: raw, overwrite: true}\n"
+                         "  - {name: source, type: udp, format: ci16, sample_rate: 12.5Msps, receive_buffer: 128MiB, "
+                         "max_datagram: 9000}\n"
+                         "  - {name: record, type: record, directory: "
+                      << dir.str()
+                      << ", capture_name: raw, overwrite: true}\n"
                          "  - {name: sink, type: \"null\"}\n"
                          "lanes:\n"
-                         "  - {name: port0, source: {address: 127.0.0.1:" << udp0 << ", stream_id: 1}}\n"
-                         "  - {name: port1, source: {address: 127.0.0.1:" << udp1 << ", stream_id: 2}}\n";
+                         "  - {name: port0, source: {address: 127.0.0.1:"
+                      << udp0
+                      << ", stream_id: 1}}\n"
+                         "  - {name: port1, source: {address: 127.0.0.1:"
+                      << udp1 << ", stream_id: 2}}\n";
   const auto recorded = testing::run_process({kSluice, "run", path, "-q"}, 120s);
   EXPECT_EQ(recorded.exit_code, 0) << recorded.err;
   return dir.str("raw.sigmf-collection");

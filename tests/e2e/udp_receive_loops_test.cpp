@@ -3,9 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "tests/support/free_port.hpp"
 #include "tests/support/process.hpp"
@@ -24,8 +23,8 @@ TEST(UdpReceiveLoops, CountsEveryDatagramTheEmulatorSentToEachPort) {
   const std::uint16_t first = testing::free_udp_port();
   std::uint16_t second = testing::free_udp_port();
   while (second == first) second = testing::free_udp_port();
-  testing::Process loops({kLoops, "--port", std::to_string(first), "--port", std::to_string(second), "--seconds", "60",
-                          "--idle", "1"});
+  testing::Process loops(
+      {kLoops, "--port", std::to_string(first), "--port", std::to_string(second), "--seconds", "60", "--idle", "1"});
   ASSERT_TRUE(loops.wait_for_stderr("2 loops ready", 10s)) << loops.stderr_so_far();
   // Paced, so that even a receive buffer capped by rmem_max (no CAP_NET_ADMIN) holds every one.
   for (const auto& [port, count] : {std::pair{first, 300}, std::pair{second, 500}}) {

@@ -21,7 +21,8 @@ namespace {
 using test::TempDir;
 
 constexpr double kRate = 1e6;
-constexpr std::uint64_t kChunks = 8;  // of 64 Ki samples: holes of 1000 before chunks 1, 4 and 7, inside 2, 5 (three), 6
+constexpr std::uint64_t kChunks =
+    8;  // of 64 Ki samples: holes of 1000 before chunks 1, 4 and 7, inside 2, 5 (three), 6
 
 // Holes in the gappy recording, and the samples they lose.
 std::size_t gappy_holes() {
@@ -39,12 +40,15 @@ std::uint64_t gappy_lost() {
 
 // Records the `gappy` test source (holes before and between the samples of its chunks) to `dir`.
 recorder::Capture record_gappy(const TempDir& dir) {
-  const auto failures = test::run_pipeline("pipeline: {name: orig, chunk: 256KiB, chunks: 8}\n"
-                                           "lanes:\n  - name: port0\n    stages:\n"
-                                           "      - {type: gappy, count: " + std::to_string(kChunks) +
-                                               ", sample_rate: 1Msps}\n"
-                                               "      - {type: record, directory: " + dir.str("orig") + "}\n",
-                                           test::test_registry());
+  const auto failures = test::run_pipeline(
+      "pipeline: {name: orig, chunk: 256KiB, chunks: 8}\n"
+      "lanes:\n  - name: port0\n    stages:\n"
+      "      - {type: gappy, count: " +
+          std::to_string(kChunks) +
+          ", sample_rate: 1Msps}\n"
+          "      - {type: record, directory: " +
+          dir.str("orig") + "}\n",
+      test::test_registry());
   EXPECT_TRUE(failures.empty()) << failures.front();
   return recorder::open_capture(dir.str("orig/orig.sigmf-collection"));
 }
@@ -139,14 +143,19 @@ recorder::Capture round_trip(const TempDir& dir, const recorder::Capture& origin
   const bool udp = transport == emulator::Transport::udp;
   const std::string source = udp ? "{name: source, type: udp, address: 127.0.0.1:0, stream_id: 1, sample_rate: 1Msps}"
                                  : "{name: source, type: tcp, mode: server, address: 127.0.0.1:0, sample_rate: 1Msps}";
-  Pipeline pipeline(load_pipeline_text("pipeline: {name: back, chunk: 64KiB, chunks: 32}\n"
-                                       "lanes:\n  - name: port0\n    stages:\n"
-                                       "      - " + source + "\n"
-                                       "      - {type: record, directory: " + dir.str("back") + "}\n",
-                                       "<round-trip>"));
+  Pipeline pipeline(
+      load_pipeline_text("pipeline: {name: back, chunk: 64KiB, chunks: 32}\n"
+                         "lanes:\n  - name: port0\n    stages:\n"
+                         "      - " +
+                             source +
+                             "\n"
+                             "      - {type: record, directory: " +
+                             dir.str("back") + "}\n",
+                         "<round-trip>"));
   pipeline.start();
   const Stage* stage = pipeline.definition().lanes[0].stages[0].stage.get();
-  const std::uint16_t port = udp ? dynamic_cast<const UdpSource&>(*stage).port() : dynamic_cast<const TcpSource&>(*stage).port();
+  const std::uint16_t port =
+      udp ? dynamic_cast<const UdpSource&>(*stage).port() : dynamic_cast<const TcpSource&>(*stage).port();
   std::thread runner([&] { pipeline.run(); });
 
   emulator::EmulatorSettings settings;
@@ -228,12 +237,14 @@ void expect_drops_recorded_at_their_time(const DropCase& drops) {
   constexpr std::uint64_t kPackets = 2000;
   constexpr std::uint64_t kStart = 1'700'000'000;
   TempDir dir;
-  Pipeline pipeline(load_pipeline_text("pipeline: {name: drops, chunk: 64KiB, chunks: 32}\n"
-                                       "lanes:\n  - name: port0\n    stages:\n"
-                                       "      - {name: source, type: udp, address: 127.0.0.1:0, stream_id: 1, "
-                                       "sample_rate: 1Msps, format: ci16}\n"
-                                       "      - {type: record, directory: " + dir.str() + "}\n",
-                                       "<drops>"));
+  Pipeline pipeline(
+      load_pipeline_text("pipeline: {name: drops, chunk: 64KiB, chunks: 32}\n"
+                         "lanes:\n  - name: port0\n    stages:\n"
+                         "      - {name: source, type: udp, address: 127.0.0.1:0, stream_id: 1, "
+                         "sample_rate: 1Msps, format: ci16}\n"
+                         "      - {type: record, directory: " +
+                             dir.str() + "}\n",
+                         "<drops>"));
   pipeline.start();
   const auto port = dynamic_cast<const UdpSource&>(*pipeline.definition().lanes[0].stages[0].stage).port();
   std::thread runner([&] { pipeline.run(); });
@@ -246,7 +257,7 @@ void expect_drops_recorded_at_their_time(const DropCase& drops) {
   settings.signal.seed = 7;
   settings.payload = 1056;  // 256 ci16 samples a packet: 64 packets fill a 64 KiB chunk exactly
   settings.count = kPackets;
-  settings.rate = 20e6;     // paced: the kernel loses nothing, so every hole is a dropped packet
+  settings.rate = 20e6;  // paced: the kernel loses nothing, so every hole is a dropped packet
   settings.start_seconds = kStart;
   settings.faults.seed = 7;
   settings.faults.drop.packets = drops.packets;
@@ -267,10 +278,11 @@ void expect_drops_recorded_at_their_time(const DropCase& drops) {
   }
   ASSERT_FALSE(arrived.empty());
   std::vector<std::pair<std::uint64_t, std::uint64_t>> want_holes;  // stream index (receiver's), length
-  const std::uint64_t origin = arrived.front() * per_packet;          // the receiver's sample 0
+  const std::uint64_t origin = arrived.front() * per_packet;        // the receiver's sample 0
   for (std::size_t i = 1; i < arrived.size(); ++i) {
     if (arrived[i] != arrived[i - 1] + 1) {
-      want_holes.emplace_back((arrived[i - 1] + 1) * per_packet - origin, (arrived[i] - arrived[i - 1] - 1) * per_packet);
+      want_holes.emplace_back((arrived[i - 1] + 1) * per_packet - origin,
+                              (arrived[i] - arrived[i - 1] - 1) * per_packet);
     }
   }
   EXPECT_EQ(report.dropped, kPackets - arrived.size());

@@ -3,9 +3,8 @@
 #include "emulator/emulator.hpp"
 
 #include <gtest/gtest.h>
-#include <sched.h>
-
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/socket.h>
 
 #include "pipeline/settings.hpp"
@@ -54,7 +53,8 @@ emulator:
 
 TEST(EmulatorSettings, ErrorsNameFileLineAndColumn) {
   try {
-    load_emulator_text("emulator:\n  sample_rate: 1.5Hz\n  payloda: 10\n  faults: {drop: {probability: 2}}\n", "em.yaml");
+    load_emulator_text("emulator:\n  sample_rate: 1.5Hz\n  payloda: 10\n  faults: {drop: {probability: 2}}\n",
+                       "em.yaml");
     FAIL() << "expected a ConfigException";
   } catch (const ConfigException& error) {
     const std::string text = error.what();
@@ -93,10 +93,14 @@ TEST(EmulatorSettings, FramingDefaultsByTransportAndCombinationsThatCannotApplyA
   EXPECT_EQ(load_emulator_text("emulator: {framing: none, format: cf32}\n").samples_per_packet(), 1472U / 8U);
   EXPECT_NE(problem("transport: tcp, framing: gnuradio_seq").find("is a udp framing"), std::string::npos);
   EXPECT_NE(problem("framing: raw_tcp").find("raw_tcp frames go over tcp"), std::string::npos);
-  EXPECT_NE(problem("framing: none, faults: {corrupt: {packets: [3]}}").find("framing none does not have"), std::string::npos);
-  EXPECT_NE(problem("framing: none, faults: {shift: {packets: [3]}}").find("framing none does not have"), std::string::npos);
-  EXPECT_NE(problem("framing: gnuradio_seq, faults: {corrupt: {packets: [3]}}").find("gnuradio_seq_size"), std::string::npos);
-  EXPECT_NE(problem("framing: gnuradio_seq, context: {rf_frequency: 1GHz}").find("framing vita49 only"), std::string::npos);
+  EXPECT_NE(problem("framing: none, faults: {corrupt: {packets: [3]}}").find("framing none does not have"),
+            std::string::npos);
+  EXPECT_NE(problem("framing: none, faults: {shift: {packets: [3]}}").find("framing none does not have"),
+            std::string::npos);
+  EXPECT_NE(problem("framing: gnuradio_seq, faults: {corrupt: {packets: [3]}}").find("gnuradio_seq_size"),
+            std::string::npos);
+  EXPECT_NE(problem("framing: gnuradio_seq, context: {rf_frequency: 1GHz}").find("framing vita49 only"),
+            std::string::npos);
   EXPECT_NE(problem("framing: none, capture: /x.sigmf-meta").find("need framing vita49"), std::string::npos);
   EXPECT_EQ(problem("framing: gnuradio_seq_size, faults: {corrupt: {packets: [3]}, truncate: {packets: [4]}}"), "");
   EXPECT_EQ(problem("transport: tcp, framing: none, faults: {drop: {probability: 0.1}, reorder: {packets: [2]}}"), "");
@@ -206,16 +210,19 @@ TEST(Emulator, RetuneAtATimeGoesOutRightBeforeTheFirstPacketItAppliesTo) {
     const std::span<const std::byte> bytes(datagram.data(), static_cast<std::size_t>(got));
     vita49::ContextPacket context;
     if (vita49::decode_context(bytes, context) == vita49::ContextStatus::ok) {
-      sequence.push_back("C" + std::to_string(static_cast<long long>(context.rf_reference_frequency_hz.value_or(0) / 1e6)) +
+      sequence.push_back("C" +
+                         std::to_string(static_cast<long long>(context.rf_reference_frequency_hz.value_or(0) / 1e6)) +
                          (context.changed ? "*" : ""));
       continue;
     }
     vita49::Packet packet;
     ASSERT_EQ(vita49::decode(bytes, packet), vita49::DecodeStatus::ok);
-    sequence.push_back("D" + std::to_string(vita49::sample_index(packet.integer_timestamp, packet.fractional_timestamp, 100'000'000) -
-                                            1'700'000'000ULL * 100'000'000ULL));
+    sequence.push_back(
+        "D" + std::to_string(vita49::sample_index(packet.integer_timestamp, packet.fractional_timestamp, 100'000'000) -
+                             1'700'000'000ULL * 100'000'000ULL));
   }
-  const std::vector<std::string> expected{"C2400", "D0", "D360", "D720", "C2500*", "D1080", "D1440", "D1800", "D2160", "D2520"};
+  const std::vector<std::string> expected{"C2400", "D0",    "D360",  "D720",  "C2500*",
+                                          "D1080", "D1440", "D1800", "D2160", "D2520"};
   EXPECT_EQ(sequence, expected);
 }
 

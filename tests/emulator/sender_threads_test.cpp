@@ -1,7 +1,6 @@
 // Several sender threads per stream: every packet arrives once and in sequence order, at a
 // plain socket (decoded here) and at a udp stage (no gap, no reorder), and the rate still holds.
 #include <gtest/gtest.h>
-
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -162,8 +161,9 @@ TEST(SenderThreads, WhereSeveralSendersCannotApplyTheSettingIsAnError) {
     return std::string("(accepted)");
   };
   EXPECT_EQ(problem("threads_per_stream: 3, streams: [{cpus: [0, 1, 2]}]"), "(accepted)");
-  for (const char* refused : {"threads_per_stream: 2, transport: tcp", "threads_per_stream: 2, faults: {drop: {packets: [3]}}",
-                              "threads_per_stream: 2, context: {rf_frequency: 1GHz}"}) {
+  for (const char* refused :
+       {"threads_per_stream: 2, transport: tcp", "threads_per_stream: 2, faults: {drop: {packets: [3]}}",
+        "threads_per_stream: 2, context: {rf_frequency: 1GHz}"}) {
     const std::string error = problem(refused);
     EXPECT_NE(error.find("threads_per_stream"), std::string::npos) << refused << ": " << error;
     EXPECT_NE(error.find("cannot apply"), std::string::npos) << refused << ": " << error;

@@ -30,7 +30,8 @@ TEST(SignalSource, ToneHasItsAmplitudeAndAdvancesByItsFrequency) {
     const auto [in_phase, quadrature] = source.value(i);
     EXPECT_NEAR(std::hypot(in_phase, quadrature), 0.25, 1e-12);
     const double expected_phase = 2 * std::numbers::pi * frequency * static_cast<double>(i) / settings.sample_rate;
-    EXPECT_NEAR(std::remainder(std::atan2(quadrature, in_phase) - expected_phase, 2 * std::numbers::pi), 0.0, 1e-6) << i;
+    EXPECT_NEAR(std::remainder(std::atan2(quadrature, in_phase) - expected_phase, 2 * std::numbers::pi), 0.0, 1e-6)
+        << i;
   }
 }
 

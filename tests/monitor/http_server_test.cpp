@@ -15,11 +15,10 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "pipeline/config.hpp"
 #include "pipeline/runtime.hpp"
@@ -92,11 +91,13 @@ std::vector<Sample> parse_scrape(const std::string& text) {
   return samples;
 }
 
-double value_of(const std::vector<Sample>& samples, const std::string& name, const std::map<std::string, std::string>& labels) {
+double value_of(const std::vector<Sample>& samples, const std::string& name,
+                const std::map<std::string, std::string>& labels) {
   for (const auto& sample : samples) {
     if (sample.name != name) continue;
     bool match = true;
-    for (const auto& [key, value] : labels) match = match && sample.labels.count(key) != 0 && sample.labels.at(key) == value;
+    for (const auto& [key, value] : labels)
+      match = match && sample.labels.count(key) != 0 && sample.labels.at(key) == value;
     if (match) return sample.value;
   }
   ADD_FAILURE() << "no sample " << name;
@@ -133,10 +134,13 @@ TEST(HttpEndpoint, ParsesAddressAndPort) {
 }
 
 TEST(HttpEndpoint, APipelineSettingThatIsNoAddressIsAConfigError) {
-  EXPECT_THROW(load_pipeline_text("pipeline: {http: 'nowhere'}\nlanes: [{name: a, stages: [{type: generator}, {type: null}]}]\n"),
+  EXPECT_THROW(load_pipeline_text(
+                   "pipeline: {http: 'nowhere'}\nlanes: [{name: a, stages: [{type: generator}, {type: null}]}]\n"),
                ConfigException);
-  EXPECT_EQ(load_pipeline_text("pipeline: {http: ':0'}\nlanes: [{name: a, stages: [{type: generator}, {type: null}]}]\n").settings.http,
-            ":0");
+  EXPECT_EQ(
+      load_pipeline_text("pipeline: {http: ':0'}\nlanes: [{name: a, stages: [{type: generator}, {type: null}]}]\n")
+          .settings.http,
+      ":0");
 }
 
 TEST(MetricsServer, APortInUseIsAClearError) {
@@ -146,7 +150,8 @@ TEST(MetricsServer, APortInUseIsAClearError) {
     MetricsServer second(pipeline, HttpEndpoint{"127.0.0.1", first.port()});
     ADD_FAILURE() << "a second server bound the same port";
   } catch (const std::runtime_error& error) {
-    EXPECT_NE(std::string(error.what()).find("127.0.0.1:" + std::to_string(first.port())), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("127.0.0.1:" + std::to_string(first.port())), std::string::npos)
+        << error.what();
   }
 }
 
@@ -190,10 +195,12 @@ TEST(MetricsServer, ScrapeIsValidPrometheusTextWithExactCounts) {
     if (in_ci()) FAIL() << "promtool is not installed (Debian package prometheus; scripts/setup.sh installs it)";
     GTEST_SKIP() << "promtool is not installed (apt install prometheus)";
   }
-  const std::filesystem::path file = std::filesystem::temp_directory_path() / ("sluice_scrape_" + std::to_string(getpid()));
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() / ("sluice_scrape_" + std::to_string(getpid()));
   std::ofstream(file) << text;
   const std::string output_file = file.string() + ".out";
-  const int status = std::system(("promtool check metrics < '" + file.string() + "' > '" + output_file + "' 2>&1").c_str());
+  const int status =
+      std::system(("promtool check metrics < '" + file.string() + "' > '" + output_file + "' 2>&1").c_str());
   std::ifstream output(output_file);
   const std::string complaints((std::istreambuf_iterator<char>(output)), std::istreambuf_iterator<char>());
   EXPECT_EQ(status, 0) << complaints;
@@ -228,7 +235,8 @@ TEST(MetricsServer, LiveSpectrumPeaksAtTheTone) {
   const auto values = spectrum["decibels"].get<std::vector<float>>();
   ASSERT_EQ(values.size(), 1024U);
   const auto peak = static_cast<std::size_t>(std::max_element(values.begin(), values.end()) - values.begin());
-  const double peak_hz = spectrum["first_hz"].get<double>() + static_cast<double>(peak) * spectrum["step_hz"].get<double>();
+  const double peak_hz =
+      spectrum["first_hz"].get<double>() + static_cast<double>(peak) * spectrum["step_hz"].get<double>();
   EXPECT_NEAR(peak_hz, kToneHz, kSampleRate / 1024);
   EXPECT_NEAR(values[peak], 20 * std::log10(0.5), 1.5);  // amplitude 0.5, within the Hann scalloping loss
   const auto first_sequence = spectrum["sequence"].get<std::uint64_t>();

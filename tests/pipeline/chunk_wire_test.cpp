@@ -84,10 +84,10 @@ TEST(ChunkWire, EncodesTheDocumentedLayout) {
   ASSERT_EQ(fixed.size(), kChunkWireFixedBytes);
   for (std::size_t i = 0; i < fixed.size(); ++i) EXPECT_EQ(wire[i], fixed[i]) << "byte " << i;
   const auto gaps = bytes({
-      0x64, 0, 0, 0, 0, 0, 0, 0,                       // gap 0 first_sample 100
-      0x05, 0, 0, 0, 0, 0, 0, 0,                       // gap 0 length 5
+      0x64, 0,    0,    0,    0,    0,    0,    0,     // gap 0 first_sample 100
+      0x05, 0,    0,    0,    0,    0,    0,    0,     // gap 0 length 5
       0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,  // gap 1 first_sample max
-      0, 0, 0, 0, 0, 0, 0, 0x80,                       // gap 1 length 2^63
+      0,    0,    0,    0,    0,    0,    0,    0x80,  // gap 1 length 2^63
   });
   for (std::size_t i = 0; i < gaps.size(); ++i) EXPECT_EQ(wire[72 + i], gaps[i]) << "gap byte " << i;
   for (std::size_t i = 72 + gaps.size(); i < 584; ++i) EXPECT_EQ(wire[i], std::byte{0}) << "byte " << i;

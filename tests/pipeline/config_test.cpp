@@ -115,7 +115,7 @@ TEST(Config, TextThatIsNotUtf8IsRejectedWhereItIs) {
   // Each malformed form: a stray continuation byte, a truncated sequence, an overlong "/",
   // a UTF-16 surrogate, a code point above U+10FFFF.
   for (const std::string& bad : {std::string("\x80"), std::string("\xC3"), std::string("\xC0\xAF"),
-                                std::string("\xED\xA0\x80"), std::string("\xF4\x90\x80\x80")}) {
+                                 std::string("\xED\xA0\x80"), std::string("\xF4\x90\x80\x80")}) {
     const auto each = errors_of("pipeline: {name: " + bad + "}\nlanes: []\n");
     ASSERT_EQ(each.size(), 1U);
     EXPECT_EQ(each[0].location, "test.yaml:1:18");
@@ -150,7 +150,8 @@ TEST(Config, AliasBombIsRejectedAtOnce) {
   EXPECT_LT(took, std::chrono::seconds(5));
   // A few aliases (the normal use) are fine.
   const auto fine = load_pipeline_text(
-      "template:\n  - &gen {name: source, type: generator}\n  - {name: sink, type: null}\nlanes: [{name: a}, {name: b}]\n",
+      "template:\n  - &gen {name: source, type: generator}\n  - {name: sink, type: null}\nlanes: [{name: a}, {name: "
+      "b}]\n",
       "test.yaml");
   EXPECT_EQ(fine.lanes.size(), 2U);
 }
@@ -163,7 +164,9 @@ std::string written_out_lane(std::size_t lane) {
          "        type: generator\n"
          "        format: ci16\n"
          "        sample_rate: 100Msps\n"
-         "        rate: " + std::to_string(lane % 1000 + 1) + "MB/s\n"
+         "        rate: " +
+         std::to_string(lane % 1000 + 1) +
+         "MB/s\n"
          "        signal: tone\n"
          "        amplitude: 0.25\n"
          "      - name: link\n"
@@ -195,12 +198,14 @@ TEST(Config, ALargeFileWithoutAliasesLoads) {
 TEST(Config, ModestAliasingInALargeFileLoads) {
   // Every lane takes its generator from one anchor: each alias adds its 14 nodes, more than
   // 100,000 in all, and still a fraction of what the file writes.
-  std::string yaml = "pipeline: {name: aliased}\nlanes:\n"
-                     "  - name: port0\n    stages:\n      - &source {type: generator, format: ci16, sample_rate: 100Msps,"
-                     " rate: 3MB/s, signal: ramp, amplitude: 0.25, stop_after: 1MiB}\n      - {type: \"null\"}\n";
+  std::string yaml =
+      "pipeline: {name: aliased}\nlanes:\n"
+      "  - name: port0\n    stages:\n      - &source {type: generator, format: ci16, sample_rate: 100Msps,"
+      " rate: 3MB/s, signal: ramp, amplitude: 0.25, stop_after: 1MiB}\n      - {type: \"null\"}\n";
   constexpr std::size_t kLanes = 10'000;
   for (std::size_t lane = 1; lane < kLanes; ++lane) {
-    yaml += "  - name: port" + std::to_string(lane) + "\n    stages:\n      - *source\n      - {type: link, memory: host}\n"
+    yaml += "  - name: port" + std::to_string(lane) +
+            "\n    stages:\n      - *source\n      - {type: link, memory: host}\n"
             "      - {type: \"null\", queue_depth: 8}\n";
   }
   const PipelineDefinition definition = load_pipeline_text(yaml, "test.yaml");
@@ -214,7 +219,8 @@ TEST(Config, DeepNestingIsRefusedWhereItGoesTooDeep) {
   // Block maps, each key one level in: the 65th map (line 65) is one too many. It starts
   // at its first key, indented 2 × 64 columns.
   std::string block;
-  for (std::size_t level = 0; level < 600; ++level) block += std::string(2 * level, ' ') + "k" + std::to_string(level) + ":\n";
+  for (std::size_t level = 0; level < 600; ++level)
+    block += std::string(2 * level, ' ') + "k" + std::to_string(level) + ":\n";
   auto errors = errors_of(block);
   ASSERT_EQ(errors.size(), 1U);
   EXPECT_EQ(errors[0].location, "test.yaml:65:129") << errors[0].to_string();
@@ -318,7 +324,8 @@ TEST(Config, QueueSettingsOnAStageWithoutThatQueueAreErrors) {
   EXPECT_NE(errors[1].message.find("a sink has no output queue"), std::string::npos) << errors[1].message;
   // Where the queue exists, both are accepted and reach the definition.
   const auto definition = load_pipeline_text(
-      "lanes: [{name: a, stages: [{type: generator, on_full: drop}, {type: null, queue_depth: 8}]}]\n", "test.yaml", {});
+      "lanes: [{name: a, stages: [{type: generator, on_full: drop}, {type: null, queue_depth: 8}]}]\n", "test.yaml",
+      {});
   EXPECT_EQ(definition.lanes[0].stages[0].on_full, OverflowPolicy::drop);
   EXPECT_EQ(definition.lanes[0].stages[1].queue_depth, 8U);
 }
@@ -390,7 +397,8 @@ TEST(Config, ASwitchedOffTapIsLeftOutAndTheLaneMustStillEnd) {
       - type: generator
       - {type: record, directory: /tmp, enabled: false}
       - type: "null"
-)", "test.yaml");
+)",
+                                                     "test.yaml");
   ASSERT_EQ(kept.lanes[0].stages.size(), 2U);
   EXPECT_EQ(kept.lanes[0].stages[1].type, "null");
   const auto errors = errors_of(R"(lanes:
@@ -440,7 +448,8 @@ lanes:
 }
 
 TEST(Config, DuplicateKeysAreNotSilentlyMerged) {
-  const auto errors = errors_of("pipeline:\n  chunk: 1MiB\n  chunk: 2MiB\nlanes: [{name: a, stages: [{type: generator}, {type: null}]}]\n");
+  const auto errors = errors_of(
+      "pipeline:\n  chunk: 1MiB\n  chunk: 2MiB\nlanes: [{name: a, stages: [{type: generator}, {type: null}]}]\n");
   ASSERT_EQ(errors.size(), 1U);
   EXPECT_EQ(errors[0].location, "test.yaml:3:3");
   EXPECT_NE(errors[0].message.find("duplicate key"), std::string::npos);
@@ -465,9 +474,7 @@ lanes:
   EXPECT_NE(collected.to_string().find("one of: tone, ramp, noise"), std::string::npos);
 }
 
-TEST(Config, MissingFileIsAnError) {
-  EXPECT_THROW(load_pipeline_file("/nonexistent/pipeline.yaml"), ConfigException);
-}
+TEST(Config, MissingFileIsAnError) { EXPECT_THROW(load_pipeline_file("/nonexistent/pipeline.yaml"), ConfigException); }
 
 }  // namespace
 }  // namespace sluice
@@ -495,7 +502,8 @@ lanes:
 
 TEST(Config, GpuAtEveryLevelTheStagesOwnFirst) {
   const GpuHost host = three_gpus();
-  const PipelineDefinition definition = load_pipeline_text(kGpuLayers, "test.yaml", {}, StageRegistry::builtin(), {}, &host);
+  const PipelineDefinition definition =
+      load_pipeline_text(kGpuLayers, "test.yaml", {}, StageRegistry::builtin(), {}, &host);
   const auto& a = definition.lanes[0];
   EXPECT_EQ(a.placement.gpu, 2);
   EXPECT_EQ(a.placement.reason, "set by gpu: (pipeline.gpu)");
@@ -527,16 +535,18 @@ TEST(Config, AGpuThatIsNotThereIsAnErrorListingTheGpus) {
   const GpuHost host = three_gpus();
   std::vector<ConfigError> errors;
   try {
-    load_pipeline_text("pipeline: {gpu: 3}\nlanes:\n  - name: a\n    gpu: 7\n    stages:\n      - {type: generator, gpu: 5}\n"
-                       "      - {type: null}\n",
-                       "test.yaml", {}, StageRegistry::builtin(), {}, &host);
+    load_pipeline_text(
+        "pipeline: {gpu: 3}\nlanes:\n  - name: a\n    gpu: 7\n    stages:\n      - {type: generator, gpu: 5}\n"
+        "      - {type: null}\n",
+        "test.yaml", {}, StageRegistry::builtin(), {}, &host);
     ADD_FAILURE() << "loaded";
   } catch (const ConfigException& error) {
     errors = error.errors().all();
   }
   ASSERT_EQ(errors.size(), 3U);
   EXPECT_EQ(errors[0].location, "test.yaml:1:17");
-  EXPECT_EQ(errors[0].message, "gpu: 3 does not exist; GPUs present: 0 (0000:17:00.0), 1 (0000:65:00.0), 2 (0000:ca:00.0)");
+  EXPECT_EQ(errors[0].message,
+            "gpu: 3 does not exist; GPUs present: 0 (0000:17:00.0), 1 (0000:65:00.0), 2 (0000:ca:00.0)");
   EXPECT_EQ(errors[0].hint, "use 0 to 2, or leave gpu: out for the GPU nearest the lane's NIC");
   EXPECT_EQ(errors[1].location, "test.yaml:4:10");
   EXPECT_EQ(errors[1].key_path, "lanes.a.gpu");
@@ -560,12 +570,14 @@ TEST(Config, AGpuThisMachineLacksIsAnErrorWithTheRealLoader) {
     // gpu: 0 is what a CPU-only pipeline runs with: accepted, pools fall back to host memory.
     EXPECT_NO_THROW(load_pipeline_text("lanes: [{name: a, gpu: 0, stages: [{type: generator}, {type: null}]}]\n"));
   } else {
-    EXPECT_EQ(errors[0].message, "gpu: " + std::to_string(missing) + " does not exist; GPUs present: " + host.describe());
+    EXPECT_EQ(errors[0].message,
+              "gpu: " + std::to_string(missing) + " does not exist; GPUs present: " + host.describe());
   }
 }
 
 TEST(Config, CudaDeviceIsReplacedByGpu) {
-  const auto errors = errors_of("pipeline: {cuda_device: 1}\nlanes: [{name: a, stages: [{type: generator}, {type: null}]}]\n");
+  const auto errors =
+      errors_of("pipeline: {cuda_device: 1}\nlanes: [{name: a, stages: [{type: generator}, {type: null}]}]\n");
   ASSERT_EQ(errors.size(), 1U);
   EXPECT_EQ(errors[0].location, "test.yaml:1:25");
   EXPECT_EQ(errors[0].message, "cuda_device is replaced by gpu:");
@@ -598,7 +610,8 @@ lanes:
     EXPECT_EQ(stage.cores, (std::vector<int>{12, 13}));
     EXPECT_EQ(stage.cores_reason, "lane cpu:");
   }
-  const auto errors = errors_of("lanes: [{name: a, stages: [{type: generator, cpu: 5-3}, {type: null, cpu: [1, x]}]}]\n");
+  const auto errors =
+      errors_of("lanes: [{name: a, stages: [{type: generator, cpu: 5-3}, {type: null, cpu: [1, x]}]}]\n");
   ASSERT_EQ(errors.size(), 2U);
   EXPECT_EQ(errors[0].location, "test.yaml:1:51");
   EXPECT_EQ(errors[0].message, "expected cores like 3, 3-5, 3,7,9-10 or a list of them, got '5-3'");

@@ -2,10 +2,10 @@
 // and separate PCIe switches, a NIC without numa_node, loopback), and against this machine's /sys.
 #include "pipeline/gpu_placement.hpp"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
-#include <arpa/inet.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -20,7 +20,9 @@ namespace fs = std::filesystem;
 // A sysfs tree in a temporary directory, removed at the end of the test.
 class FakeSysfs {
  public:
-  FakeSysfs() : root_(fs::temp_directory_path() / ("sluice_sysfs_" + std::to_string(getpid()) + "_" + std::to_string(next_++))) {
+  FakeSysfs()
+      : root_(fs::temp_directory_path() /
+              ("sluice_sysfs_" + std::to_string(getpid()) + "_" + std::to_string(next_++))) {
     fs::remove_all(root_);
     fs::create_directories(root_ / "class/net");
     fs::create_directories(root_ / "bus/pci/devices");
@@ -88,7 +90,8 @@ class Topology : public ::testing::Test {
   }
 
   // As cudaDeviceGetPCIBusId writes them: 8-digit domain, upper case.
-  const std::vector<GpuDevice> gpus_{{0, "00000000:04:00.0"}, {1, "00000000:05:00.0"}, {2, "00000000:83:00.0"}, {3, "00000000:41:00.0"}};
+  const std::vector<GpuDevice> gpus_{
+      {0, "00000000:04:00.0"}, {1, "00000000:05:00.0"}, {2, "00000000:83:00.0"}, {3, "00000000:41:00.0"}};
   FakeSysfs sys_;
 };
 
@@ -102,7 +105,8 @@ TEST_F(Topology, ReadsPciPathsAndNumaNodes) {
   const SysfsTopology topology(sys_.root());
   const auto eth0 = topology.network_interface("eth0");
   ASSERT_TRUE(eth0);
-  EXPECT_EQ(eth0->path, (std::vector<std::string>{"pci0000:00", "0000:00:01.0", "0000:01:00.0", "0000:02:00.0", "0000:03:00.0"}));
+  EXPECT_EQ(eth0->path,
+            (std::vector<std::string>{"pci0000:00", "0000:00:01.0", "0000:01:00.0", "0000:02:00.0", "0000:03:00.0"}));
   EXPECT_EQ(eth0->numa_node, 0);
   const auto gpu = topology.pci_device("0000:83:00.0");
   ASSERT_TRUE(gpu);
@@ -185,7 +189,8 @@ TEST(CoreList, ParsesAndFormatsTheSysfsForm) {
   EXPECT_EQ(parse_core_list("3-5"), (std::vector<int>{3, 4, 5}));
   EXPECT_EQ(parse_core_list("3,7,9-10"), (std::vector<int>{3, 7, 9, 10}));
   EXPECT_EQ(parse_core_list("9-10,3,3"), (std::vector<int>{3, 9, 10}));
-  for (const char* bad : {"", "a", "5-3", "-1", "3,", "1-2-3", "3 ,4", "70000"}) EXPECT_FALSE(parse_core_list(bad)) << bad;
+  for (const char* bad : {"", "a", "5-3", "-1", "3,", "1-2-3", "3 ,4", "70000"})
+    EXPECT_FALSE(parse_core_list(bad)) << bad;
   EXPECT_EQ(format_core_list({0, 1, 2, 5, 7, 8}), "0-2,5,7-8");
   EXPECT_EQ(format_core_list({}), "");
   EXPECT_EQ(normalise_pci_bus_id("00000000:1B:00.0"), "0000:1b:00.0");

@@ -44,7 +44,8 @@ TEST(GpuStream, HandOffOrdersTheConsumersCopyAfterTheProducers) {
   constexpr std::size_t kBytes = 256 << 20;
   MemoryRegion source(MemoryKind::host_pinned, kBytes);
   MemoryRegion back(MemoryKind::host_pinned, kBytes);
-  for (std::size_t i = 0; i < kBytes; i += 4096) std::memset(source.data() + i, static_cast<int>(i / 4096 % 251 + 1), 4096);
+  for (std::size_t i = 0; i < kBytes; i += 4096)
+    std::memset(source.data() + i, static_cast<int>(i / 4096 % 251 + 1), 4096);
   Pool device("device", PoolSpec{kBytes, 1, MemoryKind::device});
   ChunkPtr chunk = device.try_acquire();
   GpuStream producer(0, 4);
@@ -118,8 +119,9 @@ const StageRegistry& test_registry() {
 
 // One lane of `stages` run to its end.
 void run_lane(const std::string& stages, const std::string& chunk) {
-  Pipeline pipeline(load_pipeline_text("pipeline: {chunk: " + chunk + ", chunks: 8}\nlanes: [{name: a, stages: [" + stages + "]}]\n",
-                                       "test.yaml", {}, test_registry()));
+  Pipeline pipeline(
+      load_pipeline_text("pipeline: {chunk: " + chunk + ", chunks: 8}\nlanes: [{name: a, stages: [" + stages + "]}]\n",
+                         "test.yaml", {}, test_registry()));
   pipeline.start();
   pipeline.run();
   EXPECT_TRUE(pipeline.failures().empty()) << pipeline.failures()[0].message;
@@ -238,10 +240,11 @@ TEST(StagesOnTwoStreams, HostToDeviceAndDeviceToHostCopiesOverlap) {
   const double one_stream = best(chunks, &stream_a, &stream_a);
   const double sum = alone_a + alone_b;
   const double gib = static_cast<double>(chunks * TwoStageCopies::kChunkBytes) / (1ULL << 30);
-  std::printf("stage copies, GPU clock, %.1f GiB each: host → device alone %.1f ms (%.1f GB/s), device → host alone "
-              "%.1f ms (%.1f GB/s); both on two streams %.1f ms (%.2f of the sum), on one stream %.1f ms (%.2f of the sum)\n",
-              gib, alone_a, gib * 1.073741824 / alone_a * 1e3, alone_b, gib * 1.073741824 / alone_b * 1e3, two_streams,
-              two_streams / sum, one_stream, one_stream / sum);
+  std::printf(
+      "stage copies, GPU clock, %.1f GiB each: host → device alone %.1f ms (%.1f GB/s), device → host alone "
+      "%.1f ms (%.1f GB/s); both on two streams %.1f ms (%.2f of the sum), on one stream %.1f ms (%.2f of the sum)\n",
+      gib, alone_a, gib * 1.073741824 / alone_a * 1e3, alone_b, gib * 1.073741824 / alone_b * 1e3, two_streams,
+      two_streams / sum, one_stream, one_stream / sum);
   ASSERT_GE(std::min(alone_a, alone_b), 100.0) << "each stage's work alone must take 100 ms or more to be timed";
   EXPECT_GE(one_stream, 0.9 * sum)
       << "on one stream the stages take turns: a measurement that misses this proves nothing";
@@ -256,8 +259,11 @@ TEST(StagesOnTwoStreams, BytesThroughTwoStreamsAreTheSignal) {
   g_signal.signal = GeneratorSignal::noise;
   for (const std::string& lane :
        {std::string("{type: generator, signal: noise, memory: device, stop_after: 1GiB}, ") + kLinkToHost,
-        std::string("{type: generator, signal: noise, stop_after: 1GiB}, {type: link, name: to_device, memory: device}, ") + kLinkToHost,
-        std::string("{type: generator, signal: noise, memory: device, stop_after: 1GiB}, {type: link, name: to_device, memory: device}, ") +
+        std::string(
+            "{type: generator, signal: noise, stop_after: 1GiB}, {type: link, name: to_device, memory: device}, ") +
+            kLinkToHost,
+        std::string("{type: generator, signal: noise, memory: device, stop_after: 1GiB}, {type: link, name: to_device, "
+                    "memory: device}, ") +
             kLinkToHost}) {
     g_received = {};
     // A chunk 1024 samples longer than a whole number of periods: each starts elsewhere in the

@@ -1,8 +1,7 @@
 // A stage waiting for input sleeps until its producer pushes (or closes) instead of polling:
 // counted by the kernel (the waiting thread's voluntary context switches), not by Sluice.
-#include <sys/resource.h>
-
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>

@@ -1,10 +1,7 @@
 // Lifecycle on the real runtime: end of stream, stop while running, duration, a stage that
 // fails at start or mid-run, and the block/drop overflow policies. Every run checks that
 // what the source handed on is what arrived (no accepted chunk lost).
-#include "pipeline/runtime.hpp"
-
 #include <gtest/gtest.h>
-
 #include <pthread.h>
 #include <sched.h>
 
@@ -14,6 +11,7 @@
 #include "monitor/prometheus_text.hpp"
 #include "monitor/report.hpp"
 #include "pipeline/config.hpp"
+#include "pipeline/runtime.hpp"
 #include "tests/stages/stage_test_util.hpp"
 
 namespace sluice {
@@ -48,7 +46,8 @@ class TrackingSink final : public Stage {
 // Passes `after` chunks on, then fails before taking another.
 class FailAfter final : public Stage {
  public:
-  FailAfter(SettingsReader& reader, const PipelineSettings&) : after_(reader.integer("after", 5, "chunks before failing", 0)) {}
+  FailAfter(SettingsReader& reader, const PipelineSettings&)
+      : after_(reader.integer("after", 5, "chunks before failing", 0)) {}
   void start(StageContext& context) override { context_ = &context; }
   StageStatus process() override {
     if (passed_ == after_) {
@@ -282,7 +281,7 @@ lanes:
   pipeline->run();
   const StageMetrics& source = *pipeline->metrics_by_lane()[0][0];
   EXPECT_EQ(pipeline->metrics_by_lane()[0][1]->in.bytes, 1U << 20);
-  EXPECT_GE(source.pool_waits.load(), 10U);  // 16 chunks through 2
+  EXPECT_GE(source.pool_waits.load(), 10U);               // 16 chunks through 2
   EXPECT_GE(source.pool_wait_max_ns.load(), 1'000'000U);  // a chunk comes back only after the sink's 3 ms
   EXPECT_GE(source.pool_wait_ns.load(), source.pool_wait_max_ns.load());
   EXPECT_LE(source.pool_wait_ns.load(), source.wait_ns.load());  // a pool wait is a wait
@@ -317,8 +316,9 @@ TEST(Lifecycle, ALaneCpuSetPinsItsStagesToThatSet) {
   if (usable.size() < 2) GTEST_SKIP() << "this process may use one core";
   const std::string set = std::to_string(usable[0]) + "," + std::to_string(usable[1]);
   g_probe_cores.clear();
-  auto pipeline = make("lanes: [{name: a, gpu: 0, cpu: '" + set + "', stages: [{type: generator, stop_after: 8MiB, cpu: " +
-                       std::to_string(usable[1]) + "}, {type: affinity}]}]\n");
+  auto pipeline = make("lanes: [{name: a, gpu: 0, cpu: '" + set +
+                       "', stages: [{type: generator, stop_after: 8MiB, cpu: " + std::to_string(usable[1]) +
+                       "}, {type: affinity}]}]\n");
   pipeline->start();
   pipeline->run();
   ASSERT_TRUE(pipeline->failures().empty()) << pipeline->failures()[0].message;

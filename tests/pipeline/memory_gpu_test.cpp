@@ -1,7 +1,6 @@
 // Device and pinned memory on a real GPU: pools, and a lane whose link lands chunks in GPU
 // memory and a file sink that copies them back — the bytes must survive both copies.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cstring>
@@ -28,7 +27,8 @@ TEST(GpuMemory, DeviceAndPinnedPoolsAllocateAndCopy) {
   ChunkPtr on_device = device.try_acquire();
   ChunkPtr on_host = pinned.try_acquire();
   ASSERT_EQ(copy_memory(on_device->data, MemoryKind::device, pattern.data(), MemoryKind::host, pattern.size()), "");
-  ASSERT_EQ(copy_memory(on_host->data, MemoryKind::host_pinned, on_device->data, MemoryKind::device, pattern.size()), "");
+  ASSERT_EQ(copy_memory(on_host->data, MemoryKind::host_pinned, on_device->data, MemoryKind::device, pattern.size()),
+            "");
   EXPECT_EQ(std::memcmp(on_host->data, pattern.data(), pattern.size()), 0);
 }
 
@@ -42,7 +42,7 @@ TEST(GpuMemory, PinForDeviceRegistersAHostSlabOnceAndCopiesStayExact) {
   }
   ASSERT_TRUE(region.pin_for_device());
   EXPECT_TRUE(region.pinned());
-  EXPECT_TRUE(region.pin_for_device());  // idempotent: a second cudaHostRegister would fail
+  EXPECT_TRUE(region.pin_for_device());    // idempotent: a second cudaHostRegister would fail
   MemoryRegion moved = std::move(region);  // the registration moves with the slab
   EXPECT_TRUE(moved.pinned());
   MemoryRegion device(MemoryKind::device, moved.size());
@@ -63,7 +63,8 @@ lanes:
     stages:
       - {type: generator, signal: ramp, stop_after: 32MiB, memory: host_pinned}
       - {type: link, memory: device}
-      - {type: file, path: )" + path.string() + "}\n",
+      - {type: file, path: )" + path.string() +
+                                           "}\n",
                                        "gpu.yaml");
   Pipeline pipeline(std::move(definition));
   pipeline.start();

@@ -66,20 +66,23 @@ TEST(Placement, EachNodeGetsItsStagesAndItsHalfOfTheLink) {
 
 TEST(Placement, MistakesAreErrorsWithTheirLocation) {
   EXPECT_NE(errors_of(kTwoNodes, "c").find("no stage of this pipeline is placed on node 'c'"), std::string::npos);
-  EXPECT_NE(errors_of(R"(lanes:
+  EXPECT_NE(
+      errors_of(R"(lanes:
   - name: x
     stages:
       - {type: generator, node: a}
       - {type: null, node: b}
-)").find("test.yaml:5:9: lanes.x.null: stage 'null' (null): only a link stage can move a lane to another node"),
-            std::string::npos);
+)")
+          .find("test.yaml:5:9: lanes.x.null: stage 'null' (null): only a link stage can move a lane to another node"),
+      std::string::npos);
   EXPECT_NE(errors_of(R"(lanes:
   - name: x
     stages:
       - {type: generator}
       - {type: link, node: b, transport: tcp, address: 127.0.0.1, port: 7000}
       - {type: null}
-)").find("the stages before it name no node"),
+)")
+                .find("the stages before it name no node"),
             std::string::npos);
   const std::string back_and_forth = errors_of(R"(lanes:
   - name: x
@@ -97,7 +100,8 @@ TEST(Placement, MistakesAreErrorsWithTheirLocation) {
       - {type: generator}
       - {type: link, transport: tcp, address: 127.0.0.1, port: 7000}
       - {type: null}
-)").find("transport tcp carries a lane between two nodes"),
+)")
+                .find("transport tcp carries a lane between two nodes"),
             std::string::npos);
   EXPECT_NE(errors_of(R"(lanes:
   - name: x
@@ -105,7 +109,8 @@ TEST(Placement, MistakesAreErrorsWithTheirLocation) {
       - {type: generator}
       - {type: link, port: 7000}
       - {type: null}
-)").find("address and port are for a link between nodes"),
+)")
+                .find("address and port are for a link between nodes"),
             std::string::npos);
 }
 
@@ -121,7 +126,9 @@ lanes:
       - {type: link, node: b, transport: tcp, address: 127.0.0.1, port: 7001}
       - {type: null}
 )";
-  const auto on_a = [&] { static_cast<void>(load_pipeline_text(yaml, "test.yaml", {}, StageRegistry::builtin(), "a")); };
+  const auto on_a = [&] {
+    static_cast<void>(load_pipeline_text(yaml, "test.yaml", {}, StageRegistry::builtin(), "a"));
+  };
   EXPECT_THROW(on_a(), ConfigException);  // the tap runs there: its directory must be one it can write
   const PipelineDefinition on_b =
       select_node(load_pipeline_text(yaml, "test.yaml", {}, StageRegistry::builtin(), "b"), "b");

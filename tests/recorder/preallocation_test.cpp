@@ -3,6 +3,7 @@
 // this thread), its fallocate calls counted by the thread that made them, its bytes read back.
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <linux/perf_event.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
@@ -14,8 +15,6 @@
 #include <fstream>
 #include <string>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "recorder/capture_reader.hpp"
 #include "recorder/recording_writer.hpp"
@@ -45,7 +44,9 @@ int counted(int fd, int mode, off64_t offset, off64_t length, const char* name) 
 }  // namespace
 
 // Every fallocate the recorder makes goes through these, wherever it calls it from.
-extern "C" int fallocate(int fd, int mode, off_t offset, off_t length) { return counted(fd, mode, offset, length, "fallocate"); }
+extern "C" int fallocate(int fd, int mode, off_t offset, off_t length) {
+  return counted(fd, mode, offset, length, "fallocate");
+}
 extern "C" int fallocate64(int fd, int mode, off64_t offset, off64_t length) {
   return counted(fd, mode, offset, length, "fallocate64");
 }
@@ -143,7 +144,8 @@ Written write_ramp(const recorder::RecorderSettings& settings, const TracepointC
   EXPECT_EQ(capture.lanes.size(), 1U);
   if (capture.lanes.size() == 1) {
     EXPECT_TRUE(capture.lanes[0].complete);
-    EXPECT_TRUE(test::lane_bytes(capture.lanes[0]) == test::ramp_bytes(SampleFormat::ci16, kRate, 0, kChunks * kChunkSamples))
+    EXPECT_TRUE(test::lane_bytes(capture.lanes[0]) ==
+                test::ramp_bytes(SampleFormat::ci16, kRate, 0, kChunks * kChunkSamples))
         << "the capture does not hold the ramp written";
   }
   return written;
@@ -177,7 +179,8 @@ class Preallocation : public testing::Test {
 TEST_F(Preallocation, DirectWritesOnExt4AreIssuedInlineNotHandedToIoWorkers) {
   settings_.preallocate_bytes = 16 << 20;
   const Written written = write_ramp(settings_, submits_, punts_);
-  std::printf("%llu of %llu io_uring writes handed to io-wq workers\n", static_cast<unsigned long long>(written.punted_writes),
+  std::printf("%llu of %llu io_uring writes handed to io-wq workers\n",
+              static_cast<unsigned long long>(written.punted_writes),
               static_cast<unsigned long long>(written.submitted_writes));
   EXPECT_GE(written.submitted_writes, kChunks) << "the kernel saw fewer writes than chunks";
   // A write meets the volume's thread growing the same file now and then (the inode's lock

@@ -1,16 +1,17 @@
 // RecordingWriter on real volumes (ext4 and tmpfs loop mounts, real io_uring): striping over
 // several volumes, many rotations, one volume filling while the others have room, checked
 // against the ramp written and the data files' own bytes, not the writer's counts.
+#include "recorder/recording_writer.hpp"
+
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "recorder/capture_reader.hpp"
-#include "recorder/recording_writer.hpp"
 #include "recorder/sigmf.hpp"
 #include "tests/stages/record/record_test_support.hpp"
 
@@ -83,8 +84,8 @@ struct RampWriter {
 std::string difference(const std::vector<std::byte>& got, const std::vector<std::byte>& want) {
   if (got == want) return {};
   const auto [at, other] = std::mismatch(got.begin(), got.end(), want.begin(), want.end());
-  return std::to_string(got.size()) + " bytes where " + std::to_string(want.size()) + " were expected, first difference at byte " +
-         std::to_string(at - got.begin());
+  return std::to_string(got.size()) + " bytes where " + std::to_string(want.size()) +
+         " were expected, first difference at byte " + std::to_string(at - got.begin());
 }
 
 // The data files of one stripe in `directory`, in segment order, read straight from disk.
@@ -139,7 +140,9 @@ TEST(RecordingWriter, StripesOverFourVolumesEachByteInOrderOnItsOwnVolume) {
   const recorder::Capture capture = recorder::open_capture(recorder::collection_path(settings));
   ASSERT_EQ(capture.lanes.size(), 1U);
   EXPECT_TRUE(capture.lanes[0].complete);
-  EXPECT_EQ(difference(lane_bytes(capture.lanes[0]), test::ramp_bytes(SampleFormat::ci16, kRate, 0, kChunks * kChunkSamples)), "");
+  EXPECT_EQ(
+      difference(lane_bytes(capture.lanes[0]), test::ramp_bytes(SampleFormat::ci16, kRate, 0, kChunks * kChunkSamples)),
+      "");
 }
 
 TEST(RecordingWriter, RotatesManyTimesOnEveryStripeAndLosesNothing) {
@@ -157,16 +160,21 @@ TEST(RecordingWriter, RotatesManyTimesOnEveryStripeAndLosesNothing) {
   for (std::uint64_t stripe = 0; stripe < 2; ++stripe) {
     const std::string& directory = settings.directories[stripe];
     for (int segment = 0; segment < 6; ++segment) {
-      const std::string data = directory + "/cap-port0-s" + std::to_string(stripe) + "-000" + std::to_string(segment) + ".sigmf-data";
+      const std::string data =
+          directory + "/cap-port0-s" + std::to_string(stripe) + "-000" + std::to_string(segment) + ".sigmf-data";
       ASSERT_TRUE(fs::exists(data)) << data;
       EXPECT_EQ(fs::file_size(data), settings.rotate_bytes) << data;
     }
-    EXPECT_EQ(difference(stripe_bytes(directory, "cap-port0-s" + std::to_string(stripe) + "-"), stripe_truth(stripe, 2, kChunks)), "");
+    EXPECT_EQ(difference(stripe_bytes(directory, "cap-port0-s" + std::to_string(stripe) + "-"),
+                         stripe_truth(stripe, 2, kChunks)),
+              "");
   }
   const recorder::Capture capture = recorder::open_capture(recorder::collection_path(settings));
   ASSERT_EQ(capture.lanes.size(), 1U);
   EXPECT_EQ(capture.lanes[0].recordings.size(), 12U);
-  EXPECT_EQ(difference(lane_bytes(capture.lanes[0]), test::ramp_bytes(SampleFormat::ci16, kRate, 0, kChunks * kChunkSamples)), "");
+  EXPECT_EQ(
+      difference(lane_bytes(capture.lanes[0]), test::ramp_bytes(SampleFormat::ci16, kRate, 0, kChunks * kChunkSamples)),
+      "");
 }
 
 // One lane striped over a small tmpfs and a roomy directory, another lane on the roomy one:
@@ -197,7 +205,8 @@ TEST(RecordingWriter, OneVolumeFillsWhileTheOthersHaveRoom) {
   ASSERT_TRUE(filling.writer.failed());
   EXPECT_EQ(filling.writer.error_code(), ENOSPC) << filling.writer.error();
   EXPECT_NE(filling.writer.error().find("disk full"), std::string::npos) << filling.writer.error();
-  EXPECT_NE(filling.writer.error().find(small.path()), std::string::npos) << "names the volume: " << filling.writer.error();
+  EXPECT_NE(filling.writer.error().find(small.path()), std::string::npos)
+      << "names the volume: " << filling.writer.error();
   EXPECT_FALSE(other.writer.failed()) << other.writer.error();
 
   const recorder::Capture capture = recorder::open_capture(recorder::collection_path(striped));
@@ -212,7 +221,8 @@ TEST(RecordingWriter, OneVolumeFillsWhileTheOthersHaveRoom) {
   // From the data files themselves: a prefix of the stream, chunk k on stripe k % 2.
   EXPECT_EQ(difference(stripe_bytes(striped.directories[0], "cap-port0-s0-"), stripe_truth(0, 2, chunks_kept)), "");
   EXPECT_EQ(difference(stripe_bytes(striped.directories[1], "cap-port0-s1-"), stripe_truth(1, 2, chunks_kept)), "");
-  EXPECT_EQ(difference(lane_bytes(kept), test::ramp_bytes(SampleFormat::ci16, kRate, 0, chunks_kept * kChunkSamples)), "");
+  EXPECT_EQ(difference(lane_bytes(kept), test::ramp_bytes(SampleFormat::ci16, kRate, 0, chunks_kept * kChunkSamples)),
+            "");
   const recorder::CaptureLane& whole = *capture.lane("port1");
   EXPECT_TRUE(whole.complete);
   EXPECT_EQ(difference(stripe_bytes(dir.str("roomy"), "cap-port1-"), stripe_truth(0, 1, kChunks)), "");
@@ -232,7 +242,8 @@ TEST(RecordingWriter, TheCollectionForgetsMetasThatAreGone) {
   }
   recorder::refresh_collection(settings.directories, settings.name);
   const std::size_t with_all = recorder::meta_cache_entries();
-  for (int segment = 0; segment < 6; ++segment) recorder::remove_recording(dir.str("forget-port0-000" + std::to_string(segment)));
+  for (int segment = 0; segment < 6; ++segment)
+    recorder::remove_recording(dir.str("forget-port0-000" + std::to_string(segment)));
   recorder::refresh_collection(settings.directories, settings.name);
   EXPECT_EQ(recorder::meta_cache_entries() + 6, with_all);
   EXPECT_EQ(recorder::open_capture(recorder::collection_path(settings)).lanes.at(0).recordings.size(), 2U);

@@ -1,7 +1,10 @@
 // SigMF metadata and the journal: times round-trip to the picosecond, gaps become
 // annotations (absent, or marked values), spectra say what they are, a torn journal record is
 // dropped rather than trusted, and the collection schema defect is handled on purpose.
+#include "recorder/sigmf.hpp"
+
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,11 +15,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include <gtest/gtest.h>
-
 #include "pipeline/stage.hpp"
 #include "recorder/journal.hpp"
-#include "recorder/sigmf.hpp"
 #include "tests/stages/record/record_test_support.hpp"
 #include "tests/support/process.hpp"
 
@@ -254,7 +254,8 @@ TEST(Journal, AVersionOneJournalIsStillRead) {
   std::memcpy(file.data() + 8, &length, 8);
   std::memcpy(file.data() + 16, global.data(), global.size());
   for (std::uint64_t i = 0; i < 3; ++i) {
-    JournalRecord record = record_of(i * 4096, i * 1024, 1024, i == 1 ? std::vector<Gap>{{1500, 10}} : std::vector<Gap>{});
+    JournalRecord record =
+        record_of(i * 4096, i * 1024, 1024, i == 1 ? std::vector<Gap>{{1500, 10}} : std::vector<Gap>{});
     std::string bytes(fields + 8, '\0');
     std::memcpy(bytes.data(), static_cast<const void*>(&record), fields);
     const std::uint64_t checksum = fnv(reinterpret_cast<const unsigned char*>(bytes.data()), fields);
@@ -327,13 +328,14 @@ TEST(Sigmf, TheMetaBoundHoldsWhatBuildMetaWritesForTheWorstRecords) {
     chunk.timestamp = Timestamp{4'000'000'000ULL + i, 123'456'789'012ULL, true};
     chunk.time_jump = i % 2 == 0;
     chunk.context_change = true;
-    chunk.context = StreamContext{1.0000000000000002e9 + static_cast<double>(i), 1.2345678901234567e8, 9.876543210987654e7,
-                                  -12.345678901234567, 33.333333333333336};
+    chunk.context = StreamContext{1.0000000000000002e9 + static_cast<double>(i), 1.2345678901234567e8,
+                                  9.876543210987654e7, -12.345678901234567, 33.333333333333336};
     constexpr std::uint64_t kLength = 1'000'000'000'000ULL;  // 13-digit counts
     for (std::uint64_t g = 0; g < Chunk::kMaxGaps; ++g) {
       // Before the chunk, absent holes between its samples (each with samples after it: a
       // capture each), and marked values.
-      const std::uint64_t first = g % 3 == 0 ? chunk.first_sample - 1000 + g : chunk.first_sample + g * (kLength + 10) + 7;
+      const std::uint64_t first =
+          g % 3 == 0 ? chunk.first_sample - 1000 + g : chunk.first_sample + g * (kLength + 10) + 7;
       ASSERT_TRUE(chunk.add_gap(first, kLength + g, g % 3 == 2));
     }
     records.push_back(make_journal_record(chunk, offset, chunk.sample_count * 4));
@@ -372,7 +374,8 @@ TEST(SigmfCollection, TheOfficialSchemaRejectsRecordingObjectsSoTheValidatorPatc
   // Recording Object and checks every hash; this test shows both halves of that on purpose.
   test::TempDir dir;
   const std::string base = dir.str("r");
-  std::ofstream(base + ".sigmf-meta") << R"({"global":{"core:datatype":"ci16_le","core:version":"1.2.5"},"captures":[],"annotations":[]})";
+  std::ofstream(base + ".sigmf-meta")
+      << R"({"global":{"core:datatype":"ci16_le","core:version":"1.2.5"},"captures":[],"annotations":[]})";
   std::ofstream(base + ".sigmf-data") << "";
   write_collection(dir.str("c.sigmf-collection"), {base}, nlohmann::json::object(), "test");
   SLUICE_EXPECT_SIGMF_VALID((std::vector<std::string>{dir.str("c.sigmf-collection"), base + ".sigmf-meta"}));
@@ -381,7 +384,8 @@ TEST(SigmfCollection, TheOfficialSchemaRejectsRecordingObjectsSoTheValidatorPatc
   const test::SigmfValidation tampered = test::validate_sigmf({dir.str("c.sigmf-collection")});
   EXPECT_TRUE(tampered.invalid()) << "exit " << tampered.exit_code << ": " << tampered.errors;
   EXPECT_NE(tampered.errors.find("hash does not match"), std::string::npos) << tampered.errors;
-  const std::string schema = testing::path_from_env("SLUICE_SOURCE_DIR", SLUICE_SOURCE_DIR) + "/tests/recorder/sigmf/collection-schema.json";
+  const std::string schema =
+      testing::path_from_env("SLUICE_SOURCE_DIR", SLUICE_SOURCE_DIR) + "/tests/recorder/sigmf/collection-schema.json";
   const testing::ProcessResult strict = testing::run_process(
       {"python3", "-c",
        "import json,jsonschema,sys; s=json.load(open(sys.argv[1])); d=json.load(open(sys.argv[2]));"

@@ -1,11 +1,12 @@
 // fresh_volume_warning on real loop devices: over a sparse image it warns, naming the image;
 // once the image is fully allocated it does not; a plain directory never warns.
-#include <cstdlib>
-#include <string>
+#include "recorder/volume_check.hpp"
 
 #include <gtest/gtest.h>
 
-#include "recorder/volume_check.hpp"
+#include <cstdlib>
+#include <string>
+
 #include "tests/stages/record/record_test_support.hpp"
 
 namespace sluice {

@@ -50,7 +50,9 @@ inline std::vector<std::byte> read_file(const std::filesystem::path& path) {
 // A fresh directory under the system temp dir, removed with the object.
 class TempDir {
  public:
-  TempDir() : path_(std::filesystem::temp_directory_path() / ("sluice_test_" + std::to_string(getpid()) + "_" + std::to_string(counter()++))) {
+  TempDir()
+      : path_(std::filesystem::temp_directory_path() /
+              ("sluice_test_" + std::to_string(getpid()) + "_" + std::to_string(counter()++))) {
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }

@@ -11,7 +11,7 @@
 namespace sluice::testing {
 
 struct ProcessResult {
-  int exit_code = -1;      // -1 when killed by a signal
+  int exit_code = -1;  // -1 when killed by a signal
   int signal = 0;
   std::string out;
   std::string err;
@@ -49,7 +49,8 @@ class Process {
   ProcessResult result_;
 };
 
-ProcessResult run_process(const std::vector<std::string>& argv, std::chrono::milliseconds timeout = std::chrono::seconds(120));
+ProcessResult run_process(const std::vector<std::string>& argv,
+                          std::chrono::milliseconds timeout = std::chrono::seconds(120));
 
 // A path built into the test, unless the environment names another (tests run from a
 // packed tree on a GPU machine set SLUICE_BINARY, SLUICE_EMULATOR, SLUICE_SOURCE_DIR).

@@ -15,7 +15,8 @@ namespace {
 
 class FeedSource final : public Stage {
  public:
-  FeedSource(SettingsReader& reader, const PipelineSettings& pipeline) : settings_(read_pool_settings(reader, pipeline)) {}
+  FeedSource(SettingsReader& reader, const PipelineSettings& pipeline)
+      : settings_(read_pool_settings(reader, pipeline)) {}
   void start(StageContext& context) override {
     context_ = &context;
     pool_ = &context.create_pool("feed", settings_.spec(context.cuda_device()));
@@ -34,8 +35,8 @@ class FeedSource final : public Stage {
                      std::to_string(chunk->capacity) + "-byte chunks");
       return StageStatus::error;
     }
-    if (std::string error = copy_memory(chunk->data, chunk->memory, planned.bytes.data(), MemoryKind::host,
-                                        planned.bytes.size());
+    if (std::string error =
+            copy_memory(chunk->data, chunk->memory, planned.bytes.data(), MemoryKind::host, planned.bytes.size());
         !error.empty()) {
       context_->fail(error);
       return StageStatus::error;
@@ -46,7 +47,8 @@ class FeedSource final : public Stage {
     chunk->first_sample = planned.first_sample;
     chunk->sample_count = planned.bytes.size() / bytes_per_sample(source.format);
     // 1 Msps: a sample lasts 1 µs = 10^6 ps.
-    chunk->timestamp = Timestamp{100 + planned.first_sample / 1'000'000, planned.first_sample % 1'000'000 * 1'000'000, true};
+    chunk->timestamp =
+        Timestamp{100 + planned.first_sample / 1'000'000, planned.first_sample % 1'000'000 * 1'000'000, true};
     for (const Gap& gap : planned.gaps) chunk->add_gap(gap.first_sample, gap.length, gap.in_data);
     chunk->context_change = planned.context_change;
     chunk->context = planned.context;
@@ -101,7 +103,8 @@ class CaptureSink final : public Stage {
     // The fft stage hands device rows on with the event of the work that writes them: a sink
     // without a stream of its own waits for it before reading them.
     std::string error = wait_until_written(*chunk);
-    if (error.empty()) error = copy_memory(copy.bytes.data(), MemoryKind::host, chunk->data, chunk->memory, chunk->size);
+    if (error.empty())
+      error = copy_memory(copy.bytes.data(), MemoryKind::host, chunk->data, chunk->memory, chunk->size);
     if (error.empty() && poison_) error = poison_region(chunk->data, chunk->memory, chunk->capacity);
     if (!error.empty()) {
       context_->fail(error);
@@ -146,6 +149,8 @@ Capture& keyed_capture(const std::string& key) {
 }
 
 StageType feed_source_type() { return testing::stage_type_of<FeedSource>("feed", StageRole::source, "test chunks"); }
-StageType capture_sink_type() { return testing::stage_type_of<CaptureSink>("capture", StageRole::sink, "keeps chunks"); }
+StageType capture_sink_type() {
+  return testing::stage_type_of<CaptureSink>("capture", StageRole::sink, "keeps chunks");
+}
 
 }  // namespace sluice::test_support

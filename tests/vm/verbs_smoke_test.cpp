@@ -3,12 +3,11 @@
 // Run inside the VM by ctest (tests/vm/run_in_vm.sh); on a host without RDMA it skips.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <rdma/rdma_cma.h>
-
-#include <gtest/gtest.h>
 
 #include <array>
 #include <cerrno>
@@ -34,9 +33,7 @@ constexpr std::uint32_t kImmediate = 0x51C0FFEEu;
 constexpr auto kEventTimeout = 30s;
 constexpr auto kCompletionTimeout = 30s;
 
-[[noreturn]] void fail_call(const char* call) {
-  throw std::system_error(errno, std::generic_category(), call);
-}
+[[noreturn]] void fail_call(const char* call) { throw std::system_error(errno, std::generic_category(), call); }
 void check(int rc, const char* call) {
   if (rc != 0) {
     if (rc > 0) errno = rc;  // ibv_post_* return the error instead of setting errno
@@ -56,16 +53,34 @@ std::string vm_address() {
 }
 
 // One owner per C handle; members of the users below are declared in creation order.
-struct DeviceListDeleter { void operator()(ibv_device** list) const noexcept { ibv_free_device_list(list); } };
-struct ContextDeleter { void operator()(ibv_context* context) const noexcept { ibv_close_device(context); } };
-struct PdDeleter { void operator()(ibv_pd* pd) const noexcept { ibv_dealloc_pd(pd); } };
-struct MrDeleter { void operator()(ibv_mr* mr) const noexcept { ibv_dereg_mr(mr); } };
-struct CqDeleter { void operator()(ibv_cq* cq) const noexcept { ibv_destroy_cq(cq); } };
-struct QpDeleter { void operator()(ibv_qp* qp) const noexcept { ibv_destroy_qp(qp); } };
-struct ChannelDeleter { void operator()(rdma_event_channel* channel) const noexcept { rdma_destroy_event_channel(channel); } };
-struct IdDeleter { void operator()(rdma_cm_id* id) const noexcept { rdma_destroy_id(id); } };
+struct DeviceListDeleter {
+  void operator()(ibv_device** list) const noexcept { ibv_free_device_list(list); }
+};
+struct ContextDeleter {
+  void operator()(ibv_context* context) const noexcept { ibv_close_device(context); }
+};
+struct PdDeleter {
+  void operator()(ibv_pd* pd) const noexcept { ibv_dealloc_pd(pd); }
+};
+struct MrDeleter {
+  void operator()(ibv_mr* mr) const noexcept { ibv_dereg_mr(mr); }
+};
+struct CqDeleter {
+  void operator()(ibv_cq* cq) const noexcept { ibv_destroy_cq(cq); }
+};
+struct QpDeleter {
+  void operator()(ibv_qp* qp) const noexcept { ibv_destroy_qp(qp); }
+};
+struct ChannelDeleter {
+  void operator()(rdma_event_channel* channel) const noexcept { rdma_destroy_event_channel(channel); }
+};
+struct IdDeleter {
+  void operator()(rdma_cm_id* id) const noexcept { rdma_destroy_id(id); }
+};
 // The QP of an rdma_cm id: destroyed before the CQ and PD it uses, while the id lives on.
-struct CmQpDeleter { void operator()(rdma_cm_id* id) const noexcept { rdma_destroy_qp(id); } };
+struct CmQpDeleter {
+  void operator()(rdma_cm_id* id) const noexcept { rdma_destroy_qp(id); }
+};
 using DeviceList = std::unique_ptr<ibv_device*, DeviceListDeleter>;
 using Context = std::unique_ptr<ibv_context, ContextDeleter>;
 using Pd = std::unique_ptr<ibv_pd, PdDeleter>;
@@ -77,12 +92,12 @@ using CmId = std::unique_ptr<rdma_cm_id, IdDeleter>;
 using CmQp = std::unique_ptr<rdma_cm_id, CmQpDeleter>;
 
 // Skips outside the VM when the host has no RDMA device; inside it that is a failure.
-#define REQUIRE_RDMA_DEVICE(count)                                                   \
-  do {                                                                               \
-    if ((count) == 0) {                                                              \
-      if (in_vm()) FAIL() << "no RDMA device inside the Soft-RoCE VM (rxe0 missing)"; \
+#define REQUIRE_RDMA_DEVICE(count)                                                        \
+  do {                                                                                    \
+    if ((count) == 0) {                                                                   \
+      if (in_vm()) FAIL() << "no RDMA device inside the Soft-RoCE VM (rxe0 missing)";     \
       GTEST_SKIP() << "no RDMA device on this machine (run under tests/vm/run_in_vm.sh)"; \
-    }                                                                                \
+    }                                                                                     \
   } while (false)
 
 // The bytes the writer sends: a function of the offset alone, so the reader checks against it
@@ -122,8 +137,8 @@ std::vector<std::uint8_t> expect_event(rdma_event_channel* channel, rdma_cm_even
   if (new_id != nullptr) *new_id = event->id;
   rdma_ack_cm_event(event);
   if (type != expected) {
-    throw std::runtime_error(std::string("expected ") + rdma_event_str(expected) + ", got " +
-                             rdma_event_str(type) + " (status " + std::to_string(status) + ")");
+    throw std::runtime_error(std::string("expected ") + rdma_event_str(expected) + ", got " + rdma_event_str(type) +
+                             " (status " + std::to_string(status) + ")");
   }
   return private_data;
 }
@@ -213,8 +228,7 @@ TEST(VerbsSmoke, DeviceOpensWithAnActivePortAndTakesPdMrCqQp) {
 
   Pd pd(check_ptr(ibv_alloc_pd(context.get()), "ibv_alloc_pd"));
   std::vector<std::uint8_t> buffer(kMessageBytes);
-  Mr mr(check_ptr(ibv_reg_mr(pd.get(), buffer.data(), buffer.size(),
-                             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
+  Mr mr(check_ptr(ibv_reg_mr(pd.get(), buffer.data(), buffer.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
                   "ibv_reg_mr"));
   EXPECT_EQ(mr->length, kMessageBytes);
   EXPECT_EQ(mr->addr, buffer.data());
@@ -283,8 +297,8 @@ TEST(VerbsSmoke, RdmaWriteWithImmediateLandsThroughRdmaCm) {
   // at once and its own error is rethrown here.
   std::promise<std::uint16_t> port_ready;
   std::future<std::uint16_t> port = port_ready.get_future();
-  std::future<Received> receiver = std::async(
-      std::launch::async, [ready = std::move(port_ready)]() mutable { return receive_one(ready); });
+  std::future<Received> receiver =
+      std::async(std::launch::async, [ready = std::move(port_ready)]() mutable { return receive_one(ready); });
   ASSERT_EQ(port.wait_for(kEventTimeout), std::future_status::ready) << "the receiver never listened";
   std::uint16_t listen_port = 0;
   try {

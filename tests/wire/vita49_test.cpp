@@ -25,14 +25,14 @@ std::vector<std::byte> bytes(std::initializer_list<unsigned> values) {
 // info 1 packet 2; integer 0x5F5E1000; fractional 0x0000000102030405; one ci16 sample (1, -2);
 // trailer valid-data enable (bit 30) + indicator (bit 18).
 const std::vector<std::byte> kFullPacket = bytes({
-    0x1C, 0x65, 0x00, 0x09,  // header
-    0x12, 0x34, 0x56, 0x78,  // stream ID
-    0x00, 0x00, 0x12, 0xA2,  // OUI
-    0x00, 0x01, 0x00, 0x02,  // information / packet class codes
-    0x5F, 0x5E, 0x10, 0x00,  // integer timestamp
+    0x1C, 0x65, 0x00, 0x09,                          // header
+    0x12, 0x34, 0x56, 0x78,                          // stream ID
+    0x00, 0x00, 0x12, 0xA2,                          // OUI
+    0x00, 0x01, 0x00, 0x02,                          // information / packet class codes
+    0x5F, 0x5E, 0x10, 0x00,                          // integer timestamp
     0x00, 0x00, 0x00, 0x01, 0x02, 0x03, 0x04, 0x05,  // fractional timestamp
-    0x00, 0x01, 0xFF, 0xFE,  // payload: I = 1, Q = -2 (big-endian)
-    0x40, 0x04, 0x00, 0x00,  // trailer
+    0x00, 0x01, 0xFF, 0xFE,                          // payload: I = 1, Q = -2 (big-endian)
+    0x40, 0x04, 0x00, 0x00,                          // trailer
 });
 
 Packet full_packet() {
@@ -148,7 +148,8 @@ TEST(Vita49, NonDataPacketTypesAreUnknown) {
 
 TEST(Vita49, SampleIndexAndTimestampAreExactInverses) {
   const std::uint64_t rate = 122'880'000;
-  for (std::uint64_t index : {0ULL, 1ULL, 359ULL, 122'879'999ULL, 122'880'000ULL, 1'700'000'000ULL * 122'880'000ULL + 12345}) {
+  for (std::uint64_t index :
+       {0ULL, 1ULL, 359ULL, 122'879'999ULL, 122'880'000ULL, 1'700'000'000ULL * 122'880'000ULL + 12345}) {
     std::uint64_t seconds = 0;
     std::uint64_t picoseconds = 0;
     timestamp_of(index, rate, seconds, picoseconds);
@@ -201,14 +202,16 @@ TEST(Samples, StreamedCopyWritesWhatTheSwapWritesAtEveryAlignmentAndLength) {
             } else {
               std::memcpy(expected.data() + offset, wire_bytes.data() + 3, length);
             }
-            ASSERT_EQ(streamed, expected) << to_string(format) << (swap ? " swapped" : " plain") << ", offset " << offset << ", "
-                                          << length << " bytes, " << (width == wire::StreamWidth::avx512 ? "AVX-512" : "SSE2");
+            ASSERT_EQ(streamed, expected)
+                << to_string(format) << (swap ? " swapped" : " plain") << ", offset " << offset << ", " << length
+                << " bytes, " << (width == wire::StreamWidth::avx512 ? "AVX-512" : "SSE2");
           }
         }
       }
     }
   }
-  std::printf("stream_copy on this CPU: %s\n", wire::stream_width() == wire::StreamWidth::avx512 ? "64-byte AVX-512 stores" : "16-byte SSE2 stores");
+  std::printf("stream_copy on this CPU: %s\n",
+              wire::stream_width() == wire::StreamWidth::avx512 ? "64-byte AVX-512 stores" : "16-byte SSE2 stores");
 }
 
 TEST(Samples, SwapInPlaceWritesWhatTheCopyWritesAtEveryAlignmentAndLength) {

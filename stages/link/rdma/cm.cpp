@@ -1,9 +1,6 @@
 // RDMA CM helpers shared by the sender and the receiver.
 #include "stages/link/rdma/cm.hpp"
 
-#include "pipeline/errno_message.hpp"
-#include "pipeline/log.hpp"
-
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
@@ -13,6 +10,9 @@
 #include <cstring>
 #include <stdexcept>
 #include <thread>
+
+#include "pipeline/errno_message.hpp"
+#include "pipeline/log.hpp"
 
 namespace sluice::rdma {
 
@@ -66,7 +66,8 @@ std::optional<CmEvent> next_event(rdma_event_channel& channel, std::chrono::mill
       return copy;
     }
     if (errno != EAGAIN && errno != EWOULDBLOCK) throw std::runtime_error(errno_message("rdma_get_cm_event"));
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return std::nullopt;
     pollfd descriptor{channel.fd, POLLIN, 0};
     if (::poll(&descriptor, 1, static_cast<int>(left.count())) < 0 && errno != EINTR) {

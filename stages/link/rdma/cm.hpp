@@ -3,16 +3,15 @@
 // show up as a failed completion within about half a second.
 #pragma once
 
-#include <chrono>
-#include <cstdint>
-#include <optional>
-#include <initializer_list>
-#include <string>
-#include <vector>
-
 #include <sys/socket.h>
 
+#include <chrono>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "stages/link/rdma/protocol.hpp"
 #include "stages/link/rdma/verbs_owners.hpp"
@@ -32,7 +31,7 @@ inline constexpr std::chrono::milliseconds kHeartbeat{250};
 struct CmEvent {
   rdma_cm_event_type type = RDMA_CM_EVENT_ADDR_ERROR;
   int status = 0;
-  rdma_cm_id* id = nullptr;           // the id it concerns (a new one for CONNECT_REQUEST)
+  rdma_cm_id* id = nullptr;  // the id it concerns (a new one for CONNECT_REQUEST)
   std::vector<std::byte> private_data;
 };
 

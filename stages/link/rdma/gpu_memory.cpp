@@ -2,11 +2,10 @@
 // BAR1 through NVML) are in gpu_memory_cuda.cpp or gpu_memory_none.cpp.
 #include "stages/link/rdma/gpu_memory.hpp"
 
-#include "pipeline/errno_message.hpp"
-
 #include <algorithm>
 #include <stdexcept>
 
+#include "pipeline/errno_message.hpp"
 #include "pipeline/log.hpp"
 #include "stages/link/rdma/cm.hpp"
 
@@ -19,9 +18,12 @@ std::string mib(std::uint64_t bytes) { return std::to_string(bytes / (1024 * 102
 
 const char* to_string(LandingPath path) {
   switch (path) {
-    case LandingPath::host: return "host";
-    case LandingPath::dmabuf: return "dma-buf";
-    case LandingPath::peermem: return "nvidia-peermem";
+    case LandingPath::host:
+      return "host";
+    case LandingPath::dmabuf:
+      return "dma-buf";
+    case LandingPath::peermem:
+      return "nvidia-peermem";
   }
   return "?";
 }
@@ -34,8 +36,7 @@ void check_bar1(int cuda_device, std::size_t bytes) {
   std::string reason;
   const std::optional<Bar1Info> info = bar1_info(cuda_device, reason);
   if (!info) {
-    log::info("BAR1 size of GPU {} unknown ({}); registering {} without checking it", cuda_device, reason,
-                 mib(bytes));
+    log::info("BAR1 size of GPU {} unknown ({}); registering {} without checking it", cuda_device, reason, mib(bytes));
     return;
   }
   if (const std::uint64_t limit = bar1_registration_limit(*info); bytes > limit) {
@@ -60,8 +61,8 @@ std::optional<LandingRegistration> register_landing(ibv_pd& pd, void* address, s
   check_bar1(cuda_device, bytes);
   std::string dmabuf_reason;
   if (std::optional<FileDescriptor> fd = export_dmabuf(address, bytes, cuda_device, dmabuf_reason)) {
-    registration.mr.reset(ibv_reg_dmabuf_mr(&pd, 0, bytes, reinterpret_cast<std::uint64_t>(address), fd->get(),
-                                            kRemoteWriteAccess));
+    registration.mr.reset(
+        ibv_reg_dmabuf_mr(&pd, 0, bytes, reinterpret_cast<std::uint64_t>(address), fd->get(), kRemoteWriteAccess));
     if (registration.mr) {
       registration.dmabuf = std::move(*fd);
       registration.path = LandingPath::dmabuf;
@@ -73,8 +74,10 @@ std::optional<LandingRegistration> register_landing(ibv_pd& pd, void* address, s
   registration.mr.reset(ibv_reg_mr(&pd, address, bytes, kRemoteWriteAccess));
   if (registration.mr) {
     registration.path = LandingPath::peermem;
-    registration.why = "landing buffers in GPU memory through nvidia-peermem (ibv_reg_mr on the device pointer; "
-                       "dma-buf: " + dmabuf_reason + ")";
+    registration.why =
+        "landing buffers in GPU memory through nvidia-peermem (ibv_reg_mr on the device pointer; "
+        "dma-buf: " +
+        dmabuf_reason + ")";
     return registration;
   }
   why = "GPU memory cannot be registered: dma-buf: " + dmabuf_reason + "; " +

@@ -116,8 +116,8 @@ std::optional<FileDescriptor> export_dmabuf(const void* address, std::size_t byt
     return std::nullopt;
   }
   int fd = -1;
-  if (CUresult result = get_handle(&fd, reinterpret_cast<CUdeviceptr>(address), bytes,
-                                   CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+  if (CUresult result =
+          get_handle(&fd, reinterpret_cast<CUdeviceptr>(address), bytes, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
       result != CUDA_SUCCESS) {
     reason = driver_error("cuMemGetHandleForAddressRange(DMA_BUF_FD)", result);
     return std::nullopt;

@@ -2,9 +2,6 @@
 // arrivals from WRITE WITH IMMEDIATE completions, credits written back in ring order.
 #include "stages/link/rdma/receiver.hpp"
 
-#include "pipeline/errno_message.hpp"
-#include "pipeline/log.hpp"
-
 #include <netinet/in.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -15,14 +12,17 @@
 #include <stdexcept>
 #include <thread>
 
+#include "pipeline/errno_message.hpp"
+#include "pipeline/log.hpp"
+
 namespace sluice::rdma {
 
 namespace {
-constexpr std::uint32_t kControlReceives = 4;     // EOS / error messages beyond one receive per slot
-constexpr std::uint32_t kSendDepth = 64;          // credit writes and heartbeats
-constexpr std::uint32_t kSignalEvery = 16;        // credit writes per signalled one
-constexpr std::uint64_t kSendTag = 1ull << 63;    // wr_id of sends; receives use the buffer index
-constexpr std::uint64_t kAbortTag = 1ull << 62;   // wr_id (with kSendTag) of the error message
+constexpr std::uint32_t kControlReceives = 4;    // EOS / error messages beyond one receive per slot
+constexpr std::uint32_t kSendDepth = 64;         // credit writes and heartbeats
+constexpr std::uint32_t kSignalEvery = 16;       // credit writes per signalled one
+constexpr std::uint64_t kSendTag = 1ull << 63;   // wr_id of sends; receives use the buffer index
+constexpr std::uint64_t kAbortTag = 1ull << 62;  // wr_id (with kSendTag) of the error message
 constexpr std::size_t kMetadataAlign = 64;
 constexpr std::size_t kPollBatch = 16;
 // How long completions may trail the sender's DISCONNECTED event.
@@ -72,13 +72,13 @@ RdmaReceiver::RdmaReceiver(ReceiverOptions options, const LandingRing& ring)
   if (!pd_) throw std::runtime_error(errno_message("ibv_alloc_pd"));
 
   std::string why;
-  std::optional<LandingRegistration> landing =
-      register_landing(*pd_, ring.base, std::size_t{ring.slot_count} * ring.slot_bytes, ring.device, ring.cuda_device, why);
+  std::optional<LandingRegistration> landing = register_landing(
+      *pd_, ring.base, std::size_t{ring.slot_count} * ring.slot_bytes, ring.device, ring.cuda_device, why);
   if (!landing) throw LandingUnregistrable(why);
   landing_ = std::move(*landing);
   landing_path_ = landing_.why;
-  host_mr_.reset(ibv_reg_mr(pd_.get(), host_area_.data(), host_area_.size(),
-                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
+  host_mr_.reset(
+      ibv_reg_mr(pd_.get(), host_area_.data(), host_area_.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
   if (!host_mr_) throw std::runtime_error(errno_message("ibv_reg_mr(metadata and control buffers)"));
 }
 
@@ -106,7 +106,8 @@ bool RdmaReceiver::post_receive(std::uint32_t buffer) noexcept {
 bool RdmaReceiver::accept(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (!qp_) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     std::optional<CmEvent> event = next_event(*channel_, std::max(left, std::chrono::milliseconds(0)));
     if (!event) return false;
     if (event->type != RDMA_CM_EVENT_CONNECT_REQUEST) continue;  // late events of an earlier connection
@@ -130,7 +131,8 @@ std::string RdmaReceiver::refusal_of(const CmEvent& event, const rdma_cm_id& id,
     return "connect request of another protocol or version";
   }
   if (request.lane != options_.lane) {
-    return "sender carries lane " + std::to_string(request.lane) + ", this receiver lane " + std::to_string(options_.lane);
+    return "sender carries lane " + std::to_string(request.lane) + ", this receiver lane " +
+           std::to_string(options_.lane);
   }
   if (request.metadata_bytes > options_.metadata_bytes) {
     return "sender's metadata (" + std::to_string(request.metadata_bytes) + " bytes) exceeds the receiver's " +
@@ -142,7 +144,8 @@ std::string RdmaReceiver::refusal_of(const CmEvent& event, const rdma_cm_id& id,
 
 void RdmaReceiver::connect(CmIdPtr id, const ConnectRequest& request) {
   set_ack_timeout(*id);
-  cq_.reset(ibv_create_cq(id->verbs, static_cast<int>(receive_depth_ + kSendDepth), nullptr, completions_->channel(), 0));
+  cq_.reset(
+      ibv_create_cq(id->verbs, static_cast<int>(receive_depth_ + kSendDepth), nullptr, completions_->channel(), 0));
   if (!cq_) throw std::runtime_error(errno_message("ibv_create_cq"));
   qp_ = create_qp(*id, *pd_, *cq_, kSendDepth, receive_depth_);
   id_ = std::move(id);
@@ -193,8 +196,8 @@ void RdmaReceiver::await_hello() {
     const auto buffer = static_cast<std::uint32_t>(completion.wr_id);
     ControlMessage message{};
     std::memcpy(&message, control_buffer(buffer), std::min<std::size_t>(completion.byte_len, sizeof message));
-    if (completion.status != IBV_WC_SUCCESS || completion.opcode != IBV_WC_RECV ||
-        message.type != ControlType::hello || !post_receive(buffer)) {
+    if (completion.status != IBV_WC_SUCCESS || completion.opcode != IBV_WC_RECV || message.type != ControlType::hello ||
+        !post_receive(buffer)) {
       close();
       throw std::runtime_error("RoCE receiver " + describe(options_.address, options_.port) +
                                ": the sender's first message was not a hello");

@@ -21,12 +21,12 @@
 namespace sluice::rdma {
 
 struct ReceiverOptions {
-  std::string address;          // local address to listen on (the port's RoCE address)
+  std::string address;  // local address to listen on (the port's RoCE address)
   std::uint16_t port = 7471;
-  std::uint32_t metadata_bytes = 1024;  // largest metadata blob per chunk
-  std::chrono::milliseconds timeout{2000};  // connection set-up steps
+  std::uint32_t metadata_bytes = 1024;               // largest metadata blob per chunk
+  std::chrono::milliseconds timeout{2000};           // connection set-up steps
   std::chrono::milliseconds heartbeat = kHeartbeat;  // signalled credit write when otherwise idle
-  std::uint32_t lane = 0;               // senders of another lane are refused
+  std::uint32_t lane = 0;                            // senders of another lane are refused
 };
 
 // Where the landing slots are: `slot_count` slots of `slot_bytes`, contiguous at `base`.
@@ -44,7 +44,7 @@ struct Arrival {
   std::size_t payload_bytes = 0;
   const std::byte* metadata = nullptr;  // host memory, valid until release(slot)
   std::size_t metadata_bytes = 0;
-  std::byte* payload = nullptr;         // in the landing ring (device memory when device)
+  std::byte* payload = nullptr;  // in the landing ring (device memory when device)
 };
 
 enum class ReceiveStatus { arrived, idle, end_of_stream, peer_error, disconnected, failed };
@@ -79,7 +79,7 @@ class RdmaReceiver {
   [[nodiscard]] const std::vector<std::byte>& hello() const { return hello_; }
 
   [[nodiscard]] bool connected() const { return qp_ != nullptr; }
-  [[nodiscard]] const std::string& error() const { return error_; }    // after failed / peer_error / disconnected
+  [[nodiscard]] const std::string& error() const { return error_; }  // after failed / peer_error / disconnected
   [[nodiscard]] const std::string& landing_path() const { return landing_path_; }
   [[nodiscard]] const ibv_mr& landing_mr() const { return *landing_.mr; }
   [[nodiscard]] std::uint64_t arrived() const { return arrived_; }
@@ -90,7 +90,8 @@ class RdmaReceiver {
   bool post_receive(std::uint32_t buffer) noexcept;
   // Receive buffer `index` (0..receive_depth-1); index receive_depth is the one we send from.
   std::byte* control_buffer(std::uint32_t index) noexcept {
-    return host_area_.data() + std::size_t{ring_.slot_count} * metadata_slot_bytes_ + std::size_t{index} * kControlBytes;
+    return host_area_.data() + std::size_t{ring_.slot_count} * metadata_slot_bytes_ +
+           std::size_t{index} * kControlBytes;
   }
   void return_credits() noexcept;
   [[nodiscard]] bool credit_pending() const noexcept;

@@ -2,9 +2,6 @@
 // chunk, selective signalling, credits read from the word the receiver writes into.
 #include "stages/link/rdma/sender.hpp"
 
-#include "pipeline/errno_message.hpp"
-#include "pipeline/log.hpp"
-
 #include <netinet/in.h>
 
 #include <algorithm>
@@ -13,6 +10,9 @@
 #include <cstring>
 #include <stdexcept>
 #include <thread>
+
+#include "pipeline/errno_message.hpp"
+#include "pipeline/log.hpp"
 
 namespace sluice::rdma {
 
@@ -47,7 +47,8 @@ RdmaSender::RdmaSender(SenderOptions options)
 void RdmaSender::resolve(const std::string& where) {
   channel_ = make_event_channel();
   rdma_cm_id* id = nullptr;
-  if (rdma_create_id(channel_.get(), &id, nullptr, RDMA_PS_TCP) != 0) throw std::runtime_error(errno_message("rdma_create_id"));
+  if (rdma_create_id(channel_.get(), &id, nullptr, RDMA_PS_TCP) != 0)
+    throw std::runtime_error(errno_message("rdma_create_id"));
   id_.reset(id);
   sockaddr_storage destination = socket_address(options_.address, options_.port);
   const int timeout_ms = static_cast<int>(options_.timeout.count());
@@ -55,7 +56,8 @@ void RdmaSender::resolve(const std::string& where) {
     throw std::runtime_error(where + ": " + errno_message("rdma_resolve_addr"));
   }
   expect_event(*channel_, RDMA_CM_EVENT_ADDR_RESOLVED, options_.timeout + std::chrono::milliseconds(500), where);
-  if (rdma_resolve_route(id_.get(), timeout_ms) != 0) throw std::runtime_error(where + ": " + errno_message("rdma_resolve_route"));
+  if (rdma_resolve_route(id_.get(), timeout_ms) != 0)
+    throw std::runtime_error(where + ": " + errno_message("rdma_resolve_route"));
   expect_event(*channel_, RDMA_CM_EVENT_ROUTE_RESOLVED, options_.timeout + std::chrono::milliseconds(500), where);
   set_ack_timeout(*id_);
 }
@@ -71,16 +73,16 @@ void RdmaSender::create_queues(const std::string& where) {
   // Metadata staging slots, a control message to send, one to receive, then the credit word.
   host_area_.resize(std::size_t{options_.max_outstanding} * metadata_slot_bytes_ + 2 * kControlBytes +
                     sizeof(std::uint64_t));
-  host_mr_.reset(ibv_reg_mr(pd_.get(), host_area_.data(), host_area_.size(),
-                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
+  host_mr_.reset(
+      ibv_reg_mr(pd_.get(), host_area_.data(), host_area_.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
   if (!host_mr_) throw std::runtime_error(errno_message("ibv_reg_mr(metadata staging and credit word)"));
   send_depth_ = 2 * options_.max_outstanding + kExtraWork;
   cq_.reset(ibv_create_cq(id_->verbs, static_cast<int>(send_depth_ + 1), nullptr, completions_->channel(), 0));
   if (!cq_) throw std::runtime_error(errno_message("ibv_create_cq"));
   qp_ = create_qp(*id_, *pd_, *cq_, send_depth_, 1);
-  ibv_sge receive_sge{reinterpret_cast<std::uint64_t>(host_area_.data() + host_area_.size() - sizeof(std::uint64_t) -
-                                                      kControlBytes),
-                      static_cast<std::uint32_t>(kControlBytes), host_mr_->lkey};
+  ibv_sge receive_sge{
+      reinterpret_cast<std::uint64_t>(host_area_.data() + host_area_.size() - sizeof(std::uint64_t) - kControlBytes),
+      static_cast<std::uint32_t>(kControlBytes), host_mr_->lkey};
   ibv_recv_wr receive{};
   receive.wr_id = kReceiveTag;
   receive.sg_list = &receive_sge;
@@ -93,14 +95,16 @@ void RdmaSender::create_queues(const std::string& where) {
 
 void RdmaSender::connect(const std::string& where) {
   ConnectRequest request;
-  request.credit_address = reinterpret_cast<std::uint64_t>(host_area_.data() + host_area_.size() - sizeof(std::uint64_t));
+  request.credit_address =
+      reinterpret_cast<std::uint64_t>(host_area_.data() + host_area_.size() - sizeof(std::uint64_t));
   request.credit_rkey = host_mr_->rkey;
   request.metadata_bytes = options_.metadata_bytes;
   request.lane = options_.lane;
   rdma_conn_param parameters = connection_parameters(&request, sizeof request);
   if (rdma_connect(id_.get(), &parameters) != 0) throw std::runtime_error(where + ": " + errno_message("rdma_connect"));
   CmEvent established = expect_event(*channel_, RDMA_CM_EVENT_ESTABLISHED, options_.timeout, where);
-  if (established.private_data.size() < sizeof advert_) throw std::runtime_error(where + ": the peer sent no ring advertisement");
+  if (established.private_data.size() < sizeof advert_)
+    throw std::runtime_error(where + ": the peer sent no ring advertisement");
   std::memcpy(&advert_, established.private_data.data(), sizeof advert_);
   if (advert_.magic != kMagic || advert_.version != kProtocolVersion || advert_.slot_count == 0 ||
       advert_.metadata_slot_bytes < sizeof(SlotHeader) + options_.metadata_bytes) {
@@ -121,7 +125,8 @@ void RdmaSender::send_hello(const std::string& where) {
   for (bool sent = false; !sent;) {
     ibv_wc completion{};
     const int count = ibv_poll_cq(cq_.get(), 1, &completion);
-    if (count < 0 || std::chrono::steady_clock::now() > deadline) throw std::runtime_error(where + ": hello not delivered");
+    if (count < 0 || std::chrono::steady_clock::now() > deadline)
+      throw std::runtime_error(where + ": hello not delivered");
     if (count == 1 && completion.status != IBV_WC_SUCCESS) {
       throw std::runtime_error(where + ": hello not delivered: " + ibv_wc_status_str(completion.status));
     }
@@ -296,7 +301,8 @@ void RdmaSender::wait(std::chrono::microseconds timeout) noexcept {
   }
   // With writes in flight a completion is coming (at most signal_every chunks away, or the
   // signal covering an unsignalled tail); never sleep past the next heartbeat.
-  auto limit = in_flight() > 0 ? std::chrono::duration_cast<std::chrono::microseconds>(options_.heartbeat / 2) : kCreditPoll;
+  auto limit =
+      in_flight() > 0 ? std::chrono::duration_cast<std::chrono::microseconds>(options_.heartbeat / 2) : kCreditPoll;
   completions_->sleep({channel_->fd}, std::min(timeout, limit));
 }
 
@@ -331,8 +337,9 @@ bool RdmaSender::finish(std::chrono::milliseconds timeout) noexcept {
       deadline = now + timeout;
     }
     if (count < 0 || now > deadline) {
-      error_ = count < 0 ? std::string("ibv_poll_cq failed at the end of stream")
-                         : "end of stream not acknowledged: nothing completed for " + std::to_string(timeout.count()) + " ms";
+      error_ = count < 0
+                   ? std::string("ibv_poll_cq failed at the end of stream")
+                   : "end of stream not acknowledged: nothing completed for " + std::to_string(timeout.count()) + " ms";
       peer_lost_ = count >= 0;
       disconnect();
       return false;
@@ -352,7 +359,8 @@ void RdmaSender::fail(std::string_view message) noexcept {
     while (!sent && std::chrono::steady_clock::now() < deadline) {
       const int count = ibv_poll_cq(cq_.get(), static_cast<int>(completions.size()), completions.data());
       if (count < 0) break;
-      for (int index = 0; index < count; ++index) sent = sent || (completions[static_cast<std::size_t>(index)].wr_id & kControlTag);
+      for (int index = 0; index < count; ++index)
+        sent = sent || (completions[static_cast<std::size_t>(index)].wr_id & kControlTag);
     }
   }
   disconnect();

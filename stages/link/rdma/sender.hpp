@@ -20,12 +20,12 @@
 namespace sluice::rdma {
 
 struct SenderOptions {
-  std::string address;   // the receiver's address (its RoCE port)
+  std::string address;  // the receiver's address (its RoCE port)
   std::uint16_t port = 7471;
-  std::uint32_t metadata_bytes = 1024;  // largest metadata blob per chunk
-  std::uint32_t max_outstanding = 16;   // chunk writes in flight, at most the receiver's slots
-  std::uint32_t signal_every = 4;       // one payload write in this many is signalled
-  std::chrono::milliseconds timeout{2000};  // address/route resolution and connection
+  std::uint32_t metadata_bytes = 1024;               // largest metadata blob per chunk
+  std::uint32_t max_outstanding = 16;                // chunk writes in flight, at most the receiver's slots
+  std::uint32_t signal_every = 4;                    // one payload write in this many is signalled
+  std::chrono::milliseconds timeout{2000};           // address/route resolution and connection
   std::chrono::milliseconds heartbeat = kHeartbeat;  // signalled no-op when otherwise idle
   std::uint32_t lane = 0;
   std::vector<std::byte> hello;  // first message to the receiver (at most ControlMessage::kTextBytes)
@@ -108,10 +108,10 @@ class RdmaSender {
   RingAdvert advert_{};
   std::string error_;
   std::uint32_t send_depth_ = 0;
-  std::uint64_t posted_ = 0;     // chunks posted on this connection
-  std::uint64_t completed_ = 0;  // of those, known complete
-  std::uint64_t delivered_ = 0;  // of those, handed back through poll()
-  std::uint64_t signalled_ = 0;  // chunk count covered by the last signalled work request
+  std::uint64_t posted_ = 0;       // chunks posted on this connection
+  std::uint64_t completed_ = 0;    // of those, known complete
+  std::uint64_t delivered_ = 0;    // of those, handed back through poll()
+  std::uint64_t signalled_ = 0;    // chunk count covered by the last signalled work request
   std::uint64_t work_posted_ = 0;  // work requests of any kind, a bound for draining
   bool finished_ = false;
   bool peer_lost_ = false;

@@ -5,6 +5,7 @@
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -12,12 +13,9 @@
 #include <type_traits>
 #include <utility>
 
-#include <unistd.h>
-
-
+#include "pipeline/errno_message.hpp"
 #include "pipeline/log.hpp"
 #include "pipeline/unique_fd.hpp"
-#include "pipeline/errno_message.hpp"
 
 namespace sluice::rdma {
 

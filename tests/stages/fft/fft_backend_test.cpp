@@ -5,22 +5,21 @@
 // not write fails. Built twice: fft_reference_test runs FFTW (CI); fft_gpu_test runs cuFFT,
 // device-memory chunks in and out, and cuFFT against FFTW (label gpu: skips without a GPU).
 #include <gtest/gtest.h>
-
 #include <sched.h>
 
 #include <chrono>
 #include <cmath>
+#include <complex>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <thread>
-#include <complex>
 #include <limits>
-#include <cstring>
 #include <numbers>
 #include <random>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "pipeline/config.hpp"
@@ -71,8 +70,8 @@ bool gpu_missing(std::string* reason) {
 void run_fft(const std::string& source, const std::string& fft, const std::string& backend = kBackend,
              const std::string& chunk = "64KiB") {
   g_captured.clear();
-  Pipeline pipeline(load_pipeline_text("pipeline: {chunk: " + chunk + ", chunks: 4}\nlanes: [{name: a, stages: [" + source +
-                                           ", " + fft.substr(0, fft.size() - 1) + ", backend: " + backend +
+  Pipeline pipeline(load_pipeline_text("pipeline: {chunk: " + chunk + ", chunks: 4}\nlanes: [{name: a, stages: [" +
+                                           source + ", " + fft.substr(0, fft.size() - 1) + ", backend: " + backend +
                                            (backend == "cufft" && !kFusion.empty() ? ", fusion: " + kFusion : "") +
                                            "}, {type: capture, poison: true}]}]\n",
                                        "test.yaml", {}, test_registry()));
@@ -109,12 +108,14 @@ Input random_input(SampleFormat format, std::size_t count, std::mt19937& random)
       input.values[i] = {pair[0], pair[1]};
     } else if (format == SampleFormat::ci16) {
       std::uniform_int_distribution<int> integer(-32768, 32767);
-      const std::int16_t pair[2] = {static_cast<std::int16_t>(integer(random)), static_cast<std::int16_t>(integer(random))};
+      const std::int16_t pair[2] = {static_cast<std::int16_t>(integer(random)),
+                                    static_cast<std::int16_t>(integer(random))};
       std::memcpy(out, pair, sizeof(pair));
       input.values[i] = {pair[0] / 32768.0, pair[1] / 32768.0};
     } else {
       std::uniform_int_distribution<int> integer(-128, 127);
-      const std::int8_t pair[2] = {static_cast<std::int8_t>(integer(random)), static_cast<std::int8_t>(integer(random))};
+      const std::int8_t pair[2] = {static_cast<std::int8_t>(integer(random)),
+                                   static_cast<std::int8_t>(integer(random))};
       std::memcpy(out, pair, sizeof(pair));
       input.values[i] = {pair[0] / 128.0, pair[1] / 128.0};
     }
@@ -165,7 +166,8 @@ double relative_error(const std::vector<float>& out, const std::vector<double>& 
   double norm = 0;
   for (std::size_t i = 0; i < out.size(); ++i) {
     const double difference = static_cast<double>(out[i]) - reference[i];
-    error += std::isnan(out[i]) ? std::numeric_limits<double>::infinity() : difference * difference;  // NaN: the poison was never overwritten
+    error += std::isnan(out[i]) ? std::numeric_limits<double>::infinity()
+                                : difference * difference;  // NaN: the poison was never overwritten
     norm += reference[i] * reference[i];
   }
   return std::sqrt(error / norm);
@@ -180,7 +182,8 @@ std::vector<FeedChunk> odd_chunks(const std::vector<std::byte>& bytes, std::size
     const std::size_t take = std::min(bytes.size() - at, samples(random) * sample_bytes);
     chunks.push_back(FeedChunk{std::vector<std::byte>(bytes.begin() + static_cast<std::ptrdiff_t>(at),
                                                       bytes.begin() + static_cast<std::ptrdiff_t>(at + take)),
-                               at / sample_bytes, {}});
+                               at / sample_bytes,
+                               {}});
     at += take;
   }
   return chunks;
@@ -232,9 +235,10 @@ void check_case(const Case& test, const std::string& memory, std::mt19937& rando
   const std::size_t sample_bytes = bytes_per_sample(test.format);
   g_feed = odd_chunks(input.bytes, sample_bytes, random, threads == 1 ? 8191 : (2U << 20) / sample_bytes - 1);
   const std::string description = case_name(test) + " memory " + memory + " threads " + std::to_string(threads);
-  run_fft("{type: feed, memory: " + memory + "}",
-          fft_settings(test) + ", memory: " + memory + (threads > 1 ? ", threads: " + std::to_string(threads) : "") + "}",
-          kBackend, threads == 1 ? "64KiB" : "2MiB");
+  run_fft(
+      "{type: feed, memory: " + memory + "}",
+      fft_settings(test) + ", memory: " + memory + (threads > 1 ? ", threads: " + std::to_string(threads) : "") + "}",
+      kBackend, threads == 1 ? "64KiB" : "2MiB");
   const std::vector<double> reference = reference_rows(input.values, test.size, test.window, test.average, test.output);
   const double error = relative_error(captured_values(), reference);
   // float32 arithmetic over a 1024-point transform lands near 1e-7; the bound leaves room, not slack.
@@ -265,7 +269,8 @@ TEST(FftBackend, AToneLandsInItsBinAtItsLevel) {
     EXPECT_NEAR(spectrum[640], 20 * std::log10(0.5), 0.1) << "row " << row;
     EXPECT_EQ(std::max_element(spectrum, spectrum + 1024) - spectrum, 640) << "row " << row;
   }
-  EXPECT_NE(g_stream.description.find(kBackend == "cufft" ? "cuFFT" : "FFTW"), std::string::npos) << g_stream.description;
+  EXPECT_NE(g_stream.description.find(kBackend == "cufft" ? "cuFFT" : "FFTW"), std::string::npos)
+      << g_stream.description;
 }
 
 // Runs the same input with gaps through `backend` and returns what came out.
@@ -360,9 +365,9 @@ TEST(FftBackend, CufftWithoutAGpuIsAnErrorWithAHint) {
   if (cuda_available()) GTEST_SKIP() << "a GPU is present: the cuFFT backend runs instead (fft_gpu_test)";
   g_format = SampleFormat::cf32;
   g_feed = {};
-  Pipeline pipeline(load_pipeline_text(
-      "lanes: [{name: a, stages: [{type: feed}, {type: fft, backend: cufft}, {type: capture}]}]\n", "test.yaml", {},
-      test_registry()));
+  Pipeline pipeline(
+      load_pipeline_text("lanes: [{name: a, stages: [{type: feed}, {type: fft, backend: cufft}, {type: capture}]}]\n",
+                         "test.yaml", {}, test_registry()));
   try {
     pipeline.start();
     FAIL() << "backend: cufft started without a GPU";
@@ -375,17 +380,18 @@ TEST(FftBackend, FusionIsRefusedWhereItCannotApply) {
   g_format = SampleFormat::cf32;
   g_feed = {};
   try {
-    load_pipeline_text("lanes: [{name: a, stages: [{type: feed}, {type: fft, backend: fftw, fusion: kernels}, {type: capture}]}]\n",
-                       "test.yaml", {}, test_registry());
+    load_pipeline_text(
+        "lanes: [{name: a, stages: [{type: feed}, {type: fft, backend: fftw, fusion: kernels}, {type: capture}]}]\n",
+        "test.yaml", {}, test_registry());
     FAIL() << "fusion: kernels with backend: fftw validated";
   } catch (const std::exception& error) {
     EXPECT_NE(std::string(error.what()).find("fusion"), std::string::npos) << error.what();
     EXPECT_NE(std::string(error.what()).find("cuFFT"), std::string::npos) << error.what();
   }
   if (cuda_available()) return;  // auto takes cuFFT there, and the fusion applies
-  Pipeline pipeline(load_pipeline_text(
-      "lanes: [{name: a, stages: [{type: feed}, {type: fft, fusion: fused}, {type: capture}]}]\n", "test.yaml", {},
-      test_registry()));
+  Pipeline pipeline(
+      load_pipeline_text("lanes: [{name: a, stages: [{type: feed}, {type: fft, fusion: fused}, {type: capture}]}]\n",
+                         "test.yaml", {}, test_registry()));
   try {
     pipeline.start();
     FAIL() << "fusion: fused started on FFTW";
@@ -426,11 +432,13 @@ TEST(FftBackend, FftwThreadsGiveTheSameRowsGapsAndTimesAsOneThread) {
     const std::size_t samples = std::max<std::size_t>(300 * test.size, 200'000 / sample_bytes);
     const Input input = random_input(test.format, samples, random);
     // Chunks from one sample to a quarter of the input or 1 MiB (several batches), a gap in every fourth of them.
-    g_feed = odd_chunks(input.bytes, sample_bytes, random, std::min<std::size_t>(samples / 4, (1U << 20) / sample_bytes));
+    g_feed =
+        odd_chunks(input.bytes, sample_bytes, random, std::min<std::size_t>(samples / 4, (1U << 20) / sample_bytes));
     for (std::size_t i = 1; i < g_feed.size(); i += 4) {
       const std::uint64_t length = g_feed[i].bytes.size() / sample_bytes;
       const std::uint64_t at = std::uniform_int_distribution<std::uint64_t>(0, length - 1)(random);
-      g_feed[i].gaps = {Gap{g_feed[i].first_sample + at, std::min<std::uint64_t>(length - at, 1 + at % (3 * test.size))}};
+      g_feed[i].gaps = {
+          Gap{g_feed[i].first_sample + at, std::min<std::uint64_t>(length - at, 1 + at % (3 * test.size))}};
     }
     const std::vector<Captured> one = threaded_run(test, 1);
     ASSERT_FALSE(one.empty()) << case_name(test);
@@ -507,7 +515,8 @@ TEST(FftBackend, FftwThreadsAreRefusedWhereTheyCannotApply) {
     error = start_error("{type: fft, size: 48, threads: 2}");
     EXPECT_NE(error.find("auto chose cuFFT"), std::string::npos) << error;
   } else {
-    EXPECT_EQ(start_error("{type: fft, size: 48, threads: 2}"), "(started)");  // auto takes FFTW here, and the threads apply
+    EXPECT_EQ(start_error("{type: fft, size: 48, threads: 2}"),
+              "(started)");  // auto takes FFTW here, and the threads apply
   }
 }
 
@@ -556,10 +565,11 @@ TEST(FftBackend, FftwWorkersArePinnedAndSleepWhenIdle) {
   ASSERT_TRUE(tasks_named("fftw worker 1").empty());
   {
     // Named cores: the worker runs on core 1 only, and says so in the stage's note.
-    Pipeline pipeline(load_pipeline_text(
-        "lanes: [{name: a, stages: [{type: feed}, {type: fft, backend: fftw, size: 64, cpu: 0, threads: 2, worker_cpus: [1]}, "
-        "{type: capture}]}]\n",
-        "test.yaml", {}, test_registry()));
+    Pipeline pipeline(
+        load_pipeline_text("lanes: [{name: a, stages: [{type: feed}, {type: fft, backend: fftw, size: 64, cpu: 0, "
+                           "threads: 2, worker_cpus: [1]}, "
+                           "{type: capture}]}]\n",
+                           "test.yaml", {}, test_registry()));
     pipeline.start();
     const std::vector<std::string> workers = tasks_named("fftw worker 1");
     ASSERT_EQ(workers.size(), 1U);
@@ -583,9 +593,10 @@ TEST(FftBackend, FftwWorkersArePinnedAndSleepWhenIdle) {
   EXPECT_TRUE(tasks_named("fftw worker 1").empty());
   {
     // No worker_cpus: the workers keep off the stage's own core.
-    Pipeline pipeline(load_pipeline_text(
-        "lanes: [{name: a, stages: [{type: feed}, {type: fft, backend: fftw, size: 64, cpu: 1, threads: 3}, {type: capture}]}]\n",
-        "test.yaml", {}, test_registry()));
+    Pipeline pipeline(
+        load_pipeline_text("lanes: [{name: a, stages: [{type: feed}, {type: fft, backend: fftw, size: 64, cpu: 1, "
+                           "threads: 3}, {type: capture}]}]\n",
+                           "test.yaml", {}, test_registry()));
     pipeline.start();
     std::set<int> expected;
     for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {

@@ -1,13 +1,13 @@
 // power_to_decibels (the fft stage's vectorised 10·log10) against double-precision std::log10:
 // the documented 1e-4 dB bound over every mantissa and the whole range, the floor, inf and NaN.
-#include "stages/fft/decibels.hpp"
-
 #include <gtest/gtest.h>
 
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+
+#include "stages/fft/decibels.hpp"
 
 namespace sluice {
 namespace {

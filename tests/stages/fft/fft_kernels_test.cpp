@@ -1,9 +1,10 @@
 // The fused complex kernel itself, for every input format: every output row against a float64
 // reference DFT of the converted, windowed input, scaled and fftshifted, output poisoned first;
 // and the fence it writes when it starts.
-#include <gtest/gtest.h>
+#include "stages/fft/fft_kernels.hpp"
 
 #include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <complex>
@@ -15,14 +16,15 @@
 #include <vector>
 
 #include "pipeline/memory.hpp"
-#include "stages/fft/fft_kernels.hpp"
 
 namespace sluice {
 namespace {
 
 constexpr unsigned kSize = fft_kernels::kFusedSize;
 
-void check(cudaError_t error, const char* call) { ASSERT_EQ(error, cudaSuccess) << call << ": " << cudaGetErrorString(error); }
+void check(cudaError_t error, const char* call) {
+  ASSERT_EQ(error, cudaSuccess) << call << ": " << cudaGetErrorString(error);
+}
 
 struct KernelRun {
   SampleFormat format;
@@ -46,7 +48,8 @@ TEST_P(FusedComplexKernel, EveryRowMatchesAFloat64ReferenceDft) {
   std::vector<std::complex<double>> input(kFrames * kSize);  // the converted, windowed samples
   std::vector<std::byte> raw((kFrames * kSize - kCarried) * sample_bytes);
   std::vector<float> window(kSize);
-  for (unsigned n = 0; n < kSize; ++n) window[n] = static_cast<float>(0.5 - 0.5 * std::cos(2 * std::numbers::pi * n / kSize));
+  for (unsigned n = 0; n < kSize; ++n)
+    window[n] = static_cast<float>(0.5 - 0.5 * std::cos(2 * std::numbers::pi * n / kSize));
   std::vector<float> carried(2 * kCarried);
   std::uniform_int_distribution<int> value(-100, 100);
   for (unsigned p = 0; p < kFrames * kSize; ++p) {
@@ -105,8 +108,8 @@ TEST_P(FusedComplexKernel, EveryRowMatchesAFloat64ReferenceDft) {
   check(cudaHostGetDevicePointer(&device_word, word, 0), "cudaHostGetDevicePointer");
   for (unsigned long long fence : {41ULL, 42ULL}) {
     const fft_kernels::Signal signal{static_cast<unsigned long long*>(device_word), fence};
-    check(fft_kernels::fused_complex(args, kFirst, kFrames - kFirst, amplitude, reinterpret_cast<float2*>(out_memory.data()),
-                                     nullptr, signal),
+    check(fft_kernels::fused_complex(args, kFirst, kFrames - kFirst, amplitude,
+                                     reinterpret_cast<float2*>(out_memory.data()), nullptr, signal),
           "fused_complex");
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     EXPECT_EQ(*word, fence) << run.name;
@@ -129,7 +132,7 @@ TEST_P(FusedComplexKernel, EveryRowMatchesAFloat64ReferenceDft) {
       const double re = out[at];
       const double im = out[at + 1];
       error += std::isnan(re) || std::isnan(im) ? std::numeric_limits<double>::infinity()
-                                                 : std::norm(std::complex<double>(re, im) - sum);
+                                                : std::norm(std::complex<double>(re, im) - sum);
       norm += std::norm(sum);
     }
   }
@@ -162,7 +165,8 @@ TEST(FusedComplexKernel, ABlockThatTransformsManyFramesWritesTheRowsOfOneFrameLa
   args.format = SampleFormat::cf32;
   args.window = reinterpret_cast<const float*>(window_memory.data());
   args.frames = kFrames;
-  check(fft_kernels::fused_complex(args, 0, kFrames, 1.0F / kSize, reinterpret_cast<float2*>(all.data()), nullptr), "fused_complex");
+  check(fft_kernels::fused_complex(args, 0, kFrames, 1.0F / kSize, reinterpret_cast<float2*>(all.data()), nullptr),
+        "fused_complex");
   std::vector<float> rows(samples.size());
   check(cudaMemcpy(rows.data(), all.data(), all.size(), cudaMemcpyDeviceToHost), "cudaMemcpy");
   std::size_t unwritten = 0;
@@ -174,19 +178,23 @@ TEST(FusedComplexKernel, ABlockThatTransformsManyFramesWritesTheRowsOfOneFrameLa
   unsigned mismatched = 0;
   for (unsigned k = 0; k < kSingles; ++k) {
     const unsigned frame = k * (kFrames / kSingles) + k % 7;
-    check(fft_kernels::fused_complex(args, frame, 1, 1.0F / kSize, reinterpret_cast<float2*>(one.data()), nullptr), "fused_complex");
+    check(fft_kernels::fused_complex(args, frame, 1, 1.0F / kSize, reinterpret_cast<float2*>(one.data()), nullptr),
+          "fused_complex");
     check(cudaMemcpy(single.data(), one.data(), one.size(), cudaMemcpyDeviceToHost), "cudaMemcpy");
-    if (std::memcmp(single.data(), rows.data() + static_cast<std::size_t>(frame) * kSize * 2, single.size() * sizeof(float)) != 0) {
+    if (std::memcmp(single.data(), rows.data() + static_cast<std::size_t>(frame) * kSize * 2,
+                    single.size() * sizeof(float)) != 0) {
       ++mismatched;
     }
   }
   EXPECT_EQ(mismatched, 0U) << "of " << kSingles << " frames";
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    EveryFormat, FusedComplexKernel,
-    ::testing::Values(KernelRun{SampleFormat::cf32, "cf32"}, KernelRun{SampleFormat::ci16, "ci16"}, KernelRun{SampleFormat::ci8, "ci8"}),
-    [](const ::testing::TestParamInfo<KernelRun>& param) { return std::string(param.param.name); });
+INSTANTIATE_TEST_SUITE_P(EveryFormat, FusedComplexKernel,
+                         ::testing::Values(KernelRun{SampleFormat::cf32, "cf32"}, KernelRun{SampleFormat::ci16, "ci16"},
+                                           KernelRun{SampleFormat::ci8, "ci8"}),
+                         [](const ::testing::TestParamInfo<KernelRun>& param) {
+                           return std::string(param.param.name);
+                         });
 
 }  // namespace
 }  // namespace sluice

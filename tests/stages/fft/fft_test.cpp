@@ -1,7 +1,5 @@
 // fft stage: real FFTW through the real runtime against a direct DFT, tone levels, averaging,
 // carry-over across chunk boundaries, gaps mapped to rows, settings validation, input scaling.
-#include "stages/fft/fft_stage.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +10,7 @@
 
 #include "pipeline/config.hpp"
 #include "pipeline/runtime.hpp"
+#include "stages/fft/fft_stage.hpp"
 #include "stages/fft/window.hpp"
 #include "tests/stages/stage_test_util.hpp"
 #include "tests/support/test_stages.hpp"
@@ -34,11 +33,13 @@ const StageRegistry& test_registry() {
 }
 
 // Runs `source` → `fft` → capture; returns the pipeline for its metrics.
-std::unique_ptr<Pipeline> run_fft(const std::string& source, const std::string& fft, const std::string& chunk = "64KiB") {
+std::unique_ptr<Pipeline> run_fft(const std::string& source, const std::string& fft,
+                                  const std::string& chunk = "64KiB") {
   g_captured.clear();
-  auto pipeline = std::make_unique<Pipeline>(load_pipeline_text(
-      "pipeline: {chunk: " + chunk + ", chunks: 8}\nlanes: [{name: a, stages: [" + source + ", " + fft + ", {type: capture}]}]\n",
-      "test.yaml", {}, test_registry()));
+  auto pipeline = std::make_unique<Pipeline>(load_pipeline_text("pipeline: {chunk: " + chunk +
+                                                                    ", chunks: 8}\nlanes: [{name: a, stages: [" +
+                                                                    source + ", " + fft + ", {type: capture}]}]\n",
+                                                                "test.yaml", {}, test_registry()));
   pipeline->start();
   pipeline->run();
   EXPECT_TRUE(pipeline->failures().empty()) << pipeline->failures()[0].message;
@@ -85,7 +86,8 @@ std::vector<std::byte> as_bytes(const std::vector<std::complex<float>>& samples)
 
 // The trusted reference: a direct O(N²) DFT in double of the windowed frame, normalised by
 // N · coherent gain and fftshifted (bin k at index (k + N/2) mod N).
-std::vector<std::complex<double>> reference_spectrum(const std::complex<float>* frame, std::size_t size, WindowKind kind) {
+std::vector<std::complex<double>> reference_spectrum(const std::complex<float>* frame, std::size_t size,
+                                                     WindowKind kind) {
   std::vector<float> window(size);
   fill_window(kind, window);
   const double scale = 1.0 / (static_cast<double>(size) * coherent_gain(window));
@@ -116,8 +118,10 @@ TEST(Fft, ComplexAndPowerMatchADirectDftForRandomInput) {
     for (std::size_t row = 0; row < 5; ++row) {
       const auto expected = reference_spectrum(samples.data() + row * size, size, WindowKind::blackman);
       for (std::size_t i = 0; i < size; ++i) {
-        EXPECT_NEAR(complex_rows[row][2 * i], expected[i].real(), 1e-5) << "size " << size << " row " << row << " index " << i;
-        EXPECT_NEAR(complex_rows[row][2 * i + 1], expected[i].imag(), 1e-5) << "size " << size << " row " << row << " index " << i;
+        EXPECT_NEAR(complex_rows[row][2 * i], expected[i].real(), 1e-5)
+            << "size " << size << " row " << row << " index " << i;
+        EXPECT_NEAR(complex_rows[row][2 * i + 1], expected[i].imag(), 1e-5)
+            << "size " << size << " row " << row << " index " << i;
         EXPECT_NEAR(power_rows[row][i], std::norm(expected[i]), 1e-5 + 1e-4 * std::norm(expected[i]));
       }
     }
@@ -147,7 +151,8 @@ TEST(Fft, GeneratorToneLandsInItsBinAtItsLevelWithRowMetadata) {
       }
     }
   }
-  // Convention: first_sample / sample_count count output values (rows × size); timestamps step by size × average samples.
+  // Convention: first_sample / sample_count count output values (rows × size); timestamps step by size × average
+  // samples.
   std::uint64_t values = 0;
   for (std::size_t i = 0; i < g_captured.size(); ++i) {
     EXPECT_EQ(g_captured[i].sequence, i);
@@ -157,7 +162,9 @@ TEST(Fft, GeneratorToneLandsInItsBinAtItsLevelWithRowMetadata) {
     if (i > 0) {
       const auto& previous = g_captured[i - 1];
       const double step = static_cast<double>(g_captured[i].timestamp.seconds - previous.timestamp.seconds) +
-                          (static_cast<double>(g_captured[i].timestamp.picoseconds) - static_cast<double>(previous.timestamp.picoseconds)) * 1e-12;
+                          (static_cast<double>(g_captured[i].timestamp.picoseconds) -
+                           static_cast<double>(previous.timestamp.picoseconds)) *
+                              1e-12;
       EXPECT_NEAR(step, static_cast<double>(previous.sample_count / 1024 * 2048) / 1e6, 1e-9);
       // The row times and the stream's rate tell the same story: a chunk lasts its values / rate.
       EXPECT_NEAR(step, static_cast<double>(previous.sample_count) / g_stream.sample_rate, 1e-9);
@@ -329,7 +336,8 @@ TEST(Fft, ComplexOutputWithAveragingIsRejectedAtItsKey) {
       - {type: generator}
       - {type: fft, output: complex, average: 4}
       - {type: null}
-)", "test.yaml");
+)",
+                       "test.yaml");
     FAIL() << "complex output with average 4 must not load";
   } catch (const ConfigException& error) {
     const auto& errors = error.errors().all();
@@ -342,13 +350,15 @@ TEST(Fft, ComplexOutputWithAveragingIsRejectedAtItsKey) {
 
 TEST(Fft, RefusesRealInputAndRowsLargerThanItsChunks) {
   try {
-    load_pipeline_text("lanes: [{name: a, stages: [{type: generator}, {type: fft, size: 4096, chunk: 8KiB}, {type: null}]}]\n");
+    load_pipeline_text(
+        "lanes: [{name: a, stages: [{type: generator}, {type: fft, size: 4096, chunk: 8KiB}, {type: null}]}]\n");
     FAIL() << "a 16 KiB row cannot fit an 8 KiB chunk";
   } catch (const ConfigException& error) {
     EXPECT_NE(std::string(error.what()).find("cannot hold one spectrum row"), std::string::npos) << error.what();
   }
   // Spectra into a second fft: rf32 has no I/Q pairs.
-  Pipeline pipeline(load_pipeline_text("lanes: [{name: a, stages: [{type: generator}, {type: fft}, {name: again, type: fft}, {type: null}]}]\n"));
+  Pipeline pipeline(load_pipeline_text(
+      "lanes: [{name: a, stages: [{type: generator}, {type: fft}, {name: again, type: fft}, {type: null}]}]\n"));
   try {
     pipeline.start();
     FAIL() << "an fft of rf32 spectra must not start";

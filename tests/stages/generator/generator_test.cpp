@@ -57,7 +57,8 @@ lanes:
   - name: a
     stages:
       - {type: generator, signal: ramp, format: ci16, stop_after: 1052672}
-      - {type: file, path: )" + path.string() + "}\n");
+      - {type: file, path: )" + path.string() +
+                               "}\n");
   ASSERT_TRUE(pipeline->failures().empty());
   const auto actual = read_file(path);
   ASSERT_EQ(actual.size(), 1052672U);
@@ -76,7 +77,8 @@ TEST(Generator, ChunkMetadataAdvancesWithTheSampleCount) {
   std::vector<test_support::CapturedChunk>& seen = test_support::keyed_capture("generator metadata").chunks;
   Pipeline pipeline(load_pipeline_text(R"(pipeline: {chunk: 64KiB}
 lanes: [{name: a, stages: [{type: generator, sample_rate: 3MHz, stop_after: 640KiB}, {type: capture, key: generator metadata}]}]
-)", "test.yaml", {}, registry));
+)",
+                                       "test.yaml", {}, registry));
   pipeline.start();
   pipeline.run();
   ASSERT_EQ(seen.size(), 10U);

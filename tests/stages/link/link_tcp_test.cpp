@@ -1,9 +1,6 @@
 // The tcp link transport over real loopback sockets: every chunk's bytes, metadata, gap
 // table and order arrive; credits stop the sender while the receiver holds its ring;
 // failures, silence and a closed peer are reported on the other side.
-#include "stages/link/tcp_transport.hpp"
-#include "stages/link/link_halves.hpp"
-
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -14,6 +11,8 @@
 
 #include "pipeline/chunk_wire.hpp"
 #include "pipeline/clock.hpp"
+#include "stages/link/link_halves.hpp"
+#include "stages/link/tcp_transport.hpp"
 #include "tests/support/free_port.hpp"
 #include "wire/socket.hpp"
 
@@ -41,7 +40,9 @@ std::byte pattern(std::uint64_t sequence, std::size_t offset) {
   return static_cast<std::byte>(x >> 56);
 }
 std::size_t size_of(std::uint64_t sequence) { return sequence % 5 == 0 ? 4096 + sequence : 64 * 1024; }
-std::uint32_t gaps_of(std::uint64_t sequence) { return sequence % 7 == 0 ? static_cast<std::uint32_t>(sequence % 33) : 0; }
+std::uint32_t gaps_of(std::uint64_t sequence) {
+  return sequence % 7 == 0 ? static_cast<std::uint32_t>(sequence % 33) : 0;
+}
 
 void fill(Chunk& chunk, std::uint64_t sequence) {
   chunk.size = size_of(sequence);

@@ -31,7 +31,8 @@ class PoolProbe final : public Stage {
   void start(StageContext& context) override {
     context_ = &context;
     g_probe_gpu = context.cuda_device();
-    for (const Pool* pool : context.lane_pools()) g_pools.push_back({pool->name(), cuda_glue::device_of(pool->region().data())});
+    for (const Pool* pool : context.lane_pools())
+      g_pools.push_back({pool->name(), cuda_glue::device_of(pool->region().data())});
   }
   StageStatus process() override {
     if (ChunkPtr chunk = context_->input().pop(std::chrono::milliseconds(10))) {
@@ -49,7 +50,8 @@ class PoolProbe final : public Stage {
 bool two_gpus(std::string& why) {
   const int count = cuda_glue::device_count();
   if (count >= 2) return true;
-  why = "needs 2 GPUs, found " + std::to_string(count) + (count == 0 ? " (" + cuda_glue::unavailable_reason() + ")" : "");
+  why =
+      "needs 2 GPUs, found " + std::to_string(count) + (count == 0 ? " (" + cuda_glue::unavailable_reason() + ")" : "");
   return false;
 }
 
@@ -65,7 +67,8 @@ lanes:
     stages:
       - {type: generator, signal: ramp, stop_after: 64MiB, memory: device}
       - {type: link, memory: device, gpu: 1}
-      - {type: file, path: )" + path.string() + "}\n");
+      - {type: file, path: )" + path.string() +
+                                        "}\n");
   ASSERT_TRUE(pipeline->failures().empty()) << pipeline->failures()[0].message;
   for (const auto* metrics : pipeline->metrics()) EXPECT_TRUE(metrics->notes.empty()) << metrics->notes[0];
   EXPECT_EQ(pipeline->definition().lanes[0].stages[1].cuda_device, 1);

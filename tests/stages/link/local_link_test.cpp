@@ -4,8 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/stages/stage_test_util.hpp"
 #include "stages/generator/generator.hpp"
+#include "tests/stages/stage_test_util.hpp"
 
 namespace sluice {
 namespace {
@@ -23,7 +23,8 @@ lanes:
     stages:
       - {type: generator, signal: ramp, format: cf32, stop_after: 4MiB}
       - {type: link, chunks: 2}
-      - {type: file, path: )" + path.string() + "}\n");
+      - {type: file, path: )" + path.string() +
+                                        "}\n");
   ASSERT_TRUE(pipeline->failures().empty());
   GeneratorSettings settings;
   settings.signal = GeneratorSignal::ramp;

@@ -1,8 +1,6 @@
 // GPU memory for RDMA on a GPU machine (no RDMA device needed): a cudaMalloc'd landing
 // ring exports as a real dma-buf, and the BAR1 check reads the same aperture nvidia-smi
 // reports and refuses a registration that cannot fit through it.
-#include "stages/link/rdma/gpu_memory.hpp"
-
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,15 +12,16 @@
 #include <string>
 
 #include "pipeline/memory.hpp"
+#include "stages/link/rdma/gpu_memory.hpp"
 
 namespace sluice::rdma {
 namespace {
 
 // Missing hardware is a skip with the reason, in CI too (CI machines have no GPU; the gpu
 // label runs on a GPU machine).
-#define REQUIRE_GPU()                                                                         \
-  if (!cuda_available()) {                                                                    \
-    GTEST_SKIP() << "no GPU: " << cuda_unavailable_reason();                                  \
+#define REQUIRE_GPU()                                        \
+  if (!cuda_available()) {                                   \
+    GTEST_SKIP() << "no GPU: " << cuda_unavailable_reason(); \
   }
 
 // BAR1 total in MiB as nvidia-smi prints it ("BAR1 Memory Usage" / "Total : 131072 MiB").
@@ -87,7 +86,7 @@ TEST(RdmaGpuMemory, DeviceMemoryExportsAsADmaBuf) {
   // The kernel names a dma-buf's file "/dmabuf:" (anon inode of the dma-buf class).
   const auto target = std::filesystem::read_symlink("/proc/self/fd/" + std::to_string(fd->get())).string();
   EXPECT_NE(target.find("dmabuf"), std::string::npos) << target;
-  struct stat status{};
+  struct stat status {};
   ASSERT_EQ(::fstat(fd->get(), &status), 0);
   EXPECT_GE(static_cast<std::uint64_t>(status.st_size), ring.size());
 }

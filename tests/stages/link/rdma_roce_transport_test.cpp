@@ -1,13 +1,13 @@
 // The roce transport through the link seam (LinkSender / LinkReceiver), on Soft-RoCE in
 // the test VM: real pools on both sides, chunk_wire metadata, credits from the pool's
 // release hook, the hello, end of stream and a receiver's failure reaching the sender.
-#include "stages/link/roce_transport.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+
+#include "stages/link/roce_transport.hpp"
 
 namespace sluice {
 namespace {
@@ -15,10 +15,10 @@ namespace {
 using namespace std::chrono_literals;
 
 bool have_rdma_address() { return std::getenv("SLUICE_VM_ADDRESS") != nullptr; }
-#define REQUIRE_VM()                                                                                       \
-  if (!have_rdma_address()) {                                                                              \
+#define REQUIRE_VM()                                                                                          \
+  if (!have_rdma_address()) {                                                                                 \
     if (std::getenv("CI") != nullptr) FAIL() << "SLUICE_VM_ADDRESS unset: run through tests/vm/run_in_vm.sh"; \
-    GTEST_SKIP() << "no RDMA port address (SLUICE_VM_ADDRESS): run through tests/vm/run_in_vm.sh";          \
+    GTEST_SKIP() << "no RDMA port address (SLUICE_VM_ADDRESS): run through tests/vm/run_in_vm.sh";            \
   }
 
 TransportSettings settings_for(std::uint16_t port) {
@@ -41,7 +41,8 @@ void fill(Chunk& chunk, std::uint64_t sequence) {
   chunk.format = SampleFormat::ci16;
   chunk.timestamp = Timestamp{1'700'000'000 + sequence, 250'000'000'000, true};
   chunk.gap_count = 0;
-  for (std::uint64_t gap = 0; gap < sequence % (Chunk::kMaxGaps + 1); ++gap) chunk.add_gap(sequence * 1000 + gap, gap + 1);
+  for (std::uint64_t gap = 0; gap < sequence % (Chunk::kMaxGaps + 1); ++gap)
+    chunk.add_gap(sequence * 1000 + gap, gap + 1);
 }
 
 TEST(RoceTransport, MovesChunksWithMetadataAndCreditsThroughTheSeam) {

@@ -3,11 +3,10 @@
 // a killed peer is noticed by the other side; a receiver takes a second sender and a
 // restarted receiver is reached again. Payloads are compared against a pattern computed
 // here from the chunk number alone, not against anything the transport reported.
+#include <gtest/gtest.h>
 #include <infiniband/verbs.h>
 #include <signal.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <array>
 #include <chrono>
@@ -77,10 +76,10 @@ std::optional<std::string> missing_rdma() {
   if (std::getenv("SLUICE_VM_ADDRESS") == nullptr) return "SLUICE_VM_ADDRESS (an address of an RDMA port) is not set";
   return std::nullopt;
 }
-#define REQUIRE_RDMA()                                                                                \
-  if (auto reason = missing_rdma()) {                                                                 \
-    if (std::getenv("SLUICE_IN_VM") != nullptr || std::getenv("CI") != nullptr) FAIL() << *reason;  \
-    GTEST_SKIP() << *reason;                                                                          \
+#define REQUIRE_RDMA()                                                                             \
+  if (auto reason = missing_rdma()) {                                                              \
+    if (std::getenv("SLUICE_IN_VM") != nullptr || std::getenv("CI") != nullptr) FAIL() << *reason; \
+    GTEST_SKIP() << *reason;                                                                       \
   }
 std::string address() { return std::getenv("SLUICE_VM_ADDRESS"); }
 
@@ -106,8 +105,7 @@ struct Received {
 };
 
 // Receives until the stream ends; `hold` delays each release (a slow downstream).
-Received receive_stream(RdmaReceiver& receiver, std::chrono::microseconds hold = 0us,
-                        Clock::duration limit = 60s) {
+Received receive_stream(RdmaReceiver& receiver, std::chrono::microseconds hold = 0us, Clock::duration limit = 60s) {
   Received received;
   const auto deadline = Clock::now() + limit;
   while (Clock::now() < deadline) {
@@ -402,8 +400,8 @@ TEST(RdmaTransport, AReceiverNoticesItsSenderKilledMidStream) {
   ASSERT_GE(arrived, 20U) << receiver.error();
   EXPECT_TRUE(status == ReceiveStatus::disconnected || status == ReceiveStatus::failed) << receiver.error();
   EXPECT_LT(noticed, kNoticeWithin);
-  std::printf("receiver noticed the killed sender after %.3f s: %s\n",
-              std::chrono::duration<double>(noticed).count(), receiver.error().c_str());
+  std::printf("receiver noticed the killed sender after %.3f s: %s\n", std::chrono::duration<double>(noticed).count(),
+              receiver.error().c_str());
 }
 
 TEST(RdmaTransport, ASenderNoticesItsReceiverKilledMidStream) {

@@ -1,6 +1,7 @@
 // The `sluice` binary end to end on configs/record_demo.yaml: Ctrl-C leaves a complete
 // capture, kill -9 leaves one that `sluice capture repair` completes, `sluice capture info`
 // tells them apart, and `sluice play --no-fft` reads a capture back in full.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,12 +10,10 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <memory>
 #include <fstream>
-#include <thread>
-
-#include <gtest/gtest.h>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "recorder/capture_reader.hpp"
 #include "recorder/journal.hpp"
@@ -100,8 +99,8 @@ TEST(CaptureCli, KillNineThenRepairGivesACompleteCapture) {
 // A path with nothing there is named as missing, whichever form it takes; nothing is created.
 TEST(CaptureCli, RepairOfAMissingPathSaysItDoesNotExist) {
   test::TempDir dir;
-  for (const std::string& path : {dir.str("missing.sigmf-collection"), dir.str("missing.sigmf-meta"), dir.str("missing"),
-                                  dir.str("no-such-directory/missing.sigmf-collection")}) {
+  for (const std::string& path : {dir.str("missing.sigmf-collection"), dir.str("missing.sigmf-meta"),
+                                  dir.str("missing"), dir.str("no-such-directory/missing.sigmf-collection")}) {
     std::string output;
     EXPECT_EQ(run_sluice({"capture", "repair", path}, &output), 1) << output;
     EXPECT_EQ(output, "sluice: " + path + " does not exist\n");
@@ -165,7 +164,8 @@ TEST(CaptureCli, KillNineMidRotationThenRepairLeavesOnlyRecordingsThatHoldData) 
   EXPECT_NE(output.find("state:    complete"), std::string::npos) << output;
   // An outside reader maps every data file the collection lists, and it lists what is there.
   const testing::ProcessResult mapped = map_collection(collection);
-  if ((mapped.exit_code == 77 || mapped.exit_code == 127) && !test::in_ci()) GTEST_SKIP() << "no python3 with numpy: " << mapped.err;
+  if ((mapped.exit_code == 77 || mapped.exit_code == 127) && !test::in_ci())
+    GTEST_SKIP() << "no python3 with numpy: " << mapped.err;
   EXPECT_EQ(mapped.exit_code, 0) << mapped.out << mapped.err;
   const recorder::Capture capture = recorder::open_capture(collection);
   std::vector<std::string> problems;

@@ -1,6 +1,7 @@
 // The record stage on real files through real io_uring: bytes in equal bytes out wherever it
 // sits in a lane, rotation, striping, refusal to overwrite, a full disk, kill -9 then repair,
 // and record → replay giving back the same samples, gaps and timestamps.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -15,8 +16,6 @@
 #include <regex>
 #include <thread>
 
-#include <gtest/gtest.h>
-
 #include "recorder/capture_reader.hpp"
 #include "recorder/capture_tools.hpp"
 #include "recorder/journal.hpp"
@@ -27,11 +26,11 @@
 namespace sluice {
 namespace {
 namespace fs = std::filesystem;
+using test::lane_bytes;
+using test::LoopVolume;
 using test::ramp_bytes;
 using test::read_file;
 using test::run_pipeline;
-using test::lane_bytes;
-using test::LoopVolume;
 using test::TempDir;
 
 constexpr double kRate = 10e6;
@@ -66,7 +65,8 @@ TEST(RecordStage, AfterALinkAndInBothPlacesEveryCopyHoldsTheSameBytes) {
   const std::string stages = "  - {name: raw, type: record, directory: " + dir.str("raw") +
                              "}\n"
                              "  - {name: link, type: link}\n"
-                             "  - {name: landed, type: record, directory: " + dir.str("landed") +
+                             "  - {name: landed, type: record, directory: " +
+                             dir.str("landed") +
                              "}\n"
                              "  - {name: sink, type: null}\n";
   ASSERT_EQ(run_pipeline(generator_yaml(stages, total)), std::vector<std::string>{});
@@ -78,7 +78,8 @@ TEST(RecordStage, AfterALinkAndInBothPlacesEveryCopyHoldsTheSameBytes) {
 TEST(RecordStage, AfterATransformAsTheLastStage) {
   TempDir dir;
   const std::uint64_t total = 1ULL << 20;
-  const std::string stages = "  - {name: link, type: link}\n  - {name: rec, type: record, directory: " + dir.str() + "}\n";
+  const std::string stages =
+      "  - {name: link, type: link}\n  - {name: rec, type: record, directory: " + dir.str() + "}\n";
   ASSERT_EQ(run_pipeline(generator_yaml(stages, total)), std::vector<std::string>{});
   EXPECT_EQ(read_file(dir.str("cap-port0-0000.sigmf-data")), ramp_bytes(SampleFormat::ci16, kRate, 0, total / 4));
 }
@@ -86,8 +87,8 @@ TEST(RecordStage, AfterATransformAsTheLastStage) {
 TEST(RecordStage, RotatesIntoValidFileSetsThatTogetherHoldTheStream) {
   TempDir dir;
   const std::uint64_t total = 5ULL << 20;  // 20 chunks of 256 KiB, 1 MiB per file: 5 files
-  ASSERT_EQ(run_pipeline(generator_yaml(
-                "  - {name: rec, type: record, rotate: 1MiB, directory: " + dir.str() + "}\n", total)),
+  ASSERT_EQ(run_pipeline(
+                generator_yaml("  - {name: rec, type: record, rotate: 1MiB, directory: " + dir.str() + "}\n", total)),
             std::vector<std::string>{});
   for (int i = 0; i < 5; ++i) {
     const std::string data = dir.str("cap-port0-000" + std::to_string(i) + ".sigmf-data");
@@ -105,8 +106,8 @@ TEST(RecordStage, RotatesIntoValidFileSetsThatTogetherHoldTheStream) {
 TEST(RecordStage, StripesOneLaneAcrossDirectoriesAndReadsBackInOrder) {
   TempDir dir;
   const std::uint64_t total = 3ULL << 20;
-  const std::string stages = "  - {name: rec, type: record, directory: [" + dir.str("d0") + ", " + dir.str("d1") + ", " +
-                             dir.str("d2") + "]}\n";
+  const std::string stages = "  - {name: rec, type: record, directory: [" + dir.str("d0") + ", " + dir.str("d1") +
+                             ", " + dir.str("d2") + "]}\n";
   ASSERT_EQ(run_pipeline(generator_yaml(stages, total)), std::vector<std::string>{});
   std::uint64_t stored = 0;
   for (int i = 0; i < 3; ++i) {
@@ -199,7 +200,8 @@ TEST(RecordStage, TwoRecordTapsWithOneCaptureNameAreRefusedBeforeAnythingIsWritt
   // recording; now validation names the clash and nothing on disk changes.
   const std::string both = "  - {name: raw, type: record, overwrite: true, directory: " + dir.str() +
                            "}\n"
-                           "  - {name: spectra_in, type: record, overwrite: true, directory: " + dir.str() + "/.}\n";
+                           "  - {name: spectra_in, type: record, overwrite: true, directory: " +
+                           dir.str() + "/.}\n";
   try {
     run_pipeline(generator_yaml(both, 2ULL << 20));
     ADD_FAILURE() << "two record stages writing the same files validated";
@@ -211,21 +213,26 @@ TEST(RecordStage, TwoRecordTapsWithOneCaptureNameAreRefusedBeforeAnythingIsWritt
   TempDir other;
   const std::string named = "  - {name: raw, type: record, capture_name: raw, directory: " + other.str() +
                             "}\n"
-                            "  - {name: copy, type: record, capture_name: copy, directory: " + other.str() + "}\n";
+                            "  - {name: copy, type: record, capture_name: copy, directory: " +
+                            other.str() + "}\n";
   ASSERT_EQ(run_pipeline(generator_yaml(named, 1ULL << 20)), std::vector<std::string>{});
   EXPECT_EQ(read_file(other.str("raw-port0-0000.sigmf-data")), ramp_bytes(SampleFormat::ci16, kRate, 0, (1 << 20) / 4));
-  EXPECT_EQ(read_file(other.str("copy-port0-0000.sigmf-data")), ramp_bytes(SampleFormat::ci16, kRate, 0, (1 << 20) / 4));
+  EXPECT_EQ(read_file(other.str("copy-port0-0000.sigmf-data")),
+            ramp_bytes(SampleFormat::ci16, kRate, 0, (1 << 20) / 4));
 }
 
 TEST(RecordStage, JoiningAnExistingCaptureUnderANewLaneNeedsJoin) {
   TempDir dir;
   ASSERT_EQ(run_pipeline(generator_yaml("  - {name: rec, type: record, directory: " + dir.str() + "}\n", 1ULL << 20)),
             std::vector<std::string>{});
-  const std::string lane1 = "pipeline: {name: cap, chunk: 256KiB, chunks: 8}\n"
-                            "template:\n"
-                            "  - {name: source, type: generator, signal: ramp, sample_rate: 10Msps, stop_after: 1MiB}\n"
-                            "  - {name: rec, type: record, directory: " + dir.str() + "JOIN}\n"
-                            "lanes:\n  - name: port1\n";
+  const std::string lane1 =
+      "pipeline: {name: cap, chunk: 256KiB, chunks: 8}\n"
+      "template:\n"
+      "  - {name: source, type: generator, signal: ramp, sample_rate: 10Msps, stop_after: 1MiB}\n"
+      "  - {name: rec, type: record, directory: " +
+      dir.str() +
+      "JOIN}\n"
+      "lanes:\n  - name: port1\n";
   auto with = [&](const std::string& join) { return std::string(lane1).replace(lane1.find("JOIN"), 4, join); };
   EXPECT_THROW(run_pipeline(with("")), ConfigException);
   EXPECT_FALSE(fs::exists(dir.str("cap-port1-0000.sigmf-data")));
@@ -247,16 +254,16 @@ TEST(RecordStage, ValidationRefusesADirectoryThatCannotBeWrittenAndCreatesNothin
     EXPECT_NE(std::string(error.what()).find("not a directory"), std::string::npos) << error.what();
   }
   // A directory that does not exist yet is fine, and validating does not create it.
-  load_pipeline_text(generator_yaml("  - {name: rec, type: record, directory: " + dir.str("new/deeper") + "}\n", 1 << 20),
-                     "test");
+  load_pipeline_text(
+      generator_yaml("  - {name: rec, type: record, directory: " + dir.str("new/deeper") + "}\n", 1 << 20), "test");
   EXPECT_FALSE(fs::exists(dir.str("new")));
   if (::geteuid() != 0) {  // root may write anywhere: a read-only directory only stops others
     fs::create_directory(dir.str("ro"));
     fs::permissions(dir.str("ro"), fs::perms::owner_read | fs::perms::owner_exec);
-    EXPECT_THROW(load_pipeline_text(generator_yaml("  - {name: rec, type: record, directory: " + dir.str("ro") + "}\n",
-                                                   1 << 20),
-                                    "test"),
-                 ConfigException);
+    EXPECT_THROW(
+        load_pipeline_text(generator_yaml("  - {name: rec, type: record, directory: " + dir.str("ro") + "}\n", 1 << 20),
+                           "test"),
+        ConfigException);
   }
 }
 
@@ -302,7 +309,8 @@ void expect_full_volume_stops_cleanly(const std::string& type, const std::string
   LoopVolume volume(dir, type, size);
   if (!volume.mounted()) {
     const char* ci = std::getenv("CI");
-    if (ci != nullptr && std::string(ci) == "true") FAIL() << "cannot mount a " << type << " volume in CI: " << volume.why();
+    if (ci != nullptr && std::string(ci) == "true")
+      FAIL() << "cannot mount a " << type << " volume in CI: " << volume.why();
     GTEST_SKIP() << "cannot mount a " << type << " volume here (needs root and loop devices): " << volume.why();
   }
   const std::string yaml =
@@ -354,9 +362,11 @@ std::vector<std::string> leftovers(const std::string& directory) {
 // Checks every "lane L of the capture C holds ... (N samples) in K recording(s) ..." that a
 // failure message says against the capture read back from the files. Returns how many.
 std::size_t expect_messages_match_the_files(const std::string& messages, const recorder::Capture& capture) {
-  static const std::regex kState(R"(lane (\S+) of the capture \S+ holds (the )?\S+ \S+ \((\d+) samples\) in (\d+) recording\(s\)( written before it, complete| but is INCOMPLETE))");
+  static const std::regex kState(
+      R"(lane (\S+) of the capture \S+ holds (the )?\S+ \S+ \((\d+) samples\) in (\d+) recording\(s\)( written before it, complete| but is INCOMPLETE))");
   std::size_t checked = 0;
-  for (auto match = std::sregex_iterator(messages.begin(), messages.end(), kState); match != std::sregex_iterator(); ++match) {
+  for (auto match = std::sregex_iterator(messages.begin(), messages.end(), kState); match != std::sregex_iterator();
+       ++match) {
     const recorder::CaptureLane* lane = capture.lane((*match)[1]);
     if (lane == nullptr) {
       ADD_FAILURE() << "a message names lane " << (*match)[1] << ", which the capture does not hold";
@@ -375,7 +385,9 @@ std::string two_lane_yaml(const std::string& directory, const std::string& recor
   return "pipeline: {name: cap, chunk: 256KiB, chunks: 8}\n"
          "template:\n"
          "  - {name: source, type: generator, signal: ramp, sample_rate: 10Msps, stop_after: 256MiB}\n"
-         "  - {name: rec, type: record, directory: " + directory + ", io_depth: 2" + record_settings + "}\n"
+         "  - {name: rec, type: record, directory: " +
+         directory + ", io_depth: 2" + record_settings +
+         "}\n"
          "lanes:\n  - name: port0\n    source: {rate: 20MB/s}\n  - name: port1\n";
 }
 
@@ -422,9 +434,7 @@ TEST(RecordStage, TwoLanesOnOneSmallTmpfsBothWriteUntilItIsFull) {
   expect_two_lanes_fill_the_volume("tmpfs", "64M", "");
 }
 
-TEST(RecordStage, TwoLanesOnOneSmallExt4BothWriteUntilItIsFull) {
-  expect_two_lanes_fill_the_volume("ext4", "64M", "");
-}
+TEST(RecordStage, TwoLanesOnOneSmallExt4BothWriteUntilItIsFull) { expect_two_lanes_fill_the_volume("ext4", "64M", ""); }
 
 TEST(RecordStage, WithoutPreallocationAFullExt4EndsEveryLaneComplete) {
   expect_two_lanes_fill_the_volume("ext4", "64M", ", preallocate: 0");
@@ -450,8 +460,8 @@ testing::ProcessResult run_and_kill_after(const std::string& yaml, const std::st
 TEST(RecordStage, KilledMidRecordingIsRepairedUpToTheLastChunkOnDisk) {
   TempDir dir;
   // Paced so that the kill lands mid-recording; unlimited length.
-  const std::string yaml = generator_yaml("  - {name: rec, type: record, directory: " + dir.str() + "}\n", 0,
-                                          ", rate: 40MB/s");
+  const std::string yaml =
+      generator_yaml("  - {name: rec, type: record, directory: " + dir.str() + "}\n", 0, ", rate: 40MB/s");
   const std::string journal = dir.str("cap-port0-0000.sluice-journal");
   const testing::ProcessResult killed = run_and_kill_after(yaml, journal, 6);
   ASSERT_EQ(killed.signal, SIGKILL) << "the recording ended before the kill: " << killed.err;
@@ -500,7 +510,8 @@ TEST(RecordStage, AnOverwriteCutByAKillLeavesTheOldCaptureSetAsideFoundAndRestor
   EXPECT_EQ(read_file(aside + "/cap-port0-0000.sigmf-data"), first);
   // The next start refuses before touching anything, and names the set-aside directory.
   try {
-    run_pipeline(generator_yaml("  - {name: rec, type: record, overwrite: true, directory: " + dir.str() + "}\n", 1 << 20));
+    run_pipeline(
+        generator_yaml("  - {name: rec, type: record, overwrite: true, directory: " + dir.str() + "}\n", 1 << 20));
     ADD_FAILURE() << "a new overwrite started over a set-aside capture";
   } catch (const ConfigException& error) {
     EXPECT_NE(std::string(error.what()).find(aside), std::string::npos) << error.what();
@@ -557,11 +568,14 @@ TEST(RecordStage, RecordThenReplayGivesBackSamplesGapsAndTimestamps) {
   TempDir dir;
   const std::uint64_t chunk = 64 * 1024;
   const std::uint64_t count = 12;
-  const std::string record = "pipeline: {name: gaps, chunk: 64KiB, chunks: 8}\n"
-                             "template:\n"
-                             "  - {name: source, type: gappy, count: 12, sample_rate: 1MHz}\n"
-                             "  - {name: rec, type: record, directory: " + dir.str() + "}\n"
-                             "lanes:\n  - name: port0\n";
+  const std::string record =
+      "pipeline: {name: gaps, chunk: 64KiB, chunks: 8}\n"
+      "template:\n"
+      "  - {name: source, type: gappy, count: 12, sample_rate: 1MHz}\n"
+      "  - {name: rec, type: record, directory: " +
+      dir.str() +
+      "}\n"
+      "lanes:\n  - name: port0\n";
   ASSERT_EQ(run_pipeline(record, test::test_registry()), std::vector<std::string>{});
   SLUICE_EXPECT_SIGMF_VALID(test::sigmf_files(dir.str()));
   const auto expected = test::gappy_expected(chunk, count, 1e6);
@@ -582,12 +596,14 @@ TEST(RecordStage, RecordThenReplayGivesBackSamplesGapsAndTimestamps) {
   EXPECT_EQ(capture.lanes[0].lost_samples, lost);
   EXPECT_NE(recorder::describe_capture(capture).find(std::to_string(lost) + " samples lost"), std::string::npos);
 
-  const std::string replay = "pipeline: {name: back, chunk: 64KiB, chunks: 8}\n"
-                             "template:\n"
-                             "  - {name: source, type: replay, pace: fast, capture: " + dir.str("gaps.sigmf-collection") +
-                             "}\n"
-                             "  - {name: sink, type: capture, key: replay-gaps}\n"
-                             "lanes:\n  - name: port0\n";
+  const std::string replay =
+      "pipeline: {name: back, chunk: 64KiB, chunks: 8}\n"
+      "template:\n"
+      "  - {name: source, type: replay, pace: fast, capture: " +
+      dir.str("gaps.sigmf-collection") +
+      "}\n"
+      "  - {name: sink, type: capture, key: replay-gaps}\n"
+      "lanes:\n  - name: port0\n";
   ASSERT_EQ(run_pipeline(replay, test::test_registry()), std::vector<std::string>{});
   auto& store = test::collected("replay-gaps");
   std::lock_guard lock(store.mutex);
@@ -609,16 +625,20 @@ TEST(RecordStage, RecordThenReplayGivesBackSamplesGapsAndTimestamps) {
 TEST(RecordStage, OnFullDropLeavesAGapOfTheDroppedSamplesForEveryLaterStage) {
   TempDir dir;
   // The generator (a chunk a millisecond) outruns a stage that takes 2 ms a chunk; with
-  // on_full: drop, whole chunks are released at its full queue, between ones that get through. Each becomes a gap, so the capture holds every sample
-  // that got through at its true index, and recorded + lost = generated.
+  // on_full: drop, whole chunks are released at its full queue, between ones that get through. Each becomes a gap, so
+  // the capture holds every sample that got through at its true index, and recorded + lost = generated.
   const std::uint64_t total_bytes = 8ULL << 20;
-  const std::string yaml = "pipeline: {name: drops, chunk: 64KiB, chunks: 16}\n"
-                           "template:\n"
-                           "  - {name: source, type: generator, signal: ramp, sample_rate: 10Msps, stop_after: " +
-                           std::to_string(total_bytes) + ", rate: 64MB/s, on_full: drop}\n"
-                           "  - {name: slow, type: slow, delay_us: 2000, queue_depth: 2}\n"
-                           "  - {name: rec, type: record, directory: " + dir.str() + "}\n"
-                           "lanes:\n  - name: port0\n";
+  const std::string yaml =
+      "pipeline: {name: drops, chunk: 64KiB, chunks: 16}\n"
+      "template:\n"
+      "  - {name: source, type: generator, signal: ramp, sample_rate: 10Msps, stop_after: " +
+      std::to_string(total_bytes) +
+      ", rate: 64MB/s, on_full: drop}\n"
+      "  - {name: slow, type: slow, delay_us: 2000, queue_depth: 2}\n"
+      "  - {name: rec, type: record, directory: " +
+      dir.str() +
+      "}\n"
+      "lanes:\n  - name: port0\n";
   ASSERT_EQ(run_pipeline(yaml, test::test_registry()), std::vector<std::string>{});
   const recorder::Capture capture = recorder::open_capture(dir.str("drops.sigmf-collection"));
   const auto& lane = capture.lanes[0];
@@ -637,18 +657,23 @@ TEST(RecordStage, OnFullDropLeavesAGapOfTheDroppedSamplesForEveryLaterStage) {
 TEST(RecordStage, ReplayLoopsAndPacesAtTheRecordedRate) {
   TempDir dir;
   // 1 MiB of ci16 at 1 Msps: 262,144 samples = 0.262 s of signal.
-  const std::string record = "pipeline: {name: pace, chunk: 64KiB, chunks: 8}\n"
-                             "template:\n"
-                             "  - {name: source, type: generator, signal: ramp, sample_rate: 1Msps, stop_after: 1MiB}\n"
-                             "  - {name: rec, type: record, directory: " + dir.str() + "}\n"
-                             "lanes:\n  - name: port0\n";
+  const std::string record =
+      "pipeline: {name: pace, chunk: 64KiB, chunks: 8}\n"
+      "template:\n"
+      "  - {name: source, type: generator, signal: ramp, sample_rate: 1Msps, stop_after: 1MiB}\n"
+      "  - {name: rec, type: record, directory: " +
+      dir.str() +
+      "}\n"
+      "lanes:\n  - name: port0\n";
   ASSERT_EQ(run_pipeline(record), std::vector<std::string>{});
-  const std::string replay = "pipeline: {name: back, chunk: 64KiB, chunks: 8, duration: 10s}\n"
-                             "template:\n"
-                             "  - {name: source, type: replay, loop: true, capture: " + dir.str("pace.sigmf-collection") +
-                             "}\n"
-                             "  - {name: sink, type: capture, key: replay-loop}\n"
-                             "lanes:\n  - name: port0\n";
+  const std::string replay =
+      "pipeline: {name: back, chunk: 64KiB, chunks: 8, duration: 10s}\n"
+      "template:\n"
+      "  - {name: source, type: replay, loop: true, capture: " +
+      dir.str("pace.sigmf-collection") +
+      "}\n"
+      "  - {name: sink, type: capture, key: replay-loop}\n"
+      "lanes:\n  - name: port0\n";
   Pipeline pipeline(load_pipeline_text(replay, "test", {}, test::test_registry()));
   pipeline.start();
   const auto begin = std::chrono::steady_clock::now();
@@ -676,18 +701,25 @@ TEST(RecordStage, ReplayLoopsAndPacesAtTheRecordedRate) {
 TEST(RecordStage, PacedReplayCountsChunksThatFallBehindTheRecordedRate) {
   TempDir dir;
   const auto late_chunks = [&](const std::string& name, const std::string& rate) {
-    const std::string record = "pipeline: {name: " + name + ", chunk: 64KiB, chunks: 8}\n"
+    const std::string record = "pipeline: {name: " + name +
+                               ", chunk: 64KiB, chunks: 8}\n"
                                "template:\n"
-                               "  - {name: source, type: generator, signal: ramp, sample_rate: " + rate + ", stop_after: 1MiB}\n"
-                               "  - {name: rec, type: record, directory: " + dir.str() + "}\n"
+                               "  - {name: source, type: generator, signal: ramp, sample_rate: " +
+                               rate +
+                               ", stop_after: 1MiB}\n"
+                               "  - {name: rec, type: record, directory: " +
+                               dir.str() +
+                               "}\n"
                                "lanes:\n  - name: port0\n";
     EXPECT_EQ(run_pipeline(record), std::vector<std::string>{});
-    const std::string replay = "pipeline: {name: back, chunk: 64KiB, chunks: 8}\n"
-                               "template:\n"
-                               "  - {name: source, type: replay, pace: recorded, capture: " + dir.str(name + ".sigmf-collection") +
-                               "}\n"
-                               "  - {name: sink, type: \"null\"}\n"
-                               "lanes:\n  - name: port0\n";
+    const std::string replay =
+        "pipeline: {name: back, chunk: 64KiB, chunks: 8}\n"
+        "template:\n"
+        "  - {name: source, type: replay, pace: recorded, capture: " +
+        dir.str(name + ".sigmf-collection") +
+        "}\n"
+        "  - {name: sink, type: \"null\"}\n"
+        "lanes:\n  - name: port0\n";
     Pipeline pipeline(load_pipeline_text(replay, "test", {}, test::test_registry()));
     pipeline.start();
     pipeline.run();

@@ -14,8 +14,8 @@
 
 #include "recorder/capture_reader.hpp"
 #include "stages/generator/generator.hpp"
-#include "tests/support/process.hpp"
 #include "tests/stages/stage_test_util.hpp"
+#include "tests/support/process.hpp"
 
 namespace sluice::test {
 namespace fs = std::filesystem;
@@ -94,11 +94,11 @@ LoopVolume::~LoopVolume() {
   if (mounted_) static_cast<void>(std::system(("umount '" + mount_ + "'").c_str()));
 }
 
-
 SigmfValidation validate_sigmf(const std::vector<std::string>& files) {
   // A packed tree on a GPU machine names its own source directory.
   const std::string source = testing::path_from_env("SLUICE_SOURCE_DIR", SLUICE_SOURCE_DIR);
-  std::vector<std::string> argv{"python3", source + "/tests/recorder/validate_sigmf.py", source + "/tests/recorder/sigmf"};
+  std::vector<std::string> argv{"python3", source + "/tests/recorder/validate_sigmf.py",
+                                source + "/tests/recorder/sigmf"};
   argv.insert(argv.end(), files.begin(), files.end());
   const testing::ProcessResult result = testing::run_process(argv);
   return SigmfValidation{result.exit_code, result.err};
@@ -256,14 +256,16 @@ std::uint64_t check_every_sample(const recorder::CaptureLane& lane, const Sample
     got.resize(segment.sample_count * lane.sample_bytes);
     const std::uint64_t read = recorder::read_segment(lane, segment, 0, segment.sample_count, got.data());
     if (read != segment.sample_count) {
-      problems.push_back(segment.data_path + ": segment at stream " + std::to_string(segment.global_index) + " short read");
+      problems.push_back(segment.data_path + ": segment at stream " + std::to_string(segment.global_index) +
+                         " short read");
       continue;
     }
     const std::vector<std::byte> want = truth(segment.global_index, segment.sample_count);
     for (std::uint64_t i = 0; i < segment.sample_count; ++i) {
-      if (std::memcmp(got.data() + i * lane.sample_bytes, want.data() + i * lane.sample_bytes, lane.sample_bytes) != 0) {
-        problems.push_back("segment at stream " + std::to_string(segment.global_index) + ": sample " + std::to_string(i) +
-                           " (stream " + std::to_string(segment.global_index + i) + ", file byte " +
+      if (std::memcmp(got.data() + i * lane.sample_bytes, want.data() + i * lane.sample_bytes, lane.sample_bytes) !=
+          0) {
+        problems.push_back("segment at stream " + std::to_string(segment.global_index) + ": sample " +
+                           std::to_string(i) + " (stream " + std::to_string(segment.global_index + i) + ", file byte " +
                            std::to_string(segment.file_offset + i * lane.sample_bytes) +
                            ") is not the source's sample at that index");
         break;
@@ -307,7 +309,9 @@ std::uint64_t check_every_sample(const recorder::CaptureLane& lane, const Sample
 }
 
 SampleTruth ramp_truth(SampleFormat format, double sample_rate) {
-  return [format, sample_rate](std::uint64_t first, std::uint64_t count) { return ramp_bytes(format, sample_rate, first, count); };
+  return [format, sample_rate](std::uint64_t first, std::uint64_t count) {
+    return ramp_bytes(format, sample_rate, first, count);
+  };
 }
 
 }  // namespace sluice::test

@@ -32,7 +32,8 @@ class TempDir {
 };
 
 // Runs the pipeline to its end; returns the failure messages (empty: success).
-std::vector<std::string> run_pipeline(const std::string& yaml, const StageRegistry& registry = StageRegistry::builtin());
+std::vector<std::string> run_pipeline(const std::string& yaml,
+                                      const StageRegistry& registry = StageRegistry::builtin());
 
 // The bytes a `generator` with `signal: ramp` and `format` emits for samples [first, first + count).
 std::vector<std::byte> ramp_bytes(SampleFormat format, double sample_rate, std::uint64_t first, std::uint64_t count);
@@ -63,14 +64,13 @@ class LoopVolume {
 };
 
 // Fails the test under CI, else skips it, when `volume` could not be mounted.
-#define SLUICE_REQUIRE_MOUNTED(volume)                                                                  \
-  do {                                                                                                  \
-    if (!(volume).mounted()) {                                                                          \
-      if (::sluice::test::in_ci()) FAIL() << "cannot mount a volume in CI: " << (volume).why();         \
-      GTEST_SKIP() << "cannot mount a volume here (needs root and loop devices): " << (volume).why();   \
-    }                                                                                                   \
+#define SLUICE_REQUIRE_MOUNTED(volume)                                                                \
+  do {                                                                                                \
+    if (!(volume).mounted()) {                                                                        \
+      if (::sluice::test::in_ci()) FAIL() << "cannot mount a volume in CI: " << (volume).why();       \
+      GTEST_SKIP() << "cannot mount a volume here (needs root and loop devices): " << (volume).why(); \
+    }                                                                                                 \
   } while (false)
-
 
 // What tests/recorder/validate_sigmf.py said about some files, against the schemas in
 // tests/recorder/sigmf/.
@@ -88,15 +88,15 @@ bool in_ci();
 
 // Passes only when the validator ran and found every file valid. A validator that could not
 // run fails the test under CI and skips the rest of it elsewhere (GTEST_SKIP returns).
-#define SLUICE_EXPECT_SIGMF_VALID(files)                                                              \
-  do {                                                                                                \
-    const ::sluice::test::SigmfValidation sluice_validation = ::sluice::test::validate_sigmf(files); \
-    if (sluice_validation.could_not_run() && !::sluice::test::in_ci()) {                              \
-      GTEST_SKIP() << "SigMF validator could not run (exit " << sluice_validation.exit_code           \
-                   << "): " << sluice_validation.errors;                                              \
-    }                                                                                                 \
-    EXPECT_TRUE(sluice_validation.valid()) << "validate_sigmf.py exit " << sluice_validation.exit_code \
-                                           << ": " << sluice_validation.errors;                       \
+#define SLUICE_EXPECT_SIGMF_VALID(files)                                                                 \
+  do {                                                                                                   \
+    const ::sluice::test::SigmfValidation sluice_validation = ::sluice::test::validate_sigmf(files);     \
+    if (sluice_validation.could_not_run() && !::sluice::test::in_ci()) {                                 \
+      GTEST_SKIP() << "SigMF validator could not run (exit " << sluice_validation.exit_code              \
+                   << "): " << sluice_validation.errors;                                                 \
+    }                                                                                                    \
+    EXPECT_TRUE(sluice_validation.valid())                                                               \
+        << "validate_sigmf.py exit " << sluice_validation.exit_code << ": " << sluice_validation.errors; \
   } while (false)
 
 // Every .sigmf-meta and .sigmf-collection under `directory`.

@@ -1,10 +1,9 @@
 // Replay of a capture striped over four loop-mounted ext4 volumes: the kernel's own in-flight
 // counts (/proc/diskstats) show every volume reading at once, and the chunks come back in
 // stream order holding exactly the generator's ramp.
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-
-#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
@@ -65,11 +64,15 @@ class StripedReplay : public ::testing::Test {
     }
     std::string directories;
     for (const auto& volume : volumes_) directories += (directories.empty() ? "" : ", ") + volume->path();
-    const std::string record = "pipeline: {name: stripes, chunk: " + std::to_string(kChunkBytes) + ", chunks: 16}\n"
+    const std::string record = "pipeline: {name: stripes, chunk: " + std::to_string(kChunkBytes) +
+                               ", chunks: 16}\n"
                                "lanes:\n  - name: a\n    stages:\n"
-                               "      - {type: generator, signal: ramp, stop_after: " + std::to_string(kBytes) + "}\n"
+                               "      - {type: generator, signal: ramp, stop_after: " +
+                               std::to_string(kBytes) +
+                               "}\n"
                                "      - {type: record, capture_name: striped, preallocate: 32MiB, directory: [" +
-                               directories + "]}\n"
+                               directories +
+                               "]}\n"
                                "      - {type: null}\n";
     ASSERT_EQ(test::run_pipeline(record), std::vector<std::string>{});
     collection_ = volumes_.front()->path() + "/striped.sigmf-collection";
@@ -88,11 +91,14 @@ class StripedReplay : public ::testing::Test {
   }
 
   [[nodiscard]] std::string replay_yaml(const std::string& extra, const std::string& sink) const {
-    return "pipeline: {name: back, chunk: " + std::to_string(kChunkBytes) + ", chunks: 16" + extra + "}\n"
+    return "pipeline: {name: back, chunk: " + std::to_string(kChunkBytes) + ", chunks: 16" + extra +
+           "}\n"
            "lanes:\n  - name: a\n    stages:\n"
-           "      - {type: replay, pace: fast, read_ahead: " + std::to_string(kReadAhead) + ", capture: " + collection_ +
-           (extra.empty() ? "" : ", loop: true") + "}\n"
-           "      - " + sink + "\n";
+           "      - {type: replay, pace: fast, read_ahead: " +
+           std::to_string(kReadAhead) + ", capture: " + collection_ + (extra.empty() ? "" : ", loop: true") +
+           "}\n"
+           "      - " +
+           sink + "\n";
   }
 
   TempDir dir_;
@@ -111,8 +117,9 @@ TEST_F(StripedReplay, ReadsEveryVolumeAtOnce) {
   std::thread sampler([&] {
     while (!done) {
       const std::vector<unsigned> counts = in_flight(devices_);
-      most_busy = std::max<std::size_t>(most_busy, static_cast<std::size_t>(
-                                                       std::count_if(counts.begin(), counts.end(), [](unsigned c) { return c > 0; })));
+      most_busy = std::max<std::size_t>(
+          most_busy,
+          static_cast<std::size_t>(std::count_if(counts.begin(), counts.end(), [](unsigned c) { return c > 0; })));
       for (std::size_t i = 0; i < kVolumes; ++i) most_per_volume[i] = std::max(most_per_volume[i], counts[i]);
     }
   });

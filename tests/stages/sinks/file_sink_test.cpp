@@ -5,8 +5,8 @@
 
 #include <fstream>
 
-#include "tests/stages/stage_test_util.hpp"
 #include "stages/generator/generator.hpp"
+#include "tests/stages/stage_test_util.hpp"
 
 namespace sluice {
 namespace {
@@ -56,7 +56,8 @@ TEST(FileSink, UnwritableDirectoryFailsAtStartWithTheCall) {
     pipeline.start();
     FAIL() << "start should fail";
   } catch (const PipelineError& error) {
-    EXPECT_NE(std::string(error.what()).find("open(/proc/sluice-cannot-write-here.bin)"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("open(/proc/sluice-cannot-write-here.bin)"), std::string::npos)
+        << error.what();
   }
 }
 

@@ -4,7 +4,6 @@
 #include "stages/socket/kernel_drops.hpp"
 
 #include <gtest/gtest.h>
-
 #include <netinet/in.h>
 #include <sys/socket.h>
 

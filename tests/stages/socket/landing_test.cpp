@@ -4,7 +4,6 @@
 #include "stages/socket/landing.hpp"
 
 #include <gtest/gtest.h>
-
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <poll.h>
@@ -41,7 +40,8 @@ struct Loopback {
     for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::byte>((i * 7 + i / kDatagram) & 0xFF);
     const int segment = static_cast<int>(kDatagram);
     if (::setsockopt(sender.get(), SOL_UDP, UDP_SEGMENT, &segment, sizeof(segment)) != 0) return {};
-    EXPECT_EQ(::sendto(sender.get(), bytes.data(), bytes.size(), 0, reinterpret_cast<const sockaddr*>(&address), sizeof(address)),
+    EXPECT_EQ(::sendto(sender.get(), bytes.data(), bytes.size(), 0, reinterpret_cast<const sockaddr*>(&address),
+                       sizeof(address)),
               static_cast<ssize_t>(bytes.size()));
     return bytes;
   }

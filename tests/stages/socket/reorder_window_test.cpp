@@ -10,7 +10,9 @@
 namespace sluice {
 namespace {
 
-std::vector<std::byte> bytes(std::size_t count, std::uint8_t fill) { return std::vector<std::byte>(count, std::byte{fill}); }
+std::vector<std::byte> bytes(std::size_t count, std::uint8_t fill) {
+  return std::vector<std::byte>(count, std::byte{fill});
+}
 
 TEST(ReorderWindow, TakesBackTheHeldPacketByIndexByteForByte) {
   ReorderWindow window;
@@ -39,7 +41,9 @@ TEST(ReorderWindow, TakesTheOldestFirst) {
   std::vector<std::uint64_t> order;
   while (const auto oldest = window.take_oldest()) {
     order.push_back(oldest->index);
-    EXPECT_EQ(oldest->payload[0], std::byte{static_cast<std::uint8_t>(oldest->index == 50 ? 1 : oldest->index == 10 ? 2 : 3)});
+    EXPECT_EQ(oldest->payload[0], std::byte{static_cast<std::uint8_t>(oldest->index == 50   ? 1
+                                                                      : oldest->index == 10 ? 2
+                                                                                            : 3)});
   }
   EXPECT_EQ(order, (std::vector<std::uint64_t>{10, 30, 50}));
   EXPECT_TRUE(window.empty());

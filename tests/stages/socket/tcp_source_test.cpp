@@ -3,7 +3,6 @@
 #include "stages/socket/tcp_source.hpp"
 
 #include <gtest/gtest.h>
-
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -38,7 +37,8 @@ struct TcpRun {
   test_support::Capture capture;
 };
 
-void run_tcp(emulator::EmulatorSettings settings, bool stage_is_server, TcpRun& run, const std::string& stage_settings = "") {
+void run_tcp(emulator::EmulatorSettings settings, bool stage_is_server, TcpRun& run,
+             const std::string& stage_settings = "") {
   test_support::current_capture() = &run.capture;
   settings.transport = emulator::Transport::tcp;
   settings.signal.sample_rate = 100e6;
@@ -53,13 +53,15 @@ void run_tcp(emulator::EmulatorSettings settings, bool stage_is_server, TcpRun& 
     sender->open();
     address = "127.0.0.1:" + std::to_string(sender->local_port(0));
   }
-  const std::string yaml = "pipeline: {chunk: 64KiB, chunks: 64}\n"
-                           "template:\n"
-                           "  - {name: source, type: tcp, mode: " +
-                           std::string(stage_is_server ? "server" : "client") + ", address: " + address +
-                           ", sample_rate: 100Msps, reconnect: false" + stage_settings + "}\n"
-                           "  - {name: sink, type: capture}\n"
-                           "lanes: [{name: port0}]\n";
+  const std::string yaml =
+      "pipeline: {chunk: 64KiB, chunks: 64}\n"
+      "template:\n"
+      "  - {name: source, type: tcp, mode: " +
+      std::string(stage_is_server ? "server" : "client") + ", address: " + address +
+      ", sample_rate: 100Msps, reconnect: false" + stage_settings +
+      "}\n"
+      "  - {name: sink, type: capture}\n"
+      "lanes: [{name: port0}]\n";
   Pipeline pipeline(load_pipeline_text(yaml, "<test>", {}, test_support::test_registry()));
   pipeline.start();
   std::thread runner([&] { pipeline.run(); });
@@ -92,11 +94,14 @@ void run_tcp(emulator::EmulatorSettings settings, bool stage_is_server, TcpRun& 
 std::vector<Gap> gaps_of(const TcpRun& run, const emulator::SignalSettings& signal, std::uint64_t total) {
   emulator::SignalSource source(signal);
   std::uint64_t end = 0;
-  auto gaps = test_support::walk_stream(run.capture, 4, [&](std::uint64_t first, std::uint64_t count) {
-    std::vector<std::byte> bytes(count * 4);
-    source.fill(first, bytes);
-    return bytes;
-  }, end);
+  auto gaps = test_support::walk_stream(
+      run.capture, 4,
+      [&](std::uint64_t first, std::uint64_t count) {
+        std::vector<std::byte> bytes(count * 4);
+        source.fill(first, bytes);
+        return bytes;
+      },
+      end);
   EXPECT_EQ(end, total);
   return gaps;
 }
@@ -189,8 +194,9 @@ TEST(TcpSource, EmulatorBareBytesWithFaultsArriveAsSentAndLossIsNotSeen) {
   EXPECT_TRUE(received == expected) << "bare samples altered or out of send order";
   EXPECT_EQ(run.lost_samples, 0U);
   EXPECT_EQ(run.samples_out, order.size() * spp);
-  const bool said = std::any_of(run.notes.begin(), run.notes.end(),
-                                [](const std::string& note) { return note.find("cannot be detected") != std::string::npos; });
+  const bool said = std::any_of(run.notes.begin(), run.notes.end(), [](const std::string& note) {
+    return note.find("cannot be detected") != std::string::npos;
+  });
   EXPECT_TRUE(said);
   EXPECT_NE(run.capture.stream.description.find("cannot"), std::string::npos) << run.capture.stream.description;
 }
@@ -232,11 +238,14 @@ TEST(TcpSource, SustainedFirstSampleJumpIsOneResynchronisation) {
   EXPECT_EQ(run.samples_out, 1000 * spp);
   emulator::SignalSource source(settings.signal);
   std::uint64_t end = 0;
-  const std::vector<Gap> gaps = test_support::walk_stream(run.capture, 4, [&](std::uint64_t first, std::uint64_t count) {
-    std::vector<std::byte> bytes(count * 4);
-    source.fill(first >= 300 * spp + k2To40 ? first - k2To40 : first, bytes);
-    return bytes;
-  }, end);
+  const std::vector<Gap> gaps = test_support::walk_stream(
+      run.capture, 4,
+      [&](std::uint64_t first, std::uint64_t count) {
+        std::vector<std::byte> bytes(count * 4);
+        source.fill(first >= 300 * spp + k2To40 ? first - k2To40 : first, bytes);
+        return bytes;
+      },
+      end);
   EXPECT_EQ(end, 1000 * spp + k2To40);
   ASSERT_EQ(gaps.size(), 1U);
   EXPECT_EQ(gaps[0].first_sample, 300 * spp);
@@ -261,10 +270,11 @@ struct ServerLane {
   TcpSource* stage = nullptr;
   explicit ServerLane(const std::string& extra) {
     test_support::current_capture() = &capture;
-    const std::string yaml = "pipeline: {chunk: 64KiB, chunks: 64}\n"
-                             "template:\n"
-                             "  - {name: source, type: tcp, mode: server, address: 127.0.0.1:0, sample_rate: 100Msps" +
-                             extra + "}\n  - {name: sink, type: capture}\nlanes: [{name: port0}]\n";
+    const std::string yaml =
+        "pipeline: {chunk: 64KiB, chunks: 64}\n"
+        "template:\n"
+        "  - {name: source, type: tcp, mode: server, address: 127.0.0.1:0, sample_rate: 100Msps" +
+        extra + "}\n  - {name: sink, type: capture}\nlanes: [{name: port0}]\n";
     pipeline = std::make_unique<Pipeline>(load_pipeline_text(yaml, "<test>", {}, test_support::test_registry()));
     pipeline->start();
     stage = dynamic_cast<TcpSource*>(pipeline->definition().lanes[0].stages[0].stage.get());
@@ -349,8 +359,8 @@ TEST(TcpSource, EveryInjectedBadFrameIsCountedOnceUnderItsReason) {
 }
 
 TEST(TcpSource, IdleTimeoutOutsideItsRangeOrInClientModeIsRefused) {
-  for (const std::string settings : {"mode: server, idle_timeout: 1ms", "mode: server, idle_timeout: 2h",
-                                     "mode: client, idle_timeout: 5s"}) {
+  for (const std::string settings :
+       {"mode: server, idle_timeout: 1ms", "mode: server, idle_timeout: 2h", "mode: client, idle_timeout: 5s"}) {
     const std::string yaml = "template:\n  - {name: source, type: tcp, address: 127.0.0.1:0, " + settings +
                              "}\n  - {name: sink, type: capture}\nlanes: [{name: port0}]\n";
     try {
@@ -392,7 +402,8 @@ void sensor_after(ServerLane& lane, wire::UniqueFd first, std::uint64_t count) {
   const auto connected = std::chrono::steady_clock::now();
   emulator::EmulatorReport report;
   std::thread sensor([&] { report = lane.send(settings); });
-  const bool served = test_support::wait_for([&] { return lane.metrics().packets.load() > 0; }, std::chrono::seconds(8));
+  const bool served =
+      test_support::wait_for([&] { return lane.metrics().packets.load() > 0; }, std::chrono::seconds(8));
   const auto first_frame = std::chrono::steady_clock::now() - connected;
   // The stage closes the first connection (the test waits past the idle limit for that).
   EXPECT_TRUE(closed_by_peer(first.get(), std::chrono::seconds(10)));

@@ -4,7 +4,6 @@
 #include "stages/socket/udp_source.hpp"
 
 #include <gtest/gtest.h>
-
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <sys/socket.h>
@@ -12,19 +11,19 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <random>
-#include <filesystem>
 #include <thread>
 
+#include "capture_sink.hpp"
 #include "emulator/emulator.hpp"
 #include "monitor/report.hpp"
+#include "proc_net_udp.hpp"
 #include "recorder/capture_reader.hpp"
 #include "recorder/capture_tools.hpp"
 #include "recorder/sigmf.hpp"
-#include "capture_sink.hpp"
-#include "proc_net_udp.hpp"
 #include "wire/samples.hpp"
 #include "wire/socket.hpp"
 #include "wire/vita49_context.hpp"
@@ -53,7 +52,7 @@ struct UdpRun {
   std::uint64_t copied_packets = 0;  // payloads the stage copied or moved into a chunk
   std::map<std::string, std::uint64_t> drops;
   std::size_t samples_per_packet = 0;
-  double busy_fraction = 0;  // the stage thread's busy time over its run
+  double busy_fraction = 0;           // the stage thread's busy time over its run
   std::vector<std::string> progress;  // the progress lines after the run
   std::uint64_t timeline_lost = 0;    // the timeline's last lost_samples for the lane
   std::string plot;                   // the rates plot (rate_plot_svg)
@@ -66,7 +65,8 @@ constexpr std::uint64_t kStartSeconds = 1'700'000'000;
 PipelineDefinition udp_to_capture(const std::string& settings, int chunks) {
   const std::string yaml = "pipeline: {chunk: 64KiB, chunks: " + std::to_string(chunks) + "}\n" +
                            "template:\n"
-                           "  - {name: source, type: udp, address: 127.0.0.1:0, sample_rate: 100Msps" + settings + "}\n" +
+                           "  - {name: source, type: udp, address: 127.0.0.1:0, sample_rate: 100Msps" +
+                           settings + "}\n" +
                            "  - {name: sink, type: capture}\n"
                            "lanes: [{name: port0}]\n";
   return load_pipeline_text(yaml, "<test>", {}, test_support::test_registry());
@@ -87,8 +87,7 @@ void run_udp(emulator::EmulatorSettings settings, UdpRun& run, const std::string
       "template:\n"
       "  - {name: source, type: udp, address: 127.0.0.1:0, sample_rate: 100Msps, format: " +
       std::string(to_string(settings.signal.format)) +
-      (stage_settings.find("framing") == std::string::npos ? ", stream_id: 1" : "") + stage_settings +
-      "}\n" +
+      (stage_settings.find("framing") == std::string::npos ? ", stream_id: 1" : "") + stage_settings + "}\n" +
       (run.record_directory.empty()
            ? std::string()
            : "  - {name: rec, type: record, capture_name: udp, directory: " + run.record_directory + "}\n") +
@@ -136,8 +135,8 @@ void run_udp(emulator::EmulatorSettings settings, UdpRun& run, const std::string
   run.landed_packets = counter(metrics, "landed_packets");
   run.copied_packets = counter(metrics, "copied_packets");
   for (const auto& named : metrics.drops()) run.drops[named.name] = named.get();
-  run.busy_fraction =
-      static_cast<double>(metrics.busy_ns.load()) / static_cast<double>(metrics.stopped_ns.load() - metrics.started_ns.load());
+  run.busy_fraction = static_cast<double>(metrics.busy_ns.load()) /
+                      static_cast<double>(metrics.stopped_ns.load() - metrics.started_ns.load());
   test_support::current_capture() = nullptr;
 }
 
@@ -145,11 +144,14 @@ void run_udp(emulator::EmulatorSettings settings, UdpRun& run, const std::string
 // order, and the stream's end in `end`.
 std::vector<Gap> walk_signal(const UdpRun& run, const emulator::SignalSettings& signal, std::uint64_t& end) {
   emulator::SignalSource source(signal);
-  return test_support::walk_stream(run.capture, 4, [&](std::uint64_t first, std::uint64_t count) {
-    std::vector<std::byte> bytes(count * 4);
-    source.fill(first, bytes);
-    return bytes;
-  }, end);
+  return test_support::walk_stream(
+      run.capture, 4,
+      [&](std::uint64_t first, std::uint64_t count) {
+        std::vector<std::byte> bytes(count * 4);
+        source.fill(first, bytes);
+        return bytes;
+      },
+      end);
 }
 
 // The chunks hold exactly the samples not listed as lost, in order, equal to the source's,
@@ -161,11 +163,14 @@ void expect_stream(const UdpRun& run, const emulator::EmulatorSettings& settings
   emulator::SignalSource source(signal);
   const std::size_t size = bytes_per_sample(signal.format);
   std::uint64_t next = 0;
-  const std::vector<Gap> gaps = test_support::walk_stream(run.capture, size, [&](std::uint64_t first, std::uint64_t count) {
-    std::vector<std::byte> bytes(count * size);
-    source.fill(first, bytes);
-    return bytes;
-  }, next);
+  const std::vector<Gap> gaps = test_support::walk_stream(
+      run.capture, size,
+      [&](std::uint64_t first, std::uint64_t count) {
+        std::vector<std::byte> bytes(count * size);
+        source.fill(first, bytes);
+        return bytes;
+      },
+      next);
   std::uint64_t received = 0;
   for (const auto& chunk : run.capture.chunks) {
     received += chunk.sample_count;
@@ -232,7 +237,8 @@ TEST(UdpSource, GsoCoalescedDatagramsAreSplitBackIntoPackets) {
   if (!run.sent.gso_used) {
     const wire::UniqueFd probe(::socket(AF_INET, SOCK_DGRAM, 0));
     const int segment = 1400;
-    if (::setsockopt(probe.get(), SOL_UDP, UDP_SEGMENT, &segment, sizeof(segment)) != 0) GTEST_SKIP() << "kernel without UDP GSO";
+    if (::setsockopt(probe.get(), SOL_UDP, UDP_SEGMENT, &segment, sizeof(segment)) != 0)
+      GTEST_SKIP() << "kernel without UDP GSO";
     FAIL() << "the kernel accepts UDP_SEGMENT but the emulator did not use GSO";
   }
   EXPECT_EQ(run.packets, 4000U);
@@ -435,7 +441,8 @@ TEST(UdpSource, RandomGarbageNeverCorruptsTheStream) {
         datagram[2] = static_cast<std::byte>((length / 4) >> 8);
         datagram[3] = static_cast<std::byte>(length / 4);
       }
-      EXPECT_EQ(::sendto(sender.get(), datagram.data(), length, 0, reinterpret_cast<const sockaddr*>(&address), sizeof(address)),
+      EXPECT_EQ(::sendto(sender.get(), datagram.data(), length, 0, reinterpret_cast<const sockaddr*>(&address),
+                         sizeof(address)),
                 static_cast<ssize_t>(length));
       if (i % 64 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
@@ -490,11 +497,14 @@ std::vector<Gap> walk_jumped(const UdpRun& run, const emulator::EmulatorSettings
   emulator::SignalSettings signal = settings.signal;
   signal.sample_rate = 100e6;
   emulator::SignalSource source(signal);
-  return test_support::walk_stream(run.capture, 4, [&](std::uint64_t first, std::uint64_t count) {
-    std::vector<std::byte> bytes(count * 4);
-    source.fill(first >= at + by ? first - by : first, bytes);
-    return bytes;
-  }, end);
+  return test_support::walk_stream(
+      run.capture, 4,
+      [&](std::uint64_t first, std::uint64_t count) {
+        std::vector<std::byte> bytes(count * 4);
+        source.fill(first >= at + by ? first - by : first, bytes);
+        return bytes;
+      },
+      end);
 }
 
 TEST(UdpSource, SustainedJumpAheadIsOneResynchronisationWithAGapAtItsPlace) {
@@ -609,8 +619,8 @@ void expect_kernel_burst_is_loss(std::uint64_t segments) {
   const auto settings = with_count(0);
   VitaStream stream(settings, stage->port());
   const std::uint64_t spp = stream.samples_per_packet();
-  constexpr std::uint64_t kBurst = 94 * 32;      // whole sends of 32
-  constexpr std::uint64_t kTail = 20;            // single datagrams, slowly: a lost last one could not be seen
+  constexpr std::uint64_t kBurst = 94 * 32;  // whole sends of 32
+  constexpr std::uint64_t kTail = 20;        // single datagrams, slowly: a lost last one could not be seen
   constexpr std::uint64_t kTotal = kBurst + 18 * 32 + kTail;
   stream.send(0, kBurst, segments, 64 / segments);  // pauses for the loopback backlog: every drop is the socket's
   const std::uint64_t burst_drops = test_support::proc_udp_drops(stage->port()).value();
@@ -664,7 +674,8 @@ TEST(UdpSource, AKernelDropBurstLongerThanMaxJumpIsLossNotAJump) { expect_kernel
 TEST(UdpSource, AKernelDropBurstOfCoalescedDatagramsIsLossNotAJump) {
   const wire::UniqueFd probe(::socket(AF_INET, SOCK_DGRAM, 0));
   const int segment = 1400;
-  if (::setsockopt(probe.get(), SOL_UDP, UDP_SEGMENT, &segment, sizeof(segment)) != 0) GTEST_SKIP() << "kernel without UDP GSO";
+  if (::setsockopt(probe.get(), SOL_UDP, UDP_SEGMENT, &segment, sizeof(segment)) != 0)
+    GTEST_SKIP() << "kernel without UDP GSO";
   expect_kernel_burst_is_loss(32);
 }
 
@@ -698,7 +709,8 @@ TEST(UdpSource, ARecordedJumpBackIsANewCaptureSegmentAtTheSendersNewTime) {
   // source resynchronises and a real record stage writes the capture. Ground truth is the
   // emulator's seeded signal: every recorded sample must be the one the emulator sent at the
   // time the capture's metadata gives it.
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("sluice-udp-jump-" + std::to_string(::getpid()));
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("sluice-udp-jump-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   const auto settings = with_shift(1000, 500, 1000, -kHourAt100Msps);
   UdpRun run;
@@ -713,7 +725,8 @@ TEST(UdpSource, ARecordedJumpBackIsANewCaptureSegmentAtTheSendersNewTime) {
   ASSERT_EQ(lane.segments.size(), 2U) << "the jump back must start a capture segment";
   EXPECT_EQ(lane.segments[1].global_index, 500 * spp);
   EXPECT_TRUE(lane.segments[1].time_jump);
-  EXPECT_NE(recorder::describe_capture(capture).find("resyncs:  1"), std::string::npos) << recorder::describe_capture(capture);
+  EXPECT_NE(recorder::describe_capture(capture).find("resyncs:  1"), std::string::npos)
+      << recorder::describe_capture(capture);
   EXPECT_EQ(recorder::iso8601(lane.segments[1].time),
             recorder::iso8601(recorder::time_after(Timestamp{kStartSeconds - 3600, 0, true}, 500 * spp, 100e6)));
   emulator::SignalSettings signal = settings.signal;
@@ -749,8 +762,8 @@ TEST(UdpSource, ADatagramLongerThanMaxDatagramWhereAPayloadWouldLandIsTruncated)
     const sockaddr_in address = *wire::parse_endpoint("127.0.0.1:" + std::to_string(port));
     const std::vector<std::byte> long_datagram(9000 + 8972, std::byte{0x5A});
     for (int i = 0; i < 3; ++i) {
-      EXPECT_EQ(::sendto(sender.get(), long_datagram.data(), long_datagram.size(), 0, reinterpret_cast<const sockaddr*>(&address),
-                         sizeof(address)),
+      EXPECT_EQ(::sendto(sender.get(), long_datagram.data(), long_datagram.size(), 0,
+                         reinterpret_cast<const sockaddr*>(&address), sizeof(address)),
                 static_cast<ssize_t>(long_datagram.size()));
     }
     return 3;
@@ -792,8 +805,9 @@ TEST(UdpSource, MaxJumpIsASettingWithABound) {
 // Sends `count` datagrams of 1472 bytes as GNU Radio 3.10's network.udp_sink does with the
 // given header type (sequence numbers from 1, samples in the host's byte order), leaving out
 // the sequence numbers in `skip`. Returns the datagrams sent and the samples in each.
-std::uint64_t send_like_gnuradio(std::uint16_t port, int header_type, std::uint64_t count, const std::vector<std::uint64_t>& skip,
-                                 const emulator::SignalSettings& signal, std::size_t& samples_per_datagram) {
+std::uint64_t send_like_gnuradio(std::uint16_t port, int header_type, std::uint64_t count,
+                                 const std::vector<std::uint64_t>& skip, const emulator::SignalSettings& signal,
+                                 std::size_t& samples_per_datagram) {
   const std::size_t header = header_type == 0 ? 0 : header_type == 1 ? 8 : 16;
   samples_per_datagram = (1472 - header) / 4;
   wire::UniqueFd sender(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
@@ -864,8 +878,11 @@ TEST(UdpSource, GnuRadioSizeFieldIsChecked) {
     std::vector<std::byte> bad(64);
     bad[0] = std::byte{101};
     bad[8] = std::byte{63};
-    EXPECT_EQ(::sendto(sender.get(), bad.data(), bad.size(), 0, reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 64);
-    EXPECT_EQ(::sendto(sender.get(), bad.data(), 12, 0, reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 12);
+    EXPECT_EQ(
+        ::sendto(sender.get(), bad.data(), bad.size(), 0, reinterpret_cast<const sockaddr*>(&address), sizeof(address)),
+        64);
+    EXPECT_EQ(::sendto(sender.get(), bad.data(), 12, 0, reinterpret_cast<const sockaddr*>(&address), sizeof(address)),
+              12);
     return sent + 2;
   });
   EXPECT_EQ(run.drops["bad_size_field"], 1U);
@@ -877,9 +894,8 @@ TEST(UdpSource, BareSamplesArriveWholeAndSayThatLossCannotBeSeen) {
   auto settings = with_count(0);
   UdpRun run;
   std::size_t spp = 0;
-  run_udp(settings, run, ", framing: none", [&](std::uint16_t port) {
-    return send_like_gnuradio(port, 0, 1000, {}, settings.signal, spp);
-  });
+  run_udp(settings, run, ", framing: none",
+          [&](std::uint16_t port) { return send_like_gnuradio(port, 0, 1000, {}, settings.signal, spp); });
   EXPECT_EQ(spp, 368U);
   EXPECT_EQ(run.packets, 1000U);
   EXPECT_EQ(run.lost_samples, 0U);
@@ -988,7 +1004,8 @@ TEST(UdpSource, FramingSettingsThatCannotApplyAreErrors) {
     }
     return std::string();
   };
-  EXPECT_NE(rejected(", framing: none, stream_id: 3").find("stream_id applies to framing vita49 only"), std::string::npos);
+  EXPECT_NE(rejected(", framing: none, stream_id: 3").find("stream_id applies to framing vita49 only"),
+            std::string::npos);
   EXPECT_NE(rejected(", framing: none, max_jump: 1s").find("framing none does not have"), std::string::npos);
   EXPECT_NE(rejected(", framing: gnu").find("is not one of"), std::string::npos);
   EXPECT_EQ(rejected(", framing: gnuradio_seq, reorder_window: 4"), "");
@@ -1046,7 +1063,8 @@ TEST(UdpSource, ARetuneIsOneContextChange) {
 // sample with the new core:frequency and a `context` annotation, which the capture reader
 // (replay's input) reads back as the segment's change.
 TEST(UdpSource, ARetuneStartsACaptureSegmentAtTheFirstSampleUnderTheNewFrequency) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("sluice-udp-retune-" + std::to_string(::getpid()));
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("sluice-udp-retune-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   auto settings = with_count(1000);
   settings.context.enabled = true;
@@ -1124,12 +1142,14 @@ TEST(UdpSource, ContextWaitPutsTheSendersValuesIntoTheStreamDescription) {
   UdpRun run;
   test_support::current_capture() = &run.capture;
   const std::uint16_t port = free_udp_port();
-  const std::string yaml = "pipeline: {chunk: 64KiB, chunks: 8}\n"
-                           "template:\n"
-                           "  - {name: source, type: udp, address: 127.0.0.1:" + std::to_string(port) +
-                           ", sample_rate: 100Msps, stream_id: 1, context_wait: 10s}\n"
-                           "  - {name: sink, type: capture}\n"
-                           "lanes: [{name: port0}]\n";
+  const std::string yaml =
+      "pipeline: {chunk: 64KiB, chunks: 8}\n"
+      "template:\n"
+      "  - {name: source, type: udp, address: 127.0.0.1:" +
+      std::to_string(port) +
+      ", sample_rate: 100Msps, stream_id: 1, context_wait: 10s}\n"
+      "  - {name: sink, type: capture}\n"
+      "lanes: [{name: port0}]\n";
   Pipeline pipeline(load_pipeline_text(yaml, "<test>", {}, test_support::test_registry()));
   std::atomic<bool> started{false};
   std::thread starter([&] {
@@ -1173,8 +1193,10 @@ TEST(UdpSource, ContextSampleRateMismatchIsAnError) {
   pipeline.request_stop();
   runner.join();
   ASSERT_FALSE(pipeline.failures().empty());
-  EXPECT_NE(pipeline.failures().front().message.find("50000000 Hz"), std::string::npos) << pipeline.failures().front().message;
-  EXPECT_NE(pipeline.failures().front().message.find("100000000 Hz"), std::string::npos) << pipeline.failures().front().message;
+  EXPECT_NE(pipeline.failures().front().message.find("50000000 Hz"), std::string::npos)
+      << pipeline.failures().front().message;
+  EXPECT_NE(pipeline.failures().front().message.find("100000000 Hz"), std::string::npos)
+      << pipeline.failures().front().message;
   test_support::current_capture() = nullptr;
 }
 
