@@ -2,9 +2,7 @@
 #include "stages/socket/assembler.hpp"
 
 #include <algorithm>
-#include <cstring>
 
-#include "pipeline/clock.hpp"
 #include "wire/samples.hpp"
 #include "wire/vita49.hpp"
 
@@ -75,7 +73,6 @@ bool ChunkAssembler::append(std::uint64_t first, const std::byte* data, std::siz
     lost_packets_->add(samples == 0 ? 1 : (gap + samples - 1) / samples);
   }
   const std::size_t usable = chunk_->capacity / sample_bytes_ * sample_bytes_;
-  bool in_place = true;
   std::size_t done = 0;
   while (done < samples) {
     if (!chunk_ && !ensure_chunk()) {
@@ -85,9 +82,6 @@ bool ChunkAssembler::append(std::uint64_t first, const std::byte* data, std::siz
     }
     Chunk& chunk = *chunk_;
     if (chunk.size == 0) {
-      // Taken from the pool before the receive that fills it (free_area): its latency starts
-      // with its first sample, not with the wait for it.
-      chunk.created_ns = monotonic_ns();
       chunk.first_sample = expected_;
       chunk.format = format_;
       chunk.sequence = sequence_;
@@ -105,7 +99,9 @@ bool ChunkAssembler::append(std::uint64_t first, const std::byte* data, std::siz
       }
     }
     const std::size_t take = std::min((usable - chunk.size) / sample_bytes_, samples - done);
-    place(data + done * sample_bytes_, chunk.data + chunk.size, take * sample_bytes_, in_place);
+    const std::byte* from = data + done * sample_bytes_;
+    // Streamed past the cache: the chunk is read next by another thread or a DMA engine.
+    wire::stream_copy(format_, swap_, from, chunk.data + chunk.size, take * sample_bytes_);
     chunk.size += take * sample_bytes_;
     chunk.sample_count += take;
     done += take;
@@ -113,33 +109,7 @@ bool ChunkAssembler::append(std::uint64_t first, const std::byte* data, std::siz
     if (chunk.size + sample_bytes_ > usable) flush();
   }
   if (chunk_) ++chunk_->packets;
-  ++(in_place ? landed_packets_ : copied_packets_);
   return true;
-}
-
-void ChunkAssembler::place(const std::byte* from, std::byte* to, std::size_t bytes, bool& in_place) noexcept {
-  if (from == to) {
-    // The kernel received the payload right here: only its byte order is left to fix, while the
-    // lines are still in cache.
-    if (swap_) wire::swap_in_place(format_, to, bytes);
-    return;
-  }
-  in_place = false;
-  if (from < to + bytes && to < from + bytes) {
-    // Received into this chunk further on (a datagram before it was not where the layout
-    // expected one): moved down over bytes already handled.
-    std::memmove(to, from, bytes);
-    if (swap_) wire::swap_in_place(format_, to, bytes);
-    return;
-  }
-  // Streamed past the cache: the chunk is read next by another thread or a DMA engine.
-  wire::stream_copy(format_, swap_, from, to, bytes);
-}
-
-std::span<std::byte> ChunkAssembler::free_area() noexcept {
-  if (!ensure_chunk()) return {};
-  const std::size_t usable = chunk_->capacity / sample_bytes_ * sample_bytes_;
-  return {chunk_->data + chunk_->size, usable - chunk_->size};
 }
 
 void ChunkAssembler::flush() noexcept {

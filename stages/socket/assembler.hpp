@@ -5,7 +5,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <span>
 
 #include "pipeline/stage.hpp"
 
@@ -13,8 +12,7 @@ namespace sluice {
 
 class ChunkAssembler {
  public:
-  // `swap`: payloads are big-endian on the wire (VITA-49) and are converted while copied (or
-  // where they lie, when received into the chunk).
+  // `swap`: payloads are big-endian on the wire (VITA-49) and are converted while copied.
   // `sample_rate` whole Hz; 0 when timestamps are unknown.
   void start(StageContext& context, Pool& pool, SampleFormat format, std::uint64_t sample_rate, bool swap);
   // Sample index 0 of the stream is sample `epoch_index` since the timestamp epoch (for
@@ -43,20 +41,11 @@ class ChunkAssembler {
     stream_context_ = context;
   }
   [[nodiscard]] std::uint64_t expected() const noexcept { return expected_; }
-  // The current chunk's free bytes (a chunk is taken from the pool, waiting for one as append
-  // does; empty when none came), for a receive straight into place: a payload appended from
-  // exactly where the next sample goes is not copied, only byte-swapped there.
-  std::span<std::byte> free_area() noexcept;
-  // Packets appended so far whose payload was already in place, and those copied or moved.
-  [[nodiscard]] std::uint64_t landed_packets() const noexcept { return landed_packets_; }
-  [[nodiscard]] std::uint64_t copied_packets() const noexcept { return copied_packets_; }
 
  private:
   bool ensure_chunk() noexcept;
   bool record_gap(std::uint64_t first, std::uint64_t length) noexcept;
   bool gap_to(std::uint64_t first) noexcept;
-  // Puts `bytes` at `to` in the chunk's byte order; `in_place` false unless `from` was `to`.
-  void place(const std::byte* from, std::byte* to, std::size_t bytes, bool& in_place) noexcept;
 
   StageContext* context_ = nullptr;
   Pool* pool_ = nullptr;
@@ -77,8 +66,6 @@ class ChunkAssembler {
   NamedCounter* gaps_ = nullptr;
   NamedCounter* resync_samples_ = nullptr;
   NamedCounter* pool_empty_ = nullptr;
-  std::uint64_t landed_packets_ = 0;
-  std::uint64_t copied_packets_ = 0;
 };
 
 }  // namespace sluice

@@ -145,10 +145,6 @@ void UdpSource::allocate_batch() {
     header.msg_control = controls_.data() + i * kControlBytes;
     header.msg_controllen = kControlBytes;
   }
-  if (settings_.framing == UdpFraming::vita49) {
-    landing_.allocate(settings_.batch, gro_);
-    landed_.resize(settings_.batch * (gro_ ? PayloadLanding::kMaxSlots : 1));
-  }
 }
 
 void UdpSource::start(StageContext& context) {
@@ -168,8 +164,6 @@ void UdpSource::start(StageContext& context) {
   drop_wrong_stream_ = &context.metrics().drop_counter("wrong_stream_id");
   drop_bad_payload_ = &context.metrics().drop_counter("bad_payload");
   context_packets_ = &context.metrics().counter("context_packets");
-  landed_packets_ = &context.metrics().counter("landed_packets");
-  copied_packets_ = &context.metrics().counter("copied_packets");
   context_changes_ = &context.metrics().counter("context_changes");
   drop_bad_context_ = &context.metrics().drop_counter("bad_context");
   locked_ = settings_.stream_id >= 0;
@@ -315,29 +309,13 @@ bool UdpSource::handle_context(const std::byte* data, std::size_t bytes) noexcep
 int UdpSource::receive_batch() noexcept {
   // The kernel shortens msg_controllen to what it wrote; everything else stays as start() set it.
   for (std::size_t i = 0; i < settings_.batch; ++i) messages_[i].msg_hdr.msg_controllen = kControlBytes;
-  // Straight into the chunk where the stream's shape is known, else into buffers_.
-  landing_now_ = false;
-  if (landing_.expecting()) {
-    landing_area_ = assembler_.free_area();
-    if (!landing_area_.empty() && landing_area_.size() < landing_.payload_bytes()) {
-      // Not one more payload fits: the chunk goes on a little short of full (chunks end anywhere;
-      // their first_sample says where the next begins) rather than a payload copied across two.
-      assembler_.flush();
-      landing_area_ = assembler_.free_area();
-    }
-    landing_now_ = landing_.lay_out(0, landing_area_, messages_[0].msg_hdr, buffers_.data(), slot_bytes_) > 0;
-  }
-  if (!landing_now_) {
-    for (std::size_t i = 0; i < settings_.batch; ++i) {
-      messages_[i].msg_hdr.msg_iov = &iovs_[i];
-      messages_[i].msg_hdr.msg_iovlen = 1;
-    }
-  }
   // After a short batch the socket is empty: wait for it first instead of asking recvmmsg for
   // an EAGAIN (one system call less per wake-up at paced rates).
   int received = -1;
   errno = EAGAIN;
-  if (!drained_) received = receive_messages();
+  if (!drained_)
+    received =
+        ::recvmmsg(socket_.get(), messages_.data(), static_cast<unsigned>(settings_.batch), MSG_DONTWAIT, nullptr);
   if (received < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
     // Nothing queued: wait for the socket, timed as the stage's wait. (A blocking receive
     // counted its sleep as busy time, and a receiver that kept up read as saturated.)
@@ -348,7 +326,8 @@ int UdpSource::receive_batch() noexcept {
       ready = ::poll(&readable, 1, 10);  // process() returns now and then to see stop requests
     }
     if (ready > 0) {
-      received = receive_messages();
+      received =
+          ::recvmmsg(socket_.get(), messages_.data(), static_cast<unsigned>(settings_.batch), MSG_DONTWAIT, nullptr);
     } else if (ready == 0 || errno == EINTR) {
       received = -1;
       errno = EAGAIN;
@@ -358,28 +337,6 @@ int UdpSource::receive_batch() noexcept {
     }
   }
   return received;
-}
-
-int UdpSource::receive_messages() noexcept {
-  if (!landing_now_)
-    return ::recvmmsg(socket_.get(), messages_.data(), static_cast<unsigned>(settings_.batch), MSG_DONTWAIT, nullptr);
-  // One message a call, each laid out where the last one's payloads ended: the kernel fills a
-  // message's iovecs only as far as the message goes, so one call for several would leave a hole
-  // in the chunk after every message shorter than the layout.
-  std::size_t count = 0;
-  std::size_t used = 0;
-  for (;;) {
-    const int got = ::recvmmsg(socket_.get(), &messages_[count], 1, MSG_DONTWAIT, nullptr);
-    if (got <= 0) return count > 0 ? static_cast<int>(count) : got;
-    const std::size_t filled = landing_.landed_payload(count, messages_[count].msg_len, segment_size(count));
-    ++count;
-    if (filled == 0 || count == settings_.batch) return static_cast<int>(count);
-    used += filled;
-    if (landing_.lay_out(count, landing_area_.subspan(used), messages_[count].msg_hdr,
-                         buffers_.data() + count * slot_bytes_, slot_bytes_) == 0) {
-      return static_cast<int>(count);
-    }
-  }
 }
 
 StageStatus UdpSource::process() {
@@ -406,19 +363,10 @@ StageStatus UdpSource::process() {
   }
   last_packet_ns_ = monotonic_ns();
   drained_ = static_cast<std::size_t>(received) < settings_.batch;
-  if (landing_now_) {
-    handle_landed_batch(static_cast<std::size_t>(received));
-  } else {
-    for (int i = 0; i < received; ++i) handle_message(static_cast<std::size_t>(i));
-  }
-  if (settings_.framing == UdpFraming::vita49) learn_shape();
+  for (int i = 0; i < received; ++i) handle_message(static_cast<std::size_t>(i));
   // One atomic add per receive call rather than per packet.
   context_->metrics().packets.fetch_add(batch_packets_, std::memory_order_relaxed);
   batch_packets_ = 0;
-  landed_packets_->add(assembler_.landed_packets() - landed_published_);
-  copied_packets_->add(assembler_.copied_packets() - copied_published_);
-  landed_published_ = assembler_.landed_packets();
-  copied_published_ = assembler_.copied_packets();
   if (mismatched_rate_ != 0) {
     context_->fail(
         fmt::format("an IF Context packet gives a sample rate of {} Hz, the stage is configured for {} Hz: "
@@ -429,9 +377,12 @@ StageStatus UdpSource::process() {
   return StageStatus::ok;
 }
 
-std::size_t UdpSource::segment_size(std::size_t i) const noexcept {
+void UdpSource::handle_message(std::size_t i) noexcept {
   const msghdr& header = messages_[i].msg_hdr;
-  std::size_t segment = messages_[i].msg_len;
+  const std::size_t length = messages_[i].msg_len;
+  const std::byte* data = buffers_.data() + i * slot_bytes_;
+  drops_.received(header);  // datagrams dropped right before this one
+  std::size_t segment = length;
   if (gro_) {
     for (cmsghdr* control = CMSG_FIRSTHDR(&header); control != nullptr;
          control = CMSG_NXTHDR(const_cast<msghdr*>(&header), control)) {
@@ -442,16 +393,6 @@ std::size_t UdpSource::segment_size(std::size_t i) const noexcept {
       }
     }
   }
-  return segment;
-}
-
-void UdpSource::handle_message(std::size_t i) noexcept {
-  const msghdr& header = messages_[i].msg_hdr;
-  const std::size_t length = messages_[i].msg_len;
-  const std::byte* data = buffers_.data() + i * slot_bytes_;
-  drops_.received(header);  // datagrams dropped right before this one
-  const std::size_t segment = segment_size(i);
-  full_segment_ = segment;
   if ((header.msg_flags & MSG_TRUNC) != 0) {
     ++batch_packets_;
     drop_truncated_->add();
@@ -468,120 +409,22 @@ void UdpSource::handle_message(std::size_t i) noexcept {
   }
 }
 
-void UdpSource::learn_shape() noexcept {
-  if (seen_payload_ == 0) return;
-  if (seen_header_ == landing_.header_bytes() && seen_payload_ == landing_.payload_bytes() &&
-      seen_trailer_ == landing_.trailer_bytes()) {
+void UdpSource::handle_datagram(const std::byte* data, std::size_t bytes) noexcept {
+  ++batch_packets_;
+  if (settings_.framing != UdpFraming::vita49) {
+    handle_gnuradio(data, bytes);
     return;
   }
-  // As many datagrams as a GRO message can hold: a message with fewer fills fewer (each message
-  // is laid out where the last one ended), so the layout never needs the sender's count.
-  const std::size_t datagram = seen_header_ + seen_payload_ + seen_trailer_;
-  const std::size_t segments = gro_ ? std::clamp<std::size_t>(kGroBytes / datagram, 1, PayloadLanding::kMaxSlots) : 1;
-  (void)landing_.expect(seen_header_, seen_payload_, seen_trailer_, segments);
-}
-
-void UdpSource::handle_landed_batch(std::size_t received) noexcept {
-  const TimeCursor time_before = last_time_;
-  if (!landed_in_order(received)) {
-    // Something else came (a loss, a reordering, another shape or stream, a context packet):
-    // the batch goes back into buffers_ as it was sent and through the same steps as any other.
-    // Every message is gathered before any is handled: handling one may fill the chunk past
-    // where the next ones landed (packets held in the reorder window go in with it).
-    last_time_ = time_before;
-    for (std::size_t i = 0; i < received; ++i)
-      landing_.gather(i, messages_[i].msg_len, buffers_.data() + i * slot_bytes_);
-    for (std::size_t i = 0; i < received; ++i) handle_message(i);
-    return;
-  }
-  std::size_t next = 0;
-  for (std::size_t i = 0; i < received; ++i) handle_landed_message(i, next);
-}
-
-void UdpSource::handle_landed_message(std::size_t i, std::size_t& next) noexcept {
-  const std::size_t length = messages_[i].msg_len;
-  const std::size_t segment = segment_size(i);
-  const std::size_t framing = landing_.header_bytes() + landing_.trailer_bytes();
-  drops_.received(messages_[i].msg_hdr);
-  const std::size_t segments = (length + segment - 1) / segment;
-  const std::size_t landed = std::min(segments, landing_.slots(i));
-  for (std::size_t k = 0; k < landed; ++k, ++next) {
-    ++batch_packets_;
-    const Landed& packet = landed_[next];
-    const std::size_t payload = std::min(segment, length - k * segment) - framing;
-    accept_packet(packet.position, std::span<const std::byte>(landing_.payload(i, k), payload), packet.samples,
-                  packet.packet_count);
-  }
-  // The last message's datagrams beyond the layout came whole into its spill buffer.
-  full_segment_ = segment;
-  const std::byte* spill = buffers_.data() + i * slot_bytes_;
-  for (std::size_t offset = landed * segment; offset < length; offset += segment) {
-    handle_datagram(spill + offset - landed * segment, std::min(segment, length - offset));
-  }
-}
-
-bool UdpSource::landed_in_order(std::size_t received) noexcept {
-  if (!window_.empty() || !have_origin_ || !locked_) return false;
-  const std::size_t header = landing_.header_bytes();
-  const std::size_t trailer = landing_.trailer_bytes();
-  const std::size_t shape = landing_.datagram_bytes();
-  const std::size_t sample_bytes = bytes_per_sample(settings_.format);
-  std::uint64_t expected = origin_ + assembler_.expected();
-  std::size_t next = 0;
-  for (std::size_t i = 0; i < received; ++i) {
-    const std::size_t length = messages_[i].msg_len;
-    if ((messages_[i].msg_hdr.msg_flags & MSG_TRUNC) != 0 || length == 0) return false;
-    const std::size_t segment = segment_size(i);
-    if (segment != shape && !(segment == length && length < shape)) return false;
-    const std::size_t segments = (length + segment - 1) / segment;
-    const bool last = i + 1 == received;
-    // A datagram in the spill is handled after the landed ones: only where no landed one follows.
-    if (segments > landing_.slots(i) && !last) return false;
-    const std::size_t landed = std::min(segments, landing_.slots(i));
-    for (std::size_t k = 0; k < landed; ++k, ++next) {
-      const std::size_t bytes = std::min(segment, length - k * segment);
-      // Only a message's last datagram may be shorter (the next message lands right after it).
-      if (bytes != shape && k + 1 != segments) return false;
-      if (vita49::decode_prefix(std::span<const std::byte>(landing_.header(i, k), header), bytes, packet_) !=
-          vita49::DecodeStatus::ok) {
-        return false;
-      }
-      const auto& head = packet_.header;
-      const bool has_id = head.type == vita49::PacketType::if_data_stream_id;
-      if ((head.type != vita49::PacketType::if_data && !has_id) || head.has_trailer != (trailer != 0) ||
-          vita49::prefix_words(head) * 4 != header) {
-        return false;
-      }
-      if ((has_id ? packet_.stream_id : 0) != stream_id_) return false;
-      if (bytes < header + trailer) return false;
-      const std::size_t payload = bytes - header - trailer;
-      if (payload == 0 || payload % sample_bytes != 0 || payload > settings_.max_datagram) return false;
-      const bool timestamped = head.tsi != vita49::Tsi::none &&
-                               (head.tsf == vita49::Tsf::real_time || head.tsf == vita49::Tsf::sample_count);
-      if (!timestamped && head.tsf != vita49::Tsf::free_running) return false;
-      std::uint64_t position = 0;
-      bool timed = true;
-      if (!packet_position(payload / sample_bytes, position, timed) || position != expected) return false;
-      landed_[next] = Landed{position, payload / sample_bytes, head.packet_count};
-      expected += payload / sample_bytes;
-    }
-  }
-  return true;
-}
-
-// Decodes a VITA-49 datagram into packet_: true for a data packet; a context packet is read
-// for its values, anything else is counted as its drop.
-bool UdpSource::decode_data_packet(const std::byte* data, std::size_t bytes) noexcept {
   const vita49::DecodeStatus status = vita49::decode(std::span<const std::byte>(data, bytes), packet_);
   switch (status) {
     case vita49::DecodeStatus::ok:
-      return true;
+      break;
     case vita49::DecodeStatus::truncated:
       drop_truncated_->add();
-      return false;
+      return;
     case vita49::DecodeStatus::bad_size_field:
       drop_bad_size_->add();
-      return false;
+      return;
     case vita49::DecodeStatus::unknown_type:
       // Context packets are read for their values and never taken for data.
       if (bytes >= 4 && static_cast<unsigned>(data[0]) >> 4 == static_cast<unsigned>(vita49::PacketType::context)) {
@@ -589,18 +432,8 @@ bool UdpSource::decode_data_packet(const std::byte* data, std::size_t bytes) noe
       } else {
         drop_unknown_type_->add();
       }
-      return false;
+      return;
   }
-  return false;
-}
-
-void UdpSource::handle_datagram(const std::byte* data, std::size_t bytes) noexcept {
-  ++batch_packets_;
-  if (settings_.framing != UdpFraming::vita49) {
-    handle_gnuradio(data, bytes);
-    return;
-  }
-  if (!decode_data_packet(data, bytes)) return;
   const bool has_id = packet_.header.type == vita49::PacketType::if_data_stream_id;
   if (!locked_) {
     locked_ = true;
@@ -617,11 +450,6 @@ void UdpSource::handle_datagram(const std::byte* data, std::size_t bytes) noexce
     return;
   }
   const std::size_t samples = payload / sample_bytes;
-  if (bytes == full_segment_) {
-    seen_trailer_ = packet_.header.has_trailer ? 4 : 0;
-    seen_header_ = bytes - payload - seen_trailer_;
-    seen_payload_ = payload;
-  }
 
   // Where the packet sits in the stream, in samples since the timestamp epoch.
   std::uint64_t epoch_index = 0;
@@ -645,18 +473,21 @@ bool UdpSource::packet_position(std::size_t samples, std::uint64_t& epoch_index,
     if (packet_.fractional_timestamp >= vita49::kPicosecondsPerSecond) return false;
     const std::uint64_t seconds = packet_.integer_timestamp;
     const std::uint64_t picoseconds = packet_.fractional_timestamp;
-    if (last_time_.valid && seconds - last_time_.seconds <= 1 && seconds >= last_time_.seconds) {
+    if (have_last_time_ && seconds - last_seconds_ <= 1 && seconds >= last_seconds_) {
       // Within a second of the last one: the difference in picoseconds times the rate, in a
       // double, is exact to far below half a sample.
-      const auto delta = static_cast<double>(
-          static_cast<std::int64_t>((seconds - last_time_.seconds) * vita49::kPicosecondsPerSecond) +
-          (static_cast<std::int64_t>(picoseconds) - static_cast<std::int64_t>(last_time_.picoseconds)));
-      epoch_index = last_time_.epoch_index + static_cast<std::uint64_t>(std::llround(delta * samples_per_picosecond_));
+      const auto delta =
+          static_cast<double>(static_cast<std::int64_t>((seconds - last_seconds_) * vita49::kPicosecondsPerSecond) +
+                              (static_cast<std::int64_t>(picoseconds) - static_cast<std::int64_t>(last_picoseconds_)));
+      epoch_index = last_epoch_index_ + static_cast<std::uint64_t>(std::llround(delta * samples_per_picosecond_));
     } else {
       epoch_index = vita49::sample_index(seconds, picoseconds, rate_);
     }
     // Whatever this packet turns out to be, its conversion is exact: the next one starts from it.
-    last_time_ = TimeCursor{seconds, picoseconds, epoch_index, true};
+    last_seconds_ = seconds;
+    last_picoseconds_ = picoseconds;
+    last_epoch_index_ = epoch_index;
+    have_last_time_ = true;
   } else if (header.tsf == vita49::Tsf::sample_count && header.tsi != vita49::Tsi::none) {
     epoch_index = static_cast<std::uint64_t>(packet_.integer_timestamp) * rate_ + packet_.fractional_timestamp;
   } else if (header.tsf == vita49::Tsf::free_running) {

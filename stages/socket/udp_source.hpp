@@ -2,9 +2,8 @@
 // datagrams) off a UDP socket (recvmmsg batches, UDP GRO where the
 // kernel has it), every header validated, loss/duplicate/reorder accounting from the
 // timestamps, a single stray timestamp never moving the stream (JumpGuard), datagrams the
-// kernel dropped at the socket told from a sender's jump by its own count (KernelDrops).
-// VITA-49 payloads are received straight into the chunk where they belong (PayloadLanding) and
-// byte-swapped there; only a batch that is not the stream in order is copied.
+// kernel dropped at the socket told from a sender's jump by its own count (KernelDrops),
+// samples byte-swapped into chunks in the one copy.
 #pragma once
 
 #include <netinet/in.h>
@@ -20,7 +19,6 @@
 #include "stages/socket/assembler.hpp"
 #include "stages/socket/jump_guard.hpp"
 #include "stages/socket/kernel_drops.hpp"
-#include "stages/socket/landing.hpp"
 #include "stages/socket/packet_history.hpp"
 #include "stages/socket/reorder_window.hpp"
 #include "wire/socket.hpp"
@@ -79,22 +77,8 @@ class UdpSource final : public Stage {
   void allocate_batch();
   static constexpr int kReceiveFailed = -2;
   int receive_batch() noexcept;
-  // The recvmmsg calls of one batch: the messages received, or what the first call returned.
-  int receive_messages() noexcept;
-  // Message `i` of the batch (in buffers_): its kernel drop count, then its datagrams (GRO segments).
+  // Message `i` of the batch: its kernel drop count, then its datagrams (GRO segments).
   void handle_message(std::size_t i) noexcept;
-  // A batch received into the chunk (PayloadLanding): in place when every landed datagram is the
-  // stream's next, else gathered back into buffers_ and handled as any other batch.
-  void handle_landed_batch(std::size_t received) noexcept;
-  // Whether the landed datagrams of the batch are all the stream's next, each a data packet of the
-  // shape laid out; fills landed_ with their positions. Moves the timestamp cursor on.
-  bool landed_in_order(std::size_t received) noexcept;
-  void handle_landed_message(std::size_t i, std::size_t& next) noexcept;
-  // The GRO segment size of message `i` (its length without GRO or a segment-size message).
-  [[nodiscard]] std::size_t segment_size(std::size_t i) const noexcept;
-  // The shape of the stream's datagrams, from the batch just handled, for the next layout.
-  void learn_shape() noexcept;
-  bool decode_data_packet(const std::byte* data, std::size_t bytes) noexcept;
   void handle_datagram(const std::byte* data, std::size_t bytes) noexcept;
   // packet_'s position in samples since its timestamp's epoch; `timed` false when it has no
   // timestamp (its 4-bit count placed it). False: its fractional timestamp is out of range.
@@ -125,26 +109,6 @@ class UdpSource final : public Stage {
   std::vector<iovec> iovs_;
   std::vector<mmsghdr> messages_;
   std::vector<std::byte> controls_;
-  PayloadLanding landing_;
-  bool landing_now_ = false;           // the batch in flight is laid out into the chunk
-  std::span<std::byte> landing_area_;  // the chunk's free bytes it lands in
-  // A landed datagram found in order: where it goes, for the pass that places it.
-  struct Landed {
-    std::uint64_t position = 0;
-    std::size_t samples = 0;
-    std::uint8_t packet_count = 0;
-  };
-  std::vector<Landed> landed_;
-  // The datagram shape last seen (header, payload, trailer bytes of a full-size data packet); 0:
-  // none seen.
-  std::size_t seen_header_ = 0;
-  std::size_t seen_payload_ = 0;
-  std::size_t seen_trailer_ = 0;
-  std::size_t full_segment_ = 0;  // the GRO segment size of the message being handled
-  NamedCounter* landed_packets_ = nullptr;
-  NamedCounter* copied_packets_ = nullptr;
-  std::uint64_t landed_published_ = 0;
-  std::uint64_t copied_published_ = 0;
   ReorderWindow window_;
   PacketHistory history_;
   ChunkAssembler assembler_;
@@ -163,13 +127,10 @@ class UdpSource final : public Stage {
   double samples_per_picosecond_ = 0;
   // The last real-time timestamp converted, so the next one is a small exact difference
   // instead of a 128-bit division.
-  struct TimeCursor {
-    std::uint64_t seconds = 0;
-    std::uint64_t picoseconds = 0;
-    std::uint64_t epoch_index = 0;
-    bool valid = false;
-  };
-  TimeCursor last_time_;
+  std::uint64_t last_seconds_ = 0;
+  std::uint64_t last_picoseconds_ = 0;
+  std::uint64_t last_epoch_index_ = 0;
+  bool have_last_time_ = false;
   std::uint64_t batch_packets_ = 0;
   bool drained_ = false;              // the last receive returned less than a batch: the socket was empty
   std::size_t datagram_samples_ = 0;  // gnuradio framings: the first datagram's, which all share

@@ -48,8 +48,6 @@ struct UdpRun {
   std::uint64_t resync_samples = 0;
   std::uint64_t context_packets = 0;
   std::uint64_t context_changes = 0;
-  std::uint64_t landed_packets = 0;  // payloads the kernel received into their place in a chunk
-  std::uint64_t copied_packets = 0;  // payloads the stage copied or moved into a chunk
   std::map<std::string, std::uint64_t> drops;
   std::size_t samples_per_packet = 0;
   double busy_fraction = 0;           // the stage thread's busy time over its run
@@ -132,8 +130,6 @@ void run_udp(emulator::EmulatorSettings settings, UdpRun& run, const std::string
   run.resync_samples = counter(metrics, "resync_samples");
   run.context_packets = counter(metrics, "context_packets");
   run.context_changes = counter(metrics, "context_changes");
-  run.landed_packets = counter(metrics, "landed_packets");
-  run.copied_packets = counter(metrics, "copied_packets");
   for (const auto& named : metrics.drops()) run.drops[named.name] = named.get();
   run.busy_fraction = static_cast<double>(metrics.busy_ns.load()) /
                       static_cast<double>(metrics.stopped_ns.load() - metrics.started_ns.load());
@@ -244,48 +240,6 @@ TEST(UdpSource, GsoCoalescedDatagramsAreSplitBackIntoPackets) {
   EXPECT_EQ(run.packets, 4000U);
   EXPECT_EQ(run.lost_samples, 0U);
   expect_stream(run, settings, 4000 * run.samples_per_packet, {});
-}
-
-// In-order datagrams are received by the kernel straight into the chunk where their samples
-// belong: the stage copies none of their payloads (it swaps their byte order where they lie), and
-// the chunks hold exactly the samples sent. The only payloads copied are the first batch's (the
-// stream's datagram shape is not known yet) and those of a GRO message beyond a chunk's end.
-TEST(UdpSource, InOrderPayloadsAreReceivedIntoTheChunkAndNeverCopied) {
-  auto settings = with_count(6000);
-  settings.payload = 8972;
-  settings.gso = true;
-  settings.batch = 64;
-  UdpRun run;
-  run_udp(settings, run, ", max_datagram: 9000, chunk: 1MiB");
-  if (!run.sent.gso_used) GTEST_SKIP() << "kernel without UDP GSO";
-  EXPECT_EQ(run.packets, 6000U);
-  EXPECT_EQ(run.lost_samples, 0U);
-  EXPECT_EQ(run.landed_packets + run.copied_packets, 6000U);
-  // 51 chunks of 1 MiB (117 payloads each): at most one GRO message (7 datagrams) copied at
-  // each chunk's end, and the first batch (8 messages).
-  EXPECT_LE(run.copied_packets, 51U * 7 + 8 * 7) << run.landed_packets << " landed";
-  expect_stream(run, settings, 6000 * run.samples_per_packet, {});
-}
-
-// A stream with losses, a reordering and a duplicate, one datagram per message (the emulator's
-// faults turn its GSO off): the batches in order land in place, the others are copied, and every
-// sample is where it belongs, every loss counted once.
-TEST(UdpSource, LostReorderedAndDuplicatedPacketsBetweenLandedOnesLandRightAndCountRight) {
-  auto settings = with_count(3000);
-  settings.payload = 8972;
-  settings.faults.drop.packets = {10, 1500, 1501};
-  settings.faults.reorder.packets = {700};
-  settings.faults.duplicate.packets = {2200};
-  UdpRun run;
-  run_udp(settings, run, ", max_datagram: 9000, chunk: 1MiB");
-  const std::uint64_t spp = run.samples_per_packet;
-  EXPECT_EQ(run.lost_packets, 3U);
-  EXPECT_EQ(run.lost_samples, 3 * spp);
-  EXPECT_EQ(run.reordered, 1U);
-  EXPECT_EQ(run.duplicates, 1U);
-  EXPECT_GT(run.landed_packets, 2500U);
-  EXPECT_GT(run.copied_packets, 0U);
-  expect_stream(run, settings, 3000 * spp, {{10 * spp, spp}, {1500 * spp, 2 * spp}});
 }
 
 TEST(UdpSource, JumboCf32Datagrams) {
@@ -748,30 +702,6 @@ TEST(UdpSource, ARecordedJumpBackIsANewCaptureSegmentAtTheSendersNewTime) {
   }
   EXPECT_EQ(checked, 1000 * spp);
   std::filesystem::remove_all(dir);
-}
-
-// Without GRO a message holds max_datagram bytes, landed or not: a longer datagram arriving where
-// the next payload was laid out is truncated and dropped as one, exactly as into a plain buffer
-// (and its gathering back never writes past that buffer).
-TEST(UdpSource, ADatagramLongerThanMaxDatagramWhereAPayloadWouldLandIsTruncated) {
-  auto settings = with_count(300);
-  settings.payload = 8972;
-  UdpRun run;
-  run_udp(settings, run, ", gro: false, max_datagram: 9000", [&](std::uint16_t port) -> std::uint64_t {
-    wire::UniqueFd sender(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-    const sockaddr_in address = *wire::parse_endpoint("127.0.0.1:" + std::to_string(port));
-    const std::vector<std::byte> long_datagram(9000 + 8972, std::byte{0x5A});
-    for (int i = 0; i < 3; ++i) {
-      EXPECT_EQ(::sendto(sender.get(), long_datagram.data(), long_datagram.size(), 0,
-                         reinterpret_cast<const sockaddr*>(&address), sizeof(address)),
-                static_cast<ssize_t>(long_datagram.size()));
-    }
-    return 3;
-  });
-  EXPECT_EQ(run.drops["truncated"], 3U);
-  EXPECT_EQ(run.packets, 303U);
-  EXPECT_GT(run.landed_packets, 200U);
-  expect_stream(run, settings, 300 * run.samples_per_packet, {});
 }
 
 TEST(UdpSource, ZeroLengthDatagramsAreCountedAsMalformed) {
