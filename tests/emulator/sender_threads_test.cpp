@@ -137,7 +137,7 @@ TEST(SenderThreads, AUdpStageSeesTheWholeStreamWithoutAGapOrAReorder) {
   EXPECT_EQ(next, kPackets * per_packet);
 }
 
-TEST(SenderThreads, TheRateStillHolds) {
+TEST(SenderThreads, ThreeThreadsTogetherNeverSendFasterThanTheRate) {
   std::uint16_t port = 0;
   const wire::UniqueFd receiver = bound_receiver(port);  // bound, so the datagrams have a destination
   constexpr double kRate = 20e6;
@@ -146,9 +146,11 @@ TEST(SenderThreads, TheRateStillHolds) {
   emulator.open();
   const EmulatorReport report = emulator.run(nullptr, false);
   const double rate = static_cast<double>(report.bytes) / report.seconds;
-  // Paced: never faster than asked (one batch of lead at most); slower only on a starved machine.
+  // The rate is the stream's, shared by its threads: never faster than asked (one batch of lead
+  // at most), whereas each thread pacing itself to the whole rate would send up to three times
+  // it. How much slower a busy machine makes it is not this test's business.
+  EXPECT_EQ(report.packets, kPackets);
   EXPECT_LE(rate, kRate * 1.05) << report.seconds << " s";
-  EXPECT_GE(rate, kRate * 0.5) << report.seconds << " s";
 }
 
 TEST(SenderThreads, WhereSeveralSendersCannotApplyTheSettingIsAnError) {
