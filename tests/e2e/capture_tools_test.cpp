@@ -53,7 +53,8 @@ emulator:
     seed: 3
   faults:
     drop: {packets: [5000, 10000]}  # early: a loaded sender may not reach later ones within 1 s
-pipeline: {name: tone, chunk: 1MiB, chunks: 32, progress_interval: 100ms}
+# 128 MiB of chunks hold the whole second: a loaded machine may stall the recorder, never drop.
+pipeline: {name: tone, chunk: 1MiB, chunks: 128, progress_interval: 100ms}
 lanes:
   - name: port0
     stages:
