@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -141,15 +142,30 @@ int spare_segment(const std::string& directory) {
   return empty ? last : -1;
 }
 
+// Whether the collection already names segment `segment` of lane port0 (the rotation thread
+// rewrites it after each rotation, so under load it may trail the files by a few).
+bool collection_lists(const std::string& directory, int segment) {
+  char name[64];
+  std::snprintf(name, sizeof name, "record_demo-port0-%04d", segment);
+  std::ifstream in(directory + "/record_demo.sigmf-collection");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return text.find(name) != std::string::npos;
+}
+
 TEST(CaptureCli, KillNineMidRotationThenRepairLeavesOnlyRecordingsThatHoldData) {
   test::TempDir dir;
   testing::Process child(std::vector<std::string>{
       kSluice, "run", kSourceDir + "/configs/record_demo.yaml", "-q", "--set", "pipeline.duration=0s", "--set",
       "pipeline.chunk=256KiB", "--set", "template.source.rate=20MB/s", "--set", "template.record.rotate=1MiB", "--set",
       "template.record.directory=" + dir.str()});
-  // Killed once a few rotations are done and the next file set waits, made ahead and empty.
+  // Killed once a few rotations are done, the next file set waits, made ahead and empty, and the
+  // collection names the recording being written (the one the kill leaves incomplete).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() < deadline && spare_segment(dir.str()) < 0) {
+  const auto ready = [&] {
+    const int spare = spare_segment(dir.str());
+    return spare >= 0 && collection_lists(dir.str(), spare - 1);
+  };
+  while (std::chrono::steady_clock::now() < deadline && !ready()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   child.send_signal(SIGKILL);
