@@ -61,21 +61,12 @@ constexpr std::size_t kFftSize = 1024;             // the fft stage's default si
 constexpr double kBytesPerSample = 4;              // ci16, every row's input format
 constexpr int kMeasurements = 14;                  // windows the total time is spread over
 
-double cpu_seconds() {
-  rusage usage{};
-  ::getrusage(RUSAGE_SELF, &usage);
-  auto seconds = [](const timeval& value) {
-    return static_cast<double>(value.tv_sec) + static_cast<double>(value.tv_usec) / 1e6;
-  };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
-}
-
 // Wall and process CPU time of a measured span.
 class Span {
  public:
-  Span() : wall_ns_(monotonic_ns()), cpu_(cpu_seconds()) {}
+  Span() : wall_ns_(monotonic_ns()), cpu_(process_cpu_seconds()) {}
   [[nodiscard]] double wall() const { return static_cast<double>(monotonic_ns() - wall_ns_) / 1e9; }
-  [[nodiscard]] double cpu() const { return cpu_seconds() - cpu_; }
+  [[nodiscard]] double cpu() const { return process_cpu_seconds() - cpu_; }
 
  private:
   std::uint64_t wall_ns_;

@@ -16,9 +16,8 @@
 #include "recorder/uring.hpp"
 
 namespace sluice::bench {
-namespace {
 
-double cpu_seconds() {
+double process_cpu_seconds() {
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
   auto seconds = [](const timeval& value) {
@@ -26,6 +25,8 @@ double cpu_seconds() {
   };
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
+
+namespace {
 
 // Registered (fixed) buffers, as the recorder and replay register their pools: the kernel
 // then pins the pages once instead of on every I/O.
@@ -65,7 +66,7 @@ UringLoopResult uring_loop(const std::string& path, std::uint64_t total, std::si
   std::vector<unsigned> free_blocks;
   for (unsigned i = 0; i < depth; ++i) free_blocks.push_back(i);
   const std::uint64_t begin_ns = monotonic_ns();
-  const double begin_cpu = cpu_seconds();
+  const double begin_cpu = process_cpu_seconds();
   while (completed < count) {
     while (submitted < count && !free_blocks.empty()) {
       io_uring_sqe* sqe = io_uring_get_sqe(ring.get());
@@ -97,7 +98,7 @@ UringLoopResult uring_loop(const std::string& path, std::uint64_t total, std::si
     }
   }
   return {static_cast<double>(count * block_bytes), static_cast<double>(monotonic_ns() - begin_ns) / 1e9,
-          cpu_seconds() - begin_cpu};
+          process_cpu_seconds() - begin_cpu};
 }
 
 }  // namespace sluice::bench

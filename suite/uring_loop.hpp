@@ -8,6 +8,9 @@
 
 namespace sluice::bench {
 
+// The process's CPU time so far (user and system, every thread), in seconds.
+double process_cpu_seconds();
+
 struct UringLoopResult {
   double bytes = 0;
   double seconds = 0;      // first submission to last completion
