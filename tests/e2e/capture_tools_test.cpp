@@ -36,12 +36,16 @@ constexpr double kToneHz = 3.7e6;
 constexpr double kToneAmplitude = 0.4;
 constexpr double kSampleRate = 25e6;
 
+// Each test of the RecordedTone suite records on its own: CTest runs them as separate processes,
+// side by side, so each takes a port nobody holds.
 std::string write_config(const test::TempDir& dir) {
   const std::string path = dir.str("tone.yaml");
+  const std::string address = "127.0.0.1:" + std::to_string(testing::free_port(SOCK_DGRAM));
   std::ofstream(path) << R"(
 emulator:
   transport: udp
-  streams: [{address: 127.0.0.1:50231, stream_id: 1}]
+  streams: [{address: )" + address +
+                             R"(, stream_id: 1}]
   sample_rate: 25Msps
   format: ci16
   payload: 1472
@@ -58,7 +62,8 @@ pipeline: {name: tone, chunk: 1MiB, chunks: 128, progress_interval: 100ms}
 lanes:
   - name: port0
     stages:
-      - {name: source, type: udp, address: 127.0.0.1:50231, stream_id: 1, sample_rate: 25Msps, format: ci16}
+      - {name: source, type: udp, address: )" +
+                             address + R"(, stream_id: 1, sample_rate: 25Msps, format: ci16}
       - {name: record, type: record, directory: )" +
                              dir.str() + R"(, overwrite: true}
       - {name: sink, type: "null"}
