@@ -9,9 +9,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <ctime>
 #include <map>
 #include <stdexcept>
-#include <thread>
 
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
@@ -83,6 +83,10 @@ void ReplayStage::start(StageContext& context) {
   }
 
   late_ = &context.metrics().counter("late_chunks");
+  late_reads_ = &context.metrics().counter("late_reads");
+  late_most_us_ = &context.metrics().counter("late_most_us");
+  late_latest_us_ = &context.metrics().counter("late_latest_us");
+  late_latest_chunk_ = &context.metrics().counter("late_latest_chunk");
   context.stream.sample_rate = lane_.sample_rate;
   context.stream.format = *lane_.format;
   context.stream.center_frequency = lane_.frequency;
@@ -210,7 +214,10 @@ void ReplayStage::reap(Volume& volume, std::chrono::microseconds timeout) noexce
       return;
     }
     read.done += static_cast<std::uint64_t>(result);
-    if (read.done >= read.chunk->size) return;
+    if (read.done >= read.chunk->size) {
+      read.done_ns = monotonic_ns();
+      return;
+    }
     if (result == 0) {
       error_ = "data file ends early (truncated capture?): run `sluice capture info " + settings_.capture + "`";
       return;
@@ -269,6 +276,7 @@ void ReplayStage::plan_reads() noexcept {
     // Wait for a free chunk only when the ring is empty (downstream holds them all).
     ChunkPtr chunk =
         context_->acquire(*pool_, filled_ == 0 ? std::chrono::microseconds(10'000) : std::chrono::microseconds(0));
+    pool_empty_ = !chunk;
     if (!chunk) break;
     if (!plan_next(*chunk)) {
       exhausted_ = true;
@@ -302,6 +310,50 @@ void ReplayStage::send_waiting_reads() noexcept {
   }
 }
 
+// Every read the ring can hold has finished (or the capture or the pool ran out first).
+bool ReplayStage::primed() const noexcept {
+  return pending_ == 0 && waiting_ == 0 && (filled_ == reads_.size() || exhausted_ || pool_empty_);
+}
+
+// Holds the head chunk until its first sample's recorded time: ok once it is due. The clock
+// starts when the ring is primed, not when the first read lands: started with one chunk in
+// hand, any read slower than a chunk's duration in the first round would make a chunk late.
+// The wait is to an absolute deadline and the chunk leaves right after it, with the reads'
+// bookkeeping done before the sleep, not between the wake and the hand-off.
+StageStatus ReplayStage::pace(const Read& read) noexcept {
+  if (start_ns_ == 0) {
+    if (!primed()) {
+      wait_for_reads();
+      return StageStatus::idle;
+    }
+    start_ns_ = monotonic_ns();
+  }
+  const Pacer pacer(lane_.sample_rate);
+  const std::uint64_t before = read.chunk->first_sample - first_index_;
+  const std::uint64_t due_ns = start_ns_ + pacer.wait_ns(before, 0);
+  std::uint64_t now = monotonic_ns();
+  if (now < due_ns) {
+    // At most 10 ms at a time, so that a stop request is seen.
+    const std::uint64_t until = std::min(due_ns, now + 10'000'000);
+    const timespec wake{static_cast<time_t>(until / 1'000'000'000), static_cast<long>(until % 1'000'000'000)};
+    ::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &wake, nullptr);
+    now = monotonic_ns();
+    if (now < due_ns) return StageStatus::idle;
+  }
+  // Late: it leaves after a live source would have delivered its last sample, so the lane
+  // falls behind the recorded rate.
+  const std::uint64_t end_ns = start_ns_ + pacer.wait_ns(before + read.chunk->sample_count, 0);
+  if (now > end_ns) {
+    const std::uint64_t late_us = (now - end_ns) / 1000;
+    late_->add();
+    if (read.done_ns > end_ns) late_reads_->add();
+    if (late_us > late_most_us_->get()) late_most_us_->value.store(late_us, std::memory_order_relaxed);
+    late_latest_us_->value.store(late_us, std::memory_order_relaxed);
+    late_latest_chunk_->value.store(read.chunk->sequence, std::memory_order_relaxed);
+  }
+  return StageStatus::ok;
+}
+
 StageStatus ReplayStage::process() {
   if (context_->stop_requested()) {
     drain();
@@ -328,18 +380,7 @@ StageStatus ReplayStage::process() {
     if (read.waiting || read.pending || read.done < read.chunk->size) return StageStatus::idle;
   }
   if (settings_.pace == ReplayPace::recorded) {
-    // Pace by the samples before this chunk, at the recorded rate.
-    const std::uint64_t now = monotonic_ns();
-    if (start_ns_ == 0) start_ns_ = now;
-    const Pacer pacer(lane_.sample_rate);
-    const std::uint64_t before = read.chunk->first_sample - first_index_;
-    if (const std::uint64_t wait = pacer.wait_ns(before, now - start_ns_); wait > 0) {
-      std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<std::uint64_t>(wait, 10'000'000)));
-      return StageStatus::idle;
-    }
-    // Late: it leaves after a live source would have delivered its last sample, so the lane
-    // falls behind the recorded rate.
-    if (pacer.wait_ns(before + read.chunk->sample_count, now - start_ns_) == 0) late_->add();
+    if (const StageStatus status = pace(read); status != StageStatus::ok) return status;
   }
   ChunkPtr chunk = std::move(read.chunk);
   head_ = (head_ + 1) % reads_.size();

@@ -42,8 +42,9 @@ class ReplayStage final : public Stage {
     std::uint64_t length = 0;  // bytes to request (block-rounded for O_DIRECT)
     std::uint64_t done = 0;
     bool direct = false;
-    bool waiting = false;  // planned, not yet at the disk: its volume has read_ahead reads
-    bool pending = false;  // at the disk
+    bool waiting = false;       // planned, not yet at the disk: its volume has read_ahead reads
+    bool pending = false;       // at the disk
+    std::uint64_t done_ns = 0;  // when its last bytes arrived (monotonic), for late_reads
   };
   struct Files {
     recorder::FileDescriptor direct;
@@ -65,6 +66,8 @@ class ReplayStage final : public Stage {
   void reap_all() noexcept;
   void wait_for_reads() noexcept;
   void drain() noexcept;
+  [[nodiscard]] bool primed() const noexcept;
+  StageStatus pace(const Read& read) noexcept;
   [[nodiscard]] Volume& volume_of(const Read& read) noexcept { return volumes_[files_[read.file].volume]; }
 
   ReplaySettings settings_;
@@ -93,10 +96,16 @@ class ReplayStage final : public Stage {
   std::uint64_t span_ = 0;        // stream samples from first to last recorded sample
   std::uint64_t sequence_ = 0;
   bool exhausted_ = false;
-  // Pacing.
+  bool pool_empty_ = false;  // the last plan_reads found no free chunk (downstream holds them)
+  // Pacing: the clock starts once the ring is full of finished reads (primed()), so the first
+  // deadlines have as many chunks in hand as every later one.
   std::uint64_t start_ns_ = 0;
   std::uint64_t first_index_ = 0;
-  NamedCounter* late_ = nullptr;  // paced chunks that left after their last sample's recorded time
+  NamedCounter* late_ = nullptr;               // paced chunks that left after their last sample's recorded time
+  NamedCounter* late_reads_ = nullptr;         // of those, chunks whose read finished after that time
+  NamedCounter* late_most_us_ = nullptr;       // the most any chunk was late, µs past its last sample's time
+  NamedCounter* late_latest_us_ = nullptr;     // how late the latest late chunk was
+  NamedCounter* late_latest_chunk_ = nullptr;  // its index in the replayed stream (0: the first chunk)
   std::string error_;
 };
 
