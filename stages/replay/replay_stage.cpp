@@ -84,6 +84,8 @@ void ReplayStage::start(StageContext& context) {
 
   late_ = &context.metrics().counter("late_chunks");
   late_reads_ = &context.metrics().counter("late_reads");
+  late_downstream_ = &context.metrics().counter("late_downstream");
+  late_wakeups_ = &context.metrics().counter("late_wakeups");
   late_most_us_ = &context.metrics().counter("late_most_us");
   late_latest_us_ = &context.metrics().counter("late_latest_us");
   late_latest_chunk_ = &context.metrics().counter("late_latest_chunk");
@@ -274,10 +276,15 @@ void ReplayStage::plan_reads() noexcept {
   const std::size_t limit = volumes_.size() * settings_.read_ahead;
   while (!exhausted_ && error_.empty() && pending_ + waiting_ < limit && filled_ < reads_.size()) {
     // Wait for a free chunk only when the ring is empty (downstream holds them all).
+    // An empty ring once paced: downstream holds every chunk.
+    if (filled_ == 0 && start_ns_ != 0) short_of_chunks_ = true;
     ChunkPtr chunk =
         context_->acquire(*pool_, filled_ == 0 ? std::chrono::microseconds(10'000) : std::chrono::microseconds(0));
     pool_empty_ = !chunk;
-    if (!chunk) break;
+    if (!chunk) {
+      short_of_chunks_ = true;
+      break;
+    }
     if (!plan_next(*chunk)) {
       exhausted_ = true;
       break;
@@ -285,9 +292,11 @@ void ReplayStage::plan_reads() noexcept {
     const std::size_t index = (head_ + filled_) % reads_.size();
     reads_[index].chunk = std::move(chunk);
     reads_[index].waiting = true;
+    reads_[index].starved = short_of_chunks_;
     ++waiting_;
     ++filled_;
   }
+  if (filled_ == reads_.size()) short_of_chunks_ = false;
 }
 
 // Sends planned reads, oldest first, to each volume that has fewer than read_ahead at its
@@ -319,7 +328,8 @@ bool ReplayStage::primed() const noexcept {
 // starts when the ring is primed, not when the first read lands: started with one chunk in
 // hand, any read slower than a chunk's duration in the first round would make a chunk late.
 // The wait is to an absolute deadline and the chunk leaves right after it, with the reads'
-// bookkeeping done before the sleep, not between the wake and the hand-off.
+// bookkeeping done before the sleep, not between the wake and the hand-off. A late chunk is
+// counted with how late it was and why (late_reads, late_downstream or late_wakeups).
 StageStatus ReplayStage::pace(const Read& read) noexcept {
   if (start_ns_ == 0) {
     if (!primed()) {
@@ -346,7 +356,16 @@ StageStatus ReplayStage::pace(const Read& read) noexcept {
   if (now > end_ns) {
     const std::uint64_t late_us = (now - end_ns) / 1000;
     late_->add();
-    if (read.done_ns > end_ns) late_reads_->add();
+    NamedCounter* cause = late_wakeups_;
+    if (read.done_ns > end_ns) {
+      cause = read.starved ? late_downstream_ : late_reads_;
+    } else if (handed_off_ns_ > end_ns && handing_off_ns_ < end_ns) {
+      cause = late_downstream_;
+    } else if (handed_off_ns_ > end_ns && last_late_cause_ != nullptr) {
+      cause = last_late_cause_;
+    }
+    cause->add();
+    last_late_cause_ = cause;
     if (late_us > late_most_us_->get()) late_most_us_->value.store(late_us, std::memory_order_relaxed);
     late_latest_us_->value.store(late_us, std::memory_order_relaxed);
     late_latest_chunk_->value.store(read.chunk->sequence, std::memory_order_relaxed);
@@ -385,7 +404,9 @@ StageStatus ReplayStage::process() {
   ChunkPtr chunk = std::move(read.chunk);
   head_ = (head_ + 1) % reads_.size();
   --filled_;
+  if (settings_.pace == ReplayPace::recorded) handing_off_ns_ = monotonic_ns();
   context_->emit(std::move(chunk));
+  if (settings_.pace == ReplayPace::recorded) handed_off_ns_ = monotonic_ns();
   return StageStatus::ok;
 }
 

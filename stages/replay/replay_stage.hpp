@@ -45,6 +45,7 @@ class ReplayStage final : public Stage {
     bool waiting = false;       // planned, not yet at the disk: its volume has read_ahead reads
     bool pending = false;       // at the disk
     std::uint64_t done_ns = 0;  // when its last bytes arrived (monotonic), for late_reads
+    bool starved = false;       // planned while short_of_chunks_: it waited for downstream
   };
   struct Files {
     recorder::FileDescriptor direct;
@@ -97,12 +98,25 @@ class ReplayStage final : public Stage {
   std::uint64_t sequence_ = 0;
   bool exhausted_ = false;
   bool pool_empty_ = false;  // the last plan_reads found no free chunk (downstream holds them)
+  // The pool ran dry since the ring was last full: reads planned meanwhile waited for
+  // downstream to give chunks back.
+  bool short_of_chunks_ = false;
   // Pacing: the clock starts once the ring is full of finished reads (primed()), so the first
   // deadlines have as many chunks in hand as every later one.
   std::uint64_t start_ns_ = 0;
   std::uint64_t first_index_ = 0;
-  NamedCounter* late_ = nullptr;               // paced chunks that left after their last sample's recorded time
-  NamedCounter* late_reads_ = nullptr;         // of those, chunks whose read finished after that time
+  std::uint64_t handing_off_ns_ = 0;  // when the last hand-off downstream began
+  std::uint64_t handed_off_ns_ = 0;   // and when it returned
+  NamedCounter* late_ = nullptr;      // paced chunks that left after their last sample's recorded time
+  // Why each late chunk was late: its read finished after its last sample's time (downstream's
+  // doing if its chunk had to come back from downstream first); else the hand-off before it,
+  // begun in time, waited past that time for room downstream; else the replay thread itself ran
+  // late (woke or got a CPU late). A chunk late only because the one before it left late takes
+  // that one's cause.
+  NamedCounter* late_reads_ = nullptr;
+  NamedCounter* late_downstream_ = nullptr;
+  NamedCounter* late_wakeups_ = nullptr;
+  NamedCounter* last_late_cause_ = nullptr;
   NamedCounter* late_most_us_ = nullptr;       // the most any chunk was late, µs past its last sample's time
   NamedCounter* late_latest_us_ = nullptr;     // how late the latest late chunk was
   NamedCounter* late_latest_chunk_ = nullptr;  // its index in the replayed stream (0: the first chunk)

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -348,6 +349,39 @@ TEST(PacedReplay, StaysOnTimeWhenAVolumeIsSlowToStart) {
       EXPECT_EQ(counter.get(), 0U) << "the replay's own count agrees";
     }
   }
+}
+
+// A consumer three times slower than the recorded rate (a `slow` stage behind a one-chunk
+// queue) keeps the replay's hand-offs waiting: the late chunks are counted as held back
+// downstream, none as read-bound, and the causes add up to late_chunks.
+TEST(PacedReplay, NamesASlowConsumerAsTheCauseOfLateChunks) {
+  TempDir dir;
+  const std::string record =
+      "pipeline: {name: rec, chunk: 64KiB, chunks: 8}\n"
+      "lanes:\n  - name: a\n    stages:\n"
+      "      - {type: generator, signal: ramp, sample_rate: 409600Hz, stop_after: 768KiB}\n"
+      "      - {type: record, capture_name: held, directory: " +
+      dir.str() + "}\n      - {type: null}\n";
+  ASSERT_EQ(test::run_pipeline(record), std::vector<std::string>{});
+  Pipeline pipeline(
+      load_pipeline_text("pipeline: {name: back, chunk: 64KiB, chunks: 8}\n"
+                         "lanes:\n  - name: a\n    stages:\n"
+                         "      - {type: replay, pace: recorded, read_ahead: 2, capture: " +
+                             dir.str("held.sigmf-collection") +
+                             "}\n"
+                             "      - {type: slow, delay_us: 120000, queue_depth: 1}\n"
+                             "      - {type: null}\n",
+                         "test", {}, test::test_registry()));
+  pipeline.start();
+  pipeline.run();
+  for (const auto& failure : pipeline.failures()) ADD_FAILURE() << failure.stage << ": " << failure.message;
+  std::map<std::string, std::uint64_t> counters;
+  for (const auto& counter : pipeline.metrics_by_lane()[0][0]->counters()) counters[counter.name] = counter.get();
+  EXPECT_GE(counters["late_chunks"], 6U);
+  EXPECT_GE(counters["late_downstream"], 6U);
+  EXPECT_EQ(counters["late_reads"], 0U);
+  EXPECT_EQ(counters["late_reads"] + counters["late_downstream"] + counters["late_wakeups"], counters["late_chunks"]);
+  EXPECT_GE(counters["late_most_us"], 100'000U) << "the last chunks leave most of a second late";
 }
 
 }  // namespace
