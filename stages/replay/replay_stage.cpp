@@ -5,6 +5,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -39,6 +41,13 @@ ReplayStage::ReplayStage(SettingsReader& reader, const PipelineSettings& pipelin
   settings_.read_ahead = static_cast<unsigned>(
       reader.integer("read_ahead", 4, "reads in flight on each volume of the capture (fewer than chunks)", 1, 1024));
   settings_.direct = reader.boolean("direct", true, "read with O_DIRECT (off for filesystems that refuse it)");
+  settings_.realtime = reader.boolean(
+      "realtime", false,
+      "paced: run this stage's thread under SCHED_FIFO so that busy cores cannot hold a chunk past its time "
+      "(root or CAP_SYS_NICE)");
+  if (settings_.realtime && settings_.pace != ReplayPace::recorded) {
+    reader.error("realtime", "realtime applies to pace: recorded (a fast replay would hold a core from others)");
+  }
   settings_.pool = read_pool_settings(reader, pipeline, PoolWriter::host_writes);
   if (settings_.pool.chunk_count < settings_.read_ahead + 1) {
     reader.error("read_ahead", "read_ahead must be smaller than chunks (the pool also feeds downstream)");
@@ -373,7 +382,27 @@ StageStatus ReplayStage::pace(const Read& read) noexcept {
   return StageStatus::ok;
 }
 
+// The runtime starts the stage's thread after start(), so the first process() sets its
+// policy: SCHED_FIFO at the lowest priority, ahead of ordinary threads and behind any other
+// real-time work. The thread sleeps or blocks whenever it waits, so it never holds a core.
+bool ReplayStage::enter_realtime() noexcept {
+  thread_ready_ = true;
+  if (!settings_.realtime) return true;
+  sched_param parameters{};
+  parameters.sched_priority = ::sched_get_priority_min(SCHED_FIFO);
+  if (const int error = ::pthread_setschedparam(::pthread_self(), SCHED_FIFO, &parameters); error != 0) {
+    error_ = errno_message("pthread_setschedparam(SCHED_FIFO)", error) +
+             ": realtime needs root, CAP_SYS_NICE or an rtprio limit (ulimit -r); or set realtime: false";
+    return false;
+  }
+  return true;
+}
+
 StageStatus ReplayStage::process() {
+  if (!thread_ready_ && !enter_realtime()) {
+    context_->fail(error_);
+    return StageStatus::error;
+  }
   if (context_->stop_requested()) {
     drain();
     return StageStatus::end_of_stream;

@@ -3,6 +3,7 @@
 // order holding exactly the generator's ramp, and paced replay stays on time when one volume
 // (throttled by the kernel's blkio controller) holds its first reads back.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -382,6 +383,62 @@ TEST(PacedReplay, NamesASlowConsumerAsTheCauseOfLateChunks) {
   EXPECT_EQ(counters["late_reads"], 0U);
   EXPECT_EQ(counters["late_reads"] + counters["late_downstream"] + counters["late_wakeups"], counters["late_chunks"]);
   EXPECT_GE(counters["late_most_us"], 100'000U) << "the last chunks leave most of a second late";
+}
+
+// `realtime: true` puts the replay's own thread, and only it, under SCHED_FIFO, as the kernel
+// reports each thread's policy (sched_getscheduler on every task of this process); a fast
+// replay refuses it.
+TEST(PacedReplay, RealtimePutsTheReplayThreadUnderSchedFifo) {
+  if (::geteuid() != 0) {
+    if (test::in_ci()) FAIL() << "SCHED_FIFO needs root in CI";
+    GTEST_SKIP() << "SCHED_FIFO needs root here";
+  }
+  TempDir dir;
+  ASSERT_EQ(test::run_pipeline("pipeline: {name: rec, chunk: 64KiB, chunks: 8}\n"
+                               "lanes:\n  - name: a\n    stages:\n"
+                               "      - {type: generator, signal: ramp, sample_rate: 1MHz, stop_after: 1MiB}\n"
+                               "      - {type: record, capture_name: rt, directory: " +
+                               dir.str() + "}\n      - {type: null}\n"),
+            std::vector<std::string>{});
+  const auto fifo_threads_while_replaying = [&](const std::string& realtime) {
+    Pipeline pipeline(
+        load_pipeline_text("pipeline: {name: back, chunk: 64KiB, chunks: 8, duration: 1s}\n"
+                           "lanes:\n  - name: a\n    stages:\n"
+                           "      - {type: replay, pace: recorded, loop: true, realtime: " +
+                               realtime + ", capture: " + dir.str("rt.sigmf-collection") + "}\n      - {type: null}\n",
+                           "test", {}, StageRegistry::builtin()));
+    pipeline.start();
+    std::atomic<bool> done{false};
+    std::size_t most = 0;
+    std::thread sampler([&] {
+      while (!done) {
+        std::size_t fifo = 0;
+        for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+          if (::sched_getscheduler(std::stoi(task.path().filename().string())) == SCHED_FIFO) ++fifo;
+        }
+        most = std::max(most, fifo);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    });
+    pipeline.run();
+    done = true;
+    sampler.join();
+    for (const auto& failure : pipeline.failures()) ADD_FAILURE() << failure.stage << ": " << failure.message;
+    return most;
+  };
+  EXPECT_EQ(fifo_threads_while_replaying("false"), 0U);
+  EXPECT_EQ(fifo_threads_while_replaying("true"), 1U);
+  try {
+    static_cast<void>(
+        load_pipeline_text("pipeline: {name: back, chunk: 64KiB, chunks: 8}\n"
+                           "lanes:\n  - name: a\n    stages:\n"
+                           "      - {type: replay, pace: fast, realtime: true, capture: " +
+                               dir.str("rt.sigmf-collection") + "}\n      - {type: null}\n",
+                           "test", {}, StageRegistry::builtin()));
+    ADD_FAILURE() << "a fast replay took realtime: true";
+  } catch (const std::exception& error) {
+    EXPECT_NE(std::string(error.what()).find("realtime"), std::string::npos) << error.what();
+  }
 }
 
 }  // namespace
