@@ -43,8 +43,8 @@ ReplayStage::ReplayStage(SettingsReader& reader, const PipelineSettings& pipelin
   settings_.direct = reader.boolean("direct", true, "read with O_DIRECT (off for filesystems that refuse it)");
   settings_.realtime = reader.boolean(
       "realtime", false,
-      "paced: run this stage's thread under SCHED_FIFO so that busy cores cannot hold a chunk past its time "
-      "(root or CAP_SYS_NICE)");
+      "paced: run this stage's thread under SCHED_FIFO while it keeps its times, so that busy cores cannot "
+      "hold a chunk past its time (root or CAP_SYS_NICE)");
   if (settings_.realtime && settings_.pace != ReplayPace::recorded) {
     reader.error("realtime", "realtime applies to pace: recorded (a fast replay would hold a core from others)");
   }
@@ -352,6 +352,7 @@ StageStatus ReplayStage::pace(const Read& read) noexcept {
   const std::uint64_t due_ns = start_ns_ + pacer.wait_ns(before, 0);
   std::uint64_t now = monotonic_ns();
   if (now < due_ns) {
+    static_cast<void>(set_fifo(true));  // allowed since enter_realtime()
     // At most 10 ms at a time, so that a stop request is seen.
     const std::uint64_t until = std::min(due_ns, now + 10'000'000);
     const timespec wake{static_cast<time_t>(until / 1'000'000'000), static_cast<long>(until % 1'000'000'000)};
@@ -363,6 +364,7 @@ StageStatus ReplayStage::pace(const Read& read) noexcept {
   // falls behind the recorded rate.
   const std::uint64_t end_ns = start_ns_ + pacer.wait_ns(before + read.chunk->sample_count, 0);
   if (now > end_ns) {
+    static_cast<void>(set_fifo(false));  // behind: catch up as an ordinary thread
     const std::uint64_t late_us = (now - end_ns) / 1000;
     late_->add();
     NamedCounter* cause = late_wakeups_;
@@ -382,20 +384,29 @@ StageStatus ReplayStage::pace(const Read& read) noexcept {
   return StageStatus::ok;
 }
 
-// The runtime starts the stage's thread after start(), so the first process() sets its
-// policy: SCHED_FIFO at the lowest priority, ahead of ordinary threads and behind any other
-// real-time work. The thread sleeps or blocks whenever it waits, so it never holds a core.
+// The runtime starts the stage's thread after start(), so the first process() checks that
+// the thread may take SCHED_FIFO (lowest priority: ahead of ordinary threads, behind other
+// real-time work). From then on the thread holds it only while on time: it takes it before
+// sleeping to a deadline and gives it up when a chunk leaves late, so a replay held back by
+// its downstream competes for the cores as an ordinary thread, not ahead of the lane it waits on.
 bool ReplayStage::enter_realtime() noexcept {
   thread_ready_ = true;
   if (!settings_.realtime) return true;
-  sched_param parameters{};
-  parameters.sched_priority = ::sched_get_priority_min(SCHED_FIFO);
-  if (const int error = ::pthread_setschedparam(::pthread_self(), SCHED_FIFO, &parameters); error != 0) {
+  if (const int error = set_fifo(true); error != 0) {
     error_ = errno_message("pthread_setschedparam(SCHED_FIFO)", error) +
              ": realtime needs root, CAP_SYS_NICE or an rtprio limit (ulimit -r); or set realtime: false";
     return false;
   }
   return true;
+}
+
+int ReplayStage::set_fifo(bool on) noexcept {
+  if (!settings_.realtime || on == fifo_) return 0;
+  sched_param parameters{};
+  parameters.sched_priority = on ? ::sched_get_priority_min(SCHED_FIFO) : 0;
+  const int error = ::pthread_setschedparam(::pthread_self(), on ? SCHED_FIFO : SCHED_OTHER, &parameters);
+  if (error == 0) fifo_ = on;
+  return error;
 }
 
 StageStatus ReplayStage::process() {

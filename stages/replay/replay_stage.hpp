@@ -24,7 +24,7 @@ struct ReplaySettings {
   bool loop = false;
   unsigned read_ahead = 4;  // reads each volume (filesystem) of the capture has at once
   bool direct = true;       // O_DIRECT reads
-  bool realtime = false;    // paced: the stage's thread under SCHED_FIFO, ahead of every ordinary thread
+  bool realtime = false;    // paced: the stage's thread under SCHED_FIFO while it keeps its times
   PoolSettings pool;
 };
 
@@ -70,6 +70,7 @@ class ReplayStage final : public Stage {
   void drain() noexcept;
   [[nodiscard]] bool primed() const noexcept;
   bool enter_realtime() noexcept;
+  int set_fifo(bool on) noexcept;  // SCHED_FIFO on or off for this thread (realtime only); 0 or errno
   StageStatus pace(const Read& read) noexcept;
   [[nodiscard]] Volume& volume_of(const Read& read) noexcept { return volumes_[files_[read.file].volume]; }
 
@@ -99,7 +100,8 @@ class ReplayStage final : public Stage {
   std::uint64_t span_ = 0;        // stream samples from first to last recorded sample
   std::uint64_t sequence_ = 0;
   bool exhausted_ = false;
-  bool thread_ready_ = false;  // realtime applied to the stage's thread (its first process())
+  bool thread_ready_ = false;  // realtime checked on the stage's thread (its first process())
+  bool fifo_ = false;          // the thread runs under SCHED_FIFO now
   bool pool_empty_ = false;    // the last plan_reads found no free chunk (downstream holds them)
   // The pool ran dry since the ring was last full: reads planned meanwhile waited for
   // downstream to give chunks back.

@@ -10,7 +10,8 @@
 #            link → fft → null for REPLAY_PACED_SECONDS (10): each lane's rate and late_chunks, and
 #            for the late ones their causes (late_reads, late_downstream, late_wakeups: the thread
 #            ran late), the most and the latest lateness and the latest late chunk's index (0: the
-#            first) out of the chunks replayed
+#            first) out of the chunks replayed; then the same run with `realtime: true` (the replay
+#            threads under SCHED_FIFO): its rate and late chunks by cause
 #   one      recorder_bench's BM_ReplayReadVsFio (replay → page check vs fio vs raw io_uring, one file,
 #            4 MiB, depth 8, 4 KiB pages both sides, medians of 5) on a fifth volume (REPLAY_BYTES, 4GiB)
 # Needs sluice, recorder_bench and fio packed. Prints the summary table last.
@@ -128,6 +129,8 @@ print(" ".join(f"{x:.2f}" for x in m), " ".join(f"{x / m[-1]:.2f}" for x in m[:-
   replay_yaml gpu recorded true ", duration: ${REPLAY_PACED_SECONDS:-10}s" "a ${v[0]}/paced-a.sigmf-collection" \
     "b ${v[2]}/paced-b.sigmf-collection" > "$out/replay-paced.yaml"
   "$pack/bin/sluice" run -q --report "$out/replay-paced.json" "$out/replay-paced.yaml" > "$out/replay-paced.log" 2>&1 || status=1
+  "$pack/bin/sluice" run -q --set template.replay.realtime=true --report "$out/replay-paced-rt.json" \
+    "$out/replay-paced.yaml" > "$out/replay-paced-rt.log" 2>&1 || status=1
   for lane in 0 1; do
     read -r rate fft_in replay_out late drops late_reads late_downstream late_wakeups most_us latest_us latest_chunk chunks \
       < <(replay_report "$out/replay-paced.json" "$lane")
@@ -137,6 +140,10 @@ print(" ".join(f"{x:.2f}" for x in m), " ".join(f"{x / m[-1]:.2f}" for x in m[:-
     replay_row paced "lane $lane late: reads $late_reads, downstream $late_downstream, thread $late_wakeups; us" \
       "latest $latest_us" "most $most_us" ""
     replay_row paced "lane $lane latest late chunk (0: the first), of the chunks replayed" "$latest_chunk" "of $chunks" ""
+    read -r rate fft_in replay_out late drops late_reads late_downstream late_wakeups most_us latest_us latest_chunk chunks \
+      < <(replay_report "$out/replay-paced-rt.json" "$lane")
+    replay_row paced-rt "lane $lane, realtime: true: GB/s, late (reads/downstream/thread), drops $drops" \
+      "$rate" "late $late" "$late_reads/$late_downstream/$late_wakeups"
   done
 
   # one: the single-volume comparison that showed 0.76x, replay → page check against fio and raw io_uring.
