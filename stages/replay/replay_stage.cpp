@@ -284,8 +284,8 @@ void ReplayStage::drain() noexcept {
 void ReplayStage::plan_reads() noexcept {
   const std::size_t limit = volumes_.size() * settings_.read_ahead;
   while (!exhausted_ && error_.empty() && pending_ + waiting_ < limit && filled_ < reads_.size()) {
-    // Wait for a free chunk only when the ring is empty (downstream holds them all).
-    // An empty ring once paced: downstream holds every chunk.
+    // Wait for a free chunk only when the ring is empty: downstream holds them all (once
+    // paced, reads planned then count as waiting for downstream).
     if (filled_ == 0 && start_ns_ != 0) short_of_chunks_ = true;
     ChunkPtr chunk =
         context_->acquire(*pool_, filled_ == 0 ? std::chrono::microseconds(10'000) : std::chrono::microseconds(0));
