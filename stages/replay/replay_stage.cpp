@@ -5,13 +5,15 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cstring>
+#include <ctime>
 #include <map>
 #include <stdexcept>
-#include <thread>
 
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
@@ -39,6 +41,13 @@ ReplayStage::ReplayStage(SettingsReader& reader, const PipelineSettings& pipelin
   settings_.read_ahead = static_cast<unsigned>(
       reader.integer("read_ahead", 4, "reads in flight on each volume of the capture (fewer than chunks)", 1, 1024));
   settings_.direct = reader.boolean("direct", true, "read with O_DIRECT (off for filesystems that refuse it)");
+  settings_.realtime = reader.boolean(
+      "realtime", false,
+      "paced: run this stage's thread under SCHED_FIFO while it keeps its times, so that busy cores cannot "
+      "hold a chunk past its time (root or CAP_SYS_NICE)");
+  if (settings_.realtime && settings_.pace != ReplayPace::recorded) {
+    reader.error("realtime", "realtime applies to pace: recorded (a fast replay would hold a core from others)");
+  }
   settings_.pool = read_pool_settings(reader, pipeline, PoolWriter::host_writes);
   if (settings_.pool.chunk_count < settings_.read_ahead + 1) {
     reader.error("read_ahead", "read_ahead must be smaller than chunks (the pool also feeds downstream)");
@@ -83,6 +92,12 @@ void ReplayStage::start(StageContext& context) {
   }
 
   late_ = &context.metrics().counter("late_chunks");
+  late_reads_ = &context.metrics().counter("late_reads");
+  late_downstream_ = &context.metrics().counter("late_downstream");
+  late_wakeups_ = &context.metrics().counter("late_wakeups");
+  late_most_us_ = &context.metrics().counter("late_most_us");
+  late_latest_us_ = &context.metrics().counter("late_latest_us");
+  late_latest_chunk_ = &context.metrics().counter("late_latest_chunk");
   context.stream.sample_rate = lane_.sample_rate;
   context.stream.format = *lane_.format;
   context.stream.center_frequency = lane_.frequency;
@@ -210,7 +225,10 @@ void ReplayStage::reap(Volume& volume, std::chrono::microseconds timeout) noexce
       return;
     }
     read.done += static_cast<std::uint64_t>(result);
-    if (read.done >= read.chunk->size) return;
+    if (read.done >= read.chunk->size) {
+      read.done_ns = monotonic_ns();
+      return;
+    }
     if (result == 0) {
       error_ = "data file ends early (truncated capture?): run `sluice capture info " + settings_.capture + "`";
       return;
@@ -266,10 +284,16 @@ void ReplayStage::drain() noexcept {
 void ReplayStage::plan_reads() noexcept {
   const std::size_t limit = volumes_.size() * settings_.read_ahead;
   while (!exhausted_ && error_.empty() && pending_ + waiting_ < limit && filled_ < reads_.size()) {
-    // Wait for a free chunk only when the ring is empty (downstream holds them all).
+    // Wait for a free chunk only when the ring is empty: downstream holds them all (once
+    // paced, reads planned then count as waiting for downstream).
+    if (filled_ == 0 && start_ns_ != 0) short_of_chunks_ = true;
     ChunkPtr chunk =
         context_->acquire(*pool_, filled_ == 0 ? std::chrono::microseconds(10'000) : std::chrono::microseconds(0));
-    if (!chunk) break;
+    pool_empty_ = !chunk;
+    if (!chunk) {
+      short_of_chunks_ = true;
+      break;
+    }
     if (!plan_next(*chunk)) {
       exhausted_ = true;
       break;
@@ -277,9 +301,11 @@ void ReplayStage::plan_reads() noexcept {
     const std::size_t index = (head_ + filled_) % reads_.size();
     reads_[index].chunk = std::move(chunk);
     reads_[index].waiting = true;
+    reads_[index].starved = short_of_chunks_;
     ++waiting_;
     ++filled_;
   }
+  if (filled_ == reads_.size()) short_of_chunks_ = false;
 }
 
 // Sends planned reads, oldest first, to each volume that has fewer than read_ahead at its
@@ -302,7 +328,92 @@ void ReplayStage::send_waiting_reads() noexcept {
   }
 }
 
+// Every read the ring can hold has finished (or the capture or the pool ran out first).
+bool ReplayStage::primed() const noexcept {
+  return pending_ == 0 && waiting_ == 0 && (filled_ == reads_.size() || exhausted_ || pool_empty_);
+}
+
+// Holds the head chunk until its first sample's recorded time: ok once it is due. The clock
+// starts when the ring is primed, not when the first read lands: started with one chunk in
+// hand, any read slower than a chunk's duration in the first round would make a chunk late.
+// The wait is to an absolute deadline and the chunk leaves right after it, with the reads'
+// bookkeeping done before the sleep, not between the wake and the hand-off. A late chunk is
+// counted with how late it was and why (late_reads, late_downstream or late_wakeups).
+StageStatus ReplayStage::pace(const Read& read) noexcept {
+  if (start_ns_ == 0) {
+    if (!primed()) {
+      wait_for_reads();
+      return StageStatus::idle;
+    }
+    start_ns_ = monotonic_ns();
+  }
+  const Pacer pacer(lane_.sample_rate);
+  const std::uint64_t before = read.chunk->first_sample - first_index_;
+  const std::uint64_t due_ns = start_ns_ + pacer.wait_ns(before, 0);
+  std::uint64_t now = monotonic_ns();
+  if (now < due_ns) {
+    static_cast<void>(set_fifo(true));  // allowed since enter_realtime()
+    // At most 10 ms at a time, so that a stop request is seen.
+    const std::uint64_t until = std::min(due_ns, now + 10'000'000);
+    const timespec wake{static_cast<time_t>(until / 1'000'000'000), static_cast<long>(until % 1'000'000'000)};
+    ::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &wake, nullptr);
+    now = monotonic_ns();
+    if (now < due_ns) return StageStatus::idle;
+  }
+  // Late: it leaves after a live source would have delivered its last sample, so the lane
+  // falls behind the recorded rate.
+  const std::uint64_t end_ns = start_ns_ + pacer.wait_ns(before + read.chunk->sample_count, 0);
+  if (now > end_ns) {
+    static_cast<void>(set_fifo(false));  // behind: catch up as an ordinary thread
+    const std::uint64_t late_us = (now - end_ns) / 1000;
+    late_->add();
+    NamedCounter* cause = late_wakeups_;
+    if (read.done_ns > end_ns) {
+      cause = read.starved ? late_downstream_ : late_reads_;
+    } else if (handed_off_ns_ > end_ns && handing_off_ns_ < end_ns) {
+      cause = late_downstream_;
+    } else if (handed_off_ns_ > end_ns && last_late_cause_ != nullptr) {
+      cause = last_late_cause_;
+    }
+    cause->add();
+    last_late_cause_ = cause;
+    if (late_us > late_most_us_->get()) late_most_us_->value.store(late_us, std::memory_order_relaxed);
+    late_latest_us_->value.store(late_us, std::memory_order_relaxed);
+    late_latest_chunk_->value.store(read.chunk->sequence, std::memory_order_relaxed);
+  }
+  return StageStatus::ok;
+}
+
+// The runtime starts the stage's thread after start(), so the first process() checks that
+// the thread may take SCHED_FIFO (lowest priority: ahead of ordinary threads, behind other
+// real-time work). From then on the thread holds it only while on time: it takes it before
+// sleeping to a deadline and gives it up when a chunk leaves late, so a replay held back by
+// its downstream competes for the cores as an ordinary thread, not ahead of the lane it waits on.
+bool ReplayStage::enter_realtime() noexcept {
+  thread_ready_ = true;
+  if (!settings_.realtime) return true;
+  if (const int error = set_fifo(true); error != 0) {
+    error_ = errno_message("pthread_setschedparam(SCHED_FIFO)", error) +
+             ": realtime needs root, CAP_SYS_NICE or an rtprio limit (ulimit -r); or set realtime: false";
+    return false;
+  }
+  return true;
+}
+
+int ReplayStage::set_fifo(bool on) noexcept {
+  if (!settings_.realtime || on == fifo_) return 0;
+  sched_param parameters{};
+  parameters.sched_priority = on ? ::sched_get_priority_min(SCHED_FIFO) : 0;
+  const int error = ::pthread_setschedparam(::pthread_self(), on ? SCHED_FIFO : SCHED_OTHER, &parameters);
+  if (error == 0) fifo_ = on;
+  return error;
+}
+
 StageStatus ReplayStage::process() {
+  if (!thread_ready_ && !enter_realtime()) {
+    context_->fail(error_);
+    return StageStatus::error;
+  }
   if (context_->stop_requested()) {
     drain();
     return StageStatus::end_of_stream;
@@ -328,23 +439,14 @@ StageStatus ReplayStage::process() {
     if (read.waiting || read.pending || read.done < read.chunk->size) return StageStatus::idle;
   }
   if (settings_.pace == ReplayPace::recorded) {
-    // Pace by the samples before this chunk, at the recorded rate.
-    const std::uint64_t now = monotonic_ns();
-    if (start_ns_ == 0) start_ns_ = now;
-    const Pacer pacer(lane_.sample_rate);
-    const std::uint64_t before = read.chunk->first_sample - first_index_;
-    if (const std::uint64_t wait = pacer.wait_ns(before, now - start_ns_); wait > 0) {
-      std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<std::uint64_t>(wait, 10'000'000)));
-      return StageStatus::idle;
-    }
-    // Late: it leaves after a live source would have delivered its last sample, so the lane
-    // falls behind the recorded rate.
-    if (pacer.wait_ns(before + read.chunk->sample_count, now - start_ns_) == 0) late_->add();
+    if (const StageStatus status = pace(read); status != StageStatus::ok) return status;
   }
   ChunkPtr chunk = std::move(read.chunk);
   head_ = (head_ + 1) % reads_.size();
   --filled_;
+  if (settings_.pace == ReplayPace::recorded) handing_off_ns_ = monotonic_ns();
   context_->emit(std::move(chunk));
+  if (settings_.pace == ReplayPace::recorded) handed_off_ns_ = monotonic_ns();
   return StageStatus::ok;
 }
 

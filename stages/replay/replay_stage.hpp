@@ -24,6 +24,7 @@ struct ReplaySettings {
   bool loop = false;
   unsigned read_ahead = 4;  // reads each volume (filesystem) of the capture has at once
   bool direct = true;       // O_DIRECT reads
+  bool realtime = false;    // paced: the stage's thread under SCHED_FIFO while it keeps its times
   PoolSettings pool;
 };
 
@@ -42,8 +43,10 @@ class ReplayStage final : public Stage {
     std::uint64_t length = 0;  // bytes to request (block-rounded for O_DIRECT)
     std::uint64_t done = 0;
     bool direct = false;
-    bool waiting = false;  // planned, not yet at the disk: its volume has read_ahead reads
-    bool pending = false;  // at the disk
+    bool waiting = false;       // planned, not yet at the disk: its volume has read_ahead reads
+    bool pending = false;       // at the disk
+    std::uint64_t done_ns = 0;  // when its last bytes arrived (monotonic), for late_reads
+    bool starved = false;       // planned while short_of_chunks_: it waited for downstream
   };
   struct Files {
     recorder::FileDescriptor direct;
@@ -65,6 +68,10 @@ class ReplayStage final : public Stage {
   void reap_all() noexcept;
   void wait_for_reads() noexcept;
   void drain() noexcept;
+  [[nodiscard]] bool primed() const noexcept;
+  bool enter_realtime() noexcept;
+  int set_fifo(bool on) noexcept;  // SCHED_FIFO on or off for this thread (realtime only); 0 or errno
+  StageStatus pace(const Read& read) noexcept;
   [[nodiscard]] Volume& volume_of(const Read& read) noexcept { return volumes_[files_[read.file].volume]; }
 
   ReplaySettings settings_;
@@ -93,10 +100,31 @@ class ReplayStage final : public Stage {
   std::uint64_t span_ = 0;        // stream samples from first to last recorded sample
   std::uint64_t sequence_ = 0;
   bool exhausted_ = false;
-  // Pacing.
+  bool thread_ready_ = false;  // realtime checked on the stage's thread (its first process())
+  bool fifo_ = false;          // the thread runs under SCHED_FIFO now
+  bool pool_empty_ = false;    // the last plan_reads found no free chunk (downstream holds them)
+  // The pool ran dry since the ring was last full: reads planned meanwhile waited for
+  // downstream to give chunks back.
+  bool short_of_chunks_ = false;
+  // Pacing: the clock starts once the ring is full of finished reads (primed()), so the first
+  // deadlines have as many chunks in hand as every later one.
   std::uint64_t start_ns_ = 0;
   std::uint64_t first_index_ = 0;
-  NamedCounter* late_ = nullptr;  // paced chunks that left after their last sample's recorded time
+  std::uint64_t handing_off_ns_ = 0;  // when the last hand-off downstream began
+  std::uint64_t handed_off_ns_ = 0;   // and when it returned
+  NamedCounter* late_ = nullptr;      // paced chunks that left after their last sample's recorded time
+  // Why each late chunk was late: its read finished after its last sample's time (downstream's
+  // doing if its chunk had to come back from downstream first); else the hand-off before it,
+  // begun in time, waited past that time for room downstream; else the replay thread itself ran
+  // late (woke or got a CPU late). A chunk late only because the one before it left late takes
+  // that one's cause.
+  NamedCounter* late_reads_ = nullptr;
+  NamedCounter* late_downstream_ = nullptr;
+  NamedCounter* late_wakeups_ = nullptr;
+  NamedCounter* last_late_cause_ = nullptr;
+  NamedCounter* late_most_us_ = nullptr;       // the most any chunk was late, µs past its last sample's time
+  NamedCounter* late_latest_us_ = nullptr;     // how late the latest late chunk was
+  NamedCounter* late_latest_chunk_ = nullptr;  // its index in the replayed stream (0: the first chunk)
   std::string error_;
 };
 

@@ -7,7 +7,11 @@
 #            order rotating; medians and their ratios to fio's
 #   paced    two lanes recorded at 750 MS/s ci16 (3 GB/s a lane), lane a over volumes 0-1, lane b over
 #            2-3 (REPLAY_PACED_BYTES, 4GiB, a lane), played back looped at the recorded rate through
-#            link → fft → null for REPLAY_PACED_SECONDS (10): each lane's rate and late_chunks
+#            link → fft → null for REPLAY_PACED_SECONDS (10): each lane's rate and late_chunks, and
+#            for the late ones their causes (late_reads, late_downstream, late_wakeups: the thread
+#            ran late), the most and the latest lateness and the latest late chunk's index (0: the
+#            first) out of the chunks replayed; then the same run with `realtime: true` (the replay
+#            threads under SCHED_FIFO): its rate and late chunks by cause
 #   one      recorder_bench's BM_ReplayReadVsFio (replay → page check vs fio vs raw io_uring, one file,
 #            4 MiB, depth 8, 4 KiB pages both sides, medians of 5) on a fifth volume (REPLAY_BYTES, 4GiB)
 # Needs sluice, recorder_bench and fio packed. Prints the summary table last.
@@ -18,7 +22,8 @@ replay_row() {  # replay_row PART WHAT FIGURE BASELINE RATIO
   printf '%-8s %-64s %12s %12s %7s\n' "$@" >> "$replay_summary"
 }
 
-# JSON report → "REPLAY_GB/s FFT_IN_BYTES REPLAY_OUT_BYTES LATE DROPS" for lane $2 (index).
+# JSON report → "REPLAY_GB/s FFT_IN_BYTES REPLAY_OUT_BYTES LATE DROPS LATE_READS LATE_DOWNSTREAM
+# LATE_WAKEUPS MOST_US LATEST_US LATEST_CHUNK CHUNKS" for lane $2 (index).
 replay_report() {
   python3 - "$1" "$2" <<'PY'
 import json, sys
@@ -26,8 +31,11 @@ lane = json.load(open(sys.argv[1]))["lanes"][int(sys.argv[2])]
 by = {s["name"]: s for s in lane["stages"]}
 replay, fft = by["replay"], by.get("fft", by["sink"])
 drops = sum(s["drops_total"] for s in lane["stages"])
+late = replay["counters"]
 print(f'{replay["bytes_per_second"] / 1e9:.2f} {fft["in"]["bytes"]} {replay["out"]["bytes"]} '
-      f'{replay["counters"].get("late_chunks", 0)} {drops}')
+      f'{late.get("late_chunks", 0)} {drops} {late.get("late_reads", 0)} {late.get("late_downstream", 0)} '
+      f'{late.get("late_wakeups", 0)} {late.get("late_most_us", 0)} '
+      f'{late.get("late_latest_us", 0)} {late.get("late_latest_chunk", 0)} {replay["out"]["chunks"]}')
 PY
 }
 
@@ -94,10 +102,10 @@ else
       fio_rates+=("$(replay_fio "${striped_files[@]}")")
       return
     fi
-    local rate fft_in replay_out late drops
+    local rate fft_in replay_out late drops _
     "$pack/bin/sluice" run -q --report "$out/replay-striped-$1-$2.json" "$out/replay-striped-$1.yaml" \
       > "$out/replay-striped-$1-$2.log" 2>&1 || status=1
-    read -r rate fft_in replay_out late drops < <(replay_report "$out/replay-striped-$1-$2.json" 0)
+    read -r rate fft_in replay_out late drops _ < <(replay_report "$out/replay-striped-$1-$2.json" 0)
     if [ "$fft_in" != "$replay_out" ] || [ "$drops" != 0 ]; then
       echo "striped $1 round $2: the last stages took $fft_in of $replay_out bytes, $drops drops"; status=1
     fi
@@ -121,11 +129,21 @@ print(" ".join(f"{x:.2f}" for x in m), " ".join(f"{x / m[-1]:.2f}" for x in m[:-
   replay_yaml gpu recorded true ", duration: ${REPLAY_PACED_SECONDS:-10}s" "a ${v[0]}/paced-a.sigmf-collection" \
     "b ${v[2]}/paced-b.sigmf-collection" > "$out/replay-paced.yaml"
   "$pack/bin/sluice" run -q --report "$out/replay-paced.json" "$out/replay-paced.yaml" > "$out/replay-paced.log" 2>&1 || status=1
+  "$pack/bin/sluice" run -q --set template.replay.realtime=true --report "$out/replay-paced-rt.json" \
+    "$out/replay-paced.yaml" > "$out/replay-paced-rt.log" 2>&1 || status=1
   for lane in 0 1; do
-    read -r rate fft_in replay_out late drops < <(replay_report "$out/replay-paced.json" "$lane")
+    read -r rate fft_in replay_out late drops late_reads late_downstream late_wakeups most_us latest_us latest_chunk chunks \
+      < <(replay_report "$out/replay-paced.json" "$lane")
     if [ "$late" != 0 ] || [ "$drops" != 0 ] || [ "$fft_in" != "$replay_out" ]; then status=1; fi
     replay_row paced "lane $lane at the recorded 3 GB/s, ${REPLAY_PACED_SECONDS:-10} s: GB/s, late_chunks (drops $drops)" \
       "$rate" "late $late" "$(python3 -c "print(f'{$rate / 3.0:.2f}')")"
+    replay_row paced "lane $lane late: reads $late_reads, downstream $late_downstream, thread $late_wakeups; us" \
+      "latest $latest_us" "most $most_us" ""
+    replay_row paced "lane $lane latest late chunk (0: the first), of the chunks replayed" "$latest_chunk" "of $chunks" ""
+    read -r rate fft_in replay_out late drops late_reads late_downstream late_wakeups most_us latest_us latest_chunk chunks \
+      < <(replay_report "$out/replay-paced-rt.json" "$lane")
+    replay_row paced-rt "lane $lane, realtime: true: GB/s, late (reads/downstream/thread), drops $drops" \
+      "$rate" "late $late" "$late_reads/$late_downstream/$late_wakeups"
   done
 
   # one: the single-volume comparison that showed 0.76x, replay → page check against fio and raw io_uring.

@@ -1,21 +1,32 @@
-// Replay of a capture striped over four loop-mounted ext4 volumes: the kernel's own in-flight
-// counts (/proc/diskstats) show every volume reading at once, and the chunks come back in
-// stream order holding exactly the generator's ramp.
+// Replay of a capture striped over loop-mounted ext4 volumes: the kernel's own in-flight
+// counts (/proc/diskstats) show every volume reading at once, the chunks come back in stream
+// order holding exactly the generator's ramp, and paced replay stays on time when one volume
+// (throttled by the kernel's blkio controller) holds its first reads back.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <thread>
 #include <vector>
 
+#include "pipeline/clock.hpp"
 #include "recorder/capture_reader.hpp"
 #include "tests/stages/record/record_test_support.hpp"
+#include "tests/stages/stage_test_util.hpp"
 
 namespace sluice {
 namespace {
@@ -145,6 +156,289 @@ TEST_F(StripedReplay, GivesBackEverySampleInStreamOrder) {
     next += chunk.sample_count;
   }
   EXPECT_EQ(next * 4, kBytes);
+}
+
+// Holds back this process's reads from one block device with the kernel's blkio throttle
+// (cgroup v1 blkio.throttle.read_bps_device, or v2 io.max) until lift(): a slow device made
+// by the kernel, not a mock. ready() is false (with why()) where cgroups cannot be written.
+class ReadThrottle {
+ public:
+  ReadThrottle(dev_t device, std::uint64_t bytes_per_second) {
+    const std::string number = std::to_string(major(device)) + ":" + std::to_string(minor(device));
+    if (std::filesystem::exists("/sys/fs/cgroup/blkio/cgroup.procs")) {
+      root_ = "/sys/fs/cgroup/blkio";
+      limit_file_ = "blkio.throttle.read_bps_device";
+      limit_ = number + " " + std::to_string(bytes_per_second);
+      unlimited_ = number + " 0";
+    } else if (std::filesystem::exists("/sys/fs/cgroup/cgroup.controllers")) {
+      root_ = "/sys/fs/cgroup";
+      limit_file_ = "io.max";
+      limit_ = number + " rbps=" + std::to_string(bytes_per_second);
+      unlimited_ = number + " rbps=max";
+      if (!write(root_ + "/cgroup.subtree_control", "+io")) return;
+    } else {
+      why_ = "neither /sys/fs/cgroup/blkio (v1) nor a cgroup v2 hierarchy at /sys/fs/cgroup";
+      return;
+    }
+    original_ = root_ + own_group(root_ == "/sys/fs/cgroup" ? "" : "blkio");
+    group_ = root_ + "/sluice-replay-test-" + std::to_string(::getpid());
+    if (::mkdir(group_.c_str(), 0755) != 0) {
+      why_ = "mkdir " + group_ + ": " + std::strerror(errno);
+      group_.clear();
+      return;
+    }
+    ready_ = write(group_ + "/" + limit_file_, limit_) && write(group_ + "/cgroup.procs", std::to_string(::getpid()));
+  }
+  ReadThrottle(const ReadThrottle&) = delete;
+  ReadThrottle& operator=(const ReadThrottle&) = delete;
+  ~ReadThrottle() {
+    if (group_.empty()) return;
+    lift();
+    write(original_ + "/cgroup.procs", std::to_string(::getpid()));
+    ::rmdir(group_.c_str());
+  }
+  void lift() { write(group_ + "/" + limit_file_, unlimited_); }
+  [[nodiscard]] bool ready() const { return ready_; }
+  [[nodiscard]] const std::string& why() const { return why_; }
+
+ private:
+  // This process's group in the hierarchy holding `controller` ("" for v2), from /proc/self/cgroup.
+  static std::string own_group(const std::string& controller) {
+    std::ifstream file("/proc/self/cgroup");
+    for (std::string line; std::getline(file, line);) {
+      const std::size_t first = line.find(':');
+      const std::size_t second = line.find(':', first + 1);
+      if (first == std::string::npos || second == std::string::npos) continue;
+      const std::string controllers = line.substr(first + 1, second - first - 1);
+      if (controllers == controller || ("," + controllers + ",").find("," + controller + ",") != std::string::npos) {
+        const std::string path = line.substr(second + 1);
+        return path == "/" ? "" : path;
+      }
+    }
+    return "";
+  }
+  bool write(const std::string& path, const std::string& text) {
+    std::ofstream file(path);
+    file << text << std::flush;
+    if (file) return true;
+    if (why_.empty()) why_ = "cannot write '" + text + "' to " + path;
+    return false;
+  }
+
+  std::string root_;
+  std::string limit_file_;
+  std::string limit_;
+  std::string unlimited_;
+  std::string original_;
+  std::string group_;
+  std::string why_;
+  bool ready_ = false;
+};
+
+// What reached the end of the lane and when (monotonic): the test's own clock on the chunks.
+struct Arrival {
+  std::uint64_t at_ns = 0;
+  std::uint64_t first_sample = 0;
+  std::uint64_t sample_count = 0;
+  std::vector<std::byte> bytes;
+};
+std::mutex arrivals_mutex;
+std::vector<Arrival> arrivals;
+
+class ArrivalSink final : public Stage {
+ public:
+  ArrivalSink(SettingsReader&, const PipelineSettings&) {}
+  void start(StageContext& context) override { context_ = &context; }
+  StageStatus process() override {
+    ChunkPtr chunk = context_->input().pop(std::chrono::milliseconds(10));
+    if (!chunk) return context_->input().finished() ? StageStatus::end_of_stream : StageStatus::idle;
+    Arrival arrival{monotonic_ns(), chunk->first_sample, chunk->sample_count,
+                    std::vector<std::byte>(chunk->data, chunk->data + chunk->size)};
+    {
+      std::lock_guard lock(arrivals_mutex);
+      arrivals.push_back(std::move(arrival));
+    }
+    context_->emit(std::move(chunk));
+    return StageStatus::ok;
+  }
+  void stop() noexcept override {}
+
+ private:
+  StageContext* context_ = nullptr;
+};
+
+// A capture striped over two volumes, chunk k on volume k % 2, replayed at its recorded rate
+// (256 KiB chunks of 250 kS/s ci16: 262 ms each) while the second volume's reads are held back
+// for the first 2 s. Started on the first chunk, the pacing clock would make chunk 1 (the
+// second volume's first) late by about 1.5 s; started once the reads ahead are in, every chunk
+// reaches the sink within one chunk's duration of its recorded time after the first, and the
+// chunks hold exactly the generator's ramp, in order.
+TEST(PacedReplay, StaysOnTimeWhenAVolumeIsSlowToStart) {
+  constexpr std::uint64_t kChunk = 256 * 1024;
+  constexpr std::uint64_t kChunks = 12;
+  constexpr double kRate = 250e3;
+  constexpr double kChunkSeconds = static_cast<double>(kChunk / 4) / kRate;
+  TempDir dir;
+  LoopVolume fast(dir, "ext4", "64M", "fast");
+  SLUICE_REQUIRE_MOUNTED(fast);
+  LoopVolume slow(dir, "ext4", "64M", "slow");
+  SLUICE_REQUIRE_MOUNTED(slow);
+  const std::string record = "pipeline: {name: rec, chunk: " + std::to_string(kChunk) +
+                             ", chunks: 8}\n"
+                             "lanes:\n  - name: a\n    stages:\n"
+                             "      - {type: generator, signal: ramp, sample_rate: 250kHz, stop_after: " +
+                             std::to_string(kChunk * kChunks) +
+                             "}\n"
+                             "      - {type: record, capture_name: paced, directory: [" +
+                             fast.path() + ", " + slow.path() + "]}\n      - {type: null}\n";
+  ASSERT_EQ(test::run_pipeline(record), std::vector<std::string>{});
+  const recorder::Capture capture = recorder::open_capture(fast.path() + "/paced.sigmf-collection");
+  ASSERT_EQ(capture.lanes.size(), 1U);
+  ASSERT_GE(capture.lanes[0].segments.size(), 2U);
+  ASSERT_NE(capture.lanes[0].segments[1].data_path.find(slow.path()), std::string::npos)
+      << "the recorder put the second chunk on the second volume";
+
+  struct stat status {};
+  ASSERT_EQ(::stat(slow.path().c_str(), &status), 0);
+  ReadThrottle throttle(status.st_dev, 4096);
+  if (!throttle.ready()) {
+    if (test::in_ci()) FAIL() << "cannot throttle reads in CI: " << throttle.why();
+    GTEST_SKIP() << "cannot throttle reads here (needs root and the blkio/io cgroup controller): " << throttle.why();
+  }
+  {
+    std::lock_guard lock(arrivals_mutex);
+    arrivals.clear();
+  }
+  const StageRegistry registry = testing::builtin_registry_with(
+      {testing::stage_type_of<ArrivalSink>("arrivals", StageRole::sink, "times chunks")});
+  Pipeline pipeline(load_pipeline_text("pipeline: {name: back, chunk: " + std::to_string(kChunk) +
+                                           ", chunks: 8}\n"
+                                           "lanes:\n  - name: a\n    stages:\n"
+                                           "      - {type: replay, pace: recorded, read_ahead: 2, capture: " +
+                                           fast.path() + "/paced.sigmf-collection}\n      - {type: arrivals}\n",
+                                       "test", {}, registry));
+  pipeline.start();
+  std::thread lifter([&throttle] {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    throttle.lift();
+  });
+  pipeline.run();
+  lifter.join();
+  for (const auto& failure : pipeline.failures()) ADD_FAILURE() << failure.stage << ": " << failure.message;
+
+  std::lock_guard lock(arrivals_mutex);
+  ASSERT_EQ(arrivals.size(), kChunks);
+  const auto seconds_after_first = [](const Arrival& arrival) {
+    return static_cast<double>(arrival.at_ns - arrivals.front().at_ns) / 1e9;
+  };
+  std::uint64_t next = 0;
+  for (std::size_t k = 0; k < arrivals.size(); ++k) {
+    const Arrival& arrival = arrivals[k];
+    ASSERT_EQ(arrival.first_sample, next) << "chunk " << k << " out of order";
+    EXPECT_EQ(arrival.bytes, test::ramp_bytes(SampleFormat::ci16, kRate, arrival.first_sample, arrival.sample_count))
+        << "chunk " << k;
+    next += arrival.sample_count;
+    const double due = static_cast<double>(arrival.first_sample) / kRate;
+    // Late: after its last sample's recorded time (one chunk's duration of slack).
+    EXPECT_LE(seconds_after_first(arrival), due + kChunkSeconds) << "chunk " << k << " late";
+  }
+  EXPECT_EQ(next * 4, kChunk * kChunks);
+  EXPECT_GE(seconds_after_first(arrivals.back()), static_cast<double>(kChunks - 2) * kChunkSeconds)
+      << "paced at the recorded rate, not as fast as the reads go";
+  for (const auto& counter : pipeline.metrics_by_lane()[0][0]->counters()) {
+    if (counter.name == "late_chunks") {
+      EXPECT_EQ(counter.get(), 0U) << "the replay's own count agrees";
+    }
+  }
+}
+
+// A consumer three times slower than the recorded rate (a `slow` stage behind a one-chunk
+// queue) keeps the replay's hand-offs waiting: the late chunks are counted as held back
+// downstream, none as read-bound, and the causes add up to late_chunks.
+TEST(PacedReplay, NamesASlowConsumerAsTheCauseOfLateChunks) {
+  TempDir dir;
+  const std::string record =
+      "pipeline: {name: rec, chunk: 64KiB, chunks: 8}\n"
+      "lanes:\n  - name: a\n    stages:\n"
+      "      - {type: generator, signal: ramp, sample_rate: 409600Hz, stop_after: 768KiB}\n"
+      "      - {type: record, capture_name: held, directory: " +
+      dir.str() + "}\n      - {type: null}\n";
+  ASSERT_EQ(test::run_pipeline(record), std::vector<std::string>{});
+  Pipeline pipeline(
+      load_pipeline_text("pipeline: {name: back, chunk: 64KiB, chunks: 8}\n"
+                         "lanes:\n  - name: a\n    stages:\n"
+                         "      - {type: replay, pace: recorded, read_ahead: 2, capture: " +
+                             dir.str("held.sigmf-collection") +
+                             "}\n"
+                             "      - {type: slow, delay_us: 120000, queue_depth: 1}\n"
+                             "      - {type: null}\n",
+                         "test", {}, test::test_registry()));
+  pipeline.start();
+  pipeline.run();
+  for (const auto& failure : pipeline.failures()) ADD_FAILURE() << failure.stage << ": " << failure.message;
+  std::map<std::string, std::uint64_t> counters;
+  for (const auto& counter : pipeline.metrics_by_lane()[0][0]->counters()) counters[counter.name] = counter.get();
+  EXPECT_GE(counters["late_chunks"], 6U);
+  EXPECT_GE(counters["late_downstream"], 6U);
+  EXPECT_EQ(counters["late_reads"], 0U);
+  EXPECT_EQ(counters["late_reads"] + counters["late_downstream"] + counters["late_wakeups"], counters["late_chunks"]);
+  EXPECT_GE(counters["late_most_us"], 100'000U) << "the last chunks leave most of a second late";
+}
+
+// `realtime: true` puts the replay's own thread, and only it, under SCHED_FIFO, as the kernel
+// reports each thread's policy (sched_getscheduler on every task of this process); a fast
+// replay refuses it.
+TEST(PacedReplay, RealtimePutsTheReplayThreadUnderSchedFifo) {
+  if (::geteuid() != 0) {
+    if (test::in_ci()) FAIL() << "SCHED_FIFO needs root in CI";
+    GTEST_SKIP() << "SCHED_FIFO needs root here";
+  }
+  TempDir dir;
+  ASSERT_EQ(test::run_pipeline("pipeline: {name: rec, chunk: 64KiB, chunks: 8}\n"
+                               "lanes:\n  - name: a\n    stages:\n"
+                               "      - {type: generator, signal: ramp, sample_rate: 1MHz, stop_after: 1MiB}\n"
+                               "      - {type: record, capture_name: rt, directory: " +
+                               dir.str() + "}\n      - {type: null}\n"),
+            std::vector<std::string>{});
+  const auto fifo_threads_while_replaying = [&](const std::string& realtime) {
+    Pipeline pipeline(
+        load_pipeline_text("pipeline: {name: back, chunk: 64KiB, chunks: 8, duration: 1s}\n"
+                           "lanes:\n  - name: a\n    stages:\n"
+                           "      - {type: replay, pace: recorded, loop: true, realtime: " +
+                               realtime + ", capture: " + dir.str("rt.sigmf-collection") + "}\n      - {type: null}\n",
+                           "test", {}, StageRegistry::builtin()));
+    pipeline.start();
+    std::atomic<bool> done{false};
+    std::size_t most = 0;
+    std::thread sampler([&] {
+      while (!done) {
+        std::size_t fifo = 0;
+        for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+          if (::sched_getscheduler(std::stoi(task.path().filename().string())) == SCHED_FIFO) ++fifo;
+        }
+        most = std::max(most, fifo);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    });
+    pipeline.run();
+    done = true;
+    sampler.join();
+    for (const auto& failure : pipeline.failures()) ADD_FAILURE() << failure.stage << ": " << failure.message;
+    return most;
+  };
+  EXPECT_EQ(fifo_threads_while_replaying("false"), 0U);
+  EXPECT_EQ(fifo_threads_while_replaying("true"), 1U);
+  try {
+    static_cast<void>(
+        load_pipeline_text("pipeline: {name: back, chunk: 64KiB, chunks: 8}\n"
+                           "lanes:\n  - name: a\n    stages:\n"
+                           "      - {type: replay, pace: fast, realtime: true, capture: " +
+                               dir.str("rt.sigmf-collection") + "}\n      - {type: null}\n",
+                           "test", {}, StageRegistry::builtin()));
+    ADD_FAILURE() << "a fast replay took realtime: true";
+  } catch (const std::exception& error) {
+    EXPECT_NE(std::string(error.what()).find("realtime"), std::string::npos) << error.what();
+  }
 }
 
 }  // namespace
