@@ -197,10 +197,15 @@ void handle_set_asides(const std::string& path, bool restore_replaced, RepairRep
   }
 }
 
-// One line for each recording of `lane` on disk that the collection does not list; how many.
+// One line for each recording of `lane` on disk that the collection does not list (the
+// finished ones past the first few summed up in one); returns how many there are.
 std::size_t describe_unlisted(const Capture& capture, const CaptureLane& lane, std::ostringstream& out) {
+  constexpr std::size_t kFinishedNamed = 4;
   const fs::path home = fs::path(strip_capture_suffix(capture.path)).parent_path();
   std::size_t count = 0;
+  std::size_t finished = 0;
+  std::uint64_t more_samples = 0;
+  std::size_t more = 0;
   for (const auto& recording : capture.unlisted) {
     if (recording.lane != lane.name) continue;
     ++count;
@@ -209,13 +214,25 @@ std::size_t describe_unlisted(const Capture& capture, const CaptureLane& lane, s
     for (const auto& segment : lane.segments) {
       if (segment.data_path == data_path) samples += segment.sample_count;
     }
+    const bool cut = recording.journal || !recording.meta;
+    if (!cut && ++finished > kFinishedNamed) {
+      ++more;
+      more_samples += samples;
+      continue;
+    }
     out << "    recording " << fs::path(recording.base).lexically_relative(home.empty() ? "." : home).string()
         << " is on disk but not in the collection (the recorder stopped before listing it): ";
-    if (recording.meta || recording.journal) {
-      out << samples << " samples" << (recording.journal ? " journaled" : "") << ", counted above\n";
+    if (recording.journal) {
+      out << samples << " samples by its journal (cut off)\n";
+    } else if (recording.meta) {
+      out << samples << " samples\n";
     } else {
       out << "a data file of " << recording.data_bytes << " bytes without journal or meta\n";
     }
+  }
+  if (more > 0) {
+    out << "    and " << more << " more finished recording(s) on disk but not in the collection: " << more_samples
+        << " samples\n";
   }
   return count;
 }

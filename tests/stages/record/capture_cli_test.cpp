@@ -317,5 +317,39 @@ TEST(CaptureCli, KillNineBeforeTheCollectionListsAStripeOnTheSecondVolumeThenRep
   check_unlisted_found_and_repaired({dir.str("volume0"), dir.str("volume1")});
 }
 
+// A kill between making the first file sets and writing the collection leaves recordings and
+// no collection: that state, reproduced from a killed recording (its collection removed), is
+// named by `capture info`, and `capture repair` writes the collection with every lane.
+TEST(CaptureCli, RecordingsWithoutTheirCollectionAreNamedAndRepairWritesIt) {
+  test::TempDir dir;
+  auto child = start_recording(dir.str(), 4);
+  child->send_signal(SIGKILL);
+  ASSERT_EQ(child->wait(std::chrono::seconds(60)).signal, SIGKILL);
+  const std::string collection = dir.str("record_demo.sigmf-collection");
+  fs::remove(collection);
+  fs::remove(collection + ".tmp");
+  std::size_t data_files = 0;  // each lane's recording and the next file set made ahead
+  for (const auto& item : fs::directory_iterator(dir.path())) data_files += item.path().extension() == ".sigmf-data";
+  std::string output;
+  EXPECT_EQ(run_sluice({"capture", "info", collection}, &output), 1) << output;
+  EXPECT_NE(output.find("does not exist, but " + std::to_string(data_files) + " recording(s) of it are on disk"),
+            std::string::npos)
+      << output;
+  ASSERT_EQ(run_sluice({"capture", "repair", collection}, &output), 0) << output;
+  EXPECT_EQ(run_sluice({"capture", "info", collection}, &output), 0) << output;
+  const recorder::Capture capture = recorder::open_capture(collection);
+  ASSERT_EQ(capture.lanes.size(), 2U);
+  const recorder::CaptureLane& lane = *capture.lane("port0");
+  EXPECT_GE(lane.total_bytes, 4U * 256 * 1024);
+  std::vector<std::string> problems;
+  test::check_every_sample(lane, test::ramp_truth(SampleFormat::ci16, 25e6), problems);
+  EXPECT_EQ(problems, std::vector<std::string>{});
+  const testing::ProcessResult mapped = map_collection(collection);
+  if ((mapped.exit_code == 77 || mapped.exit_code == 127) && !test::in_ci())
+    GTEST_SKIP() << "no python3 with numpy: " << mapped.err;
+  EXPECT_EQ(mapped.exit_code, 0) << mapped.out << mapped.err;
+  SLUICE_EXPECT_SIGMF_VALID(test::sigmf_files(dir.str()));
+}
+
 }  // namespace
 }  // namespace sluice
