@@ -49,7 +49,7 @@ int capture_repair(const std::string& path, bool restore_replaced) {
   return kExitOk;
 }
 
-// Plot and export read a collection's unlisted recordings too: said, so that the capture is
+// Plot, export and play read a collection's unlisted recordings too: said, so that the capture is
 // repaired before other readers (which see only what the collection lists) are given it.
 void note_unlisted(const recorder::Capture& capture) {
   if (capture.unlisted.empty()) return;
@@ -190,6 +190,7 @@ std::string play_yaml(const PlayOptions& options, const recorder::Capture& captu
 
 int play(const PlayOptions& options) {
   const recorder::Capture capture = recorder::open_capture(options.capture);
+  note_unlisted(capture);
   PipelineDefinition definition;
   try {
     definition = load_pipeline_text(play_yaml(options, capture), "sluice play", options.overrides);

@@ -271,6 +271,10 @@ void check_unlisted_found_and_repaired(const std::vector<std::string>& directori
         << name << "\n"
         << output;
   }
+  // Replay does not play the capture without them: it refuses the cut recording among them.
+  EXPECT_EQ(run_sluice({"play", "--no-fft", "--fast", collection}, &output), 1) << output;
+  EXPECT_NE(output.find("not in its collection"), std::string::npos) << output;
+  EXPECT_NE(output.find("was cut off: run `sluice capture repair"), std::string::npos) << output;
   // Read before the repair, the unlisted recordings are part of the lane already, as their journals say.
   {
     const recorder::Capture before = recorder::open_capture(collection);
