@@ -78,12 +78,18 @@ TEST(CaptureCli, CtrlCLeavesACompleteCaptureThatPlaysBackInFull) {
   }
 }
 
-TEST(CaptureCli, KillNineThenRepairGivesACompleteCapture) {
-  test::TempDir dir;
+// Records the demo into `dir`, kills it with SIGKILL once 4 chunks of lane port0 are
+// journaled; returns the collection's path.
+std::string record_then_kill(const test::TempDir& dir) {
   auto child = start_recording(dir.str(), 4);
   child->send_signal(SIGKILL);
   EXPECT_EQ(child->wait(std::chrono::seconds(60)).signal, SIGKILL);
-  const std::string collection = dir.str("record_demo.sigmf-collection");
+  return dir.str("record_demo.sigmf-collection");
+}
+
+TEST(CaptureCli, KillNineThenRepairGivesACompleteCapture) {
+  test::TempDir dir;
+  const std::string collection = record_then_kill(dir);
   std::string info;
   EXPECT_EQ(run_sluice({"capture", "info", collection}, &info), 1) << info;
   EXPECT_NE(info.find("INCOMPLETE"), std::string::npos) << info;
@@ -188,6 +194,25 @@ TEST(CaptureCli, KillNineMidRotationThenRepairLeavesOnlyRecordingsThatHoldData) 
   test::check_every_sample(*capture.lane("port0"), test::ramp_truth(SampleFormat::ci16, 25e6), problems);
   EXPECT_EQ(problems, std::vector<std::string>{});
   SLUICE_EXPECT_SIGMF_VALID(test::sigmf_files(dir.str()));
+}
+
+// Every sample of `lane` is the generator's ramp at its stream index, an outside reader maps
+// every data file the collection lists (and it lists every one in `directories`), and the
+// SigMF files there are valid.
+void expect_ramp_and_readable_outside(const recorder::CaptureLane& lane, const std::string& collection,
+                                      const std::vector<std::string>& directories) {
+  std::vector<std::string> problems;
+  test::check_every_sample(lane, test::ramp_truth(SampleFormat::ci16, 25e6), problems);
+  EXPECT_EQ(problems, std::vector<std::string>{});
+  const testing::ProcessResult mapped = map_collection(collection);
+  if ((mapped.exit_code == 77 || mapped.exit_code == 127) && !test::in_ci())
+    GTEST_SKIP() << "no python3 with numpy: " << mapped.err;
+  EXPECT_EQ(mapped.exit_code, 0) << mapped.out << mapped.err;
+  std::vector<std::string> files;
+  for (const auto& directory : directories) {
+    for (const auto& file : test::sigmf_files(directory)) files.push_back(file);
+  }
+  SLUICE_EXPECT_SIGMF_VALID(files);
 }
 
 // A recording of lane port0 on disk, with the chunks its journal holds, that the collection
@@ -297,18 +322,7 @@ void check_unlisted_found_and_repaired(const std::vector<std::string>& directori
     }
     EXPECT_EQ(samples * lane.sample_bytes, recording.journaled_bytes) << recording.base;
   }
-  std::vector<std::string> problems;
-  test::check_every_sample(lane, test::ramp_truth(SampleFormat::ci16, 25e6), problems);
-  EXPECT_EQ(problems, std::vector<std::string>{});
-  const testing::ProcessResult mapped = map_collection(collection);
-  if ((mapped.exit_code == 77 || mapped.exit_code == 127) && !test::in_ci())
-    GTEST_SKIP() << "no python3 with numpy: " << mapped.err;
-  EXPECT_EQ(mapped.exit_code, 0) << mapped.out << mapped.err;
-  std::vector<std::string> files;
-  for (const auto& directory : directories) {
-    for (const auto& file : test::sigmf_files(directory)) files.push_back(file);
-  }
-  SLUICE_EXPECT_SIGMF_VALID(files);
+  expect_ramp_and_readable_outside(lane, collection, directories);
 }
 
 TEST(CaptureCli, KillNineBeforeTheCollectionListsARecordingThenInfoNamesItAndRepairListsIt) {
@@ -326,10 +340,7 @@ TEST(CaptureCli, KillNineBeforeTheCollectionListsAStripeOnTheSecondVolumeThenRep
 // named by `capture info`, and `capture repair` writes the collection with every lane.
 TEST(CaptureCli, RecordingsWithoutTheirCollectionAreNamedAndRepairWritesIt) {
   test::TempDir dir;
-  auto child = start_recording(dir.str(), 4);
-  child->send_signal(SIGKILL);
-  ASSERT_EQ(child->wait(std::chrono::seconds(60)).signal, SIGKILL);
-  const std::string collection = dir.str("record_demo.sigmf-collection");
+  const std::string collection = record_then_kill(dir);
   fs::remove(collection);
   fs::remove(collection + ".tmp");
   std::size_t data_files = 0;  // each lane's recording and the next file set made ahead
@@ -345,14 +356,7 @@ TEST(CaptureCli, RecordingsWithoutTheirCollectionAreNamedAndRepairWritesIt) {
   ASSERT_EQ(capture.lanes.size(), 2U);
   const recorder::CaptureLane& lane = *capture.lane("port0");
   EXPECT_GE(lane.total_bytes, 4U * 256 * 1024);
-  std::vector<std::string> problems;
-  test::check_every_sample(lane, test::ramp_truth(SampleFormat::ci16, 25e6), problems);
-  EXPECT_EQ(problems, std::vector<std::string>{});
-  const testing::ProcessResult mapped = map_collection(collection);
-  if ((mapped.exit_code == 77 || mapped.exit_code == 127) && !test::in_ci())
-    GTEST_SKIP() << "no python3 with numpy: " << mapped.err;
-  EXPECT_EQ(mapped.exit_code, 0) << mapped.out << mapped.err;
-  SLUICE_EXPECT_SIGMF_VALID(test::sigmf_files(dir.str()));
+  expect_ramp_and_readable_outside(lane, collection, {dir.str()});
 }
 
 }  // namespace
