@@ -245,7 +245,10 @@ void gather_files(const fs::path& directory, const std::string& name, std::map<s
     recording.base = base;
     recording.meta = recording.meta || meta;
     recording.journal = recording.journal || journal;
-    if (data) recording.data_bytes = item.file_size(error);
+    if (data) {
+      const std::uintmax_t size = item.file_size(error);
+      recording.data_bytes = error ? 0 : size;
+    }
   }
 }
 

@@ -37,13 +37,15 @@ int run_sluice(const std::vector<std::string>& arguments, std::string* output = 
   return result.exit_code;
 }
 
-// Starts the demo recording into `directory` until stopped, and waits until `records`
-// chunks of lane port0 are journaled.
-std::unique_ptr<testing::Process> start_recording(const std::string& directory, std::size_t records) {
+// Starts the demo recording into `directory` (as capture `name`) until stopped, and waits
+// until `records` chunks of lane port0 are journaled.
+std::unique_ptr<testing::Process> start_recording(const std::string& directory, std::size_t records,
+                                                  const std::string& name = "record_demo") {
   auto child = std::make_unique<testing::Process>(std::vector<std::string>{
       kSluice, "run", kSourceDir + "/configs/record_demo.yaml", "-q", "--set", "pipeline.duration=0s", "--set",
-      "pipeline.chunk=256KiB", "--set", "template.record.directory=" + directory});
-  const std::string journal = directory + "/record_demo-port0-0000.sluice-journal";
+      "pipeline.chunk=256KiB", "--set", "template.record.directory=" + directory, "--set",
+      "template.record.capture_name=" + name});
+  const std::string journal = directory + "/" + name + "-port0-0000.sluice-journal";
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::chrono::steady_clock::now() < deadline &&
          (!fs::exists(journal) ||
@@ -418,6 +420,33 @@ TEST(CaptureCli, PlayReadsFinishedRecordingsTheCollectionDoesNotListYet) {
     EXPECT_EQ(lane["stages"][0]["out"]["bytes"].get<std::uint64_t>(), port0_bytes_on_disk(dir.str()));
   }
   EXPECT_TRUE(found) << json.dump();
+}
+
+// A capture whose name extends another's (record_demo-raw beside record_demo) shares its
+// file name prefix: repairing one leaves the other's files as they are, and neither lists
+// the other's recordings.
+TEST(CaptureCli, RepairLeavesACaptureWhoseNameExtendsThisOneAlone) {
+  test::TempDir dir;
+  for (const std::string name : {"record_demo-raw", "record_demo"}) {
+    auto child = start_recording(dir.str(), 2, name);
+    child->send_signal(SIGKILL);
+    ASSERT_EQ(child->wait(std::chrono::seconds(60)).signal, SIGKILL);
+  }
+  const std::string other = dir.str("record_demo-raw-port0-0000.sluice-journal");
+  ASSERT_TRUE(fs::exists(other));
+  const auto other_size = fs::file_size(other);
+  std::string output;
+  EXPECT_EQ(run_sluice({"capture", "info", dir.str("record_demo.sigmf-collection")}, &output), 1) << output;
+  EXPECT_EQ(output.find("record_demo-raw"), std::string::npos) << output;
+  ASSERT_EQ(run_sluice({"capture", "repair", dir.str("record_demo.sigmf-collection")}, &output), 0) << output;
+  EXPECT_EQ(output.find("record_demo-raw"), std::string::npos) << output;
+  EXPECT_TRUE(fs::exists(other));
+  EXPECT_EQ(fs::file_size(other), other_size);
+  EXPECT_EQ(run_sluice({"capture", "info", dir.str("record_demo-raw.sigmf-collection")}, &output), 1) << output;
+  EXPECT_NE(output.find("INCOMPLETE"), std::string::npos) << output;
+  ASSERT_EQ(run_sluice({"capture", "repair", dir.str("record_demo-raw.sigmf-collection")}, &output), 0) << output;
+  EXPECT_EQ(run_sluice({"capture", "info", dir.str("record_demo-raw.sigmf-collection")}, &output), 0) << output;
+  EXPECT_EQ(run_sluice({"capture", "info", dir.str("record_demo.sigmf-collection")}, &output), 0) << output;
 }
 
 }  // namespace
