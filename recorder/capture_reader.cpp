@@ -12,9 +12,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
-#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "pipeline/errno_message.hpp"
@@ -297,8 +297,7 @@ Capture open_collection(const std::string& path, const std::string& collection_f
   std::map<std::string, CaptureLane> lanes;
   for (const auto& stream : collection.value("core:streams", nlohmann::json::array())) {
     // Recording Objects per the spec text; tolerate the schema's [name, hash] tuples too.
-    const std::string name =
-        stream.is_object() ? stream.value("name", std::string()) : stream.at(0).get<std::string>();
+    const std::string name = stream.is_object() ? stream.value("name", std::string()) : stream.at(0).get<std::string>();
     const std::string lane_name = lane_of.count(name) != 0 ? lane_of[name] : "0";
     if (lanes.count(lane_name) == 0) {
       lanes[lane_name].name = lane_name;

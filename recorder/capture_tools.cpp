@@ -97,14 +97,14 @@ CaptureFiles collection_files(const std::string& collection_file, const std::str
 // recordings of it) or one recording.
 CaptureFiles capture_files(const std::string& path, const std::string& base) {
   const std::string collection_file = base + std::string(kCollectionSuffix);
-  const bool recording_here = fs::exists(base + std::string(kMetaSuffix)) || fs::exists(base + std::string(kJournalSuffix));
+  const bool recording_here =
+      fs::exists(base + std::string(kMetaSuffix)) || fs::exists(base + std::string(kJournalSuffix));
   std::vector<UnlistedRecording> unlisted = find_unlisted_recordings(collection_file);
   const bool missing = ends_with(path, kCollectionSuffix)
                            ? !fs::exists(path) && unlisted.empty()
                            : !fs::exists(path) && !recording_here && !fs::exists(collection_file) && unlisted.empty();
   if (missing) throw std::runtime_error(path + " does not exist");
-  if (ends_with(path, kCollectionSuffix) ||
-      ((fs::exists(collection_file) || !unlisted.empty()) && !recording_here)) {
+  if (ends_with(path, kCollectionSuffix) || ((fs::exists(collection_file) || !unlisted.empty()) && !recording_here)) {
     return collection_files(collection_file, base, std::move(unlisted));
   }
   if (!recording_here) throw std::runtime_error("no capture at " + path);
@@ -121,7 +121,8 @@ void remove_bare_data_files(const CaptureFiles& files, RepairReport& report) {
     if (recording.data_bytes == 0) {
       remove_recording(recording.base);
       report.removed.push_back(recording.base);
-      report.lines.push_back(recording.base + ": removed, an empty data file without journal or meta (cut as it was made)");
+      report.lines.push_back(recording.base +
+                             ": removed, an empty data file without journal or meta (cut as it was made)");
     } else {
       report.lines.push_back(recording.base + ": left as it is, " + std::to_string(recording.data_bytes) +
                              " bytes of data without a journal or meta to say what they are");
@@ -134,7 +135,8 @@ void note_listed(const CaptureFiles& files, RepairReport& report) {
   for (const auto& recording : files.unlisted) {
     if (!fs::exists(recording.base + std::string(kMetaSuffix))) continue;  // removed: it held no chunk
     report.listed.push_back(recording.base);
-    report.lines.push_back(recording.base + ": added to the collection (on disk, not listed when the recorder stopped)");
+    report.lines.push_back(recording.base +
+                           ": added to the collection (on disk, not listed when the recorder stopped)");
   }
 }
 
