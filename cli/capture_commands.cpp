@@ -32,6 +32,7 @@ struct PlayOptions {
 int capture_info(const std::string& path) {
   const recorder::Capture capture = recorder::open_capture(path);
   std::cout << recorder::describe_capture(capture);
+  if (!capture.unlisted.empty()) return kExitFailure;
   for (const auto& lane : capture.lanes) {
     if (!lane.complete || !lane.journals.empty()) return kExitFailure;  // scripts can tell a cut capture
   }
@@ -40,12 +41,22 @@ int capture_info(const std::string& path) {
 
 int capture_repair(const std::string& path, bool restore_replaced) {
   const recorder::RepairReport report = recorder::repair_capture(path, restore_replaced);
-  if (report.repaired.empty()) {
+  if (report.repaired.empty() && report.listed.empty() && report.removed.empty()) {
     std::cout << path << ": nothing to repair (no journal left: the capture was finished)\n";
   }
   for (const auto& line : report.lines) std::cout << "repaired " << line << "\n";
   for (const auto& line : report.replaced_lines) std::cout << line << "\n";
   return kExitOk;
+}
+
+// Plot, export and play read a collection's unlisted recordings too: said, so that the capture is
+// repaired before other readers (which see only what the collection lists) are given it.
+void note_unlisted(const recorder::Capture& capture) {
+  if (capture.unlisted.empty()) return;
+  std::cerr << "note: " << capture.unlisted.size()
+            << " recording(s) of this capture are on disk but not in its collection (the recorder stopped before "
+               "listing them); they are read here too: run `sluice capture repair "
+            << capture.path << "` to list them\n";
 }
 
 struct PlotOptions {
@@ -75,6 +86,7 @@ std::vector<const recorder::CaptureLane*> chosen_lanes(const recorder::Capture& 
 
 int capture_plot(const PlotOptions& options) {
   const recorder::Capture capture = recorder::open_capture(options.capture);
+  note_unlisted(capture);
   std::string output = options.output;
   if (output.empty()) output = recorder::strip_capture_suffix(options.capture) + "-plot.svg";
   const bool png = ends_with(output, ".png");
@@ -130,6 +142,7 @@ double seconds_into(const recorder::CaptureLane& lane, const std::string& text, 
 
 int capture_export(const ExportOptions& options) {
   const recorder::Capture capture = recorder::open_capture(options.capture);
+  note_unlisted(capture);
   if (options.lane.empty() && capture.lanes.size() > 1) {
     std::cerr << "sluice capture export: " << capture.path << " has " << capture.lanes.size()
               << " lanes: choose one with --lane NAME\n";
@@ -177,6 +190,7 @@ std::string play_yaml(const PlayOptions& options, const recorder::Capture& captu
 
 int play(const PlayOptions& options) {
   const recorder::Capture capture = recorder::open_capture(options.capture);
+  note_unlisted(capture);
   PipelineDefinition definition;
   try {
     definition = load_pipeline_text(play_yaml(options, capture), "sluice play", options.overrides);

@@ -13,6 +13,8 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
 #include <stdexcept>
 
 #include "pipeline/errno_message.hpp"
@@ -98,10 +100,24 @@ void read_lane_format(CaptureLane& lane, const std::string& meta_path, const nlo
   }
 }
 
+// A recording's meta as a reader should take it: a recording with a journal was cut off while
+// being written, and its meta is the provisional one; the journal says what it holds, and
+// the meta built from it is the one repair will write. Sets `journaled` to the bytes the
+// journal vouches for then.
+nlohmann::json recording_meta(const std::string& base, std::optional<std::uint64_t>& journaled) {
+  const std::string journal = base + std::string(kJournalSuffix);
+  if (!fs::exists(journal)) return read_json(base + std::string(kMetaSuffix));
+  const JournalContents contents = read_journal(journal);
+  journaled = 0;
+  for (const JournalRecord& record : contents.records) *journaled += record.bytes;
+  return build_meta(contents.global, contents.records, false);
+}
+
 void add_recording(CaptureLane& lane, const std::string& base) {
   const std::string meta_path = base + std::string(kMetaSuffix);
   const std::string data_path = base + std::string(kDataSuffix);
-  const nlohmann::json meta = read_json(meta_path);
+  std::optional<std::uint64_t> journaled;
+  const nlohmann::json meta = recording_meta(base, journaled);
   if (!meta.contains("global") || !meta["global"].is_object())
     throw std::runtime_error(meta_path + ": no global object");
   const auto& global = meta["global"];
@@ -111,13 +127,11 @@ void add_recording(CaptureLane& lane, const std::string& base) {
   std::error_code error;
   std::uint64_t file_bytes = fs::file_size(data_path, error);
   if (error) throw std::runtime_error("cannot stat " + data_path + ": " + error.message());
-  if (const std::string journal = base + std::string(kJournalSuffix); fs::exists(journal)) {
-    lane.journals.push_back(journal);
+  if (journaled) {
+    lane.journals.push_back(base + std::string(kJournalSuffix));
     // Cut off while recording: the data file runs on past its data (writes never journaled,
     // the preallocated zero tail); only what the journal vouches for is samples.
-    std::uint64_t journaled = 0;
-    for (const JournalRecord& record : read_journal(journal).records) journaled += record.bytes;
-    file_bytes = std::min(file_bytes, journaled);
+    file_bytes = std::min(file_bytes, *journaled);
   }
   const std::uint64_t file_samples = file_bytes / lane.sample_bytes;
   lane.total_bytes += file_bytes;
@@ -148,6 +162,96 @@ void add_recording(CaptureLane& lane, const std::string& base) {
   add_annotations(lane, meta);
 }
 
+// What a collection lists: the bases of its recordings, their lanes, and the directories
+// they lie in (its own first). Nothing but its own directory when it cannot be read.
+struct Listing {
+  std::set<std::string> bases;
+  std::set<std::string> lanes;
+  std::vector<fs::path> directories;
+};
+
+fs::path directory_of(const fs::path& path) {
+  return path.parent_path().empty() ? fs::path(".") : path.parent_path().lexically_normal();
+}
+
+Listing read_listing(const std::string& collection_file) {
+  Listing listing;
+  const fs::path home = directory_of(collection_file);
+  listing.directories.push_back(home);
+  std::ifstream in(collection_file);
+  const nlohmann::json document = nlohmann::json::parse(in, nullptr, false);
+  if (!in || document.is_discarded() || !document.contains("collection")) return listing;
+  const auto& collection = document["collection"];
+  for (const auto& stream : collection.value("core:streams", nlohmann::json::array())) {
+    const std::string name = stream.is_object() ? stream.value("name", std::string()) : stream.at(0).get<std::string>();
+    const fs::path base = (home / name).lexically_normal();
+    listing.bases.insert(base.string());
+    if (std::find(listing.directories.begin(), listing.directories.end(), directory_of(base)) ==
+        listing.directories.end()) {
+      listing.directories.push_back(directory_of(base));
+    }
+  }
+  const auto& lanes = collection.value("sluice:lanes", nlohmann::json::object());
+  if (lanes.is_object()) {
+    for (const auto& [lane, names] : lanes.items()) listing.lanes.insert(lane);
+  }
+  return listing;
+}
+
+bool all_digits(std::string_view text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// Whether `stem` is NAME-LANE[-sSTRIPE]-SEGMENT, as file_set_base() names a recording.
+bool named_as_recording(std::string_view stem, const std::string& name, const std::string& lane) {
+  const std::string prefix = name + "-" + lane + "-";
+  if (lane.empty() || !stem.starts_with(prefix)) return false;
+  std::string_view rest = stem.substr(prefix.size());
+  if (rest.starts_with('s')) {
+    const std::size_t dash = rest.find('-');
+    if (dash == std::string_view::npos || !all_digits(rest.substr(1, dash - 1))) return false;
+    rest = rest.substr(dash + 1);
+  }
+  return rest.size() >= 4 && all_digits(rest);
+}
+
+// The lane a recording's journal or meta names ("" when neither says).
+std::string recorded_lane(const UnlistedRecording& recording) {
+  if (recording.journal) {
+    try {
+      return read_journal(recording.base + std::string(kJournalSuffix)).global.value("sluice:lane", std::string());
+    } catch (const std::runtime_error&) {  // a header cut off as it was written: the meta may say
+    }
+  }
+  if (!recording.meta) return {};
+  std::ifstream in(recording.base + std::string(kMetaSuffix));
+  const nlohmann::json meta = nlohmann::json::parse(in, nullptr, false);
+  if (meta.is_discarded() || !meta.contains("global") || !meta["global"].is_object()) return {};
+  return meta["global"].value("sluice:lane", std::string());
+}
+
+// Files of capture `name` in `directory` by base, each with what of it is there.
+void gather_files(const fs::path& directory, const std::string& name, std::map<std::string, UnlistedRecording>& found) {
+  std::error_code error;
+  for (const auto& item : fs::directory_iterator(directory, error)) {
+    const std::string file = item.path().filename().string();
+    if (!file.starts_with(name + "-") || !item.is_regular_file(error)) continue;
+    const bool data = file.ends_with(kDataSuffix);
+    const bool meta = file.ends_with(kMetaSuffix);
+    const bool journal = file.ends_with(kJournalSuffix);
+    if (!data && !meta && !journal) continue;
+    const std::string base = strip_capture_suffix((directory / file).lexically_normal().string());
+    UnlistedRecording& recording = found[base];
+    recording.base = base;
+    recording.meta = recording.meta || meta;
+    recording.journal = recording.journal || journal;
+    if (data) {
+      const std::uintmax_t size = item.file_size(error);
+      recording.data_bytes = error ? 0 : size;
+    }
+  }
+}
+
 void sort_lane(CaptureLane& lane) {
   std::stable_sort(lane.segments.begin(), lane.segments.end(),
                    [](const auto& a, const auto& b) { return a.global_index < b.global_index; });
@@ -164,9 +268,64 @@ const CaptureLane* Capture::lane(const std::string& name) const {
   return nullptr;
 }
 
-Capture open_capture(const std::string& path) {
+namespace {
+
+// The lanes of a collection: its listed recordings, then those on disk it does not list.
+Capture open_collection(const std::string& path, const std::string& collection_file) {
   Capture capture;
   capture.path = path;
+  capture.collection = true;
+  capture.unlisted = find_unlisted_recordings(collection_file);
+  if (!fs::exists(collection_file) && !capture.unlisted.empty()) {
+    throw std::runtime_error(collection_file + " does not exist, but " + std::to_string(capture.unlisted.size()) +
+                             " recording(s) of it are on disk (the recorder stopped before writing it): run "
+                             "`sluice capture repair " +
+                             collection_file + "`");
+  }
+  const nlohmann::json document = read_json(collection_file);
+  if (!document.contains("collection")) throw std::runtime_error(collection_file + ": no collection object");
+  const auto& collection = document["collection"];
+  const fs::path home = fs::path(collection_file).parent_path();
+  std::map<std::string, std::string> lane_of;  // stream name -> lane
+  std::vector<std::string> lane_order;
+  if (collection.contains("sluice:lanes")) {
+    for (const auto& [lane, names] : collection["sluice:lanes"].items()) {
+      lane_order.push_back(lane);
+      for (const auto& name : names) lane_of[name.get<std::string>()] = lane;
+    }
+  }
+  std::map<std::string, CaptureLane> lanes;
+  for (const auto& stream : collection.value("core:streams", nlohmann::json::array())) {
+    // Recording Objects per the spec text; tolerate the schema's [name, hash] tuples too.
+    const std::string name = stream.is_object() ? stream.value("name", std::string()) : stream.at(0).get<std::string>();
+    const std::string lane_name = lane_of.count(name) != 0 ? lane_of[name] : "0";
+    if (lanes.count(lane_name) == 0) {
+      lanes[lane_name].name = lane_name;
+      if (std::find(lane_order.begin(), lane_order.end(), lane_name) == lane_order.end())
+        lane_order.push_back(lane_name);
+    }
+    add_recording(lanes[lane_name], (home / name).lexically_normal().string());
+  }
+  // On disk but not listed yet: read like the listed ones, never skipped (`capture info`
+  // names them, replay refuses the ones with a journal as it does any cut recording).
+  for (const auto& recording : capture.unlisted) {
+    if (!recording.meta && !recording.journal) continue;  // an empty data file: nothing says what it holds
+    lanes[recording.lane].name = recording.lane;
+    if (std::find(lane_order.begin(), lane_order.end(), recording.lane) == lane_order.end())
+      lane_order.push_back(recording.lane);
+    add_recording(lanes[recording.lane], recording.base);
+  }
+  for (const auto& name : lane_order) {
+    sort_lane(lanes[name]);
+    capture.lanes.push_back(std::move(lanes[name]));
+  }
+  if (capture.lanes.empty()) throw std::runtime_error(collection_file + ": lists no recordings");
+  return capture;
+}
+
+}  // namespace
+
+Capture open_capture(const std::string& path) {
   std::string base = strip_capture_suffix(path);
   const std::string collection_file =
       path.ends_with(kCollectionSuffix)
@@ -174,44 +333,13 @@ Capture open_capture(const std::string& path) {
           : (fs::exists(base + std::string(kCollectionSuffix)) && !fs::exists(base + std::string(kMetaSuffix))
                  ? base + std::string(kCollectionSuffix)
                  : std::string());
-  if (!collection_file.empty()) {
-    capture.collection = true;
-    const nlohmann::json document = read_json(collection_file);
-    if (!document.contains("collection")) throw std::runtime_error(collection_file + ": no collection object");
-    const auto& collection = document["collection"];
-    const fs::path home = fs::path(collection_file).parent_path();
-    std::map<std::string, std::string> lane_of;  // stream name -> lane
-    std::vector<std::string> lane_order;
-    if (collection.contains("sluice:lanes")) {
-      for (const auto& [lane, names] : collection["sluice:lanes"].items()) {
-        lane_order.push_back(lane);
-        for (const auto& name : names) lane_of[name.get<std::string>()] = lane;
-      }
-    }
-    std::map<std::string, CaptureLane> lanes;
-    for (const auto& stream : collection.value("core:streams", nlohmann::json::array())) {
-      // Recording Objects per the spec text; tolerate the schema's [name, hash] tuples too.
-      const std::string name =
-          stream.is_object() ? stream.value("name", std::string()) : stream.at(0).get<std::string>();
-      const std::string lane_name = lane_of.count(name) != 0 ? lane_of[name] : "0";
-      if (lanes.count(lane_name) == 0) {
-        lanes[lane_name].name = lane_name;
-        if (std::find(lane_order.begin(), lane_order.end(), lane_name) == lane_order.end())
-          lane_order.push_back(lane_name);
-      }
-      add_recording(lanes[lane_name], (home / name).lexically_normal().string());
-    }
-    for (const auto& name : lane_order) {
-      sort_lane(lanes[name]);
-      capture.lanes.push_back(std::move(lanes[name]));
-    }
-    if (capture.lanes.empty()) throw std::runtime_error(collection_file + ": lists no recordings");
-    return capture;
-  }
+  if (!collection_file.empty()) return open_collection(path, collection_file);
   if (!fs::exists(base + std::string(kMetaSuffix))) {
     throw std::runtime_error("no capture at " + path + " (expected " + base + std::string(kMetaSuffix) + " or " + base +
                              std::string(kCollectionSuffix) + ")");
   }
+  Capture capture;
+  capture.path = path;
   CaptureLane lane;
   add_recording(lane, base);
   const nlohmann::json meta = read_json(base + std::string(kMetaSuffix));
@@ -219,6 +347,28 @@ Capture open_capture(const std::string& path) {
   sort_lane(lane);
   capture.lanes.push_back(std::move(lane));
   return capture;
+}
+
+std::vector<UnlistedRecording> find_unlisted_recordings(const std::string& collection_file) {
+  const Listing listing = read_listing(collection_file);
+  const std::string name = fs::path(strip_capture_suffix(collection_file)).filename().string();
+  std::map<std::string, UnlistedRecording> found;
+  for (const auto& directory : listing.directories) gather_files(directory, name, found);
+  std::vector<UnlistedRecording> unlisted;
+  for (auto& [base, recording] : found) {
+    if (listing.bases.contains(base)) continue;
+    const std::string stem = fs::path(base).filename().string();
+    recording.lane = recorded_lane(recording);
+    // A data file alone (cut as it was made) belongs to a listed lane its name gives; one of
+    // a capture whose name extends this one (NAME-raw beside NAME) matches no such lane.
+    if (recording.lane.empty()) {
+      for (const auto& lane : listing.lanes) {
+        if (named_as_recording(stem, name, lane)) recording.lane = lane;
+      }
+    }
+    if (named_as_recording(stem, name, recording.lane)) unlisted.push_back(std::move(recording));
+  }
+  return unlisted;
 }
 
 std::uint64_t read_segment(const CaptureLane& lane, const CaptureSegment& segment, std::uint64_t sample_offset,

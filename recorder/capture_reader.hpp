@@ -55,16 +55,37 @@ struct CaptureLane {
   std::vector<std::string> journals;  // leftover journals: the capture needs `sluice capture repair`
 };
 
+// A recording of a collection's capture that is on disk but not in the collection: the
+// recorder was stopped (kill -9, a crash) between making its files and rewriting the
+// collection. `sluice capture repair` adds it.
+struct UnlistedRecording {
+  std::string base;              // path without suffix
+  std::string lane;              // from its journal or meta, else the listed lane its name gives
+  bool meta = false;             // BASE.sigmf-meta is there
+  bool journal = false;          // BASE.sluice-journal is there: it was being written
+  std::uint64_t data_bytes = 0;  // the size of BASE.sigmf-data (0 also when there is none)
+};
+
 struct Capture {
   std::string path;
   bool collection = false;
   std::vector<CaptureLane> lanes;
+  // Read into `lanes` like the listed ones where a journal or meta says what they hold.
+  std::vector<UnlistedRecording> unlisted;
   [[nodiscard]] const CaptureLane* lane(const std::string& name) const;
 };
 
-// Opens PATH.sigmf-collection, PATH.sigmf-meta, PATH.sigmf-data or a base path. Throws
-// std::runtime_error naming the file and what is wrong with it.
+// Opens PATH.sigmf-collection, PATH.sigmf-meta, PATH.sigmf-data or a base path. A
+// collection's lanes also hold its unlisted recordings (see find_unlisted_recordings). A
+// recording with a journal is read as its journal describes it (what repair will keep).
+// Throws std::runtime_error naming the file and what is wrong with it.
 Capture open_capture(const std::string& path);
+
+// The recordings of the capture DIR/NAME.sigmf-collection that the collection does not list:
+// files named as the recorder names them (NAME-LANE[-sSTRIPE]-SEGMENT.sigmf-data, -meta or
+// .sluice-journal) in DIR and in every directory the collection lists a recording in (a
+// striped capture's volumes). The collection file need not exist. Sorted by base.
+std::vector<UnlistedRecording> find_unlisted_recordings(const std::string& collection_file);
 
 // Reads `count` samples of `segment` starting `sample_offset` samples into it (pread; for
 // tools and the emulator, not the hot path). Returns the samples read.

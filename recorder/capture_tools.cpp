@@ -1,6 +1,6 @@
-// Repair finds the recordings of a capture (the collection's streams, plus any journal of
-// the same name beside them that the collection had not listed yet) and finishes each one
-// exactly as a clean stop would have: the same finalize_recording().
+// Repair finds the recordings of a capture (the collection's streams, plus those of the
+// capture on disk that the collection had not listed yet) and finishes each one exactly as
+// a clean stop would have: the same finalize_recording().
 #include "recorder/capture_tools.hpp"
 
 #include <algorithm>
@@ -52,65 +52,92 @@ void remove_unwritten(const std::vector<std::string>& unwritten, const std::set<
 }
 
 // The recordings a repair covers: each recording's base path, the directories they (and their
-// set-asides) lie in, and the collection's name ("" for a single recording).
+// set-asides) lie in, the collection's name ("" for a single recording), and the recordings
+// on disk the collection did not list.
 struct CaptureFiles {
   std::set<std::string> bases;
   std::vector<std::string> directories;
   std::string collection_name;
+  std::vector<UnlistedRecording> unlisted;
 };
 
-// A collection's streams, and journals of this capture the collection did not list yet (cut
-// during a rotation).
-CaptureFiles collection_files(const std::string& collection_file, const std::string& base) {
+// A collection's streams, and the recordings of this capture it did not list yet (cut during
+// a rotation, or before the collection was first written).
+CaptureFiles collection_files(const std::string& collection_file, const std::string& base,
+                              std::vector<UnlistedRecording> unlisted) {
   CaptureFiles files;
-  std::ifstream in(collection_file);
-  const nlohmann::json document = nlohmann::json::parse(in, nullptr, false);
-  if (document.is_discarded() || !document.contains("collection")) {
-    throw std::runtime_error(collection_file + " is not a SigMF collection");
-  }
   const fs::path home = fs::path(collection_file).parent_path();
   files.collection_name = fs::path(base).filename().string();
   files.directories.push_back(home.empty() ? std::string(".") : home.string());
-  for (const auto& stream : document["collection"].value("core:streams", nlohmann::json::array())) {
-    const std::string name = stream.is_object() ? stream.value("name", std::string()) : stream.at(0).get<std::string>();
-    const fs::path stream_base = (home / name).lexically_normal();
-    files.bases.insert(stream_base.string());
-    const std::string parent = stream_base.parent_path().string();
-    if (std::find(files.directories.begin(), files.directories.end(), parent) == files.directories.end()) {
-      files.directories.push_back(parent);
+  if (fs::exists(collection_file)) {
+    std::ifstream in(collection_file);
+    const nlohmann::json document = nlohmann::json::parse(in, nullptr, false);
+    if (document.is_discarded() || !document.contains("collection")) {
+      throw std::runtime_error(collection_file + " is not a SigMF collection");
     }
-  }
-  for (const auto& directory : files.directories) {
-    for (const auto& item : fs::directory_iterator(directory)) {
-      const std::string file = item.path().string();
-      if (item.path().filename().string().rfind(files.collection_name + "-", 0) == 0 &&
-          ends_with(file, kJournalSuffix)) {
-        files.bases.insert(strip_capture_suffix(file));
+    for (const auto& stream : document["collection"].value("core:streams", nlohmann::json::array())) {
+      const std::string name =
+          stream.is_object() ? stream.value("name", std::string()) : stream.at(0).get<std::string>();
+      const fs::path stream_base = (home / name).lexically_normal();
+      files.bases.insert(stream_base.string());
+      const std::string parent = stream_base.parent_path().string();
+      if (std::find(files.directories.begin(), files.directories.end(), parent) == files.directories.end()) {
+        files.directories.push_back(parent);
       }
     }
   }
+  for (const auto& recording : unlisted) {
+    if (recording.journal || recording.meta) files.bases.insert(recording.base);
+  }
+  files.unlisted = std::move(unlisted);
   return files;
 }
 
-// `path` names a collection (or its base, when only the collection file is there) or one recording.
+// `path` names a collection (or its base, when only the collection file is there, or only
+// recordings of it) or one recording.
 CaptureFiles capture_files(const std::string& path, const std::string& base) {
   const std::string collection_file = base + std::string(kCollectionSuffix);
+  const bool recording_here =
+      fs::exists(base + std::string(kMetaSuffix)) || fs::exists(base + std::string(kJournalSuffix));
+  std::vector<UnlistedRecording> unlisted = find_unlisted_recordings(collection_file);
   const bool missing = ends_with(path, kCollectionSuffix)
-                           ? !fs::exists(path)
-                           : !fs::exists(path) && !fs::exists(base + std::string(kMetaSuffix)) &&
-                                 !fs::exists(base + std::string(kJournalSuffix)) && !fs::exists(collection_file);
+                           ? !fs::exists(path) && unlisted.empty()
+                           : !fs::exists(path) && !recording_here && !fs::exists(collection_file) && unlisted.empty();
   if (missing) throw std::runtime_error(path + " does not exist");
-  if (ends_with(path, kCollectionSuffix) ||
-      (fs::exists(collection_file) && !fs::exists(base + std::string(kMetaSuffix)) &&
-       !fs::exists(base + std::string(kJournalSuffix)))) {
-    return collection_files(collection_file, base);
+  if (ends_with(path, kCollectionSuffix) || ((fs::exists(collection_file) || !unlisted.empty()) && !recording_here)) {
+    return collection_files(collection_file, base, std::move(unlisted));
   }
-  if (!fs::exists(base + std::string(kMetaSuffix)) && !fs::exists(base + std::string(kJournalSuffix))) {
-    throw std::runtime_error("no capture at " + path);
-  }
+  if (!recording_here) throw std::runtime_error("no capture at " + path);
   CaptureFiles files;
   files.bases.insert(base);
   return files;
+}
+
+// Removes the unlisted data files that have neither journal nor meta: made an instant before
+// the process was killed, they hold nothing (a longer one is left as it is, and said so).
+void remove_bare_data_files(const CaptureFiles& files, RepairReport& report) {
+  for (const auto& recording : files.unlisted) {
+    if (recording.journal || recording.meta) continue;
+    if (recording.data_bytes == 0) {
+      remove_recording(recording.base);
+      report.removed.push_back(recording.base);
+      report.lines.push_back(recording.base +
+                             ": removed, an empty data file without journal or meta (cut as it was made)");
+    } else {
+      report.lines.push_back(recording.base + ": left as it is, " + std::to_string(recording.data_bytes) +
+                             " bytes of data without a journal or meta to say what they are");
+    }
+  }
+}
+
+// Says which unlisted recordings the rewritten collection now lists.
+void note_listed(const CaptureFiles& files, RepairReport& report) {
+  for (const auto& recording : files.unlisted) {
+    if (!fs::exists(recording.base + std::string(kMetaSuffix))) continue;  // removed: it held no chunk
+    report.listed.push_back(recording.base);
+    report.lines.push_back(recording.base +
+                           ": added to the collection (on disk, not listed when the recorder stopped)");
+  }
 }
 
 // Finalizes every recording with a journal; a collection's journals without a chunk (spares
@@ -172,6 +199,46 @@ void handle_set_asides(const std::string& path, bool restore_replaced, RepairRep
   }
 }
 
+// One line for each recording of `lane` on disk that the collection does not list (the
+// finished ones past the first few summed up in one); returns how many there are.
+std::size_t describe_unlisted(const Capture& capture, const CaptureLane& lane, std::ostringstream& out) {
+  constexpr std::size_t kFinishedNamed = 4;
+  const fs::path home = fs::path(strip_capture_suffix(capture.path)).parent_path();
+  std::size_t count = 0;
+  std::size_t finished = 0;
+  std::uint64_t more_samples = 0;
+  std::size_t more = 0;
+  for (const auto& recording : capture.unlisted) {
+    if (recording.lane != lane.name) continue;
+    ++count;
+    const std::string data_path = recording.base + std::string(kDataSuffix);
+    std::uint64_t samples = 0;
+    for (const auto& segment : lane.segments) {
+      if (segment.data_path == data_path) samples += segment.sample_count;
+    }
+    const bool cut = recording.journal || !recording.meta;
+    if (!cut && ++finished > kFinishedNamed) {
+      ++more;
+      more_samples += samples;
+      continue;
+    }
+    out << "    recording " << fs::path(recording.base).lexically_relative(home.empty() ? "." : home).string()
+        << " is on disk but not in the collection (the recorder stopped before listing it): ";
+    if (recording.journal) {
+      out << samples << " samples by its journal (cut off)\n";
+    } else if (recording.meta) {
+      out << samples << " samples\n";
+    } else {
+      out << "a data file of " << recording.data_bytes << " bytes without journal or meta\n";
+    }
+  }
+  if (more > 0) {
+    out << "    and " << more << " more finished recording(s) on disk but not in the collection: " << more_samples
+        << " samples\n";
+  }
+  return count;
+}
+
 }  // namespace
 
 RepairReport repair_capture(const std::string& path, bool restore_replaced) {
@@ -179,9 +246,13 @@ RepairReport repair_capture(const std::string& path, bool restore_replaced) {
   const std::string base = strip_capture_suffix(path);
   CaptureFiles files = capture_files(path, base);
   finalize_recordings(files, report);
+  remove_bare_data_files(files, report);
   report.replaced = set_asides(files, base);
   handle_set_asides(path, restore_replaced, report);
-  if (!files.collection_name.empty()) refresh_collection(files.directories, files.collection_name);
+  if (!files.collection_name.empty()) {
+    refresh_collection(files.directories, files.collection_name);
+    note_listed(files, report);
+  }
   return report;
 }
 
@@ -232,7 +303,11 @@ std::string describe_capture(const Capture& capture) {
     out << "\n";
     out << "    size:     " << format_bytes(static_cast<double>(lane.total_bytes)) << " (" << lane.total_bytes
         << " bytes)\n";
-    if (!lane.complete || !lane.journals.empty()) {
+    const std::size_t unlisted = describe_unlisted(capture, lane, out);
+    if (unlisted > 0) {
+      out << "    state:    INCOMPLETE (the collection misses " << unlisted
+          << " recording(s) on disk): run `sluice capture repair " << capture.path << "`\n";
+    } else if (!lane.complete || !lane.journals.empty()) {
       out << "    state:    INCOMPLETE (recording was cut off): run `sluice capture repair " << capture.path << "`\n";
     } else {
       out << "    state:    complete\n";

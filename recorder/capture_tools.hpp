@@ -13,13 +13,17 @@ struct RepairReport {
   std::uint64_t bytes_kept = 0;
   std::size_t records_discarded = 0;        // torn or out-of-order journal records at the end
   std::vector<std::string> lines;           // human-readable, one per recording
+  std::vector<std::string> listed;          // bases on disk that the collection did not list, now in it
+  std::vector<std::string> removed;         // empty data files without journal or meta (cut as they were made)
   std::vector<std::string> replaced;        // set-aside directories of a cut-off overwrite (see find_replaced)
   std::vector<std::string> replaced_lines;  // what was found or restored there
 };
 
 // Rebuilds every recording of the capture at `path` that still has a journal (cut by
 // kill -9 or a crash): data truncated to the last chunk that reached the disk, final meta,
-// then the collection. A recording of a collection whose journal holds no chunk (the next
+// then the collection, which then lists every recording of the capture on disk (also those
+// the recorder made but had not listed yet: find_unlisted_recordings), even when the
+// collection file itself was never written. A recording of a collection whose journal holds no chunk (the next
 // file set a rotation made ahead) is removed, unless it is all its lane has: the collection
 // then lists exactly the recordings that hold data. Reports the files an overwrite cut off
 // by a kill had set aside; `restore_replaced` swaps them back in (the cut-off recording goes

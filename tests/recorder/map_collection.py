@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # Reads a SigMF collection the way an outside tool does: numpy.memmap of every data file it
 # lists (an empty one cannot be mapped), counting the samples they hold, and the
-# collection listing exactly the recordings (NAME-*.sigmf-meta) in its directory.
+# collection listing exactly the recordings (NAME-*.sigmf-meta and NAME-*.sigmf-data) in its
+# directory and in every directory it lists a recording in (a striped capture's volumes).
 # Usage: map_collection.py NAME.sigmf-collection
 # Exit 0: readable; 1: not (reasons on stderr); 77: no numpy here (skip).
 import glob
@@ -29,10 +30,16 @@ def main():
     with open(path, encoding="utf-8") as handle:
         streams = json.load(handle)["collection"]["core:streams"]
     listed = sorted(os.path.normpath(os.path.join(home, stream["name"])) for stream in streams)
-    on_disk = sorted(meta[: -len(".sigmf-meta")] for meta in glob.glob(os.path.join(home, name + "-*.sigmf-meta")))
+    directories = {os.path.normpath(home)} | {os.path.dirname(base) for base in listed}
+    on_disk = set()
+    for directory in directories:
+        for suffix in (".sigmf-meta", ".sigmf-data"):
+            pattern = os.path.join(glob.escape(directory), glob.escape(name) + "-*" + suffix)
+            on_disk |= {os.path.normpath(path[: -len(suffix)]) for path in glob.glob(pattern)}
+    on_disk = sorted(on_disk)
     failures = []
     if listed != on_disk:
-        failures.append(f"the collection lists {listed}, the directory holds {on_disk}")
+        failures.append(f"the collection lists {listed}, the directories hold {on_disk}")
     samples = 0
     for base in listed:
         with open(base + ".sigmf-meta", encoding="utf-8") as handle:
