@@ -129,19 +129,20 @@ void TcpSender::write_loop(Stream& stream) noexcept {
     std::size_t queued = 0;
     {
       std::unique_lock lock(mutex_);
-      changed_.wait(lock, [&] { return stream.count > 0 || closing_; });
+      stream.queued.wait(lock, [&] { return stream.count > 0 || closing_; });
       if (stream.count == 0) return;
       queued = stream.count;
     }
     // The jobs from head on stay put while this thread works on them: send() only appends behind.
     start_copies(stream, queued);
     write_job(stream, stream.queue[stream.head]);
+    bool emptied = false;
     {
       std::lock_guard lock(mutex_);
       stream.head = (stream.head + 1) % stream.queue.size();
-      --stream.count;
+      emptied = --stream.count == 0;
     }
-    changed_.notify_all();
+    if (emptied || failure_.failed()) changed_.notify_all();  // what finish() and send() wait for
   }
 }
 
@@ -214,7 +215,7 @@ LinkStatus TcpSender::send(ChunkPtr& chunk, std::chrono::microseconds timeout) n
     stream.queue[(stream.head + stream.count) % stream.queue.size()] = std::move(job);
     ++stream.count;
   }
-  changed_.notify_all();
+  stream.queued.notify_one();
   return LinkStatus::ok;
 }
 
@@ -266,6 +267,7 @@ void TcpSender::close() noexcept {
     closing_ = true;
   }
   changed_.notify_all();
+  for (auto& stream : streams_) stream->queued.notify_all();
   // Writers send what is queued while the link is healthy (each send progresses or fails
   // within peer_timeout); after a failure there is nobody to send to.
   if (failure_.failed()) {

@@ -73,8 +73,9 @@ class TcpSender final : public LinkSender {
     explicit Stream(TcpFailure& failure) : connection(failure) {}
     TcpConnection connection;
     std::vector<Job> queue;
-    std::size_t head = 0;   // moved by the writer only
-    std::size_t count = 0;  // queued jobs, the one being written included
+    std::size_t head = 0;            // moved by the writer only
+    std::size_t count = 0;           // queued jobs, the one being written included
+    std::condition_variable queued;  // wakes the writer alone: a job queued, or closing
     // Device lanes: the writer's own pinned buffers and GPU stream, touched by the writer only
     // (the stream after the buffers: its destructor waits for the copies into them).
     std::vector<MemoryRegion> staging;
