@@ -8,6 +8,7 @@
 
 #include "pipeline/cuda_glue.hpp"
 #include "stages/link/tcp_transport.hpp"
+#include "tests/stages/link/loopback_link.hpp"
 #include "tests/support/free_port.hpp"
 
 namespace sluice {
@@ -32,14 +33,11 @@ TEST(TcpLinkGpu, DeviceChunksOverSeveralConnectionsLandBitExactInOrder) {
   settings.connections = 4;
   settings.endpoint = {"127.0.0.1", testing::free_tcp_port()};
   settings.connect_timeout = 10s;
-  Pool source("source", PoolSpec{kChunkBytes, 16, MemoryKind::device, 0});
-  Pool landing("landing", PoolSpec{kChunkBytes, 8, MemoryKind::host, 0});
-  TcpReceiver receiver;
-  receiver.listen(settings, 0, landing);
-  auto accepted = std::async(std::launch::async, [&] { return receiver.accept(); });
-  TcpSender sender;
-  sender.connect(settings, 0, {&source}, {});
-  accepted.get();
+  testing::LoopbackLink link(PoolSpec{kChunkBytes, 16, MemoryKind::device, 0},
+                             PoolSpec{kChunkBytes, 8, MemoryKind::host, 0}, settings);
+  Pool& source = link.source;
+  TcpSender& sender = link.sender;
+  TcpReceiver& receiver = link.receiver;
 
   auto checked = std::async(std::launch::async, [&] {
     std::uint64_t expected = 0;
