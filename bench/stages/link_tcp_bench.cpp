@@ -6,7 +6,8 @@
 // over several (`connections:`). Runs alternate; the medians and their ratios are printed, and
 // for the link the sending half's busy share per GB/s as the runtime counts it (time in send()
 // that is not waiting for a credit) beside the calling thread's CPU time per GB/s, and the
-// connections' writer threads' time in their socket writes per GB (summed over connections).
+// connections' writer threads' time in their socket writes per GB (summed over connections),
+// and their CPU time in them (the kernel's copying, apart from waits for room in the socket).
 //   link_tcp_bench [MiB per run, default 1024] [rounds, default 7] [connections, default 4]
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -95,9 +96,10 @@ std::uint64_t thread_cpu_ns() {
 // One link run: its rate, and the sending thread's busy and CPU shares of the run per GB/s.
 struct LinkRun {
   double bytes_per_second = 0;
-  double busy_per_gbps = 0;   // as LinkSendingHalf and the runtime count it: time in send() returning ok
-  double cpu_per_gbps = 0;    // the calling thread's CPU time
-  double writing_per_gb = 0;  // seconds the writer threads spent writing, per GB moved
+  double busy_per_gbps = 0;       // as LinkSendingHalf and the runtime count it: time in send() returning ok
+  double cpu_per_gbps = 0;        // the calling thread's CPU time
+  double writing_per_gb = 0;      // seconds the writer threads spent writing, per GB moved
+  double writing_cpu_per_gb = 0;  // their CPU seconds in those writes, per GB moved
 };
 
 // The tcp link transport moving the same bytes in `chunk`-sized chunks.
@@ -152,7 +154,8 @@ LinkRun link_transport(std::size_t chunk, std::size_t total, std::uint32_t conne
   const double gbps = static_cast<double>(total) / seconds / 1e9;
   return {static_cast<double>(total) / seconds, static_cast<double>(busy_ns) / 1e9 / seconds / gbps,
           static_cast<double>(cpu_ns) / 1e9 / seconds / gbps,
-          static_cast<double>(sender.times().writing_ns) / 1e9 / (static_cast<double>(total) / 1e9)};
+          static_cast<double>(sender.times().writing_ns) / 1e9 / (static_cast<double>(total) / 1e9),
+          static_cast<double>(sender.times().writing_cpu_ns) / 1e9 / (static_cast<double>(total) / 1e9)};
 }
 
 double median(std::vector<double> values) {
@@ -178,10 +181,10 @@ int main(int argc, char** argv) {
   std::printf("tcp link vs bare TCP loop on loopback, %zu MiB per run, %d interleaved runs each, medians\n",
               total >> 20, rounds);
   const std::string several_name = "x" + std::to_string(connections);
-  std::printf("%10s %10s %12s %8s %12s %8s %13s %13s %13s %13s %11s %11s\n", "chunk", "bare GB/s", "link x1 GB/s",
+  std::printf("%10s %10s %12s %8s %12s %8s %13s %13s %13s %13s %11s %11s %13s\n", "chunk", "bare GB/s", "link x1 GB/s",
               "ratio", ("link " + several_name + " GB/s").c_str(), "ratio", "x1 busy/GB/s", "x1 cpu/GB/s",
               (several_name + " busy/GB/s").c_str(), (several_name + " cpu/GB/s").c_str(), "x1 write s/GB",
-              (several_name + " write s/GB").c_str());
+              (several_name + " write s/GB").c_str(), (several_name + " write cpu s/GB").c_str());
   for (const std::size_t chunk : {std::size_t{1} << 20, std::size_t{4} << 20, std::size_t{16} << 20}) {
     std::vector<double> bare;
     std::vector<LinkRun> one;
@@ -205,12 +208,12 @@ int main(int argc, char** argv) {
     const double bare_median = median(bare);
     const double one_median = median(one, &LinkRun::bytes_per_second);
     const double several_median = median(several, &LinkRun::bytes_per_second);
-    std::printf("%7zu MiB %10.2f %12.2f %8.2f %12.2f %8.2f %12.1f%% %12.1f%% %12.1f%% %12.1f%% %11.2f %11.2f\n",
+    std::printf("%7zu MiB %10.2f %12.2f %8.2f %12.2f %8.2f %12.1f%% %12.1f%% %12.1f%% %12.1f%% %11.2f %11.2f %13.2f\n",
                 chunk >> 20, bare_median / 1e9, one_median / 1e9, one_median / bare_median, several_median / 1e9,
                 several_median / bare_median, 100 * median(one, &LinkRun::busy_per_gbps),
                 100 * median(one, &LinkRun::cpu_per_gbps), 100 * median(several, &LinkRun::busy_per_gbps),
                 100 * median(several, &LinkRun::cpu_per_gbps), median(one, &LinkRun::writing_per_gb),
-                median(several, &LinkRun::writing_per_gb));
+                median(several, &LinkRun::writing_per_gb), median(several, &LinkRun::writing_cpu_per_gb));
   }
   return 0;
 }

@@ -112,6 +112,7 @@ void LinkSendingHalf::start(StageContext& context) {
   oversize_ = &context.metrics().drop_counter("larger_than_landing_buffer");
   credit_wait_us_ = &context.metrics().counter("credit_wait_us");
   writing_us_ = &context.metrics().counter("connections_writing_us");
+  writing_cpu_us_ = &context.metrics().counter("connections_writing_cpu_us");
 }
 
 StageStatus LinkSendingHalf::fail(std::string_view what) noexcept {
@@ -170,6 +171,7 @@ void LinkSendingHalf::count_times() noexcept {
   context_->metrics().wait_ns.fetch_add(now.credit_wait_ns - counted_.credit_wait_ns, std::memory_order_relaxed);
   credit_wait_us_->add(now.credit_wait_ns / 1000 - counted_.credit_wait_ns / 1000);
   writing_us_->add(now.writing_ns / 1000 - counted_.writing_ns / 1000);
+  writing_cpu_us_->add(now.writing_cpu_ns / 1000 - counted_.writing_cpu_ns / 1000);
   counted_ = now;
 }
 

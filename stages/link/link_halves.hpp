@@ -43,6 +43,7 @@ class LinkSendingHalf final : public Stage {
   NamedCounter* oversize_ = nullptr;
   NamedCounter* credit_wait_us_ = nullptr;  // send() waiting for a credit: the receiver holds the lane back
   NamedCounter* writing_us_ = nullptr;      // tcp: the connections' threads writing chunks, summed
+  NamedCounter* writing_cpu_us_ = nullptr;  // tcp: their CPU time in those writes
   LinkSenderTimes counted_;                 // the sender's totals already added to the metrics
 };
 

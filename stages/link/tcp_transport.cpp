@@ -2,6 +2,7 @@
 // threads, credits, and chunks put back in order.
 #include "stages/link/tcp_transport.hpp"
 
+#include <ctime>
 #include <stdexcept>
 #include <thread>
 
@@ -21,6 +22,13 @@ constexpr std::uint32_t kMaxConnections = 64;
 constexpr std::size_t kStagingPerConnection = 2;
 // How often a writer looks whether the copy of the chunk it writes next has finished.
 constexpr auto kCopyPoll = std::chrono::microseconds(20);
+
+// The calling thread's CPU time: a write's own cost, apart from its waits for room in the socket.
+std::uint64_t thread_cpu_ns() noexcept {
+  timespec now{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<std::uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<std::uint64_t>(now.tv_nsec);
+}
 
 std::uint64_t to_ns(std::chrono::milliseconds duration) {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(duration).count());
@@ -176,8 +184,10 @@ void TcpSender::write_job(Stream& stream, Job& job) noexcept {
   if (!failure_.failed()) {
     const std::byte* payload = staged ? stream.staging[static_cast<std::size_t>(job.staging)].data() : job.chunk->data;
     const std::uint64_t began = monotonic_ns();
+    const std::uint64_t cpu_began = thread_cpu_ns();
     stream.connection.send({TcpConnection::Frame::chunk, job.sequence, job.bytes}, job.metadata,
                            std::span(payload, job.bytes));
+    writing_cpu_ns_.fetch_add(thread_cpu_ns() - cpu_began, std::memory_order_relaxed);
     writing_ns_.fetch_add(monotonic_ns() - began, std::memory_order_relaxed);
   }
   job.chunk.reset();  // its bytes are in the kernel's send buffer: the upstream slot is free again

@@ -53,7 +53,8 @@ class TcpSender final : public LinkSender {
   void abort(std::string_view reason) noexcept override;
   [[nodiscard]] const std::string& error() const noexcept override { return failure_.text(); }
   [[nodiscard]] LinkSenderTimes times() const noexcept override {
-    return {credit_wait_ns_, writing_ns_.load(std::memory_order_relaxed)};
+    return {credit_wait_ns_, writing_ns_.load(std::memory_order_relaxed),
+            writing_cpu_ns_.load(std::memory_order_relaxed)};
   }
   void close() noexcept override;
 
@@ -104,6 +105,7 @@ class TcpSender final : public LinkSender {
   std::uint32_t next_sequence_ = 0;   // the stage thread's only
   std::uint64_t credit_wait_ns_ = 0;  // the stage thread's only
   std::atomic<std::uint64_t> writing_ns_{0};
+  std::atomic<std::uint64_t> writing_cpu_ns_{0};
   std::mutex mutex_;
   std::condition_variable changed_;
   std::uint64_t credits_ = 0;          // guarded by mutex_

@@ -73,6 +73,7 @@ std::string_view to_string(LinkStatus status);
 struct LinkSenderTimes {
   std::uint64_t credit_wait_ns = 0;  // inside send(), waiting for a credit or for the transport's room
   std::uint64_t writing_ns = 0;      // tcp: connection threads writing chunks into their sockets, summed
+  std::uint64_t writing_cpu_ns = 0;  // tcp: those threads' CPU time in the writes (the kernel's copying)
 };
 
 class LinkSender {

@@ -7,7 +7,8 @@
 #             storage node (link → record → null) at 2 × NODE_RATE (3GB/s) for NODE_SECONDS (10):
 #             emulator packets vs received, lost samples, sent vs received link bytes, bytes on disk; per
 #             lane packets sent / received / missing, the sending half's rate, busy share (and per GB/s),
-#             its waits for credits, each connection's writer's share of the run, and record's busy share
+#             its waits for credits, each connection's writer's share of the run in its socket writes (and
+#             its CPU time in them: near the share, the kernel's copying is the bound), and record's busy share
 #   ladder    the same for 5 s at each of NODE_RATES until one loses
 #   playback  raw ci16 recorded for 6 s at 2 × NODE_RATE onto the volumes, then played back by the
 #             storage node into the GPU node's fft (record off there), --fast and paced at the recorded rate
@@ -77,10 +78,11 @@ for lane, far in zip(gpu["lanes"], storage["lanes"]):
     counters = half["counters"]
     credit_wait = counters.get("credit_wait_us", 0) / 1e6 / run
     writing = counters.get("connections_writing_us", 0) / 1e6 / run / connections
+    writing_cpu = counters.get("connections_writing_cpu_us", 0) / 1e6 / run / connections
     rows.append(f'  {lane["name"]}: packets sent {lane_sent if lane_sent is not None else "?"} received {source["packets"]} '
                 f'missing {missing} (lost_packets {source["counters"].get("lost_packets", 0)}); sending half '
                 f'{link_gbps:.2f} GB/s, busy {busy:.0%} ({busy / max(link_gbps, 1e-9):.1%} per GB/s), '
-                f'waiting for credits {credit_wait:.1%}, each of {connections} connections writing {writing:.1%}; '
+                f'waiting for credits {credit_wait:.1%}, each of {connections} connections writing {writing:.1%} (CPU {writing_cpu:.1%}); '
                 f'record busy {far["stages"][1]["busy_fraction"]:.0%}')
 for d in dirs:
     on_disk += sum(os.path.getsize(f) for f in glob.glob(os.path.join(d, "**", "*.sigmf-data"), recursive=True))
