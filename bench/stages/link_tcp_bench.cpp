@@ -3,7 +3,11 @@
 // receiving thread each. The bare loop recv()s straight into one buffer and sends from one
 // buffer; the link moves chunks from a pool through credits, frames and metadata into a
 // landing ring whose slots a "null sink" thread releases at once, over one connection and
-// over several (`connections:`). Runs alternate; the medians and their ratios are printed.
+// over several (`connections:`). Runs alternate; the medians and their ratios are printed, and
+// for the link the sending half's busy share per GB/s as the runtime counts it (time in send()
+// that is not waiting for a credit) beside the calling thread's CPU time per GB/s, and the
+// connections' writer threads' time in their socket writes per GB (summed over connections),
+// and their CPU time in them (the kernel's copying, apart from waits for room in the socket).
 //   link_tcp_bench [MiB per run, default 1024] [rounds, default 7] [connections, default 4]
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -14,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <future>
 #include <stdexcept>
 #include <thread>
@@ -82,8 +87,23 @@ double bare_loop(std::size_t chunk, std::size_t total) {
   return static_cast<double>(total) / (static_cast<double>(end - begin) / 1e9);
 }
 
-// Bytes per second of the tcp link transport moving the same bytes in `chunk`-sized chunks.
-double link_transport(std::size_t chunk, std::size_t total, std::uint32_t connections) {
+std::uint64_t thread_cpu_ns() {
+  timespec now{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<std::uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<std::uint64_t>(now.tv_nsec);
+}
+
+// One link run: its rate, and the sending thread's busy and CPU shares of the run per GB/s.
+struct LinkRun {
+  double bytes_per_second = 0;
+  double busy_per_gbps = 0;       // as LinkSendingHalf and the runtime count it: time in send() returning ok
+  double cpu_per_gbps = 0;        // the calling thread's CPU time
+  double writing_per_gb = 0;      // seconds the writer threads spent writing, per GB moved
+  double writing_cpu_per_gb = 0;  // their CPU seconds in those writes, per GB moved
+};
+
+// The tcp link transport moving the same bytes in `chunk`-sized chunks.
+LinkRun link_transport(std::size_t chunk, std::size_t total, std::uint32_t connections) {
   wire::UniqueFd probe;
   TransportSettings settings;
   settings.connections = connections;
@@ -110,23 +130,43 @@ double link_transport(std::size_t chunk, std::size_t total, std::uint32_t connec
     if (got != total) throw std::runtime_error("link bench lost bytes");
     return monotonic_ns();
   });
+  const std::uint64_t cpu_begin = thread_cpu_ns();
+  std::uint64_t busy_ns = 0;
   for (std::size_t sent = 0; sent < total;) {
     ChunkPtr out = source.acquire(std::chrono::seconds(10));
     out->size = std::min(chunk, total - sent);
     sent += out->size;
     LinkStatus status;
-    while ((status = sender.send(out, std::chrono::seconds(1))) == LinkStatus::idle) {
+    for (;;) {
+      const std::uint64_t call = monotonic_ns();
+      const std::uint64_t waited = sender.times().credit_wait_ns;
+      status = sender.send(out, std::chrono::milliseconds(10));  // LinkSendingHalf's poll
+      if (status == LinkStatus::idle) continue;
+      busy_ns += (monotonic_ns() - call) - (sender.times().credit_wait_ns - waited);
+      break;
     }
     if (status != LinkStatus::ok) throw std::runtime_error("send: " + sender.error());
   }
+  const std::uint64_t cpu_ns = thread_cpu_ns() - cpu_begin;
   if (sender.finish(std::chrono::seconds(10)) != LinkStatus::ok) throw std::runtime_error("finish: " + sender.error());
   const std::uint64_t end = sink.get();
-  return static_cast<double>(total) / (static_cast<double>(end - begin) / 1e9);
+  const double seconds = static_cast<double>(end - begin) / 1e9;
+  const double gbps = static_cast<double>(total) / seconds / 1e9;
+  return {static_cast<double>(total) / seconds, static_cast<double>(busy_ns) / 1e9 / seconds / gbps,
+          static_cast<double>(cpu_ns) / 1e9 / seconds / gbps,
+          static_cast<double>(sender.times().writing_ns) / 1e9 / (static_cast<double>(total) / 1e9),
+          static_cast<double>(sender.times().writing_cpu_ns) / 1e9 / (static_cast<double>(total) / 1e9)};
 }
 
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   return values[values.size() / 2];
+}
+
+double median(const std::vector<LinkRun>& runs, double LinkRun::*field) {
+  std::vector<double> values;
+  for (const LinkRun& run : runs) values.push_back(run.*field);
+  return median(std::move(values));
 }
 
 }  // namespace
@@ -140,12 +180,15 @@ int main(int argc, char** argv) {
   const auto connections = static_cast<std::uint32_t>(argc > 3 ? std::atoi(argv[3]) : 4);
   std::printf("tcp link vs bare TCP loop on loopback, %zu MiB per run, %d interleaved runs each, medians\n",
               total >> 20, rounds);
-  std::printf("%10s %10s %12s %8s %12s %8s\n", "chunk", "bare GB/s", "link x1 GB/s", "ratio",
-              ("link x" + std::to_string(connections) + " GB/s").c_str(), "ratio");
+  const std::string several_name = "x" + std::to_string(connections);
+  std::printf("%10s %10s %12s %8s %12s %8s %13s %13s %13s %13s %11s %11s %13s\n", "chunk", "bare GB/s", "link x1 GB/s",
+              "ratio", ("link " + several_name + " GB/s").c_str(), "ratio", "x1 busy/GB/s", "x1 cpu/GB/s",
+              (several_name + " busy/GB/s").c_str(), (several_name + " cpu/GB/s").c_str(), "x1 write s/GB",
+              (several_name + " write s/GB").c_str(), (several_name + " write cpu s/GB").c_str());
   for (const std::size_t chunk : {std::size_t{1} << 20, std::size_t{4} << 20, std::size_t{16} << 20}) {
     std::vector<double> bare;
-    std::vector<double> one;
-    std::vector<double> several;
+    std::vector<LinkRun> one;
+    std::vector<LinkRun> several;
     for (int round = 0; round < rounds; ++round) {
       // Rotate which goes first, so a neighbour's burst does not always hit the same side.
       for (int turn = 0; turn < 3; ++turn) {
@@ -163,8 +206,14 @@ int main(int argc, char** argv) {
       }
     }
     const double bare_median = median(bare);
-    std::printf("%7zu MiB %10.2f %12.2f %8.2f %12.2f %8.2f\n", chunk >> 20, bare_median / 1e9, median(one) / 1e9,
-                median(one) / bare_median, median(several) / 1e9, median(several) / bare_median);
+    const double one_median = median(one, &LinkRun::bytes_per_second);
+    const double several_median = median(several, &LinkRun::bytes_per_second);
+    std::printf("%7zu MiB %10.2f %12.2f %8.2f %12.2f %8.2f %12.1f%% %12.1f%% %12.1f%% %12.1f%% %11.2f %11.2f %13.2f\n",
+                chunk >> 20, bare_median / 1e9, one_median / 1e9, one_median / bare_median, several_median / 1e9,
+                several_median / bare_median, 100 * median(one, &LinkRun::busy_per_gbps),
+                100 * median(one, &LinkRun::cpu_per_gbps), 100 * median(several, &LinkRun::busy_per_gbps),
+                100 * median(several, &LinkRun::cpu_per_gbps), median(one, &LinkRun::writing_per_gb),
+                median(several, &LinkRun::writing_per_gb), median(several, &LinkRun::writing_cpu_per_gb));
   }
   return 0;
 }

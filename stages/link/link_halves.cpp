@@ -110,6 +110,9 @@ void LinkSendingHalf::start(StageContext& context) {
     throw;
   }
   oversize_ = &context.metrics().drop_counter("larger_than_landing_buffer");
+  credit_wait_us_ = &context.metrics().counter("credit_wait_us");
+  writing_us_ = &context.metrics().counter("connections_writing_us");
+  writing_cpu_us_ = &context.metrics().counter("connections_writing_cpu_us");
 }
 
 StageStatus LinkSendingHalf::fail(std::string_view what) noexcept {
@@ -150,13 +153,9 @@ StageStatus LinkSendingHalf::process() {
   const std::uint64_t bytes = pending_->size;
   const std::uint64_t samples = pending_->sample_count;
   const std::uint64_t created_ns = pending_->created_ns;
-  const std::uint64_t begin = monotonic_ns();
   const LinkStatus status = sender_->send(pending_, kPoll);
-  if (status == LinkStatus::idle) {
-    context_->metrics().wait_ns.fetch_add(monotonic_ns() - begin,
-                                          std::memory_order_relaxed);  // no credit: backpressure
-    return StageStatus::idle;
-  }
+  count_times();
+  if (status == LinkStatus::idle) return StageStatus::idle;
   if (status != LinkStatus::ok) return fail(to_string(status));
   FlowCounters& out = context_->metrics().out;
   out.bytes.fetch_add(bytes, std::memory_order_relaxed);
@@ -164,6 +163,16 @@ StageStatus LinkSendingHalf::process() {
   out.samples.fetch_add(samples, std::memory_order_relaxed);
   context_->metrics().latency.record(monotonic_ns() - created_ns);
   return StageStatus::ok;
+}
+
+// The transport's waits for credits are backpressure, not work: the stage's busy share leaves them out.
+void LinkSendingHalf::count_times() noexcept {
+  const LinkSenderTimes now = sender_->times();
+  context_->metrics().wait_ns.fetch_add(now.credit_wait_ns - counted_.credit_wait_ns, std::memory_order_relaxed);
+  credit_wait_us_->add(now.credit_wait_ns / 1000 - counted_.credit_wait_ns / 1000);
+  writing_us_->add(now.writing_ns / 1000 - counted_.writing_ns / 1000);
+  writing_cpu_us_->add(now.writing_cpu_ns / 1000 - counted_.writing_cpu_ns / 1000);
+  counted_ = now;
 }
 
 void LinkSendingHalf::stop() noexcept {

@@ -34,12 +34,17 @@ class LinkSendingHalf final : public Stage {
 
  private:
   StageStatus fail(std::string_view what) noexcept;
+  void count_times() noexcept;
 
   LinkSettings settings_;
   StageContext* context_ = nullptr;
   std::unique_ptr<LinkSender> sender_;
   ChunkPtr pending_;  // popped, waiting for a credit
   NamedCounter* oversize_ = nullptr;
+  NamedCounter* credit_wait_us_ = nullptr;  // send() waiting for a credit: the receiver holds the lane back
+  NamedCounter* writing_us_ = nullptr;      // tcp: the connections' threads writing chunks, summed
+  NamedCounter* writing_cpu_us_ = nullptr;  // tcp: their CPU time in those writes
+  LinkSenderTimes counted_;                 // the sender's totals already added to the metrics
 };
 
 class LinkReceivingHalf final : public Stage {

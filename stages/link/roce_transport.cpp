@@ -112,23 +112,32 @@ LinkStatus RoceSender::send(ChunkPtr& chunk, std::chrono::microseconds timeout) 
   }
   std::array<std::byte, kChunkWireBytes> metadata{};
   encode_chunk_metadata(*chunk, std::span<std::byte, kChunkWireBytes>(metadata));
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto entered = std::chrono::steady_clock::now();
+  const auto deadline = entered + timeout;
+  // Time without a credit, or waiting for writes to complete, is backpressure: its stage counts it as waiting.
+  const auto waited_since = [this](std::chrono::steady_clock::time_point since) {
+    credit_wait_ns_ += static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - since).count());
+  };
   for (std::uint32_t idle_rounds = 0;;) {
     if (!collect()) return failure();
     const std::uint64_t cookie = sent_ % in_flight_.size();
     switch (sender_->send(metadata.data(), metadata.size(), chunk->data, chunk->size, lkey, cookie)) {
       case rdma::SendStatus::posted: {
+        if (idle_rounds > 0) waited_since(entered);
         Pool* pool = chunk->pool;
         in_flight_[cookie] = std::move(chunk);
         ++sent_;
         // In-flight chunks go back to their pool only while this sender polls, and it polls
         // only when called with the next chunk: never return with the upstream pool empty
         // because of us, or upstream would wait for a chunk we wait to be given.
-        const auto give_back_by = std::chrono::steady_clock::now() + kStepTimeout;  // a live peer completes far sooner
+        const auto posted = std::chrono::steady_clock::now();
+        const auto give_back_by = posted + kStepTimeout;  // a live peer completes far sooner
         while (pool->available() == 0 && sender_->in_flight() > 0 && std::chrono::steady_clock::now() < give_back_by) {
           if (!collect()) return failure();
           if (++idle_rounds > kSpinRounds) sender_->wait(left_until(give_back_by));
         }
+        waited_since(posted);
         return LinkStatus::ok;
       }
       case rdma::SendStatus::failed:
@@ -136,8 +145,12 @@ LinkStatus RoceSender::send(ChunkPtr& chunk, std::chrono::microseconds timeout) 
       case rdma::SendStatus::no_credit:
         break;
     }
-    if (std::chrono::steady_clock::now() >= deadline) return LinkStatus::idle;
-    if (++idle_rounds > kSpinRounds) sender_->wait(left_until(deadline));
+    if (std::chrono::steady_clock::now() >= deadline) {
+      waited_since(entered);
+      return LinkStatus::idle;
+    }
+    ++idle_rounds;
+    if (idle_rounds > kSpinRounds) sender_->wait(left_until(deadline));
   }
 }
 

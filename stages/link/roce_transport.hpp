@@ -28,6 +28,7 @@ class RoceSender final : public LinkSender {
   LinkStatus finish(std::chrono::milliseconds timeout) noexcept override;
   void abort(std::string_view reason) noexcept override;
   [[nodiscard]] const std::string& error() const noexcept override { return error_; }
+  [[nodiscard]] LinkSenderTimes times() const noexcept override { return {credit_wait_ns_, 0}; }
   void close() noexcept override;
 
  private:
@@ -42,7 +43,8 @@ class RoceSender final : public LinkSender {
   std::vector<Source> sources_;
   std::vector<ChunkPtr> in_flight_;  // ring indexed by the send cookie
   std::uint64_t sent_ = 0;
-  std::string owner_;  // "verbs:<device>" registrations recorded on the pools
+  std::uint64_t credit_wait_ns_ = 0;  // send() without a credit, or waiting for writes to complete
+  std::string owner_;                 // "verbs:<device>" registrations recorded on the pools
   std::string error_;
 };
 

@@ -2,7 +2,9 @@
 // threads, credits, and chunks put back in order.
 #include "stages/link/tcp_transport.hpp"
 
+#include <ctime>
 #include <stdexcept>
+#include <thread>
 
 #include "pipeline/clock.hpp"
 #include "pipeline/log.hpp"
@@ -18,6 +20,15 @@ constexpr std::size_t kMaxHelloBytes = 64 * 1024;
 constexpr std::uint32_t kMaxConnections = 64;
 // Pinned buffers per connection for device chunks: one being written, one being filled.
 constexpr std::size_t kStagingPerConnection = 2;
+// How often a writer looks whether the copy of the chunk it writes next has finished.
+constexpr auto kCopyPoll = std::chrono::microseconds(20);
+
+// The calling thread's CPU time: a write's own cost, apart from its waits for room in the socket.
+std::uint64_t thread_cpu_ns() noexcept {
+  timespec now{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<std::uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<std::uint64_t>(now.tv_nsec);
+}
 
 std::uint64_t to_ns(std::chrono::milliseconds duration) {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(duration).count());
@@ -36,11 +47,14 @@ void TcpSender::connect(const TransportSettings& settings, std::uint32_t lane, c
   open_streams(settings, lane, hello);
   credits_ = slot_count_;
   for (const Pool* pool : sources) {
-    if (pool->memory() != MemoryKind::device || !staging_.empty()) continue;
-    copy_stream_ = CudaStream(pool->region().cuda_device());
-    for (std::size_t i = 0; i < kStagingPerConnection * streams_.size(); ++i) {
-      staging_.emplace_back(MemoryKind::host_pinned, slot_bytes_);
-      free_staging_.push_back(static_cast<int>(i));
+    if (pool->memory() != MemoryKind::device || device_sources_) continue;
+    device_sources_ = true;
+    for (auto& stream : streams_) {
+      for (std::size_t i = 0; i < kStagingPerConnection; ++i) {
+        stream->staging.emplace_back(MemoryKind::host_pinned, slot_bytes_);
+        stream->free_staging.push_back(static_cast<int>(i));
+      }
+      stream->gpu = GpuStream(pool->region().cuda_device(), kStagingPerConnection + 1);
     }
   }
   heard_ns_ = monotonic_ns();
@@ -120,72 +134,90 @@ void TcpSender::read_loop(Stream& stream) noexcept {
 
 void TcpSender::write_loop(Stream& stream) noexcept {
   for (;;) {
-    Job* job = nullptr;
+    std::size_t queued = 0;
     {
       std::unique_lock lock(mutex_);
-      changed_.wait(lock, [&] { return stream.count > 0 || closing_; });
+      stream.queued.wait(lock, [&] { return stream.count > 0 || closing_; });
       if (stream.count == 0) return;
-      job = &stream.queue[stream.head];  // stays queued while written: send() only appends behind it
+      queued = stream.count;
     }
-    if (!failure_.failed()) {
-      const std::byte* payload =
-          job->staging >= 0 ? staging_[static_cast<std::size_t>(job->staging)].data() : job->chunk->data;
-      stream.connection.send({TcpConnection::Frame::chunk, job->sequence, job->bytes}, job->metadata,
-                             std::span(payload, job->bytes));
-    }
-    job->chunk.reset();  // its bytes are in the kernel's send buffer: the upstream slot is free again
+    // The jobs from head on stay put while this thread works on them: send() only appends behind.
+    start_copies(stream, queued);
+    write_job(stream, stream.queue[stream.head]);
+    bool emptied = false;
     {
       std::lock_guard lock(mutex_);
-      if (job->staging >= 0) free_staging_.push_back(job->staging);
-      job->staging = -1;
       stream.head = (stream.head + 1) % stream.queue.size();
-      --stream.count;
+      emptied = --stream.count == 0;
     }
-    changed_.notify_all();
+    if (emptied || failure_.failed()) changed_.notify_all();  // what finish() and send() wait for
   }
 }
 
-// The one place device bytes leave the GPU for the link: into a pinned buffer, on this
-// link's own stream, so that the writer threads send earlier chunks meanwhile.
-bool TcpSender::stage_device_chunk(Job& job, const Chunk& chunk) noexcept {
-  std::byte* staging = staging_[static_cast<std::size_t>(job.staging)].data();
-  if (std::string error =
-          copy_memory(staging, MemoryKind::host_pinned, chunk.data, chunk.memory, chunk.size, copy_stream_.get());
-      !error.empty()) {
-    failure_.set(LinkStatus::error, error);
-    return false;
+// The one place device bytes leave the GPU for the link: each queued device chunk that finds
+// a free pinned buffer is copied into it on this connection's stream, after the producer's
+// work on it, while this thread goes on writing the chunks before it.
+void TcpSender::start_copies(Stream& stream, std::size_t queued) noexcept {
+  for (; stream.prepared < queued; ++stream.prepared) {
+    Job& job = stream.queue[(stream.head + stream.prepared) % stream.queue.size()];
+    if (job.chunk->memory != MemoryKind::device || job.bytes == 0) continue;
+    if (stream.free_staging.empty()) return;
+    job.staging = stream.free_staging.back();
+    stream.free_staging.pop_back();
+    std::byte* staging = stream.staging[static_cast<std::size_t>(job.staging)].data();
+    if (stream.gpu.wait_for(*job.chunk) && stream.gpu.copy(staging, job.chunk->data, job.bytes)) {
+      job.fence = stream.gpu.fence();
+    }
+    if (!stream.gpu.error().empty()) failure_.set(LinkStatus::error, "copying a device chunk: " + stream.gpu.error());
   }
-  return true;
+}
+
+// Writes the job at the head of the queue (once its copy finished) and lets go of its chunk.
+void TcpSender::write_job(Stream& stream, Job& job) noexcept {
+  const bool staged = job.staging >= 0;
+  if (staged) {
+    // Copies finish in order on the stream, and the ones behind this one keep running meanwhile.
+    while (!stream.gpu.reached(job.fence)) std::this_thread::sleep_for(kCopyPoll);
+    if (!stream.gpu.error().empty()) failure_.set(LinkStatus::error, "copying a device chunk: " + stream.gpu.error());
+    job.chunk.reset();  // its bytes are in the pinned copy: the GPU slot is free again
+  }
+  if (!failure_.failed()) {
+    const std::byte* payload = staged ? stream.staging[static_cast<std::size_t>(job.staging)].data() : job.chunk->data;
+    const std::uint64_t began = monotonic_ns();
+    const std::uint64_t cpu_began = thread_cpu_ns();
+    stream.connection.send({TcpConnection::Frame::chunk, job.sequence, job.bytes}, job.metadata,
+                           std::span(payload, job.bytes));
+    writing_cpu_ns_.fetch_add(thread_cpu_ns() - cpu_began, std::memory_order_relaxed);
+    writing_ns_.fetch_add(monotonic_ns() - began, std::memory_order_relaxed);
+  }
+  job.chunk.reset();  // its bytes are in the kernel's send buffer: the upstream slot is free again
+  if (staged) stream.free_staging.push_back(job.staging);
+  job.staging = -1;
+  if (stream.prepared > 0) --stream.prepared;
 }
 
 LinkStatus TcpSender::send(ChunkPtr& chunk, std::chrono::microseconds timeout) noexcept {
-  const bool device = chunk->memory == MemoryKind::device;
-  if (device && staging_.empty()) {
+  if (chunk->memory == MemoryKind::device && !device_sources_) {
     failure_.set(LinkStatus::error, "a device-memory chunk from a pool that was not among the lane's pools at connect");
     return LinkStatus::error;
   }
-  Job job;
   {
     std::unique_lock lock(mutex_);
-    const bool ready = changed_.wait_for(
-        lock, timeout, [&] { return failure_.failed() || (credits_ > 0 && (!device || !free_staging_.empty())); });
-    if (failure_.failed()) return settled_failure(lock);
-    if (!ready) return LinkStatus::idle;
-    --credits_;
-    if (device) {
-      job.staging = free_staging_.back();
-      free_staging_.pop_back();
+    if (credits_ == 0 && !failure_.failed()) {
+      // Backpressure from the receiver: time its stage counts as waiting, not as work.
+      const std::uint64_t began = monotonic_ns();
+      changed_.wait_for(lock, timeout, [&] { return failure_.failed() || credits_ > 0; });
+      credit_wait_ns_ += monotonic_ns() - began;
     }
+    if (failure_.failed()) return settled_failure(lock);
+    if (credits_ == 0) return LinkStatus::idle;
+    --credits_;
   }
+  Job job;
   job.sequence = next_sequence_;
   job.bytes = chunk->size;
   encode_chunk_metadata(*chunk, job.metadata);
-  if (device) {
-    if (!stage_device_chunk(job, *chunk)) return LinkStatus::error;
-    chunk.reset();  // its bytes are in the pinned copy: the GPU slot is free again
-  } else {
-    job.chunk = std::move(chunk);
-  }
+  job.chunk = std::move(chunk);
   Stream& stream = *streams_[next_sequence_ % streams_.size()];
   ++next_sequence_;
   {
@@ -193,7 +225,7 @@ LinkStatus TcpSender::send(ChunkPtr& chunk, std::chrono::microseconds timeout) n
     stream.queue[(stream.head + stream.count) % stream.queue.size()] = std::move(job);
     ++stream.count;
   }
-  changed_.notify_all();
+  stream.queued.notify_one();
   return LinkStatus::ok;
 }
 
@@ -245,6 +277,7 @@ void TcpSender::close() noexcept {
     closing_ = true;
   }
   changed_.notify_all();
+  for (auto& stream : streams_) stream->queued.notify_all();
   // Writers send what is queued while the link is healthy (each send progresses or fails
   // within peer_timeout); after a failure there is nobody to send to.
   if (failure_.failed()) {

@@ -12,9 +12,12 @@
 //   end     S->R  on every connection after its last chunk;  end_ack R->S  everything before it was read
 //   error   both  value text bytes; body: why the peer fails
 // Chunk n travels on connection n mod connections and the receiver hands chunks out in
-// sequence order. The sender copies a device chunk into one of its pinned buffers and hands
-// it to the connection's writer thread, so the next chunk's copy overlaps this one's send;
-// each connection has a reader thread on both sides, so a peer that goes silent (killed
+// sequence order. The stage thread only takes a credit and queues the chunk for its
+// connection's writer thread. For a device chunk the writer enqueues the copy into one of its
+// own pinned buffers on its own GPU stream (after the producer's work, device side) while it
+// writes the chunk before, and releases the device chunk once its copy's fence is reached: the
+// connections' copies and writes all overlap and no thread waits for a copy it could overlap.
+// Each connection has a reader thread on both sides, so a peer that goes silent (killed
 // host, pulled cable) is noticed within peer_timeout even while the stage thread waits.
 #pragma once
 
@@ -30,6 +33,7 @@
 #include <vector>
 
 #include "pipeline/chunk_wire.hpp"
+#include "pipeline/gpu_stream.hpp"
 #include "pipeline/memory.hpp"
 #include "stages/link/tcp_connection.hpp"
 #include "stages/link/transport.hpp"
@@ -48,13 +52,19 @@ class TcpSender final : public LinkSender {
   LinkStatus finish(std::chrono::milliseconds timeout) noexcept override;
   void abort(std::string_view reason) noexcept override;
   [[nodiscard]] const std::string& error() const noexcept override { return failure_.text(); }
+  [[nodiscard]] LinkSenderTimes times() const noexcept override {
+    return {credit_wait_ns_, writing_ns_.load(std::memory_order_relaxed),
+            writing_cpu_ns_.load(std::memory_order_relaxed)};
+  }
   void close() noexcept override;
 
  private:
-  // One chunk on its way out: the upstream chunk itself (host memory) or a pinned copy of it.
+  // One chunk on its way out: a host chunk is written from its own bytes; a device chunk from
+  // a pinned copy, and released once that copy finished.
   struct Job {
-    ChunkPtr chunk;    // a host chunk, released once its bytes are in the kernel
-    int staging = -1;  // else the index of the pinned buffer holding a device chunk's bytes
+    ChunkPtr chunk;
+    int staging = -1;         // the connection's pinned buffer a device chunk's copy goes to, once started
+    std::uint64_t fence = 0;  // that copy's fence on the connection's GPU stream
     std::uint32_t sequence = 0;
     std::size_t bytes = 0;
     std::array<std::byte, kChunkWireBytes> metadata{};
@@ -64,8 +74,15 @@ class TcpSender final : public LinkSender {
     explicit Stream(TcpFailure& failure) : connection(failure) {}
     TcpConnection connection;
     std::vector<Job> queue;
-    std::size_t head = 0;
-    std::size_t count = 0;  // queued jobs, the one being written included
+    std::size_t head = 0;            // moved by the writer only
+    std::size_t count = 0;           // queued jobs, the one being written included
+    std::condition_variable queued;  // wakes the writer alone: a job queued, or closing
+    // Device lanes: the writer's own pinned buffers and GPU stream, touched by the writer only
+    // (the stream after the buffers: its destructor waits for the copies into them).
+    std::vector<MemoryRegion> staging;
+    GpuStream gpu;
+    std::vector<int> free_staging;
+    std::size_t prepared = 0;  // queued jobs from head on that are ready to write or being copied
     std::thread reader;
     std::thread writer;
   };
@@ -73,7 +90,8 @@ class TcpSender final : public LinkSender {
   void open_streams(const TransportSettings& settings, std::uint32_t lane, std::span<const std::byte> hello);
   void read_loop(Stream& stream) noexcept;
   void write_loop(Stream& stream) noexcept;
-  bool stage_device_chunk(Job& job, const Chunk& chunk) noexcept;
+  void start_copies(Stream& stream, std::size_t queued) noexcept;
+  void write_job(Stream& stream, Job& job) noexcept;
   // The failure, once the reader had a moment to take the peer's error frame: the peer's
   // reason is worth more than the "Broken pipe" our own write saw first.
   LinkStatus settled_failure(std::unique_lock<std::mutex>& lock) noexcept;
@@ -83,12 +101,13 @@ class TcpSender final : public LinkSender {
   std::vector<std::unique_ptr<Stream>> streams_;
   std::size_t slot_bytes_ = 0;
   std::size_t slot_count_ = 0;
-  CudaStream copy_stream_;             // device chunks' copies into staging_
-  std::vector<MemoryRegion> staging_;  // pinned copies of device chunks (TCP reads host memory only)
-  std::uint32_t next_sequence_ = 0;    // the stage thread's only
+  bool device_sources_ = false;       // the writers hold pinned buffers for device chunks
+  std::uint32_t next_sequence_ = 0;   // the stage thread's only
+  std::uint64_t credit_wait_ns_ = 0;  // the stage thread's only
+  std::atomic<std::uint64_t> writing_ns_{0};
+  std::atomic<std::uint64_t> writing_cpu_ns_{0};
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::vector<int> free_staging_;      // guarded by mutex_
   std::uint64_t credits_ = 0;          // guarded by mutex_
   std::size_t ends_acknowledged_ = 0;  // guarded by mutex_
   std::size_t readers_done_ = 0;       // guarded by mutex_

@@ -69,6 +69,13 @@ enum class LinkStatus : std::uint8_t {
 };
 std::string_view to_string(LinkStatus status);
 
+// Totals a sender keeps so that its stage reports backpressure as waiting, not as work.
+struct LinkSenderTimes {
+  std::uint64_t credit_wait_ns = 0;  // inside send(), waiting for a credit or for the transport's room
+  std::uint64_t writing_ns = 0;      // tcp: connection threads writing chunks into their sockets, summed
+  std::uint64_t writing_cpu_ns = 0;  // tcp: those threads' CPU time in the writes (the kernel's copying)
+};
+
 class LinkSender {
  public:
   virtual ~LinkSender() = default;
@@ -98,6 +105,8 @@ class LinkSender {
   virtual void abort(std::string_view reason) noexcept = 0;
   // Why the last call returned peer_lost or error.
   [[nodiscard]] virtual const std::string& error() const noexcept = 0;
+  // Where the sending half's time went since connect (totals; the stage thread reads them).
+  [[nodiscard]] virtual LinkSenderTimes times() const noexcept = 0;
   // Teardown: closes the connection and releases every chunk still held; idempotent.
   virtual void close() noexcept = 0;
 };

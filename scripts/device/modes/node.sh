@@ -5,7 +5,10 @@
 #   link      link_tcp_bench: the tcp link (1 and NODE_CONNECTIONS connections) vs a bare send/recv loop
 #   record    GPU node (udp → link into GPU memory → fft power_db, no averaging → link over tcp) and
 #             storage node (link → record → null) at 2 × NODE_RATE (3GB/s) for NODE_SECONDS (10):
-#             emulator packets vs received, lost samples, sent vs received link bytes, bytes on disk
+#             emulator packets vs received, lost samples, sent vs received link bytes, bytes on disk; per
+#             lane packets sent / received / missing, the sending half's rate, busy share (and per GB/s),
+#             its waits for credits, each connection's writer's share of the run in its socket writes (and
+#             its CPU time in them: near the share, the kernel's copying is the bound), and record's busy share
 #   ladder    the same for 5 s at each of NODE_RATES until one loses
 #   playback  raw ci16 recorded for 6 s at 2 × NODE_RATE onto the volumes, then played back by the
 #             storage node into the GPU node's fft (record off there), --fast and paced at the recorded rate
@@ -52,26 +55,42 @@ node_record_run() {  # node_record_run RATE SECONDS: one two-process run; prints
   wait $gpu || status=1
   wait $storage || status=1
   # shellcheck disable=SC2046  # emulator_sent's two words are two arguments
-  python3 - "$out/$name-gpu.json" "$out/$name-storage.json" "$rate" "$seconds" "${node_dirs[@]}" $(emulator_sent "$name") \
+  node_connections=$node_connections python3 - "$out/$name-gpu.json" "$out/$name-storage.json" "$rate" "$seconds" "${node_dirs[@]}" $(emulator_sent "$name") \
     <<'PY' | tee -a "$node_summary"
 import glob, json, os, sys
 gpu, storage = (json.load(open(p)) for p in sys.argv[1:3])
 rate, seconds, dirs, (sent, gbps) = sys.argv[3], sys.argv[4], sys.argv[5:7], sys.argv[7:9]
+connections = int(os.environ.get("node_connections", "4"))
 received = lost = link_sent = link_received = on_disk = 0
-busy = []
+rows = []
 for lane, far in zip(gpu["lanes"], storage["lanes"]):
-    received += lane["stages"][0]["packets"]
-    lost += lane["stages"][0]["counters"].get("lost_samples", 0)
-    link_sent += lane["stages"][-1]["out"]["bytes"]
+    source, half = lane["stages"][0], lane["stages"][-1]
+    received += source["packets"]
+    lost += source["counters"].get("lost_samples", 0)
+    link_sent += half["out"]["bytes"]
     link_received += far["stages"][0]["out"]["bytes"]
-    busy.append(f'{lane["name"]} sending half busy {lane["stages"][-1]["busy_fraction"]:.0%}, '
-                f'record {far["stages"][1]["busy_fraction"]:.0%}')
+    # The emulator paces both ports alike: each lane was sent half its packets.
+    lane_sent = int(sent) // 2 if sent != "?" else None
+    missing = lane_sent - source["packets"] if lane_sent is not None else "?"
+    run = half["flow_seconds"] or half["seconds"] or 1  # while chunks flowed
+    link_gbps = half["out"]["bytes"] / run / 1e9
+    busy = half["busy_fraction_flowing"]
+    counters = half["counters"]
+    credit_wait = counters.get("credit_wait_us", 0) / 1e6 / run
+    writing = counters.get("connections_writing_us", 0) / 1e6 / run / connections
+    writing_cpu = counters.get("connections_writing_cpu_us", 0) / 1e6 / run / connections
+    rows.append(f'  {lane["name"]}: packets sent {lane_sent if lane_sent is not None else "?"} received {source["packets"]} '
+                f'missing {missing} (lost_packets {source["counters"].get("lost_packets", 0)}); sending half '
+                f'{link_gbps:.2f} GB/s, busy {busy:.0%} ({busy / max(link_gbps, 1e-9):.1%} per GB/s), '
+                f'waiting for credits {credit_wait:.1%}, each of {connections} connections writing {writing:.1%} (CPU {writing_cpu:.1%}); '
+                f'record busy {far["stages"][1]["busy_fraction"]:.0%}')
 for d in dirs:
     on_disk += sum(os.path.getsize(f) for f in glob.glob(os.path.join(d, "**", "*.sigmf-data"), recursive=True))
 ok = lost == 0 and link_sent == link_received == on_disk and link_sent > 0
 print(f"record {rate:>7} {seconds:>3}s sent {sent} pkts {float(gbps):.2f} GB/s, received {received} pkts, lost samples {lost}, "
       f"link {link_sent / 1e9:.2f} GB sent / {link_received / 1e9:.2f} GB received, {on_disk / 1e9:.2f} GB on disk, "
-      f"{'lossless' if ok else 'LOSS/MISMATCH'}; " + "; ".join(busy))
+      f"{'lossless' if ok else 'LOSS/MISMATCH'}")
+print("\n".join(rows))
 sys.exit(0 if ok else 1)
 PY
 }

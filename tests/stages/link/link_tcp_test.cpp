@@ -13,6 +13,7 @@
 #include "pipeline/clock.hpp"
 #include "stages/link/link_halves.hpp"
 #include "stages/link/tcp_transport.hpp"
+#include "tests/stages/link/loopback_link.hpp"
 #include "tests/support/free_port.hpp"
 #include "wire/socket.hpp"
 
@@ -60,22 +61,11 @@ void fill(Chunk& chunk, std::uint64_t sequence) {
   for (std::uint32_t g = 0; g < gaps_of(sequence); ++g) ASSERT_TRUE(chunk.add_gap(sequence * 100 + g, g + 1));
 }
 
-// Both halves connected over loopback, the way the link stage sets them up.
-struct Connected {
-  Pool source{"source", PoolSpec{64 * 1024, 8, MemoryKind::host, 0}};
-  Pool landing;
-  TcpSender sender;
-  TcpReceiver receiver;
-  std::vector<std::byte> hello_seen;
-
-  explicit Connected(std::size_t slots, TransportSettings settings = loopback(), std::uint32_t sender_lane = 2)
-      : landing("landing", PoolSpec{64 * 1024, slots, MemoryKind::host, 0}) {
-    receiver.listen(settings, 2, landing);
-    auto accepted = std::async(std::launch::async, [&] { return receiver.accept(); });
-    const std::array<std::byte, 3> hello{std::byte{1}, std::byte{2}, std::byte{3}};
-    sender.connect(settings, sender_lane, {&source}, hello);
-    hello_seen = accepted.get();
-  }
+// Both halves connected over loopback: 8 source chunks and `slots` landing slots of 64 KiB.
+struct Connected : testing::LoopbackLink {
+  explicit Connected(std::size_t slots, const TransportSettings& settings = loopback(), std::uint32_t sender_lane = 2)
+      : LoopbackLink(PoolSpec{64 * 1024, 8, MemoryKind::host, 0}, PoolSpec{64 * 1024, slots, MemoryKind::host, 0},
+                     settings, sender_lane) {}
 };
 
 // Sends `chunks` chunks through `link` and checks each one as it lands, in order.
