@@ -29,8 +29,7 @@ struct RecorderSettings {
   bool overwrite = false;                // replace an existing capture of this name and lane
   std::uint64_t rotate_bytes = 0;        // start a new file set once a data file would pass this; 0 = never
   std::uint64_t preallocate_bytes =
-      1ULL << 30;                        // data file size reserved ahead of the writes at first (more as the file
-                                         // grows: reserve_ahead; a rotating one whole); 0 = off
+      1ULL << 30;                        // reserved ahead of the writes (reserve_ahead; a rotating file whole); 0 = off
   unsigned queue_depth = 8;              // chunks in flight for the lane, spread over its directories
   bool direct = true;                    // O_DIRECT (some filesystems refuse it)
   std::string recorder_name = "sluice";  // core:recorder

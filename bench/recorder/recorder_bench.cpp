@@ -145,7 +145,9 @@ struct WriteResult {
 double thread_cpu_seconds() {
   rusage usage{};
   ::getrusage(RUSAGE_THREAD, &usage);
-  const auto seconds = [](const timeval& time) { return static_cast<double>(time.tv_sec) + static_cast<double>(time.tv_usec) / 1e6; };
+  const auto seconds = [](const timeval& time) {
+    return static_cast<double>(time.tv_sec) + static_cast<double>(time.tv_usec) / 1e6;
+  };
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
