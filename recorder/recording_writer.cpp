@@ -190,6 +190,12 @@ bool RecordingWriter::poll(std::chrono::microseconds timeout) noexcept {
   return !failed();
 }
 
+std::size_t RecordingWriter::writes_in_kernel() const noexcept {
+  std::size_t writing = 0;
+  for (const auto& stripe : stripes_) writing += stripe->ring.writes_in_kernel();
+  return writing;
+}
+
 ChunkPtr RecordingWriter::take_done() noexcept {
   if (in_flight_ == 0) return nullptr;
   Stripe& stripe = *stripes_[retired_ % stripes_.size()];

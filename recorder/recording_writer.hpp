@@ -72,6 +72,8 @@ class RecordingWriter {
   // Hot path. True when another chunk may be submitted now (its volume has a write free).
   [[nodiscard]] bool has_room() const noexcept;
   [[nodiscard]] std::size_t in_flight() const noexcept { return in_flight_; }
+  // Of those, the chunks whose write is still in the kernel, over every volume.
+  [[nodiscard]] std::size_t writes_in_kernel() const noexcept;
   // Queues the chunk's bytes (from `bounce` when given: a pinned copy of a device chunk).
   // False when it failed (see error()).
   bool submit(ChunkPtr chunk, ChunkPtr bounce) noexcept;

@@ -11,7 +11,8 @@
 // BM_StripedWriteVsFio writes one lane striped over every directory of SLUICE_BENCH_DIRS (a
 // colon-separated list, one per volume) against fio with one job per volume at once, each
 // volume given the same bytes and queue depth on both sides; its counter thread_busy is the
-// submitting thread's CPU time over the writes' wall time (near 1: that thread is the bound).
+// submitting thread's CPU time over the writes' wall time (near 1: that thread is the bound),
+// kernel_depth the writes it kept in the kernel a volume on average (fio keeps its iodepth, 8).
 // SLUICE_BENCH_PREALLOCATE sets the writer's preallocate (default: every byte, reserved at once).
 //   SLUICE_BENCH_DIR=/data/bench SLUICE_BENCH_BYTES=8GiB ./recorder_bench --benchmark_repetitions=5
 #include <benchmark/benchmark.h>
@@ -138,7 +139,8 @@ void stamp_pages(std::byte* data, std::uint64_t stream_offset) {
 struct WriteResult {
   double bytes_per_second = 0;
   double huge_fraction = 0;
-  double thread_busy = 0;  // the submitting thread's CPU time over the wall time of the writes
+  double thread_busy = 0;   // the submitting thread's CPU time over the wall time of the writes
+  double kernel_depth = 0;  // writes in the kernel a volume, averaged over the time of the writes
 };
 
 // CPU seconds the calling thread has used.
@@ -172,7 +174,13 @@ WriteResult recorder_write(const std::vector<std::string>& directories, const st
   const double cpu_begin = thread_cpu_seconds();
   std::uint64_t submitted = 0;
   std::uint64_t sample = 0;
+  double depth_seconds = 0;  // writes in the kernel × the time they were
+  auto sampled = begin;
   while (submitted < total || writer.in_flight() > 0) {
+    const auto now = std::chrono::steady_clock::now();
+    depth_seconds +=
+        static_cast<double>(writer.writes_in_kernel()) * std::chrono::duration<double>(now - sampled).count();
+    sampled = now;
     writer.poll(std::chrono::microseconds(0));
     while (ChunkPtr done = writer.take_done()) {
     }
@@ -195,7 +203,8 @@ WriteResult recorder_write(const std::vector<std::string>& directories, const st
   writer.finish();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   if (writer.failed()) throw std::runtime_error(writer.error());
-  return WriteResult{static_cast<double>(total) / seconds, huge, (thread_cpu_seconds() - cpu_begin) / seconds};
+  return WriteResult{static_cast<double>(total) / seconds, huge, (thread_cpu_seconds() - cpu_begin) / seconds,
+                     depth_seconds / seconds / static_cast<double>(directories.size())};
 }
 
 // The record stage itself in a lane: generator (unpaced) → record → null, timed from the
@@ -417,6 +426,7 @@ void BM_StripedWriteVsFio(benchmark::State& state) {
   state.counters["fio_MBps"] = fio / 1e6;
   state.counters["ratio"] = ours.bytes_per_second / fio;
   state.counters["thread_busy"] = ours.thread_busy;
+  state.counters["kernel_depth"] = ours.kernel_depth;
   state.SetLabel(huge_pages() ? "huge pages both sides" : "4 KiB pages both sides");
 }
 
