@@ -139,8 +139,8 @@ void stamp_pages(std::byte* data, std::uint64_t stream_offset) {
 struct WriteResult {
   double bytes_per_second = 0;
   double huge_fraction = 0;
-  double thread_busy = 0;   // the submitting thread's CPU time over the wall time of the writes
-  double kernel_depth = 0;  // writes in the kernel a volume, averaged over the time of the writes
+  double thread_busy = 0;   // the submitting thread's CPU time over the time chunks were written
+  double kernel_depth = 0;  // writes in the kernel a volume, averaged over the time chunks were written
 };
 
 // CPU seconds the calling thread has used.
@@ -200,11 +200,14 @@ WriteResult recorder_write(const std::vector<std::string>& directories, const st
     }
     writer.poll(std::chrono::microseconds(500));
   }
+  // Up to the last chunk's retirement: finishing (truncate, fsync, meta) is neither submitting nor writing.
+  const double writing = std::chrono::duration<double>(sampled - begin).count();
+  const double busy = (thread_cpu_seconds() - cpu_begin) / writing;
   writer.finish();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   if (writer.failed()) throw std::runtime_error(writer.error());
-  return WriteResult{static_cast<double>(total) / seconds, huge, (thread_cpu_seconds() - cpu_begin) / seconds,
-                     depth_seconds / seconds / static_cast<double>(directories.size())};
+  return WriteResult{static_cast<double>(total) / seconds, huge, busy,
+                     depth_seconds / writing / static_cast<double>(directories.size())};
 }
 
 // The record stage itself in a lane: generator (unpaced) → record → null, timed from the
