@@ -196,6 +196,10 @@ std::size_t RecordingWriter::writes_in_kernel() const noexcept {
   return writing;
 }
 
+bool RecordingWriter::a_volume_idles() const noexcept {
+  return std::any_of(stripes_.begin(), stripes_.end(), [](const auto& stripe) { return !stripe->ring.pending(); });
+}
+
 ChunkPtr RecordingWriter::take_done() noexcept {
   if (in_flight_ == 0) return nullptr;
   Stripe& stripe = *stripes_[retired_ % stripes_.size()];

@@ -74,6 +74,8 @@ class RecordingWriter {
   [[nodiscard]] std::size_t in_flight() const noexcept { return in_flight_; }
   // Of those, the chunks whose write is still in the kernel, over every volume.
   [[nodiscard]] std::size_t writes_in_kernel() const noexcept;
+  // Whether some volume has no write in the kernel.
+  [[nodiscard]] bool a_volume_idles() const noexcept;
   // Queues the chunk's bytes (from `bounce` when given: a pinned copy of a device chunk).
   // False when it failed (see error()).
   bool submit(ChunkPtr chunk, ChunkPtr bounce) noexcept;

@@ -12,7 +12,8 @@
 // colon-separated list, one per volume) against fio with one job per volume at once, each
 // volume given the same bytes and queue depth on both sides; its counter thread_busy is the
 // submitting thread's CPU time over the writes' wall time (near 1: that thread is the bound),
-// kernel_depth the writes it kept in the kernel a volume on average (fio keeps its iodepth, 8).
+// kernel_depth the writes it kept in the kernel a volume on average (fio keeps its iodepth, 8),
+// volume_idle the fraction of the time some volume had none (both sampled at every turn).
 // SLUICE_BENCH_PREALLOCATE sets the writer's preallocate (default: every byte, reserved at once).
 //   SLUICE_BENCH_DIR=/data/bench SLUICE_BENCH_BYTES=8GiB ./recorder_bench --benchmark_repetitions=5
 #include <benchmark/benchmark.h>
@@ -141,6 +142,7 @@ struct WriteResult {
   double huge_fraction = 0;
   double thread_busy = 0;   // the submitting thread's CPU time over the time chunks were written
   double kernel_depth = 0;  // writes in the kernel a volume, averaged over the time chunks were written
+  double volume_idle = 0;   // of that time, the fraction in which some volume had no write in the kernel
 };
 
 // CPU seconds the calling thread has used.
@@ -174,14 +176,18 @@ WriteResult recorder_write(const std::vector<std::string>& directories, const st
   const double cpu_begin = thread_cpu_seconds();
   std::uint64_t submitted = 0;
   std::uint64_t sample = 0;
-  double depth_seconds = 0;  // writes in the kernel × the time they were
+  // Each turn, once completions are reaped, the time since the last turn counts with what is
+  // in the kernel now: the writes in the kernel × time, and the time some volume had none.
+  double depth_seconds = 0;
+  double idle_seconds = 0;
   auto sampled = begin;
   while (submitted < total || writer.in_flight() > 0) {
-    const auto now = std::chrono::steady_clock::now();
-    depth_seconds +=
-        static_cast<double>(writer.writes_in_kernel()) * std::chrono::duration<double>(now - sampled).count();
-    sampled = now;
     writer.poll(std::chrono::microseconds(0));
+    const auto now = std::chrono::steady_clock::now();
+    const double interval = std::chrono::duration<double>(now - sampled).count();
+    depth_seconds += static_cast<double>(writer.writes_in_kernel()) * interval;
+    idle_seconds += writer.a_volume_idles() ? interval : 0;
+    sampled = now;
     while (ChunkPtr done = writer.take_done()) {
     }
     if (writer.failed()) throw std::runtime_error(writer.error());
@@ -207,7 +213,7 @@ WriteResult recorder_write(const std::vector<std::string>& directories, const st
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   if (writer.failed()) throw std::runtime_error(writer.error());
   return WriteResult{static_cast<double>(total) / seconds, huge, busy,
-                     depth_seconds / writing / static_cast<double>(directories.size())};
+                     depth_seconds / writing / static_cast<double>(directories.size()), idle_seconds / writing};
 }
 
 // The record stage itself in a lane: generator (unpaced) → record → null, timed from the
@@ -430,6 +436,7 @@ void BM_StripedWriteVsFio(benchmark::State& state) {
   state.counters["ratio"] = ours.bytes_per_second / fio;
   state.counters["thread_busy"] = ours.thread_busy;
   state.counters["kernel_depth"] = ours.kernel_depth;
+  state.counters["volume_idle"] = ours.volume_idle;
   state.SetLabel(huge_pages() ? "huge pages both sides" : "4 KiB pages both sides");
 }
 
