@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -69,6 +70,18 @@ class Preallocation {
   bool stopped_ = false;         // a fallocate failed: this file grows no more
   std::shared_ptr<Volume> volume_;
 };
+
+// The most a growing data file is reserved ahead of its writes (8 GiB).
+inline constexpr std::uint64_t kMostReservedAhead = 8ULL << 30;
+
+// How far past `end` (where its writes reach) a data file that does not rotate is reserved:
+// `preallocate` at first, then as far as the file already reaches, up to kMostReservedAhead.
+// On ext4 every growth waits for the file's direct writes in flight and holds the writes
+// that come meanwhile (the inode's lock), so growths get rarer as the file grows: a few
+// dozen for a file of terabytes instead of one every `preallocate / 2`.
+inline std::uint64_t reserve_ahead(std::uint64_t preallocate, std::uint64_t end) {
+  return preallocate == 0 ? 0 : std::max(preallocate, std::min(end, kMostReservedAhead));
+}
 
 // A writer on `device` ran out of space: every preallocation there gives back its unclaimed
 // tail and none grows again while one is registered. Returns the bytes given back (0: the

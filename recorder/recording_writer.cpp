@@ -107,9 +107,9 @@ bool RecordingWriter::submit(ChunkPtr chunk, ChunkPtr bounce) noexcept {
   if (file.preallocation) {
     // Never asks for room past the rotation size (a rotating file is reserved whole when made).
     const std::uint64_t end = file.next_offset + chunk->size;
-    std::uint64_t ahead = settings_.preallocate_bytes;
+    std::uint64_t ahead = reserve_ahead(settings_.preallocate_bytes, end);
     if (settings_.rotate_bytes > 0)
-      ahead = end < settings_.rotate_bytes ? std::min(ahead, settings_.rotate_bytes - end) : 0;
+      ahead = end < settings_.rotate_bytes ? std::min(settings_.preallocate_bytes, settings_.rotate_bytes - end) : 0;
     file.preallocation->claim(end, ahead);
   }
   ++in_flight_;
@@ -188,6 +188,16 @@ bool RecordingWriter::poll(std::chrono::microseconds timeout) noexcept {
   }
   stripes_[oldest]->ring.poll(timeout, true);
   return !failed();
+}
+
+std::size_t RecordingWriter::writes_in_kernel() const noexcept {
+  std::size_t writing = 0;
+  for (const auto& stripe : stripes_) writing += stripe->ring.writes_in_kernel();
+  return writing;
+}
+
+bool RecordingWriter::a_volume_idles() const noexcept {
+  return std::any_of(stripes_.begin(), stripes_.end(), [](const auto& stripe) { return !stripe->ring.pending(); });
 }
 
 ChunkPtr RecordingWriter::take_done() noexcept {

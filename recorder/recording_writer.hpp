@@ -29,7 +29,7 @@ struct RecorderSettings {
   bool overwrite = false;                // replace an existing capture of this name and lane
   std::uint64_t rotate_bytes = 0;        // start a new file set once a data file would pass this; 0 = never
   std::uint64_t preallocate_bytes =
-      1ULL << 30;                        // data file size reserved ahead of the writes (a rotating one whole); 0 = off
+      1ULL << 30;                        // reserved ahead of the writes (reserve_ahead; a rotating file whole); 0 = off
   unsigned queue_depth = 8;              // chunks in flight for the lane, spread over its directories
   bool direct = true;                    // O_DIRECT (some filesystems refuse it)
   std::string recorder_name = "sluice";  // core:recorder
@@ -72,6 +72,10 @@ class RecordingWriter {
   // Hot path. True when another chunk may be submitted now (its volume has a write free).
   [[nodiscard]] bool has_room() const noexcept;
   [[nodiscard]] std::size_t in_flight() const noexcept { return in_flight_; }
+  // Of those, the chunks whose write is still in the kernel, over every volume.
+  [[nodiscard]] std::size_t writes_in_kernel() const noexcept;
+  // Whether some volume has no write in the kernel.
+  [[nodiscard]] bool a_volume_idles() const noexcept;
   // Queues the chunk's bytes (from `bounce` when given: a pinned copy of a device chunk).
   // False when it failed (see error()).
   bool submit(ChunkPtr chunk, ChunkPtr bounce) noexcept;

@@ -148,12 +148,13 @@ void WriteRing::poll(std::chrono::microseconds timeout, bool wait) noexcept {
   if (submitted < 0) error_->set(-submitted, errno_message("io_uring_submit", -submitted));
 }
 
-bool WriteRing::pending() const noexcept {
+std::size_t WriteRing::writes_in_kernel() const noexcept {
+  std::size_t writing = 0;
   for (std::size_t i = 0; i < in_flight_; ++i) {
     const Slot& slot = slots_[(head_ + i) % slots_.size()];
-    if (slot.operations[0].pending || slot.operations[1].pending) return true;
+    if (slot.operations[0].pending || slot.operations[1].pending) ++writing;
   }
-  return false;
+  return writing;
 }
 
 const WriteRing::Written* WriteRing::written_head() noexcept {

@@ -59,7 +59,9 @@ class WriteRing {
   // requeues short writes and EAGAIN. Hot path.
   void poll(std::chrono::microseconds timeout, bool wait) noexcept;
   // Whether a write is still in the kernel.
-  [[nodiscard]] bool pending() const noexcept;
+  [[nodiscard]] bool pending() const noexcept { return writes_in_kernel() > 0; }
+  // Chunks with a write still in the kernel (the rest of those held are written, or failed).
+  [[nodiscard]] std::size_t writes_in_kernel() const noexcept;
   // The oldest chunk when all of its bytes are written, else nothing.
   [[nodiscard]] const Written* written_head() noexcept;
   // The written head leaves the ring (its bounce is released); returns its chunk.

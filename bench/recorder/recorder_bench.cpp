@@ -10,9 +10,14 @@
 // every replayed chunk's pages are checked against the file offsets the writer stamped.
 // BM_StripedWriteVsFio writes one lane striped over every directory of SLUICE_BENCH_DIRS (a
 // colon-separated list, one per volume) against fio with one job per volume at once, each
-// volume given the same bytes and queue depth on both sides.
+// volume given the same bytes and queue depth on both sides; its counter thread_busy is the
+// submitting thread's CPU time over the writes' wall time (near 1: that thread is the bound),
+// kernel_depth the writes it kept in the kernel a volume on average (fio keeps its iodepth, 8),
+// volume_idle the fraction of the time some volume had none (both sampled at every turn).
+// SLUICE_BENCH_PREALLOCATE sets the writer's preallocate (default: every byte, reserved at once).
 //   SLUICE_BENCH_DIR=/data/bench SLUICE_BENCH_BYTES=8GiB ./recorder_bench --benchmark_repetitions=5
 #include <benchmark/benchmark.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -43,6 +48,13 @@ namespace fs = std::filesystem;
 
 constexpr std::size_t kChunkBytes = 4 << 20;
 constexpr unsigned kQueueDepth = 8;
+// How far ahead the recorder preallocates its data files (SLUICE_BENCH_PREALLOCATE, e.g. 1GiB as
+// the record stage's default; default: the bytes of the measurement, reserved whole at the start).
+std::uint64_t bench_preallocate(std::uint64_t total) {
+  const char* text = std::getenv("SLUICE_BENCH_PREALLOCATE");
+  const auto parsed = text != nullptr ? parse_bytes(text) : std::nullopt;
+  return parsed ? *parsed : total;
+}
 // Bytes per measurement (SLUICE_BENCH_BYTES, e.g. 8GiB; default 4 GiB).
 const std::uint64_t kTotalBytes = [] {
   const char* text = std::getenv("SLUICE_BENCH_BYTES");
@@ -128,7 +140,20 @@ void stamp_pages(std::byte* data, std::uint64_t stream_offset) {
 struct WriteResult {
   double bytes_per_second = 0;
   double huge_fraction = 0;
+  double thread_busy = 0;   // the submitting thread's CPU time over the time chunks were written
+  double kernel_depth = 0;  // writes in the kernel a volume, averaged over the time chunks were written
+  double volume_idle = 0;   // of that time, the fraction in which some volume had no write in the kernel
 };
+
+// CPU seconds the calling thread has used.
+double thread_cpu_seconds() {
+  rusage usage{};
+  ::getrusage(RUSAGE_THREAD, &usage);
+  const auto seconds = [](const timeval& time) {
+    return static_cast<double>(time.tv_sec) + static_cast<double>(time.tv_usec) / 1e6;
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
 
 // The recorder's sustained write: chunks cycle through the writer as fast as it retires them.
 WriteResult recorder_write(const std::vector<std::string>& directories, const std::string& name) {
@@ -142,16 +167,27 @@ WriteResult recorder_write(const std::vector<std::string>& directories, const st
   settings.directories = directories;
   settings.name = name;
   settings.queue_depth = depth;
-  settings.preallocate_bytes = kTotalBytes;
+  settings.preallocate_bytes = bench_preallocate(kTotalBytes);
   StreamInfo stream;
   stream.sample_rate = 1e9;
   recorder::RecordingWriter writer(settings, stream, "bench");
   writer.open({&pool});
   const auto begin = std::chrono::steady_clock::now();
+  const double cpu_begin = thread_cpu_seconds();
   std::uint64_t submitted = 0;
   std::uint64_t sample = 0;
+  // Each turn, once completions are reaped, the time since the last turn counts with what is
+  // in the kernel now: the writes in the kernel × time, and the time some volume had none.
+  double depth_seconds = 0;
+  double idle_seconds = 0;
+  auto sampled = begin;
   while (submitted < total || writer.in_flight() > 0) {
     writer.poll(std::chrono::microseconds(0));
+    const auto now = std::chrono::steady_clock::now();
+    const double interval = std::chrono::duration<double>(now - sampled).count();
+    depth_seconds += static_cast<double>(writer.writes_in_kernel()) * interval;
+    idle_seconds += writer.a_volume_idles() ? interval : 0;
+    sampled = now;
     while (ChunkPtr done = writer.take_done()) {
     }
     if (writer.failed()) throw std::runtime_error(writer.error());
@@ -170,10 +206,14 @@ WriteResult recorder_write(const std::vector<std::string>& directories, const st
     }
     writer.poll(std::chrono::microseconds(500));
   }
+  // Up to the last chunk's retirement: finishing (truncate, fsync, meta) is neither submitting nor writing.
+  const double writing = std::chrono::duration<double>(sampled - begin).count();
+  const double busy = (thread_cpu_seconds() - cpu_begin) / writing;
   writer.finish();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   if (writer.failed()) throw std::runtime_error(writer.error());
-  return WriteResult{static_cast<double>(total) / seconds, huge};
+  return WriteResult{static_cast<double>(total) / seconds, huge, busy,
+                     depth_seconds / writing / static_cast<double>(directories.size()), idle_seconds / writing};
 }
 
 // The record stage itself in a lane: generator (unpaced) → record → null, timed from the
@@ -394,6 +434,9 @@ void BM_StripedWriteVsFio(benchmark::State& state) {
   state.counters["recorder_MBps"] = ours.bytes_per_second / 1e6;
   state.counters["fio_MBps"] = fio / 1e6;
   state.counters["ratio"] = ours.bytes_per_second / fio;
+  state.counters["thread_busy"] = ours.thread_busy;
+  state.counters["kernel_depth"] = ours.kernel_depth;
+  state.counters["volume_idle"] = ours.volume_idle;
   state.SetLabel(huge_pages() ? "huge pages both sides" : "4 KiB pages both sides");
 }
 

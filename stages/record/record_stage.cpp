@@ -40,8 +40,10 @@ RecordStage::RecordStage(SettingsReader& reader, const PipelineSettings& pipelin
                                        "files are set aside until the new recording finishes");
   settings_.rotate_bytes =
       reader.bytes("rotate", 0, "start a new file set when a data file would pass this size (0: never)");
-  settings_.preallocate_bytes = reader.bytes(
-      "preallocate", 1ULL << 30, "fallocate data files this far ahead of the writes, a rotating one whole (0: off)");
+  settings_.preallocate_bytes =
+      reader.bytes("preallocate", 1ULL << 30,
+                   "fallocate data files this far ahead of the writes at first, then as far as the file reaches (up to "
+                   "8 GiB), a rotating one whole (0: off)");
   settings_.queue_depth = static_cast<unsigned>(reader.integer(
       "io_depth", 8, "chunks in flight, shared out over the directories (each its own io_uring)", 1, 4096));
   settings_.direct = reader.boolean("direct", true, "write with O_DIRECT (turn off for filesystems that refuse it)");

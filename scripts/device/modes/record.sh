@@ -70,6 +70,13 @@ pick = sorted(runs, key=lambda b: b["ratio"])[len(runs) // 2]  # the median run'
 pages = "2 MiB" if sys.argv[4] == "1" else "4 KiB"
 print(f"{sys.argv[2]:<10} {'recorder, one lane over ' + sys.argv[3] + ' volumes vs fio, ' + pages + ' pages, MB/s':<58} "
       f"{pick['recorder_MBps']:14.0f} {'fio ' + str(round(pick['fio_MBps'])):>14} {pick['ratio']:7.2f}")
+# Busy near 1: the one thread that submits and reaps for every volume bounds the recorder.
+# Writes in the kernel a volume below fio's 8, and time in which some volume has none: chunks
+# go round-robin and leave in order, so the volumes move in step with the slowest.
+print(f"{sys.argv[2]:<10} {'the same run: submitting thread busy; writes in kernel a volume':<58} "
+      f"{'busy ' + format(pick.get('thread_busy', -1), '.2f'):>14} {'depth ' + format(pick.get('kernel_depth', -1), '.1f'):>14} {'-':>7}")
+print(f"{sys.argv[2]:<10} {'the same run: share of the time some volume had no write':<58} "
+      f"{pick.get('volume_idle', -1):14.2f} {'-':>14} {'-':>7}")
 PY
 }
 
