@@ -12,6 +12,7 @@
 // `size` counts every word of the packet, header and trailer included.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -113,6 +114,37 @@ DecodeStatus decode_any(std::span<const std::byte> datagram, Packet& out);
 // into a chunk) and checks the header beside it. Every check decode_any makes on the header and
 // the size; `payload` and `trailer` are left empty (the trailer is not read).
 DecodeStatus decode_prefix(std::span<const std::byte> prefix, std::size_t datagram_bytes, Packet& out);
+
+// Decodes IF Data packets shaped like the last one remembered: the same length and the same
+// header words but for the packet count and the timestamps (type, flags, size, stream ID, class
+// ID). For a stream of equal packets decode() runs once; every later packet costs a comparison
+// and the reads of its count, timestamps and trailer.
+class RepeatDecoder {
+ public:
+  // Remembers `datagram`, which decode() took as IF Data (status ok) into `packet`.
+  void remember(std::span<const std::byte> datagram, const Packet& packet) noexcept;
+  void forget() noexcept { bytes_ = 0; }
+  // True when `datagram` has the remembered shape: `out` then holds what decode() gives (ok).
+  // False: `out` is unchanged and decode() must judge the datagram.
+  bool decode(std::span<const std::byte> datagram, Packet& out) const noexcept {
+    if (datagram.size() != bytes_ || bytes_ == 0) return false;
+    const std::byte* data = datagram.data();
+    if ((load_be32(data) & ~kCountMask) != word0_) return false;
+    if (fixed_bytes_ != 0 && std::memcmp(data + 4, fixed_.data(), fixed_bytes_) != 0) return false;
+    decode_rest(datagram, out);
+    return true;
+  }
+
+ private:
+  static constexpr std::uint32_t kCountMask = 0xFU << 16;
+  void decode_rest(std::span<const std::byte> datagram, Packet& out) const noexcept;
+
+  std::size_t bytes_ = 0;        // the datagram's length; 0: nothing remembered
+  std::uint32_t word0_ = 0;      // header word 0 without the packet count
+  std::size_t fixed_bytes_ = 0;  // stream ID and class ID words after word 0
+  std::array<std::byte, 12> fixed_{};
+  Packet packet_;  // the remembered packet's header, stream ID and class ID
+};
 
 // Real-time picoseconds in one second.
 inline constexpr std::uint64_t kPicosecondsPerSecond = 1'000'000'000'000ULL;
