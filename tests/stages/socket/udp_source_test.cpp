@@ -54,6 +54,7 @@ struct UdpRun {
   std::vector<std::string> progress;  // the progress lines after the run
   std::uint64_t timeline_lost = 0;    // the timeline's last lost_samples for the lane
   std::string plot;                   // the rates plot (rate_plot_svg)
+  std::uint64_t header_decodes = 0;   // VITA-49 headers decoded whole (UdpSource::header_decodes)
 };
 
 constexpr std::uint64_t kStartSeconds = 1'700'000'000;
@@ -120,6 +121,7 @@ void run_udp(emulator::EmulatorSettings settings, UdpRun& run, const std::string
     run.timeline_lost = pipeline.timeline().back().lost_samples[0];
   }
   run.plot = rate_plot_svg(pipeline);
+  run.header_decodes = stage->header_decodes();
   run.packets = metrics.packets.load();
   run.lost_packets = counter(metrics, "lost_packets");
   run.lost_samples = counter(metrics, "lost_samples");
@@ -206,6 +208,31 @@ TEST(UdpSource, CleanStreamArrivesWholeAndInOrder) {
   EXPECT_EQ(run.reordered, 0U);
   EXPECT_EQ(run.samples_out, total);
   expect_stream(run, settings, total, {});
+  // Equal packets: the first header is decoded whole, every later one matched against it.
+  EXPECT_EQ(run.header_decodes, 1U);
+}
+
+// Between equal packets, every fault the emulator makes is still counted exactly, and only the
+// packets whose header words differ (the corrupt ones) are decoded whole again.
+TEST(UdpSource, FaultsAmongEqualPacketsAreExactWithOneWholeDecodePerOddHeader) {
+  auto settings = with_count(1200);
+  settings.faults.drop.packets = {10, 500, 501};
+  settings.faults.duplicate.packets = {100, 900};
+  settings.faults.reorder.packets = {300, 800};
+  settings.faults.corrupt.packets = {700, 701, 702};  // packet type, size field, stream ID
+  UdpRun run;
+  run_udp(settings, run);
+  const std::uint64_t spp = run.samples_per_packet;
+  EXPECT_EQ(run.sent.dropped, 3U);
+  EXPECT_EQ(run.sent.duplicated, 2U);
+  EXPECT_EQ(run.sent.corrupted, 3U);
+  EXPECT_EQ(run.packets, run.sent.packets);
+  EXPECT_EQ(run.duplicates, run.sent.duplicated);
+  EXPECT_EQ(run.reordered, run.sent.reordered);
+  EXPECT_EQ(run.lost_packets, 6U);
+  EXPECT_EQ(run.lost_samples, 6 * spp);
+  expect_stream(run, settings, 1200 * spp, {{10 * spp, spp}, {500 * spp, 2 * spp}, {700 * spp, 3 * spp}});
+  EXPECT_EQ(run.header_decodes, 1U + run.sent.corrupted);
 }
 
 // A stream that trickles in leaves the stage waiting on its socket most of the time, and that
@@ -240,6 +267,7 @@ TEST(UdpSource, GsoCoalescedDatagramsAreSplitBackIntoPackets) {
   EXPECT_EQ(run.packets, 4000U);
   EXPECT_EQ(run.lost_samples, 0U);
   expect_stream(run, settings, 4000 * run.samples_per_packet, {});
+  EXPECT_EQ(run.header_decodes, 1U);  // the segments of a coalesced datagram too
 }
 
 TEST(UdpSource, JumboCf32Datagrams) {
