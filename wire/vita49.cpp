@@ -185,38 +185,18 @@ DecodeStatus decode_prefix(std::span<const std::byte> prefix, std::size_t datagr
 }
 
 void RepeatDecoder::remember(std::span<const std::byte> datagram, const Packet& packet) noexcept {
-  const std::size_t words = prefix_words(packet.header);
-  const std::size_t timestamp_words =
-      (packet.header.tsi != Tsi::none ? 1U : 0U) + (packet.header.tsf != Tsf::none ? 2U : 0U);
-  fixed_bytes_ = (words - 1 - timestamp_words) * 4;
-  std::memcpy(fixed_.data(), datagram.data() + 4, fixed_bytes_);
+  const Header& header = packet.header;
+  const std::size_t words = prefix_words(header);
+  fixed_words_ = words - 1 - (header.tsi != Tsi::none ? 1U : 0U) - (header.tsf != Tsf::none ? 2U : 0U);
+  for (std::size_t i = 0; i < fixed_words_; ++i) fixed_[i] = load_be32(datagram.data() + 4 + 4 * i);
   word0_ = load_be32(datagram.data()) & ~kCountMask;
+  payload_at_ = words * 4;
+  payload_bytes_ = packet.payload.size();
   packet_ = packet;
   packet_.payload = {};
   bytes_ = datagram.size();
 }
 
-void RepeatDecoder::decode_rest(std::span<const std::byte> datagram, Packet& out) const noexcept {
-  const std::byte* cursor = datagram.data() + 4 + fixed_bytes_;
-  const Header& header = packet_.header;
-  out.header = header;
-  out.header.packet_count = static_cast<std::uint8_t>(load_be32(datagram.data()) >> 16 & 0xFU);
-  out.stream_id = packet_.stream_id;
-  out.class_id = packet_.class_id;
-  out.integer_timestamp = 0;
-  if (header.tsi != Tsi::none) {
-    out.integer_timestamp = load_be32(cursor);
-    cursor += 4;
-  }
-  out.fractional_timestamp = 0;
-  if (header.tsf != Tsf::none)
-    out.fractional_timestamp = static_cast<std::uint64_t>(load_be32(cursor)) << 32 | load_be32(cursor + 4);
-  const std::size_t prefix_bytes =
-      4 + fixed_bytes_ + (header.tsi != Tsi::none ? 4U : 0U) + (header.tsf != Tsf::none ? 8U : 0U);
-  const std::size_t payload_bytes = datagram.size() - prefix_bytes - (header.has_trailer ? 4U : 0U);
-  out.payload = datagram.subspan(prefix_bytes, payload_bytes);
-  out.trailer =
-      header.has_trailer ? parse_trailer(load_be32(datagram.data() + prefix_bytes + payload_bytes)) : Trailer{};
-}
+Trailer RepeatDecoder::trailer(std::uint32_t word) noexcept { return parse_trailer(word); }
 
 }  // namespace sluice::vita49

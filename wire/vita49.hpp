@@ -129,20 +129,36 @@ class RepeatDecoder {
   bool decode(std::span<const std::byte> datagram, Packet& out) const noexcept {
     if (datagram.size() != bytes_ || bytes_ == 0) return false;
     const std::byte* data = datagram.data();
-    if ((load_be32(data) & ~kCountMask) != word0_) return false;
-    if (fixed_bytes_ != 0 && std::memcmp(data + 4, fixed_.data(), fixed_bytes_) != 0) return false;
-    decode_rest(datagram, out);
+    const std::uint32_t word0 = load_be32(data);
+    if ((word0 & ~kCountMask) != word0_) return false;
+    for (std::size_t i = 0; i < fixed_words_; ++i) {
+      if (load_be32(data + 4 + 4 * i) != fixed_[i]) return false;
+    }
+    const Header& header = packet_.header;
+    out.header = header;
+    out.header.packet_count = static_cast<std::uint8_t>(word0 >> 16 & 0xFU);
+    out.stream_id = packet_.stream_id;
+    out.class_id = packet_.class_id;
+    const std::byte* timestamp = data + 4 + 4 * fixed_words_;
+    out.integer_timestamp = header.tsi != Tsi::none ? load_be32(timestamp) : 0;
+    if (header.tsi != Tsi::none) timestamp += 4;
+    out.fractional_timestamp =
+        header.tsf != Tsf::none ? static_cast<std::uint64_t>(load_be32(timestamp)) << 32 | load_be32(timestamp + 4) : 0;
+    out.payload = datagram.subspan(payload_at_, payload_bytes_);
+    out.trailer = header.has_trailer ? trailer(load_be32(data + payload_at_ + payload_bytes_)) : Trailer{};
     return true;
   }
 
  private:
   static constexpr std::uint32_t kCountMask = 0xFU << 16;
-  void decode_rest(std::span<const std::byte> datagram, Packet& out) const noexcept;
+  static Trailer trailer(std::uint32_t word) noexcept;
 
   std::size_t bytes_ = 0;        // the datagram's length; 0: nothing remembered
   std::uint32_t word0_ = 0;      // header word 0 without the packet count
-  std::size_t fixed_bytes_ = 0;  // stream ID and class ID words after word 0
-  std::array<std::byte, 12> fixed_{};
+  std::size_t fixed_words_ = 0;  // stream ID and class ID words after word 0
+  std::array<std::uint32_t, 3> fixed_{};
+  std::size_t payload_at_ = 0;
+  std::size_t payload_bytes_ = 0;
   Packet packet_;  // the remembered packet's header, stream ID and class ID
 };
 

@@ -9,6 +9,7 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -151,6 +152,7 @@ void UdpSource::allocate_batch() {
 void UdpSource::start(StageContext& context) {
   context_ = &context;
   rate_ = static_cast<std::uint64_t>(settings_.sample_rate);
+  sample_shift_ = static_cast<unsigned>(std::countr_zero(bytes_per_sample(settings_.format)));
   samples_per_picosecond_ = settings_.sample_rate / 1e12;
   const sockaddr_in bound = open_socket(context);
   drops_.start(socket_.get(), context.metrics(), gro_);
@@ -419,7 +421,7 @@ void UdpSource::handle_datagram(const std::byte* data, std::size_t bytes) noexce
   // A datagram shaped like the last accepted one passed every check that one passed.
   const std::span<const std::byte> datagram(data, bytes);
   if (!repeat_.decode(datagram, packet_) && !decode_data(datagram)) return;
-  const std::size_t samples = packet_.payload.size() / bytes_per_sample(settings_.format);
+  const std::size_t samples = packet_.payload.size() >> sample_shift_;
 
   // Where the packet sits in the stream, in samples since the timestamp epoch.
   std::uint64_t epoch_index = 0;
@@ -521,15 +523,21 @@ bool UdpSource::packet_position(std::size_t samples, std::uint64_t& epoch_index,
   return true;
 }
 
-std::uint64_t UdpSource::samples_in(std::int64_t picoseconds, std::size_t samples) const noexcept {
-  // The packet right after the last one: its own length, when the exact product is within a
-  // quarter sample of it (in integers: no rounding of a double per packet).
-  const auto error = static_cast<Int128>(picoseconds) * static_cast<Int128>(rate_) -
-                     static_cast<Int128>(samples) * static_cast<Int128>(vita49::kPicosecondsPerSecond);
-  constexpr auto kQuarter = static_cast<Int128>(vita49::kPicosecondsPerSecond / 4);
-  if (error < kQuarter && error > -kQuarter) return samples;
+std::uint64_t UdpSource::samples_in(std::int64_t picoseconds, std::size_t samples) noexcept {
+  if (samples != span_samples_) set_span(samples);
+  if (picoseconds >= span_low_ && picoseconds <= span_high_) return samples;
   // Within a second: the product in a double is exact to far below half a sample.
   return static_cast<std::uint64_t>(std::llround(static_cast<double>(picoseconds) * samples_per_picosecond_));
+}
+
+void UdpSource::set_span(std::size_t samples) noexcept {
+  // picoseconds * rate within a quarter sample (a quarter of 10^12) of samples * 10^12.
+  const auto exact = static_cast<Int128>(samples) * static_cast<Int128>(vita49::kPicosecondsPerSecond);
+  const auto quarter = static_cast<Int128>(vita49::kPicosecondsPerSecond / 4);
+  const auto rate = static_cast<Int128>(rate_);
+  span_samples_ = samples;
+  span_low_ = static_cast<std::int64_t>((exact - quarter + rate) / rate);
+  span_high_ = static_cast<std::int64_t>((exact + quarter - 1) / rate);
 }
 
 void UdpSource::handle_gnuradio(const std::byte* data, std::size_t bytes) noexcept {

@@ -87,8 +87,11 @@ class UdpSource final : public Stage {
   // false when it is dropped or is a context packet. An accepted one is remembered by repeat_.
   bool decode_data(std::span<const std::byte> datagram) noexcept;
   // Samples in `picoseconds` (less than a second either way) at the stage's rate, rounded to
-  // the nearest; `samples`: the packet's length, the usual answer.
-  [[nodiscard]] std::uint64_t samples_in(std::int64_t picoseconds, std::size_t samples) const noexcept;
+  // the nearest; `samples`: the packet's length, the usual answer, checked in two comparisons.
+  [[nodiscard]] std::uint64_t samples_in(std::int64_t picoseconds, std::size_t samples) noexcept;
+  // The picoseconds that samples_in answers with `samples` without a double: within a quarter
+  // sample of them.
+  void set_span(std::size_t samples) noexcept;
   // packet_'s position in samples since its timestamp's epoch; `timed` false when it has no
   // timestamp (its 4-bit count placed it). False: its fractional timestamp is out of range.
   bool packet_position(std::size_t samples, std::uint64_t& epoch_index, bool& timed) noexcept;
@@ -135,6 +138,10 @@ class UdpSource final : public Stage {
   std::uint8_t next_count_ = 0;
   std::uint64_t untimed_next_ = 0;
   std::uint64_t rate_ = 0;
+  unsigned sample_shift_ = 2;  // log2 of the bytes per sample
+  std::size_t span_samples_ = 0;
+  std::int64_t span_low_ = 0;
+  std::int64_t span_high_ = -1;
   double samples_per_picosecond_ = 0;
   // The last real-time timestamp converted, so the next one is a small exact difference
   // instead of a 128-bit division.
