@@ -55,6 +55,7 @@ struct UdpRun {
   std::uint64_t timeline_lost = 0;    // the timeline's last lost_samples for the lane
   std::string plot;                   // the rates plot (rate_plot_svg)
   std::uint64_t header_decodes = 0;   // VITA-49 headers decoded whole (UdpSource::header_decodes)
+  double sample_rate = 100e6;         // the emulator's and the stage's
 };
 
 constexpr std::uint64_t kStartSeconds = 1'700'000'000;
@@ -84,8 +85,9 @@ void run_udp(emulator::EmulatorSettings settings, UdpRun& run, const std::string
   const std::string yaml =
       "pipeline: {chunk: 64KiB, chunks: 64}\n"
       "template:\n"
-      "  - {name: source, type: udp, address: 127.0.0.1:0, sample_rate: 100Msps, format: " +
-      std::string(to_string(settings.signal.format)) +
+      "  - {name: source, type: udp, address: 127.0.0.1:0, sample_rate: " +
+      std::to_string(static_cast<std::uint64_t>(run.sample_rate)) +
+      ", format: " + std::string(to_string(settings.signal.format)) +
       (stage_settings.find("framing") == std::string::npos ? ", stream_id: 1" : "") + stage_settings + "}\n" +
       (run.record_directory.empty()
            ? std::string()
@@ -99,7 +101,7 @@ void run_udp(emulator::EmulatorSettings settings, UdpRun& run, const std::string
   std::thread runner([&] { pipeline.run(); });
 
   settings.streams = {{"127.0.0.1:" + std::to_string(stage->port()), 1}};
-  settings.signal.sample_rate = 100e6;
+  settings.signal.sample_rate = run.sample_rate;
   settings.start_seconds = kStartSeconds;
   if (settings.rate == 0) settings.rate = 200e6;  // paced: loopback buffers never overflow
   if (settings.count != 0) {
@@ -210,6 +212,37 @@ TEST(UdpSource, CleanStreamArrivesWholeAndInOrder) {
   expect_stream(run, settings, total, {});
   // Equal packets: the first header is decoded whole, every later one matched against it.
   EXPECT_EQ(run.header_decodes, 1U);
+}
+
+// At LTE's rates (7.68, 30.72, 61.44, 122.88 Msps) a sample is not a whole number of
+// picoseconds, so consecutive timestamps differ by one of two amounts: both are the packet's
+// length, and a dropped packet is still a gap of exactly its samples.
+TEST(UdpSource, TimestampsAtRatesWithoutWholePicosecondsPlacePacketsExactly) {
+  for (const double rate : {30.72e6, 61.44e6, 7.68e6, 122.88e6}) {
+    auto settings = with_count(1500);
+    settings.faults.drop.packets = {10, 700};
+    UdpRun run;
+    run.sample_rate = rate;
+    run_udp(settings, run);
+    const std::uint64_t spp = run.samples_per_packet;
+    EXPECT_EQ(run.packets, 1498U) << rate;
+    EXPECT_EQ(run.lost_packets, 2U) << rate;
+    EXPECT_EQ(run.lost_samples, 2 * spp) << rate;
+    EXPECT_EQ(run.duplicates, 0U) << rate;
+    EXPECT_EQ(run.reordered, 0U) << rate;
+    EXPECT_EQ(run.samples_out, 1498 * spp) << rate;
+    EXPECT_EQ(run.header_decodes, 1U) << rate;
+    // Each chunk starts at the stream index its samples' timestamp gives.
+    for (const auto& chunk : run.capture.chunks) {
+      if (chunk.sample_count == 0) continue;
+      const auto whole = static_cast<std::uint64_t>(rate);
+      std::uint64_t seconds = 0;
+      std::uint64_t picoseconds = 0;
+      vita49::timestamp_of(kStartSeconds * whole + chunk.first_sample, whole, seconds, picoseconds);
+      EXPECT_EQ(chunk.timestamp.seconds, seconds) << rate;
+      EXPECT_EQ(chunk.timestamp.picoseconds, picoseconds) << rate;
+    }
+  }
 }
 
 // Between equal packets, every fault the emulator makes is still counted exactly, and only the
