@@ -24,19 +24,6 @@ std::uint32_t trailer_word(const Trailer& trailer) {
   return word;
 }
 
-Trailer parse_trailer(std::uint32_t word) {
-  auto bit = [word](unsigned position) { return (word >> position & 1U) != 0; };
-  Trailer trailer;
-  trailer.valid_data_enable = bit(31 - 1);
-  trailer.valid_data = bit(19 - 1);
-  trailer.over_range_enable = bit(31 - 6);
-  trailer.over_range = bit(19 - 6);
-  trailer.sample_loss_enable = bit(31 - 7);
-  trailer.sample_loss = bit(19 - 7);
-  trailer.raw = word;
-  return trailer;
-}
-
 }  // namespace
 
 std::string_view to_string(DecodeStatus status) {
@@ -196,7 +183,5 @@ void RepeatDecoder::remember(std::span<const std::byte> datagram, const Packet& 
   packet_.payload = {};
   bytes_ = datagram.size();
 }
-
-Trailer RepeatDecoder::trailer(std::uint32_t word) noexcept { return parse_trailer(word); }
 
 }  // namespace sluice::vita49

@@ -115,6 +115,20 @@ DecodeStatus decode_any(std::span<const std::byte> datagram, Packet& out);
 // the size; `payload` and `trailer` are left empty (the trailer is not read).
 DecodeStatus decode_prefix(std::span<const std::byte> prefix, std::size_t datagram_bytes, Packet& out);
 
+// The trailer word's indicator bits (and the word itself, as `raw`).
+inline Trailer parse_trailer(std::uint32_t word) noexcept {
+  const auto bit = [word](unsigned position) { return (word >> position & 1U) != 0; };
+  Trailer trailer;
+  trailer.valid_data_enable = bit(31 - 1);
+  trailer.valid_data = bit(19 - 1);
+  trailer.over_range_enable = bit(31 - 6);
+  trailer.over_range = bit(19 - 6);
+  trailer.sample_loss_enable = bit(31 - 7);
+  trailer.sample_loss = bit(19 - 7);
+  trailer.raw = word;
+  return trailer;
+}
+
 // Decodes IF Data packets shaped like the last one remembered: the same length and the same
 // header words but for the packet count and the timestamps (type, flags, size, stream ID, class
 // ID). For a stream of equal packets decode() runs once; every later packet costs a comparison
@@ -145,13 +159,12 @@ class RepeatDecoder {
     out.fractional_timestamp =
         header.tsf != Tsf::none ? static_cast<std::uint64_t>(load_be32(timestamp)) << 32 | load_be32(timestamp + 4) : 0;
     out.payload = datagram.subspan(payload_at_, payload_bytes_);
-    out.trailer = header.has_trailer ? trailer(load_be32(data + payload_at_ + payload_bytes_)) : Trailer{};
+    out.trailer = header.has_trailer ? parse_trailer(load_be32(data + payload_at_ + payload_bytes_)) : Trailer{};
     return true;
   }
 
  private:
   static constexpr std::uint32_t kCountMask = 0xFU << 16;
-  static Trailer trailer(std::uint32_t word) noexcept;
 
   std::size_t bytes_ = 0;        // the datagram's length; 0: nothing remembered
   std::uint32_t word0_ = 0;      // header word 0 without the packet count

@@ -7,8 +7,10 @@
 // on one core, the emulator on a second, everything else (the stage's sink, the runtime's
 // monitor, this benchmark's own thread) on a third (see kReceiveCpu).
 // Besides packet rates the benchmark reports, for both runs, the receiving core's CPU time per
-// GB received and how busy the emulator's core was: when the sender's core is near 100% and
-// both receivers have time to spare, the sender bounds the rate and the ratio says little.
+// GB received, the receiving thread's own run time per GB (schedstat: the figure to read where
+// other work shares the core) and how busy the emulator's core was: when the sender's core is
+// near 100% and both receivers have time to spare, the sender bounds the rate and the ratio says
+// little.
 //   socket_bench [--benchmark_repetitions=N]
 //   SLUICE_BENCH_VS_BARE_RATE=4e9 socket_bench --benchmark_filter='VsBare.*/8192'   (CPU per byte, same pace)
 //   SLUICE_BENCH_PACED_SECONDS=30 socket_bench --benchmark_filter=Paced   (the 30 s run)
@@ -419,10 +421,10 @@ BENCHMARK(BM_UdpStagePacedNoLoss)->Arg(1472)->Arg(8192)->Iterations(1)->Unit(ben
 // Where a received byte goes, four ways (and a fifth on request), each on the same paced stream (8972-byte VITA-49
 // datagrams, GRO, batches of 8 as the stage's): `hot` receives into the same 512 KiB of buffers
 // every time (the bare loop); `copy` also streams every payload byte-swapped into a 128 MiB ring
-// of chunk-sized memory (the udp stage's copy before it landed payloads); `land` has the kernel
+// of chunk-sized memory (the udp stage's copy); `land` has the kernel
 // write every payload straight into that ring (iovecs: the header to a side buffer, the payload
 // to the ring), no copy of its own; `land_swap` is `land` plus the byte swap in place right after
-// the receive (the udp stage's path now). The ring is a host MemoryRegion, as a chunk pool's
+// the receive. The ring is a host MemoryRegion, as a chunk pool's
 // slab: every page touched, 2 MiB pages where the kernel gives them (on 4 KiB pages `land` pays a
 // TLB miss per 4 KiB the kernel writes, which is not what a pool costs). Reported: the receiving thread's CPU seconds
 // per GB for each and the ratios to `hot`. SLUICE_BENCH_LANDING_RATE (bytes/s, default 500e6)
