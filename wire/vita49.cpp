@@ -24,19 +24,6 @@ std::uint32_t trailer_word(const Trailer& trailer) {
   return word;
 }
 
-Trailer parse_trailer(std::uint32_t word) {
-  auto bit = [word](unsigned position) { return (word >> position & 1U) != 0; };
-  Trailer trailer;
-  trailer.valid_data_enable = bit(31 - 1);
-  trailer.valid_data = bit(19 - 1);
-  trailer.over_range_enable = bit(31 - 6);
-  trailer.over_range = bit(19 - 6);
-  trailer.sample_loss_enable = bit(31 - 7);
-  trailer.sample_loss = bit(19 - 7);
-  trailer.raw = word;
-  return trailer;
-}
-
 }  // namespace
 
 std::string_view to_string(DecodeStatus status) {
@@ -182,6 +169,19 @@ DecodeStatus decode_prefix(std::span<const std::byte> prefix, std::size_t datagr
   out.payload = {};
   out.trailer = {};
   return DecodeStatus::ok;
+}
+
+void RepeatDecoder::remember(std::span<const std::byte> datagram, const Packet& packet) noexcept {
+  const Header& header = packet.header;
+  const std::size_t words = prefix_words(header);
+  fixed_words_ = words - 1 - (header.tsi != Tsi::none ? 1U : 0U) - (header.tsf != Tsf::none ? 2U : 0U);
+  for (std::size_t i = 0; i < fixed_words_; ++i) fixed_[i] = load_be32(datagram.data() + 4 + 4 * i);
+  word0_ = load_be32(datagram.data()) & ~kCountMask;
+  payload_at_ = words * 4;
+  payload_bytes_ = packet.payload.size();
+  packet_ = packet;
+  packet_.payload = {};
+  bytes_ = datagram.size();
 }
 
 }  // namespace sluice::vita49

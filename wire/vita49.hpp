@@ -12,6 +12,7 @@
 // `size` counts every word of the packet, header and trailer included.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -113,6 +114,66 @@ DecodeStatus decode_any(std::span<const std::byte> datagram, Packet& out);
 // into a chunk) and checks the header beside it. Every check decode_any makes on the header and
 // the size; `payload` and `trailer` are left empty (the trailer is not read).
 DecodeStatus decode_prefix(std::span<const std::byte> prefix, std::size_t datagram_bytes, Packet& out);
+
+// The trailer word's indicator bits (and the word itself, as `raw`).
+inline Trailer parse_trailer(std::uint32_t word) noexcept {
+  const auto bit = [word](unsigned position) { return (word >> position & 1U) != 0; };
+  Trailer trailer;
+  trailer.valid_data_enable = bit(31 - 1);
+  trailer.valid_data = bit(19 - 1);
+  trailer.over_range_enable = bit(31 - 6);
+  trailer.over_range = bit(19 - 6);
+  trailer.sample_loss_enable = bit(31 - 7);
+  trailer.sample_loss = bit(19 - 7);
+  trailer.raw = word;
+  return trailer;
+}
+
+// Decodes IF Data packets shaped like the last one remembered: the same length and the same
+// header words but for the packet count and the timestamps (type, flags, size, stream ID, class
+// ID). For a stream of equal packets decode() runs once; every later packet costs a comparison
+// and the reads of its count, timestamps and trailer.
+class RepeatDecoder {
+ public:
+  // Remembers `datagram`, which decode() took as IF Data (status ok) into `packet`.
+  void remember(std::span<const std::byte> datagram, const Packet& packet) noexcept;
+  void forget() noexcept { bytes_ = 0; }
+  // True when `datagram` has the remembered shape: `out` then holds what decode() gives (ok).
+  // False: `out` is unchanged and decode() must judge the datagram.
+  bool decode(std::span<const std::byte> datagram, Packet& out) const noexcept {
+    if (datagram.size() != bytes_ || bytes_ == 0) return false;
+    const std::byte* data = datagram.data();
+    const std::uint32_t word0 = load_be32(data);
+    if ((word0 & ~kCountMask) != word0_) return false;
+    for (std::size_t i = 0; i < fixed_words_; ++i) {
+      if (load_be32(data + 4 + 4 * i) != fixed_[i]) return false;
+    }
+    const Header& header = packet_.header;
+    out.header = header;
+    out.header.packet_count = static_cast<std::uint8_t>(word0 >> 16 & 0xFU);
+    out.stream_id = packet_.stream_id;
+    out.class_id = packet_.class_id;
+    const std::byte* timestamp = data + 4 + 4 * fixed_words_;
+    out.integer_timestamp = header.tsi != Tsi::none ? load_be32(timestamp) : 0;
+    if (header.tsi != Tsi::none) timestamp += 4;
+    out.fractional_timestamp =
+        header.tsf != Tsf::none ? static_cast<std::uint64_t>(load_be32(timestamp)) << 32 | load_be32(timestamp + 4) : 0;
+    out.payload = datagram.subspan(payload_at_, payload_bytes_);
+    out.trailer = header.has_trailer ? parse_trailer(load_be32(data + payload_at_ + payload_bytes_)) : Trailer{};
+    return true;
+  }
+
+ private:
+  static constexpr std::uint32_t kCountMask = 0xFU << 16;
+
+  std::size_t bytes_ = 0;        // the datagram's length; 0: nothing remembered
+  std::uint32_t word0_ = 0;      // header word 0 without the packet count
+  std::size_t fixed_words_ = 0;  // stream ID and class ID words after word 0
+  std::array<std::uint32_t, 3> fixed_{};
+  std::size_t payload_at_ = 0;
+  std::size_t payload_bytes_ = 0;
+  Packet packet_;  // the remembered packet's header, stream ID and class ID
+};
 
 // Real-time picoseconds in one second.
 inline constexpr std::uint64_t kPicosecondsPerSecond = 1'000'000'000'000ULL;

@@ -2,6 +2,7 @@
 #include "stages/socket/assembler.hpp"
 
 #include <algorithm>
+#include <bit>
 
 #include "wire/samples.hpp"
 #include "wire/vita49.hpp"
@@ -14,6 +15,7 @@ void ChunkAssembler::start(StageContext& context, Pool& pool, SampleFormat forma
   pool_ = &pool;
   format_ = format;
   sample_bytes_ = bytes_per_sample(format);
+  sample_shift_ = static_cast<unsigned>(std::countr_zero(sample_bytes_));  // every sample size is a power of two
   sample_rate_ = sample_rate;
   swap_ = swap;
   lost_packets_ = &context.metrics().counter("lost_packets");
@@ -72,7 +74,7 @@ bool ChunkAssembler::append(std::uint64_t first, const std::byte* data, std::siz
     lost_samples_->add(gap);
     lost_packets_->add(samples == 0 ? 1 : (gap + samples - 1) / samples);
   }
-  const std::size_t usable = chunk_->capacity / sample_bytes_ * sample_bytes_;
+  const std::size_t usable = chunk_->capacity & ~(sample_bytes_ - 1);
   std::size_t done = 0;
   while (done < samples) {
     if (!chunk_ && !ensure_chunk()) {
@@ -98,7 +100,7 @@ bool ChunkAssembler::append(std::uint64_t first, const std::byte* data, std::siz
         chunk.timestamp = Timestamp{seconds, picoseconds, true};
       }
     }
-    const std::size_t take = std::min((usable - chunk.size) / sample_bytes_, samples - done);
+    const std::size_t take = std::min((usable - chunk.size) >> sample_shift_, samples - done);
     const std::byte* from = data + done * sample_bytes_;
     // Streamed past the cache: the chunk is read next by another thread or a DMA engine.
     wire::stream_copy(format_, swap_, from, chunk.data + chunk.size, take * sample_bytes_);

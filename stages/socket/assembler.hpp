@@ -51,6 +51,7 @@ class ChunkAssembler {
   Pool* pool_ = nullptr;
   SampleFormat format_ = SampleFormat::ci16;
   std::size_t sample_bytes_ = 4;
+  unsigned sample_shift_ = 2;  // log2(sample_bytes_): no division per packet
   std::uint64_t sample_rate_ = 0;
   bool swap_ = false;
   std::uint64_t origin_ = 0;

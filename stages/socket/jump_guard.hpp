@@ -35,6 +35,8 @@ class JumpGuard {
   Verdict check(std::uint64_t position, std::size_t samples, std::uint64_t expected, std::span<const std::byte> payload,
                 std::uint64_t tag = 0) noexcept;
   [[nodiscard]] std::size_t held_count() const noexcept { return count_; }
+  // Nothing held: a plausible packet passes check() with no other effect.
+  [[nodiscard]] bool idle() const noexcept { return count_ == 0; }
   [[nodiscard]] Held held(std::size_t index) const noexcept;
   // The held packet with the lowest position (where the new segment starts).
   [[nodiscard]] std::size_t lowest() const noexcept;

@@ -47,12 +47,4 @@ bool KernelDrops::explains(std::uint64_t position, std::size_t samples,
   return true;
 }
 
-void KernelDrops::used(std::uint64_t position, std::size_t samples, std::optional<std::uint8_t> packet_count) noexcept {
-  if (have_used_ && position + samples < used_end_) return;
-  have_used_ = true;
-  used_end_ = position + samples;
-  used_packet_count_ = packet_count;
-  count_at_used_ = count_;
-}
-
 }  // namespace sluice

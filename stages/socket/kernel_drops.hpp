@@ -36,7 +36,13 @@ class KernelDrops {
                               std::optional<std::uint8_t> packet_count) const noexcept;
   // A packet of the stream was used (positions in the sender's index space). The furthest one
   // is where a later gap starts; a late one behind it changes nothing.
-  void used(std::uint64_t position, std::size_t samples, std::optional<std::uint8_t> packet_count) noexcept;
+  void used(std::uint64_t position, std::size_t samples, std::optional<std::uint8_t> packet_count) noexcept {
+    if (have_used_ && position + samples < used_end_) return;
+    have_used_ = true;
+    used_end_ = position + samples;
+    used_packet_count_ = packet_count;
+    count_at_used_ = count_;
+  }
   // The stream was resynchronised: positions before it say nothing about the next gap.
   void restart() noexcept { have_used_ = false; }
   // Datagrams dropped since the furthest used packet arrived.

@@ -23,18 +23,6 @@ PacketHistory::Verdict PacketHistory::sort(std::uint64_t index, std::uint64_t ex
   return Verdict::late;
 }
 
-void PacketHistory::arrived(std::uint64_t index) noexcept {
-  if (index < highest_) reordered_->add();
-  reach(index);
-}
-
-void PacketHistory::reach(std::uint64_t index) noexcept { highest_ = std::max(highest_, index); }
-
-void PacketHistory::placed(std::uint64_t index) noexcept {
-  placed_[placed_count_ % placed_.size()] = index;
-  ++placed_count_;
-}
-
 void PacketHistory::count_duplicate() noexcept {
   duplicates_->add();
   drop_duplicate_->add();

@@ -27,11 +27,17 @@ class PacketHistory {
   // `expected`; counts what it drops. Never allocates.
   Verdict sort(std::uint64_t index, std::uint64_t expected) noexcept;
   // A fresh packet arrived at `index`: counted reordered when a later one came before it.
-  void arrived(std::uint64_t index) noexcept;
+  void arrived(std::uint64_t index) noexcept {
+    if (index < highest_) reordered_->add();
+    reach(index);
+  }
   // The stream moved on to `index` without this packet being sorted (after a kernel drop).
-  void reach(std::uint64_t index) noexcept;
+  void reach(std::uint64_t index) noexcept { highest_ = index > highest_ ? index : highest_; }
   // The packet at `index` is in the stream: a second copy of it is a duplicate.
-  void placed(std::uint64_t index) noexcept;
+  void placed(std::uint64_t index) noexcept {
+    placed_[placed_count_ % placed_.size()] = index;
+    ++placed_count_;
+  }
   // Counts a duplicate found elsewhere (a copy of a packet held for reordering).
   void count_duplicate() noexcept;
   // Counts a packet from before the stream's first sample as late.

@@ -9,6 +9,7 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -26,6 +27,7 @@ namespace {
 constexpr std::size_t kGroBytes = 65536;  // a GRO super-datagram is at most 64 KiB
 // Per received message: the GRO segment size and the kernel's drop count.
 constexpr std::size_t kControlBytes = CMSG_SPACE(sizeof(int)) + KernelDrops::kControlBytes;
+__extension__ typedef __int128 Int128;  // picoseconds (under 2^41) times a rate (under 2^37)
 
 }  // namespace
 
@@ -150,6 +152,7 @@ void UdpSource::allocate_batch() {
 void UdpSource::start(StageContext& context) {
   context_ = &context;
   rate_ = static_cast<std::uint64_t>(settings_.sample_rate);
+  sample_shift_ = static_cast<unsigned>(std::countr_zero(bytes_per_sample(settings_.format)));
   samples_per_picosecond_ = settings_.sample_rate / 1e12;
   const sockaddr_in bound = open_socket(context);
   drops_.start(socket_.get(), context.metrics(), gro_);
@@ -415,41 +418,10 @@ void UdpSource::handle_datagram(const std::byte* data, std::size_t bytes) noexce
     handle_gnuradio(data, bytes);
     return;
   }
-  const vita49::DecodeStatus status = vita49::decode(std::span<const std::byte>(data, bytes), packet_);
-  switch (status) {
-    case vita49::DecodeStatus::ok:
-      break;
-    case vita49::DecodeStatus::truncated:
-      drop_truncated_->add();
-      return;
-    case vita49::DecodeStatus::bad_size_field:
-      drop_bad_size_->add();
-      return;
-    case vita49::DecodeStatus::unknown_type:
-      // Context packets are read for their values and never taken for data.
-      if (bytes >= 4 && static_cast<unsigned>(data[0]) >> 4 == static_cast<unsigned>(vita49::PacketType::context)) {
-        handle_context(data, bytes);
-      } else {
-        drop_unknown_type_->add();
-      }
-      return;
-  }
-  const bool has_id = packet_.header.type == vita49::PacketType::if_data_stream_id;
-  if (!locked_) {
-    locked_ = true;
-    stream_id_ = packet_.stream_id;
-  }
-  if ((has_id ? packet_.stream_id : 0) != stream_id_) {
-    drop_wrong_stream_->add();
-    return;
-  }
-  const std::size_t sample_bytes = bytes_per_sample(settings_.format);
-  const std::size_t payload = packet_.payload.size();
-  if (payload == 0 || payload % sample_bytes != 0 || payload > settings_.max_datagram) {
-    drop_bad_payload_->add();
-    return;
-  }
-  const std::size_t samples = payload / sample_bytes;
+  // A datagram shaped like the last accepted one passed every check that one passed.
+  const std::span<const std::byte> datagram(data, bytes);
+  if (!repeat_.decode(datagram, packet_) && !decode_data(datagram)) return;
+  const std::size_t samples = packet_.payload.size() >> sample_shift_;
 
   // Where the packet sits in the stream, in samples since the timestamp epoch.
   std::uint64_t epoch_index = 0;
@@ -464,7 +436,54 @@ void UdpSource::handle_datagram(const std::byte* data, std::size_t bytes) noexce
     origin_ = epoch_index;
     assembler_.set_origin(origin_, timed);
   }
+  const std::uint64_t index = epoch_index - origin_;
+  if (index == assembler_.expected() && window_.empty() && guard_.idle()) {
+    // The next packet with nothing held: what accept_packet comes to, without its detours.
+    history_.arrived(index);
+    commit(index, packet_.payload.data(), samples);
+    drops_.used(epoch_index, samples, packet_.header.packet_count);
+    return;
+  }
   accept_packet(epoch_index, packet_.payload, samples, packet_.header.packet_count);
+}
+
+bool UdpSource::decode_data(std::span<const std::byte> datagram) noexcept {
+  ++header_decodes_;
+  switch (vita49::decode(datagram, packet_)) {
+    case vita49::DecodeStatus::ok:
+      break;
+    case vita49::DecodeStatus::truncated:
+      drop_truncated_->add();
+      return false;
+    case vita49::DecodeStatus::bad_size_field:
+      drop_bad_size_->add();
+      return false;
+    case vita49::DecodeStatus::unknown_type:
+      // Context packets are read for their values and never taken for data.
+      if (datagram.size() >= 4 &&
+          static_cast<unsigned>(datagram[0]) >> 4 == static_cast<unsigned>(vita49::PacketType::context)) {
+        handle_context(datagram.data(), datagram.size());
+      } else {
+        drop_unknown_type_->add();
+      }
+      return false;
+  }
+  const bool has_id = packet_.header.type == vita49::PacketType::if_data_stream_id;
+  if (!locked_) {
+    locked_ = true;
+    stream_id_ = packet_.stream_id;
+  }
+  if ((has_id ? packet_.stream_id : 0) != stream_id_) {
+    drop_wrong_stream_->add();
+    return false;
+  }
+  const std::size_t payload = packet_.payload.size();
+  if (payload == 0 || payload % bytes_per_sample(settings_.format) != 0 || payload > settings_.max_datagram) {
+    drop_bad_payload_->add();
+    return false;
+  }
+  repeat_.remember(datagram, packet_);
+  return true;
 }
 
 bool UdpSource::packet_position(std::size_t samples, std::uint64_t& epoch_index, bool& timed) noexcept {
@@ -476,10 +495,10 @@ bool UdpSource::packet_position(std::size_t samples, std::uint64_t& epoch_index,
     if (have_last_time_ && seconds - last_seconds_ <= 1 && seconds >= last_seconds_) {
       // Within a second of the last one: the difference in picoseconds times the rate, in a
       // double, is exact to far below half a sample.
-      const auto delta =
-          static_cast<double>(static_cast<std::int64_t>((seconds - last_seconds_) * vita49::kPicosecondsPerSecond) +
-                              (static_cast<std::int64_t>(picoseconds) - static_cast<std::int64_t>(last_picoseconds_)));
-      epoch_index = last_epoch_index_ + static_cast<std::uint64_t>(std::llround(delta * samples_per_picosecond_));
+      const std::int64_t delta =
+          static_cast<std::int64_t>((seconds - last_seconds_) * vita49::kPicosecondsPerSecond) +
+          (static_cast<std::int64_t>(picoseconds) - static_cast<std::int64_t>(last_picoseconds_));
+      epoch_index = last_epoch_index_ + samples_in(delta, samples);
     } else {
       epoch_index = vita49::sample_index(seconds, picoseconds, rate_);
     }
@@ -502,6 +521,23 @@ bool UdpSource::packet_position(std::size_t samples, std::uint64_t& epoch_index,
     untimed_next_ = epoch_index + samples;
   }
   return true;
+}
+
+std::uint64_t UdpSource::samples_in(std::int64_t picoseconds, std::size_t samples) noexcept {
+  if (samples != span_samples_) set_span(samples);
+  if (picoseconds >= span_low_ && picoseconds <= span_high_) return samples;
+  // Within a second: the product in a double is exact to far below half a sample.
+  return static_cast<std::uint64_t>(std::llround(static_cast<double>(picoseconds) * samples_per_picosecond_));
+}
+
+void UdpSource::set_span(std::size_t samples) noexcept {
+  // picoseconds * rate within a quarter sample (a quarter of 10^12) of samples * 10^12.
+  const auto exact = static_cast<Int128>(samples) * static_cast<Int128>(vita49::kPicosecondsPerSecond);
+  const auto quarter = static_cast<Int128>(vita49::kPicosecondsPerSecond / 4);
+  const auto rate = static_cast<Int128>(rate_);
+  span_samples_ = samples;
+  span_low_ = static_cast<std::int64_t>((exact - quarter + rate) / rate);
+  span_high_ = static_cast<std::int64_t>((exact + quarter - 1) / rate);
 }
 
 void UdpSource::handle_gnuradio(const std::byte* data, std::size_t bytes) noexcept {

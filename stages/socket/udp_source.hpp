@@ -67,6 +67,9 @@ class UdpSource final : public Stage {
   [[nodiscard]] std::uint16_t port() const { return port_; }
   // The last IF Context packet accepted (stream ID matching), for tests and the summary.
   [[nodiscard]] const vita49::ContextPacket& last_context() const { return context_packet_; }
+  // VITA-49 datagrams whose header was decoded whole rather than matched against the last
+  // accepted one's (vita49::RepeatDecoder), for tests; read it after the stage has stopped.
+  [[nodiscard]] std::uint64_t header_decodes() const { return header_decodes_; }
 
  private:
   // Socket, receive buffer, timeout, bind, GRO; returns the bound address.
@@ -80,6 +83,15 @@ class UdpSource final : public Stage {
   // Message `i` of the batch: its kernel drop count, then its datagrams (GRO segments).
   void handle_message(std::size_t i) noexcept;
   void handle_datagram(const std::byte* data, std::size_t bytes) noexcept;
+  // The whole header check of a VITA-49 datagram into packet_ (counted in header_decodes_):
+  // false when it is dropped or is a context packet. An accepted one is remembered by repeat_.
+  bool decode_data(std::span<const std::byte> datagram) noexcept;
+  // Samples in `picoseconds` (less than a second either way) at the stage's rate, rounded to
+  // the nearest; `samples`: the packet's length, the usual answer, checked in two comparisons.
+  [[nodiscard]] std::uint64_t samples_in(std::int64_t picoseconds, std::size_t samples) noexcept;
+  // The picoseconds that samples_in answers with `samples` without a double: within a quarter
+  // sample of them.
+  void set_span(std::size_t samples) noexcept;
   // packet_'s position in samples since its timestamp's epoch; `timed` false when it has no
   // timestamp (its 4-bit count placed it). False: its fractional timestamp is out of range.
   bool packet_position(std::size_t samples, std::uint64_t& epoch_index, bool& timed) noexcept;
@@ -115,6 +127,8 @@ class UdpSource final : public Stage {
   JumpGuard guard_;
   KernelDrops drops_;
   vita49::Packet packet_;
+  vita49::RepeatDecoder repeat_;
+  std::uint64_t header_decodes_ = 0;
   bool locked_ = false;
   std::uint32_t stream_id_ = 0;
   bool have_origin_ = false;
@@ -124,6 +138,10 @@ class UdpSource final : public Stage {
   std::uint8_t next_count_ = 0;
   std::uint64_t untimed_next_ = 0;
   std::uint64_t rate_ = 0;
+  unsigned sample_shift_ = 2;  // log2 of the bytes per sample
+  std::size_t span_samples_ = 0;
+  std::int64_t span_low_ = 0;
+  std::int64_t span_high_ = -1;
   double samples_per_picosecond_ = 0;
   // The last real-time timestamp converted, so the next one is a small exact difference
   // instead of a 128-bit division.

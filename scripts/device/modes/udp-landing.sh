@@ -1,10 +1,11 @@
 # shellcheck disable=SC2154,SC2034 # $pack, $out, $mode and status belong to run.sh, which sources this
-# udp-landing: at each of LANDING_RATES (bytes/s, default "4e9 5.5e9"), the udp stage's receive core
-# time per byte against the bare recvmmsg+GRO loop's at that same pace (socket_bench VsBare, 8 KiB
-# datagrams, 3 repetitions of 3 alternating rounds, medians; goal <= 1.2x), then socket_bench's
-# BM_ReceiveLanding: the receiving thread's CPU per GB receiving into hot buffers (the bare loop),
-# copying each payload into a 128 MiB ring (the stage's path before it landed payloads), the kernel
-# landing payloads in that ring, and landing plus the byte swap in place (the stage's path now).
+# udp-landing: at each of LANDING_RATES (bytes/s, default "4e9 5.5e9"), the udp stage's CPU time
+# per byte against the bare recvmmsg+GRO loop's at that same pace, counted on the receive core and
+# on the receiving thread alone (socket_bench VsBare, 8 KiB datagrams, 3 repetitions of 3
+# alternating rounds, medians; goal <= 1.2x), then socket_bench's BM_ReceiveLanding: the receiving
+# thread's CPU per GB receiving into hot buffers (the bare loop), copying each payload into a
+# 128 MiB ring (the stage's path), the kernel landing payloads in that ring, and landing plus the
+# byte swap in place.
 # Needs socket_bench and sluice-emulator packed.
 landing_rows=()
 vs_bare_rows=()
@@ -18,7 +19,8 @@ import re, sys
 line = next((l for l in open(sys.argv[1]) if "_median" in l), "")
 get = lambda name: (re.search(r"\b" + name + r"=([0-9.]+)", line) or [None, "?"])[1]
 print(f"{float(sys.argv[2]) / 1e9:>8.1f} {get('stage_GBps'):>9} {get('bare_Mpps'):>9} {get('stage_Mpps'):>10} "
-      f"{get('bare_rx_cpu_s_per_GB'):>10} {get('stage_rx_cpu_s_per_GB'):>11} {get('stage_vs_bare_cpu'):>12}")
+      f"{get('bare_rx_cpu_s_per_GB'):>10} {get('stage_rx_cpu_s_per_GB'):>11} {get('stage_vs_bare_cpu'):>12} "
+      f"{get('bare_thread_cpu_s_per_GB'):>10} {get('stage_thread_cpu_s_per_GB'):>10} {get('stage_vs_bare_thread_cpu'):>13}")
 PY
 )")
   echo "===== socket_bench Landing at $landing_rate B/s" | tee -a "$out/bench.log"
@@ -38,6 +40,8 @@ done
 echo "receiving thread CPU s/GB by where the bytes go (socket_bench BM_ReceiveLanding, medians of 3)"
 printf '%8s %10s %10s %10s %10s %8s %8s %9s\n' "GB/s" "hot" "copy" "land" "land_swap" "copy/hot" "land/hot" "lswap/hot"
 printf '%s\n' "${landing_rows[@]}"
-echo "udp stage vs bare loop at the same pace, receive core CPU s/GB (socket_bench VsBare/8192; goal <= 1.2)"
-printf '%8s %9s %9s %10s %10s %11s %12s\n' "paced" "stage GB/s" "bare Mpps" "stage Mpps" "bare s/GB" "stage s/GB" "stage/bare"
+echo "udp stage vs bare loop at the same pace, CPU s/GB of the receive core and of the receiving thread alone"
+echo "(socket_bench VsBare/8192, medians; goal <= 1.2)"
+printf '%8s %9s %9s %10s %10s %11s %12s %10s %10s %13s\n' "paced" "stage GB/s" "bare Mpps" "stage Mpps" "bare s/GB" \
+  "stage s/GB" "stage/bare" "bare thr" "stage thr" "thread ratio"
 printf '%s\n' "${vs_bare_rows[@]}"

@@ -54,6 +54,8 @@ struct UdpRun {
   std::vector<std::string> progress;  // the progress lines after the run
   std::uint64_t timeline_lost = 0;    // the timeline's last lost_samples for the lane
   std::string plot;                   // the rates plot (rate_plot_svg)
+  std::uint64_t header_decodes = 0;   // VITA-49 headers decoded whole (UdpSource::header_decodes)
+  double sample_rate = 100e6;         // the emulator's and the stage's
 };
 
 constexpr std::uint64_t kStartSeconds = 1'700'000'000;
@@ -83,8 +85,9 @@ void run_udp(emulator::EmulatorSettings settings, UdpRun& run, const std::string
   const std::string yaml =
       "pipeline: {chunk: 64KiB, chunks: 64}\n"
       "template:\n"
-      "  - {name: source, type: udp, address: 127.0.0.1:0, sample_rate: 100Msps, format: " +
-      std::string(to_string(settings.signal.format)) +
+      "  - {name: source, type: udp, address: 127.0.0.1:0, sample_rate: " +
+      std::to_string(static_cast<std::uint64_t>(run.sample_rate)) +
+      ", format: " + std::string(to_string(settings.signal.format)) +
       (stage_settings.find("framing") == std::string::npos ? ", stream_id: 1" : "") + stage_settings + "}\n" +
       (run.record_directory.empty()
            ? std::string()
@@ -98,7 +101,7 @@ void run_udp(emulator::EmulatorSettings settings, UdpRun& run, const std::string
   std::thread runner([&] { pipeline.run(); });
 
   settings.streams = {{"127.0.0.1:" + std::to_string(stage->port()), 1}};
-  settings.signal.sample_rate = 100e6;
+  settings.signal.sample_rate = run.sample_rate;
   settings.start_seconds = kStartSeconds;
   if (settings.rate == 0) settings.rate = 200e6;  // paced: loopback buffers never overflow
   if (settings.count != 0) {
@@ -120,6 +123,7 @@ void run_udp(emulator::EmulatorSettings settings, UdpRun& run, const std::string
     run.timeline_lost = pipeline.timeline().back().lost_samples[0];
   }
   run.plot = rate_plot_svg(pipeline);
+  run.header_decodes = stage->header_decodes();
   run.packets = metrics.packets.load();
   run.lost_packets = counter(metrics, "lost_packets");
   run.lost_samples = counter(metrics, "lost_samples");
@@ -206,6 +210,62 @@ TEST(UdpSource, CleanStreamArrivesWholeAndInOrder) {
   EXPECT_EQ(run.reordered, 0U);
   EXPECT_EQ(run.samples_out, total);
   expect_stream(run, settings, total, {});
+  // Equal packets: the first header is decoded whole, every later one matched against it.
+  EXPECT_EQ(run.header_decodes, 1U);
+}
+
+// At LTE's rates (7.68, 30.72, 61.44, 122.88 Msps) a sample is not a whole number of
+// picoseconds, so consecutive timestamps differ by one of two amounts: both are the packet's
+// length, and a dropped packet is still a gap of exactly its samples.
+TEST(UdpSource, TimestampsAtRatesWithoutWholePicosecondsPlacePacketsExactly) {
+  for (const double rate : {30.72e6, 61.44e6, 7.68e6, 122.88e6}) {
+    auto settings = with_count(1500);
+    settings.faults.drop.packets = {10, 700};
+    UdpRun run;
+    run.sample_rate = rate;
+    run_udp(settings, run);
+    const std::uint64_t spp = run.samples_per_packet;
+    EXPECT_EQ(run.packets, 1498U) << rate;
+    EXPECT_EQ(run.lost_packets, 2U) << rate;
+    EXPECT_EQ(run.lost_samples, 2 * spp) << rate;
+    EXPECT_EQ(run.duplicates, 0U) << rate;
+    EXPECT_EQ(run.reordered, 0U) << rate;
+    EXPECT_EQ(run.samples_out, 1498 * spp) << rate;
+    EXPECT_EQ(run.header_decodes, 1U) << rate;
+    // Each chunk starts at the stream index its samples' timestamp gives.
+    for (const auto& chunk : run.capture.chunks) {
+      if (chunk.sample_count == 0) continue;
+      const auto whole = static_cast<std::uint64_t>(rate);
+      std::uint64_t seconds = 0;
+      std::uint64_t picoseconds = 0;
+      vita49::timestamp_of(kStartSeconds * whole + chunk.first_sample, whole, seconds, picoseconds);
+      EXPECT_EQ(chunk.timestamp.seconds, seconds) << rate;
+      EXPECT_EQ(chunk.timestamp.picoseconds, picoseconds) << rate;
+    }
+  }
+}
+
+// Between equal packets, every fault the emulator makes is still counted exactly, and only the
+// packets whose header words differ (the corrupt ones) are decoded whole again.
+TEST(UdpSource, FaultsAmongEqualPacketsAreExactWithOneWholeDecodePerOddHeader) {
+  auto settings = with_count(1200);
+  settings.faults.drop.packets = {10, 500, 501};
+  settings.faults.duplicate.packets = {100, 900};
+  settings.faults.reorder.packets = {300, 800};
+  settings.faults.corrupt.packets = {700, 701, 702};  // packet type, size field, stream ID
+  UdpRun run;
+  run_udp(settings, run);
+  const std::uint64_t spp = run.samples_per_packet;
+  EXPECT_EQ(run.sent.dropped, 3U);
+  EXPECT_EQ(run.sent.duplicated, 2U);
+  EXPECT_EQ(run.sent.corrupted, 3U);
+  EXPECT_EQ(run.packets, run.sent.packets);
+  EXPECT_EQ(run.duplicates, run.sent.duplicated);
+  EXPECT_EQ(run.reordered, run.sent.reordered);
+  EXPECT_EQ(run.lost_packets, 6U);
+  EXPECT_EQ(run.lost_samples, 6 * spp);
+  expect_stream(run, settings, 1200 * spp, {{10 * spp, spp}, {500 * spp, 2 * spp}, {700 * spp, 3 * spp}});
+  EXPECT_EQ(run.header_decodes, 1U + run.sent.corrupted);
 }
 
 // A stream that trickles in leaves the stage waiting on its socket most of the time, and that
@@ -240,6 +300,7 @@ TEST(UdpSource, GsoCoalescedDatagramsAreSplitBackIntoPackets) {
   EXPECT_EQ(run.packets, 4000U);
   EXPECT_EQ(run.lost_samples, 0U);
   expect_stream(run, settings, 4000 * run.samples_per_packet, {});
+  EXPECT_EQ(run.header_decodes, 1U);  // the segments of a coalesced datagram too
 }
 
 TEST(UdpSource, JumboCf32Datagrams) {
