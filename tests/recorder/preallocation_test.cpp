@@ -216,7 +216,7 @@ TEST_F(Preallocation, GrowthsGetRarerAsTheFileGrows) {
               static_cast<unsigned long long>(written.submitted_writes));
   EXPECT_GE(growths, 3) << "the file was never grown";
   // From 2 MiB to 192 MiB by a third or more each time: about 15 (the first reservation
-  // counted); growing 1 MiB at a time from 2 MiB ahead, it was about 95.
+  // counted), where growing 1 MiB at a time from 2 MiB ahead would take about 95.
   EXPECT_LE(growths, 20) << "the data file grew " << growths << " times";
 }
 
