@@ -8,6 +8,7 @@
 #include <deque>
 #include <sstream>
 
+#include "emulator/check_capture.hpp"
 #include "emulator/emulator.hpp"
 
 namespace {
@@ -27,6 +28,7 @@ struct Flags {
   std::deque<std::pair<const char*, std::vector<std::uint64_t>>> fault_packets;
   bool no_gso = false;
   bool quiet = false;
+  std::string check;  // a capture to compare with the signal instead of sending
 };
 
 template <typename T>
@@ -83,6 +85,8 @@ void add_options(CLI::App& app, Flags& flags) {
     app.add_option(std::string("--") + fault, flags.fault_packets.back().second, help);
   }
   app.add_flag("-q,--quiet", flags.quiet, "no periodic lines");
+  app.add_option("--check", flags.check,
+                 "send nothing: compare every sample of this SigMF capture with the signal at its stream index");
 }
 
 // The flags as `emulator.*` overrides, after the --set ones so that a flag wins.
@@ -125,6 +129,31 @@ std::vector<std::string> overrides_of(const Flags& flags) {
   return overrides;
 }
 
+// --check: prints a line per lane; 0 when every lane's samples are the signal's, 1 otherwise.
+int check(const sluice::emulator::EmulatorSettings& settings, const std::string& capture) {
+  if (!settings.capture.empty()) {
+    std::fprintf(stderr, "sluice-emulator: --check compares with the signal, and this emulator sends a capture\n");
+    return 2;
+  }
+  int result = 0;
+  for (const auto& lane : sluice::emulator::check_capture(settings.signal, capture)) {
+    if (lane.mismatch) {
+      std::printf("lane %s: stream sample %llu differs from the emulator's signal (%llu samples before it match)\n",
+                  lane.lane.c_str(), static_cast<unsigned long long>(lane.first_bad),
+                  static_cast<unsigned long long>(lane.samples));
+      result = 1;
+    } else if (lane.samples == 0) {
+      std::printf("lane %s: no samples recorded\n", lane.lane.c_str());
+      result = 1;
+    } else {
+      std::printf("lane %s: %llu samples in %llu segment(s) are the emulator's signal (%llu lost, not compared)\n",
+                  lane.lane.c_str(), static_cast<unsigned long long>(lane.samples),
+                  static_cast<unsigned long long>(lane.segments), static_cast<unsigned long long>(lane.lost));
+    }
+  }
+  return result;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -144,6 +173,7 @@ int main(int argc, char** argv) {
     const emulator::EmulatorSettings settings =
         flags.config.empty() ? emulator::load_emulator_text("emulator: {}\n", "<flags>", overrides)
                              : emulator::load_emulator_file(flags.config, overrides);
+    if (!flags.check.empty()) return check(settings, flags.check);
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
     emulator::Emulator emulator(settings);

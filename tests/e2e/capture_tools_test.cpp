@@ -274,6 +274,43 @@ TEST_F(RecordedTone, ExportHoldsExactlyTheRangeWithItsHoles) {
       << "an existing capture is never overwritten";
 }
 
+// `sluice-emulator --check`: every recorded sample is the emulator's signal at its stream index,
+// and one changed byte, or another seed, is found and named.
+TEST_F(RecordedTone, EmulatorCheckComparesEveryRecordedSampleWithItsSignal) {
+  const recorder::Capture capture = recorder::open_capture(collection_);
+  const recorder::CaptureLane& lane = capture.lanes.at(0);
+  ASSERT_GE(lane.segments.size(), 2U);
+  const std::string config = dir_->str("tone.yaml");
+  const auto checked = testing::run_process({kEmulator, config, "--check", collection_});
+  EXPECT_EQ(checked.exit_code, 0) << checked.out << checked.err;
+  EXPECT_EQ(checked.out, "lane port0: " + std::to_string(lane.total_samples) + " samples in " +
+                             std::to_string(lane.segments.size()) + " segment(s) are the emulator's signal (" +
+                             std::to_string(lane.lost_samples) + " lost, not compared)\n");
+
+  const auto other_seed =
+      testing::run_process({kEmulator, config, "--set", "emulator.signal.seed=99", "--check", collection_});
+  EXPECT_EQ(other_seed.exit_code, 1) << other_seed.out;
+
+  // One byte of the second segment changed on disk, then put back.
+  const recorder::CaptureSegment& segment = lane.segments[1];
+  const std::uint64_t offset = segment.file_offset + 100 * lane.sample_bytes + 1;
+  std::fstream data(segment.data_path, std::ios::in | std::ios::out | std::ios::binary);
+  data.seekg(static_cast<std::streamoff>(offset));
+  const char original = static_cast<char>(data.get());
+  data.seekp(static_cast<std::streamoff>(offset));
+  data.put(static_cast<char>(original ^ 0x10));
+  data.flush();
+  const auto changed = testing::run_process({kEmulator, config, "--check", collection_});
+  data.seekp(static_cast<std::streamoff>(offset));
+  data.put(original);
+  data.flush();
+  EXPECT_EQ(changed.exit_code, 1) << changed.out;
+  const std::uint64_t before = lane.segments[0].sample_count + 100;
+  EXPECT_EQ(changed.out, "lane port0: stream sample " + std::to_string(segment.global_index + 100) +
+                             " differs from the emulator's signal (" + std::to_string(before) +
+                             " samples before it match)\n");
+}
+
 // The holes of the source as its data files show them: where one segment's samples end and
 // the next segment's begin further on in the stream (not taken from its gap annotations).
 std::vector<std::pair<std::uint64_t, std::uint64_t>> holes_between_segments(const recorder::CaptureLane& lane) {

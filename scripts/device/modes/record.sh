@@ -111,9 +111,12 @@ record_dual_run() {  # record_dual_run RATE SECONDS on|off: dual_run with the ra
   wait $pipeline || status=1
   local info=-
   if [ "$taps" = on ]; then
-    info=ok
+    info=bit-exact
     for capture in "${record_mounts[0]}/cap/dual_port-raw.sigmf-collection" "${record_mounts[2]}/cap/dual_port-gpu-raw.sigmf-collection"; do
       "$pack/bin/sluice" capture info "$capture" >> "$out/$name-info.txt" 2>&1 || info=FAILED
+      # Every recorded sample against the emulator's signal at its stream index (the same overrides).
+      "$pack/bin/sluice-emulator" "$pack/configs/dual_port.yaml" --set emulator.sample_rate=750Msps --check "$capture" \
+        >> "$out/$name-info.txt" 2>&1 || info=NOT-THE-SIGNAL
     done
   fi
   # shellcheck disable=SC2046  # emulator_sent's two words are two arguments
