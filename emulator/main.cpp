@@ -1,6 +1,6 @@
-// sluice-emulator: an emulated FPGA digitizer streaming VITA-49, GNU Radio or bare datagrams over
-// UDP, or raw TCP frames or bare bytes over TCP, configured by the `emulator:` section of a
-// pipeline file; every flag is one of that section's keys (read and checked by the same reader).
+// sluice-emulator: an emulated FPGA digitizer (VITA-49, GNU Radio or bare datagrams over UDP; raw
+// TCP frames or bare bytes over TCP), configured by a pipeline file's `emulator:` section: every
+// flag but --check (compare a recording with the signal) is one of its keys, read by the same reader.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <csignal>
