@@ -5,10 +5,12 @@
 #include "recorder/journal.hpp"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
@@ -73,14 +75,29 @@ JournalWriter::JournalWriter(const std::string& path, const nlohmann::json& glob
   const auto length = static_cast<std::uint64_t>(text.size());
   std::memcpy(header.data() + 8, &length, sizeof(length));
   std::memcpy(header.data() + 16, text.data(), text.size());
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw errno_error("open", path, errno);
+  // The header is written to a hidden file beside the journal, which is then renamed into place
+  // (never over an existing one): a journal on disk always has its whole header, even after kill -9.
+  const std::filesystem::path final_path(path);
+  const std::string partial = (final_path.parent_path() / ("." + final_path.filename().string() + ".partial")).string();
+  fd_ = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw errno_error("open", partial, errno);
+  const auto fail = [&](const char* call, const std::string& name, int error) {
+    ::close(fd_);
+    fd_ = -1;
+    ::unlink(partial.c_str());
+    return errno_error(call, name, error);
+  };
   std::size_t written = 0;
   while (written < header.size()) {
     const ssize_t result = ::write(fd_, header.data() + written, header.size() - written);
     if (result < 0 && errno == EINTR) continue;
-    if (result < 0) throw errno_error("write", path, errno);
+    if (result < 0) throw fail("write", partial, errno);
     written += static_cast<std::size_t>(result);
+  }
+  if (::renameat2(AT_FDCWD, partial.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) != 0) {
+    // A file system without RENAME_NOREPLACE: link() refuses an existing name the same way.
+    if (errno != EINVAL || ::link(partial.c_str(), path.c_str()) != 0) throw fail("rename", path, errno);
+    ::unlink(partial.c_str());
   }
   size_ = header.size();
 }

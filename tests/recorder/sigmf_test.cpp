@@ -200,6 +200,38 @@ class SmallTmpfs {
   bool mounted_ = false;
 };
 
+// A journal appears at its name only with its whole header: one that could not be written (a
+// full volume here; kill -9 the same way) leaves no file a reader would take for a broken journal.
+TEST(Journal, AJournalAppearsOnlyWithItsWholeHeader) {
+  test::TempDir dir;
+  SmallTmpfs volume(dir, "1m");
+  if (!volume.mounted()) {
+    if (test::in_ci()) FAIL() << "cannot mount a tmpfs in CI";
+    GTEST_SKIP() << "cannot mount a tmpfs here (needs root)";
+  }
+  {  // fill the volume to the last page
+    std::ofstream filler(volume.str("filler"), std::ios::binary);
+    const std::vector<char> page(4096, 'x');
+    while (filler.write(page.data(), static_cast<std::streamsize>(page.size())) && filler.flush()) {
+    }
+  }
+  const std::string path = volume.str("x.sluice-journal");
+  EXPECT_THROW(JournalWriter(path, nlohmann::json::object()), std::runtime_error);
+  EXPECT_FALSE(std::filesystem::exists(path)) << "a journal without its header was left behind";
+  std::filesystem::remove(volume.str("filler"));
+  {
+    JournalWriter writer(path, nlohmann::json{{"core:datatype", "ci16_le"}});
+    ASSERT_EQ(writer.append(record_of(0, 0, 1024)), 0);
+  }
+  EXPECT_EQ(read_journal(path).records.size(), 1U);
+  // Never over an existing journal, and nothing left beside it.
+  EXPECT_THROW(JournalWriter(path, nlohmann::json::object()), std::runtime_error);
+  EXPECT_EQ(read_journal(path).records.size(), 1U);
+  std::size_t files = 0;
+  for ([[maybe_unused]] const auto& item : std::filesystem::directory_iterator(volume.str(""))) ++files;
+  EXPECT_EQ(files, 1U) << "only the journal is on the volume";
+}
+
 // A full volume cuts an append mid-record (tmpfs: the bytes that fit in the last page are
 // written, then ENOSPC). The journal must end at its last whole record again, so that once
 // space is back the same record appends cleanly and nothing after it reads as broken.
