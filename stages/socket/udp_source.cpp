@@ -436,14 +436,6 @@ void UdpSource::handle_datagram(const std::byte* data, std::size_t bytes) noexce
     origin_ = epoch_index;
     assembler_.set_origin(origin_, timed);
   }
-  const std::uint64_t index = epoch_index - origin_;
-  if (index == assembler_.expected() && window_.empty() && guard_.idle()) {
-    // The next packet with nothing held: what accept_packet comes to, without its detours.
-    history_.arrived(index);
-    commit(index, packet_.payload.data(), samples);
-    drops_.used(epoch_index, samples, packet_.header.packet_count);
-    return;
-  }
   accept_packet(epoch_index, packet_.payload, samples, packet_.header.packet_count);
 }
 
@@ -587,6 +579,13 @@ void UdpSource::handle_gnuradio(const std::byte* data, std::size_t bytes) noexce
 void UdpSource::accept_packet(std::uint64_t position, std::span<const std::byte> payload, std::size_t samples,
                               std::optional<std::uint8_t> packet_count) noexcept {
   const std::uint64_t expected = origin_ + assembler_.expected();
+  if (position == expected && window_.empty() && guard_.idle()) {
+    // The next packet with nothing held: what the checks below come to, without their detours.
+    history_.arrived(position - origin_);
+    commit(position - origin_, payload.data(), samples);
+    drops_.used(position, samples, packet_count);
+    return;
+  }
   if (position > expected && position - expected > guard_.bound() && drops_.explains(position, samples, packet_count)) {
     guard_.discard();
     place_after_overflow(position, payload.data(), samples);

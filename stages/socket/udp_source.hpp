@@ -99,8 +99,9 @@ class UdpSource final : public Stage {
   bool handle_context(const std::byte* data, std::size_t bytes) noexcept;
   void wait_for_context(StageContext& context);
   void handle_gnuradio(const std::byte* data, std::size_t bytes) noexcept;
-  // A data packet at `position` (sender's index space) through the guard, or after datagrams
-  // the kernel dropped. `packet_count`: VITA-49's 4-bit count.
+  // A data packet at `position` (sender's index space): the stream's next one with nothing held
+  // goes straight to its chunk; any other through the guard, or after datagrams the kernel
+  // dropped. `packet_count`: VITA-49's 4-bit count.
   void accept_packet(std::uint64_t position, std::span<const std::byte> payload, std::size_t samples,
                      std::optional<std::uint8_t> packet_count) noexcept;
   void place_after_overflow(std::uint64_t position, const std::byte* payload, std::size_t samples) noexcept;
