@@ -1,5 +1,7 @@
-// Monotonic nanoseconds for latency and rate measurement, and the one pacing rule.
+// Monotonic and thread-CPU nanoseconds for measurement, and the one pacing rule.
 #pragma once
+
+#include <time.h>
 
 #include <chrono>
 #include <cstdint>
@@ -10,6 +12,13 @@ inline std::uint64_t monotonic_ns() noexcept {
   return static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
           .count());
+}
+
+// The calling thread's CPU time: what a call cost it, apart from the time it waited.
+inline std::uint64_t thread_cpu_ns() noexcept {
+  timespec now{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<std::uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<std::uint64_t>(now.tv_nsec);
 }
 
 // One pause in a polling loop: lets the sibling hyperthread run and saves power while a

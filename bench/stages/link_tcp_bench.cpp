@@ -18,7 +18,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <future>
 #include <stdexcept>
 #include <thread>
@@ -85,12 +84,6 @@ double bare_loop(std::size_t chunk, std::size_t total) {
   }
   const std::uint64_t end = receiver.get();
   return static_cast<double>(total) / (static_cast<double>(end - begin) / 1e9);
-}
-
-std::uint64_t thread_cpu_ns() {
-  timespec now{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
-  return static_cast<std::uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<std::uint64_t>(now.tv_nsec);
 }
 
 // One link run: its rate, and the sending thread's busy and CPU shares of the run per GB/s.

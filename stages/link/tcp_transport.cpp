@@ -2,7 +2,6 @@
 // threads, credits, and chunks put back in order.
 #include "stages/link/tcp_transport.hpp"
 
-#include <ctime>
 #include <stdexcept>
 #include <thread>
 
@@ -22,13 +21,6 @@ constexpr std::uint32_t kMaxConnections = 64;
 constexpr std::size_t kStagingPerConnection = 2;
 // How often a writer looks whether the copy of the chunk it writes next has finished.
 constexpr auto kCopyPoll = std::chrono::microseconds(20);
-
-// The calling thread's CPU time: a write's own cost, apart from its waits for room in the socket.
-std::uint64_t thread_cpu_ns() noexcept {
-  timespec now{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
-  return static_cast<std::uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<std::uint64_t>(now.tv_nsec);
-}
 
 std::uint64_t to_ns(std::chrono::milliseconds duration) {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(duration).count());
