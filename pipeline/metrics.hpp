@@ -94,6 +94,11 @@ struct NamedCounter {
   std::string name;
   std::atomic<std::uint64_t> value{0};
   void add(std::uint64_t amount = 1) noexcept { value.fetch_add(amount, std::memory_order_relaxed); }
+  // A gauge rather than a count (the stage's own thread is its one writer).
+  void set(std::uint64_t latest) noexcept { value.store(latest, std::memory_order_relaxed); }
+  void keep_max(std::uint64_t seen) noexcept {
+    if (seen > get()) set(seen);
+  }
   [[nodiscard]] std::uint64_t get() const noexcept { return value.load(std::memory_order_relaxed); }
 };
 

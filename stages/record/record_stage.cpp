@@ -22,11 +22,6 @@ namespace {
 // Copies out of GPU memory that may be in flight ahead of the writer's chunks.
 constexpr std::size_t kBounceCopies = 4;
 
-// Only the stage's own thread writes these counters.
-void keep_longest(NamedCounter& counter, std::uint64_t value) noexcept {
-  if (value > counter.get()) counter.value.store(value, std::memory_order_relaxed);
-}
-
 }  // namespace
 
 RecordStage::RecordStage(SettingsReader& reader, const PipelineSettings& pipeline) {
@@ -222,11 +217,11 @@ bool RecordStage::start_bounce_copy(ChunkPtr chunk) {
   bounce->copy_metadata_from(*chunk);
   arrived_.push(std::move(chunk), fence);
   bounces_.push(std::move(bounce), fence);
-  keep_longest(*longest_bounce_us_, (monotonic_ns() - began) / 1000);
+  longest_bounce_us_->keep_max((monotonic_ns() - began) / 1000);
   // Copies on one stream finish in order: those unfinished are the newest ones.
   std::uint64_t unfinished = 1;
   while (unfinished < fence && !gpu_.reached(fence - unfinished)) ++unfinished;
-  keep_longest(*most_bounces_in_flight_, unfinished);
+  most_bounces_in_flight_->keep_max(unfinished);
   return true;
 }
 
@@ -242,7 +237,7 @@ StageStatus RecordStage::submit_copied(bool& progressed) {
 bool RecordStage::submit(ChunkPtr chunk, ChunkPtr bounce) {
   const std::uint64_t began = monotonic_ns();
   const bool submitted = writer_->submit(std::move(chunk), std::move(bounce));
-  keep_longest(*longest_submit_us_, (monotonic_ns() - began) / 1000);
+  longest_submit_us_->keep_max((monotonic_ns() - began) / 1000);
   if (!submitted) not_recorded_->add();  // refused, so never written
   return submitted;
 }

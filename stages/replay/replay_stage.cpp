@@ -377,9 +377,9 @@ StageStatus ReplayStage::pace(const Read& read) noexcept {
     }
     cause->add();
     last_late_cause_ = cause;
-    if (late_us > late_most_us_->get()) late_most_us_->value.store(late_us, std::memory_order_relaxed);
-    late_latest_us_->value.store(late_us, std::memory_order_relaxed);
-    late_latest_chunk_->value.store(read.chunk->sequence, std::memory_order_relaxed);
+    late_most_us_->keep_max(late_us);
+    late_latest_us_->set(late_us);
+    late_latest_chunk_->set(read.chunk->sequence);
   }
   return StageStatus::ok;
 }
