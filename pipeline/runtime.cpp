@@ -189,15 +189,36 @@ void log_placement(const LaneDefinition& lane) {
 }
 }  // namespace
 
+// Every stage's cores settled first, then the starting thread narrowed to the cores no cpu:
+// setting takes: what stages start in start() and the unpinned stage threads inherit it.
+void Pipeline::keep_off_pinned_cores() {
+  std::vector<int> pinned;
+  for (auto& lane : lanes_) {
+    for (auto& slot : lane.slots) {
+      StageDefinition& definition = *slot.definition;
+      if (std::string problem = settle_cores(definition); !problem.empty()) {
+        throw PipelineError("lane " + lane.resources->name() + ", stage " + definition.name + " (" + definition.type +
+                            "): " + problem);
+      }
+      if (definition.cores_reason == "cpu:" || definition.cores_reason == "lane cpu:")
+        pinned.insert(pinned.end(), definition.cores.begin(), definition.cores.end());
+    }
+  }
+  unpinned_ = std::make_unique<UnpinnedCores>(pinned);
+  if (!unpinned_->cores().empty())
+    log::info("threads without a cpu: setting run on cores {}, off the cores the cpu: settings take",
+              unpinned_->cores());
+}
+
 void Pipeline::start() {
   enable_peer_access(definition_);
+  keep_off_pinned_cores();
   std::vector<Slot*> started;
   for (auto& lane : lanes_) {
     const StreamInfo* upstream = nullptr;
     for (auto& slot : lane.slots) {
       StageDefinition& definition = *slot.definition;
       try {
-        if (std::string problem = settle_cores(definition); !problem.empty()) throw std::runtime_error(problem);
         if (upstream != nullptr) slot.context->stream = *upstream;
         definition.stage->start(*slot.context);
         const StreamInfo& stream = slot.context->stream;
@@ -300,6 +321,7 @@ void Pipeline::run(const std::function<void()>& tick) {
       ++threads;
     }
   }
+  if (unpinned_) unpinned_->release();
   const auto duration = definition_.settings.duration;
   FlowWatch watch;
   const auto lanes = metrics_by_lane();

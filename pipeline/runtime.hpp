@@ -17,6 +17,7 @@
 #include "pipeline/memory.hpp"
 #include "pipeline/pool.hpp"
 #include "pipeline/stage.hpp"
+#include "pipeline/unpinned_cores.hpp"
 
 namespace sluice {
 
@@ -85,6 +86,7 @@ class Pipeline {
     std::vector<Slot> slots;
   };
 
+  void keep_off_pinned_cores();
   void run_stage(Lane& lane, std::size_t index) noexcept;
   void record_failure(const Slot& slot, const std::string& lane, std::string message);
 
@@ -96,6 +98,9 @@ class Pipeline {
   std::uint64_t started_ns_ = 0;
   std::atomic<std::uint64_t> finished_ns_{0};
   std::vector<TimelinePoint> timeline_;
+  // From start() until run() has made the stage threads: the starting thread kept off the cores
+  // that cpu: settings take, so that the threads it makes inherit that.
+  std::unique_ptr<UnpinnedCores> unpinned_;
   void sample_timeline();
 };
 

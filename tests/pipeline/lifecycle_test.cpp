@@ -88,23 +88,32 @@ class SlowSink final : public Stage {
   StageContext* context_ = nullptr;
 };
 
-// The cores its thread may run on, as the kernel reports them while it runs.
+// The cores a thread may run on, as the kernel reports them.
+std::vector<int> cores_of_this_thread() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cores;
+  if (pthread_getaffinity_np(pthread_self(), sizeof(set), &set) == 0) {
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (CPU_ISSET(static_cast<std::size_t>(cpu), &set)) cores.push_back(cpu);
+    }
+  }
+  return cores;
+}
+
+// The probe's stage thread's cores while it runs, and those of a thread it makes in start().
 std::vector<int> g_probe_cores;
+std::vector<int> g_probe_helper_cores;
 
 class AffinityProbe final : public Stage {
  public:
   AffinityProbe(SettingsReader&, const PipelineSettings&) {}
-  void start(StageContext& context) override { context_ = &context; }
+  void start(StageContext& context) override {
+    context_ = &context;
+    std::thread([] { g_probe_helper_cores = cores_of_this_thread(); }).join();
+  }
   StageStatus process() override {
-    if (g_probe_cores.empty()) {
-      cpu_set_t set;
-      CPU_ZERO(&set);
-      if (pthread_getaffinity_np(pthread_self(), sizeof(set), &set) == 0) {
-        for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-          if (CPU_ISSET(static_cast<std::size_t>(cpu), &set)) g_probe_cores.push_back(cpu);
-        }
-      }
-    }
+    if (g_probe_cores.empty()) g_probe_cores = cores_of_this_thread();
     ChunkPtr chunk = context_->input().pop(std::chrono::milliseconds(10));
     if (!chunk) return context_->input().finished() ? StageStatus::end_of_stream : StageStatus::idle;
     context_->emit(std::move(chunk));
@@ -329,6 +338,26 @@ TEST(Lifecycle, ALaneCpuSetPinsItsStagesToThatSet) {
   EXPECT_EQ(lane["gpu"]["reason"], "set by gpu: (lanes.a.gpu)");
   EXPECT_EQ(lane["stages"][0]["cores"], std::to_string(usable[1]));
   EXPECT_EQ(lane["stages"][1]["cores"], format_core_list(usable));
+}
+
+// A stage pinned by cpu: keeps its core: threads no cpu: places (an unpinned stage, a thread a
+// stage makes in start()) run on the other cores, and the thread that ran the pipeline has all
+// of its cores back afterwards.
+TEST(Lifecycle, ThreadsWithoutACpuSettingKeepOffPinnedCores) {
+  const std::vector<int> before = cores_of_this_thread();
+  if (before.size() < 2) GTEST_SKIP() << "this process may use one core";
+  const int pinned = before.back();
+  std::vector<int> rest(before.begin(), before.end() - 1);
+  g_probe_cores.clear();
+  g_probe_helper_cores.clear();
+  auto pipeline = make("lanes: [{name: a, stages: [{type: generator, stop_after: 8MiB, cpu: " + std::to_string(pinned) +
+                       "}, {type: affinity}]}]\n");
+  pipeline->start();
+  pipeline->run();
+  ASSERT_TRUE(pipeline->failures().empty()) << pipeline->failures()[0].message;
+  EXPECT_EQ(g_probe_cores, rest);
+  EXPECT_EQ(g_probe_helper_cores, rest);
+  EXPECT_EQ(cores_of_this_thread(), before);
 }
 
 }  // namespace
