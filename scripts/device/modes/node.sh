@@ -27,12 +27,24 @@ node_volumes() {  # two ext4 volumes, one per lane (each run starts on empty one
   [ "${#node_dirs[@]}" -eq 2 ] || { echo "node: volumes.sh made ${#node_dirs[@]} volumes" >&2; status=1; return 1; }
 }
 
-# Cores: emulator 14 and 15 (paced_send); the GPU node on 0-8 with its two sources pinned to 2 and 8,
-# the storage node on 9-13 (taskset). Every other thread of a node (its light stages, the link's
-# connection threads) floats over that node's cores and, having no cpu: setting, keeps off the sources'.
-node_gpu_cores=0-8
-node_storage_cores=9-13
+# Cores: the emulator on 14 and 15 (paced_send). On a host of 32 cores or more each node runs on
+# cores of its own (taskset): the GPU node on 0-13 with its sources pinned to 2 and 8, the storage
+# node on 16-31; every other thread of a node floats over its node's cores and keeps off the
+# sources'. On a smaller host every stage has a core: GPU node lanes 2-5 and 8-11, storage node 6-7
+# and 12-13, and the link's connection threads float over what no stage takes.
 node_pins_gpu=(--set lanes.port0.source.cpu=2 --set lanes.port1.source.cpu=8)
+node_pins_storage=()
+if [ "$(nproc)" -ge 32 ]; then
+  node_gpu_cores=(taskset -c 0-13)
+  node_storage_cores=(taskset -c 16-31)
+else
+  node_gpu_cores=()
+  node_storage_cores=()
+  node_pins_gpu+=(--set lanes.port0.link.cpu=3 --set lanes.port0.fft.cpu=4 --set lanes.port0.to_storage.cpu=5
+                  --set lanes.port1.link.cpu=9 --set lanes.port1.fft.cpu=10 --set lanes.port1.to_storage.cpu=11)
+  node_pins_storage=(--set lanes.port0.record.cpu=6 --set lanes.port0.sink.cpu=7 --set lanes.port1.record.cpu=12
+                     --set lanes.port1.sink.cpu=13)
+fi
 node_load=(--set emulator.sample_rate=750Msps --set template.source.sample_rate=750Msps
            --set template.source.receive_buffer=256MiB --set lanes.port0.source.address=127.0.0.1:50100
            --set lanes.port1.source.address=127.0.0.1:50101 --set pipeline.chunk=16MiB --set pipeline.chunks=32
@@ -42,11 +54,11 @@ node_load=(--set emulator.sample_rate=750Msps --set template.source.sample_rate=
 node_record_run() {  # node_record_run RATE SECONDS: one two-process run; prints its summary row
   local rate=$1 seconds=$2 name="node-${1%%/*}-$2s"
   node_volumes || return
-  taskset -c "$node_storage_cores" "$pack/bin/sluice" run "$pack/configs/storage_node.yaml" --node storage "${node_load[@]}" \
+  "${node_storage_cores[@]}" "$pack/bin/sluice" run "$pack/configs/storage_node.yaml" --node storage "${node_load[@]}" "${node_pins_storage[@]}" \
     --set "lanes.port0.record.directory=${node_dirs[0]}" --set "lanes.port1.record.directory=${node_dirs[1]}" \
     --set template.record.preallocate=1GiB --report "$out/$name-storage.json" 2> "$out/$name-storage.log" > /dev/null &
   local storage=$!
-  taskset -c "$node_gpu_cores" "$pack/bin/sluice" run "$pack/configs/storage_node.yaml" --node gpu "${node_load[@]}" "${node_pins_gpu[@]}" \
+  "${node_gpu_cores[@]}" "$pack/bin/sluice" run "$pack/configs/storage_node.yaml" --node gpu "${node_load[@]}" "${node_pins_gpu[@]}" \
     --duration "$((seconds + 6))s" --report "$out/$name-gpu.json" 2> "$out/$name-gpu.log" > /dev/null &
   local gpu=$!
   sleep 4  # sockets bound, plans made, links connected

@@ -12,7 +12,7 @@ table="$out/record-dual-table.txt"
 printf '%-9s%9s %9s %11s %10s %6s %12s %6s\n' run rate 'GB/s' sent_pkts lost_pkts drops tap_samples info > "$table"
 row=$(record_dual_run 3GB/s "${RECORD_SECONDS:-10}" on)
 echo "$row" >> "$table"
-verdict=$(echo "$row" | awk '{ print ($5 == 0 && $6 == 0 && $7 == "all" && $8 == "ok") ? "lossless" : "LOST" }')
+verdict=$(echo "$row" | awk '{ print ($5 == 0 && $6 == 0 && $7 == "all" && $8 == "bit-exact") ? "lossless" : "LOST" }')
 record_row dual "2 x 3 GB/s ${RECORD_SECONDS:-10} s, raw host+GPU over 4 volumes (first run)" "$verdict" "-" "-"
 # One row per tap of this run: "port0.raw: writes 3.00 GB/s, longest submit 1.2 ms, ..."
 taps="$out/record-3GB-${RECORD_SECONDS:-10}s-on-taps.txt"
