@@ -16,9 +16,12 @@
 namespace sluice {
 namespace {
 
-// The consumer polls this long for a batch before it sleeps: at a steady rate the next one comes
-// within it, so the receive thread seldom pays a wake-up (a futex call) on its core.
-constexpr std::uint64_t kConsumerSpinNs = 50'000;
+// How the consumer waits for a batch: it spins a little, then naps and looks again, and only
+// after a pause in the stream sleeps until woken. While batches flow, the receive thread never
+// pays for a wake-up (a futex call on its core); the naps are paid on the consumer's core.
+constexpr std::uint64_t kConsumerSpinNs = 10'000;
+constexpr auto kConsumerNap = std::chrono::microseconds(50);
+constexpr std::uint64_t kConsumerNapsForNs = 2'000'000;  // then the stream has paused: sleep
 
 }  // namespace
 
@@ -108,23 +111,26 @@ ReceiveBatch* ReceiveThread::take_free() noexcept {
 ReceiveBatch* ReceiveThread::next(std::chrono::nanoseconds timeout) noexcept {
   if (!consumer_asked_) {
     consumer_asked_ = true;
+    if (pthread_getcpuclockid(pthread_self(), &consumer_clock_) == 0)
+      have_consumer_clock_.store(true, std::memory_order_release);
     release();
   }
   const auto wait_ns = static_cast<std::uint64_t>(std::max<std::int64_t>(0, timeout.count()));
   const std::uint64_t begin = monotonic_ns();
-  const std::uint64_t spin_until = begin + std::min(kConsumerSpinNs, wait_ns);
   for (;;) {
     if (const auto batch = filled_.try_pop()) return *batch;
     if (filled_.finished()) return nullptr;
-    const std::uint64_t now = monotonic_ns();
-    if (now < spin_until) {
+    const std::uint64_t waited = monotonic_ns() - begin;
+    if (waited >= wait_ns) return nullptr;
+    if (waited < kConsumerSpinNs) {
       cpu_relax();
-      continue;
+    } else if (waited < kConsumerNapsForNs) {
+      std::this_thread::sleep_for(kConsumerNap);
+    } else {
+      filled_.wait_for_push(std::chrono::nanoseconds(wait_ns - waited));
+      const auto batch = filled_.try_pop();
+      return batch ? *batch : nullptr;
     }
-    if (now - begin >= wait_ns) return nullptr;
-    filled_.wait_for_push(std::chrono::nanoseconds(wait_ns - (now - begin)));
-    const auto batch = filled_.try_pop();
-    return batch ? *batch : nullptr;
   }
 }
 
@@ -136,6 +142,12 @@ std::uint64_t ReceiveThread::cpu_ns() const noexcept {
   timespec now{};
   if (pthread_getcpuclockid(handle_, &clock) != 0 || ::clock_gettime(clock, &now) != 0)
     return final_cpu_ns_.load(std::memory_order_relaxed);
+  return static_cast<std::uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<std::uint64_t>(now.tv_nsec);
+}
+
+std::uint64_t ReceiveThread::consumer_cpu_ns() const noexcept {
+  timespec now{};
+  if (!have_consumer_clock_.load(std::memory_order_acquire) || ::clock_gettime(consumer_clock_, &now) != 0) return 0;
   return static_cast<std::uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<std::uint64_t>(now.tv_nsec);
 }
 

@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <atomic>
 #include <chrono>
@@ -77,6 +78,8 @@ class ReceiveThread {
   // The thread's CPU time (user and system) so far, or in all once it has ended; 0 before
   // start(). Read from any thread while the thread runs or after stop(), not during stop().
   [[nodiscard]] std::uint64_t cpu_ns() const noexcept;
+  // The consumer's CPU time so far, from its first next() until its thread ends; 0 before.
+  [[nodiscard]] std::uint64_t consumer_cpu_ns() const noexcept;
   // Ends the thread and joins it; batches it filled stay for next(). Idempotent.
   void stop() noexcept;
 
@@ -93,6 +96,8 @@ class ReceiveThread {
   SpscQueue<ReceiveBatch*> free_;    // consumer → this thread
   std::atomic<bool> go_{false};      // the thread may receive
   bool consumer_asked_ = false;      // the consumer's: it has called next()
+  std::atomic<bool> have_consumer_clock_{false};
+  clockid_t consumer_clock_{};
   std::atomic<bool> stopping_{false};
   std::atomic<int> failed_errno_{0};
   std::atomic<std::uint64_t> waits_for_batch_{0};

@@ -19,6 +19,7 @@
 #include <string>
 #include <thread>
 
+#include "pipeline/clock.hpp"
 #include "proc_net_udp.hpp"
 #include "wire/socket.hpp"
 
@@ -95,6 +96,10 @@ TEST(ReceiveThread, EveryDatagramReachesTheConsumerOnceAndInOrderThroughASlowCon
   EXPECT_EQ(test_support::proc_udp_drops(loopback.port).value(), 0U);
   EXPECT_GT(thread.waits_for_batch(), 0U) << "the slow consumer never made the thread wait";
   EXPECT_GT(thread.cpu_ns(), 0U);
+  // The consumer is this thread: its clock is this thread's.
+  const std::uint64_t consumer = thread.consumer_cpu_ns();
+  EXPECT_GT(consumer, 0U);
+  EXPECT_LE(consumer, thread_cpu_ns());
   thread.stop();
   EXPECT_EQ(thread.next(std::chrono::milliseconds(0)), nullptr);
   EXPECT_EQ(thread.failed_errno(), 0);
