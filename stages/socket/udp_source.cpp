@@ -229,9 +229,12 @@ void UdpSource::start(StageContext& context) {
 void UdpSource::start_receive_thread(StageContext& context) {
   const std::vector<int>& cores = settings_.receive_cpu;
   if (context.cpu() >= 0 && cores.size() == 1 && cores.front() == context.cpu()) {
-    throw std::runtime_error("receive_cpu " + std::to_string(cores.front()) +
-                             " is also the stage's cpu: the two threads would take turns on one core; give the "
-                             "stage's thread other cores (cpu:), or set receive_thread: false");
+    // It works, but the receive core then does all the work again, and more.
+    const std::string note = "receive_cpu " + std::to_string(cores.front()) +
+                             " is also the stage's cpu: the receive thread and the stage's thread take turns on one "
+                             "core; give the stage's thread other cores (cpu:), or set receive_thread: false";
+    log::warn("{}: {}", context.stage_name(), note);
+    context.metrics().notes.push_back(note);
   }
   receiver_->start(cores, "rx " + context.lane_name());
   log::info("{}: receive thread on {}", context.stage_name(),
