@@ -236,7 +236,12 @@ void UdpSource::start_receive_thread(StageContext& context) {
     log::warn("{}: {}", context.stage_name(), note);
     context.metrics().notes.push_back(note);
   }
-  receiver_->start(cores, "rx " + context.lane_name());
+  try {
+    receiver_->start(cores, "rx " + context.lane_name());
+  } catch (const std::runtime_error& error) {
+    throw std::runtime_error("receive_cpu " + format_core_list(cores) + ": " + error.what() +
+                             " (pick cores this process may use: taskset -cp PID lists them)");
+  }
   log::info("{}: receive thread on {}", context.stage_name(),
             cores.empty() ? std::string("any core (receive_cpu not set)") : "cpu " + format_core_list(cores));
 }

@@ -1269,6 +1269,20 @@ TEST(UdpSource, ReceiveThreadSettingsThatCannotApplyAreErrors) {
   EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& note) {
     return note.find("receive_cpu 0 is also the stage's cpu") != std::string::npos;
   }));
+  // A core this process may not use fails the start, naming the setting and the call.
+  Pipeline nowhere(load_pipeline_text(
+      "pipeline: {chunk: 64KiB, chunks: 8}\n"
+      "lanes: [{name: a, stages: [{type: udp, address: 127.0.0.1:0, receive_thread: true, receive_cpu: 4095}, "
+      "{type: null}]}]\n",
+      "t.yaml"));
+  try {
+    nowhere.start();
+    FAIL() << "a receive thread pinned to a core that is not there";
+  } catch (const PipelineError& error) {
+    EXPECT_NE(std::string(error.what()).find("receive_cpu 4095: pthread_setaffinity_np (receive thread): "),
+              std::string::npos)
+        << error.what();
+  }
 }
 
 }  // namespace
