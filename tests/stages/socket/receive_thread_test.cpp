@@ -19,6 +19,7 @@
 #include <string>
 #include <thread>
 
+#include "loopback_pair.hpp"
 #include "pipeline/clock.hpp"
 #include "proc_net_udp.hpp"
 #include "wire/socket.hpp"
@@ -30,23 +31,13 @@ constexpr std::size_t kSlot = 2048;
 constexpr std::size_t kControl = 64;
 
 // A bound receiver (10 ms SO_RCVTIMEO, as the udp stage sets it) and a sender aimed at it.
-struct Loopback {
-  wire::UniqueFd receiver{::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)};
-  wire::UniqueFd sender{::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)};
-  sockaddr_in address{};
-  std::uint16_t port = 0;
-
+struct Loopback : test_support::LoopbackPair {
   Loopback() {
     const timeval timeout{0, 10'000};
     EXPECT_EQ(::setsockopt(receiver.get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout)), 0);
     const int buffer = 4 << 20;
     (void)::setsockopt(receiver.get(), SOL_SOCKET, SO_RCVBUFFORCE, &buffer, sizeof(buffer));
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(receiver.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
-    socklen_t length = sizeof(address);
-    EXPECT_EQ(::getsockname(receiver.get(), reinterpret_cast<sockaddr*>(&address), &length), 0);
-    port = ntohs(address.sin_port);
+    bind_receiver();
   }
   // Datagrams [from, to), each 1000 bytes starting with its 64-bit sequence number.
   void send(std::uint64_t from, std::uint64_t to) {

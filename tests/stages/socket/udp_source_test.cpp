@@ -1001,20 +1001,22 @@ TEST(UdpSource, EmulatorBareDatagramsWithDropsArriveInOrderAndLossIsNotSeen) {
   EXPECT_NE(run.capture.stream.description.find("lost datagrams cannot be detected"), std::string::npos);
 }
 
+// The configuration errors of a udp stage with `settings` added to its map, or "".
+std::string udp_settings_errors(const std::string& settings) {
+  try {
+    load_pipeline_text("lanes: [{name: a, stages: [{type: udp" + settings + "}, {type: null}]}]\n", "t.yaml");
+  } catch (const ConfigException& error) {
+    return error.errors().to_string();
+  }
+  return std::string();
+}
+
 TEST(UdpSource, FramingSettingsThatCannotApplyAreErrors) {
-  const auto rejected = [](const std::string& settings) {
-    try {
-      load_pipeline_text("lanes: [{name: a, stages: [{type: udp" + settings + "}, {type: null}]}]\n", "t.yaml");
-    } catch (const ConfigException& error) {
-      return error.errors().to_string();
-    }
-    return std::string();
-  };
-  EXPECT_NE(rejected(", framing: none, stream_id: 3").find("stream_id applies to framing vita49 only"),
+  EXPECT_NE(udp_settings_errors(", framing: none, stream_id: 3").find("stream_id applies to framing vita49 only"),
             std::string::npos);
-  EXPECT_NE(rejected(", framing: none, max_jump: 1s").find("framing none does not have"), std::string::npos);
-  EXPECT_NE(rejected(", framing: gnu").find("is not one of"), std::string::npos);
-  EXPECT_EQ(rejected(", framing: gnuradio_seq, reorder_window: 4"), "");
+  EXPECT_NE(udp_settings_errors(", framing: none, max_jump: 1s").find("framing none does not have"), std::string::npos);
+  EXPECT_NE(udp_settings_errors(", framing: gnu").find("is not one of"), std::string::npos);
+  EXPECT_EQ(udp_settings_errors(", framing: gnuradio_seq, reorder_window: 4"), "");
 }
 
 // IF Context packets (VITA 49.0 type 4) interleaved with the data: counted exactly, never
@@ -1245,19 +1247,12 @@ TEST(UdpSource, AStopEndsTheReceiveThreadWhileItWaitsForDatagrams) {
 }
 
 TEST(UdpSource, ReceiveThreadSettingsThatCannotApplyAreErrors) {
-  const auto rejected = [](const std::string& settings) {
-    try {
-      load_pipeline_text("lanes: [{name: a, stages: [{type: udp" + settings + "}, {type: null}]}]\n", "t.yaml");
-    } catch (const ConfigException& error) {
-      return error.errors().to_string();
-    }
-    return std::string();
-  };
-  EXPECT_NE(rejected(", receive_cpu: 1").find("receive_cpu applies to the receive thread, which is off"),
+  EXPECT_NE(udp_settings_errors(", receive_cpu: 1").find("receive_cpu applies to the receive thread, which is off"),
             std::string::npos);
-  EXPECT_NE(rejected(", receive_batches: 8").find("set receive_thread: true"), std::string::npos);
-  EXPECT_NE(rejected(", receive_thread: true, receive_batches: 1").find("receive_batches"), std::string::npos);
-  EXPECT_EQ(rejected(", receive_thread: true, receive_cpu: 0, receive_batches: 8"), "");
+  EXPECT_NE(udp_settings_errors(", receive_batches: 8").find("set receive_thread: true"), std::string::npos);
+  EXPECT_NE(udp_settings_errors(", receive_thread: true, receive_batches: 1").find("receive_batches"),
+            std::string::npos);
+  EXPECT_EQ(udp_settings_errors(", receive_thread: true, receive_cpu: 0, receive_batches: 8"), "");
   // One core for both threads works, but takes turns: the stage's summary says so.
   Pipeline pipeline(load_pipeline_text(
       "pipeline: {chunk: 64KiB, chunks: 8}\n"
