@@ -11,7 +11,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,8 +31,6 @@ class ReceiveBatch {
   // Message `i` as the last recvmmsg left it, and its data.
   [[nodiscard]] const mmsghdr& message(std::size_t i) const noexcept { return headers_[i]; }
   [[nodiscard]] const std::byte* data(std::size_t i) const noexcept { return buffers_.data() + i * slot_bytes_; }
-  // Slot 0 for a single receive outside recvmmsg (the context packet wait).
-  [[nodiscard]] std::span<std::byte> first_slot() noexcept { return {buffers_.data(), slot_bytes_}; }
   std::size_t received = 0;  // messages the last recvmmsg filled
 
  private:

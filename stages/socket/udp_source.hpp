@@ -3,7 +3,8 @@
 // kernel has it), every header validated, loss/duplicate/reorder accounting from the
 // timestamps, a single stray timestamp never moving the stream (JumpGuard), datagrams the
 // kernel dropped at the socket told from a sender's jump by its own count (KernelDrops),
-// samples byte-swapped into chunks in the one copy.
+// samples byte-swapped into chunks in the one copy; with receive_thread, the receive calls on a
+// thread of their own (ReceiveThread) and the rest on the stage's.
 #pragma once
 
 #include <netinet/in.h>
