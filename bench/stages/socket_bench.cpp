@@ -341,15 +341,25 @@ StageResult stage_run(std::size_t payload, double rate, double seconds, StageWay
     std::this_thread::sleep_for(std::chrono::duration<double>(kWarmupSeconds));
     const std::uint64_t before = metrics.packets.load();
     // Split: the thread alone on kReceiveCpu is the receive thread, and the stage's own thread places.
+    const ReceiveThread* split = stage->receive_thread();
     CpuWindow window(thread_pinned_to_receive_cpu());
-    const std::uint64_t place_before_ns = stage->placing_thread_cpu_ns();
+    const std::uint64_t place_before_ns = split != nullptr ? split->consumer_cpu_ns() : 0;
+    const std::uint64_t received_before = split != nullptr ? split->received_bytes() : 0;
     std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
     window.end();
-    const std::uint64_t place_ns = stage->placing_thread_cpu_ns() - place_before_ns;
-    result.packet_rate = static_cast<double>(metrics.packets.load() - before) / seconds;
-    result.receive = with_cpu(result.packet_rate, payload, window, seconds);
-    const double gigabytes = result.packet_rate * seconds * static_cast<double>(payload) / 1e9;
-    result.place_cpu_seconds_per_gb = gigabytes > 0 ? static_cast<double>(place_ns) / 1e9 / gigabytes : 0;
+    const std::uint64_t placed = metrics.packets.load() - before;
+    result.packet_rate = static_cast<double>(placed) / seconds;
+    // The receive side is charged for what it received in the window: with a backlog in the ring
+    // or the socket, the stage's thread places more or less than that meanwhile.
+    const double received_rate = split != nullptr ? static_cast<double>(split->received_bytes() - received_before) /
+                                                        static_cast<double>(payload) / seconds
+                                                  : result.packet_rate;
+    result.receive = with_cpu(received_rate, payload, window, seconds);
+    if (split != nullptr) {
+      const double gigabytes = static_cast<double>(placed * payload) / 1e9;
+      result.place_cpu_seconds_per_gb =
+          gigabytes > 0 ? static_cast<double>(split->consumer_cpu_ns() - place_before_ns) / 1e9 / gigabytes : 0;
+    }
   }  // the emulator has finished (or is stopped) here
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   pipeline.request_stop();

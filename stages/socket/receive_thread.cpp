@@ -76,6 +76,7 @@ void ReceiveThread::start(const std::vector<int>& cores, const std::string& name
 
 void ReceiveThread::run() noexcept {
   go_.wait(false, std::memory_order_acquire);
+  std::uint64_t bytes = 0;
   while (ReceiveBatch* batch = take_free()) {
     batch->rearm();
     int received = -1;
@@ -88,7 +89,9 @@ void ReceiveThread::run() noexcept {
       break;
     }
     batch->received = static_cast<std::size_t>(received);
-    filled_.try_push(batch);  // never full: it holds every batch at most
+    for (std::size_t i = 0; i < batch->received; ++i) bytes += batch->message(i).msg_len;
+    received_bytes_.store(bytes, std::memory_order_relaxed);  // this thread is its one writer
+    filled_.try_push(batch);                                  // never full: it holds every batch at most
   }
   final_cpu_ns_.store(thread_cpu_ns(), std::memory_order_relaxed);
   running_.store(false, std::memory_order_release);

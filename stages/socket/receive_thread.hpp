@@ -75,6 +75,10 @@ class ReceiveThread {
   // The thread's CPU time (user and system) so far, or in all once it has ended; 0 before
   // start(). Read from any thread while the thread runs or after stop(), not during stop().
   [[nodiscard]] std::uint64_t cpu_ns() const noexcept;
+  // Bytes (whole datagrams, GRO segments summed) the thread has received so far.
+  [[nodiscard]] std::uint64_t received_bytes() const noexcept {
+    return received_bytes_.load(std::memory_order_relaxed);
+  }
   // The consumer's CPU time so far, from its first next() until its thread ends; 0 before.
   [[nodiscard]] std::uint64_t consumer_cpu_ns() const noexcept;
   // Ends the thread and joins it; batches it filled stay for next(). Idempotent.
@@ -98,6 +102,7 @@ class ReceiveThread {
   std::atomic<bool> stopping_{false};
   std::atomic<int> failed_errno_{0};
   std::atomic<std::uint64_t> waits_for_batch_{0};
+  std::atomic<std::uint64_t> received_bytes_{0};
   std::atomic<bool> running_{false};
   std::atomic<std::uint64_t> final_cpu_ns_{0};
   std::thread thread_;

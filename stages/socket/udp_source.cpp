@@ -409,6 +409,7 @@ StageStatus UdpSource::process() {
 }
 
 StageStatus UdpSource::process_from_thread() noexcept {
+  receiver_waits_->set(receiver_->waits_for_batch());  // the receive thread's count, shown live
   ReceiveBatch* batch = nullptr;
   {
     const WaitTimer waiting(context_->metrics());
@@ -445,7 +446,6 @@ void UdpSource::handle_batch(const ReceiveBatch& batch) noexcept {
 }
 
 void UdpSource::flush_when_quiet() noexcept {
-  if (receiver_) receiver_waits_->set(receiver_->waits_for_batch());
   if (monotonic_ns() - last_packet_ns_ >= static_cast<std::uint64_t>(settings_.flush_after.count())) {
     // The stream paused: whatever waited for a late packet is released, the chunk goes on.
     while (release_oldest_pending()) {

@@ -78,10 +78,9 @@ class UdpSource final : public Stage {
   // VITA-49 datagrams whose header was decoded whole rather than matched against the last
   // accepted one's (vita49::RepeatDecoder), for tests; read it after the stage has stopped.
   [[nodiscard]] std::uint64_t header_decodes() const { return header_decodes_; }
-  // With receive_thread: true, the CPU time so far of the receive thread and of the stage's own
-  // thread (which checks, accounts and copies); else 0. For the socket benchmark and tests.
-  [[nodiscard]] std::uint64_t receive_thread_cpu_ns() const { return receiver_ ? receiver_->cpu_ns() : 0; }
-  [[nodiscard]] std::uint64_t placing_thread_cpu_ns() const { return receiver_ ? receiver_->consumer_cpu_ns() : 0; }
+  // The receive thread (receive_thread: true; else null), whose consumer is the stage's own
+  // thread: their CPU times and the bytes received, for the socket benchmark and tests.
+  [[nodiscard]] const ReceiveThread* receive_thread() const { return receiver_.get(); }
 
  private:
   // Socket, receive buffer, timeout, bind, GRO; returns the bound address.

@@ -85,6 +85,7 @@ TEST(ReceiveThread, EveryDatagramReachesTheConsumerOnceAndInOrderThroughASlowCon
   }
   sender.join();
   EXPECT_EQ(test_support::proc_udp_drops(loopback.port).value(), 0U);
+  EXPECT_EQ(thread.received_bytes(), kCount * 1000);
   EXPECT_GT(thread.waits_for_batch(), 0U) << "the slow consumer never made the thread wait";
   EXPECT_GT(thread.cpu_ns(), 0U);
   // The consumer is this thread: its clock is this thread's.
