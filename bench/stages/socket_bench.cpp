@@ -10,7 +10,8 @@
 // GB received, the receiving thread's own run time per GB (schedstat: the figure to read where
 // other work shares the core) and how busy the emulator's core was: when the sender's core is
 // near 100% and both receivers have time to spare, the sender bounds the rate and the ratio says
-// little.
+// little. A third receiver alternates with them, the split (receive_thread: true): its receive
+// thread on the receive core (the same figures), its placing thread on kPlaceCpu (its CPU per GB).
 //   socket_bench [--benchmark_repetitions=N]
 //   SLUICE_BENCH_VS_BARE_RATE=4e9 socket_bench --benchmark_filter='VsBare.*/8192'   (CPU per byte, same pace)
 //   SLUICE_BENCH_PACED_SECONDS=30 socket_bench --benchmark_filter=Paced   (the 30 s run)
@@ -83,6 +84,12 @@ const int kEmulatorCpu = env_or("SLUICE_BENCH_TX_CPU", std::thread::hardware_con
 // Every other thread: the stage's sink, the runtime's monitor, this thread (SLUICE_BENCH_OTHER_CPU).
 // With fewer than 4 cores it shares the emulator's core, and the figures say so in their label.
 const int kOtherCpu = env_or("SLUICE_BENCH_OTHER_CPU", std::thread::hardware_concurrency() >= 4 ? 1 : kEmulatorCpu);
+// The split (receive_thread: true): its receive thread on kReceiveCpu, the stage's own thread (the
+// placing thread: checks, accounting, the copy into chunks) here (SLUICE_BENCH_PLACE_CPU): core 4
+// where there are five or more, else kOtherCpu's.
+const int kPlaceCpu = env_or("SLUICE_BENCH_PLACE_CPU", std::thread::hardware_concurrency() >= 5 ? 4 : kOtherCpu);
+// The split's ring (receive_batches; SLUICE_BENCH_RECEIVE_BATCHES, 0: the stage's default).
+const int kReceiveBatches = env_or("SLUICE_BENCH_RECEIVE_BATCHES", 0);
 
 // One core's busy and total time from /proc/stat (clock ticks), so that both runs are charged
 // the same way, kernel receive work included, whatever thread did it.
@@ -272,6 +279,8 @@ ReceiveResult bare_receive(std::size_t payload, double rate = 0) {
 
 struct StageResult {
   ReceiveResult receive;
+  double place_cpu_seconds_per_gb = 0;  // the split's placing thread (the stage's own), over the window
+  double receive_waits_per_second = 0;  // the split's receive thread finding its ring empty, over the run
   double packet_rate = 0;
   std::uint64_t packets = 0;
   std::uint64_t lost_samples = 0;
@@ -291,14 +300,27 @@ std::uint64_t named(const std::deque<NamedCounter>& counters, const std::string&
   return 0;
 }
 
+// How the udp stage receives: on its own thread (inline), or on a receive thread of its own
+// with the stage's thread placing (split: receive_thread: true).
+enum class StageWay { inline_receive, split };
+
+// The stage's settings for `way`: its thread (inline) or its receive thread (split) on kReceiveCpu.
+std::string way_settings(StageWay way) {
+  const auto core = [](const char* key, int cpu) {
+    return cpu >= 0 ? ", " + std::string(key) + ": " + std::to_string(cpu) : std::string();
+  };
+  if (way == StageWay::inline_receive) return core("cpu", kReceiveCpu);
+  return ", receive_thread: true" + core("receive_cpu", kReceiveCpu) + core("cpu", kPlaceCpu) +
+         (kReceiveBatches > 0 ? ", receive_batches: " + std::to_string(kReceiveBatches) : std::string());
+}
+
 // The udp stage into a null sink; `rate` 0 = emulator unpaced, measured over the window.
-StageResult stage_run(std::size_t payload, double rate, double seconds) {
+StageResult stage_run(std::size_t payload, double rate, double seconds, StageWay way = StageWay::inline_receive) {
   const std::string yaml =
       "pipeline: {chunk: 4MiB, chunks: 32}\n"
       "template:\n"
       "  - {name: source, type: udp, address: 127.0.0.1:0, batch: " +
-      std::to_string(kBatch) + ", max_datagram: 9000, receive_buffer: 256MiB" +
-      (kReceiveCpu >= 0 ? ", cpu: " + std::to_string(kReceiveCpu) : std::string()) +
+      std::to_string(kBatch) + ", max_datagram: 9000, receive_buffer: 256MiB" + way_settings(way) +
       "}\n"
       "  - {name: sink, type: \"null\"" +
       (kOtherCpu >= 0 ? ", cpu: " + std::to_string(kOtherCpu) : std::string()) +
@@ -318,11 +340,26 @@ StageResult stage_run(std::size_t payload, double rate, double seconds) {
     EmulatorProcess emulator(stage->port(), payload, kWarmupSeconds + seconds + 0.5, rate);
     std::this_thread::sleep_for(std::chrono::duration<double>(kWarmupSeconds));
     const std::uint64_t before = metrics.packets.load();
+    // Split: the thread alone on kReceiveCpu is the receive thread, and the stage's own thread places.
+    const ReceiveThread* split = stage->receive_thread();
     CpuWindow window(thread_pinned_to_receive_cpu());
+    const std::uint64_t place_before_ns = split != nullptr ? split->consumer_cpu_ns() : 0;
+    const std::uint64_t received_before = split != nullptr ? split->received_bytes() : 0;
     std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
     window.end();
-    result.packet_rate = static_cast<double>(metrics.packets.load() - before) / seconds;
-    result.receive = with_cpu(result.packet_rate, payload, window, seconds);
+    const std::uint64_t placed = metrics.packets.load() - before;
+    result.packet_rate = static_cast<double>(placed) / seconds;
+    // The receive side is charged for what it received in the window: with a backlog in the ring
+    // or the socket, the stage's thread places more or less than that meanwhile.
+    const double received_rate = split != nullptr ? static_cast<double>(split->received_bytes() - received_before) /
+                                                        static_cast<double>(payload) / seconds
+                                                  : result.packet_rate;
+    result.receive = with_cpu(received_rate, payload, window, seconds);
+    if (split != nullptr) {
+      const double gigabytes = static_cast<double>(placed * payload) / 1e9;
+      result.place_cpu_seconds_per_gb =
+          gigabytes > 0 ? static_cast<double>(split->consumer_cpu_ns() - place_before_ns) / 1e9 / gigabytes : 0;
+    }
   }  // the emulator has finished (or is stopped) here
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   pipeline.request_stop();
@@ -331,65 +368,87 @@ StageResult stage_run(std::size_t payload, double rate, double seconds) {
   result.lost_samples = named(metrics.counters(), "lost_samples");
   result.lost_packets = named(metrics.counters(), "lost_packets");
   result.drops = metrics.total_drops();
+  result.receive_waits_per_second =
+      static_cast<double>(named(metrics.counters(), "receive_thread_waits")) / (kWarmupSeconds + seconds + 0.5);
   return result;
 }
 
+// One receiver's figures over the rounds, each kept for its median.
+struct RoundFigures {
+  std::vector<double> packet_rate;
+  std::vector<double> core_cpu;    // receive core's CPU s/GB
+  std::vector<double> thread_cpu;  // receiving thread's own CPU s/GB
+  std::vector<double> sender_busy;
+  std::vector<double> place_cpu;      // split: the placing thread's CPU s/GB
+  std::vector<double> receive_waits;  // split: the receive thread's waits for a batch a second
+  void add(const ReceiveResult& result, double place = 0, double waits = 0) {
+    receive_waits.push_back(waits);
+    packet_rate.push_back(result.packet_rate);
+    core_cpu.push_back(result.receive_cpu_seconds_per_gb);
+    thread_cpu.push_back(result.thread_cpu_seconds_per_gb);
+    sender_busy.push_back(result.emulator_busy);
+    place_cpu.push_back(place);
+  }
+};
+
+// Bare loop, udp stage receiving on its own thread, and the split (receive thread + placing
+// thread) in alternating rounds at the same pace, medians reported. Against the bare loop: the
+// receive core's CPU per GB (/proc/stat) and the receiving thread's own (schedstat); for the split
+// also its placing thread's CPU per GB, which the inline stage's thread spends on its one core.
 void BM_UdpStageVsBareReceive(benchmark::State& state) {
   const auto payload = static_cast<std::size_t>(state.range(0));
-  double bare = 0;
-  StageResult stage;
+  RoundFigures bare;
+  RoundFigures stage;
+  RoundFigures split;
   std::vector<double> ratios;
-  std::vector<double> bare_cpu;
-  std::vector<double> stage_cpu;
-  std::vector<double> bare_thread;
-  std::vector<double> stage_thread;
-  std::vector<double> bare_sender;
-  std::vector<double> stage_sender;
   for (auto _ : state) {
-    std::vector<double> bares;
-    std::vector<double> stages;
     for (int round = 0; round < kRounds; ++round) {
-      const ReceiveResult bare_round = bare_receive(payload, kVsBareRate);
-      const ReceiveResult stage_round = stage_run(payload, kVsBareRate, kMeasureSeconds).receive;
-      bares.push_back(bare_round.packet_rate);
-      stages.push_back(stage_round.packet_rate);
-      ratios.push_back(bares.back() > 0 ? stages.back() / bares.back() : 0);
-      bare_cpu.push_back(bare_round.receive_cpu_seconds_per_gb);
-      stage_cpu.push_back(stage_round.receive_cpu_seconds_per_gb);
-      bare_thread.push_back(bare_round.thread_cpu_seconds_per_gb);
-      stage_thread.push_back(stage_round.thread_cpu_seconds_per_gb);
-      bare_sender.push_back(bare_round.emulator_busy);
-      stage_sender.push_back(stage_round.emulator_busy);
+      bare.add(bare_receive(payload, kVsBareRate));
+      stage.add(stage_run(payload, kVsBareRate, kMeasureSeconds).receive);
+      const StageResult split_round = stage_run(payload, kVsBareRate, kMeasureSeconds, StageWay::split);
+      split.add(split_round.receive, split_round.place_cpu_seconds_per_gb, split_round.receive_waits_per_second);
+      ratios.push_back(bare.packet_rate.back() > 0 ? stage.packet_rate.back() / bare.packet_rate.back() : 0);
     }
-    bare = median(bares);
-    stage.packet_rate = median(stages);
   }
-  if (bare <= 0) {
+  const double bare_rate = median(bare.packet_rate);
+  if (bare_rate <= 0) {
     state.SkipWithError("bare receive loop got no packets (emulator did not start?)");
     return;
   }
-  state.counters["bare_Mpps"] = bare / 1e6;
-  state.counters["stage_Mpps"] = stage.packet_rate / 1e6;
-  state.counters["stage_GBps"] = stage.packet_rate * static_cast<double>(payload) / 1e9;
-  state.counters["ratio"] = stage.packet_rate / bare;  // target >= 0.9: the ratio of the medians
+  const double stage_rate = median(stage.packet_rate);
+  state.counters["bare_Mpps"] = bare_rate / 1e6;
+  state.counters["stage_Mpps"] = stage_rate / 1e6;
+  state.counters["stage_GBps"] = stage_rate * static_cast<double>(payload) / 1e9;
+  state.counters["ratio"] = stage_rate / bare_rate;    // target >= 0.9: the ratio of the medians
   state.counters["ratio_per_round"] = median(ratios);  // the median of the per-round ratios, beside it
   // Receiving core's CPU seconds per GB (lower is cheaper), and the emulator core's busy fraction:
   // near 1.0 the sender is the bound, whichever receiver is measured.
-  state.counters["bare_rx_cpu_s_per_GB"] = median(bare_cpu);
-  state.counters["stage_rx_cpu_s_per_GB"] = median(stage_cpu);
+  state.counters["bare_rx_cpu_s_per_GB"] = median(bare.core_cpu);
+  state.counters["stage_rx_cpu_s_per_GB"] = median(stage.core_cpu);
   state.counters["stage_vs_bare_cpu"] =
-      median(stage_cpu) / median(bare_cpu);  // goal <= 1.2 at a pace both keep up with
+      median(stage.core_cpu) / median(bare.core_cpu);  // goal <= 1.2 at a pace both keep up with
   // The receiving threads' own run time per GB (schedstat): what a shared core's neighbours do
   // is not in it, so it is the ratio to read where other work runs on the receive core.
-  state.counters["bare_thread_cpu_s_per_GB"] = median(bare_thread);
-  state.counters["stage_thread_cpu_s_per_GB"] = median(stage_thread);
-  state.counters["stage_vs_bare_thread_cpu"] = median(stage_thread) / median(bare_thread);
-  state.counters["bare_sender_busy"] = median(bare_sender);
-  state.counters["stage_sender_busy"] = median(stage_sender);
+  state.counters["bare_thread_cpu_s_per_GB"] = median(bare.thread_cpu);
+  state.counters["stage_thread_cpu_s_per_GB"] = median(stage.thread_cpu);
+  state.counters["stage_vs_bare_thread_cpu"] = median(stage.thread_cpu) / median(bare.thread_cpu);
+  state.counters["bare_sender_busy"] = median(bare.sender_busy);
+  state.counters["stage_sender_busy"] = median(stage.sender_busy);
+  // The split: its receive core and receive thread against the bare loop's (goal <= 1.2), and its
+  // placing thread, whose work the inline stage does on its receive core.
+  state.counters["split_Mpps"] = median(split.packet_rate) / 1e6;
+  state.counters["split_rx_cpu_s_per_GB"] = median(split.core_cpu);
+  state.counters["split_vs_bare_cpu"] = median(split.core_cpu) / median(bare.core_cpu);
+  state.counters["split_thread_cpu_s_per_GB"] = median(split.thread_cpu);
+  state.counters["split_vs_bare_thread_cpu"] = median(split.thread_cpu) / median(bare.thread_cpu);
+  state.counters["split_place_cpu_s_per_GB"] = median(split.place_cpu);
+  state.counters["split_sender_busy"] = median(split.sender_busy);
+  // How often a second the receive thread found every batch with the placing thread and waited.
+  state.counters["split_receive_waits_per_s"] = median(split.receive_waits);
   state.SetLabel(
       (kVsBareRate > 0 ? "paced " + std::to_string(kVsBareRate / 1e9) + " GB/s, " : std::string("unpaced, ")) +
       "rx cpu " + std::to_string(kReceiveCpu) + ", emulator cpu " + std::to_string(kEmulatorCpu) +
-      ", other threads cpu " + std::to_string(kOtherCpu));
+      ", other threads cpu " + std::to_string(kOtherCpu) + ", split placing cpu " + std::to_string(kPlaceCpu));
 }
 BENCHMARK(BM_UdpStageVsBareReceive)->Arg(1472)->Arg(8192)->Iterations(1)->Unit(benchmark::kSecond);
 

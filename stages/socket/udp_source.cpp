@@ -17,6 +17,7 @@
 
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
+#include "pipeline/gpu_placement.hpp"
 #include "pipeline/log.hpp"
 #include "pipeline/units.hpp"
 #include "wire/gnuradio.hpp"
@@ -28,6 +29,31 @@ constexpr std::size_t kGroBytes = 65536;  // a GRO super-datagram is at most 64 
 // Per received message: the GRO segment size and the kernel's drop count.
 constexpr std::size_t kControlBytes = CMSG_SPACE(sizeof(int)) + KernelDrops::kControlBytes;
 __extension__ typedef __int128 Int128;  // picoseconds (under 2^41) times a rate (under 2^37)
+
+// receive_thread and the two settings that only it has.
+void read_receive_thread_settings(SettingsReader& reader, UdpSourceSettings& settings) {
+  settings.receive_thread = reader.boolean(
+      "receive_thread", false,
+      "receive on a thread of its own that makes only the recvmmsg calls (on receive_cpu); the stage's thread "
+      "(on cpu:) checks, accounts and copies: the receive core does the kernel's work alone");
+  settings.receive_cpu =
+      reader.cores("receive_cpu", "cores of the receive thread (receive_thread: true): 3, 3-5 (-1: not pinned)");
+  // 16 (8 MiB with GRO): a stage's thread that shares its core is late by milliseconds at times,
+  // and each time the ring runs empty the receive thread sleeps and is woken on its core; a
+  // shallower ring runs empty far more often (PERFORMANCE.md, udp receive).
+  settings.receive_batches = static_cast<std::size_t>(
+      reader.integer("receive_batches", 16,
+                     "recvmmsg batches in the receive thread's ring (receive_thread: true); when the stage's thread "
+                     "holds them all, the socket's buffer takes the stream",
+                     2, 64));
+  if (settings.receive_thread) return;
+  for (const char* key : {"receive_cpu", "receive_batches"}) {
+    if (reader.has(key)) {
+      reader.error(key, std::string(key) + " applies to the receive thread, which is off",
+                   "set receive_thread: true, or remove it (cpu: pins the stage's own thread)");
+    }
+  }
+}
 
 }  // namespace
 
@@ -87,6 +113,7 @@ UdpSource::UdpSource(SettingsReader& reader, const PipelineSettings& pipeline) {
   if (settings_.framing != UdpFraming::vita49 && reader.has("context_wait")) {
     reader.error("context_wait", "context packets are VITA-49's", "remove it, or set framing: vita49");
   }
+  read_receive_thread_settings(reader, settings_);
   settings_.pool = read_pool_settings(reader, pipeline, PoolWriter::host_writes);
   if (settings_.max_jump.count() <= 0) reader.error("max_jump", "must be above 0", "e.g. 1s");
   if (settings_.sample_rate != std::floor(settings_.sample_rate)) {
@@ -131,21 +158,14 @@ sockaddr_in UdpSource::open_socket(StageContext& context) {
   return bound;
 }
 
-void UdpSource::allocate_batch() {
+void UdpSource::allocate_batches() {
   slot_bytes_ = gro_ ? kGroBytes : settings_.max_datagram;
   if (settings_.batch == 0) settings_.batch = default_udp_batch(gro_);
-  buffers_.assign(settings_.batch * slot_bytes_, std::byte{0});
-  iovs_.resize(settings_.batch);
-  messages_.resize(settings_.batch);
-  controls_.assign(settings_.batch * kControlBytes, std::byte{0});
-  for (std::size_t i = 0; i < settings_.batch; ++i) {
-    iovs_[i] = {buffers_.data() + i * slot_bytes_, slot_bytes_};
-    msghdr& header = messages_[i].msg_hdr;
-    header = {};
-    header.msg_iov = &iovs_[i];
-    header.msg_iovlen = 1;
-    header.msg_control = controls_.data() + i * kControlBytes;
-    header.msg_controllen = kControlBytes;
+  if (settings_.receive_thread) {
+    receiver_ = std::make_unique<ReceiveThread>(socket_.get(), settings_.receive_batches, settings_.batch, slot_bytes_,
+                                                kControlBytes);
+  } else {
+    batch_ = std::make_unique<ReceiveBatch>(settings_.batch, slot_bytes_, kControlBytes);
   }
 }
 
@@ -156,7 +176,7 @@ void UdpSource::start(StageContext& context) {
   samples_per_picosecond_ = settings_.sample_rate / 1e12;
   const sockaddr_in bound = open_socket(context);
   drops_.start(socket_.get(), context.metrics(), gro_);
-  allocate_batch();
+  allocate_batches();
   window_.start(settings_.reorder_window, settings_.max_datagram);
 
   history_.start(context.metrics());
@@ -169,6 +189,7 @@ void UdpSource::start(StageContext& context) {
   context_packets_ = &context.metrics().counter("context_packets");
   context_changes_ = &context.metrics().counter("context_changes");
   drop_bad_context_ = &context.metrics().drop_counter("bad_context");
+  if (receiver_) receiver_waits_ = &context.metrics().counter("receive_thread_waits");
   locked_ = settings_.stream_id >= 0;
   stream_id_ = locked_ ? static_cast<std::uint32_t>(settings_.stream_id) : 0;
 
@@ -205,10 +226,32 @@ void UdpSource::start(StageContext& context) {
   }
   if (settings_.framing == UdpFraming::vita49 && settings_.context_wait.count() > 0) wait_for_context(context);
   last_packet_ns_ = monotonic_ns();
+  if (receiver_) start_receive_thread(context);
+}
+
+void UdpSource::start_receive_thread(StageContext& context) {
+  const std::vector<int>& cores = settings_.receive_cpu;
+  if (context.cpu() >= 0 && cores.size() == 1 && cores.front() == context.cpu()) {
+    // It works, but the receive core then does all the work again, and more.
+    const std::string note = "receive_cpu " + std::to_string(cores.front()) +
+                             " is also the stage's cpu: the receive thread and the stage's thread take turns on one "
+                             "core; give the stage's thread other cores (cpu:), or set receive_thread: false";
+    log::warn("{}: {}", context.stage_name(), note);
+    context.metrics().notes.push_back(note);
+  }
+  try {
+    receiver_->start(cores, "rx " + context.lane_name());
+  } catch (const std::runtime_error& error) {
+    throw std::runtime_error("receive_cpu " + format_core_list(cores) + ": " + error.what() +
+                             " (pick cores this process may use: taskset -cp PID lists them)");
+  }
+  log::info("{}: receive thread on {}", context.stage_name(),
+            cores.empty() ? std::string("any core (receive_cpu not set)") : "cpu " + format_core_list(cores));
 }
 
 void UdpSource::wait_for_context(StageContext& context) {
   const std::uint64_t deadline = monotonic_ns() + static_cast<std::uint64_t>(settings_.context_wait.count());
+  std::vector<std::byte> datagram(slot_bytes_);
   while (!have_context_) {
     const std::uint64_t now = monotonic_ns();
     if (now >= deadline) break;
@@ -224,10 +267,10 @@ void UdpSource::wait_for_context(StageContext& context) {
       throw std::runtime_error(wire::errno_message("recv(MSG_PEEK)"));
     }
     if (peeked < 4 || static_cast<unsigned>(word[0]) >> 4 != static_cast<unsigned>(vita49::PacketType::context)) break;
-    const ssize_t length = ::recv(socket_.get(), buffers_.data(), slot_bytes_, 0);
+    const ssize_t length = ::recv(socket_.get(), datagram.data(), datagram.size(), 0);
     if (length < 0) throw std::runtime_error(wire::errno_message("recv"));
     ++batch_packets_;
-    handle_context(buffers_.data(), static_cast<std::size_t>(length));
+    handle_context(datagram.data(), static_cast<std::size_t>(length));
   }
   if (mismatched_rate_ != 0) {
     throw std::runtime_error(
@@ -310,15 +353,14 @@ bool UdpSource::handle_context(const std::byte* data, std::size_t bytes) noexcep
 }
 
 int UdpSource::receive_batch() noexcept {
-  // The kernel shortens msg_controllen to what it wrote; everything else stays as start() set it.
-  for (std::size_t i = 0; i < settings_.batch; ++i) messages_[i].msg_hdr.msg_controllen = kControlBytes;
+  batch_->rearm();
   // After a short batch the socket is empty: wait for it first instead of asking recvmmsg for
   // an EAGAIN (one system call less per wake-up at paced rates).
   int received = -1;
   errno = EAGAIN;
   if (!drained_)
     received =
-        ::recvmmsg(socket_.get(), messages_.data(), static_cast<unsigned>(settings_.batch), MSG_DONTWAIT, nullptr);
+        ::recvmmsg(socket_.get(), batch_->headers(), static_cast<unsigned>(settings_.batch), MSG_DONTWAIT, nullptr);
   if (received < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
     // Nothing queued: wait for the socket, timed as the stage's wait. (A blocking receive
     // counted its sleep as busy time, and a receiver that kept up read as saturated.)
@@ -330,7 +372,7 @@ int UdpSource::receive_batch() noexcept {
     }
     if (ready > 0) {
       received =
-          ::recvmmsg(socket_.get(), messages_.data(), static_cast<unsigned>(settings_.batch), MSG_DONTWAIT, nullptr);
+          ::recvmmsg(socket_.get(), batch_->headers(), static_cast<unsigned>(settings_.batch), MSG_DONTWAIT, nullptr);
     } else if (ready == 0 || errno == EINTR) {
       received = -1;
       errno = EAGAIN;
@@ -343,12 +385,13 @@ int UdpSource::receive_batch() noexcept {
 }
 
 StageStatus UdpSource::process() {
-  if (context_->stop_requested()) {
+  if (context_->stop_requested()) {  // stop() takes what a receive thread still holds
     while (release_oldest_pending()) {
     }
     assembler_.flush();
     return StageStatus::end_of_stream;
   }
+  if (receiver_) return process_from_thread();
   const int received = receive_batch();
   if (received == kReceiveFailed) return StageStatus::error;
   if (received <= 0) {
@@ -356,34 +399,74 @@ StageStatus UdpSource::process() {
       context_->fail(wire::errno_message("recvmmsg"));
       return StageStatus::error;
     }
-    if (monotonic_ns() - last_packet_ns_ >= static_cast<std::uint64_t>(settings_.flush_after.count())) {
-      // The stream paused: whatever waited for a late packet is released, the chunk goes on.
-      while (release_oldest_pending()) {
-      }
-      assembler_.flush();
-    }
+    flush_when_quiet();
     return StageStatus::idle;
   }
-  last_packet_ns_ = monotonic_ns();
   drained_ = static_cast<std::size_t>(received) < settings_.batch;
-  for (int i = 0; i < received; ++i) handle_message(static_cast<std::size_t>(i));
+  batch_->received = static_cast<std::size_t>(received);
+  handle_batch(*batch_);
+  return check_context_rate();
+}
+
+StageStatus UdpSource::process_from_thread() noexcept {
+  receiver_waits_->set(receiver_->waits_for_batch());  // the receive thread's count, shown live
+  ReceiveBatch* batch = nullptr;
+  {
+    const WaitTimer waiting(context_->metrics());
+    batch = receiver_->next(std::chrono::milliseconds(10));  // process() returns now and then to see stop requests
+  }
+  if (batch == nullptr) {
+    if (const int error = receiver_->failed_errno(); error != 0) {
+      context_->fail(wire::errno_message("recvmmsg (receive thread)", error));
+      return StageStatus::error;
+    }
+    flush_when_quiet();
+    return StageStatus::idle;
+  }
+  handle_batch(*batch);
+  receiver_->give_back(batch);
+  return check_context_rate();
+}
+
+void UdpSource::drain_receive_thread() noexcept {
+  receiver_->stop();
+  while (ReceiveBatch* batch = receiver_->next(std::chrono::nanoseconds(0))) {
+    handle_batch(*batch);
+    receiver_->give_back(batch);
+  }
+  receiver_waits_->set(receiver_->waits_for_batch());
+}
+
+void UdpSource::handle_batch(const ReceiveBatch& batch) noexcept {
+  last_packet_ns_ = monotonic_ns();
+  for (std::size_t i = 0; i < batch.received; ++i) handle_message(batch, i);
   // One atomic add per receive call rather than per packet.
   context_->metrics().packets.fetch_add(batch_packets_, std::memory_order_relaxed);
   batch_packets_ = 0;
-  if (mismatched_rate_ != 0) {
-    context_->fail(
-        fmt::format("an IF Context packet gives a sample rate of {} Hz, the stage is configured for {} Hz: "
-                    "timestamps would map to wrong sample indices (set sample_rate: {}, or fix the sender)",
-                    mismatched_rate_, settings_.sample_rate, mismatched_rate_));
-    return StageStatus::error;
-  }
-  return StageStatus::ok;
 }
 
-void UdpSource::handle_message(std::size_t i) noexcept {
-  const msghdr& header = messages_[i].msg_hdr;
-  const std::size_t length = messages_[i].msg_len;
-  const std::byte* data = buffers_.data() + i * slot_bytes_;
+void UdpSource::flush_when_quiet() noexcept {
+  if (monotonic_ns() - last_packet_ns_ >= static_cast<std::uint64_t>(settings_.flush_after.count())) {
+    // The stream paused: whatever waited for a late packet is released, the chunk goes on.
+    while (release_oldest_pending()) {
+    }
+    assembler_.flush();
+  }
+}
+
+StageStatus UdpSource::check_context_rate() noexcept {
+  if (mismatched_rate_ == 0) return StageStatus::ok;
+  context_->fail(
+      fmt::format("an IF Context packet gives a sample rate of {} Hz, the stage is configured for {} Hz: "
+                  "timestamps would map to wrong sample indices (set sample_rate: {}, or fix the sender)",
+                  mismatched_rate_, settings_.sample_rate, mismatched_rate_));
+  return StageStatus::error;
+}
+
+void UdpSource::handle_message(const ReceiveBatch& batch, std::size_t i) noexcept {
+  const msghdr& header = batch.message(i).msg_hdr;
+  const std::size_t length = batch.message(i).msg_len;
+  const std::byte* data = batch.data(i);
   drops_.received(header);  // datagrams dropped right before this one
   std::size_t segment = length;
   if (gro_) {
@@ -709,6 +792,7 @@ bool UdpSource::release_oldest_pending() noexcept {
 }
 
 void UdpSource::stop() noexcept {
+  if (receiver_) drain_receive_thread();
   guard_.discard();  // never confirmed: outliers
   while (release_oldest_pending()) {
   }

@@ -3,13 +3,15 @@
 // kernel has it), every header validated, loss/duplicate/reorder accounting from the
 // timestamps, a single stray timestamp never moving the stream (JumpGuard), datagrams the
 // kernel dropped at the socket told from a sender's jump by its own count (KernelDrops),
-// samples byte-swapped into chunks in the one copy.
+// samples byte-swapped into chunks in the one copy; with receive_thread, the receive calls on a
+// thread of their own (ReceiveThread) and the rest on the stage's.
 #pragma once
 
 #include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -20,6 +22,7 @@
 #include "stages/socket/jump_guard.hpp"
 #include "stages/socket/kernel_drops.hpp"
 #include "stages/socket/packet_history.hpp"
+#include "stages/socket/receive_thread.hpp"
 #include "stages/socket/reorder_window.hpp"
 #include "wire/socket.hpp"
 #include "wire/vita49.hpp"
@@ -48,6 +51,11 @@ struct UdpSourceSettings {
   // vita49: at start, wait up to this long for the sender's IF Context packet so that the
   // capture's description carries its frequency and rate; 0: do not wait.
   std::chrono::nanoseconds context_wait{0};
+  // A thread of its own makes the receive calls and nothing else; the stage's thread does the
+  // rest (ReceiveThread). receive_cpu: that thread's cores; receive_batches: its ring.
+  bool receive_thread = false;
+  std::vector<int> receive_cpu;
+  std::size_t receive_batches = 16;
   PoolSettings pool;
 };
 
@@ -70,18 +78,32 @@ class UdpSource final : public Stage {
   // VITA-49 datagrams whose header was decoded whole rather than matched against the last
   // accepted one's (vita49::RepeatDecoder), for tests; read it after the stage has stopped.
   [[nodiscard]] std::uint64_t header_decodes() const { return header_decodes_; }
+  // The receive thread (receive_thread: true; else null), whose consumer is the stage's own
+  // thread: their CPU times and the bytes received, for the socket benchmark and tests.
+  [[nodiscard]] const ReceiveThread* receive_thread() const { return receiver_.get(); }
 
  private:
   // Socket, receive buffer, timeout, bind, GRO; returns the bound address.
   sockaddr_in open_socket(StageContext& context);
+  // The receive buffers (one batch, or the receive thread's ring), set once.
+  void allocate_batches();
   // One recvmmsg batch, after waiting up to 10 ms for the socket when it was empty: the
   // messages received, 0 or -1 when none came, kReceiveFailed after context_->fail().
-  // The receive buffers and the recvmmsg headers pointing into them, set once.
-  void allocate_batch();
   static constexpr int kReceiveFailed = -2;
   int receive_batch() noexcept;
+  // receive_thread: the next batch the receive thread filled, waiting up to 10 ms (timed as the
+  // stage's wait), handled and given back; its status as process() returns it.
+  StageStatus process_from_thread() noexcept;
+  // The receive thread is stopped: every batch it filled is handled.
+  void drain_receive_thread() noexcept;
+  // Every message of `batch` from the last receive, then the batch's packets counted.
+  void handle_batch(const ReceiveBatch& batch) noexcept;
   // Message `i` of the batch: its kernel drop count, then its datagrams (GRO segments).
-  void handle_message(std::size_t i) noexcept;
+  void handle_message(const ReceiveBatch& batch, std::size_t i) noexcept;
+  // No packet came: after flush_after without one, what is held and the chunk go on.
+  void flush_when_quiet() noexcept;
+  // After a batch: a context packet's mismatched rate fails the stage.
+  StageStatus check_context_rate() noexcept;
   void handle_datagram(const std::byte* data, std::size_t bytes) noexcept;
   // The whole header check of a VITA-49 datagram into packet_ (counted in header_decodes_):
   // false when it is dropped or is a context packet. An accepted one is remembered by repeat_.
@@ -98,6 +120,8 @@ class UdpSource final : public Stage {
   // An IF Context packet (type 4): counted, its values kept; false when it is malformed.
   bool handle_context(const std::byte* data, std::size_t bytes) noexcept;
   void wait_for_context(StageContext& context);
+  // Pins and starts the receive thread, last in start(): from here on it owns the socket's reads.
+  void start_receive_thread(StageContext& context);
   void handle_gnuradio(const std::byte* data, std::size_t bytes) noexcept;
   // A data packet at `position` (sender's index space): the stream's next one with nothing held
   // goes straight to its chunk; any other through the guard, or after datagrams the kernel
@@ -118,10 +142,8 @@ class UdpSource final : public Stage {
   std::uint16_t port_ = 0;
   bool gro_ = false;
   std::size_t slot_bytes_ = 0;
-  std::vector<std::byte> buffers_;
-  std::vector<iovec> iovs_;
-  std::vector<mmsghdr> messages_;
-  std::vector<std::byte> controls_;
+  std::unique_ptr<ReceiveBatch> batch_;      // receiving on the stage's thread
+  std::unique_ptr<ReceiveThread> receiver_;  // or on a thread of its own (receive_thread: true)
   ReorderWindow window_;
   PacketHistory history_;
   ChunkAssembler assembler_;
@@ -166,6 +188,9 @@ class UdpSource final : public Stage {
   NamedCounter* drop_unknown_type_ = nullptr;
   NamedCounter* drop_wrong_stream_ = nullptr;
   NamedCounter* drop_bad_payload_ = nullptr;
+  // Times the receive thread found every batch with the stage's thread and waited: the stage's
+  // thread was the bound, and the socket's buffer took the stream meanwhile.
+  NamedCounter* receiver_waits_ = nullptr;
 };
 
 void register_udp_source_stage(StageRegistry& registry);

@@ -22,7 +22,11 @@
 # fft, record, null) by LANES_LIGHT_CORES: 2 (default) each pair of lanes sharing a two-core set
 # (`cpu: "a,b"`), 1 one core per lane, stage one core per stage; then one emulator sender thread
 # per stream. 8 lanes fit 32 cores (26 used), 16 lanes 64 (50).
-# Settings: LANES (8), GPUS (2), LADDER_RATES ("4 4.5 5 5.5 6"), GOAL_RATE (5), SOAK_LANES_SECONDS,
+# LANES_SPLIT=1: every udp stage with receive_thread: true, its receive thread alone on the lane's
+# receive core (receive_cpu) and its own thread, which checks, accounts and copies into chunks (the
+# placing thread), on the lane's light-core set (its link's cores) beside the light stages, which
+# keep those cores 0.15 busy or less: no more cores than without the split. Rows say "split".
+# Settings: LANES (8), GPUS (2), LANES_SPLIT (0), LADDER_RATES ("4 4.5 5 5.5 6"), GOAL_RATE (5), SOAK_LANES_SECONDS,
 # SENDER_THREADS (sender threads per stream; passed as emulator.SENDER_KEY, sender_threads by
 # default, where the emulator has that setting), EMULATOR_EXTRA and LANES_EXTRA (more --set
 # arguments for the emulator and for sluice), LANES_FFT (cufft; fftw runs without a GPU, with
@@ -40,6 +44,7 @@ lanes_fft=${LANES_FFT:-cufft}
 lanes_light=${LANES_LIGHT_CORES:-2}
 lanes_host_cores=${LANES_HOST_CORES:-$(nproc)}
 lanes_dry=${LANES_DRY_RUN:-0}
+lanes_split=${LANES_SPLIT:-0}
 lanes_dir=/tmp/sluice-lanes
 lanes_rows=()
 lanes_gpu_rows=()
@@ -78,6 +83,14 @@ lanes_light_list() {  # every light core, one per line
 }
 lanes_sender_cpu() { lanes_core $((2 + lanes_count + $(lanes_light_total) + $1)); }
 
+lanes_source_cpus() {  # lanes_source_cpus LANE: where the udp stage's threads run (LANES_SPLIT: two threads)
+  if [ "$lanes_split" = 1 ]; then
+    echo "receive_thread: true, receive_cpu: $(lanes_rx_cpu "$1"), cpu: $(lanes_light_cpus "$1" 0)"
+  else
+    echo "cpu: $(lanes_rx_cpu "$1")"
+  fi
+}
+
 lanes_yaml() {  # lanes_yaml RATE_GBPS GPUS FILE: the pipeline and its emulator at RATE per lane
   local rate=$1 gpus=$2 file=$3 sps tone lane
   sps=$(python3 -c "print(int($rate * 1e9 / 4))")  # ci16: 4 bytes a sample
@@ -110,7 +123,7 @@ lanes_yaml() {  # lanes_yaml RATE_GBPS GPUS FILE: the pipeline and its emulator 
     for ((lane = 0; lane < lanes_count; lane++)); do
       echo "  - name: lane$lane"
       [ "$gpus" -gt 0 ] && echo "    gpu: $((lane % gpus))"
-      echo "    source: {address: 127.0.0.1:$((50200 + lane)), stream_id: $((lane + 1)), cpu: $(lanes_rx_cpu "$lane")}"
+      echo "    source: {address: 127.0.0.1:$((50200 + lane)), stream_id: $((lane + 1)), $(lanes_source_cpus "$lane")}"
       for stage in 0 1 2 3; do echo "    ${lanes_light_stages[stage]}: {cpu: $(lanes_light_cpus "$lane" "$stage")}"; done
     done
   } > "$file"
@@ -287,6 +300,8 @@ lanes_dry_pipeline() {  # lanes_dry_pipeline CONFIG GPUS LABEL RATE: what a run 
   {
     echo "# would run: sluice run $config ($(grep -c '^    gpu: ' "$config") lanes with gpu: over $gpus GPUs;" \
       "light cores: $(lanes_light_list | tr '\n' ' ')); emulator senders on cores ${senders[*]}"
+    [ "$lanes_split" = 1 ] && echo "# receive threads (receive_cpu) on cores" \
+      "$(grep -o 'receive_cpu: [0-9]*' "$config" | cut -d' ' -f2 | tr '\n' ' ')and each udp stage's own thread on its light cores"
     if [ "$valid" = 0 ]; then
       head -1 "$out/validate.txt"
       grep -A6 '^  lane0:' "$out/validate.txt"
@@ -376,7 +391,8 @@ lanes_ladder() {
   local rate pipeline_lost=0 loops_lost=0 row
   for rate in ${LADDER_RATES:-4 4.5 5 5.5 6}; do
     if [ "$pipeline_lost" = 0 ]; then
-      row=$(lanes_pipeline "$rate" 10 "$lanes_gpus" "lanes-ladder-$rate" pipeline) || pipeline_lost=1
+      row=$(lanes_pipeline "$rate" 10 "$lanes_gpus" "lanes-ladder-$rate" "$([ "$lanes_split" = 1 ] && echo split || echo pipeline)") ||
+        pipeline_lost=1
       lanes_rows+=("$row")
     fi
     if [ "$loops_lost" = 0 ]; then
@@ -448,7 +464,7 @@ lanes_cores() {  # the same lanes at one rate in each light-core layout of CORES
 }
 
 lanes_summary() {
-  echo "lanes: $lanes_count lanes, GPUS=$lanes_gpus, fft $lanes_fft; checks in lanes-checks.txt"
+  echo "lanes: $lanes_count lanes, GPUS=$lanes_gpus, fft $lanes_fft$([ "$lanes_split" = 1 ] && echo ", receive threads split off (LANES_SPLIT=1)"); checks in lanes-checks.txt"
   [ -f "$out/lanes-checks.txt" ] && grep -E "WRONG|!=|drops|samples" "$out/lanes-checks.txt" | tail -$((2 * lanes_count + 6))
   lanes_header
   printf '%s\n' "${lanes_rows[@]}"

@@ -5,13 +5,18 @@
 # alternating rounds, medians; goal <= 1.2x), then socket_bench's BM_ReceiveLanding: the receiving
 # thread's CPU per GB receiving into hot buffers (the bare loop), copying each payload into a
 # 128 MiB ring (the stage's path), the kernel landing payloads in that ring, and landing plus the
-# byte swap in place.
+# byte swap in place. VsBare also runs the split (the udp stage with receive_thread: true, its
+# receive thread on the receive core, its placing thread on core 4): its receive core's and receive
+# thread's CPU per byte against the bare loop's (goal <= 1.2x), and its placing thread's CPU per
+# byte beside the inline stage thread's. LANDING_RECEIVE_BATCHES sets the split's receive_batches.
 # Needs socket_bench and sluice-emulator packed.
 landing_rows=()
 vs_bare_rows=()
+split_rows=()
 for landing_rate in ${LANDING_RATES:-4e9 5.5e9}; do
   echo "===== socket_bench VsBare/8192 paced at $landing_rate B/s" | tee -a "$out/bench.log"
-  SLUICE_BENCH_VS_BARE_RATE=$landing_rate timeout 400 "$pack/bin/socket_bench" --benchmark_filter='VsBare.*/8192' \
+  SLUICE_BENCH_RECEIVE_BATCHES=${LANDING_RECEIVE_BATCHES:-0} SLUICE_BENCH_VS_BARE_RATE=$landing_rate timeout 500 \
+    "$pack/bin/socket_bench" --benchmark_filter='VsBare.*/8192' \
     --benchmark_repetitions=3 --benchmark_report_aggregates_only=true > "$out/vs-bare-$landing_rate.log" 2>&1 || status=1
   cat "$out/vs-bare-$landing_rate.log" >> "$out/bench.log"
   vs_bare_rows+=("$(python3 - "$out/vs-bare-$landing_rate.log" "$landing_rate" <<'PY'
@@ -21,6 +26,16 @@ get = lambda name: (re.search(r"\b" + name + r"=([0-9.]+)", line) or [None, "?"]
 print(f"{float(sys.argv[2]) / 1e9:>8.1f} {get('stage_GBps'):>9} {get('bare_Mpps'):>9} {get('stage_Mpps'):>10} "
       f"{get('bare_rx_cpu_s_per_GB'):>10} {get('stage_rx_cpu_s_per_GB'):>11} {get('stage_vs_bare_cpu'):>12} "
       f"{get('bare_thread_cpu_s_per_GB'):>10} {get('stage_thread_cpu_s_per_GB'):>10} {get('stage_vs_bare_thread_cpu'):>13}")
+PY
+)")
+  split_rows+=("$(python3 - "$out/vs-bare-$landing_rate.log" "$landing_rate" <<'PY'
+import re, sys
+line = next((l for l in open(sys.argv[1]) if "_median" in l), "")
+get = lambda name: (re.search(r"\b" + name + r"=([0-9.]+)", line) or [None, "?"])[1]
+print(f"{float(sys.argv[2]) / 1e9:>8.1f} {get('split_Mpps'):>10} {get('bare_rx_cpu_s_per_GB'):>10} "
+      f"{get('split_rx_cpu_s_per_GB'):>10} {get('split_vs_bare_cpu'):>10} {get('bare_thread_cpu_s_per_GB'):>10} "
+      f"{get('split_thread_cpu_s_per_GB'):>10} {get('split_vs_bare_thread_cpu'):>12} {get('split_place_cpu_s_per_GB'):>10} "
+      f"{get('stage_thread_cpu_s_per_GB'):>11} {get('split_receive_waits_per_s'):>9}")
 PY
 )")
   echo "===== socket_bench Landing at $landing_rate B/s" | tee -a "$out/bench.log"
@@ -45,3 +60,9 @@ echo "(socket_bench VsBare/8192, medians; goal <= 1.2)"
 printf '%8s %9s %9s %10s %10s %11s %12s %10s %10s %13s\n' "paced" "stage GB/s" "bare Mpps" "stage Mpps" "bare s/GB" \
   "stage s/GB" "stage/bare" "bare thr" "stage thr" "thread ratio"
 printf '%s\n' "${vs_bare_rows[@]}"
+echo "the split (receive_thread: true) vs the bare loop at the same pace: its receive core and receive thread"
+echo "CPU s/GB (goal <= 1.2), its placing thread's CPU s/GB beside the inline stage thread's, and how often a"
+echo "second its receive thread found its ring empty (socket_bench VsBare/8192, medians)"
+printf '%8s %10s %10s %10s %10s %10s %10s %12s %10s %11s %9s\n' "paced" "split Mpps" "bare core" "split core" \
+  "core ratio" "bare thr" "rx thr" "thread ratio" "placing" "inline thr" "waits/s"
+printf '%s\n' "${split_rows[@]}"

@@ -10,6 +10,7 @@
 #include <array>
 #include <vector>
 
+#include "loopback_pair.hpp"
 #include "proc_net_udp.hpp"
 #include "wire/socket.hpp"
 
@@ -17,22 +18,13 @@ namespace sluice {
 namespace {
 
 // A receiver with the smallest receive buffer the kernel grants, and a sender aimed at it.
-struct Overflowing {
-  wire::UniqueFd receiver{::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)};
-  wire::UniqueFd sender{::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)};
-  sockaddr_in address{};
-  std::uint16_t port = 0;
+struct Overflowing : test_support::LoopbackPair {
   std::uint64_t sent = 0;
 
   Overflowing() {
     const int smallest = 1;  // raised to the kernel's minimum
     EXPECT_EQ(::setsockopt(receiver.get(), SOL_SOCKET, SO_RCVBUF, &smallest, sizeof(smallest)), 0);
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(receiver.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
-    socklen_t length = sizeof(address);
-    EXPECT_EQ(::getsockname(receiver.get(), reinterpret_cast<sockaddr*>(&address), &length), 0);
-    port = ntohs(address.sin_port);
+    bind_receiver();
   }
   void send(std::size_t count) {
     const std::array<std::byte, 1400> datagram{};

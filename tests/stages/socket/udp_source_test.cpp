@@ -3,6 +3,7 @@
 // datagrams; random garbage at a running stage.
 #include "stages/socket/udp_source.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
@@ -124,6 +125,12 @@ void run_udp(emulator::EmulatorSettings settings, UdpRun& run, const std::string
   }
   run.plot = rate_plot_svg(pipeline);
   run.header_decodes = stage->header_decodes();
+  // receive_thread: true puts the receive calls on a thread of their own, which must have run.
+  const ReceiveThread* receive_thread = stage->receive_thread();
+  EXPECT_EQ(receive_thread != nullptr, stage_settings.find("receive_thread: true") != std::string::npos);
+  if (receive_thread != nullptr) {
+    EXPECT_GT(receive_thread->cpu_ns(), 0U);
+  }
   run.packets = metrics.packets.load();
   run.lost_packets = counter(metrics, "lost_packets");
   run.lost_samples = counter(metrics, "lost_samples");
@@ -198,6 +205,17 @@ emulator::EmulatorSettings with_count(std::uint64_t count) {
   return settings;
 }
 
+// The tests of this suite run twice: receiving on the stage's thread, and on a receive thread of
+// its own (receive_thread: true), which must give the same counts, samples and gaps.
+class UdpSourceBothWays : public ::testing::TestWithParam<bool> {
+ protected:
+  [[nodiscard]] std::string way() const { return GetParam() ? ", receive_thread: true" : ""; }
+};
+INSTANTIATE_TEST_SUITE_P(Receive, UdpSourceBothWays, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& param) {
+                           return param.param ? std::string("receive_thread") : std::string("stage_thread");
+                         });
+
 TEST(UdpSource, CleanStreamArrivesWholeAndInOrder) {
   auto settings = with_count(3000);
   UdpRun run;
@@ -247,14 +265,14 @@ TEST(UdpSource, TimestampsAtRatesWithoutWholePicosecondsPlacePacketsExactly) {
 
 // Between equal packets, every fault the emulator makes is still counted exactly, and only the
 // packets whose header words differ (the corrupt ones) are decoded whole again.
-TEST(UdpSource, FaultsAmongEqualPacketsAreExactWithOneWholeDecodePerOddHeader) {
+TEST_P(UdpSourceBothWays, FaultsAmongEqualPacketsAreExactWithOneWholeDecodePerOddHeader) {
   auto settings = with_count(1200);
   settings.faults.drop.packets = {10, 500, 501};
   settings.faults.duplicate.packets = {100, 900};
   settings.faults.reorder.packets = {300, 800};
   settings.faults.corrupt.packets = {700, 701, 702};  // packet type, size field, stream ID
   UdpRun run;
-  run_udp(settings, run);
+  run_udp(settings, run, way());
   const std::uint64_t spp = run.samples_per_packet;
   EXPECT_EQ(run.sent.dropped, 3U);
   EXPECT_EQ(run.sent.duplicated, 2U);
@@ -271,23 +289,23 @@ TEST(UdpSource, FaultsAmongEqualPacketsAreExactWithOneWholeDecodePerOddHeader) {
 // A stream that trickles in leaves the stage waiting on its socket most of the time, and that
 // time is the stage's wait, not its busy time (a blocking receive used to count as busy, so a
 // receiver that kept up with ease read as saturated).
-TEST(UdpSource, TimeSpentWaitingForPacketsIsNotBusyTime) {
+TEST_P(UdpSourceBothWays, TimeSpentWaitingForPacketsIsNotBusyTime) {
   auto settings = with_count(200);
   settings.batch = 1;  // one datagram at a time, every 2 ms: the receive always has one to wait for
   settings.rate = static_cast<double>(settings.samples_per_packet() * 4) / 0.002;
   UdpRun run;
-  run_udp(settings, run);
+  run_udp(settings, run, way());
   EXPECT_EQ(run.packets, 200U);
   EXPECT_EQ(run.lost_samples, 0U);
   EXPECT_LT(run.busy_fraction, 0.5);
 }
 
-TEST(UdpSource, GsoCoalescedDatagramsAreSplitBackIntoPackets) {
+TEST_P(UdpSourceBothWays, GsoCoalescedDatagramsAreSplitBackIntoPackets) {
   auto settings = with_count(4000);
   settings.gso = true;
   settings.batch = 64;
   UdpRun run;
-  run_udp(settings, run);
+  run_udp(settings, run, way());
   // Skip only where the kernel refuses UDP_SEGMENT; where it accepts it, an emulator that did
   // not use GSO is a failure, not a skip (the check would otherwise pass with GSO removed).
   if (!run.sent.gso_used) {
@@ -303,12 +321,12 @@ TEST(UdpSource, GsoCoalescedDatagramsAreSplitBackIntoPackets) {
   EXPECT_EQ(run.header_decodes, 1U);  // the segments of a coalesced datagram too
 }
 
-TEST(UdpSource, JumboCf32Datagrams) {
+TEST_P(UdpSourceBothWays, JumboCf32Datagrams) {
   auto settings = with_count(500);
   settings.payload = 8972;
   settings.signal.format = SampleFormat::cf32;
   UdpRun run;
-  run_udp(settings, run, ", max_datagram: 9000");
+  run_udp(settings, run, ", max_datagram: 9000" + way());
   EXPECT_EQ(run.samples_per_packet, 1117U);
   EXPECT_EQ(run.lost_samples, 0U);
   expect_stream(run, settings, 500 * run.samples_per_packet, {});
@@ -344,12 +362,12 @@ TEST(UdpSource, ALosslessRunMarksNoLossOnTheRatesPlot) {
   EXPECT_NE(run.progress.at(0).find("lost 0 "), std::string::npos) << run.progress.at(0);
 }
 
-TEST(UdpSource, DropsByProbabilityAreCountedExactly) {
+TEST_P(UdpSourceBothWays, DropsByProbabilityAreCountedExactly) {
   auto settings = with_count(2000);
   settings.faults.drop.probability = 0.02;
   settings.faults.seed = 5;
   UdpRun run;
-  run_udp(settings, run);
+  run_udp(settings, run, way());
   const std::uint64_t spp = run.samples_per_packet;
   std::vector<Gap> gaps;
   std::uint64_t last_sent = 0;
@@ -374,11 +392,11 @@ TEST(UdpSource, DropsByProbabilityAreCountedExactly) {
   expect_stream(run, settings, (last_sent + 1) * spp, gaps);
 }
 
-TEST(UdpSource, MoreGapsThanOneChunkHoldsAreAllRecorded) {
+TEST_P(UdpSourceBothWays, MoreGapsThanOneChunkHoldsAreAllRecorded) {
   auto settings = with_count(401);
   for (std::uint64_t k = 1; k < 400; k += 2) settings.faults.drop.packets.push_back(k);  // 200 holes
   UdpRun run;
-  run_udp(settings, run, ", chunk: 1MiB, reorder_window: 1");
+  run_udp(settings, run, ", chunk: 1MiB, reorder_window: 1" + way());
   const std::uint64_t spp = run.samples_per_packet;
   std::vector<Gap> gaps;
   for (std::uint64_t k = 1; k < 400; k += 2) gaps.push_back({k * spp, spp});
@@ -438,11 +456,11 @@ TEST(UdpSource, CorruptHeadersAreDroppedByReason) {
   expect_stream(run, settings, 800 * spp, {{30 * spp, 3 * spp}});
 }
 
-TEST(UdpSource, RandomGarbageNeverCorruptsTheStream) {
+TEST_P(UdpSourceBothWays, RandomGarbageNeverCorruptsTheStream) {
   auto settings = with_count(1500);
   UdpRun run;
   const std::uint64_t garbage = 3000;
-  run_udp(settings, run, "", [&](std::uint16_t port) -> std::uint64_t {
+  run_udp(settings, run, way(), [&](std::uint16_t port) -> std::uint64_t {
     wire::UniqueFd sender(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
     const sockaddr_in address = *wire::parse_endpoint("127.0.0.1:" + std::to_string(port));
     std::mt19937_64 random(17);
@@ -522,11 +540,11 @@ std::vector<Gap> walk_jumped(const UdpRun& run, const emulator::EmulatorSettings
       end);
 }
 
-TEST(UdpSource, SustainedJumpAheadIsOneResynchronisationWithAGapAtItsPlace) {
+TEST_P(UdpSourceBothWays, SustainedJumpAheadIsOneResynchronisationWithAGapAtItsPlace) {
   const std::uint64_t jump = static_cast<std::uint64_t>(kHourAt100Msps);
   const auto settings = with_shift(1000, 500, 1000, kHourAt100Msps);
   UdpRun run;
-  run_udp(settings, run);
+  run_udp(settings, run, way());
   const std::uint64_t spp = run.samples_per_packet;
   EXPECT_EQ(run.resyncs, 1U);
   EXPECT_EQ(run.resync_samples, jump);
@@ -618,16 +636,17 @@ class VitaStream {
   wire::UniqueFd socket_{::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)};
 };
 
-// A stage that falls behind: the stream starts while nobody reads the socket, the kernel
-// keeps what its small buffer holds and drops the rest (far more than max_jump), then the
-// stage reads and the sender goes on. The hole is loss the kernel caused, at its place, not a
-// sender that jumped ahead; ground truth is the kernel's own drop count (/proc/net/udp) and
-// the emulator's signal on both sides of the hole. `segments`: datagrams per send (the kernel
-// counts a dropped coalesced datagram once, as it does a NIC's GRO super-datagram).
-void expect_kernel_burst_is_loss(std::uint64_t segments) {
+// A stage that falls behind: the stream starts while nobody reads the socket (before run(); a
+// receive thread, `way`, waits for the stage's thread too), the kernel keeps what its small
+// buffer holds and drops the rest (far more than max_jump), then the stage reads and the sender
+// goes on. The hole is loss the kernel caused, at its place, not a sender that jumped ahead;
+// ground truth is the kernel's own drop count (/proc/net/udp) and the emulator's signal on both
+// sides of the hole. `segments`: datagrams per send (the kernel counts a dropped coalesced
+// datagram once, as it does a NIC's GRO super-datagram).
+void expect_kernel_burst_is_loss(std::uint64_t segments, const std::string& way) {
   UdpRun run;
   test_support::current_capture() = &run.capture;
-  Pipeline pipeline(udp_to_capture(", stream_id: 1, receive_buffer: 64KiB, max_jump: 1ms", 64));
+  Pipeline pipeline(udp_to_capture(", stream_id: 1, receive_buffer: 64KiB, max_jump: 1ms" + way, 64));
   pipeline.start();  // the socket is bound; nothing reads it until run()
   UdpSource* stage = udp_stage(pipeline);
   ASSERT_NE(stage, nullptr);
@@ -683,15 +702,15 @@ void expect_kernel_burst_is_loss(std::uint64_t segments) {
   EXPECT_EQ(gap_samples, missing * spp);
 }
 
-TEST(UdpSource, AKernelDropBurstLongerThanMaxJumpIsLossNotAJump) { expect_kernel_burst_is_loss(1); }
+TEST_P(UdpSourceBothWays, AKernelDropBurstLongerThanMaxJumpIsLossNotAJump) { expect_kernel_burst_is_loss(1, way()); }
 
 // As a NIC's GRO does: coalesced datagrams, each dropped one counted once by the kernel.
-TEST(UdpSource, AKernelDropBurstOfCoalescedDatagramsIsLossNotAJump) {
+TEST_P(UdpSourceBothWays, AKernelDropBurstOfCoalescedDatagramsIsLossNotAJump) {
   const wire::UniqueFd probe(::socket(AF_INET, SOCK_DGRAM, 0));
   const int segment = 1400;
   if (::setsockopt(probe.get(), SOL_UDP, UDP_SEGMENT, &segment, sizeof(segment)) != 0)
     GTEST_SKIP() << "kernel without UDP GSO";
-  expect_kernel_burst_is_loss(32);
+  expect_kernel_burst_is_loss(32, way());
 }
 
 TEST(UdpSource, SustainedJumpBackStartsANewSegmentRightAfterTheOldOne) {
@@ -765,10 +784,10 @@ TEST(UdpSource, ARecordedJumpBackIsANewCaptureSegmentAtTheSendersNewTime) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(UdpSource, ZeroLengthDatagramsAreCountedAsMalformed) {
+TEST_P(UdpSourceBothWays, ZeroLengthDatagramsAreCountedAsMalformed) {
   auto settings = with_count(300);
   UdpRun run;
-  run_udp(settings, run, "", [&](std::uint16_t port) -> std::uint64_t {
+  run_udp(settings, run, way(), [&](std::uint16_t port) -> std::uint64_t {
     wire::UniqueFd sender(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
     const sockaddr_in address = *wire::parse_endpoint("127.0.0.1:" + std::to_string(port));
     for (int i = 0; i < 5; ++i) {
@@ -896,7 +915,7 @@ TEST(UdpSource, BareSamplesArriveWholeAndSayThatLossCannotBeSeen) {
 // The emulator's own GNU Radio framings with every fault the framing can show: drops by list
 // and by chance, a duplicate, a reordered packet, a truncated one and (seq_size) a corrupted
 // size field. Every packet not delivered is an exact gap; the samples are the signal's.
-TEST(UdpSource, EmulatorGnuRadioFramingsWithFaultsGiveExactLoss) {
+TEST_P(UdpSourceBothWays, EmulatorGnuRadioFramingsWithFaultsGiveExactLoss) {
   for (const auto framing : {emulator::Framing::gnuradio_seq, emulator::Framing::gnuradio_seq_size}) {
     SCOPED_TRACE(to_string(framing));
     const bool with_size = framing == emulator::Framing::gnuradio_seq_size;
@@ -910,7 +929,7 @@ TEST(UdpSource, EmulatorGnuRadioFramingsWithFaultsGiveExactLoss) {
     settings.faults.truncate.packets = {120};
     if (with_size) settings.faults.corrupt.packets = {150};
     UdpRun run;
-    run_udp(settings, run, std::string(", framing: ") + std::string(to_string(framing)));
+    run_udp(settings, run, std::string(", framing: ") + std::string(to_string(framing)) + way());
     const std::uint64_t spp = run.samples_per_packet;
     EXPECT_EQ(spp, (1472U - (with_size ? 16U : 8U)) / 4U);
     // Expected: each packet dropped, truncated or corrupted is lost, runs merged into gaps.
@@ -986,31 +1005,33 @@ TEST(UdpSource, EmulatorBareDatagramsWithDropsArriveInOrderAndLossIsNotSeen) {
   EXPECT_NE(run.capture.stream.description.find("lost datagrams cannot be detected"), std::string::npos);
 }
 
+// The configuration errors of a udp stage with `settings` added to its map, or "".
+std::string udp_settings_errors(const std::string& settings) {
+  try {
+    load_pipeline_text("lanes: [{name: a, stages: [{type: udp" + settings + "}, {type: null}]}]\n", "t.yaml");
+  } catch (const ConfigException& error) {
+    return error.errors().to_string();
+  }
+  return std::string();
+}
+
 TEST(UdpSource, FramingSettingsThatCannotApplyAreErrors) {
-  const auto rejected = [](const std::string& settings) {
-    try {
-      load_pipeline_text("lanes: [{name: a, stages: [{type: udp" + settings + "}, {type: null}]}]\n", "t.yaml");
-    } catch (const ConfigException& error) {
-      return error.errors().to_string();
-    }
-    return std::string();
-  };
-  EXPECT_NE(rejected(", framing: none, stream_id: 3").find("stream_id applies to framing vita49 only"),
+  EXPECT_NE(udp_settings_errors(", framing: none, stream_id: 3").find("stream_id applies to framing vita49 only"),
             std::string::npos);
-  EXPECT_NE(rejected(", framing: none, max_jump: 1s").find("framing none does not have"), std::string::npos);
-  EXPECT_NE(rejected(", framing: gnu").find("is not one of"), std::string::npos);
-  EXPECT_EQ(rejected(", framing: gnuradio_seq, reorder_window: 4"), "");
+  EXPECT_NE(udp_settings_errors(", framing: none, max_jump: 1s").find("framing none does not have"), std::string::npos);
+  EXPECT_NE(udp_settings_errors(", framing: gnu").find("is not one of"), std::string::npos);
+  EXPECT_EQ(udp_settings_errors(", framing: gnuradio_seq, reorder_window: 4"), "");
 }
 
 // IF Context packets (VITA 49.0 type 4) interleaved with the data: counted exactly, never
 // taken for samples, the stream whole.
-TEST(UdpSource, IfContextPacketsAreCountedAndNeverTakenForData) {
+TEST_P(UdpSourceBothWays, IfContextPacketsAreCountedAndNeverTakenForData) {
   auto settings = with_count(1000);
   settings.context.enabled = true;
   settings.context.rf_frequency = 2.4e9;
   settings.context.every = 100;
   UdpRun run;
-  run_udp(settings, run);
+  run_udp(settings, run, way());
   // At start, then at the first send batch (32 packets) at least 100 packets after the last.
   EXPECT_GE(run.sent.context_packets, 1000U / (100 + 32) + 1);
   EXPECT_EQ(run.context_packets, run.sent.context_packets);
@@ -1168,10 +1189,10 @@ TEST(UdpSource, ContextWaitPutsTheSendersValuesIntoTheStreamDescription) {
 }
 
 // A context packet whose sample rate is not the configured one fails the stage with both rates.
-TEST(UdpSource, ContextSampleRateMismatchIsAnError) {
+TEST_P(UdpSourceBothWays, ContextSampleRateMismatchIsAnError) {
   UdpRun run;
   test_support::current_capture() = &run.capture;
-  Pipeline pipeline(udp_to_capture(", stream_id: 1", 8));
+  Pipeline pipeline(udp_to_capture(", stream_id: 1" + way(), 8));
   pipeline.start();
   UdpSource* stage = udp_stage(pipeline);
   ASSERT_NE(stage, nullptr);
@@ -1189,6 +1210,78 @@ TEST(UdpSource, ContextSampleRateMismatchIsAnError) {
   EXPECT_NE(pipeline.failures().front().message.find("100000000 Hz"), std::string::npos)
       << pipeline.failures().front().message;
   test_support::current_capture() = nullptr;
+}
+
+// A receive that fails on the receive thread fails the stage with the call and its errno: the
+// stage's socket is replaced under it by a file (dup2), as a descriptor closed by mistake would be.
+TEST(UdpSource, AFailedReceiveOnTheReceiveThreadFailsTheStageWithTheCallAndErrno) {
+  UdpRun run;
+  test_support::current_capture() = &run.capture;
+  Pipeline pipeline(udp_to_capture(", stream_id: 1, receive_thread: true", 8));
+  pipeline.start();
+  UdpSource* stage = udp_stage(pipeline);
+  ASSERT_NE(stage, nullptr);
+  const int fd = test_support::udp_socket_fd(stage->port());
+  ASSERT_GE(fd, 0);
+  std::thread runner([&] { pipeline.run(); });
+  const wire::UniqueFd not_a_socket(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  ASSERT_EQ(::dup2(not_a_socket.get(), fd), fd);
+  EXPECT_TRUE(test_support::wait_for([&] { return !pipeline.failures().empty(); }));
+  pipeline.request_stop();
+  runner.join();
+  ASSERT_EQ(pipeline.failures().size(), 1U);
+  EXPECT_EQ(pipeline.failures().front().message, "recvmmsg (receive thread): " + std::string(std::strerror(ENOTSOCK)));
+  test_support::current_capture() = nullptr;
+}
+
+// Stopped with nothing to receive, the receive thread waiting in recvmmsg, the stage ends at once.
+TEST(UdpSource, AStopEndsTheReceiveThreadWhileItWaitsForDatagrams) {
+  UdpRun run;
+  test_support::current_capture() = &run.capture;
+  Pipeline pipeline(udp_to_capture(", stream_id: 1, receive_thread: true", 8));
+  pipeline.start();
+  std::thread runner([&] { pipeline.run(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto asked = std::chrono::steady_clock::now();
+  pipeline.request_stop();
+  runner.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::seconds(2));
+  EXPECT_TRUE(pipeline.failures().empty());
+  test_support::current_capture() = nullptr;
+}
+
+TEST(UdpSource, ReceiveThreadSettingsThatCannotApplyAreErrors) {
+  EXPECT_NE(udp_settings_errors(", receive_cpu: 1").find("receive_cpu applies to the receive thread, which is off"),
+            std::string::npos);
+  EXPECT_NE(udp_settings_errors(", receive_batches: 8").find("set receive_thread: true"), std::string::npos);
+  EXPECT_NE(udp_settings_errors(", receive_thread: true, receive_batches: 1").find("receive_batches"),
+            std::string::npos);
+  EXPECT_EQ(udp_settings_errors(", receive_thread: true, receive_cpu: 0, receive_batches: 8"), "");
+  // One core for both threads works, but takes turns: the stage's summary says so.
+  Pipeline pipeline(load_pipeline_text(
+      "pipeline: {chunk: 64KiB, chunks: 8}\n"
+      "lanes: [{name: a, stages: [{type: udp, address: 127.0.0.1:0, receive_thread: true, receive_cpu: 0, cpu: 0}, "
+      "{type: null}]}]\n",
+      "t.yaml"));
+  pipeline.start();
+  const std::vector<std::string>& notes = test_support::source_metrics(pipeline).notes;
+  EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& note) {
+    return note.find("receive_cpu 0 is also the stage's cpu") != std::string::npos;
+  }));
+  // A core this process may not use fails the start, naming the setting and the call.
+  Pipeline nowhere(load_pipeline_text(
+      "pipeline: {chunk: 64KiB, chunks: 8}\n"
+      "lanes: [{name: a, stages: [{type: udp, address: 127.0.0.1:0, receive_thread: true, receive_cpu: 4095}, "
+      "{type: null}]}]\n",
+      "t.yaml"));
+  try {
+    nowhere.start();
+    FAIL() << "a receive thread pinned to a core that is not there";
+  } catch (const PipelineError& error) {
+    EXPECT_NE(std::string(error.what()).find("receive_cpu 4095: pthread_setaffinity_np (receive thread): "),
+              std::string::npos)
+        << error.what();
+  }
 }
 
 }  // namespace

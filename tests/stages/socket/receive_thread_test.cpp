@@ -1,0 +1,208 @@
+// ReceiveThread on real loopback UDP sockets: every datagram sent reaches the consumer once and in
+// order through the ring, also while a slow consumer makes the thread wait, and none before it
+// asks; stop() ends it inside a receive and while it waits for a batch; a failed receive ends it
+// with its errno.
+#include "stages/socket/receive_thread.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "loopback_pair.hpp"
+#include "pipeline/clock.hpp"
+#include "proc_net_udp.hpp"
+#include "wire/socket.hpp"
+
+namespace sluice {
+namespace {
+
+constexpr std::size_t kSlot = 2048;
+constexpr std::size_t kControl = 64;
+
+// A bound receiver (10 ms SO_RCVTIMEO, as the udp stage sets it) and a sender aimed at it.
+struct Loopback : test_support::LoopbackPair {
+  Loopback() {
+    const timeval timeout{0, 10'000};
+    EXPECT_EQ(::setsockopt(receiver.get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout)), 0);
+    const int buffer = 4 << 20;
+    (void)::setsockopt(receiver.get(), SOL_SOCKET, SO_RCVBUFFORCE, &buffer, sizeof(buffer));
+    bind_receiver();
+  }
+  // Datagrams [from, to), each 1000 bytes starting with its 64-bit sequence number.
+  void send(std::uint64_t from, std::uint64_t to) {
+    std::array<std::byte, 1000> datagram{};
+    for (std::uint64_t sequence = from; sequence < to; ++sequence) {
+      std::memcpy(datagram.data(), &sequence, sizeof(sequence));
+      ASSERT_EQ(::sendto(sender.get(), datagram.data(), datagram.size(), 0, reinterpret_cast<const sockaddr*>(&address),
+                         sizeof(address)),
+                static_cast<ssize_t>(datagram.size()));
+      if (sequence % 64 == 63) std::this_thread::sleep_for(std::chrono::microseconds(200));  // loopback backlog
+    }
+  }
+};
+
+// Bounds a stop(): the thread must end within a receive timeout and a wait, far below this.
+template <typename Action>
+std::chrono::milliseconds timed(Action action) {
+  const auto begin = std::chrono::steady_clock::now();
+  action();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - begin);
+}
+
+TEST(ReceiveThread, EveryDatagramReachesTheConsumerOnceAndInOrderThroughASlowConsumer) {
+  Loopback loopback;
+  ReceiveThread thread(loopback.receiver.get(), 2, 4, kSlot, kControl);
+  thread.start({}, "rx test");
+  constexpr std::uint64_t kCount = 3000;
+  std::thread sender([&] { loopback.send(0, kCount); });
+  std::uint64_t next = 0;
+  std::uint64_t batches = 0;
+  while (next < kCount) {
+    ReceiveBatch* batch = thread.next(std::chrono::seconds(5));
+    ASSERT_NE(batch, nullptr) << "nothing after datagram " << next;
+    ASSERT_GE(batch->received, 1U);
+    for (std::size_t i = 0; i < batch->received; ++i) {
+      ASSERT_EQ(batch->message(i).msg_len, 1000U);
+      std::uint64_t sequence = 0;
+      std::memcpy(&sequence, batch->data(i), sizeof(sequence));
+      ASSERT_EQ(sequence, next);
+      ++next;
+    }
+    // Now and then the consumer holds a batch a while: the thread runs out of free ones and waits.
+    if (++batches % 50 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    thread.give_back(batch);
+  }
+  sender.join();
+  EXPECT_EQ(test_support::proc_udp_drops(loopback.port).value(), 0U);
+  EXPECT_EQ(thread.received_bytes(), kCount * 1000);
+  EXPECT_GT(thread.waits_for_batch(), 0U) << "the slow consumer never made the thread wait";
+  EXPECT_GT(thread.cpu_ns(), 0U);
+  // The consumer is this thread: its clock is this thread's.
+  const std::uint64_t consumer = thread.consumer_cpu_ns();
+  EXPECT_GT(consumer, 0U);
+  EXPECT_LE(consumer, thread_cpu_ns());
+  thread.stop();
+  EXPECT_EQ(thread.next(std::chrono::milliseconds(0)), nullptr);
+  EXPECT_EQ(thread.failed_errno(), 0);
+  EXPECT_GT(thread.cpu_ns(), 0U) << "its CPU time is kept after it ends";
+}
+
+// Before the consumer's first next() the datagrams stay in the socket, as they do for a stage
+// that receives on its own thread before it runs.
+TEST(ReceiveThread, ItReceivesNothingBeforeTheConsumerAsks) {
+  Loopback loopback;
+  ReceiveThread thread(loopback.receiver.get(), 2, 4, kSlot, kControl);
+  thread.start({}, "rx test");
+  loopback.send(0, 3);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  // The socket's receive queue (/proc/net/udp "tx_queue:rx_queue", hex bytes) still holds them.
+  const std::string queues = test_support::proc_udp_row(loopback.port).at(4);
+  EXPECT_GT(std::stoul(queues.substr(queues.find(':') + 1), nullptr, 16), 0U) << queues;
+  ReceiveBatch* batch = thread.next(std::chrono::seconds(5));
+  ASSERT_NE(batch, nullptr);
+  std::uint64_t sequence = 1;
+  std::memcpy(&sequence, batch->data(0), sizeof(sequence));
+  EXPECT_EQ(sequence, 0U);
+  thread.give_back(batch);
+}
+
+TEST(ReceiveThread, StopEndsItWhileItWaitsInAReceive) {
+  Loopback loopback;  // nothing is sent: the thread sits in recvmmsg
+  ReceiveThread thread(loopback.receiver.get(), 2, 4, kSlot, kControl);
+  thread.start({}, "rx test");
+  EXPECT_EQ(thread.next(std::chrono::milliseconds(30)), nullptr);
+  EXPECT_LT(timed([&] { thread.stop(); }), std::chrono::milliseconds(1000));
+  EXPECT_EQ(thread.next(std::chrono::milliseconds(0)), nullptr);
+  EXPECT_EQ(thread.failed_errno(), 0);
+}
+
+TEST(ReceiveThread, StopEndsItWhileItWaitsForABatchAndKeepsWhatItFilled) {
+  Loopback loopback;
+  ReceiveThread thread(loopback.receiver.get(), 2, 1, kSlot, kControl);
+  thread.start({}, "rx test");
+  EXPECT_EQ(thread.next(std::chrono::milliseconds(0)), nullptr);  // it may receive from here on
+  loopback.send(0, 3);                                            // two fill the ring; the third waits in the socket
+  ASSERT_TRUE([&] {
+    for (int i = 0; i < 500 && thread.waits_for_batch() == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    return thread.waits_for_batch() > 0;
+  }()) << "the thread never waited for a batch";
+  EXPECT_LT(timed([&] { thread.stop(); }), std::chrono::milliseconds(1000));
+  // The two filled batches are still there, in order, then nothing.
+  for (std::uint64_t expected = 0; expected < 2; ++expected) {
+    ReceiveBatch* batch = thread.next(std::chrono::milliseconds(0));
+    ASSERT_NE(batch, nullptr);
+    std::uint64_t sequence = 0;
+    std::memcpy(&sequence, batch->data(0), sizeof(sequence));
+    EXPECT_EQ(sequence, expected);
+    thread.give_back(batch);
+  }
+  EXPECT_EQ(thread.next(std::chrono::milliseconds(0)), nullptr);
+}
+
+// The socket's descriptor is replaced by a file under the running thread (dup2): its next
+// recvmmsg fails for real, and the thread ends with that errno.
+TEST(ReceiveThread, AFailedReceiveEndsItWithItsErrno) {
+  Loopback loopback;
+  ReceiveThread thread(loopback.receiver.get(), 2, 4, kSlot, kControl);
+  thread.start({}, "rx test");
+  const wire::UniqueFd not_a_socket(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(not_a_socket.valid());
+  ASSERT_EQ(::dup2(not_a_socket.get(), loopback.receiver.get()), loopback.receiver.get());
+  EXPECT_EQ(thread.next(std::chrono::seconds(5)), nullptr);
+  EXPECT_EQ(thread.failed_errno(), ENOTSOCK);
+  thread.stop();
+}
+
+TEST(ReceiveThread, ItRunsOnTheCoresItIsGiven) {
+  Loopback loopback;
+  ReceiveThread thread(loopback.receiver.get(), 2, 4, kSlot, kControl);
+  cpu_set_t allowed;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  int core = 0;
+  while (!CPU_ISSET(static_cast<std::size_t>(core), &allowed)) ++core;
+  thread.start({core}, "rx pinned");
+  // Its entry under /proc/self/task, found by its name, shows the one core it may run on.
+  std::string found;
+  for (int attempt = 0; attempt < 100 && found.empty(); ++attempt) {
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+      std::ifstream comm(task.path() / "comm");
+      std::string name;
+      std::getline(comm, name);
+      if (name != "rx pinned") continue;
+      std::ifstream status(task.path() / "status");
+      for (std::string line; std::getline(status, line);) {
+        if (line.rfind("Cpus_allowed_list:", 0) == 0) found = line.substr(line.find_first_not_of(" \t", 18));
+      }
+    }
+    if (found.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(found, std::to_string(core));
+  thread.stop();
+}
+
+TEST(ReceiveThread, ACoreItMayNotUseIsAnErrorNamingTheCall) {
+  Loopback loopback;
+  ReceiveThread thread(loopback.receiver.get(), 2, 4, kSlot, kControl);
+  try {
+    thread.start({CPU_SETSIZE - 1}, "rx nowhere");
+    FAIL() << "pinned to a core that is not there";
+  } catch (const std::runtime_error& error) {
+    EXPECT_NE(std::string(error.what()).find("pthread_setaffinity_np (receive thread): "), std::string::npos)
+        << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace sluice
