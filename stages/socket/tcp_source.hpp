@@ -77,8 +77,9 @@ class TcpSource final : public Stage {
   // what process() returns (idle, the sender closed, or an error).
   bool receive(std::byte* target, std::size_t wanted, StageStatus& status) noexcept;
   void handle_frame() noexcept;
-  void place_samples(std::uint64_t first_sample, const std::byte* payload, std::size_t samples) noexcept;
-  void resynchronise() noexcept;
+  // JumpGuard::admit's steps: a plausible frame into the stream; the stream onto a confirmed jump.
+  void place_samples(const JumpGuard::Packet& packet) noexcept;
+  bool move_stream(const JumpGuard::Packet& first) noexcept;
   [[nodiscard]] std::uint64_t frame_epoch() const noexcept;
 
   TcpSourceSettings settings_;
