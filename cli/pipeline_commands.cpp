@@ -165,6 +165,38 @@ int list_stages(const std::string& type_name) {
   return kExitOk;
 }
 
+// Runs the started pipeline to its end: progress each tick, a clean stop on the first Ctrl-C or
+// when the companion asks for it.
+void run_with_progress(Pipeline& pipeline, const RunOutputs& outputs) {
+  const double interval = std::chrono::duration<double>(pipeline.definition().settings.progress_interval).count();
+  const ProgressOutput output = outputs.quiet                ? ProgressOutput::none
+                                : isatty(STDERR_FILENO) != 0 ? ProgressOutput::terminal
+                                                             : ProgressOutput::log;
+  ProgressPrinter progress(pipeline, output, interval);
+  bool announced = false;
+  pipeline.run([&] {
+    if (stop_signalled() && !announced) {
+      announced = true;
+      log::info("stopping: draining queues (Ctrl-C again to abort)");
+      pipeline.request_stop();
+    }
+    if (outputs.companion != nullptr && !pipeline.stop_requested() && !outputs.companion->keep_running())
+      pipeline.request_stop();
+    progress.tick();
+  });
+  progress.finish();
+}
+
+// Writes `text` to `path` (nothing when it is empty); false, said on stderr, when it cannot.
+bool write_output(const std::string& path, const std::string& text, const char* what, const std::string& command) {
+  if (path.empty()) return true;
+  std::ofstream file(path);
+  file << text;
+  if (file.flush()) return true;
+  std::cerr << command << ": cannot write " << what << " " << path << "\n";
+  return false;
+}
+
 }  // namespace
 
 int run_definition(PipelineDefinition definition, const RunOutputs& outputs, const std::string& command) {
@@ -194,36 +226,13 @@ int run_definition(PipelineDefinition definition, const RunOutputs& outputs, con
     }
   }
   if (outputs.companion != nullptr) outputs.companion->started(pipeline);
-  const double interval = std::chrono::duration<double>(pipeline.definition().settings.progress_interval).count();
-  const ProgressOutput output = outputs.quiet                ? ProgressOutput::none
-                                : isatty(STDERR_FILENO) != 0 ? ProgressOutput::terminal
-                                                             : ProgressOutput::log;
-  ProgressPrinter progress(pipeline, output, interval);
-  bool announced = false;
-  pipeline.run([&] {
-    if (stop_signalled() && !announced) {
-      announced = true;
-      log::info("stopping: draining queues (Ctrl-C again to abort)");
-      pipeline.request_stop();
-    }
-    if (outputs.companion != nullptr && !pipeline.stop_requested() && !outputs.companion->keep_running())
-      pipeline.request_stop();
-    progress.tick();
-  });
-  progress.finish();
+  run_with_progress(pipeline, outputs);
   std::cout << summary_table(pipeline) << std::flush;
   const bool companion_ok = outputs.companion == nullptr || outputs.companion->finish(std::cout);
   const int exit_code = pipeline.failures().empty() && companion_ok ? kExitOk : kExitFailure;
-  auto write_file = [&](const std::string& path, const std::string& text, const char* what) {
-    if (path.empty()) return true;
-    std::ofstream file(path);
-    file << text;
-    if (file.flush()) return true;
-    std::cerr << command << ": cannot write " << what << " " << path << "\n";
-    return false;
-  };
-  const bool written = write_file(outputs.report, report_json(pipeline, exit_code).dump(2) + "\n", "report") &
-                       write_file(outputs.plot, rate_plot_svg(pipeline), "plot");
+  const bool written =
+      write_output(outputs.report, report_json(pipeline, exit_code).dump(2) + "\n", "report", command) &
+      write_output(outputs.plot, rate_plot_svg(pipeline), "plot", command);
   return written ? exit_code : kExitFailure;
 }
 

@@ -191,7 +191,7 @@ Listing read_listing(const std::string& collection_file) {
   if (!in || document.is_discarded() || !document.contains("collection")) return listing;
   const auto& collection = document["collection"];
   for (const auto& stream : collection.value("core:streams", nlohmann::json::array())) {
-    const std::string name = stream.is_object() ? stream.value("name", std::string()) : stream.at(0).get<std::string>();
+    const std::string name = stream_name(stream);
     const fs::path base = (home / name).lexically_normal();
     listing.bases.insert(base.string());
     if (std::find(listing.directories.begin(), listing.directories.end(), directory_of(base)) ==
@@ -326,6 +326,28 @@ std::vector<UnlistedRead> find_unlisted(const std::string& collection_file) {
   return unlisted;
 }
 
+// A collection's lanes as its recordings are read: in the order the collection names them, then
+// in the order recordings bring new ones.
+struct LaneSet {
+  std::map<std::string, CaptureLane> by_name;
+  std::vector<std::string> order;
+  CaptureLane& lane(const std::string& name) {
+    CaptureLane& lane = by_name[name];
+    lane.name = name;
+    if (std::find(order.begin(), order.end(), name) == order.end()) order.push_back(name);
+    return lane;
+  }
+  // Each lane's segments and gaps in stream order, the lanes in theirs.
+  std::vector<CaptureLane> sorted() {
+    std::vector<CaptureLane> lanes;
+    for (const auto& name : order) {
+      sort_lane(by_name[name]);
+      lanes.push_back(std::move(by_name[name]));
+    }
+    return lanes;
+  }
+};
+
 // The lanes of a collection: its listed recordings, then those on disk it does not list.
 Capture open_collection(const std::string& path, const std::string& collection_file) {
   Capture capture;
@@ -344,40 +366,26 @@ Capture open_collection(const std::string& path, const std::string& collection_f
   const auto& collection = document["collection"];
   const fs::path home = fs::path(collection_file).parent_path();
   std::map<std::string, std::string> lane_of;  // stream name -> lane
-  std::vector<std::string> lane_order;
+  LaneSet lanes;
   if (collection.contains("sluice:lanes")) {
     for (const auto& [lane, names] : collection["sluice:lanes"].items()) {
-      lane_order.push_back(lane);
+      lanes.order.push_back(lane);
       for (const auto& name : names) lane_of[name.get<std::string>()] = lane;
     }
   }
-  std::map<std::string, CaptureLane> lanes;
   for (const auto& stream : collection.value("core:streams", nlohmann::json::array())) {
-    // Recording Objects per the spec text; tolerate the schema's [name, hash] tuples too.
-    const std::string name = stream.is_object() ? stream.value("name", std::string()) : stream.at(0).get<std::string>();
-    const std::string lane_name = lane_of.count(name) != 0 ? lane_of[name] : "0";
-    if (lanes.count(lane_name) == 0) {
-      lanes[lane_name].name = lane_name;
-      if (std::find(lane_order.begin(), lane_order.end(), lane_name) == lane_order.end())
-        lane_order.push_back(lane_name);
-    }
+    const std::string name = stream_name(stream);
     const std::string base = (home / name).lexically_normal().string();
-    add_recording(lanes[lane_name], base, recording_meta(base));
+    add_recording(lanes.lane(lane_of.count(name) != 0 ? lane_of[name] : "0"), base, recording_meta(base));
   }
   // On disk but not listed yet: read like the listed ones, never skipped (`capture info`
   // names them, replay refuses the ones with a journal as it does any cut recording).
   for (const UnlistedRead& read : unlisted) {
     const UnlistedRecording& recording = read.recording;
     if (!recording.meta && !recording.journal) continue;  // an empty data file: nothing says what it holds
-    lanes[recording.lane].name = recording.lane;
-    if (std::find(lane_order.begin(), lane_order.end(), recording.lane) == lane_order.end())
-      lane_order.push_back(recording.lane);
-    add_recording(lanes[recording.lane], recording.base, recording_meta(read));
+    add_recording(lanes.lane(recording.lane), recording.base, recording_meta(read));
   }
-  for (const auto& name : lane_order) {
-    sort_lane(lanes[name]);
-    capture.lanes.push_back(std::move(lanes[name]));
-  }
+  capture.lanes = lanes.sorted();
   if (capture.lanes.empty()) throw std::runtime_error(collection_file + ": lists no recordings");
   return capture;
 }
