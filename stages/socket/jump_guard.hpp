@@ -1,8 +1,4 @@
-// Keeps one stray packet from moving a socket source's stream. A packet whose position (in
-// the sender's sample index space: timestamp or first_sample) is further than `bound`
-// samples from where the stream continues is held aside, not used. When `confirm` held
-// packets in a row agree with each other, the sender really jumped and the source
-// resynchronises onto them; a plausible packet in between discards them as outliers.
+// JumpGuard: the outlier and resynchronisation rule of the socket sources.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +10,11 @@
 
 namespace sluice {
 
+// Keeps one stray packet from moving a socket source's stream. A packet whose position (in
+// the sender's sample index space: timestamp or first_sample) is further than `bound`
+// samples from where the stream continues is held aside, not used. When `confirm` held
+// packets in a row agree with each other, the sender really jumped and the source
+// resynchronises onto them; a plausible packet in between discards them as outliers.
 class JumpGuard {
  public:
   enum class Verdict : std::uint8_t {

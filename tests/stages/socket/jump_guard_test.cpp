@@ -93,12 +93,17 @@ TEST(JumpGuard, APayloadTooLargeToHoldIsAnOutlierAtOnce) {
   EXPECT_EQ(value(metrics, "outlier", true), 1U);
 }
 
-// What admit() hands the caller: each packet it places, and the first of a jump it moves onto.
-struct Admitted {
+// A guard (1000 samples, 2 agreeing packets make a jump) and what admit() hands its caller: each
+// packet it places, and the first of a jump it moves onto.
+struct Admitting {
+  StageMetrics metrics{"a", "source", "udp"};
+  JumpGuard guard;
+  std::array<std::byte, 8> bytes = payload(5);
   std::vector<std::uint64_t> placed;
   std::vector<std::uint64_t> moved_to;
   bool can_move = true;
-  bool admit(JumpGuard& guard, std::uint64_t position, std::uint64_t expected, std::span<const std::byte> bytes) {
+  Admitting() { guard.start(metrics, 1000, 2, 8); }
+  bool admit(std::uint64_t position, std::uint64_t expected) {
     return guard.admit(
         JumpGuard::Packet{position, 10, 0, bytes}, expected,
         [this](const JumpGuard::Packet& packet) { placed.push_back(packet.position); },
@@ -110,39 +115,31 @@ struct Admitted {
 };
 
 TEST(JumpGuard, AdmitPlacesPlausiblePacketsThenTheHeldOnesOfAConfirmedJump) {
-  StageMetrics metrics("a", "source", "udp");
-  JumpGuard guard;
-  guard.start(metrics, 1000, 2, 8);
-  const auto bytes = payload(5);
-  Admitted admitted;
-  EXPECT_TRUE(admitted.admit(guard, 100, 100, bytes));
-  EXPECT_FALSE(admitted.admit(guard, 5'000'010, 110, bytes));
-  EXPECT_FALSE(admitted.admit(guard, 5'000'000, 110, bytes));
-  EXPECT_EQ(admitted.moved_to, std::vector<std::uint64_t>{5'000'000});
-  EXPECT_EQ(admitted.placed, (std::vector<std::uint64_t>{100, 5'000'010, 5'000'000}));
-  EXPECT_EQ(guard.held_count(), 0U);
-  EXPECT_EQ(value(metrics, "resyncs", false), 1U);
+  Admitting run;
+  EXPECT_TRUE(run.admit(100, 100));
+  EXPECT_FALSE(run.admit(5'000'010, 110));
+  EXPECT_FALSE(run.admit(5'000'000, 110));
+  EXPECT_EQ(run.moved_to, std::vector<std::uint64_t>{5'000'000});
+  EXPECT_EQ(run.placed, (std::vector<std::uint64_t>{100, 5'000'010, 5'000'000}));
+  EXPECT_EQ(run.guard.held_count(), 0U);
+  EXPECT_EQ(value(run.metrics, "resyncs", false), 1U);
 }
 
 TEST(JumpGuard, AJumpTheCallerCannotMoveOntoDiscardsItsPacketsAndStartsOver) {
-  StageMetrics metrics("a", "source", "udp");
-  JumpGuard guard;
-  guard.start(metrics, 1000, 2, 8);
-  const auto bytes = payload(6);
-  Admitted admitted;
-  admitted.can_move = false;  // no chunk to be had
-  EXPECT_FALSE(admitted.admit(guard, 5'000'000, 0, bytes));
-  EXPECT_FALSE(admitted.admit(guard, 5'000'010, 0, bytes));
-  EXPECT_EQ(guard.held_count(), 0U);
-  EXPECT_EQ(value(metrics, "outlier", true), 2U);
+  Admitting run;
+  run.can_move = false;  // no chunk to be had
+  EXPECT_FALSE(run.admit(5'000'000, 0));
+  EXPECT_FALSE(run.admit(5'000'010, 0));
+  EXPECT_EQ(run.guard.held_count(), 0U);
+  EXPECT_EQ(value(run.metrics, "outlier", true), 2U);
   // The sender's next packets agree again: held from the start, never past the guard's room.
-  admitted.can_move = true;
-  EXPECT_FALSE(admitted.admit(guard, 5'000'020, 0, bytes));
-  EXPECT_EQ(guard.held_count(), 1U);
-  EXPECT_FALSE(admitted.admit(guard, 5'000'030, 0, bytes));
-  EXPECT_EQ(admitted.moved_to, (std::vector<std::uint64_t>{5'000'000, 5'000'020}));
-  EXPECT_EQ(admitted.placed, (std::vector<std::uint64_t>{5'000'020, 5'000'030}));
-  EXPECT_EQ(value(metrics, "resyncs", false), 1U);
+  run.can_move = true;
+  EXPECT_FALSE(run.admit(5'000'020, 0));
+  EXPECT_EQ(run.guard.held_count(), 1U);
+  EXPECT_FALSE(run.admit(5'000'030, 0));
+  EXPECT_EQ(run.moved_to, (std::vector<std::uint64_t>{5'000'000, 5'000'020}));
+  EXPECT_EQ(run.placed, (std::vector<std::uint64_t>{5'000'020, 5'000'030}));
+  EXPECT_EQ(value(run.metrics, "resyncs", false), 1U);
 }
 
 }  // namespace
