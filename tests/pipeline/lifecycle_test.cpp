@@ -69,6 +69,8 @@ class FailAfter final : public Stage {
   StageContext* context_ = nullptr;
 };
 
+// `slow`, the sink these tests fill queues with, is test_support's (tests/support/test_stages.hpp).
+
 // The cores its thread may run on, as the kernel reports them while it runs.
 std::vector<int> g_probe_cores;
 

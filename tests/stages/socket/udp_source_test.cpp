@@ -256,8 +256,8 @@ TEST(UdpSource, FaultsAmongEqualPacketsAreExactWithOneWholeDecodePerOddHeader) {
 }
 
 // A stream that trickles in leaves the stage waiting on its socket most of the time, and that
-// time is the stage's wait, not its busy time (counted as busy, a blocking receive would make a
-// receiver that keeps up with ease read as saturated).
+// time is the stage's wait, not its busy time (a blocking receive used to count as busy, so a
+// receiver that kept up with ease read as saturated).
 TEST(UdpSource, TimeSpentWaitingForPacketsIsNotBusyTime) {
   auto settings = with_count(200);
   settings.batch = 1;  // one datagram at a time, every 2 ms: the receive always has one to wait for
