@@ -23,10 +23,8 @@ struct PlayOptions {
   bool fast = false;
   bool loop = false;
   bool no_fft = false;
-  std::string report;
-  std::string plot;
-  std::string http;
   std::vector<std::string> overrides;
+  RunOutputs outputs;
 };
 
 int capture_info(const std::string& path) {
@@ -201,8 +199,7 @@ int play(const PlayOptions& options) {
     }
     return kExitUsage;
   }
-  return run_definition(std::move(definition), RunOutputs{options.report, options.plot, false, options.http},
-                        "sluice play");
+  return run_definition(std::move(definition), options.outputs, "sluice play");
 }
 
 // `sluice capture plot`.
@@ -250,11 +247,7 @@ void add_play_command(CLI::App& app, Commands& commands) {
   play_command->add_flag("--fast", options->fast, "as fast as possible (default: at the recorded rate)");
   play_command->add_flag("--loop", options->loop, "start again at the end until Ctrl-C");
   play_command->add_flag("--no-fft", options->no_fft, "replay → summary only");
-  play_command->add_option("--report", options->report, "write the summary as JSON to this file");
-  play_command->add_option(
-      "--plot", options->plot,
-      "write each lane's rate over time as an SVG chart to this file, with a marker where a lane lost samples");
-  play_command->add_option("--http", options->http, "serve /metrics and the live dashboard at ADDR:PORT while playing");
+  add_output_options(*play_command, options->outputs);
   play_command->add_option("--set", options->overrides, "override a setting: key.path=value (repeatable)");
   commands.add(play_command, [options] { return play(*options); });
 }

@@ -56,6 +56,9 @@ struct RunOutputs {
   RunCompanion* companion = nullptr;  // started after the stages, finished after the summary
 };
 
+// --report, --plot and --http into `outputs`: what `sluice run` and `sluice play` write alike.
+void add_output_options(CLI::App& command, RunOutputs& outputs);
+
 // Starts `definition`, runs it to the end with progress on stderr and Ctrl-C handling,
 // prints the summary table, writes the report and plot; returns the exit code.
 // `command` prefixes messages ("sluice run", "sluice play").

@@ -22,12 +22,9 @@ struct RunOptions {
   std::string file;
   std::vector<std::string> overrides;
   std::string duration;
-  std::string report;
-  std::string plot;
   std::string node;
-  std::string http;
-  bool quiet = false;
   bool emulator = false;
+  RunOutputs outputs;  // its companion is set when the run starts
 };
 
 void print_config_errors(const ConfigException& error) {
@@ -87,9 +84,9 @@ int run_pipeline(const RunOptions& options) {
   }
   log::info("pipeline {} from {}: {} lane(s), {} stage(s); GPU: {}", definition.settings.name, options.file,
             definition.lanes.size(), stage_count(definition), cuda_available() ? "yes" : cuda_unavailable_reason());
-  return run_definition(std::move(definition),
-                        RunOutputs{options.report, options.plot, options.quiet, options.http, emulator.get()},
-                        "sluice run");
+  RunOutputs outputs = options.outputs;
+  outputs.companion = emulator.get();
+  return run_definition(std::move(definition), outputs, "sluice run");
 }
 
 // Where a lane's stages run: its GPU and why, then each stage's GPU and cores.
@@ -168,6 +165,38 @@ int list_stages(const std::string& type_name) {
   return kExitOk;
 }
 
+// Runs the started pipeline to its end: progress each tick, a clean stop on the first Ctrl-C or
+// when the companion asks for it.
+void run_with_progress(Pipeline& pipeline, const RunOutputs& outputs) {
+  const double interval = std::chrono::duration<double>(pipeline.definition().settings.progress_interval).count();
+  const ProgressOutput output = outputs.quiet                ? ProgressOutput::none
+                                : isatty(STDERR_FILENO) != 0 ? ProgressOutput::terminal
+                                                             : ProgressOutput::log;
+  ProgressPrinter progress(pipeline, output, interval);
+  bool announced = false;
+  pipeline.run([&] {
+    if (stop_signalled() && !announced) {
+      announced = true;
+      log::info("stopping: draining queues (Ctrl-C again to abort)");
+      pipeline.request_stop();
+    }
+    if (outputs.companion != nullptr && !pipeline.stop_requested() && !outputs.companion->keep_running())
+      pipeline.request_stop();
+    progress.tick();
+  });
+  progress.finish();
+}
+
+// Writes `text` to `path` (nothing when it is empty); false, said on stderr, when it cannot.
+bool write_output(const std::string& path, const std::string& text, const char* what, const std::string& command) {
+  if (path.empty()) return true;
+  std::ofstream file(path);
+  file << text;
+  if (file.flush()) return true;
+  std::cerr << command << ": cannot write " << what << " " << path << "\n";
+  return false;
+}
+
 }  // namespace
 
 int run_definition(PipelineDefinition definition, const RunOutputs& outputs, const std::string& command) {
@@ -197,37 +226,24 @@ int run_definition(PipelineDefinition definition, const RunOutputs& outputs, con
     }
   }
   if (outputs.companion != nullptr) outputs.companion->started(pipeline);
-  const double interval = std::chrono::duration<double>(pipeline.definition().settings.progress_interval).count();
-  const ProgressOutput output = outputs.quiet                ? ProgressOutput::none
-                                : isatty(STDERR_FILENO) != 0 ? ProgressOutput::terminal
-                                                             : ProgressOutput::log;
-  ProgressPrinter progress(pipeline, output, interval);
-  bool announced = false;
-  pipeline.run([&] {
-    if (stop_signalled() && !announced) {
-      announced = true;
-      log::info("stopping: draining queues (Ctrl-C again to abort)");
-      pipeline.request_stop();
-    }
-    if (outputs.companion != nullptr && !pipeline.stop_requested() && !outputs.companion->keep_running())
-      pipeline.request_stop();
-    progress.tick();
-  });
-  progress.finish();
+  run_with_progress(pipeline, outputs);
   std::cout << summary_table(pipeline) << std::flush;
   const bool companion_ok = outputs.companion == nullptr || outputs.companion->finish(std::cout);
   const int exit_code = pipeline.failures().empty() && companion_ok ? kExitOk : kExitFailure;
-  auto write_file = [&](const std::string& path, const std::string& text, const char* what) {
-    if (path.empty()) return true;
-    std::ofstream file(path);
-    file << text;
-    if (file.flush()) return true;
-    std::cerr << command << ": cannot write " << what << " " << path << "\n";
-    return false;
-  };
-  const bool written = write_file(outputs.report, report_json(pipeline, exit_code).dump(2) + "\n", "report") &
-                       write_file(outputs.plot, rate_plot_svg(pipeline), "plot");
+  const bool written =
+      write_output(outputs.report, report_json(pipeline, exit_code).dump(2) + "\n", "report", command) &
+      write_output(outputs.plot, rate_plot_svg(pipeline), "plot", command);
   return written ? exit_code : kExitFailure;
+}
+
+void add_output_options(CLI::App& command, RunOutputs& outputs) {
+  command.add_option("--report", outputs.report, "write the summary as JSON to this file");
+  command.add_option(
+      "--plot", outputs.plot,
+      "write each lane's rate over time as an SVG chart to this file, with a marker where a lane lost samples");
+  command.add_option("--http", outputs.http,
+                     "serve /metrics (Prometheus) and a live dashboard at ADDR:PORT while running, e.g. 127.0.0.1:9100 "
+                     "(overrides pipeline.http; port 0: any free port)");
 }
 
 void add_pipeline_commands(CLI::App& app, Commands& commands) {
@@ -237,15 +253,9 @@ void add_pipeline_commands(CLI::App& app, Commands& commands) {
   run->add_option("file", options->file, "pipeline YAML file")->required()->check(CLI::ExistingFile);
   run->add_option("--set", options->overrides, "override a setting: key.path=value (repeatable)");
   run->add_option("--duration", options->duration, "stop after this long (overrides pipeline.duration)");
-  run->add_option("--report", options->report, "write the summary as JSON to this file");
-  run->add_option(
-      "--plot", options->plot,
-      "write each lane's rate over time as an SVG chart to this file, with a marker where a lane lost samples");
+  add_output_options(*run, options->outputs);
   run->add_option("--node", options->node, "run only the stages the file places on this node (node: keys)");
-  run->add_flag("--quiet,-q", options->quiet, "no progress lines");
-  run->add_option("--http", options->http,
-                  "serve /metrics (Prometheus) and a live dashboard at ADDR:PORT while running, e.g. 127.0.0.1:9100 "
-                  "(overrides pipeline.http; port 0: any free port)");
+  run->add_flag("--quiet,-q", options->outputs.quiet, "no progress lines");
   run->add_flag("--emulator", options->emulator,
                 "start the file's emulator (sluice-emulator FILE) once the stages listen, stop it at the end "
                 "(also: emulator.autostart: true)");

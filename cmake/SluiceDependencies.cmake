@@ -43,7 +43,7 @@ if(SLUICE_WITH_CUDA)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-      # Hopper (H100/H200) natively, plus PTX for anything newer.
+      # Hopper (sm_90) natively, plus PTX for anything newer.
       set(CMAKE_CUDA_ARCHITECTURES 90)
     endif()
     enable_language(CUDA)

@@ -1,7 +1,17 @@
 // The wire form of a chunk's metadata: a fixed-layout, versioned, little-endian header that
 // every link transport (tcp, roce) carries with each chunk's payload, so the receiving half
 // rebuilds the chunk exactly as the sender's upstream filled it.
-//
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "pipeline/chunk.hpp"
+
+namespace sluice {
+
 // Layout, version 3 (624 bytes, every field little-endian). Versions 1 and 2 (584 bytes, no
 // context block) are refused as unsupported_version: the peer runs an older Sluice.
 //   offset size field
@@ -28,16 +38,6 @@
 //                              sample_rate, bandwidth, reference_level_dbm, gain_db
 //                              (Chunk::context; NaN where absent)
 // created_ns is not carried: it is a steady-clock value of the sending host.
-#pragma once
-
-#include <cstddef>
-#include <cstdint>
-#include <span>
-#include <string_view>
-
-#include "pipeline/chunk.hpp"
-
-namespace sluice {
 
 inline constexpr std::uint32_t kChunkWireMagic = 0x4B434C53;  // "SLCK" in memory order
 inline constexpr std::uint16_t kChunkWireVersion = 3;

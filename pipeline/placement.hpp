@@ -1,8 +1,4 @@
-// Node placement: one pipeline file describes every node; `sluice run FILE --node NAME`
-// runs only that node's part. Each stage may name a `node:`; one that does not runs on
-// its predecessor's node. A lane moves to another node only at a stage that accepts it
-// (Stage::place: the link), which is cut into a sending half (ending the lane upstream)
-// and a receiving half (starting it on the new node).
+// Node placement: which stages of a pipeline file run on which node.
 #pragma once
 
 #include <string>
@@ -10,6 +6,12 @@
 
 #include "pipeline/definition.hpp"
 #include "pipeline/settings.hpp"
+
+// Node placement: one pipeline file describes every node; `sluice run FILE --node NAME`
+// runs only that node's part. Each stage may name a `node:`; one that does not runs on
+// its predecessor's node. A lane moves to another node only at a stage that accepts it
+// (Stage::place: the link), which is cut into a sending half (ending the lane upstream)
+// and a receiving half (starting it on the new node).
 
 namespace sluice {
 

@@ -1,8 +1,4 @@
-// Reading a stage's (or the pipeline's) settings from YAML, validating each as it is read.
-// A stage declares every setting in one place — its constructor — by calling the typed
-// getters below; the same calls yield its documentation (`sluice stages TYPE`). Errors are
-// collected, not thrown, so that one run of `sluice validate` reports all of them with
-// file:line:column and the key path.
+// Reading and validating settings from YAML (SettingsReader), with every error's position.
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -19,6 +15,12 @@
 #include <vector>
 
 namespace sluice {
+
+// Reading a stage's (or the pipeline's) settings from YAML, validating each as it is read.
+// A stage declares every setting in one place — its constructor — by calling the typed
+// getters below; the same calls yield its documentation (`sluice stages TYPE`). Errors are
+// collected, not thrown, so that one run of `sluice validate` reports all of them with
+// file:line:column and the key path.
 
 struct ConfigError {
   std::string location;  // "configs/demo.yaml:12:7" or "--set lanes.port0.source.rate=fast"

@@ -1,7 +1,6 @@
-// The stage contract. A stage reads and validates its settings in its constructor (nothing
-// opened yet), opens and registers in start(), moves chunks in process() — which never
-// throws and never allocates — and flushes in stop(). The runtime gives each stage its own
-// thread, its ports and a StageContext.
+// The stage contract: settings read and validated in the constructor (nothing opened yet), open
+// and register in start(), move chunks in process() (never throws, never allocates), flush in
+// stop(). The runtime gives each stage its own thread, its ports and a StageContext.
 #pragma once
 
 #include <atomic>

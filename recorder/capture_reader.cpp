@@ -102,22 +102,30 @@ void read_lane_format(CaptureLane& lane, const std::string& meta_path, const nlo
 
 // A recording's meta as a reader should take it: a recording with a journal was cut off while
 // being written, and its meta is the provisional one; the journal says what it holds, and
-// the meta built from it is the one repair will write. Sets `journaled` to the bytes the
-// journal vouches for then.
-nlohmann::json recording_meta(const std::string& base, std::optional<std::uint64_t>& journaled) {
-  const std::string journal = base + std::string(kJournalSuffix);
-  if (!fs::exists(journal)) return read_json(base + std::string(kMetaSuffix));
-  const JournalContents contents = read_journal(journal);
-  journaled = 0;
-  for (const JournalRecord& record : contents.records) *journaled += record.bytes;
-  return build_meta(contents.global, contents.records, false);
+// the meta built from it is the one repair will write. `journaled`: the bytes the journal
+// vouches for then.
+struct RecordingMeta {
+  nlohmann::json meta;
+  std::optional<std::uint64_t> journaled;
+};
+
+RecordingMeta journal_meta(const JournalContents& contents) {
+  RecordingMeta recording{build_meta(contents.global, contents.records, false), 0};
+  for (const JournalRecord& record : contents.records) *recording.journaled += record.bytes;
+  return recording;
 }
 
-void add_recording(CaptureLane& lane, const std::string& base) {
+RecordingMeta recording_meta(const std::string& base) {
+  const std::string journal = base + std::string(kJournalSuffix);
+  if (!fs::exists(journal)) return {read_json(base + std::string(kMetaSuffix)), std::nullopt};
+  return journal_meta(read_journal(journal));
+}
+
+void add_recording(CaptureLane& lane, const std::string& base, const RecordingMeta& recording) {
   const std::string meta_path = base + std::string(kMetaSuffix);
   const std::string data_path = base + std::string(kDataSuffix);
-  std::optional<std::uint64_t> journaled;
-  const nlohmann::json meta = recording_meta(base, journaled);
+  const std::optional<std::uint64_t>& journaled = recording.journaled;
+  const nlohmann::json& meta = recording.meta;
   if (!meta.contains("global") || !meta["global"].is_object())
     throw std::runtime_error(meta_path + ": no global object");
   const auto& global = meta["global"];
@@ -183,7 +191,7 @@ Listing read_listing(const std::string& collection_file) {
   if (!in || document.is_discarded() || !document.contains("collection")) return listing;
   const auto& collection = document["collection"];
   for (const auto& stream : collection.value("core:streams", nlohmann::json::array())) {
-    const std::string name = stream.is_object() ? stream.value("name", std::string()) : stream.at(0).get<std::string>();
+    const std::string name = stream_name(stream);
     const fs::path base = (home / name).lexically_normal();
     listing.bases.insert(base.string());
     if (std::find(listing.directories.begin(), listing.directories.end(), directory_of(base)) ==
@@ -215,19 +223,42 @@ bool named_as_recording(std::string_view stem, const std::string& name, const st
   return rest.size() >= 4 && all_digits(rest);
 }
 
-// The lane a recording's journal or meta names ("" when neither says).
-std::string recorded_lane(const UnlistedRecording& recording) {
-  if (recording.journal) {
+// An unlisted recording with what was read of it to find its lane: its journal when the
+// header reads, else its meta, so that opening it reads neither a second time.
+struct UnlistedRead {
+  UnlistedRecording recording;
+  std::optional<JournalContents> journal;
+  nlohmann::json meta;  // without a readable journal: the parsed meta, discarded when it does not parse
+};
+
+UnlistedRead read_unlisted(UnlistedRecording recording) {
+  UnlistedRead read{std::move(recording), std::nullopt, nlohmann::json()};
+  if (read.recording.journal) {
     try {
-      return read_journal(recording.base + std::string(kJournalSuffix)).global.value("sluice:lane", std::string());
+      read.journal = read_journal(read.recording.base + std::string(kJournalSuffix));
+      return read;
     } catch (const std::runtime_error&) {  // a header cut off as it was written: the meta may say
     }
   }
-  if (!recording.meta) return {};
-  std::ifstream in(recording.base + std::string(kMetaSuffix));
-  const nlohmann::json meta = nlohmann::json::parse(in, nullptr, false);
-  if (meta.is_discarded() || !meta.contains("global") || !meta["global"].is_object()) return {};
-  return meta["global"].value("sluice:lane", std::string());
+  if (read.recording.meta) {
+    std::ifstream in(read.recording.base + std::string(kMetaSuffix));
+    read.meta = nlohmann::json::parse(in, nullptr, false);
+  }
+  return read;
+}
+
+// The lane its journal or meta names ("" when neither says).
+std::string recorded_lane(const UnlistedRead& read) {
+  if (read.journal) return read.journal->global.value("sluice:lane", std::string());
+  if (!read.meta.is_object() || !read.meta.contains("global") || !read.meta["global"].is_object()) return {};
+  return read.meta["global"].value("sluice:lane", std::string());
+}
+
+// Its meta from what was read; read again only where that failed, to throw the reason.
+RecordingMeta recording_meta(const UnlistedRead& read) {
+  if (read.journal) return journal_meta(*read.journal);
+  if (!read.recording.journal && read.meta.is_object()) return {read.meta, std::nullopt};
+  return recording_meta(read.recording.base);
 }
 
 // Files of capture `name` in `directory` by base, each with what of it is there.
@@ -270,12 +301,60 @@ const CaptureLane* Capture::lane(const std::string& name) const {
 
 namespace {
 
+// The recordings of the collection on disk that it does not list, each with what was read of it.
+std::vector<UnlistedRead> find_unlisted(const std::string& collection_file) {
+  const Listing listing = read_listing(collection_file);
+  const std::string name = fs::path(strip_capture_suffix(collection_file)).filename().string();
+  std::map<std::string, UnlistedRecording> found;
+  for (const auto& directory : listing.directories) gather_files(directory, name, found);
+  std::vector<UnlistedRead> unlisted;
+  for (auto& [base, recording] : found) {
+    if (listing.bases.contains(base)) continue;
+    const std::string stem = fs::path(base).filename().string();
+    UnlistedRead read = read_unlisted(std::move(recording));
+    std::string& lane = read.recording.lane;
+    lane = recorded_lane(read);
+    // A data file alone (cut as it was made) belongs to a listed lane its name gives; one of
+    // a capture whose name extends this one (NAME-raw beside NAME) matches no such lane.
+    if (lane.empty()) {
+      for (const auto& listed : listing.lanes) {
+        if (named_as_recording(stem, name, listed)) lane = listed;
+      }
+    }
+    if (named_as_recording(stem, name, lane)) unlisted.push_back(std::move(read));
+  }
+  return unlisted;
+}
+
+// A collection's lanes as its recordings are read: in the order the collection names them, then
+// in the order recordings bring new ones.
+struct LaneSet {
+  std::map<std::string, CaptureLane> by_name;
+  std::vector<std::string> order;
+  CaptureLane& lane(const std::string& name) {
+    CaptureLane& lane = by_name[name];
+    lane.name = name;
+    if (std::find(order.begin(), order.end(), name) == order.end()) order.push_back(name);
+    return lane;
+  }
+  // Each lane's segments and gaps in stream order, the lanes in theirs.
+  std::vector<CaptureLane> sorted() {
+    std::vector<CaptureLane> lanes;
+    for (const auto& name : order) {
+      sort_lane(by_name[name]);
+      lanes.push_back(std::move(by_name[name]));
+    }
+    return lanes;
+  }
+};
+
 // The lanes of a collection: its listed recordings, then those on disk it does not list.
 Capture open_collection(const std::string& path, const std::string& collection_file) {
   Capture capture;
   capture.path = path;
   capture.collection = true;
-  capture.unlisted = find_unlisted_recordings(collection_file);
+  std::vector<UnlistedRead> unlisted = find_unlisted(collection_file);
+  for (const UnlistedRead& read : unlisted) capture.unlisted.push_back(read.recording);
   if (!fs::exists(collection_file) && !capture.unlisted.empty()) {
     throw std::runtime_error(collection_file + " does not exist, but " + std::to_string(capture.unlisted.size()) +
                              " recording(s) of it are on disk (the recorder stopped before writing it): run "
@@ -287,38 +366,26 @@ Capture open_collection(const std::string& path, const std::string& collection_f
   const auto& collection = document["collection"];
   const fs::path home = fs::path(collection_file).parent_path();
   std::map<std::string, std::string> lane_of;  // stream name -> lane
-  std::vector<std::string> lane_order;
+  LaneSet lanes;
   if (collection.contains("sluice:lanes")) {
     for (const auto& [lane, names] : collection["sluice:lanes"].items()) {
-      lane_order.push_back(lane);
+      lanes.order.push_back(lane);
       for (const auto& name : names) lane_of[name.get<std::string>()] = lane;
     }
   }
-  std::map<std::string, CaptureLane> lanes;
   for (const auto& stream : collection.value("core:streams", nlohmann::json::array())) {
-    // Recording Objects per the spec text; tolerate the schema's [name, hash] tuples too.
-    const std::string name = stream.is_object() ? stream.value("name", std::string()) : stream.at(0).get<std::string>();
-    const std::string lane_name = lane_of.count(name) != 0 ? lane_of[name] : "0";
-    if (lanes.count(lane_name) == 0) {
-      lanes[lane_name].name = lane_name;
-      if (std::find(lane_order.begin(), lane_order.end(), lane_name) == lane_order.end())
-        lane_order.push_back(lane_name);
-    }
-    add_recording(lanes[lane_name], (home / name).lexically_normal().string());
+    const std::string name = stream_name(stream);
+    const std::string base = (home / name).lexically_normal().string();
+    add_recording(lanes.lane(lane_of.count(name) != 0 ? lane_of[name] : "0"), base, recording_meta(base));
   }
   // On disk but not listed yet: read like the listed ones, never skipped (`capture info`
   // names them, replay refuses the ones with a journal as it does any cut recording).
-  for (const auto& recording : capture.unlisted) {
+  for (const UnlistedRead& read : unlisted) {
+    const UnlistedRecording& recording = read.recording;
     if (!recording.meta && !recording.journal) continue;  // an empty data file: nothing says what it holds
-    lanes[recording.lane].name = recording.lane;
-    if (std::find(lane_order.begin(), lane_order.end(), recording.lane) == lane_order.end())
-      lane_order.push_back(recording.lane);
-    add_recording(lanes[recording.lane], recording.base);
+    add_recording(lanes.lane(recording.lane), recording.base, recording_meta(read));
   }
-  for (const auto& name : lane_order) {
-    sort_lane(lanes[name]);
-    capture.lanes.push_back(std::move(lanes[name]));
-  }
+  capture.lanes = lanes.sorted();
   if (capture.lanes.empty()) throw std::runtime_error(collection_file + ": lists no recordings");
   return capture;
 }
@@ -341,33 +408,17 @@ Capture open_capture(const std::string& path) {
   Capture capture;
   capture.path = path;
   CaptureLane lane;
-  add_recording(lane, base);
-  const nlohmann::json meta = read_json(base + std::string(kMetaSuffix));
-  lane.name = meta["global"].value("sluice:lane", std::string("0"));
+  const RecordingMeta recording = recording_meta(base);
+  add_recording(lane, base, recording);
+  lane.name = recording.meta["global"].value("sluice:lane", std::string("0"));
   sort_lane(lane);
   capture.lanes.push_back(std::move(lane));
   return capture;
 }
 
 std::vector<UnlistedRecording> find_unlisted_recordings(const std::string& collection_file) {
-  const Listing listing = read_listing(collection_file);
-  const std::string name = fs::path(strip_capture_suffix(collection_file)).filename().string();
-  std::map<std::string, UnlistedRecording> found;
-  for (const auto& directory : listing.directories) gather_files(directory, name, found);
   std::vector<UnlistedRecording> unlisted;
-  for (auto& [base, recording] : found) {
-    if (listing.bases.contains(base)) continue;
-    const std::string stem = fs::path(base).filename().string();
-    recording.lane = recorded_lane(recording);
-    // A data file alone (cut as it was made) belongs to a listed lane its name gives; one of
-    // a capture whose name extends this one (NAME-raw beside NAME) matches no such lane.
-    if (recording.lane.empty()) {
-      for (const auto& lane : listing.lanes) {
-        if (named_as_recording(stem, name, lane)) recording.lane = lane;
-      }
-    }
-    if (named_as_recording(stem, name, recording.lane)) unlisted.push_back(std::move(recording));
-  }
+  for (UnlistedRead& read : find_unlisted(collection_file)) unlisted.push_back(std::move(read.recording));
   return unlisted;
 }
 

@@ -1,7 +1,6 @@
 // Reading captures back: a SigMF recording or a Sluice collection (lanes, stripes, rotated
-// segments) as, per lane, an ordered list of contiguous sample runs plus the gaps between
-// and inside them. Used by `replay`, `sluice capture info`, and meant for the emulator to
-// send a capture out again (segments give the bytes, timestamps and stream indices).
+// segments) as, per lane, an ordered list of contiguous sample runs plus the gaps between and
+// inside them. Used by `replay`, `sluice capture` and the emulator's `--capture`.
 #pragma once
 
 #include <cstdint>

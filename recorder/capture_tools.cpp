@@ -76,8 +76,7 @@ CaptureFiles collection_files(const std::string& collection_file, const std::str
       throw std::runtime_error(collection_file + " is not a SigMF collection");
     }
     for (const auto& stream : document["collection"].value("core:streams", nlohmann::json::array())) {
-      const std::string name =
-          stream.is_object() ? stream.value("name", std::string()) : stream.at(0).get<std::string>();
+      const std::string name = stream_name(stream);
       const fs::path stream_base = (home / name).lexically_normal();
       files.bases.insert(stream_base.string());
       const std::string parent = stream_base.parent_path().string();
@@ -239,6 +238,70 @@ std::size_t describe_unlisted(const Capture& capture, const CaptureLane& lane, s
   return count;
 }
 
+// What a lane's values are, and how often the sender's time base restarted.
+void describe_format(const CaptureLane& lane, std::ostringstream& out) {
+  out << "    format:   " << lane.datatype
+      << (lane.fft_size > 0 ? " spectra (FFT " + std::to_string(lane.fft_size) + ", " + lane.window + " window, " +
+                                  std::to_string(lane.averaging) + " averaged)"
+                            : std::string())
+      << "\n";
+  const auto resyncs = std::count_if(lane.segments.begin(), lane.segments.end(),
+                                     [](const CaptureSegment& segment) { return segment.time_jump; });
+  if (resyncs > 0) {
+    out << "    resyncs:  " << resyncs
+        << " (the sender's time base restarted; each starts a segment with its own time)\n";
+  }
+}
+
+// Rate, samples, the time they cover (recorded and, where holes lie between, spanned) and the start.
+void describe_extent(const CaptureLane& lane, std::ostringstream& out) {
+  const double duration = lane.sample_rate > 0 ? static_cast<double>(lane.total_samples) / lane.sample_rate : 0;
+  std::uint64_t span = 0;
+  if (!lane.segments.empty()) {
+    const auto& last = lane.segments.back();
+    span = last.global_index + last.sample_count - lane.segments.front().global_index;
+  }
+  out << "    rate:     " << (lane.sample_rate > 0 ? format_frequency(lane.sample_rate) : std::string("unknown"))
+      << "\n";
+  out << "    samples:  " << lane.total_samples << " (" << lane.segments.size() << " segment(s))\n";
+  out << "    duration: " << format_duration(std::chrono::nanoseconds(static_cast<std::int64_t>(duration * 1e9)));
+  if (lane.sample_rate > 0 && span != lane.total_samples) {
+    out << " recorded, "
+        << format_duration(
+               std::chrono::nanoseconds(static_cast<std::int64_t>(static_cast<double>(span) / lane.sample_rate * 1e9)))
+        << " spanned";
+  }
+  out << "\n";
+  if (!lane.segments.empty() && lane.segments.front().time.valid) {
+    out << "    start:    " << iso8601(lane.segments.front().time) << "\n";
+  }
+}
+
+// Holes (samples absent from the data) and marked values (computed over a hole).
+void describe_losses(const CaptureLane& lane, std::ostringstream& out) {
+  const auto holes =
+      std::count_if(lane.gaps.begin(), lane.gaps.end(), [](const CaptureGap& gap) { return !gap.in_data; });
+  out << "    gaps:     " << holes << " (" << lane.lost_samples << " samples lost, absent from the data)";
+  if (lane.marked_values > 0) {
+    out << "; " << lane.gaps.size() - static_cast<std::size_t>(holes) << " marked (" << lane.marked_values
+        << " values computed from input with lost samples)";
+  }
+  out << "\n";
+}
+
+// Complete, or what repair would do: list recordings on disk, or finish ones cut off.
+void describe_state(const Capture& capture, const CaptureLane& lane, std::ostringstream& out) {
+  const std::size_t unlisted = describe_unlisted(capture, lane, out);
+  if (unlisted > 0) {
+    out << "    state:    INCOMPLETE (the collection misses " << unlisted
+        << " recording(s) on disk): run `sluice capture repair " << capture.path << "`\n";
+  } else if (!lane.complete || !lane.journals.empty()) {
+    out << "    state:    INCOMPLETE (recording was cut off): run `sluice capture repair " << capture.path << "`\n";
+  } else {
+    out << "    state:    complete\n";
+  }
+}
+
 }  // namespace
 
 RepairReport repair_capture(const std::string& path, bool restore_replaced) {
@@ -261,57 +324,13 @@ std::string describe_capture(const Capture& capture) {
   out << capture.path << ": " << (capture.collection ? "SigMF collection" : "SigMF recording") << ", "
       << capture.lanes.size() << " lane(s)\n";
   for (const auto& lane : capture.lanes) {
-    const double duration = lane.sample_rate > 0 ? static_cast<double>(lane.total_samples) / lane.sample_rate : 0;
-    std::uint64_t span = 0;
-    if (!lane.segments.empty()) {
-      const auto& last = lane.segments.back();
-      span = last.global_index + last.sample_count - lane.segments.front().global_index;
-    }
     out << "  lane " << lane.name << ": " << lane.recordings.size() << " recording(s)\n";
-    out << "    format:   " << lane.datatype
-        << (lane.fft_size > 0 ? " spectra (FFT " + std::to_string(lane.fft_size) + ", " + lane.window + " window, " +
-                                    std::to_string(lane.averaging) + " averaged)"
-                              : std::string())
-        << "\n";
-    const auto resyncs = std::count_if(lane.segments.begin(), lane.segments.end(),
-                                       [](const CaptureSegment& segment) { return segment.time_jump; });
-    if (resyncs > 0) {
-      out << "    resyncs:  " << resyncs
-          << " (the sender's time base restarted; each starts a segment with its own time)\n";
-    }
-    out << "    rate:     " << (lane.sample_rate > 0 ? format_frequency(lane.sample_rate) : std::string("unknown"))
-        << "\n";
-    out << "    samples:  " << lane.total_samples << " (" << lane.segments.size() << " segment(s))\n";
-    out << "    duration: " << format_duration(std::chrono::nanoseconds(static_cast<std::int64_t>(duration * 1e9)));
-    if (lane.sample_rate > 0 && span != lane.total_samples) {
-      out << " recorded, "
-          << format_duration(std::chrono::nanoseconds(
-                 static_cast<std::int64_t>(static_cast<double>(span) / lane.sample_rate * 1e9)))
-          << " spanned";
-    }
-    out << "\n";
-    if (!lane.segments.empty() && lane.segments.front().time.valid) {
-      out << "    start:    " << iso8601(lane.segments.front().time) << "\n";
-    }
-    const auto holes =
-        std::count_if(lane.gaps.begin(), lane.gaps.end(), [](const CaptureGap& gap) { return !gap.in_data; });
-    out << "    gaps:     " << holes << " (" << lane.lost_samples << " samples lost, absent from the data)";
-    if (lane.marked_values > 0) {
-      out << "; " << lane.gaps.size() - static_cast<std::size_t>(holes) << " marked (" << lane.marked_values
-          << " values computed from input with lost samples)";
-    }
-    out << "\n";
+    describe_format(lane, out);
+    describe_extent(lane, out);
+    describe_losses(lane, out);
     out << "    size:     " << format_bytes(static_cast<double>(lane.total_bytes)) << " (" << lane.total_bytes
         << " bytes)\n";
-    const std::size_t unlisted = describe_unlisted(capture, lane, out);
-    if (unlisted > 0) {
-      out << "    state:    INCOMPLETE (the collection misses " << unlisted
-          << " recording(s) on disk): run `sluice capture repair " << capture.path << "`\n";
-    } else if (!lane.complete || !lane.journals.empty()) {
-      out << "    state:    INCOMPLETE (recording was cut off): run `sluice capture repair " << capture.path << "`\n";
-    } else {
-      out << "    state:    complete\n";
-    }
+    describe_state(capture, lane, out);
   }
   return out.str();
 }

@@ -1,7 +1,6 @@
-// Preallocation that keeps writes inside the file and yields, and metadata reserves. The
-// preallocated tail lies inside the file's size (fallocate mode 0), so giving it back is a
-// truncate to the claimed end; nothing here ever makes a file longer by truncating, which
-// on xfs would zero what an extending write still in flight puts past the old size.
+// Preallocation inside the file's size (fallocate mode 0), given back by a truncate to the
+// claimed end, and metadata reserves. Nothing here makes a file longer by truncating, which on
+// xfs would zero what an extending write still in flight puts past the old size.
 #include "recorder/disk_space.hpp"
 
 #include <fcntl.h>

@@ -1,7 +1,6 @@
-// Journal writing and reading: the header is "SLUICEJ2" + length + global JSON, padded so
-// records start at a fixed offset; a record is valid when its magic and checksum match.
-// Version 1 ("SLUICEJ1", before chunks carried a stream context) is still read: its records
-// end after the gap table with the checksum over everything before it.
+// Journal writing and reading: "SLUICEJ2" + length + global JSON, padded to a fixed offset, then
+// records valid when magic and checksum match. Version 1 ("SLUICEJ1", no stream context) is
+// still read: its records end after the gap table with the checksum over everything before it.
 #include "recorder/journal.hpp"
 
 #include <fcntl.h>

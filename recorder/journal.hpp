@@ -1,6 +1,5 @@
-// The recording journal: an append-only sidecar (`BASE.sluice-journal`) beside each data
-// file. Its header holds the SigMF global object; one fixed-size record follows per chunk
-// once that chunk's bytes are on the disk, in file order. It is what makes a capture cut by
+// The recording journal (`BASE.sluice-journal`): the SigMF global object, then a fixed-size
+// record per chunk once its bytes are on the disk, in file order. It makes a capture cut by
 // kill -9 repairable: the metadata is rebuilt from it, up to the last whole record.
 #pragma once
 

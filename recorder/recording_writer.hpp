@@ -1,7 +1,6 @@
-// The io_uring recorder of one lane: O_DIRECT writes from registered chunk buffers, several
-// in flight on each volume (one io_uring per directory), into SigMF file sets that rotate at
-// a set size and stripe across directories. Chunks retire in the order they were submitted,
-// each once its bytes are in the file and its journal record is written.
+// The io_uring recorder of one lane: O_DIRECT writes from registered chunk buffers, several in
+// flight on each volume, into SigMF file sets that rotate and stripe across directories. Chunks
+// retire in submission order, each once its bytes are in the file and its journal is written.
 #pragma once
 
 #include <algorithm>

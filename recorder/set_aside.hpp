@@ -1,9 +1,4 @@
-// `overwrite: true` never deletes the old capture before the new one has shown it works: the
-// old lane's files are renamed into DIR/NAME-LANE.sluice-replaced/ (same file system) at
-// open, moved back if the new recording fails before a chunk was journaled, and removed
-// once it finished cleanly. A kill in between leaves the set-aside directory, which
-// find_replaced() finds (validation refuses to start over it; `sluice capture repair`
-// reports it) and swap_replaced() restores.
+// Setting an old capture aside for `overwrite: true` until the new one has shown it works.
 #pragma once
 
 #include <string>
@@ -11,6 +6,13 @@
 #include <vector>
 
 namespace sluice::recorder {
+
+// `overwrite: true` never deletes the old capture before the new one has shown it works: the
+// old lane's files are renamed into DIR/NAME-LANE.sluice-replaced/ (same file system) at
+// open, moved back if the new recording fails before a chunk was journaled, and removed
+// once it finished cleanly. A kill in between leaves the set-aside directory, which
+// find_replaced() finds (validation refuses to start over it; `sluice capture repair`
+// reports it) and swap_replaced() restores.
 
 inline constexpr std::string_view kReplacedSuffix = ".sluice-replaced";
 std::string replaced_directory(const std::string& directory, const std::string& name, const std::string& lane);

@@ -383,6 +383,10 @@ std::string sha512_of_file(const std::string& path) {
   return hex;
 }
 
+std::string stream_name(const nlohmann::json& stream) {
+  return stream.is_object() ? stream.value("name", std::string()) : stream.at(0).get<std::string>();
+}
+
 void write_collection(const std::string& collection_path, const std::vector<std::string>& stream_bases,
                       const nlohmann::json& lanes, const std::string& description,
                       const std::vector<std::string>* hashes) {

@@ -60,6 +60,10 @@ void write_file_durably(const std::string& path, const std::string& text, bool s
 
 std::string sha512_of_file(const std::string& path);  // lowercase hex; throws when unreadable
 
+// The name of one entry of a collection's core:streams: a Recording Object per the spec text,
+// or the schema's [name, hash] tuple.
+std::string stream_name(const nlohmann::json& stream);
+
 // Writes `collection_path` listing `stream_bases` (paths without suffix). Names are written
 // relative to the collection's directory. `lanes` maps lane names to their stream names.
 // `hashes`, when given, holds the sha512 of each stream's .sigmf-meta (else they are computed).

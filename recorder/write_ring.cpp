@@ -1,7 +1,6 @@
-// A chunk becomes one O_DIRECT write from its registered buffer, plus one buffered write for
-// a tail that is not a whole block (O_DIRECT needs aligned offsets and lengths); once a file
-// has an unaligned end, later chunks of that file are written buffered, so the data file
-// always holds exactly the recorded bytes.
+// A chunk becomes one O_DIRECT write from its registered buffer, plus one buffered write for a
+// tail that is not a whole block; once a file has an unaligned end, later chunks of it are
+// written buffered, so the data file always holds exactly the recorded bytes.
 #include "recorder/write_ring.hpp"
 
 #include <cstring>

@@ -1,10 +1,4 @@
-// GNU Radio gr-network framing (network.udp_sink, GNU Radio 3.9+): each datagram is an
-// optional header followed by the stream's bytes in the host's byte order (little-endian
-// here). Header types, copied by the sink as C structs:
-//   seq        (HEADERTYPE_SEQNUM)      offset 0: uint64 sequence number, 1 for the first datagram
-//   seq_size   (HEADERTYPE_SEQPLUSSIZE) offset 0: uint64 sequence number; offset 8: int16 datagram
-//              size in bytes (header included); offsets 10..15: the struct's padding (any value)
-// The sink sends only full datagrams, so every one of a stream carries the same byte count.
+// GNU Radio gr-network framing (network.udp_sink, GNU Radio 3.9+): its optional datagram headers.
 #pragma once
 
 #include <cstddef>
@@ -18,6 +12,13 @@ inline constexpr std::size_t kSeqSizeHeaderBytes = 16;  // sizeof(header_seq_plu
 
 enum class DecodeStatus : std::uint8_t { ok, truncated, bad_size_field };
 
+// GNU Radio gr-network framing (network.udp_sink, GNU Radio 3.9+): each datagram is an
+// optional header followed by the stream's bytes in the host's byte order (little-endian
+// here). Header types, copied by the sink as C structs:
+//   seq        (HEADERTYPE_SEQNUM)      offset 0: uint64 sequence number, 1 for the first datagram
+//   seq_size   (HEADERTYPE_SEQPLUSSIZE) offset 0: uint64 sequence number; offset 8: int16 datagram
+//              size in bytes (header included); offsets 10..15: the struct's padding (any value)
+// The sink sends only full datagrams, so every one of a stream carries the same byte count.
 struct Header {
   std::uint64_t sequence = 0;
   std::size_t header_bytes = 0;

@@ -1,17 +1,6 @@
 // Raw TCP framing, the simple fixed-header stream that first FPGA emulators send: each
 // frame is a 48-byte little-endian header followed by `payload_bytes` of samples
 // (little-endian, in `format`).
-//
-//   offset size field
-//   0      4    magic          0x54524C53 ("SLRT" as bytes 'S','L','R','T')
-//   4      2    version        1
-//   6      2    format         0 = ci8, 1 = ci16, 2 = cf32, 3 = rf32 (SampleFormat)
-//   8      8    sequence       frame counter from the sender, +1 per frame
-//   16     8    first_sample   stream index of the frame's first sample
-//   24     4    sample_count   samples in the payload
-//   28     4    payload_bytes  = sample_count * bytes per sample
-//   32     8    seconds        UTC seconds of the first sample
-//   40     8    picoseconds    fraction of that second
 #pragma once
 
 #include <cstddef>
@@ -23,6 +12,17 @@
 
 namespace sluice::raw_tcp {
 
+// The header, every field little-endian:
+//   offset size field
+//   0      4    magic          0x54524C53 ("SLRT" as bytes 'S','L','R','T')
+//   4      2    version        1
+//   6      2    format         0 = ci8, 1 = ci16, 2 = cf32, 3 = rf32 (SampleFormat)
+//   8      8    sequence       frame counter from the sender, +1 per frame
+//   16     8    first_sample   stream index of the frame's first sample
+//   24     4    sample_count   samples in the payload
+//   28     4    payload_bytes  = sample_count * bytes per sample
+//   32     8    seconds        UTC seconds of the first sample
+//   40     8    picoseconds    fraction of that second
 inline constexpr std::uint32_t kMagic = 0x54524C53;
 inline constexpr std::uint16_t kVersion = 1;
 inline constexpr std::size_t kHeaderBytes = 48;

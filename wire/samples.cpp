@@ -1,8 +1,4 @@
-// Byte-order conversion of sample payloads. copy_swapped loops over 64-bit words with memcpy
-// loads and a shift/mask or __builtin_bswap, which GCC vectorises with the dynamic cost model
-// that wire/CMakeLists.txt turns on for this file (plain -O2 in GCC 12 leaves them scalar).
-// stream_copy, for chunks, is written with SSE2 intrinsics, its stores non-temporal; where the
-// CPU has AVX-512BW, whole 64-byte lines go out in one streamed store each.
+// Byte-order conversion of sample payloads, and stream_copy: the one copy of each into a chunk.
 #include "wire/samples.hpp"
 
 #include <algorithm>
@@ -18,6 +14,12 @@
 #include <immintrin.h>
 #define SLUICE_STREAM_AVX512 1  // compiled for AVX-512BW beside SSE2, chosen at run time
 #endif
+
+// Byte-order conversion of sample payloads. copy_swapped loops over 64-bit words with memcpy
+// loads and a shift/mask or __builtin_bswap, which GCC vectorises with the dynamic cost model
+// that wire/CMakeLists.txt turns on for this file (plain -O2 in GCC 12 leaves them scalar).
+// stream_copy, for chunks, is written with SSE2 intrinsics, its stores non-temporal; where the
+// CPU has AVX-512BW, whole 64-byte lines go out in one streamed store each.
 
 namespace sluice::wire {
 namespace {

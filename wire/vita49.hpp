@@ -1,15 +1,5 @@
 // VITA 49.0 IF Data packets: encode and decode exactly as the standard lays them out
 // (all words big-endian). Decoding never throws: it returns a status naming what is wrong.
-//
-// Layout (32-bit words):
-//   0        header: type[31:28] C[27] T[26] rsvd[25:24] TSI[23:22] TSF[21:20] count[19:16] size[15:0]
-//   1        stream ID                       (types 1 and 3)
-//   2..3     class ID: OUI[23:0]; info class[31:16] packet class[15:0]   (C = 1)
-//   4        integer timestamp               (TSI != 0)
-//   5..6     fractional timestamp, 64 bits   (TSF != 0)
-//   ...      payload
-//   last     trailer                         (T = 1)
-// `size` counts every word of the packet, header and trailer included.
 #pragma once
 
 #include <array>
@@ -20,6 +10,16 @@
 #include <string_view>
 
 namespace sluice::vita49 {
+
+// Layout (32-bit words):
+//   0        header: type[31:28] C[27] T[26] rsvd[25:24] TSI[23:22] TSF[21:20] count[19:16] size[15:0]
+//   1        stream ID                       (types 1 and 3)
+//   2..3     class ID: OUI[23:0]; info class[31:16] packet class[15:0]   (C = 1)
+//   4        integer timestamp               (TSI != 0)
+//   5..6     fractional timestamp, 64 bits   (TSF != 0)
+//   ...      payload
+//   last     trailer                         (T = 1)
+// `size` counts every word of the packet, header and trailer included.
 
 // One big-endian 32-bit word at any alignment (memcpy + byte swap).
 inline std::uint32_t load_be32(const std::byte* in) {

@@ -1,3 +1,16 @@
+// VITA 49.0 IF Context packets (type 4): the fields Sluice reads and writes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+
+#include "wire/vita49.hpp"
+
+namespace sluice::vita49 {
+
 // VITA 49.0 IF Context packets (type 4): the context indicator field (CIF, section 7.1.5)
 // and the fields Sluice reads and writes, in their standard fixed-point formats. A field
 // Sluice does not use is skipped by its size from the CIF bit table, so a digitizer that
@@ -13,17 +26,6 @@
 //                                             signed with the radix point after bit 7 (dB)
 //     bit 21 sample rate             2 words  as bandwidth (Hz)
 //   Bits 7..0 are reserved in VITA 49.0: a packet that sets them cannot be sized and is refused.
-#pragma once
-
-#include <cstddef>
-#include <cstdint>
-#include <optional>
-#include <span>
-#include <string_view>
-
-#include "wire/vita49.hpp"
-
-namespace sluice::vita49 {
 
 // CIF0 bit positions of the fields Sluice reads and writes.
 namespace cif {

@@ -1,5 +1,5 @@
 // 10·log10 of power for the fft stage's power_db rows: a branch-free float log that the compiler
-// vectorises (glibc's scalar log2f was the largest single cost of a 1024-point power_db row).
+// vectorises (glibc's scalar log2f, one call a bin, would dominate a power_db row).
 #pragma once
 
 #include <bit>

@@ -1,7 +1,6 @@
-// A fence word: a mapped, pinned host word that a CUDA stream writes numbers into with
-// cuStreamWriteValue64 (ordered after everything enqueued before it), and that kernels may write
-// too (device_pointer()); the host reads it with a load instead of a driver call. The cuFFT
-// backend's fences use it, and fft_gpu_bench measures what it costs.
+// A fence word: a mapped, pinned host word that a CUDA stream (cuStreamWriteValue64, ordered
+// after the work before it) or a kernel writes numbers into, and the host reads with a load
+// instead of a driver call. The cuFFT backend's fences use it.
 #pragma once
 
 #include <cuda.h>

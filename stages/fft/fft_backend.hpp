@@ -1,8 +1,4 @@
-// The engine behind the fft stage, chosen once at start. The stage owns framing (carry of a
-// partial frame, rows, averaging counts), metadata and gaps; a backend owns the numbers and
-// the memory they live in: FFTW on the host, cuFFT on the GPU (on the stage's CUDA stream). Calls take
-// whole spans (a load may cover many frames, a fold many rows) so that a GPU backend turns
-// one input chunk into a handful of kernel launches, not one call per frame.
+// FftBackend: the engine behind the fft stage (FFTW or cuFFT), chosen once at start.
 #pragma once
 
 #include <cstddef>
@@ -17,6 +13,12 @@
 #include "stages/fft/window.hpp"
 
 namespace sluice {
+
+// The engine behind the fft stage, chosen once at start. The stage owns framing (carry of a
+// partial frame, rows, averaging counts), metadata and gaps; a backend owns the numbers and
+// the memory they live in: FFTW on the host, cuFFT on the GPU (on the stage's CUDA stream). Calls take
+// whole spans (a load may cover many frames, a fold many rows) so that a GPU backend turns
+// one input chunk into a handful of kernel launches, not one call per frame.
 
 enum class FftOutput { power_db, power, complex };
 enum class FftBackendKind { automatic, cufft, fftw };

@@ -20,10 +20,9 @@
 namespace sluice {
 namespace {
 
-// FFTW_MEASURE up to this length. Measured here (both plans of one backend, cold wisdom):
-// 1024 points 0.12 s, 4096 0.22 s, 16384 0.7 s, 65536 1.5 s, 262144 2.4 s; so past 8192 points
-// planning would no longer stay well under a second and FFTW_ESTIMATE is used. Wisdom is
-// process-wide: a second lane of the same size plans in microseconds.
+// FFTW_MEASURE up to this length, FFTW_ESTIMATE past it: measuring times candidate plans, which
+// grows with the length, and a stage's start should stay well under a second. Wisdom is
+// process-wide: a second lane of the same size plans without measuring again.
 constexpr std::size_t kMeasureLimit = 8192;
 // Frames per block: about 256 KiB of complex floats, so a block stays in one core's L2 between load,
 // transform and fold. A batch is one block per thread.

@@ -1,9 +1,4 @@
-// A few persistent threads that share one job at a time with the thread that asks: run(job) calls
-// job(part) once for every part in [0, size()) and returns when all have returned. Part i is meant
-// for thread i (the caller's is 0), so each thread keeps working on the same data from one job to
-// the next; a thread done with its own part takes any part still unclaimed, so a worker that is
-// asleep or preempted delays no one: the others do its part. The FFTW backend splits each batch's
-// work through one (stages/fft/fftw_backend.cpp).
+// WorkerTeam: persistent threads that share one job at a time with the thread that asks.
 #pragma once
 
 #include <sched.h>
@@ -17,6 +12,12 @@
 
 namespace sluice {
 
+// A few persistent threads that share one job at a time with the thread that asks: run(job) calls
+// job(part) once for every part in [0, size()) and returns when all have returned. Part i is meant
+// for thread i (the caller's is 0), so each thread keeps working on the same data from one job to
+// the next; a thread done with its own part takes any part still unclaimed, so a worker that is
+// asleep or preempted delays no one: the others do its part. The FFTW backend splits each batch's
+// work through one (stages/fft/fftw_backend.cpp).
 class WorkerTeam {
  public:
   // `threads` (1 to kMaxThreads) counts the caller, so threads − 1 workers start here, named `name`

@@ -1,8 +1,4 @@
-// The two halves of a link that joins two nodes. The sending half ends the lane on the
-// upstream node (a sink: each chunk goes to the transport, which releases it once sent);
-// the receiving half starts it on the next node (a source: landed chunks go downstream,
-// and each one's credit returns to the sender when downstream releases it). The lane's
-// StreamInfo crosses at connection time, so downstream stages start knowing the stream.
+// The two halves of a link that joins two nodes (LinkSendingHalf, LinkReceivingHalf).
 #pragma once
 
 #include <memory>
@@ -24,6 +20,12 @@ ResolvedTransport resolve_transport(LinkTransport requested);
 // StreamInfo <-> the hello bytes the sender passes to connect() (JSON, versioned).
 std::vector<std::byte> encode_stream_info(const StreamInfo& stream);
 StreamInfo decode_stream_info(std::span<const std::byte> bytes);  // throws on malformed input
+
+// The two halves of a link that joins two nodes. The sending half ends the lane on the
+// upstream node (a sink: each chunk goes to the transport, which releases it once sent);
+// the receiving half starts it on the next node (a source: landed chunks go downstream,
+// and each one's credit returns to the sender when downstream releases it). The lane's
+// StreamInfo crosses at connection time, so downstream stages start knowing the stream.
 
 class LinkSendingHalf final : public Stage {
  public:

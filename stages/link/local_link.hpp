@@ -1,9 +1,4 @@
-// `link` stage. Within one node it is the in-process transport: the sender writes each
-// chunk into one of the receiver's landing buffers (a ring it allocated at start; taking
-// one is taking a credit) and the chunk's metadata travels with it, but the write is a
-// memcpy / cudaMemcpy; landing buffers may live in another memory kind (GPU). Where its
-// `node:` differs from the stage before it, the link is cut into a sending and a
-// receiving half (link_halves.hpp) that talk over tcp or roce (transport.hpp).
+// `link` stage within one node: an in-process copy into the receiver's landing ring.
 #pragma once
 
 #include "pipeline/gpu_stream.hpp"
@@ -12,6 +7,12 @@
 
 namespace sluice {
 
+// `link` stage. Within one node it is the in-process transport: the sender writes each
+// chunk into one of the receiver's landing buffers (a ring it allocated at start; taking
+// one is taking a credit) and the chunk's metadata travels with it, but the write is a
+// memcpy / cudaMemcpy; landing buffers may live in another memory kind (GPU). Where its
+// `node:` differs from the stage before it, the link is cut into a sending and a
+// receiving half (link_halves.hpp) that talk over tcp or roce (transport.hpp).
 class LocalLink final : public Stage {
  public:
   LocalLink(SettingsReader& reader, const PipelineSettings& pipeline);

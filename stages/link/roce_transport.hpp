@@ -1,7 +1,6 @@
-// `transport: roce`: the link's two halves over rdma-core verbs (stages/link/rdma/). The
-// sender registers the lane's upstream pools and writes each chunk into the receiver's
-// landing ring; the receiver lands in GPU memory where the NIC can write it (dma-buf, then
-// nvidia-peermem), else in a host-pinned bounce ring copied to the GPU slot on arrival.
+// `transport: roce`: the link's two halves over rdma-core verbs (stages/link/rdma/). The receiver
+// lands in GPU memory where the NIC can write it (dma-buf, then nvidia-peermem), else in a
+// host-pinned bounce ring copied to the GPU slot on arrival.
 #pragma once
 
 #include <atomic>

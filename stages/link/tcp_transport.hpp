@@ -1,24 +1,4 @@
-// The tcp link transport: the LinkSender/LinkReceiver contract over one or more TCP
-// connections per lane (`connections:`), so that a lane is not bound by what one socket
-// and one core can copy. Frames (16-byte little-endian header: u32 type, u32 aux, u64 value, then a body):
-//   hello   S->R  first connection; aux protocol version, value lane<<32 | connections<<24 | hello bytes;
-//                 body: hello bytes
-//   welcome R->S  aux slot count (the first credits), value slot bytes
-//   join    S->R  every further connection; aux protocol version, value lane<<32 | connection index
-//   chunk   S->R  aux chunk sequence (mod 2^32), value payload bytes;
-//                 body: chunk_wire metadata (kChunkWireBytes) + payload
-//   credit  R->S  first connection; value credits returned (one per landing slot downstream released)
-//   heartbeat     both ways on every connection after peer_timeout/4 without other traffic
-//   end     S->R  on every connection after its last chunk;  end_ack R->S  everything before it was read
-//   error   both  value text bytes; body: why the peer fails
-// Chunk n travels on connection n mod connections and the receiver hands chunks out in
-// sequence order. The stage thread only takes a credit and queues the chunk for its
-// connection's writer thread. For a device chunk the writer enqueues the copy into one of its
-// own pinned buffers on its own GPU stream (after the producer's work, device side) while it
-// writes the chunk before, and releases the device chunk once its copy's fence is reached: the
-// connections' copies and writes all overlap and no thread waits for a copy it could overlap.
-// Each connection has a reader thread on both sides, so a peer that goes silent (killed
-// host, pulled cable) is noticed within peer_timeout even while the stage thread waits.
+// The tcp link transport: LinkSender and LinkReceiver over one or more TCP connections per lane.
 #pragma once
 
 #include <array>
@@ -40,6 +20,27 @@
 
 namespace sluice {
 
+// The tcp link transport: the LinkSender/LinkReceiver contract over one or more TCP
+// connections per lane (`connections:`), so that a lane is not bound by what one socket
+// and one core can copy. Frames (16-byte little-endian header: u32 type, u32 aux, u64 value, then a body):
+//   hello   S->R  first connection; aux protocol version, value lane<<32 | connections<<24 | hello bytes;
+//                 body: hello bytes
+//   welcome R->S  aux slot count (the first credits), value slot bytes
+//   join    S->R  every further connection; aux protocol version, value lane<<32 | connection index
+//   chunk   S->R  aux chunk sequence (mod 2^32), value payload bytes;
+//                 body: chunk_wire metadata (kChunkWireBytes) + payload
+//   credit  R->S  first connection; value credits returned (one per landing slot downstream released)
+//   heartbeat     both ways on every connection after peer_timeout/4 without other traffic
+//   end     S->R  on every connection after its last chunk;  end_ack R->S  everything before it was read
+//   error   both  value text bytes; body: why the peer fails
+// Chunk n travels on connection n mod connections and the receiver hands chunks out in
+// sequence order. The stage thread only takes a credit and queues the chunk for its
+// connection's writer thread. For a device chunk the writer enqueues the copy into one of its
+// own pinned buffers on its own GPU stream (after the producer's work, device side) while it
+// writes the chunk before, and releases the device chunk once its copy's fence is reached: the
+// connections' copies and writes all overlap and no thread waits for a copy it could overlap.
+// Each connection has a reader thread on both sides, so a peer that goes silent (killed
+// host, pulled cable) is noticed within peer_timeout even while the stage thread waits.
 class TcpSender final : public LinkSender {
  public:
   TcpSender() = default;

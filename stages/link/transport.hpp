@@ -1,7 +1,22 @@
 // The seam between the link stage and the transports that carry a lane between two
 // processes (tcp here, roce through rdma-core). The link stage owns settings, pools and
-// the stage contract; a transport owns its sockets / verbs objects and moves chunks:
-//
+// the stage contract; a transport owns its sockets / verbs objects and moves chunks.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipeline/chunk.hpp"
+#include "pipeline/pool.hpp"
+
+namespace sluice {
+
+// The two halves:
 //   sending half (a sink on the upstream node)      receiving half (a source on its own node)
 //   connect(): reach the receiver, learn the ring   listen(): bind, hold the landing ring
 //   send(): take a credit, move payload + metadata  accept(): one sender, its hello bytes
@@ -17,20 +32,6 @@
 // reported by both halves as LinkStatus::peer_lost within peer_timeout. Silence is what tcp's
 // I/O threads hear; over roce the kernel's RC transport answers for a stopped process, so a
 // roce peer is lost when its connection breaks (a killed process, a vanished host or port).
-#pragma once
-
-#include <chrono>
-#include <cstddef>
-#include <cstdint>
-#include <span>
-#include <string>
-#include <string_view>
-#include <vector>
-
-#include "pipeline/chunk.hpp"
-#include "pipeline/pool.hpp"
-
-namespace sluice {
 
 enum class LinkTransport : std::uint8_t {
   local,        // in-process copy into the landing ring (no node change)

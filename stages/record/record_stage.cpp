@@ -1,7 +1,6 @@
-// Record stage: keeps up to io_depth writes in flight, and copies of device chunks into pinned
-// bounces in flight ahead of them; a chunk is handed on (or ended) only after its write completed
-// and its journal record is down, in arrival order. A full disk ends the lane with the reason and
-// what the capture holds, read back from the files.
+// Record stage: up to io_depth writes in flight, device chunks' bounce copies ahead of them; a
+// chunk goes on (or ends) once its write completed and its journal record is down, in arrival
+// order. A full disk ends the lane with the reason and what the capture holds, read from disk.
 #include "stages/record/record_stage.hpp"
 
 #include <algorithm>

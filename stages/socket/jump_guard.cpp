@@ -49,10 +49,10 @@ void JumpGuard::hold(std::uint64_t position, std::size_t samples, std::span<cons
   ++count_;
 }
 
-JumpGuard::Held JumpGuard::held(std::size_t index) const noexcept {
+JumpGuard::Packet JumpGuard::held(std::size_t index) const noexcept {
   const Slot& slot = slots_[index];
-  return Held{slot.position, slot.samples, slot.tag,
-              std::span<const std::byte>(storage_.data() + index * max_bytes_, slot.bytes)};
+  return Packet{slot.position, slot.samples, slot.tag,
+                std::span<const std::byte>(storage_.data() + index * max_bytes_, slot.bytes)};
 }
 
 std::size_t JumpGuard::lowest() const noexcept {

@@ -1,8 +1,4 @@
-// Keeps one stray packet from moving a socket source's stream. A packet whose position (in
-// the sender's sample index space: timestamp or first_sample) is further than `bound`
-// samples from where the stream continues is held aside, not used. When `confirm` held
-// packets in a row agree with each other, the sender really jumped and the source
-// resynchronises onto them; a plausible packet in between discards them as outliers.
+// JumpGuard: the outlier and resynchronisation rule of the socket sources.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +10,11 @@
 
 namespace sluice {
 
+// Keeps one stray packet from moving a socket source's stream. A packet whose position (in
+// the sender's sample index space: timestamp or first_sample) is further than `bound`
+// samples from where the stream continues is held aside, not used. When `confirm` held
+// packets in a row agree with each other, the sender really jumped and the source
+// resynchronises onto them; a plausible packet in between discards them as outliers.
 class JumpGuard {
  public:
   enum class Verdict : std::uint8_t {
@@ -21,7 +22,7 @@ class JumpGuard {
     held,       // implausible: kept aside until more packets agree or one contradicts it
     confirmed,  // the held packets (this one the last) agree: resynchronise onto them
   };
-  struct Held {
+  struct Packet {
     std::uint64_t position = 0;
     std::size_t samples = 0;
     std::uint64_t tag = 0;  // the caller's (e.g. the frame's time as an epoch sample index)
@@ -37,7 +38,7 @@ class JumpGuard {
   [[nodiscard]] std::size_t held_count() const noexcept { return count_; }
   // Nothing held: a plausible packet passes check() with no other effect.
   [[nodiscard]] bool idle() const noexcept { return count_ == 0; }
-  [[nodiscard]] Held held(std::size_t index) const noexcept;
+  [[nodiscard]] Packet held(std::size_t index) const noexcept;
   // The held packet with the lowest position (where the new segment starts).
   [[nodiscard]] std::size_t lowest() const noexcept;
   // After a resynchronisation: the held packets were used; counts one resync.
@@ -45,6 +46,31 @@ class JumpGuard {
   // Drops the held packets as outliers (also at the end of the stream: unconfirmed).
   void discard() noexcept;
   [[nodiscard]] std::uint64_t bound() const noexcept { return bound_; }
+
+  // check() and what the sources do with its verdict: a plausible packet goes to
+  // `place(packet)`; the one that confirms a jump has `move(first)` move the stream onto the
+  // held packets (`first` the lowest) and each of them then goes to `place`. When `move` cannot
+  // (false: no chunk to be had), the held packets are discarded as outliers, so that the next
+  // ones start over. True when `packet` itself went to `place`. Never allocates.
+  template <class Place, class Move>
+  bool admit(const Packet& packet, std::uint64_t expected, Place&& place, Move&& move) noexcept {
+    switch (check(packet.position, packet.samples, expected, packet.payload, packet.tag)) {
+      case Verdict::plausible:
+        place(packet);
+        return true;
+      case Verdict::held:
+        return false;
+      case Verdict::confirmed:
+        break;
+    }
+    if (!move(held(lowest()))) {
+      discard();
+      return false;
+    }
+    for (std::size_t i = 0; i < count_; ++i) place(held(i));
+    resynchronised();
+    return false;
+  }
 
  private:
   struct Slot {

@@ -23,6 +23,18 @@ PacketHistory::Verdict PacketHistory::sort(std::uint64_t index, std::uint64_t ex
   return Verdict::late;
 }
 
+std::optional<std::uint64_t> PacketHistory::fresh_index(std::uint64_t position, std::uint64_t origin,
+                                                        std::uint64_t expected) noexcept {
+  const auto offset = static_cast<std::int64_t>(position - (origin + expected));
+  if (offset < 0 && static_cast<std::uint64_t>(-offset) > expected) {
+    count_late();
+    return std::nullopt;
+  }
+  const std::uint64_t index = expected + static_cast<std::uint64_t>(offset);
+  if (sort(index, expected) != Verdict::fresh) return std::nullopt;
+  return index;
+}
+
 void PacketHistory::count_duplicate() noexcept {
   duplicates_->add();
   drop_duplicate_->add();

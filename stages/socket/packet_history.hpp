@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "pipeline/metrics.hpp"
 
@@ -26,6 +27,11 @@ class PacketHistory {
   // Sorts a packet starting at stream index `index` while the stream's next sample is
   // `expected`; counts what it drops. Never allocates.
   Verdict sort(std::uint64_t index, std::uint64_t expected) noexcept;
+  // The stream index of a fresh packet at `position` in the sender's index space (stream index
+  // 0 at `origin`, modulo 2^64): nullopt when sort() drops it or it lies before the stream's
+  // first sample (late). `position` is within max_jump of the stream, so the signed offset is exact.
+  std::optional<std::uint64_t> fresh_index(std::uint64_t position, std::uint64_t origin,
+                                           std::uint64_t expected) noexcept;
   // A fresh packet arrived at `index`: counted reordered when a later one came before it.
   void arrived(std::uint64_t index) noexcept {
     if (index < highest_) reordered_->add();

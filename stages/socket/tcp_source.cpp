@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 
 #include "pipeline/config.hpp"
@@ -393,38 +394,24 @@ void TcpSource::handle_frame() noexcept {
     // Chunk timestamps count from the first frame's time, whatever its first_sample was.
     assembler_.set_origin(frame_epoch(), frame_.seconds != 0);
   }
-  const std::uint64_t expected = origin_ + assembler_.expected();
-  const std::span<const std::byte> payload(payload_.data(), frame_.payload_bytes);
-  switch (guard_.check(frame_.first_sample, frame_.sample_count, expected, payload, frame_epoch())) {
-    case JumpGuard::Verdict::plausible:
-      break;
-    case JumpGuard::Verdict::held:
-      return;
-    case JumpGuard::Verdict::confirmed:
-      resynchronise();
-      return;
-  }
-  place_samples(frame_.first_sample, payload_.data(), frame_.sample_count);
+  const JumpGuard::Packet packet{frame_.first_sample, frame_.sample_count, frame_epoch(),
+                                 std::span<const std::byte>(payload_.data(), frame_.payload_bytes)};
+  guard_.admit(
+      packet, origin_ + assembler_.expected(), [this](const JumpGuard::Packet& placed) { place_samples(placed); },
+      [this](const JumpGuard::Packet& first) { return move_stream(first); });
 }
 
-void TcpSource::place_samples(std::uint64_t first_sample, const std::byte* payload, std::size_t samples) noexcept {
-  // Within max_jump of the stream (the guard saw to it), so the signed offset is exact.
-  const auto offset = static_cast<std::int64_t>(first_sample - (origin_ + assembler_.expected()));
-  if (offset < 0 && static_cast<std::uint64_t>(-offset) > assembler_.expected()) {
-    history_.count_late();  // before the stream's first sample
-    return;
-  }
-  const std::uint64_t index = assembler_.expected() + static_cast<std::uint64_t>(offset);
-  if (history_.sort(index, assembler_.expected()) != PacketHistory::Verdict::fresh) return;
-  history_.arrived(index);
-  if (assembler_.append(index, payload, samples)) {
+void TcpSource::place_samples(const JumpGuard::Packet& packet) noexcept {
+  const std::optional<std::uint64_t> index = history_.fresh_index(packet.position, origin_, assembler_.expected());
+  if (!index) return;
+  history_.arrived(*index);
+  if (assembler_.append(*index, packet.payload.data(), packet.samples)) {
     ++placed_frames_;
-    history_.placed(index);
+    history_.placed(*index);
   }
 }
 
-void TcpSource::resynchronise() noexcept {
-  const JumpGuard::Held first = guard_.held(guard_.lowest());
+bool TcpSource::move_stream(const JumpGuard::Packet& first) noexcept {
   const std::uint64_t expected = assembler_.expected();
   const std::uint64_t old_position = origin_ + expected;
   const bool forward = first.position > old_position;
@@ -438,16 +425,12 @@ void TcpSource::resynchronise() noexcept {
   }
   const std::uint64_t start = first.position - origin_;
   if (first.tag != 0) assembler_.set_origin(first.tag - start, true);
-  if (forward && !assembler_.skip_to(start)) return;
+  if (forward && !assembler_.skip_to(start)) return false;
   history_.restart(assembler_.expected());
   const std::uint64_t jump = forward ? first.position - old_position : old_position - first.position;
   log::warn("{}: stream resynchronised at sample {}: first_sample jumped {} by {}, confirmed by {} frames",
             context_->stage_name(), assembler_.expected(), forward ? "ahead" : "back", jump, guard_.held_count());
-  for (std::size_t i = 0; i < guard_.held_count(); ++i) {
-    const JumpGuard::Held held = guard_.held(i);
-    place_samples(held.position, held.payload.data(), held.samples);
-  }
-  guard_.resynchronised();
+  return true;
 }
 
 void TcpSource::stop() noexcept {

@@ -1,9 +1,4 @@
-// `tcp` source: the raw TCP framing (wire/raw_tcp.hpp), as server (listens, watches every
-// connection and serves the one that sends a valid frame) or client (connects to the sender). Every header validated; a
-// corrupt header is counted and the stream resynchronised on the next magic; frames dropped, repeated or out of order
-// at the sender are accounted like UDP loss from their first_sample field; a single stray first_sample never moves the
-// stream (JumpGuard). A connection that closes before one valid frame never ends the stream, and with `reconnect` (the
-// default) a sender that comes back resumes it, the frames in between a gap.
+// `tcp` source: the raw TCP framing or bare samples, as server or client.
 #pragma once
 
 #include <array>
@@ -44,6 +39,13 @@ struct TcpSourceSettings {
   PoolSettings pool;
 };
 
+// The raw TCP framing (wire/raw_tcp.hpp), as server (listens, watches every connection and serves
+// the one that sends a valid frame) or client (connects to the sender). Every header validated; a
+// corrupt header is counted and the stream resynchronised on the next magic; frames dropped,
+// repeated or out of order at the sender are accounted like UDP loss from their first_sample field;
+// a single stray first_sample never moves the stream (JumpGuard). A connection that closes before
+// one valid frame never ends the stream, and with `reconnect` (the default) a sender that comes
+// back resumes it, the frames in between a gap.
 class TcpSource final : public Stage {
  public:
   TcpSource(SettingsReader& reader, const PipelineSettings& pipeline);
@@ -77,8 +79,9 @@ class TcpSource final : public Stage {
   // what process() returns (idle, the sender closed, or an error).
   bool receive(std::byte* target, std::size_t wanted, StageStatus& status) noexcept;
   void handle_frame() noexcept;
-  void place_samples(std::uint64_t first_sample, const std::byte* payload, std::size_t samples) noexcept;
-  void resynchronise() noexcept;
+  // JumpGuard::admit's steps: a plausible frame into the stream; the stream onto a confirmed jump.
+  void place_samples(const JumpGuard::Packet& packet) noexcept;
+  bool move_stream(const JumpGuard::Packet& first) noexcept;
   [[nodiscard]] std::uint64_t frame_epoch() const noexcept;
 
   TcpSourceSettings settings_;

@@ -672,19 +672,13 @@ void UdpSource::accept_packet(std::uint64_t position, std::span<const std::byte>
   if (position > expected && position - expected > guard_.bound() && drops_.explains(position, samples, packet_count)) {
     guard_.discard();
     place_after_overflow(position, payload.data(), samples);
-  } else {
-    switch (guard_.check(position, samples, expected, payload, packet_count.value_or(0))) {
-      case JumpGuard::Verdict::plausible:
-        place_samples(position, payload.data(), samples);
-        break;
-      case JumpGuard::Verdict::held:
-        return;
-      case JumpGuard::Verdict::confirmed:
-        resynchronise();
-        return;
-    }
+    drops_.used(position, samples, packet_count);
+    return;
   }
-  drops_.used(position, samples, packet_count);
+  guard_.admit(
+      JumpGuard::Packet{position, samples, packet_count.value_or(0), payload}, expected,
+      [this](const JumpGuard::Packet& placed) { place_samples(placed); },
+      [this](const JumpGuard::Packet& first) { return move_stream(first); });
 }
 
 void UdpSource::place_after_overflow(std::uint64_t position, const std::byte* payload, std::size_t samples) noexcept {
@@ -703,27 +697,24 @@ void UdpSource::place_after_overflow(std::uint64_t position, const std::byte* pa
       drops_.since_used());
 }
 
-void UdpSource::place_samples(std::uint64_t epoch_index, const std::byte* payload, std::size_t samples) noexcept {
-  // Within max_jump of the stream (the guard saw to it), so the signed offset is exact.
-  const auto offset = static_cast<std::int64_t>(epoch_index - (origin_ + assembler_.expected()));
-  if (offset < 0 && static_cast<std::uint64_t>(-offset) > assembler_.expected()) {
-    history_.count_late();  // before the stream's first sample
-    return;
-  }
-  handle_samples(assembler_.expected() + static_cast<std::uint64_t>(offset), payload, samples);
+void UdpSource::place_samples(const JumpGuard::Packet& packet) noexcept {
+  if (const auto index = history_.fresh_index(packet.position, origin_, assembler_.expected()))
+    handle_samples(*index, packet.payload.data(), packet.samples);
+  drops_.used(
+      packet.position, packet.samples,
+      settings_.framing == UdpFraming::vita49 ? std::optional(static_cast<std::uint8_t>(packet.tag)) : std::nullopt);
 }
 
-void UdpSource::resynchronise() noexcept {
+bool UdpSource::move_stream(const JumpGuard::Packet& first) noexcept {
   // Everything from before the jump goes downstream first.
   while (release_oldest_pending()) {
   }
-  const JumpGuard::Held first = guard_.held(guard_.lowest());
   const std::uint64_t expected = assembler_.expected();
   const std::uint64_t old_position = origin_ + expected;
   const bool forward = first.position > old_position;
   if (forward) {
     // The stream index keeps counting the sender's time: the span it skipped is a gap.
-    if (!assembler_.skip_to(first.position - origin_)) return;
+    if (!assembler_.skip_to(first.position - origin_)) return false;
   } else {
     // Time went back: the stream index goes on from here; the new chunk carries the new time.
     assembler_.flush();
@@ -738,19 +729,11 @@ void UdpSource::resynchronise() noexcept {
       "{}: stream resynchronised at sample {}: the sender jumped {} by {} samples ({:.6f} s), confirmed by {} packets",
       context_->stage_name(), assembler_.expected(), forward ? "ahead" : "back", jump,
       static_cast<double>(jump) / settings_.sample_rate, guard_.held_count());
-  for (std::size_t i = 0; i < guard_.held_count(); ++i) {
-    const JumpGuard::Held held = guard_.held(i);
-    place_samples(held.position, held.payload.data(), held.samples);
-    drops_.used(
-        held.position, held.samples,
-        settings_.framing == UdpFraming::vita49 ? std::optional(static_cast<std::uint8_t>(held.tag)) : std::nullopt);
-  }
-  guard_.resynchronised();
+  return true;
 }
 
 void UdpSource::handle_samples(std::uint64_t index, const std::byte* payload, std::size_t samples) noexcept {
   const std::uint64_t expected = assembler_.expected();
-  if (history_.sort(index, expected) != PacketHistory::Verdict::fresh) return;
   if (window_.holds(index)) {
     history_.count_duplicate();
     return;

@@ -129,8 +129,10 @@ class UdpSource final : public Stage {
   void accept_packet(std::uint64_t position, std::span<const std::byte> payload, std::size_t samples,
                      std::optional<std::uint8_t> packet_count) noexcept;
   void place_after_overflow(std::uint64_t position, const std::byte* payload, std::size_t samples) noexcept;
-  void place_samples(std::uint64_t epoch_index, const std::byte* payload, std::size_t samples) noexcept;
-  void resynchronise() noexcept;
+  // JumpGuard::admit's steps: a plausible packet into the stream; the stream onto a confirmed jump.
+  void place_samples(const JumpGuard::Packet& packet) noexcept;
+  bool move_stream(const JumpGuard::Packet& first) noexcept;
+  // A fresh packet at stream index `index`: into its chunk, or held until the hole before it fills.
   void handle_samples(std::uint64_t index, const std::byte* payload, std::size_t samples) noexcept;
   void commit(std::uint64_t index, const std::byte* payload, std::size_t samples) noexcept;
   void drain_pending() noexcept;

@@ -542,7 +542,7 @@ TEST_F(LinkFaults, SenderKilledThenRestarted) {
 }
 
 // Rows that change the guest kernel's network (an interface down, netem) run only in the VM,
-// where the test owns the kernel: on this machine they would take down a shared host's link.
+// where the test owns the kernel: outside it they would take down the host's own link.
 #define SLUICE_SKIP_OUTSIDE_VM()                                                          \
   if (!kInVm)                                                                             \
   GTEST_SKIP() << "changes the kernel's network: runs inside the Soft-RoCE VM (ctest -R " \

@@ -13,6 +13,7 @@
 #include "pipeline/config.hpp"
 #include "pipeline/runtime.hpp"
 #include "tests/stages/stage_test_util.hpp"
+#include "tests/support/test_stages.hpp"
 
 namespace sluice {
 namespace {
@@ -68,25 +69,7 @@ class FailAfter final : public Stage {
   StageContext* context_ = nullptr;
 };
 
-// A sink slower than its source, to fill queues.
-class SlowSink final : public Stage {
- public:
-  SlowSink(SettingsReader& reader, const PipelineSettings&)
-      : delay_(reader.duration("delay", std::chrono::milliseconds(2), "time spent per chunk")) {}
-  void start(StageContext& context) override { context_ = &context; }
-  StageStatus process() override {
-    ChunkPtr chunk = context_->input().pop(std::chrono::milliseconds(10));
-    if (!chunk) return context_->input().finished() ? StageStatus::end_of_stream : StageStatus::idle;
-    std::this_thread::sleep_for(delay_);
-    context_->emit(std::move(chunk));
-    return StageStatus::ok;
-  }
-  void stop() noexcept override {}
-
- private:
-  std::chrono::nanoseconds delay_;
-  StageContext* context_ = nullptr;
-};
+// `slow`, the sink these tests fill queues with, is test_support's (tests/support/test_stages.hpp).
 
 // The cores a thread may run on, as the kernel reports them.
 std::vector<int> cores_of_this_thread() {
@@ -130,7 +113,7 @@ const StageRegistry& test_registry() {
       {testing::stage_type_of<FailingStartSink>("failing_start", StageRole::sink, "test stage"),
        testing::stage_type_of<TrackingSink>("tracking", StageRole::sink, "test stage"),
        testing::stage_type_of<FailAfter>("fail_after", StageRole::transform, "test stage"),
-       testing::stage_type_of<SlowSink>("slow", StageRole::sink, "test stage"),
+       test_support::slow_stage_type(StageRole::sink),
        testing::stage_type_of<AffinityProbe>("affinity", StageRole::sink, "test stage")});
   return registry;
 }

@@ -1,10 +1,11 @@
-// The shared test stages: `feed` and `capture`.
+// The shared test stages: `feed`, `capture` and `slow`.
 #include "tests/support/test_stages.hpp"
 
 #include <chrono>
 #include <map>
 #include <memory>
 #include <stdexcept>
+#include <thread>
 
 #include "pipeline/gpu_stream.hpp"
 #include "pipeline/memory.hpp"
@@ -126,6 +127,26 @@ class CaptureSink final : public Stage {
   Capture* capture_ = nullptr;
 };
 
+// Passes each chunk on after `delay`: a consumer slower than its producer.
+class SlowStage final : public Stage {
+ public:
+  SlowStage(SettingsReader& reader, const PipelineSettings&)
+      : delay_(reader.duration("delay", std::chrono::milliseconds(1), "time spent per chunk")) {}
+  void start(StageContext& context) override { context_ = &context; }
+  StageStatus process() override {
+    ChunkPtr chunk = context_->input().pop(std::chrono::milliseconds(10));
+    if (!chunk) return context_->input().finished() ? StageStatus::end_of_stream : StageStatus::idle;
+    std::this_thread::sleep_for(delay_);
+    context_->emit(std::move(chunk));
+    return StageStatus::ok;
+  }
+  void stop() noexcept override {}
+
+ private:
+  std::chrono::nanoseconds delay_;
+  StageContext* context_ = nullptr;
+};
+
 }  // namespace
 
 Feed& feed() {
@@ -151,6 +172,10 @@ Capture& keyed_capture(const std::string& key) {
 StageType feed_source_type() { return testing::stage_type_of<FeedSource>("feed", StageRole::source, "test chunks"); }
 StageType capture_sink_type() {
   return testing::stage_type_of<CaptureSink>("capture", StageRole::sink, "keeps chunks");
+}
+
+StageType slow_stage_type(StageRole role) {
+  return testing::stage_type_of<SlowStage>("slow", role, "passes chunks on after `delay` each");
 }
 
 }  // namespace sluice::test_support

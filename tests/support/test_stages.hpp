@@ -1,5 +1,5 @@
 // Test stages shared by stage tests: `feed` sends chunks a test wrote, `capture` keeps every chunk
-// it sees (test only: both allocate on the hot path).
+// it sees (test only: both allocate on the hot path), `slow` passes chunks on late.
 #pragma once
 
 #include <cstdint>
@@ -56,5 +56,7 @@ Capture& keyed_capture(const std::string& key);
 // element a stage did not write shows).
 StageType feed_source_type();
 StageType capture_sink_type();
+// `slow`: passes each chunk on after `delay` (1ms unless set), as a sink or as a transform.
+StageType slow_stage_type(StageRole role);
 
 }  // namespace sluice::test_support

@@ -1,7 +1,6 @@
-// GPU memory for RDMA: the BAR1 window a NIC writes through, the dma-buf a CUDA allocation
-// is exported as, and the registration of landing buffers with the first path that works
-// (dma-buf MR, nvidia-peermem MR on the device pointer) — or the reason none did, so the
-// caller lands in host-pinned memory and copies to the GPU instead.
+// GPU memory for RDMA: the BAR1 window a NIC writes through, the dma-buf a CUDA allocation is
+// exported as, and landing buffers registered by the first path that works (dma-buf MR, then
+// nvidia-peermem) — or the reason none did, so the caller lands in host-pinned memory instead.
 #pragma once
 
 #include <cstddef>

@@ -1,13 +1,15 @@
-// What the two halves of a RoCE link say to each other: the connect private data (the
-// sender's credit word; the receiver's ring advertisement), the per-slot header written
-// beside each chunk's metadata, the immediate of each payload write and the control
-// messages (end of stream, error). Host byte order: both ends are little-endian
-// (x86-64, arm64); the static_assert keeps a big-endian build from silently misreading.
+// What the two halves of a RoCE link say to each other.
 #pragma once
 
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+
+// What the two halves of a RoCE link say to each other: the connect private data (the
+// sender's credit word; the receiver's ring advertisement), the per-slot header written
+// beside each chunk's metadata, the immediate of each payload write and the control
+// messages (end of stream, error). Host byte order: both ends are little-endian
+// (x86-64, arm64); the static_assert keeps a big-endian build from silently misreading.
 
 namespace sluice::rdma {
 

@@ -1,7 +1,6 @@
-// The receiving half of a RoCE link: listens on one address and port (one per lane), owns
-// the ring of landing slots the sender writes into, hands each arrived chunk (slot,
-// metadata, payload) to its caller and writes credits back as the caller releases slots.
-// One thread calls accept/poll/close; release() may be called from any thread.
+// The receiving half of a RoCE link: listens on one address and port (one per lane), owns the
+// landing slots the sender writes into, hands each arrived chunk to its caller and writes credits
+// back as slots are released. One thread calls accept/poll/close; release() may come from any.
 #pragma once
 
 #include <atomic>

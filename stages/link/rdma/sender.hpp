@@ -1,8 +1,4 @@
-// The sending half of a RoCE link: connects to the receiver's address and port, learns its
-// ring, and moves each chunk as an RDMA WRITE of its metadata (with a slot header) followed
-// by an RDMA WRITE WITH IMMEDIATE of its payload, many outstanding, one in `signal_every`
-// signalled. Completions tell the caller, in order, which chunks' sources it may reuse.
-// One thread uses it. A new connection (after the receiver restarted) is a new RdmaSender.
+// The sending half of a RoCE link (RdmaSender).
 #pragma once
 
 #include <chrono>
@@ -33,6 +29,11 @@ struct SenderOptions {
 
 enum class SendStatus { posted, no_credit, failed };
 
+// The sending half of a RoCE link: connects to the receiver's address and port, learns its
+// ring, and moves each chunk as an RDMA WRITE of its metadata (with a slot header) followed
+// by an RDMA WRITE WITH IMMEDIATE of its payload, many outstanding, one in `signal_every`
+// signalled. Completions tell the caller, in order, which chunks' sources it may reuse.
+// One thread uses it. A new connection (after the receiver restarted) is a new RdmaSender.
 class RdmaSender {
  public:
   // Resolves, connects and reads the ring advertisement; throws naming the failed step.

@@ -144,7 +144,7 @@ TEST_P(FusedComplexKernel, EveryRowMatchesAFloat64ReferenceDft) {
 // alone (one frame per block, checked against the reference above).
 TEST(FusedComplexKernel, ABlockThatTransformsManyFramesWritesTheRowsOfOneFrameLaunches) {
   if (!cuda_available()) GTEST_SKIP() << "no GPU for the fused kernels: " << cuda_unavailable_reason();
-  constexpr unsigned kFrames = 8192;  // more than the resident blocks of any current GPU (H200: 132 SMs × 7)
+  constexpr unsigned kFrames = 8192;  // more than any current GPU holds resident (132 SMs × 7 blocks at most)
   constexpr unsigned kSingles = 97;   // frames checked one by one, spread over the batch
   std::mt19937 random(7);
   std::uniform_real_distribution<float> value(-1.0F, 1.0F);

@@ -634,7 +634,7 @@ TEST(RecordStage, OnFullDropLeavesAGapOfTheDroppedSamplesForEveryLaterStage) {
       "  - {name: source, type: generator, signal: ramp, sample_rate: 10Msps, stop_after: " +
       std::to_string(total_bytes) +
       ", rate: 64MB/s, on_full: drop}\n"
-      "  - {name: slow, type: slow, delay_us: 2000, queue_depth: 2}\n"
+      "  - {name: slow, type: slow, delay: 2ms, queue_depth: 2}\n"
       "  - {name: rec, type: record, directory: " +
       dir.str() +
       "}\n"

@@ -165,27 +165,6 @@ std::vector<SeenChunk> plan_gappy(std::uint64_t chunk_bytes, std::uint64_t chunk
   return plan;
 }
 
-// Passes chunks on after `delay_us` each: a consumer slower than its producer.
-class SlowStage final : public Stage {
- public:
-  SlowStage(SettingsReader& reader, const PipelineSettings&) {
-    delay_ = std::chrono::microseconds(reader.integer("delay_us", 1000, "microseconds per chunk", 0));
-  }
-  void start(StageContext& context) override { context_ = &context; }
-  StageStatus process() override {
-    ChunkPtr chunk = context_->input().pop(std::chrono::milliseconds(10));
-    if (!chunk) return context_->input().finished() ? StageStatus::end_of_stream : StageStatus::idle;
-    std::this_thread::sleep_for(delay_);
-    context_->emit(std::move(chunk));
-    return StageStatus::ok;
-  }
-  void stop() noexcept override {}
-
- private:
-  std::chrono::microseconds delay_{1000};
-  StageContext* context_ = nullptr;
-};
-
 class GappySource final : public Stage {
  public:
   GappySource(SettingsReader& reader, const PipelineSettings& pipeline) {
@@ -238,7 +217,7 @@ std::vector<SeenChunk> gappy_expected(std::uint64_t chunk_bytes, std::uint64_t c
 
 const StageRegistry& test_registry() {
   static const StageRegistry registry = testing::builtin_registry_with(
-      {testing::stage_type_of<SlowStage>("slow", StageRole::transform, "test stage that passes chunks on slowly"),
+      {test_support::slow_stage_type(StageRole::transform),
        testing::stage_type_of<GappySource>("gappy", StageRole::source, "test source with gaps"),
        test_support::capture_sink_type()});
   return registry;

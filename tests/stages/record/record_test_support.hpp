@@ -108,7 +108,7 @@ using Collected = test_support::Capture;
 inline Collected& collected(const std::string& key) { return test_support::keyed_capture(key); }
 
 // The builtin stages plus `gappy` (a ramp source that loses samples: some chunks start after
-// a hole, some have holes between their samples), `slow` (passes chunks on after delay_us)
+// a hole, some have holes between their samples), `slow` (passes chunks on after `delay`)
 // and `capture` (a sink; `key:` names its store).
 const StageRegistry& test_registry();
 

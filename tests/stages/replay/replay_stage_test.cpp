@@ -370,7 +370,7 @@ TEST(PacedReplay, NamesASlowConsumerAsTheCauseOfLateChunks) {
                          "      - {type: replay, pace: recorded, read_ahead: 2, capture: " +
                              dir.str("held.sigmf-collection") +
                              "}\n"
-                             "      - {type: slow, delay_us: 120000, queue_depth: 1}\n"
+                             "      - {type: slow, delay: 120ms, queue_depth: 1}\n"
                              "      - {type: null}\n",
                          "test", {}, test::test_registry()));
   pipeline.start();

@@ -42,6 +42,26 @@ inline std::uint64_t drops(const StageMetrics& metrics, const std::string& reaso
   return 0;
 }
 
+// The counters both socket sources keep, read after a run.
+struct SourceCounts {
+  std::uint64_t lost_samples = 0;
+  std::uint64_t lost_packets = 0;
+  std::uint64_t duplicates = 0;
+  std::uint64_t reordered = 0;
+  std::uint64_t samples_out = 0;
+  std::uint64_t resyncs = 0;
+  std::uint64_t resync_samples = 0;
+  void read_counts(const StageMetrics& metrics) {
+    lost_samples = counter(metrics, "lost_samples");
+    lost_packets = counter(metrics, "lost_packets");
+    duplicates = counter(metrics, "duplicates");
+    reordered = counter(metrics, "reordered");
+    samples_out = metrics.out.samples.load();
+    resyncs = counter(metrics, "resyncs");
+    resync_samples = counter(metrics, "resync_samples");
+  }
+};
+
 // Walks the captured chunks as a stream: each chunk's samples are contiguous received
 // samples from first_sample on, interrupted only where one of its gaps says; a gap may also
 // precede the chunk's first sample. Checks that samples and gaps tile the stream from 0

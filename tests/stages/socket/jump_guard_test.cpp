@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <vector>
 
 namespace sluice {
 namespace {
@@ -71,7 +72,7 @@ TEST(JumpGuard, AgreeingOutliersConfirmAJumpAndKeepTheirPayloads) {
   EXPECT_EQ(guard.held(guard.lowest()).position, 5'000'000U);
   EXPECT_EQ(guard.held(guard.lowest()).tag, 6U);
   for (std::size_t i = 0; i < 3; ++i) {
-    const JumpGuard::Held held = guard.held(i);
+    const JumpGuard::Packet held = guard.held(i);
     ASSERT_EQ(held.payload.size(), 8U);
     const auto expected = std::byte{static_cast<std::uint8_t>(0xA0 + (held.position - 5'000'000) / 10)};
     for (std::byte byte : held.payload) EXPECT_EQ(byte, expected);
@@ -90,6 +91,55 @@ TEST(JumpGuard, APayloadTooLargeToHoldIsAnOutlierAtOnce) {
   EXPECT_EQ(guard.check(1'000'000, 2, 0, bytes), Verdict::held);
   EXPECT_EQ(guard.held_count(), 0U);
   EXPECT_EQ(value(metrics, "outlier", true), 1U);
+}
+
+// A guard (1000 samples, 2 agreeing packets make a jump) and what admit() hands its caller: each
+// packet it places, and the first of a jump it moves onto.
+struct Admitting {
+  StageMetrics metrics{"a", "source", "udp"};
+  JumpGuard guard;
+  std::array<std::byte, 8> bytes = payload(5);
+  std::vector<std::uint64_t> placed;
+  std::vector<std::uint64_t> moved_to;
+  bool can_move = true;
+  Admitting() { guard.start(metrics, 1000, 2, 8); }
+  bool admit(std::uint64_t position, std::uint64_t expected) {
+    return guard.admit(
+        JumpGuard::Packet{position, 10, 0, bytes}, expected,
+        [this](const JumpGuard::Packet& packet) { placed.push_back(packet.position); },
+        [this](const JumpGuard::Packet& first) {
+          moved_to.push_back(first.position);
+          return can_move;
+        });
+  }
+};
+
+TEST(JumpGuard, AdmitPlacesPlausiblePacketsThenTheHeldOnesOfAConfirmedJump) {
+  Admitting run;
+  EXPECT_TRUE(run.admit(100, 100));
+  EXPECT_FALSE(run.admit(5'000'010, 110));
+  EXPECT_FALSE(run.admit(5'000'000, 110));
+  EXPECT_EQ(run.moved_to, std::vector<std::uint64_t>{5'000'000});
+  EXPECT_EQ(run.placed, (std::vector<std::uint64_t>{100, 5'000'010, 5'000'000}));
+  EXPECT_EQ(run.guard.held_count(), 0U);
+  EXPECT_EQ(value(run.metrics, "resyncs", false), 1U);
+}
+
+TEST(JumpGuard, AJumpTheCallerCannotMoveOntoDiscardsItsPacketsAndStartsOver) {
+  Admitting run;
+  run.can_move = false;  // no chunk to be had
+  EXPECT_FALSE(run.admit(5'000'000, 0));
+  EXPECT_FALSE(run.admit(5'000'010, 0));
+  EXPECT_EQ(run.guard.held_count(), 0U);
+  EXPECT_EQ(value(run.metrics, "outlier", true), 2U);
+  // The sender's next packets agree again: held from the start, never past the guard's room.
+  run.can_move = true;
+  EXPECT_FALSE(run.admit(5'000'020, 0));
+  EXPECT_EQ(run.guard.held_count(), 1U);
+  EXPECT_FALSE(run.admit(5'000'030, 0));
+  EXPECT_EQ(run.moved_to, (std::vector<std::uint64_t>{5'000'000, 5'000'020}));
+  EXPECT_EQ(run.placed, (std::vector<std::uint64_t>{5'000'020, 5'000'030}));
+  EXPECT_EQ(value(run.metrics, "resyncs", false), 1U);
 }
 
 }  // namespace

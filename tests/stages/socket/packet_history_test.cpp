@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 
 namespace sluice {
@@ -77,6 +78,34 @@ TEST(PacketHistory, ARestartForgetsThePacketsBeforeIt) {
   history.count_duplicate();
   EXPECT_EQ(value(metrics, "late", true), 2U);
   EXPECT_EQ(value(metrics, "duplicate", true), 1U);
+}
+
+TEST(PacketHistory, APositionIsItsStreamIndexUnlessItIsBeforeTheStreamOrBehindIt) {
+  StageMetrics metrics("a", "source", "udp");
+  PacketHistory history;
+  history.start(metrics);
+  // Stream index 0 is the sender's sample 1'000; the stream goes on at index 100.
+  EXPECT_EQ(history.fresh_index(1'100, 1'000, 100), std::optional<std::uint64_t>(100));
+  EXPECT_EQ(history.fresh_index(1'250, 1'000, 100), std::optional<std::uint64_t>(250));
+  EXPECT_EQ(metrics.total_drops(), 0U);
+  EXPECT_EQ(history.fresh_index(999, 1'000, 100), std::nullopt);    // before the stream's first sample
+  EXPECT_EQ(history.fresh_index(1'050, 1'000, 100), std::nullopt);  // behind it, never placed
+  EXPECT_EQ(value(metrics, "late", true), 2U);
+  history.placed(60);
+  EXPECT_EQ(history.fresh_index(1'060, 1'000, 100), std::nullopt);
+  EXPECT_EQ(value(metrics, "duplicate", true), 1U);
+}
+
+TEST(PacketHistory, AnOriginWrappedByABackwardJumpStillGivesTheStreamIndex) {
+  StageMetrics metrics("a", "source", "udp");
+  PacketHistory history;
+  history.start(metrics);
+  // The sender restarted at sample 10 while the stream stood at index 500: origin 10 - 500.
+  const std::uint64_t origin = 10 - std::uint64_t{500};
+  EXPECT_EQ(history.fresh_index(10, origin, 500), std::optional<std::uint64_t>(500));
+  EXPECT_EQ(history.fresh_index(40, origin, 500), std::optional<std::uint64_t>(530));
+  EXPECT_EQ(history.fresh_index(5, origin, 500), std::nullopt);
+  EXPECT_EQ(value(metrics, "late", true), 1U);
 }
 
 }  // namespace

@@ -21,17 +21,10 @@ namespace {
 using test_support::counter;
 using test_support::drops;
 
-struct TcpRun {
-  std::uint64_t lost_samples = 0;
-  std::uint64_t lost_packets = 0;
-  std::uint64_t duplicates = 0;
-  std::uint64_t reordered = 0;
-  std::uint64_t samples_out = 0;
+struct TcpRun : test_support::SourceCounts {
   std::uint64_t bad_magic = 0;
   std::uint64_t late = 0;
   std::uint64_t outliers = 0;
-  std::uint64_t resyncs = 0;
-  std::uint64_t resync_samples = 0;
   std::size_t spp = 0;
   std::vector<std::string> notes;
   test_support::Capture capture;
@@ -77,16 +70,10 @@ void run_tcp(emulator::EmulatorSettings settings, bool stage_is_server, TcpRun& 
   sender.reset();  // closes the connection: the stage ends its stream
   runner.join();
   const StageMetrics& metrics = test_support::source_metrics(pipeline);
-  run.lost_samples = counter(metrics, "lost_samples");
-  run.lost_packets = counter(metrics, "lost_packets");
-  run.duplicates = counter(metrics, "duplicates");
-  run.reordered = counter(metrics, "reordered");
-  run.samples_out = metrics.out.samples.load();
+  run.read_counts(metrics);
   run.bad_magic = drops(metrics, "bad_magic");
   run.late = drops(metrics, "late");
   run.outliers = drops(metrics, "outlier");
-  run.resyncs = counter(metrics, "resyncs");
-  run.resync_samples = counter(metrics, "resync_samples");
   run.notes = metrics.notes;
   test_support::current_capture() = nullptr;
 }

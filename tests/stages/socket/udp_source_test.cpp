@@ -35,18 +35,11 @@ namespace {
 using test_support::counter;
 using test_support::drops;
 
-struct UdpRun {
+struct UdpRun : test_support::SourceCounts {
   std::string record_directory;  // when set, a record stage (capture_name: udp) sits before the sink
   emulator::EmulatorReport sent;
   test_support::Capture capture;
   std::uint64_t packets = 0;
-  std::uint64_t lost_packets = 0;
-  std::uint64_t lost_samples = 0;
-  std::uint64_t duplicates = 0;
-  std::uint64_t reordered = 0;
-  std::uint64_t samples_out = 0;
-  std::uint64_t resyncs = 0;
-  std::uint64_t resync_samples = 0;
   std::uint64_t context_packets = 0;
   std::uint64_t context_changes = 0;
   std::map<std::string, std::uint64_t> drops;
@@ -132,13 +125,7 @@ void run_udp(emulator::EmulatorSettings settings, UdpRun& run, const std::string
     EXPECT_GT(receive_thread->cpu_ns(), 0U);
   }
   run.packets = metrics.packets.load();
-  run.lost_packets = counter(metrics, "lost_packets");
-  run.lost_samples = counter(metrics, "lost_samples");
-  run.duplicates = counter(metrics, "duplicates");
-  run.reordered = counter(metrics, "reordered");
-  run.samples_out = metrics.out.samples.load();
-  run.resyncs = counter(metrics, "resyncs");
-  run.resync_samples = counter(metrics, "resync_samples");
+  run.read_counts(metrics);
   run.context_packets = counter(metrics, "context_packets");
   run.context_changes = counter(metrics, "context_changes");
   for (const auto& named : metrics.drops()) run.drops[named.name] = named.get();
