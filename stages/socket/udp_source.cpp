@@ -38,11 +38,10 @@ void read_receive_thread_settings(SettingsReader& reader, UdpSourceSettings& set
       "(on cpu:) checks, accounts and copies: the receive core does the kernel's work alone");
   settings.receive_cpu =
       reader.cores("receive_cpu", "cores of the receive thread (receive_thread: true): 3, 3-5 (-1: not pinned)");
-  // 16 (8 MiB with GRO): a stage's thread that shares its core is late by milliseconds at times,
-  // and each time the ring runs empty the receive thread sleeps and is woken on its core; a
-  // shallower ring runs empty far more often (PERFORMANCE.md, udp receive).
+  // 4 (2 MiB with GRO): with many lanes on one host a deeper ring lost packets that this one
+  // did not (PERFORMANCE.md, lanes); a shallower one runs empty and sleeps the receive thread.
   settings.receive_batches = static_cast<std::size_t>(
-      reader.integer("receive_batches", 16,
+      reader.integer("receive_batches", 4,
                      "recvmmsg batches in the receive thread's ring (receive_thread: true); when the stage's thread "
                      "holds them all, the socket's buffer takes the stream",
                      2, 64));

@@ -55,7 +55,7 @@ struct UdpSourceSettings {
   // rest (ReceiveThread). receive_cpu: that thread's cores; receive_batches: its ring.
   bool receive_thread = false;
   std::vector<int> receive_cpu;
-  std::size_t receive_batches = 16;
+  std::size_t receive_batches = 4;
   PoolSettings pool;
 };
 

@@ -27,8 +27,8 @@
 # placing thread), on the lane's light-core set (its link's cores) beside the light stages, which
 # keep those cores 0.15 busy or less: no more cores than without the split. Rows say "split".
 # Settings: LANES (8), GPUS (2), LANES_SPLIT (0), LADDER_RATES ("4 4.5 5 5.5 6"), GOAL_RATE (5), SOAK_LANES_SECONDS,
-# SENDER_THREADS (sender threads per stream; passed as emulator.SENDER_KEY, sender_threads by
-# default, where the emulator has that setting), EMULATOR_EXTRA and LANES_EXTRA (more --set
+# SENDER_THREADS (the emulator's threads_per_stream, sharing the stream's sender core),
+# EMULATOR_EXTRA and LANES_EXTRA (more --set
 # arguments for the emulator and for sluice), LANES_FFT (cufft; fftw runs without a GPU, with
 # GPUS=0 and no gpu: keys), LANES_LIGHT_CORES, LANES_AVERAGE (128 spectra a row: 8 lanes at
 # 5 GB/s record 0.3 GB/s of spectra, 30 s fit the disk), LANES_HOST_CORES (the host's cores: nproc).
@@ -133,7 +133,7 @@ lanes_send() {  # lanes_send NAME CONFIG SECONDS: every stream, one pinned sende
   local cpus=() lane
   for ((lane = 0; lane < lanes_count; lane++)); do cpus+=(--cpu "$(lanes_sender_cpu "$lane")"); done
   local threads=()
-  [ -n "${SENDER_THREADS:-}" ] && threads=(--set "emulator.${SENDER_KEY:-sender_threads}=$SENDER_THREADS")
+  [ -n "${SENDER_THREADS:-}" ] && threads=(--set "emulator.threads_per_stream=$SENDER_THREADS")
   # shellcheck disable=SC2206  # EMULATOR_EXTRA: more --set arguments, split on spaces
   local extra=(${EMULATOR_EXTRA:-})
   cat /proc/stat > "$out/$1-stat-before.txt"
