@@ -6,14 +6,10 @@
 #include <array>
 #include <vector>
 
+#include "tests/wire/packet_bytes.hpp"
+
 namespace sluice::gnuradio {
 namespace {
-
-std::vector<std::byte> bytes(std::initializer_list<unsigned> values) {
-  std::vector<std::byte> out;
-  for (unsigned value : values) out.push_back(static_cast<std::byte>(value));
-  return out;
-}
 
 TEST(GnuRadio, SequenceHeaderIsALittleEndianUint64) {
   // Sequence 0x0102030405060708, then two payload bytes.

@@ -6,14 +6,10 @@
 
 #include <vector>
 
+#include "tests/wire/packet_bytes.hpp"
+
 namespace sluice::vita49 {
 namespace {
-
-std::vector<std::byte> bytes(std::initializer_list<unsigned> values) {
-  std::vector<std::byte> out;
-  for (unsigned value : values) out.push_back(static_cast<std::byte>(value));
-  return out;
-}
 
 // type 4, C, TSI UTC, TSF real-time, count 3, 16 words; stream 1; OUI 00-12-A2, info 1
 // packet 3; integer 100, fractional 0. CIF 0xA9A00000: change (31), bandwidth (29), RF

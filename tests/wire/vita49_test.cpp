@@ -10,16 +10,11 @@
 #include <cstring>
 #include <vector>
 
+#include "tests/wire/packet_bytes.hpp"
 #include "wire/samples.hpp"
 
 namespace sluice::vita49 {
 namespace {
-
-std::vector<std::byte> bytes(std::initializer_list<unsigned> values) {
-  std::vector<std::byte> out;
-  for (unsigned value : values) out.push_back(static_cast<std::byte>(value));
-  return out;
-}
 
 // type 1, C, T, TSI UTC, TSF real-time, count 5, 9 words; stream 0x12345678; class OUI 00-12-A2
 // info 1 packet 2; integer 0x5F5E1000; fractional 0x0000000102030405; one ci16 sample (1, -2);
