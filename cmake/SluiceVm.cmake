@@ -9,6 +9,10 @@ set(SLUICE_VM_RUNNER ${PROJECT_SOURCE_DIR}/tests/vm/run_in_vm.sh)
 set(SLUICE_VM_CACHE ${CMAKE_BINARY_DIR}/vm-cache CACHE PATH
     "Where tests/vm/prepare_vm.sh keeps the VM's kernel, modules and busybox")
 
+# CTest starts the costliest tests first, and a fresh build tree has no timings yet: without a
+# cost the VM tests, one at a time, would start last and run on long after the rest have ended.
+set(SLUICE_VM_TEST_COST 1000)
+
 function(sluice_add_vm_test name program)
   cmake_parse_arguments(ARG "" "TIMEOUT;CPUS;MEM" "BINS;FILES" ${ARGN})
   if(NOT ARG_TIMEOUT)
@@ -37,5 +41,5 @@ function(sluice_add_vm_test name program)
   add_test(NAME ${name} COMMAND ${SLUICE_VM_RUNNER} ${options} -- ${command} ${ARG_UNPARSED_ARGUMENTS})
   # One VM at a time: two emulated guests on a small machine only slow each other down.
   set_tests_properties(${name} PROPERTIES LABELS vm TIMEOUT ${ARG_TIMEOUT} SKIP_RETURN_CODE 77
-    RESOURCE_LOCK sluice_vm FIXTURES_REQUIRED sluice_vm_kernel)
+    RESOURCE_LOCK sluice_vm FIXTURES_REQUIRED sluice_vm_kernel COST ${SLUICE_VM_TEST_COST})
 endfunction()

@@ -14,6 +14,11 @@ inline std::uint64_t monotonic_ns() noexcept {
           .count());
 }
 
+// A duration in the unit of monotonic_ns(), to compare with the difference of two readings.
+inline std::uint64_t to_ns(std::chrono::nanoseconds duration) noexcept {
+  return static_cast<std::uint64_t>(duration.count());
+}
+
 // The calling thread's CPU time: what a call cost it, apart from the time it waited.
 inline std::uint64_t thread_cpu_ns() noexcept {
   timespec now{};

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -14,6 +15,11 @@ inline std::string errno_message(std::string_view call, int error = errno) {
   text += ": ";
   text += std::strerror(error);
   return text;
+}
+
+// A failed call on a file, to throw: "call(path): strerror(error)".
+inline std::runtime_error errno_error(std::string_view call, const std::string& path, int error) {
+  return std::runtime_error(std::string(call) + errno_message("(" + path + ")", error));
 }
 
 }  // namespace sluice

@@ -41,10 +41,6 @@ std::uint64_t checksum_of(const JournalRecord& record) noexcept {
   return checksum_over(record, offsetof(JournalRecord, checksum));
 }
 
-std::runtime_error errno_error(const std::string& call, const std::string& path, int error) {
-  return std::runtime_error(call + errno_message("(" + path + ")", error));
-}
-
 }  // namespace
 
 JournalRecord make_journal_record(const Chunk& chunk, std::uint64_t file_offset, std::uint64_t bytes) noexcept {

@@ -27,10 +27,6 @@
 namespace sluice::recorder {
 namespace {
 
-std::runtime_error errno_error(const std::string& call, const std::string& path, int error) {
-  return std::runtime_error(call + errno_message("(" + path + ")", error));
-}
-
 void write_all(int fd, const std::string& path, const std::string& text) {
   std::size_t written = 0;
   while (written < text.size()) {

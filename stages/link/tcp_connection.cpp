@@ -19,10 +19,6 @@ namespace {
 
 constexpr std::size_t kMaxErrorBytes = 4096;
 
-std::uint64_t to_ns(std::chrono::milliseconds duration) {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(duration).count());
-}
-
 // Every address `endpoint` resolves to (numeric or by name), for connect or bind.
 struct AddressList {
   addrinfo* head = nullptr;

@@ -22,10 +22,6 @@ constexpr std::size_t kStagingPerConnection = 2;
 // How often a writer looks whether the copy of the chunk it writes next has finished.
 constexpr auto kCopyPoll = std::chrono::microseconds(20);
 
-std::uint64_t to_ns(std::chrono::milliseconds duration) {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(duration).count());
-}
-
 }  // namespace
 
 // ---- TcpSender ----

@@ -61,6 +61,14 @@ struct SlotHeader {
   std::uint32_t magic = kMagic;
 };
 
+// One slot of the metadata ring: the header and a blob of up to `metadata_bytes`, rounded up so
+// that every slot starts on a cache line. Both ends compute it; the receiver advertises it.
+inline constexpr std::size_t kMetadataAlign = 64;
+constexpr std::uint32_t metadata_slot_size(std::size_t metadata_bytes) {
+  return static_cast<std::uint32_t>((sizeof(SlotHeader) + metadata_bytes + kMetadataAlign - 1) / kMetadataAlign *
+                                    kMetadataAlign);
+}
+
 // Immediate of a payload write: slot in the low 16 bits, connection sequence's low 16 above.
 inline constexpr std::uint32_t kMaxSlots = 1u << 16;
 constexpr std::uint32_t make_immediate(std::uint32_t slot, std::uint64_t sequence) {

@@ -23,20 +23,15 @@ constexpr std::uint32_t kSendDepth = 64;         // credit writes and heartbeats
 constexpr std::uint32_t kSignalEvery = 16;       // credit writes per signalled one
 constexpr std::uint64_t kSendTag = 1ull << 63;   // wr_id of sends; receives use the buffer index
 constexpr std::uint64_t kAbortTag = 1ull << 62;  // wr_id (with kSendTag) of the error message
-constexpr std::size_t kMetadataAlign = 64;
-constexpr std::size_t kPollBatch = 16;
+constexpr std::size_t kCompletionsPerPoll = 16;  // taken by one poll() before it returns
 // How long completions may trail the sender's DISCONNECTED event.
 constexpr std::chrono::milliseconds kDisconnectGrace{500};
-
-std::uint32_t round_up(std::size_t value, std::size_t to) {
-  return static_cast<std::uint32_t>((value + to - 1) / to * to);
-}
 }  // namespace
 
 RdmaReceiver::RdmaReceiver(ReceiverOptions options, const LandingRing& ring)
     : options_(std::move(options)),
       ring_(ring),
-      metadata_slot_bytes_(round_up(sizeof(SlotHeader) + options_.metadata_bytes, kMetadataAlign)),
+      metadata_slot_bytes_(metadata_slot_size(options_.metadata_bytes)),
       receive_depth_(ring.slot_count + kControlReceives),
       slot_released_(ring.slot_count) {
   if (ring.slot_count == 0 || ring.slot_count > kMaxSlots || ring.slot_bytes == 0 || ring.base == nullptr) {
@@ -289,7 +284,7 @@ ReceiveStatus RdmaReceiver::poll(Arrival& arrival) noexcept {
   return_credits();
   std::array<ibv_wc, 1> completions{};
   // One completion at a time keeps Arrival simple; the CQ itself batches in the provider.
-  for (std::size_t polled = 0; polled < kPollBatch; ++polled) {
+  for (std::size_t polled = 0; polled < kCompletionsPerPoll; ++polled) {
     const int count = ibv_poll_cq(cq_.get(), 1, completions.data());
     if (count < 0) return fail("ibv_poll_cq failed");
     if (count == 0) break;

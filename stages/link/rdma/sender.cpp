@@ -19,21 +19,15 @@ namespace sluice::rdma {
 namespace {
 constexpr std::uint64_t kControlTag = 1ull << 63;  // wr_id of the control SEND; others carry a chunk count
 constexpr std::uint64_t kReceiveTag = 1ull << 62;  // wr_id of the one receive (the receiver's error message)
-constexpr std::size_t kMetadataAlign = 64;
 constexpr std::size_t kPollBatch = 16;
 constexpr std::uint32_t kExtraWork = 8;  // control message and zero-length signals beyond two per chunk
 // How often a sender with nothing in flight looks at the credit word: credits are RDMA
 // writes into it, which raise no completion here.
 constexpr std::chrono::microseconds kCreditPoll{50};
-
-std::uint32_t round_up(std::size_t value, std::size_t to) {
-  return static_cast<std::uint32_t>((value + to - 1) / to * to);
-}
 }  // namespace
 
 RdmaSender::RdmaSender(SenderOptions options)
-    : options_(std::move(options)),
-      metadata_slot_bytes_(round_up(sizeof(SlotHeader) + options_.metadata_bytes, kMetadataAlign)) {
+    : options_(std::move(options)), metadata_slot_bytes_(metadata_slot_size(options_.metadata_bytes)) {
   if (options_.max_outstanding == 0 || options_.signal_every == 0 || options_.signal_every > options_.max_outstanding) {
     throw std::invalid_argument("RoCE sender: max_outstanding must be >= 1 and signal_every in 1..max_outstanding");
   }
