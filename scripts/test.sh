@@ -2,7 +2,7 @@
 # Every test: set up and build with warnings as errors; the source checks (function length,
 # formatting); the whole suite (unit, e2e; gpu and vm tests skip with a reason where there is no GPU
 # or VM) while the sanitizer builds run beside it; then ASan+UBSan on the unit tests, TSan on the
-# queue and lifecycle tests, a bounded fuzz run. Each phase's heading says how many seconds the
+# queue, lifecycle and udp receive thread tests, a bounded fuzz run. Each phase's heading says how many seconds the
 # script had run when it began, so every CI log shows where the time went.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,7 +41,7 @@ phase "sanitizer builds (beside the suite; log in build-sanitizers.log)"
   nice -n 19 cmake --build build-asan -j "$jobs" --target sluice_unit_tests
   touch "$asan_built"
   cmake -S . -B build-tsan -G Ninja "${tsan_flags[@]}" >/dev/null
-  nice -n 19 cmake --build build-tsan -j "$jobs" --target spsc_queue_test lifecycle_test
+  nice -n 19 cmake --build build-tsan -j "$jobs" --target spsc_queue_test lifecycle_test receive_thread_test
 ) >build-sanitizers.log 2>&1 &
 sanitizer_builds=$!
 trap 'kill "$sanitizer_builds" 2>/dev/null || true' EXIT
@@ -66,7 +66,7 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 
 wait "$sanitizer_builds" || sanitizer_builds_failed
 trap - EXIT
-phase "TSan: queue and lifecycle tests"
+phase "TSan: queue, lifecycle and udp receive thread tests"
 TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan -R "^(SpscQueue|Lifecycle)\." -j "$jobs" --output-on-failure
 
 if [ -x scripts/fuzz.sh ]; then
