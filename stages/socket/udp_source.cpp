@@ -1,7 +1,5 @@
-// The udp source. Reordering is repaired inside a small window: a packet that arrives
-// ahead of a hole is held (copied aside) until the hole fills or the window overflows;
-// only then is the hole declared lost, so a swapped pair costs nothing and a dropped packet
-// is counted exactly once, with its exact sample count.
+// The udp source. A packet ahead of a hole is held until the hole fills or the window
+// overflows; only then is the hole lost, counted once with its exact sample count.
 #include "stages/socket/udp_source.hpp"
 
 #include <netinet/in.h>
@@ -58,8 +56,7 @@ void read_receive_thread_settings(SettingsReader& reader, UdpSourceSettings& set
 
 std::size_t default_udp_batch(bool gro) noexcept {
   // The kernel writes a batch's buffers and the stage reads them straight back: sized to stay
-  // in L2, they cost one pass less to DRAM. On a 16-core Xeon with 8 KiB datagrams, 8 GRO
-  // buffers (512 KiB) gave the stage 1.02x the bare loop's rate, 64 (4 MiB) 0.86x (PERFORMANCE.md).
+  // in L2, they cost one pass less to DRAM (PERFORMANCE.md, udp receive batch).
   return gro ? 8 : 64;
 }
 

@@ -1,10 +1,6 @@
-// `udp` source: VITA-49 IF Data (or bare samples, or GNU Radio's sequence-numbered
-// datagrams) off a UDP socket (recvmmsg batches, UDP GRO where the
-// kernel has it), every header validated, loss/duplicate/reorder accounting from the
-// timestamps, a single stray timestamp never moving the stream (JumpGuard), datagrams the
-// kernel dropped at the socket told from a sender's jump by its own count (KernelDrops),
-// samples byte-swapped into chunks in the one copy; with receive_thread, the receive calls on a
-// thread of their own (ReceiveThread) and the rest on the stage's.
+// `udp` source: VITA-49 IF Data, bare samples or GNU Radio datagrams off a UDP socket
+// (recvmmsg, GRO), every header checked, exact loss/duplicate/reorder accounting, samples
+// byte-swapped into chunks in one copy; optionally receiving on a thread of its own.
 #pragma once
 
 #include <netinet/in.h>
@@ -64,6 +60,9 @@ struct UdpSourceSettings {
 // copies out of them. The socket benchmark gives its bare loop the same.
 std::size_t default_udp_batch(bool gro) noexcept;
 
+// A single stray timestamp never moves the stream (JumpGuard); datagrams the kernel dropped at
+// the socket are told from a sender's jump by the kernel's own count (KernelDrops). With
+// receive_thread the recvmmsg calls run on a ReceiveThread and the rest on the stage's thread.
 class UdpSource final : public Stage {
  public:
   UdpSource(SettingsReader& reader, const PipelineSettings& pipeline);
