@@ -16,11 +16,13 @@ phase() { echo "== $* (at ${SECONDS} s)"; }
 # two builds, most of this script's time on a small machine, compile faster than with full -g.
 scripts/setup.sh build -DSLUICE_WERROR=ON -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
 
-# The source checks (seconds): every function over 60 lines says why at its top, and every C++
-# and CUDA file is as scripts/format.sh leaves it. Both fail, never skip, when their tool is missing.
+# The source checks (seconds): every function over 60 lines says why at its top, every C++ and
+# CUDA file is as scripts/format.sh leaves it, and docs/ARCHITECTURE.md's rooms, paths and names
+# match the tree's includes and files. They fail, never skip, when their tool is missing.
 phase "source checks"
 scripts/check_functions.sh
 scripts/format.sh --check
+python3 scripts/check_architecture.py
 
 # The sanitizer builds run beside the whole suite, at the lowest priority: most of the suite's
 # time is spent waiting on sockets, processes and the VM, and the builds take that idle time.
