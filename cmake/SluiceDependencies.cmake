@@ -73,27 +73,3 @@ if(SLUICE_HAVE_RDMA)
   message(STATUS "rdma-core found: building the link's roce transport (RDMA CM, RDMA WRITE WITH IMM)")
 endif()
 
-# Tests: one line each. LABELS: unit, e2e, vm (Soft-RoCE VM), gpu (skips without a GPU).
-include(GoogleTest)
-function(sluice_add_test name)
-  cmake_parse_arguments(ARG "" "LABEL;TIMEOUT" "SOURCES;LIBS" ${ARGN})
-  add_executable(${name} ${ARG_SOURCES})
-  target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest sluice_gtest_main sluice_warnings)
-  # `sluice_unit_tests` builds only what `ctest -L unit` runs: the sanitizer builds in
-  # scripts/test.sh build that target, not the CLI, benches and e2e tests they never run.
-  if(ARG_LABEL STREQUAL "unit")
-    if(NOT TARGET sluice_unit_tests)
-      add_custom_target(sluice_unit_tests)
-    endif()
-    add_dependencies(sluice_unit_tests ${name})
-  endif()
-  if(NOT ARG_TIMEOUT)
-    set(ARG_TIMEOUT 120)
-  endif()
-  # A skip is exit 77 from tests/support/gtest_main.cpp, never a match on the output: CTest lets
-  # a skip pattern override a failing exit, so a failed SetUpTestSuite would read as a skip.
-  gtest_discover_tests(${name} PROPERTIES LABELS "${ARG_LABEL}" TIMEOUT ${ARG_TIMEOUT}
-    SKIP_RETURN_CODE 77 DISCOVERY_TIMEOUT 60
-    # Listed when CTest runs, so parameterised tests over configs/ see files added since the build.
-    DISCOVERY_MODE PRE_TEST)
-endfunction()

@@ -162,7 +162,7 @@ for mode in "$@"; do
         echo "===== $name" >> "$out/tests.log"
         timeout 240 "$test" >> "$out/tests.log" 2>&1 && code=0 || code=$?
         case $code in
-          0) echo "PASS $name ($(grep -c '^\[  SKIPPED \]' "$out/tests.log") skips so far)" ;;
+          0) echo "PASS $name ($(grep -cE '^\[  SKIPPED \] .* \([0-9]+ ms\)$' "$out/tests.log") skips so far)" ;;
           77) echo "SKIP $name (every test skipped: tests.log says why)" ;;  # tests/support/gtest_main.cpp
           *) echo "FAIL $name"; status=1 ;;
         esac

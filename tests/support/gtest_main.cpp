@@ -1,7 +1,6 @@
-// The main of every GoogleTest binary CTest runs. CTest runs one test per process; this main
-// exits 77, CTest's SKIP_RETURN_CODE, only when the test skipped and nothing failed. A failure
-// outside any test (a fixture's SetUpTestSuite) makes GoogleTest skip the tests it guards and
-// exit 1, which stays a failure: no skip message in the output can turn it into a skip.
+// The main of every GoogleTest binary: exit 77, CTest's SKIP_RETURN_CODE and its only skip
+// (cmake/SluiceTests.cmake), when the tests ran skipped and nothing failed. A failed
+// SetUpTestSuite, after which GoogleTest prints its tests as skipped, exits 1: a failure.
 #include <gtest/gtest.h>
 
 int main(int argc, char** argv) {

@@ -1,6 +1,8 @@
-// Tests whose outcome is known, for gtest_main_test: one passes, one skips, and one sits in a
-// fixture whose SetUpTestSuite fails. Not a CTest test itself.
+// Tests whose outcome is known, for gtest_main_test: one passes, one skips, one sits in a fixture
+// whose SetUpTestSuite fails, and one fails after printing a line that reads like a skip.
 #include <gtest/gtest.h>
+
+#include <iostream>
 
 TEST(Probe, Passes) { EXPECT_EQ(1 + 1, 2); }
 
@@ -12,3 +14,9 @@ class BrokenSuite : public ::testing::Test {
 };
 
 TEST_F(BrokenSuite, NeverRuns) { EXPECT_TRUE(true); }
+
+// As a test that shows a child GoogleTest program's output when it fails.
+TEST(Echo, FailsAfterPrintingASkipLine) {
+  std::cout << "[  SKIPPED ] Child.Test (0 ms)\n";
+  FAIL() << "failed on purpose";
+}
