@@ -6,7 +6,6 @@
 #include <netinet/tcp.h>
 #include <netinet/udp.h>
 #include <pthread.h>
-#include <sched.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -27,6 +26,7 @@
 #include "emulator/capture_stream.hpp"
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
+#include "pipeline/thread_cores.hpp"
 #include "pipeline/units.hpp"
 #include "recorder/capture_reader.hpp"
 #include "wire/raw_tcp.hpp"
@@ -996,16 +996,6 @@ void connect_tcp_streams(Emulator::Impl& impl, const EmulatorSettings& settings,
   }
 }
 
-// Pins the calling thread to `cpu`; throws naming the call.
-void pin_thread(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(static_cast<std::size_t>(cpu), &set);
-  if (int error = pthread_setaffinity_np(pthread_self(), sizeof(set), &set); error != 0) {
-    throw std::runtime_error(errno_message("pthread_setaffinity_np(cpu " + std::to_string(cpu) + ")", error));
-  }
-}
-
 }  // namespace
 
 namespace {
@@ -1094,7 +1084,10 @@ EmulatorReport Emulator::run(const std::atomic<bool>* stop, bool progress) {
     threads.emplace_back([&, i] {
       const std::vector<int>& cpus = settings_.streams[i / per_stream].cpus;
       try {
-        if (!cpus.empty()) pin_thread(cpus[i % per_stream % cpus.size()]);
+        if (!cpus.empty()) {
+          const int cpu = cpus[i % per_stream % cpus.size()];
+          pin_thread(pthread_self(), {cpu}, "cpu " + std::to_string(cpu));
+        }
       } catch (const std::exception& error) {
         fmt::print(stderr, "emulator: {}: stream {} sends unpinned\n", error.what(), i / per_stream);
       }

@@ -19,11 +19,16 @@ inline std::uint64_t to_ns(std::chrono::nanoseconds duration) noexcept {
   return static_cast<std::uint64_t>(duration.count());
 }
 
+// A clock_gettime reading (of any clock) in nanoseconds.
+inline std::uint64_t to_ns(const timespec& time) noexcept {
+  return static_cast<std::uint64_t>(time.tv_sec) * 1'000'000'000 + static_cast<std::uint64_t>(time.tv_nsec);
+}
+
 // The calling thread's CPU time: what a call cost it, apart from the time it waited.
 inline std::uint64_t thread_cpu_ns() noexcept {
   timespec now{};
   ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
-  return static_cast<std::uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<std::uint64_t>(now.tv_nsec);
+  return to_ns(now);
 }
 
 // One pause in a polling loop: lets the sibling hyperthread run and saves power while a

@@ -3,16 +3,14 @@
 
 #include <fmt/format.h>
 #include <pthread.h>
-#include <sched.h>
 
 #include <algorithm>
-#include <cstring>
 #include <set>
 
 #include "pipeline/clock.hpp"
 #include "pipeline/cuda_glue.hpp"
-#include "pipeline/errno_message.hpp"
 #include "pipeline/log.hpp"
+#include "pipeline/thread_cores.hpp"
 #include "pipeline/units.hpp"
 
 namespace sluice {
@@ -134,20 +132,17 @@ class FlowWatch {
 };
 
 // Why `cores` (from cpu:) cannot be pinned to, or empty. Cores that come from a GPU's NUMA
-// node are kept to those this process may use instead (an empty result: not pinned).
-std::string settle_cores(StageDefinition& stage) {
+// node are kept to those this process may use (`allowed`) instead (an empty result: not pinned).
+std::string settle_cores(StageDefinition& stage, const std::vector<int>& allowed) {
   if (stage.cores.empty()) return {};
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return errno_message("sched_getaffinity", errno);
   const bool from_setting = stage.cores_reason == "cpu:" || stage.cores_reason == "lane cpu:";
   std::vector<int> usable;
   for (int cpu : stage.cores) {
-    if (cpu < CPU_SETSIZE && CPU_ISSET(static_cast<std::size_t>(cpu), &allowed)) {
+    if (std::binary_search(allowed.begin(), allowed.end(), cpu)) {
       usable.push_back(cpu);
     } else if (from_setting) {
       return "cannot pin to cpu " + std::to_string(cpu) + " (" + stage.cores_reason + "): this process may use " +
-             std::to_string(CPU_COUNT(&allowed)) + " cpus";
+             std::to_string(allowed.size()) + " cpus";
     }
   }
   if (usable.empty()) stage.cores_reason.clear();
@@ -192,11 +187,12 @@ void log_placement(const LaneDefinition& lane) {
 // Every stage's cores settled first, then the starting thread narrowed to the cores no cpu:
 // setting takes: what stages start in start() and the unpinned stage threads inherit it.
 void Pipeline::keep_off_pinned_cores() {
+  const std::vector<int> allowed = allowed_cores();
   std::vector<int> pinned;
   for (auto& lane : lanes_) {
     for (auto& slot : lane.slots) {
       StageDefinition& definition = *slot.definition;
-      if (std::string problem = settle_cores(definition); !problem.empty()) {
+      if (std::string problem = settle_cores(definition, allowed); !problem.empty()) {
         throw PipelineError("lane " + lane.resources->name() + ", stage " + definition.name + " (" + definition.type +
                             "): " + problem);
       }
@@ -263,11 +259,10 @@ void Pipeline::run_stage(Lane& lane, std::size_t index) noexcept {
   metrics.started_ns = monotonic_ns();
   bool failed = false;
   if (!slot.definition->cores.empty()) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    for (int cpu : slot.definition->cores) CPU_SET(static_cast<std::size_t>(cpu), &set);
-    if (int error = pthread_setaffinity_np(pthread_self(), sizeof(set), &set); error != 0) {
-      record_failure(slot, lane.resources->name(), errno_message("pthread_setaffinity_np", error));
+    try {
+      pin_thread(pthread_self(), slot.definition->cores);
+    } catch (const std::exception& error) {
+      record_failure(slot, lane.resources->name(), error.what());
       failed = true;
       request_stop();
     }

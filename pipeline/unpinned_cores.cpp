@@ -4,6 +4,7 @@
 
 #include "pipeline/errno_message.hpp"
 #include "pipeline/gpu_placement.hpp"
+#include "pipeline/thread_cores.hpp"
 
 namespace sluice {
 
@@ -16,15 +17,11 @@ UnpinnedCores::UnpinnedCores(const std::vector<int>& pinned) {
     if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_CLR(static_cast<std::size_t>(cpu), &rest);
   }
   if (CPU_COUNT(&rest) == 0 || CPU_EQUAL(&rest, &before_)) return;
-  if (int error = pthread_setaffinity_np(pthread_self(), sizeof(rest), &rest); error != 0)
-    throw std::runtime_error(errno_message("pthread_setaffinity_np", error));
+  const std::vector<int> cores = cores_in(rest);
+  pin_thread(pthread_self(), cores);
   narrowed_ = true;
   thread_ = pthread_self();
-  std::vector<int> list;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (CPU_ISSET(static_cast<std::size_t>(cpu), &rest)) list.push_back(cpu);
-  }
-  cores_ = format_core_list(list);
+  cores_ = format_core_list(cores);
 }
 
 void UnpinnedCores::release() noexcept {

@@ -9,7 +9,6 @@
 #include <benchmark/benchmark.h>
 #include <fftw3.h>
 #include <pthread.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -23,6 +22,7 @@
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
 #include "pipeline/runtime.hpp"
+#include "pipeline/thread_cores.hpp"
 #include "stages/fft/fft_backend.hpp"
 
 namespace sluice {
@@ -116,27 +116,6 @@ BENCHMARK_CAPTURE(BM_FftStageVsRawFftw, complex, std::string("complex"))
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
-// The cores this process may use, in order: the stage's thread and its workers take the first N,
-// the generator and the sink the next two where there are any (else they float).
-std::vector<int> usable_cores() {
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) throw std::runtime_error("sched_getaffinity failed");
-  std::vector<int> cores;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (CPU_ISSET(static_cast<std::size_t>(cpu), &allowed)) cores.push_back(cpu);
-  }
-  return cores;
-}
-
-void pin_this_thread(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(static_cast<std::size_t>(cpu), &set);
-  if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set) != 0)
-    throw std::runtime_error("pthread_setaffinity_np failed");
-}
-
 // N bare loops, one per core of cores[0, N): each thread its own batch buffer and the one batched plan
 // through fftwf_execute_dft (the stage's threads do the same), total/N samples each; samples/s over
 // the time from a common start to the last thread's end.
@@ -163,7 +142,7 @@ double bare_fftw_samples_per_second(std::size_t size, std::uint64_t total_sample
   std::vector<std::thread> workers;
   for (std::size_t t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
-      pin_this_thread(cores[t]);
+      pin_thread(pthread_self(), {cores[t]});
       ready.fetch_add(1);
       while (!go.load(std::memory_order_acquire)) {
       }
@@ -220,10 +199,8 @@ double backend_samples_per_second(std::size_t size, std::uint64_t total_samples,
   std::vector<std::int16_t> chunk(2 * kChunkSamples);
   for (std::size_t i = 0; i < chunk.size(); ++i) chunk[i] = static_cast<std::int16_t>(i * 7919 % 65536 - 32768);
   std::vector<float> rows(batch * size);
-  cpu_set_t before;
-  if (pthread_getaffinity_np(pthread_self(), sizeof(before), &before) != 0)
-    throw std::runtime_error("pthread_getaffinity_np failed");
-  pin_this_thread(cores[0]);
+  const std::vector<int> before = allowed_cores();
+  pin_thread(pthread_self(), {cores[0]});
   const std::size_t per_batch = batch * size;
   const std::uint64_t batches = total_samples / per_batch;
   std::size_t pending = 0;
@@ -239,8 +216,7 @@ double backend_samples_per_second(std::size_t size, std::uint64_t total_samples,
     at += per_batch;
   }
   const std::uint64_t end = monotonic_ns();
-  if (pthread_setaffinity_np(pthread_self(), sizeof(before), &before) != 0)
-    throw std::runtime_error("pthread_setaffinity_np failed");
+  pin_thread(pthread_self(), before);
   return static_cast<double>(batches * per_batch) / (static_cast<double>(end - begin) / 1e9);
 }
 
@@ -249,7 +225,9 @@ void BM_FftwThreads(benchmark::State& state, const std::string& output) {
   const auto size = static_cast<std::size_t>(state.range(0));
   const auto threads = static_cast<std::size_t>(state.range(1));
   const auto average = static_cast<std::size_t>(state.range(2));
-  const std::vector<int> cores = usable_cores();
+  // The stage's thread and its workers take the first N of these cores, the generator and the
+  // sink the next two where there are any (else they float).
+  const std::vector<int> cores = allowed_cores();
   const std::uint64_t per_thread = 64ULL << 20;
   double stage_one = 0;
   double stage_many = 0;
@@ -284,7 +262,7 @@ void BM_FftwThreads(benchmark::State& state, const std::string& output) {
 int main(int argc, char** argv) {
   // Thread counts this machine has the cores for (N for the fft threads; the generator and the sink
   // float where no core is left for them).
-  const std::size_t cores = sluice::usable_cores().size();
+  const std::size_t cores = sluice::allowed_cores().size();
   auto* threaded = benchmark::RegisterBenchmark(
       "BM_FftwThreads/power_db", [](benchmark::State& state) { sluice::BM_FftwThreads(state, "power_db"); });
   for (const long threads : {2L, 4L, 8L}) {

@@ -4,15 +4,14 @@
 #include "stages/fft/worker_team.hpp"
 
 #include <pthread.h>
-#include <sched.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
+#include <algorithm>
 #include <stdexcept>
 
 #include "pipeline/clock.hpp"
-#include "pipeline/errno_message.hpp"
+#include "pipeline/gpu_placement.hpp"
+#include "pipeline/thread_cores.hpp"
 
 namespace sluice {
 namespace {
@@ -36,42 +35,29 @@ std::uint32_t spin_while_equal(const std::atomic<std::uint32_t>& counter, std::u
   }
 }
 
-std::string core_list(const std::vector<int>& cpus) {
-  std::string text;
-  for (int cpu : cpus) text += (text.empty() ? "" : ", ") + std::to_string(cpu);
-  return text;
-}
-
 // The cores each of a team's `workers` may run on, checked before any thread starts: one each
 // from `cpus`, else any of the process's cores but `avoid_cpu`, else any (no sets). `placement`
 // says which, for the stage's log line.
-std::vector<cpu_set_t> worker_core_sets(std::size_t workers, const std::vector<int>& cpus, int avoid_cpu,
-                                        std::string& placement) {
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
+std::vector<std::vector<int>> worker_core_sets(std::size_t workers, const std::vector<int>& cpus, int avoid_cpu,
+                                               std::string& placement) {
   // The main thread's cores (its id is the process id): the process's own, even when the thread that
   // builds the team is pinned somewhere narrower.
-  if (sched_getaffinity(getpid(), sizeof(allowed), &allowed) != 0) {
-    throw std::runtime_error(errno_message("sched_getaffinity", errno));
-  }
-  std::vector<cpu_set_t> sets;
+  const std::vector<int> allowed = allowed_cores(getpid());
+  const auto may_use = [&allowed](int cpu) { return std::binary_search(allowed.begin(), allowed.end(), cpu); };
+  std::vector<std::vector<int>> sets;
   if (!cpus.empty()) {
     for (int cpu : cpus) {
-      if (cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(static_cast<std::size_t>(cpu), &allowed)) {
+      if (!may_use(cpu)) {
         throw std::runtime_error("cannot pin a worker to cpu " + std::to_string(cpu) + ": this process may use " +
-                                 std::to_string(CPU_COUNT(&allowed)) + " cpus");
+                                 std::to_string(allowed.size()) + " cpus");
       }
-      cpu_set_t set;
-      CPU_ZERO(&set);
-      CPU_SET(static_cast<std::size_t>(cpu), &set);
-      sets.push_back(set);
+      sets.push_back({cpu});
     }
-    placement = "on cores " + core_list(cpus);
-  } else if (avoid_cpu >= 0 && avoid_cpu < CPU_SETSIZE && CPU_ISSET(static_cast<std::size_t>(avoid_cpu), &allowed) &&
-             CPU_COUNT(&allowed) > 1) {
-    cpu_set_t set = allowed;
-    CPU_CLR(static_cast<std::size_t>(avoid_cpu), &set);
-    sets.assign(workers, set);
+    placement = "on cores " + format_core_list(cpus);
+  } else if (may_use(avoid_cpu) && allowed.size() > 1) {
+    std::vector<int> others = allowed;
+    others.erase(std::find(others.begin(), others.end(), avoid_cpu));
+    sets.assign(workers, others);
     placement = "on any core but " + std::to_string(avoid_cpu);
   } else {
     placement = "on any core";
@@ -98,18 +84,14 @@ WorkerTeam::WorkerTeam(std::size_t threads, const std::vector<int>& cpus, int av
   start_workers(worker_core_sets(threads - 1, cpus, avoid_cpu, placement_), threads - 1, name);
 }
 
-void WorkerTeam::start_workers(const std::vector<cpu_set_t>& sets, std::size_t workers, const std::string& name) {
+void WorkerTeam::start_workers(const std::vector<std::vector<int>>& sets, std::size_t workers,
+                               const std::string& name) {
   workers_.reserve(workers);
   try {
     for (std::size_t index = 1; index <= workers; ++index) {
       workers_.emplace_back([this, index] { work(index); });
       const pthread_t handle = workers_.back().native_handle();
-      if (!sets.empty()) {
-        if (int error = pthread_setaffinity_np(handle, sizeof(cpu_set_t), &sets[index - 1]); error != 0) {
-          throw std::runtime_error(
-              errno_message("pthread_setaffinity_np (worker " + std::to_string(index) + ")", error));
-        }
-      }
+      if (!sets.empty()) pin_thread(handle, sets[index - 1], "worker " + std::to_string(index));
       // For top -H and perf; a name that does not fit 15 bytes is cut, which harms nothing.
       const std::string thread_name = (name + " " + std::to_string(index)).substr(0, 15);
       static_cast<void>(pthread_setname_np(handle, thread_name.c_str()));

@@ -1,8 +1,6 @@
 // WorkerTeam: persistent threads that share one job at a time with the thread that asks.
 #pragma once
 
-#include <sched.h>
-
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -55,7 +53,7 @@ class WorkerTeam {
   void stop_workers() noexcept;
   // Starts workers 1..`workers`, each pinned to its set in `sets` (none: unpinned) and named
   // after `name`; stops the ones started when one fails.
-  void start_workers(const std::vector<cpu_set_t>& sets, std::size_t workers, const std::string& name);
+  void start_workers(const std::vector<std::vector<int>>& sets, std::size_t workers, const std::string& name);
 
   // The job being run, set by the caller before it publishes the job's generation in claims_; a part
   // is run only once claimed for that generation, and the job cannot change before its parts are done.

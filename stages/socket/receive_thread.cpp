@@ -3,15 +3,13 @@
 #include "stages/socket/receive_thread.hpp"
 
 #include <pthread.h>
-#include <sched.h>
 #include <time.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <stdexcept>
 
 #include "pipeline/clock.hpp"
-#include "pipeline/errno_message.hpp"
+#include "pipeline/thread_cores.hpp"
 
 namespace sluice {
 namespace {
@@ -62,12 +60,11 @@ void ReceiveThread::start(const std::vector<int>& cores, const std::string& name
   thread_ = std::thread([this] { run(); });
   handle_ = thread_.native_handle();
   if (!cores.empty()) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    for (int core : cores) CPU_SET(static_cast<std::size_t>(core), &set);
-    if (int error = pthread_setaffinity_np(thread_.native_handle(), sizeof(set), &set); error != 0) {
+    try {
+      pin_thread(handle_, cores, "receive thread");
+    } catch (...) {
       stop();
-      throw std::runtime_error(errno_message("pthread_setaffinity_np (receive thread)", error));
+      throw;
     }
   }
   // A name longer than 15 bytes is cut, which harms nothing.
@@ -145,13 +142,13 @@ std::uint64_t ReceiveThread::cpu_ns() const noexcept {
   timespec now{};
   if (pthread_getcpuclockid(handle_, &clock) != 0 || ::clock_gettime(clock, &now) != 0)
     return final_cpu_ns_.load(std::memory_order_relaxed);
-  return static_cast<std::uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<std::uint64_t>(now.tv_nsec);
+  return to_ns(now);
 }
 
 std::uint64_t ReceiveThread::consumer_cpu_ns() const noexcept {
   timespec now{};
   if (!have_consumer_clock_.load(std::memory_order_acquire) || ::clock_gettime(consumer_clock_, &now) != 0) return 0;
-  return static_cast<std::uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<std::uint64_t>(now.tv_nsec);
+  return to_ns(now);
 }
 
 void ReceiveThread::release() noexcept {

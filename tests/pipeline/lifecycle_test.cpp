@@ -2,8 +2,6 @@
 // fails at start or mid-run, and the block/drop overflow policies. Every run checks that
 // what the source handed on is what arrived (no accepted chunk lost).
 #include <gtest/gtest.h>
-#include <pthread.h>
-#include <sched.h>
 
 #include <atomic>
 #include <thread>
@@ -12,6 +10,7 @@
 #include "monitor/report.hpp"
 #include "pipeline/config.hpp"
 #include "pipeline/runtime.hpp"
+#include "pipeline/thread_cores.hpp"
 #include "tests/stages/stage_test_util.hpp"
 #include "tests/support/test_stages.hpp"
 
@@ -71,19 +70,6 @@ class FailAfter final : public Stage {
 
 // `slow`, the sink these tests fill queues with, is test_support's (tests/support/test_stages.hpp).
 
-// The cores a thread may run on, as the kernel reports them.
-std::vector<int> cores_of_this_thread() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cores;
-  if (pthread_getaffinity_np(pthread_self(), sizeof(set), &set) == 0) {
-    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-      if (CPU_ISSET(static_cast<std::size_t>(cpu), &set)) cores.push_back(cpu);
-    }
-  }
-  return cores;
-}
-
 // The probe's stage thread's cores while it runs, and those of a thread it makes in start().
 std::vector<int> g_probe_cores;
 std::vector<int> g_probe_helper_cores;
@@ -93,10 +79,10 @@ class AffinityProbe final : public Stage {
   AffinityProbe(SettingsReader&, const PipelineSettings&) {}
   void start(StageContext& context) override {
     context_ = &context;
-    std::thread([] { g_probe_helper_cores = cores_of_this_thread(); }).join();
+    std::thread([] { g_probe_helper_cores = allowed_cores(); }).join();
   }
   StageStatus process() override {
-    if (g_probe_cores.empty()) g_probe_cores = cores_of_this_thread();
+    if (g_probe_cores.empty()) g_probe_cores = allowed_cores();
     ChunkPtr chunk = context_->input().pop(std::chrono::milliseconds(10));
     if (!chunk) return context_->input().finished() ? StageStatus::end_of_stream : StageStatus::idle;
     context_->emit(std::move(chunk));
@@ -298,14 +284,9 @@ TEST(Lifecycle, PinningToACpuThisProcessCannotUseFailsAtStart) {
 // A lane's cpu: set pins its stages that name none to exactly that set; the report says where
 // each stage ran and the lane's GPU.
 TEST(Lifecycle, ALaneCpuSetPinsItsStagesToThatSet) {
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
-  std::vector<int> usable;
-  for (int cpu = 0; cpu < CPU_SETSIZE && usable.size() < 2; ++cpu) {
-    if (CPU_ISSET(static_cast<std::size_t>(cpu), &allowed)) usable.push_back(cpu);
-  }
+  std::vector<int> usable = allowed_cores();
   if (usable.size() < 2) GTEST_SKIP() << "this process may use one core";
+  usable.resize(2);
   const std::string set = std::to_string(usable[0]) + "," + std::to_string(usable[1]);
   g_probe_cores.clear();
   auto pipeline = make("lanes: [{name: a, gpu: 0, cpu: '" + set +
@@ -327,7 +308,7 @@ TEST(Lifecycle, ALaneCpuSetPinsItsStagesToThatSet) {
 // stage makes in start()) run on the other cores, and the thread that ran the pipeline has all
 // of its cores back afterwards.
 TEST(Lifecycle, ThreadsWithoutACpuSettingKeepOffPinnedCores) {
-  const std::vector<int> before = cores_of_this_thread();
+  const std::vector<int> before = allowed_cores();
   if (before.size() < 2) GTEST_SKIP() << "this process may use one core";
   const int pinned = before.back();
   std::vector<int> rest(before.begin(), before.end() - 1);
@@ -340,7 +321,7 @@ TEST(Lifecycle, ThreadsWithoutACpuSettingKeepOffPinnedCores) {
   ASSERT_TRUE(pipeline->failures().empty()) << pipeline->failures()[0].message;
   EXPECT_EQ(g_probe_cores, rest);
   EXPECT_EQ(g_probe_helper_cores, rest);
-  EXPECT_EQ(cores_of_this_thread(), before);
+  EXPECT_EQ(allowed_cores(), before);
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 
 #include "loopback_pair.hpp"
 #include "pipeline/clock.hpp"
+#include "pipeline/thread_cores.hpp"
 #include "proc_net_udp.hpp"
 #include "wire/socket.hpp"
 
@@ -168,10 +169,7 @@ TEST(ReceiveThread, AFailedReceiveEndsItWithItsErrno) {
 TEST(ReceiveThread, ItRunsOnTheCoresItIsGiven) {
   Loopback loopback;
   ReceiveThread thread(loopback.receiver.get(), 2, 4, kSlot, kControl);
-  cpu_set_t allowed;
-  ASSERT_EQ(::sched_getaffinity(0, sizeof(allowed), &allowed), 0);
-  int core = 0;
-  while (!CPU_ISSET(static_cast<std::size_t>(core), &allowed)) ++core;
+  const int core = allowed_cores().front();
   thread.start({core}, "rx pinned");
   // Its entry under /proc/self/task, found by its name, shows the one core it may run on.
   std::string found;
