@@ -1,9 +1,7 @@
 #!/usr/bin/env bash
-# Lists C++ and CUDA functions longer than a limit (default 60 lines) and fails unless each one
-# says why at its top: a comment starting "// Long because" just above it or on its first line.
+# Lists C++ and CUDA functions longer than a limit (default 60 lines) and fails unless each says why
+# at its top: a comment starting "// Long because" just above it or on its first line.
 #   scripts/check_functions.sh [--limit N] [PATH...]   (default: the source rooms and bench/)
-# Function extents come from universal-ctags (Debian's universal-ctags): pmccabe misparses C++17
-# nested namespaces and `for (;;)`, and clang-tidy needs a full configure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,7 +12,9 @@ if [ "${1:-}" = --limit ]; then
 fi
 paths=("$@")
 [ ${#paths[@]} -gt 0 ] || paths=(pipeline wire stages recorder emulator monitor suite cli bench)
-# Called by its own name: `ctags` may be another ctags (Exuberant, Emacs's etags) through alternatives.
+# Function extents come from universal-ctags: pmccabe misparses C++17 nested namespaces and
+# `for (;;)`, and clang-tidy needs a full configure. Called by its own name: `ctags` may be another
+# ctags (Exuberant, Emacs's etags) through alternatives.
 ctags=ctags-universal
 command -v "$ctags" >/dev/null || {
   echo "check_functions: $ctags is missing (apt-get install universal-ctags, or scripts/setup.sh)" >&2

@@ -1,8 +1,6 @@
 #!/usr/bin/env bash
-# The main job: set everything up, then run the mission's dual-port pipeline (configs/dual_port.yaml)
-# on whatever hardware is present: sluice starts the emulator, two lanes go udp → raw record →
-# link → fft → spectra record, with live per-lane rates while it runs and the per-stage summary
-# after. Then it draws the recorded spectra and says where everything is.
+# The demo: set up, run the dual-port pipeline (configs/dual_port.yaml: emulator, two lanes of udp →
+# raw record → link → fft → spectra record) on whatever hardware is present, then draw its spectra.
 #   scripts/demo.sh [extra sluice run arguments, e.g. --set template.raw.enabled=false]
 set -euo pipefail
 cd "$(dirname "$0")/.."

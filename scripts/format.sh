@@ -2,11 +2,11 @@
 # Formats the tracked C++ and CUDA sources with clang-format (.clang-format at the top), or with
 # --check lists the files it would change and fails if there are any.
 #   scripts/format.sh [--check] [FILE...]   (default: every tracked .cpp, .hpp, .h, .cu, .cuh)
-# The version is pinned: clang-format 14 is Debian 12's default and an Ubuntu 24.04 package, and
-# another version formats some constructs differently, so a tree it formats would fail the check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Pinned: clang-format 14 is Debian 12's default and an Ubuntu 24.04 package, and another version
+# formats some constructs differently, so a tree it formats would fail the check.
 clang_format=clang-format-14
 check=false
 if [ "${1:-}" = --check ]; then

@@ -1,9 +1,7 @@
 #!/usr/bin/env bash
-# Every test: set up and build with warnings as errors; the source checks (function length,
-# formatting); the whole suite (unit, e2e; gpu and vm tests skip with a reason where there is no GPU
-# or VM) while the sanitizer builds run beside it; then ASan+UBSan on the unit tests, TSan on the
-# queue, lifecycle and udp receive thread tests, a bounded fuzz run. Each phase's heading says how many seconds the
-# script had run when it began, so every CI log shows where the time went.
+# Every test: the build with warnings as errors, the source checks, the whole suite (gpu and vm tests
+# skip with a reason where there is none) beside the sanitizer builds, then ASan+UBSan, TSan and fuzz.
+# Each phase's heading says the second it began, so every CI log shows where the time went.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)

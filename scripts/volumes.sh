@@ -1,20 +1,13 @@
 #!/usr/bin/env bash
-# Makes N ext4 or xfs volumes on loop devices over image files (in /dev/shm by default: RAM-backed
-# stand-ins for NVMe drives) for the benchmarks, the device runs and CI, and removes them again.
+# ext4 or xfs volumes on loop devices over images in DIR (default /dev/shm/sluice-volumes: NVMe stand-ins in RAM):
 #   scripts/volumes.sh make N SIZE [ext4|xfs] [DIR]   prints the N mount points, one a line
 #   scripts/volumes.sh remove [DIR]                   unmounts, detaches and deletes all it made in DIR
-# DIR (default /dev/shm/sluice-volumes) holds images/volI.img and mnt/volI. `remove` reads what
-# to undo from the system (mounts under DIR/mnt, loop devices over DIR/images), not from a note,
-# so it also cleans up after a crash or a half-finished `make`; it is a no-op when nothing is left.
-# Images are fully allocated (fallocate; mkfs does not discard, which would punch the holes back)
-# at `make`, so a lack of memory or space fails there and not in the middle of a run.
-# Needs root, losetup, mkfs.ext4 or mkfs.xfs.
 set -euo pipefail
 
 default_dir=/dev/shm/sluice-volumes
 
 usage() {
-  sed -n '4,5p' "$0" | sed 's/^# *//' >&2
+  sed -n '3,4p' "$0" | sed 's/^# *//' >&2
   exit 2
 }
 
@@ -51,6 +44,8 @@ loops_over() {
     awk -v prefix="$images/" 'index($2, prefix) == 1 { print $1 }'
 }
 
+# What to undo is read from the system (mounts under DIR/mnt, loop devices over DIR/images), not from
+# a note, so it also cleans up after a crash or a half-finished make; nothing left is a no-op.
 remove() {
   local dir=$1 status=0 mount_point loop
   [ -d "$dir" ] || return 0
@@ -99,6 +94,8 @@ make_one() {  # make_one DIR INDEX BYTES FS: prints the mount point
   local dir=$1 index=$2 bytes=$3 filesystem=$4 image loop mount_point
   image="$dir/images/vol$index.img"
   mount_point="$dir/mnt/vol$index"
+  # Fully allocated (mkfs does not discard, which would punch the holes back), so a lack of memory
+  # or space fails here and not in the middle of a run.
   truncate --size "$bytes" "$image" || fail "truncate $image failed"
   fallocate --length "$bytes" "$image" ||
     fail "fallocate $image ($bytes bytes) failed: too little memory or space in $(dirname "$image")"

@@ -1,10 +1,5 @@
-// A generator→sink lane moving 4 MiB chunks against a bare loop doing the same work, measured
-// in the same benchmark run. The runtime must not be the bottleneck: ratio ≥ 0.8. Two cases:
-// - null sink (never reads the payload) vs one thread copying the generator's pattern into ONE
-//   hot chunk-sized buffer: the generator's own work with no runtime at all;
-// - a sink that reads every byte (sums it) vs two bare threads doing the same split of work,
-//   copy on one core and sum on another, handing two buffers back and forth: what the lane
-//   pays to move each chunk between cores, without the runtime.
+// A generator→sink lane moving 4 MiB chunks against bare threads doing the same work, in the
+// same run: the runtime must not be the bottleneck (ratio ≥ 0.8).
 #include <benchmark/benchmark.h>
 
 #include <array>
@@ -138,9 +133,14 @@ void lane_vs_baseline(benchmark::State& state, double (*baseline_bytes_per_secon
   state.counters["ratio"] = lane / baseline;
 }
 
+// A sink that never reads the payload against one thread copying the generator's pattern into one
+// hot chunk-sized buffer: the generator's own work with no runtime at all.
 void BM_GeneratorToNullVsMemcpy(benchmark::State& state) { lane_vs_baseline(state, memcpy_bytes_per_second, "null"); }
 BENCHMARK(BM_GeneratorToNullVsMemcpy)->Arg(8192)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 
+// A sink that sums every byte against two bare threads splitting the same work, copy on one core
+// and sum on another, handing two buffers back and forth: what moving a chunk between cores costs
+// without the runtime.
 void BM_GeneratorToReaderVsBareTwoThreads(benchmark::State& state) {
   lane_vs_baseline(state, copy_then_sum_bytes_per_second, "sum");
 }

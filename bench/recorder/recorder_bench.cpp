@@ -1,20 +1,5 @@
-// Recorder write, record stage and replay read against fio in the same run, on the same
-// filesystem, with the same block size (the chunk), queue depth and PAGE SIZE: counters
-// `ratio` = ours / fio's (target ≥ 0.95). Each repetition measures both sides back to back,
-// and the side that goes first alternates: a virtual disk's host cache otherwise favours
-// whichever writes first. Page for page, both ways:
-//   SLUICE_HUGE_PAGES=0: Sluice's pools in 4 KiB pages, fio --iomem=malloc (4 KiB pages);
-//   default:             Sluice's pools in 2 MiB transparent huge pages, fio --iomem=mmaphuge
-//                        (needs reserved pages: echo 64 > /proc/sys/vm/nr_hugepages).
-// The counter huge_fraction says how much of the writer's pool really sits in huge pages, and
-// every replayed chunk's pages are checked against the file offsets the writer stamped.
-// BM_StripedWriteVsFio writes one lane striped over every directory of SLUICE_BENCH_DIRS (a
-// colon-separated list, one per volume) against fio with one job per volume at once, each
-// volume given the same bytes and queue depth on both sides; its counter thread_busy is the
-// submitting thread's CPU time over the writes' wall time (near 1: that thread is the bound),
-// kernel_depth the writes it kept in the kernel a volume on average (fio keeps its iodepth, 8),
-// volume_idle the fraction of the time some volume had none (both sampled at every turn).
-// SLUICE_BENCH_PREALLOCATE sets the writer's preallocate (default: every byte, reserved at once).
+// Recorder write, record stage and replay read against fio in the same run: same filesystem,
+// block size (the chunk), queue depth and page size; counter `ratio` = ours / fio's (target ≥ 0.95).
 //   SLUICE_BENCH_DIR=/data/bench SLUICE_BENCH_BYTES=8GiB ./recorder_bench --benchmark_repetitions=5
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
@@ -62,6 +47,7 @@ const std::uint64_t kTotalBytes = [] {
   return parsed ? *parsed / kChunkBytes * kChunkBytes : 4ULL << 30;
 }();
 
+// A directory of its own under SLUICE_BENCH_DIR (default: the temporary directory).
 std::string bench_directory() {
   const char* configured = std::getenv("SLUICE_BENCH_DIR");
   const fs::path path = fs::path(configured != nullptr ? configured : fs::temp_directory_path().string()) /
@@ -70,7 +56,9 @@ std::string bench_directory() {
   return path.string();
 }
 
-// Whether Sluice's pools use huge pages in this process (MemoryRegion reads the same variable).
+// Whether Sluice's pools use huge pages in this process (MemoryRegion reads the same variable), and
+// so fio's buffers: SLUICE_HUGE_PAGES=0, 4 KiB pages and fio --iomem=malloc; default, 2 MiB
+// transparent huge pages and fio --iomem=mmaphuge (echo 64 > /proc/sys/vm/nr_hugepages first).
 bool huge_pages() {
   const char* value = std::getenv("SLUICE_HUGE_PAGES");
   return value == nullptr || std::string_view(value) != "0";
@@ -304,7 +292,8 @@ double replay_read(const std::string& collection) {
   return static_cast<double>(in.bytes.load() - in.first_bytes.load()) / seconds;
 }
 
-// Runs both sides of one repetition; which goes first alternates from one call to the next.
+// Runs both sides of one repetition; which goes first alternates from one call to the next, as a
+// virtual disk's host cache otherwise favours whichever writes first.
 void alternately(int& round, const std::function<void()>& ours, const std::function<void()>& fio) {
   if (round++ % 2 == 0) {
     ours();
@@ -401,6 +390,11 @@ std::vector<std::string> bench_volumes() {
   return volumes;
 }
 
+// One lane striped over every directory of SLUICE_BENCH_DIRS (one per volume) against fio with one
+// job per volume at once, the same bytes and queue depth a volume. Counters: thread_busy, the
+// submitting thread's CPU time over the writes' wall time (near 1: that thread is the bound);
+// kernel_depth, the writes it kept in the kernel a volume on average (fio keeps its iodepth, 8);
+// volume_idle, the fraction of the time some volume had none (both sampled at every turn).
 void BM_StripedWriteVsFio(benchmark::State& state) {
   const std::vector<std::string> volumes = bench_volumes();
   if (volumes.empty()) {

@@ -1,12 +1,5 @@
-// An hour-long rotating recording, simulated with small files: one file set per "second"
-// (SLUICE_BENCH_ROTATIONS, default 3600), each SLUICE_BENCH_FILE_BYTES (default 256 KiB) of
-// SLUICE_BENCH_CHUNK (default 64 KiB) chunks, against the same bytes in one file in the same run. Counters:
-//   ratio      = rotating rate / non-rotating rate (rotation's cost on the write path),
-//   late_early = rate over the last tenth of the files / rate over the first tenth (a cost
-//                that grows with the recording's length shows here as < 1),
-//   waits      = rotations that found their next file set not ready.
-// With few files (SLUICE_BENCH_ROTATIONS=5 SLUICE_BENCH_FILE_BYTES=4GiB) late_early is the last
-// file's rate over the first's.
+// An hour-long rotating recording simulated with small files, against the same bytes in one file
+// in the same run: rotation's cost on the write path, and whether it grows with the recording.
 //   SLUICE_BENCH_DIR=/data/bench ./rotation_bench --benchmark_repetitions=5
 #include <benchmark/benchmark.h>
 #include <unistd.h>
@@ -35,6 +28,7 @@ std::uint64_t env_number(const char* name, std::uint64_t fallback) {
   const auto parsed = text != nullptr ? parse_bytes(text) : std::nullopt;
   return parsed ? *parsed : fallback;
 }
+// One file set per "second" of the hour, each kFileBytes of kChunkBytes chunks.
 const std::size_t kChunkBytes = std::max<std::size_t>(4096, env_number("SLUICE_BENCH_CHUNK", 64 << 10) / 4096 * 4096);
 const std::uint64_t kFiles = env_number("SLUICE_BENCH_ROTATIONS", 3600);
 const std::uint64_t kFileBytes =
@@ -137,6 +131,10 @@ void BM_HourOfRotationVsOneFile(benchmark::State& state) {
   fs::remove_all(directory);
   const double bytes = static_cast<double>(kFiles * kFileBytes);
   const std::size_t tenth = std::max<std::size_t>(1, kFiles / 10);
+  // ratio: rotating rate / one file's rate. late_early: rate over the last tenth of the files /
+  // over the first tenth (< 1: a cost that grows with the recording's length); with few files
+  // (SLUICE_BENCH_ROTATIONS=5 SLUICE_BENCH_FILE_BYTES=4GiB) the last file's over the first's.
+  // waits: rotations that found their next file set not ready.
   state.counters["files"] = static_cast<double>(kFiles);
   state.counters["rotating_MBps"] = bytes / rotating.seconds / 1e6;
   state.counters["single_MBps"] = bytes / single.seconds / 1e6;

@@ -1,11 +1,5 @@
-// The fft stage (generator → fft → null, real runtime) against its baseline: a raw
-// fftwf_execute loop of the same FFTW plan shape and planner flags over the same number of
-// samples, measured in the same run. The stage also converts, windows, takes |X|², averages,
-// fftshifts and takes logs, so ratio < 1 is its whole per-sample overhead. A second baseline,
-// one fftwf_execute_dft per row, shows whether batching with fftwf_plan_many_dft pays.
-// BM_FftwThreads: the stage on N threads (threads: N) against itself on one, and against N bare
-// fftwf_execute loops on the same N cores, all in one run: scaling = rate(N) / rate(1). The same
-// for the FFTW backend driven directly (backend_*), which no generator or sink competes with.
+// The fft stage (generator → fft → null, real runtime) against bare FFTW loops of the same plan
+// shape and planner flags over the same samples, in the same run; on one thread and on N.
 #include <benchmark/benchmark.h>
 #include <fftw3.h>
 #include <pthread.h>
@@ -89,6 +83,9 @@ double stage_samples_per_second(std::size_t size, std::uint64_t total_samples, c
       total_samples);
 }
 
+// The stage against a raw fftwf_execute loop: the stage also converts, windows, takes |X|², averages,
+// fftshifts and takes logs, so ratio < 1 is its whole per-sample overhead. A second baseline, one
+// fftwf_execute_dft per row, shows whether batching with fftwf_plan_many_dft pays.
 void BM_FftStageVsRawFftw(benchmark::State& state, const std::string& output) {
   const auto size = static_cast<std::size_t>(state.range(0));
   const std::uint64_t total = 64ULL << 20;  // input samples (256 MiB of ci16)
@@ -220,7 +217,9 @@ double backend_samples_per_second(std::size_t size, std::uint64_t total_samples,
   return static_cast<double>(batches * per_batch) / (static_cast<double>(end - begin) / 1e9);
 }
 
-// Arguments: FFT size, threads N, average. Input: 64 Mi ci16 samples per thread (256 MiB each).
+// The stage on N threads (threads: N) against itself on one and against N bare fftwf_execute loops
+// on the same N cores: scaling = rate(N) / rate(1); the same for the FFTW backend driven directly
+// (backend_*). Arguments: FFT size, threads N, average. Input: 64 Mi ci16 samples per thread.
 void BM_FftwThreads(benchmark::State& state, const std::string& output) {
   const auto size = static_cast<std::size_t>(state.range(0));
   const auto threads = static_cast<std::size_t>(state.range(1));

@@ -1,19 +1,5 @@
-// The fft stage's cuFFT backend on the GPU against bare loops measured in the same run over
-// the same buffers:
-//   BM_StageVsBareC2C: 1024-point, cf32 in, complex out, window none, 1 MiB..256 MiB chunks, fusion
-//     fused (second argument 0) or kernels (1):
-//     device chunks → fft → null (the real runtime; the source only re-stamps chunks whose bytes were
-//     filled once) against cufftExecC2C out of place over the same chunk-sized buffers. Counter `ratio`.
-//   BM_Ci16PowerDbVsCopy: ci16 → hann → 1024-point FFT → |X|² averaged over 16 → dB, 64 MiB chunks,
-//     against cudaMemcpyAsync device-to-device of the same input bytes. Counter `ratio`. Argument: fusion, as above.
-// Stage rates are input bytes over the time data flowed (first chunk in to last rows out), bare
-// loops' over their wall time; 64 GiB per measurement.
-//   BM_FusedComplexKernelVsC2C: the complex kernel alone against cufftExecC2C, same buffers, with no
-//     fence, a stream write of the fence word after each kernel, or the fence each next kernel writes.
-//   BM_HostCallCost: the host's nanoseconds per CUDA call of the stage's per-chunk path.
-// Without a CUDA device it reports an error and measures nothing.
-// SLUICE_BENCH_FFT_OUT_CHUNKS=N sizes the fft stage's output pool (default 32); SLUICE_BENCH_BUSY=1
-// prints each stage thread's busy share of every stage run on stderr.
+// The fft stage's cuFFT backend on the GPU against bare loops (cufftExecC2C, a device-to-device
+// copy, its own kernels alone) over the same buffers in the same run; counter `ratio`.
 #include <benchmark/benchmark.h>
 #include <cuda_runtime.h>
 #include <cufft.h>
@@ -65,7 +51,8 @@ std::size_t out_chunks() {
   return text != nullptr && std::atoi(text) > 0 ? static_cast<std::size_t>(std::atoi(text)) : 32;
 }
 
-// Input bytes/s through device_source → fft (cuFFT, device in and out) → null.
+// Input bytes/s through device_source → fft (cuFFT, device in and out) → null, over the time data
+// flowed (first chunk in to last rows out); the source only re-stamps chunks filled once.
 double stage_rate(std::size_t chunk_bytes, std::uint64_t chunks, const std::string& fft, std::size_t out_chunk_bytes) {
   Pipeline pipeline(load_pipeline_text(
       "lanes: [{name: a, stages: [{type: device_source, format: " + std::string(to_string(g_format)) +
@@ -166,6 +153,8 @@ std::uint64_t chunks_for(std::size_t chunk_bytes) {
   return std::max<std::uint64_t>(64, (64ULL << 30) / chunk_bytes);  // 64 GiB of input, at least 64 chunks
 }
 
+// 1024-point, cf32 in, complex out, window none, 1 MiB..256 MiB chunks, fused (second argument 0)
+// or kernels (1), against cufftExecC2C out of place over the same chunk-sized buffers.
 void BM_StageVsBareC2C(benchmark::State& state) {
   if (skipped_without_cuda(state)) return;
   const auto chunk_bytes = static_cast<std::size_t>(state.range(0)) << 20;
@@ -190,6 +179,8 @@ BENCHMARK(BM_StageVsBareC2C)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
+// ci16 → hann → 1024-point FFT → |X|² averaged over 16 → dB, 64 MiB chunks, against a device-to-device
+// copy of the same input bytes. Argument: fused (0) or kernels (1).
 void BM_Ci16PowerDbVsCopy(benchmark::State& state) {
   if (skipped_without_cuda(state)) return;
   const std::size_t chunk_bytes = 64 << 20;

@@ -1,13 +1,6 @@
-// The local link into and out of GPU memory against raw CUDA copy loops in the same run:
-// a generator → link (memory: device: host → GPU) → link (memory: host_pinned: GPU → host) →
-// null lane. Each link's rate over its busy time (what one chunk's hop costs it, hand-off
-// included) is compared with a bare cudaMemcpyAsync + cudaStreamSynchronize loop over the same
-// 4 MiB chunks between the same kinds of memory: counters `h2d_ratio`, `d2h_ratio`. Two rows:
-// the generator's pool pageable (`memory: host`, what a pipeline's pools are unless a stage
-// pins them) against a raw loop from pageable memory, and pinned against a raw pinned loop;
-// `h2d_raw_pinned_GBps` is beside both, so the cost of pageable memory is in plain view.
-// The lane's end-to-end rate is reported too (the generator's CPU fill usually bounds it).
-// Without a CUDA device it reports an error and measures nothing.
+// The local link into and out of GPU memory (generator → link to the GPU → link back to pinned
+// host memory → null) against bare cudaMemcpyAsync + cudaStreamSynchronize loops over the same
+// 4 MiB chunks and kinds of memory, in the same run: counters `h2d_ratio`, `d2h_ratio`.
 #include <benchmark/benchmark.h>
 #include <cuda_runtime.h>
 
@@ -95,6 +88,10 @@ LaneRates lane_rates(bool pinned_source, std::uint64_t total) {
   return rates;
 }
 
+// Each link's rate over its busy time (one chunk's hop, hand-off included). Second argument: the
+// generator's pool pageable (0, `memory: host`, what pools are unless a stage pins them) or pinned
+// (1), each against a raw loop from the same memory; h2d_raw_pinned_GBps is beside both, so the cost
+// of pageable memory is in plain view. lane_GBps is end to end (the generator's fill bounds it).
 void BM_LinkThroughGpuMemoryVsCudaMemcpy(benchmark::State& state) {
   if (!cuda_available()) {
     state.SkipWithError(("no CUDA device: " + cuda_unavailable_reason()).c_str());

@@ -1,13 +1,5 @@
-// The tcp link transport against a bare TCP send/recv loop on loopback: the same bytes,
-// the same chunk size, the same socket options (TCP_NODELAY), one sending and one
-// receiving thread each. The bare loop recv()s straight into one buffer and sends from one
-// buffer; the link moves chunks from a pool through credits, frames and metadata into a
-// landing ring whose slots a "null sink" thread releases at once, over one connection and
-// over several (`connections:`). Runs alternate; the medians and their ratios are printed, and
-// for the link the sending half's busy share per GB/s as the runtime counts it (time in send()
-// that is not waiting for a credit) beside the calling thread's CPU time per GB/s, and the
-// connections' writer threads' time in their socket writes per GB (summed over connections),
-// and their CPU time in them (the kernel's copying, apart from waits for room in the socket).
+// The tcp link transport, over one connection and over several, against a bare TCP send/recv loop
+// on loopback: same bytes, chunk size and TCP_NODELAY; medians of interleaved runs and their ratios.
 //   link_tcp_bench [MiB per run, default 1024] [rounds, default 7] [connections, default 4]
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -48,7 +40,8 @@ std::uint16_t listen_any(wire::UniqueFd& listener) {
   return ntohs(address.sin_port);
 }
 
-// Bytes per second of a bare send()/recv() loop moving `total` bytes in `chunk`-sized sends.
+// Bytes per second of a bare send()/recv() loop moving `total` bytes in `chunk`-sized sends, one
+// sending and one receiving thread, each with one buffer.
 double bare_loop(std::size_t chunk, std::size_t total) {
   wire::UniqueFd listener;
   const std::uint16_t port = listen_any(listener);
@@ -95,7 +88,8 @@ struct LinkRun {
   double writing_cpu_per_gb = 0;  // their CPU seconds in those writes, per GB moved
 };
 
-// The tcp link transport moving the same bytes in `chunk`-sized chunks.
+// The tcp link transport moving the same bytes in `chunk`-sized chunks from a pool, through credits,
+// frames and metadata, into a landing ring whose slots a null-sink thread releases at once.
 LinkRun link_transport(std::size_t chunk, std::size_t total, std::uint32_t connections) {
   wire::UniqueFd probe;
   TransportSettings settings;

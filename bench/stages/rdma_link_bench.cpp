@@ -1,10 +1,6 @@
-// Link throughput over the roce transport, run inside the Soft-RoCE VM by
-// rdma_vm_bench.sh, which interleaves it with perftest's ib_write_bw at the same message
-// size and reports the ratio of medians. Moves `count` chunks of `size` bytes on each of
-// `lanes` lanes (one QP per lane, each lane its own sender and receiver thread) and prints
-//   rdma_link size=BYTES lanes=N MB/s=RATE
-// where RATE is every lane's payload bytes over the wall time from the first accepted
-// connection to the last end of stream (MB = 10^6 bytes, as perftest counts).
+// Link throughput over the roce transport inside the Soft-RoCE VM, beside perftest's ib_write_bw
+// at the same message size (rdma_vm_bench.sh). Prints `rdma_link size=BYTES lanes=N MB/s=RATE`:
+// every lane's payload over first accepted connection to last end of stream (MB = 10^6 bytes).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -28,6 +24,7 @@ struct Lane {
   std::string error;
 };
 
+// One lane: its own QP, sender and receiver thread, moving `count` chunks of `size` bytes.
 void run_lane(const std::string& address, std::uint16_t port, std::uint32_t lane_index, std::size_t size,
               std::uint64_t count, Lane& lane) {
   sluice::TransportSettings settings;

@@ -1,9 +1,7 @@
 #!/usr/bin/env bash
-# The roce link against perftest's ib_write_bw inside one Soft-RoCE VM boot: for 1 MiB and
-# 4 MiB messages, RUNS interleaved rounds of ib_write_bw, the link on one lane and the link
-# on two lanes (two QPs), then the median of each and the ratios.
-#   bench/stages/rdma_vm_bench.sh BUILD_DIR [RUNS]      (RUNS defaults to 5)
-# Needs qemu (tests/vm/run_in_vm.sh) and perftest. Prints one table on stdout.
+# The roce link (one lane, and two lanes on two QPs) against perftest's ib_write_bw at 1 and 4 MiB
+# messages, RUNS interleaved rounds in one Soft-RoCE VM boot; prints the medians and ratios.
+#   bench/stages/rdma_vm_bench.sh BUILD_DIR [RUNS]      (RUNS defaults to 5; needs qemu and perftest)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:?usage: rdma_vm_bench.sh BUILD_DIR [RUNS]}

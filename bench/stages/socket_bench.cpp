@@ -1,20 +1,6 @@
-// udp stage vs a bare recvmmsg loop on loopback, fed by sluice-emulator in another process
-// (unpaced, or paced by SLUICE_BENCH_VS_BARE_RATE). The bare loop uses the same batch size,
-// receive buffer and GRO setting but neither parses nor places: the ratio is what validation,
-// loss accounting and the payloads' way into chunks cost. Then a paced run at 0.8x the bare
-// rate must lose nothing. Every
-// thread is pinned the same way in both runs: the receiving thread (bare loop or udp stage)
-// on one core, the emulator on a second, everything else (the stage's sink, the runtime's
-// monitor, this benchmark's own thread) on a third (see kReceiveCpu).
-// Besides packet rates the benchmark reports, for both runs, the receiving core's CPU time per
-// GB received, the receiving thread's own run time per GB (schedstat: the figure to read where
-// other work shares the core) and how busy the emulator's core was: when the sender's core is
-// near 100% and both receivers have time to spare, the sender bounds the rate and the ratio says
-// little. A third receiver alternates with them, the split (receive_thread: true): its receive
-// thread on the receive core (the same figures), its placing thread on kPlaceCpu (its CPU per GB).
-//   socket_bench [--benchmark_repetitions=N]
-//   SLUICE_BENCH_VS_BARE_RATE=4e9 socket_bench --benchmark_filter='VsBare.*/8192'   (CPU per byte, same pace)
-//   SLUICE_BENCH_PACED_SECONDS=30 socket_bench --benchmark_filter=Paced   (the 30 s run)
+// The udp stage against a bare recvmmsg loop on loopback (same batch, receive buffer and GRO; no
+// parsing or placing), fed by sluice-emulator in another process, every thread pinned alike.
+//   socket_bench [--benchmark_repetitions=N]; SLUICE_BENCH_PACED_SECONDS=30 socket_bench --benchmark_filter=Paced
 #include <benchmark/benchmark.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
@@ -65,7 +51,8 @@ int env_or(const char* name, int fallback) {
 
 // VsBare's pace in bytes/s for both receivers (SLUICE_BENCH_VS_BARE_RATE): 0 sends as fast as the
 // emulator can, which compares rates; a pace both keep up with compares their CPU per byte at the
-// same load, the udp stage's goal (at most 1.2x the bare loop's).
+// same load, the udp stage's goal (at most 1.2x the bare loop's), e.g.
+//   SLUICE_BENCH_VS_BARE_RATE=4e9 socket_bench --benchmark_filter='VsBare.*/8192'
 const double kVsBareRate = [] {
   const char* text = std::getenv("SLUICE_BENCH_VS_BARE_RATE");
   return text != nullptr ? std::atof(text) : 0.0;
@@ -395,6 +382,9 @@ struct RoundFigures {
 // thread) in alternating rounds at the same pace, medians reported. Against the bare loop: the
 // receive core's CPU per GB (/proc/stat) and the receiving thread's own (schedstat); for the split
 // also its placing thread's CPU per GB, which the inline stage's thread spends on its one core.
+// The ratio is what validation, loss accounting and the payloads' way into chunks cost; where the
+// emulator's core is near 100% busy and both receivers have time to spare, the sender bounds the
+// rate and the ratio says little.
 void BM_UdpStageVsBareReceive(benchmark::State& state) {
   const auto payload = static_cast<std::size_t>(state.range(0));
   RoundFigures bare;
@@ -452,6 +442,7 @@ void BM_UdpStageVsBareReceive(benchmark::State& state) {
 }
 BENCHMARK(BM_UdpStageVsBareReceive)->Arg(1472)->Arg(8192)->Iterations(1)->Unit(benchmark::kSecond);
 
+// The udp stage paced at 0.8x the bare loop's rate must lose nothing (SLUICE_BENCH_PACED_SECONDS, 3).
 void BM_UdpStagePacedNoLoss(benchmark::State& state) {
   const auto payload = static_cast<std::size_t>(state.range(0));
   double seconds = 3;

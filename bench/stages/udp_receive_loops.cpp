@@ -1,10 +1,6 @@
-// Bare receive loops, one thread per port, each pinned: the baseline that the dual-port
-// pipeline's highest lossless paced rate is held against (scripts/device/run.sh dual). Each loop
-// is socket_bench's bare loop (bare_udp.hpp) with the udp stage's socket settings, so the two
-// differ only in what the stage does with a datagram after recvmmsg returns it.
+// Bare receive loops, one pinned thread per port (socket_bench's, with the udp stage's socket
+// settings): the baseline for the dual-port pipeline's highest lossless rate (run.sh dual).
 //   udp_receive_loops --port 50100 --cpu 2 --port 50101 --cpu 8 --receive-buffer 256MiB --seconds 20
-// Each loop ends --seconds after the start, or --idle seconds after its last datagram once one has
-// come. Prints one JSON object: per port its datagrams and bytes, and their sums.
 #include <sched.h>
 
 #include <CLI/CLI.hpp>

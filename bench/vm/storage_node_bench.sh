@@ -1,9 +1,7 @@
 #!/usr/bin/env bash
-# The storage-node playback over roce against ib_write_bw in one Soft-RoCE VM boot: ROUNDS (5)
-# interleaved rounds of storage_node_roce_test's playback and perftest's ib_write_bw (one queue
-# pair per lane, 4 MiB messages); it fails below 0.9x the ratio of medians.
-#   bench/vm/storage_node_bench.sh BUILD_DIR [ROUNDS]
-# Environment: SLUICE_VM_CACHE as for tests/vm/run_in_vm.sh. Exit status as run_in_vm.sh's.
+# The storage-node playback over roce against ib_write_bw (a QP per lane, 4 MiB messages), ROUNDS (5)
+# interleaved rounds in one Soft-RoCE VM boot; fails below 0.9x the ratio of medians.
+#   bench/vm/storage_node_bench.sh BUILD_DIR [ROUNDS]   (SLUICE_VM_CACHE and exit status as run_in_vm.sh's)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root="$here/../.."

@@ -1,9 +1,7 @@
 #!/usr/bin/env bash
-# Soft-RoCE throughput inside one VM boot: perftest's ib_write_bw at 1 MiB and 4 MiB messages,
-# interleaved (the order flips every round), and the median of each. The link's own cases join
-# the same loop in guest_loop.sh, so every ratio compares runs from the same boot.
-#   bench/vm/write_bw_bench.sh [ROUNDS] [MIB_PER_RUN]       (defaults: 5 rounds, 128 MiB per run)
-# Environment: SLUICE_VM_CACHE as for tests/vm/run_in_vm.sh. Exit status as run_in_vm.sh's.
+# Soft-RoCE throughput in one VM boot: ib_write_bw at 1 and 4 MiB messages, interleaved, medians; the
+# link's cases join the same loop in guest_loop.sh, so every ratio compares runs of one boot.
+#   bench/vm/write_bw_bench.sh [ROUNDS] [MIB_PER_RUN]   (5, 128; SLUICE_VM_CACHE as run_in_vm.sh's)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 rounds=${1:-5}

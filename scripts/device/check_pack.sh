@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# Checks a packed folder against a stand-in for the lent host: a chroot holding the loader, the
-# libraries HOST_REGEX says the host has (with what they need) and the pack, nothing else. Every
-# packed binary must resolve every library there, and fio must run a read with libaio and io_uring.
+# Checks a packed folder in a chroot holding only the loader, the libraries HOST_REGEX says the lent
+# host has (with what they need) and the pack: every binary resolves its libraries, fio runs.
 #   scripts/device/check_pack.sh PACK_DIR HOST_REGEX    (root: it uses chroot; pack.sh calls it)
 set -euo pipefail
 pack=$(cd "$1" && pwd -P)

@@ -1,13 +1,7 @@
 #!/usr/bin/env bash
-# Builds a Release tree here and packs what the lent GPU machine lacks into .device/:
-# stripped binaries, fio, every shared library they load that the device has no copy of, the
-# configs, and run.sh. The device (Ubuntu 24.04) has CUDA 13, rdma-core, FFTW and yaml-cpp 0.8,
-# but not liburing, Google Benchmark, GoogleTest, spdlog, fmt, yaml-cpp 0.7 (what Debian 12
-# links) or fio. Which libraries to pack is read from ldd, not listed by hand, so a new
-# dependency is packed too; a library not found here stops the script. check_pack.sh then loads
-# every packed binary, and runs fio, in a chroot with only the host's libraries and the pack.
-#   SLUICE_DEVICE_BUILD=build   pack from an existing build tree instead (no Release configure)
-#   SLUICE_DEVICE_TARGETS="fft_gpu_test fft_gpu_bench ..."   build and pack only these
+# Builds a Release tree and packs what the lent GPU host lacks into .device/: stripped binaries, fio,
+# the shared libraries they load that the host has no copy of (from ldd), the configs and run.sh.
+#   SLUICE_DEVICE_BUILD=build (pack an existing tree)   SLUICE_DEVICE_TARGETS="fft_gpu_test ..." (only these)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${SLUICE_DEVICE_BUILD:-build-device}
@@ -23,6 +17,9 @@ done < <(find "$build" -type f -perm -u+x \( -name '*_test' -o -name '*_probe' -
 # recorder_bench compares against fio; run.sh puts .device/bin first on PATH.
 cp "$(command -v fio)" .device/bin/fio
 
+# The host (Ubuntu 24.04) lacks liburing, Google Benchmark, GoogleTest, spdlog, fmt, yaml-cpp 0.7 (what
+# Debian 12 links) and fio; libraries are read from ldd, not listed, so a new dependency is packed
+# too, and one not found here stops the script.
 # Sonames the lent host (Ubuntu 24.04, the 'cuda' image with rdma-core and FFTW) has itself: glibc,
 # the C++ runtime, CUDA, verbs, FFTW, yaml-cpp 0.8, and base libraries that ldd there found for the
 # packed fio. A library taken from the host brings its own dependencies, so what such a library
@@ -66,5 +63,6 @@ echo "pack: $packed shared libraries: $(cd .device/lib && echo *)"
 cp -r configs .device/
 cp scripts/device/run.sh scripts/volumes.sh .device/
 mkdir -p .device/modes && cp scripts/device/modes/*.sh .device/modes/ 2>/dev/null || true
+# Every packed binary loaded, and fio run, in a chroot with only the host's libraries and the pack.
 scripts/device/check_pack.sh .device "$host_sonames"
 du -sh .device

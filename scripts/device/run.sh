@@ -1,34 +1,7 @@
 #!/usr/bin/env bash
-# Runs on the lent GPU machine with the packed folder carried (.device/ or any other name: paths
-# are taken from where this script sits). Modes:
-#   bash .device/run.sh tests    every test binary (gpu-labelled ones run for real there; the
-#                                others must pass or skip) and the demo pipeline landing in GPU memory
-#   bash .device/run.sh bench    link (through GPU memory), lane and fft benchmarks on a quiet 16-core host
-#   bash .device/run.sh socket   socket_bench: udp stage vs bare recvmmsg, and the 30 s paced no-loss run
-#   bash .device/run.sh fft      fft_gpu_test / fft_gpu_kernels_test (cuFFT with LTO callbacks / with kernels vs
-#                                float64 reference and FFTW), fft_reference_test,
-#                                fft_gpu_bench (stage vs bare cufftExecC2C; ci16 power_db vs D2D copy), fft_bench
-#   bash .device/run.sh suite    `sluice bench` three times, the medians of its rows in one table
-#                                (SUITE_VOLUMES=N: on N loop volumes over /dev/shm, scripts/volumes.sh)
-#   bash .device/run.sh fftw     fft_bench's FftwThreads cases: the FFTW stage (and its backend alone) on 2, 4, 8
-#                                threads against one thread and against as many bare fftwf_execute loops on the
-#                                same cores; prints scaling and ratios (of medians of 5) last; FFTW_FILTER and
-#                                FFTW_REPETITIONS narrow it (e.g. FFTW_FILTER=FftwThreads/power_db/1024/2/)
-#   bash .device/run.sh dual     configs/dual_port.yaml (2 emulator streams → udp → link → cuFFT → record → null,
-#                                every thread pinned) at 2 × 3 GB/s for DUAL_SECONDS (30); then, rate by rate
-#                                (DUAL_RATES, 10 s each), that pipeline and two bare receive loops on the same
-#                                cores (udp_receive_loops), until each loses; prints both highest lossless rates,
-#                                their ratio and, at each rate both ran, their receive cores' busy shares last
-#                                (DUAL_BEFORE=path/to/other/sluice: that build too, labelled before)
-#   bash .device/run.sh soak     the same at 2 × 3 GB/s for SOAK_SECONDS (600), every stage's counts printed,
-#                                with the kernel's UDP and softnet drop counters before and after
-#   bash .device/run.sh soak-start   the soak in a session of its own, detached from this command (one
-#                                command may run 600 s at most there, and a 600 s soak takes 610 s); returns
-#                                at once. Then, while the machine is still held (within its idle time):
-#   bash .device/run.sh soak-wait    waits for it (SOAK_WAIT seconds, default 580), then prints its table
-#                                and copies its files under $OUT; call it again if it is still running
-#   bash .device/run.sh NAME     any mode in modes/NAME.sh (each says what it runs at its top)
-# Several modes may be given; everything is logged into a few files under $OUT.
+# Runs on the lent GPU machine from the packed folder (.device/ or any name: paths come from where it
+# sits): bash .device/run.sh MODE...; each mode is described at its case below, and modes/NAME.sh
+# adds more. Everything is logged into a few files under $OUT.
 set -uo pipefail
 pack=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export LD_LIBRARY_PATH="$pack/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
@@ -157,6 +130,8 @@ bench() {  # bench NAME [args...]: 5 repetitions, medians to the log and the scr
 for mode in "$@"; do
   case $mode in
     tests)
+      # Every test binary (gpu-labelled ones run for real there; the others must pass or skip: exit 0 or
+      # 77, tests/support/gtest_main.cpp) and the demo pipeline landing in GPU memory.
       for test in $pack/bin/*_test; do
         name=$(basename "$test")
         echo "===== $name" >> "$out/tests.log"
@@ -180,11 +155,13 @@ for mode in "$@"; do
         || status=1
       ;;
     bench)
+      # Link (through GPU memory), lane and fft benchmarks on a quiet 16-core host.
       bench link_bench
       bench lane_bench
       bench fft_bench
       ;;
     socket)
+      # socket_bench: udp stage vs bare recvmmsg, and the 30 s paced no-loss run.
       bench socket_bench --benchmark_filter=VsBare
       echo "===== socket_bench paced 30 s" | tee -a "$out/bench.log"
       SLUICE_BENCH_PACED_SECONDS=30 timeout 200 $pack/bin/socket_bench --benchmark_filter=Paced >> "$out/bench.log" 2>&1 \
@@ -192,6 +169,9 @@ for mode in "$@"; do
       grep -A4 'Paced' "$out/bench.log" | tail -6
       ;;
     fft)
+      # fft_gpu_test / fft_gpu_kernels_test (cuFFT with LTO callbacks / with kernels against a float64
+      # reference and FFTW), fft_reference_test, fft_gpu_bench (stage vs bare cufftExecC2C; ci16 power_db
+      # vs a device-to-device copy).
       # cuFFT links LTO callbacks through libnvJitLink (dlopen): say whether this host has one.
       ls -l /usr/local/cuda*/lib64/libnvJitLink.so* 2>&1 | head -3 | tee "$out/jitlink.txt"
       ldconfig -p | grep -i jitlink | tee -a "$out/jitlink.txt"
@@ -237,6 +217,9 @@ for note in runs[0]["notes"] + [f"{r['stage']}: {r['note']}" for r in runs[0]["r
 PY
       ;;
     fftw)
+      # fft_bench's FftwThreads cases: the FFTW stage (and its backend alone) on 2, 4, 8 threads against one
+      # and against as many bare fftwf_execute loops on the same cores; prints scaling and ratios (medians
+      # of 5) last. FFTW_FILTER and FFTW_REPETITIONS narrow it (FFTW_FILTER=FftwThreads/power_db/1024/2/).
       echo "===== fft_bench FftwThreads" | tee -a "$out/bench.log"
       lscpu | grep -E '^(Model name|Thread|Core|Socket|NUMA node)' | tee -a "$out/bench.log"
       lscpu -e=CPU,CORE,SOCKET >> "$out/bench.log"  # which cores N threads on cpus 0 … N−1 land on (siblings?)
@@ -258,6 +241,11 @@ for b in medians:  # Msps; scalings and ratios are ratios of the medians
 PY
       ;;
     dual)
+      # configs/dual_port.yaml (2 emulator streams → udp → link → cuFFT → record → null, every thread pinned)
+      # at 2 × 3 GB/s for DUAL_SECONDS (30); then, rate by rate (DUAL_RATES, 10 s each), that pipeline and two
+      # bare receive loops on the same cores (udp_receive_loops), until each loses; prints both highest
+      # lossless rates, their ratio and, at each rate both ran, their receive cores' busy shares last
+      # (DUAL_BEFORE=path/to/other/sluice: that build too, labelled before)
       table="$out/dual-table.txt"
       df -h /tmp | tail -1 > "$out/dual-detail.txt"
       printf '%-9s%9s %9s %11s %10s %14s %6s %10s\n' receiver rate 'GB/s' sent_pkts lost_pkts lost_samples drops fft_rows \
@@ -360,6 +348,9 @@ print("kernel, during the run: " + ", ".join(f"Udp {k} +{after[k] - before[k]}" 
 PY
       ;;
     soak-start)
+      # The soak in a session of its own, detached from this command (one command may run 600 s at most
+      # there, and a 600 s soak takes 610 s); returns at once. Collect it with soak-wait while the machine
+      # is still held.
       # A copy of the pack, so that a new command's tree cannot change the script under the soak;
       # every inherited descriptor is closed, so nothing of this command waits on the soak.
       rm -rf "$soak_dir" && mkdir -p "$soak_dir/out" && cp -r "$pack" "$soak_dir/pack"
@@ -374,6 +365,8 @@ PY
       echo "soak started at $(date -u +%T), pid $(cat "$soak_dir/pid"), in $soak_dir; collect it with run.sh soak-wait"
       ;;
     soak-wait)
+      # Waits for the soak (SOAK_WAIT seconds, default 580), then prints its table and copies its files
+      # under $OUT; call it again if it is still running.
       [ -f "$soak_dir/pid" ] || { echo "no soak was started on this machine ($soak_dir/pid is missing)"; status=1; continue; }
       for _ in $(seq 1 "${SOAK_WAIT:-580}"); do
         kill -0 "$(cat "$soak_dir/pid")" 2> /dev/null || break

@@ -1,8 +1,6 @@
-// `sluice capture plot` and `sluice capture export` on real recordings: the emulator's tone
-// sent over UDP with two packets dropped and recorded through io_uring, and a generator tone's
-// spectra recorded after the fft stage. The plot's data peaks at the tone the emulator (or
-// generator) was told to send; an export holds exactly the source's samples of its range,
-// keeps the holes as holes, and validates against the SigMF schema.
+// `sluice capture plot` and `sluice capture export` on real recordings (the emulator's tone over
+// UDP with two packets dropped; a generator tone's spectra), checked against the tone the source
+// was told to send, its exact samples, and the SigMF schema.
 #include "recorder/capture_tools.hpp"
 
 #include <gtest/gtest.h>

@@ -1,7 +1,6 @@
-// The dashboard as a person sees it: `sluice run configs/fft_demo.yaml --http 127.0.0.1:0`,
-// the page loaded twice in headless Chromium (Debian's chromium) with its scripts run. The
-// lane gauge shows the generator's paced rate, the sample count and the spectrum's row move
-// on between loads, and the spectrum peaks at the demo's 10 MHz tone.
+// The dashboard as a person sees it: `sluice run configs/fft_demo.yaml --http`, the page loaded twice
+// in headless Chromium (Debian's chromium) with its scripts run, its gauges and spectrum checked
+// against the demo's paced rate and 10 MHz tone.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>

@@ -1,11 +1,6 @@
-// Two nodes of one pipeline file as two real `sluice run --node` processes joined by the
-// link: every byte arrives in order (checked against the generator's own signal), a killed
-// peer is reported by the survivor, which exits non-zero instead of hanging, a stage that
-// fails on the sending node fails the receiving node with its reason, and a restarted
-// receiver takes a new sender on the same port; LinkFaults are the rows of the reliability
-// table in docs/PERFORMANCE.md. Here the link is tcp on loopback; the same binary runs inside
-// the Soft-RoCE VM (tests/vm: vm_link_nodes, vm_link_faults), where SLUICE_IN_VM makes it roce
-// on rxe0's address (tcp there too with SLUICE_LINK_TRANSPORT=tcp: vm_link_faults_tcp).
+// Two nodes of one pipeline file as two real `sluice run --node` processes joined by the link (tcp on
+// loopback; roce inside the Soft-RoCE VM, where SLUICE_IN_VM is set: tests/vm). LinkFaults are the
+// rows of the reliability table in docs/PERFORMANCE.md.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>

@@ -1,10 +1,6 @@
-// The storage-node deployment as shipped (configs/storage_node.yaml and
-// storage_node_playback.yaml, ports moved to free ones): two real `sluice run --node`
-// processes joined per lane by the tcp link over several connections on loopback, with the
-// emulator's tone. Recording: every sample the GPU node took reaches the storage node's
-// capture as a spectrum row peaking at the tone. Playback: a raw recording replayed by the
-// storage node lands on the GPU node, whose spectra hold one row per 1024 recorded samples
-// and peak where the recording itself does.
+// The storage-node deployment as shipped (configs/storage_node*.yaml, on free ports): two real
+// `sluice run --node` processes joined per lane by the tcp link, recording the emulator's tone and
+// playing a raw recording back, every row checked against the tone or the recording itself.
 #include <gtest/gtest.h>
 
 #include <filesystem>

@@ -1,7 +1,5 @@
-// The live metrics endpoint on a real pipeline (generator → fft → null) over real loopback
-// HTTP: /metrics is valid Prometheus text (promtool agrees) whose counters equal what the
-// generator was told to send, the live spectrum peaks at the generator's tone, and a scrape
-// loop never stalls the lanes.
+// The live metrics endpoint on a real pipeline (generator → fft → null) over loopback HTTP: /metrics
+// checked by promtool and against what the generator was told to send, the live spectrum against its tone.
 #include "monitor/http_server.hpp"
 
 #include <gtest/gtest.h>

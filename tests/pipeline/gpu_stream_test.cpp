@@ -1,7 +1,5 @@
-// Stages' own CUDA streams on a real GPU: a hand-off event orders one stream's copy after
-// another's, two stages' copies on two streams overlap (timed on the GPU clock, against a one-stream
-// control), and the bytes that cross both are the generator's signal. Without a GPU: setup errors
-// name the failed call.
+// Stages' own CUDA streams on a real GPU: hand-off events order copies across streams, copies on two
+// streams overlap (GPU clock, against a one-stream control), the bytes are the generator's signal.
 #include <gtest/gtest.h>
 
 #if SLUICE_HAVE_CUDA

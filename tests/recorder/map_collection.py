@@ -1,10 +1,7 @@
 #!/usr/bin/env python3
-# Reads a SigMF collection the way an outside tool does: numpy.memmap of every data file it
-# lists (an empty one cannot be mapped), counting the samples they hold, and the
-# collection listing exactly the recordings (NAME-*.sigmf-meta and NAME-*.sigmf-data) in its
-# directory and in every directory it lists a recording in (a striped capture's volumes).
-# Usage: map_collection.py NAME.sigmf-collection
-# Exit 0: readable; 1: not (reasons on stderr); 77: no numpy here (skip).
+# Reads a SigMF collection as an outside tool does (numpy.memmap of every data file it lists), and
+# checks it lists exactly the recordings in its directories (a striped capture's volumes).
+# Usage: map_collection.py NAME.sigmf-collection   Exit 0: readable; 1: not (why on stderr); 77: no numpy.
 import glob
 import json
 import os
@@ -31,6 +28,8 @@ def main():
         streams = json.load(handle)["collection"]["core:streams"]
     listed = sorted(os.path.normpath(os.path.join(home, stream["name"])) for stream in streams)
     directories = {os.path.normpath(home)} | {os.path.dirname(base) for base in listed}
+    # NAME-*.sigmf-meta and NAME-*.sigmf-data in the collection's directory and in every directory it
+    # lists a recording in.
     on_disk = set()
     for directory in directories:
         for suffix in (".sigmf-meta", ".sigmf-data"):
@@ -44,7 +43,7 @@ def main():
     for base in listed:
         with open(base + ".sigmf-meta", encoding="utf-8") as handle:
             datatype = json.load(handle)["global"]["core:datatype"]
-        try:
+        try:  # an empty data file cannot be mapped: a failure, as for an outside reader
             values = numpy.memmap(base + ".sigmf-data", dtype=DTYPES[datatype], mode="r")
         except (OSError, ValueError) as error:
             failures.append(f"{base}.sigmf-data: {error}")

@@ -2,12 +2,6 @@
 # Validates SigMF files against the official JSON schemas (draft 2020-12, python3-jsonschema).
 # Usage: validate_sigmf.py SCHEMA_DIR FILE...  (FILE: .sigmf-meta or .sigmf-collection)
 # Exit 0: all valid; 1: invalid (errors on stderr); 77: cannot validate here (skip).
-#
-# Known defect handled explicitly: collection-schema.json (v1.2.5, $id says 1.2.0) describes
-# each core:streams item as an array of strings, while the spec text requires SigMF Recording
-# Objects {"name", "hash"} (what Sluice and sigmf-python write). We validate collections with
-# that one property replaced by the spec's Recording Object, and check every hash against the
-# SHA-512 of the referenced .sigmf-meta, so the rest of the schema still applies unchanged.
 import copy
 import hashlib
 import json
@@ -36,6 +30,11 @@ def main():
         meta_schema = json.load(f)
     with open(collection_schema_path) as f:
         collection_schema = copy.deepcopy(json.load(f))
+    # collection-schema.json (v1.2.5, $id says 1.2.0) describes each core:streams item as an array of
+    # strings, while the spec text requires SigMF Recording Objects {"name", "hash"} (what Sluice and
+    # sigmf-python write): that one property is replaced by the spec's Recording Object, and every
+    # hash is checked below against the SHA-512 of the .sigmf-meta it names; the rest of the schema
+    # applies unchanged.
     recording_object = {
         "type": "object",
         "required": ["name", "hash"],

@@ -1,11 +1,7 @@
 #!/usr/bin/env bash
-# Fetches Debian's own kernel package and unpacks what the Soft-RoCE test VM boots into a cache
-# directory: an uncompressed vmlinux, the RDMA modules in load order, and busybox. Nothing is
-# installed into this machine's boot; the package is fetched with apt-get download, unpacked
-# with dpkg -x. Safe to run again: it does nothing when the cache is complete.
-#   tests/vm/prepare_vm.sh [CACHE_DIR]        (default: build/vm-cache, or $SLUICE_VM_CACHE)
-# Environment: SLUICE_VM_KERNEL_PACKAGE picks the package (default: what linux-image-amd64
-# depends on, i.e. Debian 12's current kernel).
+# Unpacks Debian's own kernel package (apt-get download, dpkg -x; nothing installed here) into the
+# Soft-RoCE test VM's cache: an uncompressed vmlinux, the RDMA modules in load order, busybox.
+#   tests/vm/prepare_vm.sh [CACHE_DIR]   (default: build/vm-cache, or $SLUICE_VM_CACHE; again: no-op)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -41,6 +37,7 @@ image_package_of() {
   apt-cache depends "$1" 2>/dev/null |
     awk '/Depends: linux-image-(unsigned-)?[0-9]/ && !found { print $2; found = 1 }'
 }
+# SLUICE_VM_KERNEL_PACKAGE picks the package; default: what linux-image-amd64 depends on.
 package=${SLUICE_VM_KERNEL_PACKAGE:-}
 [ -n "$package" ] || package=$(image_package_of linux-image-amd64)
 [ -n "$package" ] || package=$(image_package_of linux-image-generic)

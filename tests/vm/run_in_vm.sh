@@ -1,22 +1,7 @@
 #!/usr/bin/env bash
 # Runs one command inside a throw-away qemu VM whose kernel has Soft-RoCE (rdma_rxe), so verbs
-# code runs against a real RDMA stack on a machine whose own kernel has none.
-#   tests/vm/run_in_vm.sh [--cpus N] [--mem MiB] [--timeout S] [--cache DIR] [--bin PATH]...
-#                         [--file PATH]... [--console] -- COMMAND [ARG]...
-#   tests/vm/run_in_vm.sh [--cache DIR] --prepare     (only fetch the kernel; same exit codes)
-# Defaults: 2 vCPUs, memory sized to the initramfs (at least 128 MiB), a 300 s timeout.
-# The guest boots Debian's kernel (tests/vm/prepare_vm.sh) under TCG with a busybox initramfs,
-# loads the RDMA modules and sch_netem (tc's netem), makes dummy0 (MTU 9000, 192.0.2.1/24) and
-# rxe0 on it, then runs COMMAND as root in the same working directory as here. COMMAND, every
-# argument that names an existing file, each --bin (with their shared libraries) and each --file
-# are copied into the initramfs at their own paths, so the command line works unchanged. There
-# is no network (-nic none). The command's stdout and stderr come out on this script's stdout
-# and stderr.
-# Exit status: the command's own, or
-#   125  the VM failed: qemu error, guest panic, set-up failure in the guest, or timeout
-#    77  qemu cannot run on this machine at all (a skip; under CI=true this is 125 instead)
-# Environment: SLUICE_VM_CACHE (cache dir), SLUICE_VM_QEMU (the qemu binary). In the guest,
-# SLUICE_VM_ADDRESS=192.0.2.1 and SLUICE_IN_VM=1 (a missing RDMA device is a failure there).
+# code runs against a real RDMA stack on a machine whose own kernel has none (--help says how).
+#   tests/vm/run_in_vm.sh [OPTIONS] -- COMMAND [ARG]...   exit: the command's, 125 VM failed, 77 no qemu
 set -Eeuo pipefail
 # A harness step that fails unexpectedly is a VM failure, said aloud, never a silent exit 1.
 trap 'echo "run_in_vm: unexpected failure at line $LINENO (exit $?)" >&2; exit 125' ERR
@@ -32,7 +17,29 @@ prepare_only=0
 extra_bins=()
 extra_files=()
 
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() {
+  cat >&2 <<'USAGE'
+Runs one command inside a throw-away qemu VM whose kernel has Soft-RoCE (rdma_rxe), so verbs
+code runs against a real RDMA stack on a machine whose own kernel has none.
+  tests/vm/run_in_vm.sh [--cpus N] [--mem MiB] [--timeout S] [--cache DIR] [--bin PATH]...
+                        [--file PATH]... [--console] -- COMMAND [ARG]...
+  tests/vm/run_in_vm.sh [--cache DIR] --prepare     (only fetch the kernel; same exit codes)
+Defaults: 2 vCPUs, memory sized to the initramfs (at least 128 MiB), a 300 s timeout.
+The guest boots Debian's kernel (tests/vm/prepare_vm.sh) under TCG with a busybox initramfs,
+loads the RDMA modules and sch_netem (tc's netem), makes dummy0 (MTU 9000, 192.0.2.1/24) and
+rxe0 on it, then runs COMMAND as root in the same working directory as here. COMMAND, every
+argument that names an existing file, each --bin (with their shared libraries) and each --file
+are copied into the initramfs at their own paths, so the command line works unchanged. There
+is no network (-nic none). The command's stdout and stderr come out on this script's stdout
+and stderr.
+Exit status: the command's own, or
+  125  the VM failed: qemu error, guest panic, set-up failure in the guest, or timeout
+   77  qemu cannot run on this machine at all (a skip; under CI=true this is 125 instead)
+Environment: SLUICE_VM_CACHE (cache dir), SLUICE_VM_QEMU (the qemu binary). In the guest,
+SLUICE_VM_ADDRESS=192.0.2.1 and SLUICE_IN_VM=1 (a missing RDMA device is a failure there).
+USAGE
+  exit 2
+}
 vm_fail() { echo "run_in_vm: $*" >&2; exit $kVmFailed; }
 
 while (($#)); do

@@ -1,9 +1,6 @@
-// Both fft backends through the real stage and runtime against a float64 reference DFT computed
-// here: every input format, output kind, window, averaging, frames carried across chunk
-// boundaries of odd sizes, rows marked by gaps. Fresh random input per case; the stage's output
-// pool is poisoned with NaN before the run and after every chunk, so an element the backend did
-// not write fails. Built twice: fft_reference_test runs FFTW (CI); fft_gpu_test runs cuFFT,
-// device-memory chunks in and out, and cuFFT against FFTW (label gpu: skips without a GPU).
+// Both fft backends through the real stage and runtime against a float64 reference DFT, output pools
+// poisoned with NaN. Built twice: fft_reference_test runs FFTW (CI); fft_gpu_test runs cuFFT with
+// device-memory chunks and against FFTW (label gpu: skips without a GPU).
 #include <gtest/gtest.h>
 #include <sched.h>
 

@@ -1,7 +1,5 @@
-// The recorder fed from GPU memory on a real GPU: chunks that a link landed in device memory
-// go through the record stage's pinned bounce pool to io_uring, and the capture read back
-// through replay (host chunks, linked back into device memory) gives every byte back; the
-// bounce copies run ahead of the writes, several at once, and the file is still bit-exact.
+// The recorder fed from GPU memory on a real GPU: device chunks through the record stage's pinned
+// bounce pool to io_uring, read back through replay into device memory, bit-exact.
 #include <gtest/gtest.h>
 
 #include <cstdio>

@@ -1,7 +1,5 @@
-// Replay of a capture striped over loop-mounted ext4 volumes: the kernel's own in-flight
-// counts (/proc/diskstats) show every volume reading at once, the chunks come back in stream
-// order holding exactly the generator's ramp, and paced replay stays on time when one volume
-// (throttled by the kernel's blkio controller) holds its first reads back.
+// Replay of a capture striped over loop-mounted ext4 volumes, checked against the kernel's own
+// in-flight counts (/proc/diskstats), the generator's ramp, and a volume throttled by blkio.
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <sys/stat.h>

@@ -1,7 +1,5 @@
 // ReceiveThread on real loopback UDP sockets: every datagram sent reaches the consumer once and in
-// order through the ring, also while a slow consumer makes the thread wait, and none before it
-// asks; stop() ends it inside a receive and while it waits for a batch; a failed receive ends it
-// with its errno.
+// order, with slow consumers, stops mid-receive and failed receives.
 #include "stages/socket/receive_thread.hpp"
 
 #include <fcntl.h>

@@ -1,8 +1,6 @@
 #!/bin/sh
-# Runs inside the test VM (busybox sh): one perftest ib_write_bw server and client on rxe0,
-# meeting over rdma_cm at $SLUICE_VM_ADDRESS, and prints "write_bw BYTES MB_PER_S" from the
-# client's BW average (over all queue pairs). Exits non-zero when either side fails or no
-# bandwidth line appears.
+# Inside the test VM (busybox sh): an ib_write_bw server and client on rxe0 over rdma_cm; prints
+# "write_bw BYTES MB_PER_S" (the client's BW average over all QPs), non-zero when either side fails.
 #   write_bw.sh MESSAGE_BYTES ITERATIONS [QUEUE_PAIRS]     (ITERATIONS per queue pair; 1 QP)
 set -u
 size=$1
