@@ -39,7 +39,7 @@ TEST(GtestMain, AFailedSuiteSetUpIsAFailureNotASkip) {
 class CtestRegistration : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* tool : {SLUICE_CMAKE, SLUICE_CTEST}) {
+    for (const char* tool : {SLUICE_CMAKE, SLUICE_CTEST, SLUICE_MAKE_PROGRAM}) {
       if (fs::exists(tool)) continue;
       if (std::getenv("CI") != nullptr) FAIL() << tool << " is missing";
       GTEST_SKIP() << tool << " is missing (a packed tree without CMake)";
@@ -66,7 +66,8 @@ class CtestRegistration : public ::testing::Test {
         << "sluice_register_gtests(gtest_main_probe LABEL unit TIMEOUT 60)\n";
     const fs::path build = dir_ / "build";
     const testing::ProcessResult configured =
-        testing::run_process({SLUICE_CMAKE, "-S", dir_.string(), "-B", build.string(), "-G", SLUICE_CMAKE_GENERATOR});
+        testing::run_process({SLUICE_CMAKE, "-S", dir_.string(), "-B", build.string(), "-G", SLUICE_CMAKE_GENERATOR,
+                              std::string("-DCMAKE_MAKE_PROGRAM=") + SLUICE_MAKE_PROGRAM});
     EXPECT_EQ(configured.exit_code, 0) << configured.out << configured.err;
     const fs::path junit = dir_ / "junit.xml";
     const testing::ProcessResult tested =
