@@ -1,9 +1,6 @@
-# The dual-port pipeline at 2 x 3 GB/s for RECORD_SECONDS (10) with raw ci16 recorded over the
-# 4 volumes: port0 before the link (host memory) on volumes 0-1, port1 after the link (GPU
-# memory, pinned bounce) on volumes 2-3. Lossless means 0 lost packets and 0 drops; every
-# received sample must reach its raw tap, and `sluice capture info` must read both captures.
-# Then, on the same 4 volumes in the same call, the recorder against fio (record_vs_fio), so
-# that one call gives each tap's write rate and longest submit beside "recorder / fio".
+# The dual-port pipeline at 2 x 3 GB/s for RECORD_SECONDS (10), raw ci16 over 4 volumes (port0
+# before the link, port1 after it through the pinned bounce; RECORD_EXTRA adds settings), checked
+# bit-exact; then the recorder against fio on the same volumes (record_vs_fio).
 # shellcheck shell=bash disable=SC1091
 source "$pack/modes/record.sh"
 record_make_volumes 4
@@ -22,8 +19,14 @@ while IFS= read -r line; do
   submit=$(echo "$line" | sed -n 's/.*longest submit \([0-9.]*\) ms.*/\1/p')
   record_row tap "$tap: write GB/s, longest submit" "${rate:-?}" "${submit:-?} ms" "-"
 done < <(sort "$taps" 2> /dev/null)
+# Data files each capture left (more than one a volume where RECORD_EXTRA sets rotate:).
+for capture in raw:0 gpu-raw:2; do
+  files=$(find "${record_mounts[${capture#*:}]}/cap" "${record_mounts[$((${capture#*:} + 1))]}/cap" \
+    -name "dual_port-${capture%%:*}-*.sigmf-data" 2> /dev/null | wc -l)
+  record_row files "dual_port-${capture%%:*}: data files over its 2 volumes" "$files" "-" "-"
+done
 for mount in "${record_mounts[@]}"; do rm -rf "$mount/cap"; done  # room for the bench's files
-record_vs_fio dual-fio "${RECORD_FIO_REPETITIONS:-1}"
+[ "${RECORD_FIO_REPETITIONS:-1}" -gt 0 ] && record_vs_fio dual-fio "${RECORD_FIO_REPETITIONS:-1}"
 grep -h -i -E 'warn|allocated' "$out"/record-3GB-*-on.log | sort -u | head -4
 cat "$table"
 record_table

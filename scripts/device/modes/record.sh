@@ -61,7 +61,7 @@ record_vs_fio() {  # record_vs_fio NAME REPETITIONS: recorder_bench's striped wr
   dirs=$(IFS=:; echo "${record_mounts[*]}")
   huge=$(record_huge_pages)
   SLUICE_HUGE_PAGES=$huge SLUICE_BENCH_DIRS=$dirs SLUICE_BENCH_BYTES=${RECORD_STRIPE_BYTES:-4GiB} timeout 400 \
-    "$pack/bin/recorder_bench" --benchmark_filter=Striped --benchmark_repetitions="$repetitions" \
+    "${RECORD_BENCH:-$pack/bin/recorder_bench}" --benchmark_filter=Striped --benchmark_repetitions="$repetitions" \
     --benchmark_out="$out/$name.json" --benchmark_out_format=json >> "$out/record-bench.log" 2>&1 || status=1
   python3 - "$out/$name.json" "$name" "${#record_mounts[@]}" "$huge" <<'PY' >> "$record_summary" || status=1
 import json, sys
@@ -103,6 +103,8 @@ record_dual_run() {  # record_dual_run RATE SECONDS on|off: dual_run with the ra
     --set "lanes.port1.gpu_raw.directory=[${record_mounts[2]}/cap, ${record_mounts[3]}/cap]"
     --set template.raw.preallocate=1GiB)
   [ "$taps" = on ] || set+=(--set template.raw.enabled=false --set template.gpu_raw.enabled=false)
+  # shellcheck disable=SC2206  # RECORD_EXTRA: more --set words, e.g. "--set template.raw.rotate=4GiB"
+  set+=(${RECORD_EXTRA:-})
   "$pack/bin/sluice" run /tmp/sluice-record-dual.yaml "${set[@]}" --duration "$((seconds + 6))s" \
     --set pipeline.progress_interval=1s --report "$out/$name.json" 2> "$out/$name.log" > /dev/null &
   local pipeline=$!
