@@ -27,7 +27,8 @@
 # placing thread), on the lane's light-core set (its link's cores) beside the light stages, which
 # keep those cores 0.15 busy or less: no more cores than without the split. Rows say "split".
 # Settings: LANES (8), GPUS (2), LANES_SPLIT (0), LADDER_RATES ("4 4.5 5 5.5 6"), GOAL_RATE (5), SOAK_LANES_SECONDS,
-# SENDER_THREADS (the emulator's threads_per_stream, sharing the stream's sender core),
+# SENDER_THREADS (the emulator's threads_per_stream, each on a sender core of its own: 8 lanes
+# with 2 need 34 cores),
 # EMULATOR_EXTRA and LANES_EXTRA (more --set
 # arguments for the emulator and for sluice), LANES_FFT (cufft; fftw runs without a GPU, with
 # GPUS=0 and no gpu: keys), LANES_LIGHT_CORES, LANES_AVERAGE (128 spectra a row: 8 lanes at
@@ -82,6 +83,13 @@ lanes_light_list() {  # every light core, one per line
   for ((core = 0; core < $(lanes_light_total); core++)); do lanes_core $((2 + lanes_count + core)); done | sort -nu
 }
 lanes_sender_cpu() { lanes_core $((2 + lanes_count + $(lanes_light_total) + $1)); }
+lanes_senders=${SENDER_THREADS:-1}
+lanes_sender_cores() {  # lanes_sender_cores LANE: ", cpus: [...]", a core for each of the stream's sender threads
+  [ "$lanes_senders" -gt 1 ] || return 0
+  local cores=() k
+  for ((k = 0; k < lanes_senders; k++)); do cores+=("$(lanes_sender_cpu $(($1 * lanes_senders + k)))"); done
+  echo ", cpus: [$(IFS=,; echo "${cores[*]}")]"
+}
 
 lanes_source_cpus() {  # lanes_source_cpus LANE: where the udp stage's threads run (LANES_SPLIT: two threads)
   if [ "$lanes_split" = 1 ]; then
@@ -101,7 +109,7 @@ lanes_yaml() {  # lanes_yaml RATE_GBPS GPUS FILE: the pipeline and its emulator 
     echo "  transport: udp"
     echo "  streams:"
     for ((lane = 0; lane < lanes_count; lane++)); do
-      echo "    - {address: 127.0.0.1:$((50200 + lane)), stream_id: $((lane + 1))}"
+      echo "    - {address: 127.0.0.1:$((50200 + lane)), stream_id: $((lane + 1))$(lanes_sender_cores "$lane")}"
     done
     echo "  sample_rate: ${sps}sps"
     echo "  format: ci16"
@@ -130,10 +138,12 @@ lanes_yaml() {  # lanes_yaml RATE_GBPS GPUS FILE: the pipeline and its emulator 
 }
 
 lanes_send() {  # lanes_send NAME CONFIG SECONDS: every stream, one pinned sender thread each (or SENDER_THREADS)
-  local cpus=() lane
-  for ((lane = 0; lane < lanes_count; lane++)); do cpus+=(--cpu "$(lanes_sender_cpu "$lane")"); done
-  local threads=()
-  [ -n "${SENDER_THREADS:-}" ] && threads=(--set "emulator.threads_per_stream=$SENDER_THREADS")
+  local cpus=() lane threads=()
+  if [ "$lanes_senders" -gt 1 ]; then  # the config's cpus: name each sender thread's core
+    threads=(--set "emulator.threads_per_stream=$lanes_senders")
+  else
+    for ((lane = 0; lane < lanes_count; lane++)); do cpus+=(--cpu "$(lanes_sender_cpu "$lane")"); done
+  fi
   # shellcheck disable=SC2206  # EMULATOR_EXTRA: more --set arguments, split on spaces
   local extra=(${EMULATOR_EXTRA:-})
   cat /proc/stat > "$out/$1-stat-before.txt"
@@ -295,7 +305,7 @@ lanes_dry_pipeline() {  # lanes_dry_pipeline CONFIG GPUS LABEL RATE: what a run 
     checked="${config%.yaml}-nogpu.yaml"
     grep -v '^    gpu: ' "$config" > "$checked"
   fi
-  for ((lane = 0; lane < lanes_count; lane++)); do senders+=("$(lanes_sender_cpu "$lane")"); done
+  for ((lane = 0; lane < lanes_count * lanes_senders; lane++)); do senders+=("$(lanes_sender_cpu "$lane")"); done
   "$pack/bin/sluice" validate "$checked" > "$out/validate.txt" 2>&1 || valid=1
   {
     echo "# would run: sluice run $config ($(grep -c '^    gpu: ' "$config") lanes with gpu: over $gpus GPUs;" \
