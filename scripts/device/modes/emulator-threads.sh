@@ -1,10 +1,5 @@
-# emulator-threads: can the emulator send more per stream with several sender threads? Two
-# streams (configs/dual_port.yaml's ports) into two bare receive loops on cores 2 and 8, at each
-# rate of EMU_RATES (default "5GB/s 6GB/s 8GB/s") per stream for EMU_SECONDS (10), with
-# threads_per_stream 1, 2 and 3 (EMU_THREADS), sender threads pinned to cores 10-15 (from
-# EMU_FIRST_CORE; the loops' cores: EMU_LOOP_CORES). Prints the rate the emulator reached and the
-# packets the loops lost, per run, in a table last.
-# Needs the packed targets sluice-emulator and udp_receive_loops.
+# emulator-threads: the emulator's rate per stream with 1, 2 and 3 sender threads into two bare
+# receive loops (EMU_RATES, EMU_THREADS, EMU_SECONDS; modes/README.md).
 emu_seconds=${EMU_SECONDS:-10}
 emu_rows=()
 read -r -a emu_loop_cores <<< "${EMU_LOOP_CORES:-2 8}"

@@ -1,18 +1,5 @@
-# node: the storage-node deployment (configs/storage_node*.yaml) as two `sluice run --node`
-# processes over tcp on this host, each lane recorded on its own loop volume over /dev/shm.
-# Parts (NODE_PARTS, default "link record ladder playback"; each well under 600 s, so one call each
-# is safe: NODE_PARTS=record bash .device/run.sh node):
-#   link      link_tcp_bench: the tcp link (1 and NODE_CONNECTIONS connections) vs a bare send/recv loop
-#   record    GPU node (udp → link into GPU memory → fft power_db, no averaging → link over tcp) and
-#             storage node (link → record → null) at 2 × NODE_RATE (3GB/s) for NODE_SECONDS (10):
-#             emulator packets vs received, lost samples, sent vs received link bytes, bytes on disk; per
-#             lane packets sent / received / missing, the sending half's rate, busy share (and per GB/s),
-#             its waits for credits, each connection's writer's share of the run in its socket writes (and
-#             its CPU time in them: near the share, the kernel's copying is the bound), and record's busy share
-#   ladder    the same for 5 s at each of NODE_RATES until one loses
-#   playback  raw ci16 recorded for 6 s at 2 × NODE_RATE onto the volumes, then played back by the
-#             storage node into the GPU node's fft (record off there), --fast and paced at the recorded rate
-# Summary table last (also in $out/node-summary.txt).
+# node: the storage-node deployment as two `sluice run --node` processes over tcp, in parts
+# (NODE_PARTS: link record ladder playback; modes/README.md says what each prints).
 node_rate=${NODE_RATE:-3GB/s}
 node_connections=${NODE_CONNECTIONS:-4}
 node_mounts=/dev/shm/sluice-node

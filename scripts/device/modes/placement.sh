@@ -1,10 +1,5 @@
-# placement: lanes on GPUs on a multi-GPU host (run on nvidia-h100-x2 or larger). Prints each GPU's
-# PCI bus id and NUMA node as nvidia-smi and sysfs give them; runs gpu_placement_test (this host's
-# /sys), config_test (a gpu: past the GPUs present, with the real loader), local_link_gpu_test (a
-# link from GPU 0's ring landing on GPU 1, bytes checked; each pool on the GPU its gpu: names, by
-# cudaPointerGetAttributes); `sluice validate` on configs/four_lane_two_gpu.yaml; then that file
-# for 8 s with its emulator and a table per lane last: GPU, bus id, why, packets, lost, spectra rows.
-# Needs packed: sluice sluice-emulator gpu_placement_test config_test local_link_gpu_test.
+# placement: lanes on GPUs on a multi-GPU host: sysfs and nvidia-smi placement, the placement and
+# cross-GPU link tests, then configs/four_lane_two_gpu.yaml for 8 s (modes/README.md).
 nvidia-smi --query-gpu=index,pci.bus_id,name --format=csv,noheader | tee "$out/placement-gpus.txt"
 while IFS=', ' read -r index bus _; do
   bus_lower=$(tr 'A-F' 'a-f' <<<"${bus#0000}")

@@ -1,15 +1,5 @@
-# Recorder runs on the lent GPU host (issue 23), in parts that each fit one command (600 s);
-# this mode (`run.sh record`) prints the table every part run so far on this machine added
-# to. Run the parts in this order, the first on a FRESH machine:
-#   record-fresh     fio on a fresh volume, then on the same volume warm (fallocated and sparse images)
-#   record-stripes   4 volumes: one fio job per volume at once vs the recorder striped over them
-#   record-rotation  a recording rotating every 4 GiB, 5 files: last file's rate / first's
-#   record-dual      dual_port.yaml with raw ci16 recorded over the 4 volumes (port0 before the
-#                    link from host memory, port1 after it from GPU memory through the pinned
-#                    bounce) at 2 x 3 GB/s for RECORD_SECONDS (10)
-#   record-step      the same stepped up (RECORD_RATES, 5 s each) with and without the raw taps
-# Volumes: scripts/volumes.sh, ext4 over /dev/shm; RECORD_VOLUME_SIZE (17G) each, one of 44G for
-# the rotation row (5 x 4 GiB rotating and the same in one file). `run.sh record-clean` removes them.
+# Helpers for the recorder modes (record-fresh, -stripes, -rotation, -dual, -step, -ab); `run.sh
+# record` prints the summary table the parts run so far added to (modes/README.md: order, volumes).
 # shellcheck shell=bash
 record_summary=/tmp/sluice-record-summary.txt  # kept on the machine between commands
 record_volumes=/dev/shm/sluice-record

@@ -1,20 +1,6 @@
+# replay-rate: striped replay --fast against fio, paced replay of two lanes at 3 GB/s, and one
+# volume's replay against fio, in one call (modes/README.md).
 # shellcheck shell=bash disable=SC2154,SC2034 # $pack, $out and status belong to run.sh, which sources this
-# replay-rate (issue 23): replay at rate on 4 ext4 volumes over /dev/shm (scripts/volumes.sh), in one call:
-#   striped  one lane recorded over the 4 volumes (REPLAY_STRIPED_BYTES, 16GiB), then REPLAY_ROUNDS (3)
-#            rounds of: replay --fast (read_ahead 8 a volume, pinned host chunks) → link into GPU memory
-#            → fft (cuFFT, power_db) → null; the same replay → null (which side bounds the first);
-#            fio reading the same 4 data files (one job per volume, 4 MiB, depth 8, O_DIRECT); the
-#            order rotating; medians and their ratios to fio's
-#   paced    two lanes recorded at 750 MS/s ci16 (3 GB/s a lane), lane a over volumes 0-1, lane b over
-#            2-3 (REPLAY_PACED_BYTES, 4GiB, a lane), played back looped at the recorded rate through
-#            link → fft → null for REPLAY_PACED_SECONDS (10): each lane's rate and late_chunks, and
-#            for the late ones their causes (late_reads, late_downstream, late_wakeups: the thread
-#            ran late), the most and the latest lateness and the latest late chunk's index (0: the
-#            first) out of the chunks replayed; then the same run with `realtime: true` (the replay
-#            threads under SCHED_FIFO): its rate and late chunks by cause
-#   one      recorder_bench's BM_ReplayReadVsFio (replay → page check vs fio vs raw io_uring, one file,
-#            4 MiB, depth 8, 4 KiB pages both sides, medians of 5) on a fifth volume (REPLAY_BYTES, 4GiB)
-# Needs sluice, recorder_bench and fio packed. Prints the summary table last.
 replay_dir=/dev/shm/sluice-replay-rate
 replay_summary="$out/replay-summary.txt"
 : > "$replay_summary"

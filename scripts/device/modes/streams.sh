@@ -1,9 +1,5 @@
-# streams: every GPU test that covers the stages' own CUDA streams and the events between them
-# (gpu_stream_test times two stages' copies alone, on two streams and on one, on the GPU clock;
-# record_gpu_test keeps several bounce copies in flight), then link_bench and fft_gpu_bench for the
-# GPU paths' throughput. Prints one table last: test, result, and the overlap line.
-# Packed targets: gpu_stream_test memory_gpu_test record_gpu_test fft_gpu_test fft_gpu_kernels_test
-# fft_complex_kernels_test link_bench fft_gpu_bench.
+# streams: the GPU tests of the stages' own CUDA streams and events, then link_bench and
+# fft_gpu_bench; a table last (modes/README.md says what each part shows).
 streams_table=()
 for test in gpu_stream_test memory_gpu_test record_gpu_test fft_gpu_test fft_gpu_kernels_test fft_complex_kernels_test; do
   if [ ! -x "$pack/bin/$test" ]; then
