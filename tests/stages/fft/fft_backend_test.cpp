@@ -2,8 +2,8 @@
 // poisoned with NaN. Built twice: fft_reference_test runs FFTW (CI); fft_gpu_test runs cuFFT with
 // device-memory chunks and against FFTW (label gpu: skips without a GPU).
 #include <gtest/gtest.h>
-#include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <complex>
@@ -22,6 +22,7 @@
 
 #include "pipeline/config.hpp"
 #include "pipeline/runtime.hpp"
+#include "pipeline/thread_cores.hpp"
 #include "stages/fft/fft_stage.hpp"
 #include "stages/fft/window.hpp"
 #include "tests/stages/stage_test_util.hpp"
@@ -584,10 +585,9 @@ std::set<int> cpu_list(const std::string& text) {  // "0,2-5" → {0, 2, 3, 4, 5
 }
 
 TEST(FftBackend, FftwWorkersArePinnedAndSleepWhenIdle) {
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
-  if (!CPU_ISSET(0, &allowed) || !CPU_ISSET(1, &allowed)) GTEST_SKIP() << "needs cores 0 and 1";
+  const std::vector<int> allowed = allowed_cores();
+  const auto usable = [&](int core) { return std::find(allowed.begin(), allowed.end(), core) != allowed.end(); };
+  if (!usable(0) || !usable(1)) GTEST_SKIP() << "needs cores 0 and 1";
   g_format = SampleFormat::ci16;
   std::mt19937 random(3);
   g_feed = {FeedChunk{random_input(g_format, 200'000, random).bytes, 0, {}}};
@@ -627,10 +627,8 @@ TEST(FftBackend, FftwWorkersArePinnedAndSleepWhenIdle) {
                            "threads: 3}, {type: capture}]}]\n",
                            "test.yaml", {}, test_registry()));
     pipeline.start();
-    std::set<int> expected;
-    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-      if (cpu != 1 && CPU_ISSET(static_cast<std::size_t>(cpu), &allowed)) expected.insert(cpu);
-    }
+    std::set<int> expected(allowed.begin(), allowed.end());
+    expected.erase(1);
     for (const char* name : {"fftw worker 1", "fftw worker 2"}) {
       const std::vector<std::string> workers = tasks_named(name);
       ASSERT_EQ(workers.size(), 1U) << name;
