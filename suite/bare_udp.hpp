@@ -17,8 +17,9 @@ namespace sluice::bench {
 class BareUdpReceiver {
  public:
   // Binds `endpoint` ("127.0.0.1:0" for any free port) with the udp stage's socket settings:
-  // receive_buffer bytes (SO_RCVBUFFORCE, else SO_RCVBUF), UDP_GRO where the kernel has it, and a
-  // batch of `batch` messages per recvmmsg (0: the stage's default_udp_batch). Throws on failure.
+  // receive_buffer bytes (SO_RCVBUFFORCE, else SO_RCVBUF), UDP_GRO where the kernel has it, the
+  // kernel's drop count on every message (SO_RXQ_OVFL) and the stage's control space for it, and
+  // a batch of `batch` messages per recvmmsg (0: the stage's default_udp_batch). Throws on failure.
   BareUdpReceiver(const std::string& endpoint, int receive_buffer, std::size_t batch);
 
   [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
