@@ -30,6 +30,10 @@ class BareUdpReceiver {
   // counted one by one) it received, and adds them to packets()/bytes().
   std::size_t receive_once();
 
+  // Slot `i` of the batch's receive buffers (each slot_bytes() long), as the last call left it.
+  [[nodiscard]] const std::byte* slot(std::size_t i) const noexcept { return buffers_.data() + i * slot_; }
+  [[nodiscard]] std::size_t slot_bytes() const noexcept { return slot_; }
+
   [[nodiscard]] std::uint64_t packets() const noexcept { return packets_; }
   [[nodiscard]] std::uint64_t bytes() const noexcept { return bytes_; }
   void reset_counts() noexcept { packets_ = bytes_ = 0; }

@@ -273,9 +273,67 @@ ReceiveResult with_cpu(double packets_per_second, std::size_t payload, const Cpu
                        gigabytes > 0 ? window.thread_sleeps_count / gigabytes / 1e3 : 0};
 }
 
-// Bare receive (bare_udp.hpp): recvmmsg with GRO, counting datagrams (segments), nothing else.
-ReceiveResult bare_receive(std::size_t payload, double rate = 0) {
+// The split's placing thread as a neighbour of the bare loop (VsBare's bare_read), so that the
+// two are pinned alike: on kPlaceCpu it waits for each of the loop's receives the way
+// ReceiveThread::next waits for a batch (spinning 10 us, then naps of 50 us) and reads every
+// cache line of what the receive filled, message slot by message slot. The loop never waits for it.
+class BareReader {
+ public:
+  explicit BareReader(const bench::BareUdpReceiver& receiver)
+      : receiver_(receiver), thread_([this] { run(); }) {}
+  BareReader(const BareReader&) = delete;
+  BareReader& operator=(const BareReader&) = delete;
+  ~BareReader() {
+    stop_.store(true);
+    thread_.join();
+  }
+  // The loop's thread, after each receive: it filled `bytes` (0: nothing came).
+  void filled(std::uint64_t bytes) noexcept {
+    if (bytes == 0) return;
+    last_bytes_.store(bytes, std::memory_order_relaxed);
+    calls_.fetch_add(1, std::memory_order_release);
+  }
+
+ private:
+  void run() noexcept {
+    pin(0, kPlaceCpu);
+    std::uint64_t seen = 0;
+    std::uint64_t sum = 0;
+    while (!stop_.load(std::memory_order_relaxed)) {
+      const std::uint64_t begin = monotonic_ns();
+      std::uint64_t calls = 0;
+      while ((calls = calls_.load(std::memory_order_acquire)) == seen && !stop_.load(std::memory_order_relaxed)) {
+        if (monotonic_ns() - begin < 10'000) {
+          cpu_relax();
+        } else {
+          std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+      }
+      seen = calls;
+      std::uint64_t left = last_bytes_.load(std::memory_order_relaxed);
+      for (std::size_t i = 0; left > 0 && i < receiver_.batch(); ++i) {
+        const std::size_t bytes = std::min<std::uint64_t>(left, receiver_.slot_bytes());
+        const std::byte* data = receiver_.slot(i);
+        for (std::size_t at = 0; at < bytes; at += 64) sum += static_cast<std::uint64_t>(data[at]);
+        left -= bytes;
+      }
+    }
+    benchmark::DoNotOptimize(sum);
+  }
+
+  const bench::BareUdpReceiver& receiver_;
+  std::atomic<bool> stop_{false};
+  std::atomic<std::uint64_t> calls_{0};
+  std::atomic<std::uint64_t> last_bytes_{0};
+  std::thread thread_;
+};
+
+// Bare receive (bare_udp.hpp): recvmmsg with GRO, counting datagrams (segments), nothing else;
+// `with_reader`: beside a BareReader.
+ReceiveResult bare_receive(std::size_t payload, double rate = 0, bool with_reader = false) {
   bench::BareUdpReceiver receiver("127.0.0.1:0", 256 << 20, kBatch);
+  std::optional<BareReader> reader;
+  if (with_reader) reader.emplace(receiver);
   const PinnedThread pinned(kReceiveCpu);
   EmulatorProcess emulator(receiver.port(), payload, kWarmupSeconds + kMeasureSeconds + 0.5, rate);
   if (!emulator.running()) return {};
@@ -293,7 +351,9 @@ ReceiveResult bare_receive(std::size_t payload, double rate = 0) {
     }
     if (begin_ns != 0 && now - begin_ns >= measure_ns) break;
     if (now - start_ns > 10'000'000'000ULL) return {};
+    const std::uint64_t before = receiver.bytes();
     receiver.receive_once();
+    if (reader) reader->filled(receiver.bytes() - before);
   }
   window->end();
   return with_cpu(static_cast<double>(receiver.packets()) / kMeasureSeconds, payload, *window);
@@ -415,19 +475,22 @@ struct RoundFigures {
   }
 };
 
-// Bare loop, udp stage receiving on its own thread, and the split (receive thread + placing
-// thread) in alternating rounds at the same pace, medians reported. Against the bare loop: the
+// Bare loop, bare loop beside a reader (BareReader), udp stage receiving on its own thread, and
+// the split (receive thread + placing thread) in alternating rounds at the same pace, medians
+// reported. Against the bare loop: the
 // receive core's CPU per GB (/proc/stat) and the receiving thread's own (schedstat); for the split
 // also its placing thread's CPU per GB, which the inline stage's thread spends on its one core.
 void BM_UdpStageVsBareReceive(benchmark::State& state) {
   const auto payload = static_cast<std::size_t>(state.range(0));
   RoundFigures bare;
+  RoundFigures bare_read;  // the bare loop beside a BareReader: pinned as the split is
   RoundFigures stage;
   RoundFigures split;
   std::vector<double> ratios;
   for (auto _ : state) {
     for (int round = 0; round < kRounds; ++round) {
       bare.add(bare_receive(payload, kVsBareRate));
+      bare_read.add(bare_receive(payload, kVsBareRate, true));
       stage.add(stage_run(payload, kVsBareRate, kMeasureSeconds).receive);
       const StageResult split_round = stage_run(payload, kVsBareRate, kMeasureSeconds, StageWay::split);
       split.add(split_round.receive, split_round.place_cpu_seconds_per_gb, split_round.receive_waits_per_second);
@@ -473,6 +536,15 @@ void BM_UdpStageVsBareReceive(benchmark::State& state) {
   // sleep is a wake-up that its core pays for, which the bare loop pays on its socket alone.
   state.counters["bare_sleeps_per_MB"] = median(bare.sleeps);
   state.counters["split_sleeps_per_MB"] = median(split.sleeps);
+  // The split against the bare loop with a reader on the placing core (BareReader): the same
+  // threads on the same cores, the same bytes read by another core; what is left is the ring and
+  // its handover. Where the placing core is the emulator's, the reader's naps there change how the
+  // emulator's datagrams bunch and so the receiver's wake-ups, as the placing thread's do.
+  state.counters["bare_read_thread_cpu_s_per_GB"] = median(bare_read.thread_cpu);
+  state.counters["bare_read_rx_cpu_s_per_GB"] = median(bare_read.core_cpu);
+  state.counters["bare_read_sleeps_per_MB"] = median(bare_read.sleeps);
+  state.counters["split_vs_bare_read_thread_cpu"] = median(split.thread_cpu) / median(bare_read.thread_cpu);
+  state.counters["split_vs_bare_read_cpu"] = median(split.core_cpu) / median(bare_read.core_cpu);
   state.SetLabel(
       (kVsBareRate > 0 ? "paced " + std::to_string(kVsBareRate / 1e9) + " GB/s, " : std::string("unpaced, ")) +
       "rx cpu " + std::to_string(kReceiveCpu) + ", emulator cpu " + std::to_string(kEmulatorCpu) +
