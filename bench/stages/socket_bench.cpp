@@ -362,7 +362,7 @@ ReceiveResult bare_receive(std::size_t payload, double rate = 0, bool with_reade
 struct StageResult {
   ReceiveResult receive;
   double place_cpu_seconds_per_gb = 0;  // the split's placing thread (the stage's own), over the window
-  double receive_waits_per_second = 0;  // the split's receive thread finding its ring empty, over the run
+  double receive_waits_per_second = 0;  // the split's receive thread finding no free slot, over the run
   double packet_rate = 0;
   std::uint64_t packets = 0;
   std::uint64_t lost_samples = 0;
@@ -530,7 +530,7 @@ void BM_UdpStageVsBareReceive(benchmark::State& state) {
   state.counters["split_vs_bare_thread_cpu"] = median(split.thread_cpu) / median(bare.thread_cpu);
   state.counters["split_place_cpu_s_per_GB"] = median(split.place_cpu);
   state.counters["split_sender_busy"] = median(split.sender_busy);
-  // How often a second the receive thread found every batch with the placing thread and waited.
+  // How often a second the receive thread found every slot with the placing thread and waited.
   state.counters["split_receive_waits_per_s"] = median(split.receive_waits);
   // How often the receiving thread slept (on its socket, or on the ring) per MB received: each
   // sleep is a wake-up that its core pays for, which the bare loop pays on its socket alone.

@@ -193,7 +193,7 @@ class UdpSource final : public Stage {
   NamedCounter* drop_unknown_type_ = nullptr;
   NamedCounter* drop_wrong_stream_ = nullptr;
   NamedCounter* drop_bad_payload_ = nullptr;
-  // Times the receive thread found every batch with the stage's thread and waited: the stage's
+  // Times the receive thread found every ring slot with the stage's thread and waited: the stage's
   // thread was the bound, and the socket's buffer took the stream meanwhile.
   NamedCounter* receiver_waits_ = nullptr;
 };
