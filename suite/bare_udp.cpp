@@ -22,6 +22,10 @@ BareUdpReceiver::BareUdpReceiver(const std::string& endpoint, int receive_buffer
   (void)::setsockopt(socket_.get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   const int one = 1;
   gro_ = ::setsockopt(socket_.get(), SOL_UDP, UDP_GRO, &one, sizeof(one)) == 0;
+  // The udp stage's drop count (KernelDrops): the kernel then adds it to every message, here as there.
+  if (::setsockopt(socket_.get(), SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof(one)) != 0) {
+    throw std::runtime_error(std::string("setsockopt(SO_RXQ_OVFL): ") + std::strerror(errno));
+  }
   const auto parsed = wire::parse_endpoint(endpoint);
   if (!parsed) throw std::runtime_error("not an endpoint: " + endpoint);
   sockaddr_in address = *parsed;
@@ -37,7 +41,7 @@ BareUdpReceiver::BareUdpReceiver(const std::string& endpoint, int receive_buffer
   buffers_.resize(batch * slot_);
   iovs_.resize(batch);
   messages_.resize(batch);
-  controls_.resize(batch * CMSG_SPACE(sizeof(int)));
+  controls_.resize(batch * kUdpControlBytes);
 }
 
 std::size_t BareUdpReceiver::receive_once() {
@@ -47,8 +51,8 @@ std::size_t BareUdpReceiver::receive_once() {
     messages_[i].msg_hdr = {};
     messages_[i].msg_hdr.msg_iov = &iovs_[i];
     messages_[i].msg_hdr.msg_iovlen = 1;
-    messages_[i].msg_hdr.msg_control = controls_.data() + i * CMSG_SPACE(sizeof(int));
-    messages_[i].msg_hdr.msg_controllen = CMSG_SPACE(sizeof(int));
+    messages_[i].msg_hdr.msg_control = controls_.data() + i * kUdpControlBytes;
+    messages_[i].msg_hdr.msg_controllen = kUdpControlBytes;
   }
   const int got = ::recvmmsg(socket_.get(), messages_.data(), static_cast<unsigned>(batch), MSG_WAITFORONE, nullptr);
   if (got <= 0) return 0;

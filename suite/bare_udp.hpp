@@ -17,8 +17,9 @@ namespace sluice::bench {
 class BareUdpReceiver {
  public:
   // Binds `endpoint` ("127.0.0.1:0" for any free port) with the udp stage's socket settings:
-  // receive_buffer bytes (SO_RCVBUFFORCE, else SO_RCVBUF), UDP_GRO where the kernel has it, and a
-  // batch of `batch` messages per recvmmsg (0: the stage's default_udp_batch). Throws on failure.
+  // receive_buffer bytes (SO_RCVBUFFORCE, else SO_RCVBUF), UDP_GRO where the kernel has it, the
+  // kernel's drop count on every message (SO_RXQ_OVFL) and the stage's control space for it, and
+  // a batch of `batch` messages per recvmmsg (0: the stage's default_udp_batch). Throws on failure.
   BareUdpReceiver(const std::string& endpoint, int receive_buffer, std::size_t batch);
 
   [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
@@ -28,6 +29,10 @@ class BareUdpReceiver {
   // One recvmmsg: waits at most 10 ms for the first datagram. Returns the datagrams (GRO segments
   // counted one by one) it received, and adds them to packets()/bytes().
   std::size_t receive_once();
+
+  // Slot `i` of the batch's receive buffers (each slot_bytes() long), as the last call left it.
+  [[nodiscard]] const std::byte* slot(std::size_t i) const noexcept { return buffers_.data() + i * slot_; }
+  [[nodiscard]] std::size_t slot_bytes() const noexcept { return slot_; }
 
   [[nodiscard]] std::uint64_t packets() const noexcept { return packets_; }
   [[nodiscard]] std::uint64_t bytes() const noexcept { return bytes_; }

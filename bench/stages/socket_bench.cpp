@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -41,13 +42,13 @@ namespace {
 
 constexpr double kWarmupSeconds = 0.3;
 constexpr double kMeasureSeconds = 1.0;
-// Bare and stage runs alternate this many times; the medians are reported, so that a
-// neighbour's burst on a shared machine does not decide the ratio.
-constexpr int kRounds = 3;
 int env_or(const char* name, int fallback) {
   const char* text = std::getenv(name);
   return text != nullptr ? std::atoi(text) : fallback;
 }
+// Bare and stage runs alternate this many times (SLUICE_BENCH_ROUNDS, default 3); the medians are
+// reported, so that a neighbour's burst on a shared machine does not decide the ratio.
+const int kRounds = std::max(1, env_or("SLUICE_BENCH_ROUNDS", 3));
 
 // VsBare's pace in bytes/s for both receivers (SLUICE_BENCH_VS_BARE_RATE): 0 sends as fast as the
 // emulator can, which compares rates; a pace both keep up with compares their CPU per byte at the
@@ -116,6 +117,21 @@ std::uint64_t thread_run_ns(pid_t tid) {
   return run_ns;
 }
 
+// Times thread `tid` of this process gave up its core (voluntary_ctxt_switches in its status): each
+// is a sleep and a wake-up (on a socket, a futex) that the receiving core pays for.
+std::uint64_t thread_sleeps(pid_t tid) {
+  if (tid <= 0) return 0;
+  std::FILE* status = std::fopen(("/proc/self/task/" + std::to_string(tid) + "/status").c_str(), "r");
+  if (status == nullptr) return 0;
+  std::array<char, 512> line{};
+  unsigned long long sleeps = 0;
+  while (std::fgets(line.data(), line.size(), status) != nullptr) {
+    if (std::sscanf(line.data(), "voluntary_ctxt_switches: %llu", &sleeps) == 1) break;
+  }
+  std::fclose(status);
+  return sleeps;
+}
+
 // The udp stage's thread: this process's one thread allowed on kReceiveCpu alone (its `cpu:`).
 pid_t thread_pinned_to_receive_cpu() {
   if (kReceiveCpu < 0) return 0;
@@ -142,8 +158,10 @@ struct CpuWindow {
   CpuTicks receive_begin = cpu_ticks(kReceiveCpu);
   CpuTicks emulator_begin = cpu_ticks(kEmulatorCpu);
   std::uint64_t thread_begin_ns = thread_run_ns(thread);
+  std::uint64_t sleeps_begin = thread_sleeps(thread);
   double receive_seconds = 0;
   double thread_seconds = 0;
+  double thread_sleeps_count = 0;
   double emulator_busy = 0;
   void end() {
     const double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
@@ -151,6 +169,7 @@ struct CpuWindow {
     const CpuTicks emulator = cpu_ticks(kEmulatorCpu);
     receive_seconds = static_cast<double>(receive.busy - receive_begin.busy) / tick;
     thread_seconds = static_cast<double>(thread_run_ns(thread) - thread_begin_ns) / 1e9;
+    thread_sleeps_count = static_cast<double>(thread_sleeps(thread) - sleeps_begin);
     const auto total = static_cast<double>(emulator.total - emulator_begin.total);
     emulator_busy = total > 0 ? static_cast<double>(emulator.busy - emulator_begin.busy) / total : 0;
   }
@@ -229,18 +248,78 @@ struct ReceiveResult {
   double receive_cpu_seconds_per_gb = 0;  // the receiving core, over the measured window
   double thread_cpu_seconds_per_gb = 0;   // the receiving thread alone, over the same window
   double emulator_busy = 0;               // fraction of the emulator's core
+  double thread_sleeps_per_mb = 0;        // the receiving thread's sleeps (and so wake-ups) per MB
 };
 
 ReceiveResult with_cpu(double packets_per_second, std::size_t payload, const CpuWindow& window,
                        double seconds = kMeasureSeconds) {
   const double gigabytes = packets_per_second * seconds * static_cast<double>(payload) / 1e9;
   return ReceiveResult{packets_per_second, gigabytes > 0 ? window.receive_seconds / gigabytes : 0,
-                       gigabytes > 0 ? window.thread_seconds / gigabytes : 0, window.emulator_busy};
+                       gigabytes > 0 ? window.thread_seconds / gigabytes : 0, window.emulator_busy,
+                       gigabytes > 0 ? window.thread_sleeps_count / gigabytes / 1e3 : 0};
 }
 
-// Bare receive (bare_udp.hpp): recvmmsg with GRO, counting datagrams (segments), nothing else.
-ReceiveResult bare_receive(std::size_t payload, double rate = 0) {
+// The split's placing thread as a neighbour of the bare loop (VsBare's bare_read), so that the
+// two are pinned alike: on kPlaceCpu it waits for each of the loop's receives the way
+// ReceiveThread::next waits for a batch (spinning 10 us, then naps of 50 us) and reads every
+// cache line of what the receive filled, message slot by message slot. The loop never waits for it.
+class BareReader {
+ public:
+  explicit BareReader(const bench::BareUdpReceiver& receiver)
+      : receiver_(receiver), thread_([this] { run(); }) {}
+  BareReader(const BareReader&) = delete;
+  BareReader& operator=(const BareReader&) = delete;
+  ~BareReader() {
+    stop_.store(true);
+    thread_.join();
+  }
+  // The loop's thread, after each receive: it filled `bytes` (0: nothing came).
+  void filled(std::uint64_t bytes) noexcept {
+    if (bytes == 0) return;
+    last_bytes_.store(bytes, std::memory_order_relaxed);
+    calls_.fetch_add(1, std::memory_order_release);
+  }
+
+ private:
+  void run() noexcept {
+    pin(0, kPlaceCpu);
+    std::uint64_t seen = 0;
+    std::uint64_t sum = 0;
+    while (!stop_.load(std::memory_order_relaxed)) {
+      const std::uint64_t begin = monotonic_ns();
+      std::uint64_t calls = 0;
+      while ((calls = calls_.load(std::memory_order_acquire)) == seen && !stop_.load(std::memory_order_relaxed)) {
+        if (monotonic_ns() - begin < 10'000) {
+          cpu_relax();
+        } else {
+          std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+      }
+      seen = calls;
+      std::uint64_t left = last_bytes_.load(std::memory_order_relaxed);
+      for (std::size_t i = 0; left > 0 && i < receiver_.batch(); ++i) {
+        const std::size_t bytes = std::min<std::uint64_t>(left, receiver_.slot_bytes());
+        const std::byte* data = receiver_.slot(i);
+        for (std::size_t at = 0; at < bytes; at += 64) sum += static_cast<std::uint64_t>(data[at]);
+        left -= bytes;
+      }
+    }
+    benchmark::DoNotOptimize(sum);
+  }
+
+  const bench::BareUdpReceiver& receiver_;
+  std::atomic<bool> stop_{false};
+  std::atomic<std::uint64_t> calls_{0};
+  std::atomic<std::uint64_t> last_bytes_{0};
+  std::thread thread_;
+};
+
+// Bare receive (bare_udp.hpp): recvmmsg with GRO, counting datagrams (segments), nothing else;
+// `with_reader`: beside a BareReader.
+ReceiveResult bare_receive(std::size_t payload, double rate = 0, bool with_reader = false) {
   bench::BareUdpReceiver receiver("127.0.0.1:0", 256 << 20, kBatch);
+  std::optional<BareReader> reader;
+  if (with_reader) reader.emplace(receiver);
   const PinnedThread pinned(kReceiveCpu);
   EmulatorProcess emulator(receiver.port(), payload, kWarmupSeconds + kMeasureSeconds + 0.5, rate);
   if (!emulator.running()) return {};
@@ -258,7 +337,9 @@ ReceiveResult bare_receive(std::size_t payload, double rate = 0) {
     }
     if (begin_ns != 0 && now - begin_ns >= measure_ns) break;
     if (now - start_ns > 10'000'000'000ULL) return {};
+    const std::uint64_t before = receiver.bytes();
     receiver.receive_once();
+    if (reader) reader->filled(receiver.bytes() - before);
   }
   window->end();
   return with_cpu(static_cast<double>(receiver.packets()) / kMeasureSeconds, payload, *window);
@@ -267,7 +348,7 @@ ReceiveResult bare_receive(std::size_t payload, double rate = 0) {
 struct StageResult {
   ReceiveResult receive;
   double place_cpu_seconds_per_gb = 0;  // the split's placing thread (the stage's own), over the window
-  double receive_waits_per_second = 0;  // the split's receive thread finding its ring empty, over the run
+  double receive_waits_per_second = 0;  // the split's receive thread finding no free slot, over the run
   double packet_rate = 0;
   std::uint64_t packets = 0;
   std::uint64_t lost_samples = 0;
@@ -368,7 +449,9 @@ struct RoundFigures {
   std::vector<double> sender_busy;
   std::vector<double> place_cpu;      // split: the placing thread's CPU s/GB
   std::vector<double> receive_waits;  // split: the receive thread's waits for a batch a second
+  std::vector<double> sleeps;         // the receiving thread's sleeps per MB
   void add(const ReceiveResult& result, double place = 0, double waits = 0) {
+    sleeps.push_back(result.thread_sleeps_per_mb);
     receive_waits.push_back(waits);
     packet_rate.push_back(result.packet_rate);
     core_cpu.push_back(result.receive_cpu_seconds_per_gb);
@@ -378,8 +461,9 @@ struct RoundFigures {
   }
 };
 
-// Bare loop, udp stage receiving on its own thread, and the split (receive thread + placing
-// thread) in alternating rounds at the same pace, medians reported. Against the bare loop: the
+// Bare loop, bare loop beside a reader (BareReader), udp stage receiving on its own thread, and
+// the split (receive thread + placing thread) in alternating rounds at the same pace, medians
+// reported. Against the bare loop: the
 // receive core's CPU per GB (/proc/stat) and the receiving thread's own (schedstat); for the split
 // also its placing thread's CPU per GB, which the inline stage's thread spends on its one core.
 // The ratio is what validation, loss accounting and the payloads' way into chunks cost; where the
@@ -388,12 +472,14 @@ struct RoundFigures {
 void BM_UdpStageVsBareReceive(benchmark::State& state) {
   const auto payload = static_cast<std::size_t>(state.range(0));
   RoundFigures bare;
+  RoundFigures bare_read;  // the bare loop beside a BareReader: pinned as the split is
   RoundFigures stage;
   RoundFigures split;
   std::vector<double> ratios;
   for (auto _ : state) {
     for (int round = 0; round < kRounds; ++round) {
       bare.add(bare_receive(payload, kVsBareRate));
+      bare_read.add(bare_receive(payload, kVsBareRate, true));
       stage.add(stage_run(payload, kVsBareRate, kMeasureSeconds).receive);
       const StageResult split_round = stage_run(payload, kVsBareRate, kMeasureSeconds, StageWay::split);
       split.add(split_round.receive, split_round.place_cpu_seconds_per_gb, split_round.receive_waits_per_second);
@@ -433,8 +519,21 @@ void BM_UdpStageVsBareReceive(benchmark::State& state) {
   state.counters["split_vs_bare_thread_cpu"] = median(split.thread_cpu) / median(bare.thread_cpu);
   state.counters["split_place_cpu_s_per_GB"] = median(split.place_cpu);
   state.counters["split_sender_busy"] = median(split.sender_busy);
-  // How often a second the receive thread found every batch with the placing thread and waited.
+  // How often a second the receive thread found every slot with the placing thread and waited.
   state.counters["split_receive_waits_per_s"] = median(split.receive_waits);
+  // How often the receiving thread slept (on its socket, or on the ring) per MB received: each
+  // sleep is a wake-up that its core pays for, which the bare loop pays on its socket alone.
+  state.counters["bare_sleeps_per_MB"] = median(bare.sleeps);
+  state.counters["split_sleeps_per_MB"] = median(split.sleeps);
+  // The split against the bare loop with a reader on the placing core (BareReader): the same
+  // threads on the same cores, the same bytes read by another core; what is left is the ring and
+  // its handover. Where the placing core is the emulator's, the reader's naps there change how the
+  // emulator's datagrams bunch and so the receiver's wake-ups, as the placing thread's do.
+  state.counters["bare_read_thread_cpu_s_per_GB"] = median(bare_read.thread_cpu);
+  state.counters["bare_read_rx_cpu_s_per_GB"] = median(bare_read.core_cpu);
+  state.counters["bare_read_sleeps_per_MB"] = median(bare_read.sleeps);
+  state.counters["split_vs_bare_read_thread_cpu"] = median(split.thread_cpu) / median(bare_read.thread_cpu);
+  state.counters["split_vs_bare_read_cpu"] = median(split.core_cpu) / median(bare_read.core_cpu);
   state.SetLabel(
       (kVsBareRate > 0 ? "paced " + std::to_string(kVsBareRate / 1e9) + " GB/s, " : std::string("unpaced, ")) +
       "rx cpu " + std::to_string(kReceiveCpu) + ", emulator cpu " + std::to_string(kEmulatorCpu) +
@@ -468,7 +567,7 @@ void BM_UdpStagePacedNoLoss(benchmark::State& state) {
 }
 BENCHMARK(BM_UdpStagePacedNoLoss)->Arg(1472)->Arg(8192)->Iterations(1)->Unit(benchmark::kSecond);
 
-// Where a received byte goes, four ways (and a fifth on request), each on the same paced stream (8972-byte VITA-49
+// Where a received byte goes, six ways (and a seventh on request), each on the same paced stream (8972-byte VITA-49
 // datagrams, GRO, batches of 8 as the stage's): `hot` receives into the same 512 KiB of buffers
 // every time (the bare loop); `copy` also streams every payload byte-swapped into a 128 MiB ring
 // of chunk-sized memory (the udp stage's copy); `land` has the kernel
@@ -480,8 +579,15 @@ BENCHMARK(BM_UdpStagePacedNoLoss)->Arg(1472)->Arg(8192)->Iterations(1)->Unit(ben
 // per GB for each and the ratios to `hot`. SLUICE_BENCH_LANDING_RATE (bytes/s, default 500e6)
 // sets the pace; SLUICE_BENCH_LANDING_WAYS (e.g. "hot,land_swap") picks the ways, among them
 // `land_swap_each` (not run by default): a message a call, as the stage receives, each swapped
-// right after its receive.
-enum class Landing { hot, copy, land, land_swap, land_swap_each };
+// right after its receive. Two more ways are the receive thread's ring (receive_thread: true)
+// without its handover: `ring` receives each call into the next batch of a ring of
+// SLUICE_BENCH_RECEIVE_BATCHES (default 4) batches of 512 KiB, `ring_read` also has a thread on
+// the split's placing core read every batch it filled, as the stage's thread does: `ring` over
+// `hot` is the ring's footprint, `ring_read` over `ring` the cost of another core reading it. The
+// reader spins: on a core of its own (five cores or more) it changes nothing else; sharing the
+// emulator's core it changes how the emulator's datagrams bunch, and with that the receiver's
+// wake-ups, which this ratio then mixes in.
+enum class Landing { hot, copy, land, land_swap, land_swap_each, ring, ring_read };
 
 class LandingReceiver {
  public:
@@ -525,6 +631,23 @@ class LandingReceiver {
   }
   [[nodiscard]] std::uint16_t port() const { return port_; }
   [[nodiscard]] std::uint64_t bytes() const { return bytes_; }
+  // ring_read: on another thread, reads each batch the receiving thread filled (every cache line
+  // of it, the latest one when it lags) until `stop`.
+  void read_ring(const std::atomic<bool>& stop) const {
+    std::uint64_t seen = 0;
+    std::uint64_t sum = 0;
+    while (!stop.load(std::memory_order_relaxed)) {
+      const std::uint64_t filled = filled_calls_.load(std::memory_order_acquire);
+      if (filled == seen) {
+        cpu_relax();
+        continue;
+      }
+      seen = filled;
+      const std::byte* batch = shared_.data() + ((filled - 1) % shared_batches_) * kBatch * 65536;
+      for (std::size_t at = 0; at < kBatch * 65536; at += 64) sum += static_cast<std::uint64_t>(batch[at]);
+    }
+    benchmark::DoNotOptimize(sum);
+  }
 
   // One recvmmsg (waits at most 10 ms for the first datagram), then this way's work on it.
   void receive_once() {
@@ -540,6 +663,10 @@ class LandingReceiver {
         }
         header.msg_iov = &iovs_[i * 2 * kSegments];
         header.msg_iovlen = 2 * kSegments;
+      } else if (how_ == Landing::ring || how_ == Landing::ring_read) {
+        iovs_[i] = {shared_.data() + ((calls_ % shared_batches_) * kBatch + i) * 65536, 65536};
+        header.msg_iov = &iovs_[i];
+        header.msg_iovlen = 1;
       } else {
         iovs_[i] = {hot_.data() + i * 65536, 65536};
         header.msg_iov = &iovs_[i];
@@ -553,6 +680,7 @@ class LandingReceiver {
       return;
     }
     const int got = ::recvmmsg(socket_.get(), messages_.data(), kBatch, MSG_WAITFORONE, nullptr);
+    if (got > 0) filled_calls_.store(++calls_, std::memory_order_release);
     for (int i = 0; i < got; ++i) {
       const std::size_t length = messages_[static_cast<std::size_t>(i)].msg_len;
       bytes_ += length;
@@ -584,6 +712,10 @@ class LandingReceiver {
   std::uint64_t bytes_ = 0;
   std::size_t at_ = 0;  // ring slot of the next payload
   std::vector<std::byte> hot_ = std::vector<std::byte>(kBatch * 65536);
+  std::size_t shared_batches_ = static_cast<std::size_t>(kReceiveBatches > 0 ? kReceiveBatches : 4);
+  std::vector<std::byte> shared_ = std::vector<std::byte>(shared_batches_ * kBatch * 65536);
+  std::uint64_t calls_ = 0;                    // recvmmsg calls that received
+  std::atomic<std::uint64_t> filled_calls_{0};  // calls_, for ring_read's reader
   MemoryRegion ring_{MemoryKind::host, std::size_t{128} << 20};
   std::vector<std::byte> headers_ = std::vector<std::byte>(kSegments * kHeader);
   std::array<iovec, kBatch * 2 * kSegments> iovs_{};
@@ -603,6 +735,22 @@ double thread_cpu_seconds() {
 // The receiving thread's CPU seconds per GB for one way at `rate` bytes/s, over 2 s of the stream.
 double landing_cpu_per_gb(Landing how, double rate) {
   LandingReceiver receiver(how);
+  std::atomic<bool> stop_reading{false};
+  std::thread reader;
+  if (how == Landing::ring_read) {
+    reader = std::thread([&] {
+      pin(0, kPlaceCpu);
+      receiver.read_ring(stop_reading);
+    });
+  }
+  struct JoinReader {
+    std::atomic<bool>& stop;
+    std::thread& thread;
+    ~JoinReader() {
+      stop.store(true);
+      if (thread.joinable()) thread.join();
+    }
+  } join_reader{stop_reading, reader};
   const PinnedThread pinned(kReceiveCpu);
   EmulatorProcess emulator(receiver.port(), LandingReceiver::kDatagram, kWarmupSeconds + 2.5, rate);
   if (!emulator.running() || receiver.port() == 0) return 0;
@@ -620,13 +768,15 @@ void BM_ReceiveLanding(benchmark::State& state) {
   const char* text = std::getenv("SLUICE_BENCH_LANDING_RATE");
   const double rate = text != nullptr ? std::atof(text) : 500e6;
   const char* ways_text = std::getenv("SLUICE_BENCH_LANDING_WAYS");
-  const std::string ways = ways_text != nullptr ? ways_text : "hot,copy,land,land_swap";
-  const std::array<std::pair<Landing, const char*>, 5> all{{{Landing::hot, "hot"},
+  const std::string ways = ways_text != nullptr ? ways_text : "hot,copy,land,land_swap,ring,ring_read";
+  const std::array<std::pair<Landing, const char*>, 7> all{{{Landing::hot, "hot"},
                                                             {Landing::copy, "copy"},
                                                             {Landing::land, "land"},
                                                             {Landing::land_swap, "land_swap"},
-                                                            {Landing::land_swap_each, "land_swap_each"}}};
-  std::array<std::vector<double>, 5> cpu;
+                                                            {Landing::land_swap_each, "land_swap_each"},
+                                                            {Landing::ring, "ring"},
+                                                            {Landing::ring_read, "ring_read"}}};
+  std::array<std::vector<double>, 7> cpu;
   for (auto _ : state) {
     for (int round = 0; round < kRounds; ++round) {
       for (std::size_t w = 0; w < all.size(); ++w) {

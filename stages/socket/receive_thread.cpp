@@ -23,14 +23,14 @@ constexpr std::uint64_t kConsumerNapsForNs = 2'000'000;  // then the stream has 
 
 }  // namespace
 
-ReceiveBatch::ReceiveBatch(std::size_t messages, std::size_t slot_bytes, std::size_t control_bytes)
+ReceiveSlots::ReceiveSlots(std::size_t count, std::size_t slot_bytes, std::size_t control_bytes)
     : slot_bytes_(slot_bytes),
       control_bytes_(control_bytes),
-      buffers_(messages * slot_bytes),
-      iovs_(messages),
-      controls_(messages * control_bytes),
-      headers_(messages) {
-  for (std::size_t i = 0; i < messages; ++i) {
+      buffers_(count * slot_bytes),
+      iovs_(count),
+      controls_(count * control_bytes),
+      headers_(count) {
+  for (std::size_t i = 0; i < count; ++i) {
     iovs_[i] = {buffers_.data() + i * slot_bytes_, slot_bytes_};
     msghdr& header = headers_[i].msg_hdr;
     header = {};
@@ -41,17 +41,19 @@ ReceiveBatch::ReceiveBatch(std::size_t messages, std::size_t slot_bytes, std::si
   }
 }
 
-void ReceiveBatch::rearm() noexcept {
-  for (auto& header : headers_) header.msg_hdr.msg_controllen = control_bytes_;
+void ReceiveSlots::rearm(std::size_t first, std::size_t count) noexcept {
+  for (std::size_t i = first; i < first + count; ++i) headers_[i].msg_hdr.msg_controllen = control_bytes_;
 }
 
 ReceiveThread::ReceiveThread(int fd, std::size_t batches, std::size_t messages, std::size_t slot_bytes,
                              std::size_t control_bytes)
-    : fd_(fd), filled_(batches), free_(batches) {
-  for (std::size_t i = 0; i < batches; ++i) {
-    batches_.push_back(std::make_unique<ReceiveBatch>(messages, slot_bytes, control_bytes));
-    free_.try_push(batches_.back().get());
-  }
+    : fd_(fd),
+      messages_(messages),
+      slots_(batches * messages, slot_bytes, control_bytes),
+      batches_(batches * messages),
+      filled_(batches * messages),
+      free_(batches * messages) {
+  for (std::size_t i = 0; i < batches_.size(); ++i) batches_[i] = ReceiveBatch{&slots_, i, 0};
 }
 
 void ReceiveThread::start(const std::vector<int>& cores, const std::string& name) {
@@ -74,38 +76,47 @@ void ReceiveThread::start(const std::vector<int>& cores, const std::string& name
 void ReceiveThread::run() noexcept {
   go_.wait(false, std::memory_order_acquire);
   std::uint64_t bytes = 0;
-  while (ReceiveBatch* batch = take_free()) {
-    batch->rearm();
+  const std::size_t ring = slots_.count();
+  while (wait_for_free_slots()) {
+    // The free slots from next_slot_ on, up to the ring's end: a run that one call can fill.
+    const std::size_t first = next_slot_;
+    const std::size_t count = std::min({messages_, ring - slots_in_use_, ring - first});
+    slots_.rearm(first, count);
     int received = -1;
     while (!stopping_.load(std::memory_order_relaxed)) {
-      received = ::recvmmsg(fd_, batch->headers(), static_cast<unsigned>(batch->capacity()), MSG_WAITFORONE, nullptr);
+      received = ::recvmmsg(fd_, slots_.headers(first), static_cast<unsigned>(count), MSG_WAITFORONE, nullptr);
       if (received >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) break;
     }
     if (received < 0) {
       if (!stopping_.load(std::memory_order_relaxed)) failed_errno_.store(errno, std::memory_order_release);
       break;
     }
-    batch->received = static_cast<std::size_t>(received);
-    for (std::size_t i = 0; i < batch->received; ++i) bytes += batch->message(i).msg_len;
+    if (received == 0) continue;
+    ReceiveBatch& batch = batches_[first];
+    batch.received = static_cast<std::size_t>(received);
+    for (std::size_t i = 0; i < batch.received; ++i) bytes += batch.message(i).msg_len;
     received_bytes_.store(bytes, std::memory_order_relaxed);  // this thread is its one writer
-    filled_.try_push(batch);                                  // never full: it holds every batch at most
+    slots_in_use_ += batch.received;
+    next_slot_ = (first + batch.received) % ring;
+    filled_.try_push(&batch);  // never full: a batch holds one slot at least
   }
   final_cpu_ns_.store(thread_cpu_ns(), std::memory_order_relaxed);
   running_.store(false, std::memory_order_release);
   filled_.close();
 }
 
-ReceiveBatch* ReceiveThread::take_free() noexcept {
+bool ReceiveThread::wait_for_free_slots() noexcept {
   bool counted = false;
   while (!stopping_.load(std::memory_order_relaxed)) {
-    if (const auto batch = free_.try_pop()) return *batch;
+    while (const auto batch = free_.try_pop()) slots_in_use_ -= (*batch)->received;
+    if (slots_in_use_ < slots_.count()) return true;
     if (!counted) {
       waits_for_batch_.fetch_add(1, std::memory_order_relaxed);
       counted = true;
     }
     free_.wait_for_push(std::chrono::milliseconds(10));
   }
-  return nullptr;
+  return false;
 }
 
 ReceiveBatch* ReceiveThread::next(std::chrono::nanoseconds timeout) noexcept {

@@ -10,7 +10,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,19 +18,19 @@
 
 namespace sluice {
 
-// One recvmmsg batch: `messages` receive slots of `slot_bytes` each, their iovecs, control space
-// of `control_bytes` each and the headers pointing at them, set once.
-class ReceiveBatch {
+// `count` receive slots of `slot_bytes` each, their iovecs, control space of `control_bytes`
+// each and the headers pointing at them, set once. A recvmmsg fills a run of them.
+class ReceiveSlots {
  public:
-  ReceiveBatch(std::size_t messages, std::size_t slot_bytes, std::size_t control_bytes);
-  // Before each recvmmsg: the kernel shortens msg_controllen to what it wrote.
-  void rearm() noexcept;
-  [[nodiscard]] mmsghdr* headers() noexcept { return headers_.data(); }
-  [[nodiscard]] std::size_t capacity() const noexcept { return headers_.size(); }
-  // Message `i` as the last recvmmsg left it, and its data.
+  ReceiveSlots(std::size_t count, std::size_t slot_bytes, std::size_t control_bytes);
+  // Before a recvmmsg into slots [first, first + count): the kernel shortens msg_controllen to
+  // what it wrote.
+  void rearm(std::size_t first, std::size_t count) noexcept;
+  [[nodiscard]] mmsghdr* headers(std::size_t first) noexcept { return headers_.data() + first; }
+  [[nodiscard]] std::size_t count() const noexcept { return headers_.size(); }
+  // Slot `i` as the last recvmmsg left it, and its data.
   [[nodiscard]] const mmsghdr& message(std::size_t i) const noexcept { return headers_[i]; }
   [[nodiscard]] const std::byte* data(std::size_t i) const noexcept { return buffers_.data() + i * slot_bytes_; }
-  std::size_t received = 0;  // messages the last recvmmsg filled
 
  private:
   std::size_t slot_bytes_;
@@ -42,17 +41,29 @@ class ReceiveBatch {
   std::vector<mmsghdr> headers_;
 };
 
+// What one recvmmsg filled: `received` messages in the slots from `first` on.
+struct ReceiveBatch {
+  const ReceiveSlots* slots = nullptr;
+  std::size_t first = 0;
+  std::size_t received = 0;
+  [[nodiscard]] const mmsghdr& message(std::size_t i) const noexcept { return slots->message(first + i); }
+  [[nodiscard]] const std::byte* data(std::size_t i) const noexcept { return slots->data(first + i); }
+};
+
 // A thread that does nothing but receive. From the consumer's first next() on (until then the
-// socket keeps what arrives, as for a stage that receives itself) it takes a free batch, fills it
-// with one blocking recvmmsg (MSG_WAITFORONE; the socket's SO_RCVTIMEO bounds the wait, so that
-// it sees stop() soon) and hands it on. When every batch is with the consumer it waits for one to
-// come back, and the socket's buffer takes the stream meanwhile: what overflows it is the kernel's
-// drop count, as without this thread. The consumer (the stage's thread) takes batches with
-// next(), gives each back with give_back(), and learns of a failed receive from failed_errno().
+// socket keeps what arrives, as for a stage that receives itself) it fills the free slots after
+// the last filled one, up to a batch of them, with one blocking recvmmsg (MSG_WAITFORONE; the
+// socket's SO_RCVTIMEO bounds the wait, so that it sees stop() soon) and hands on what it got. A
+// batch takes only the slots the kernel filled: a short one leaves the rest of the ring free, so
+// that the ring holds as many messages as it has slots whatever the calls returned. When every
+// slot is with the consumer it waits for a batch to come back, and the socket's buffer takes the
+// stream meanwhile: what overflows it is the kernel's drop count, as without this thread. The
+// consumer (the stage's thread) takes batches with next(), gives each back with give_back() in the
+// order it took them, and learns of a failed receive from failed_errno().
 class ReceiveThread {
  public:
-  // `batches` batches of `messages` messages on socket `fd` (which the caller keeps open until
-  // stop()).
+  // A ring of `batches` x `messages` slots, recvmmsg calls of up to `messages` messages, on socket
+  // `fd` (which the caller keeps open until stop()).
   ReceiveThread(int fd, std::size_t batches, std::size_t messages, std::size_t slot_bytes, std::size_t control_bytes);
   ReceiveThread(const ReceiveThread&) = delete;
   ReceiveThread& operator=(const ReceiveThread&) = delete;
@@ -64,11 +75,11 @@ class ReceiveThread {
   // Consumer: the next filled batch, or null after waiting up to `timeout` (also once the
   // thread has ended: failed or stopped, and every batch it filled taken).
   ReceiveBatch* next(std::chrono::nanoseconds timeout) noexcept;
-  // Consumer: done with `batch`; it goes back to the thread.
+  // Consumer: done with `batch`, the oldest it holds; its slots go back to the thread.
   void give_back(ReceiveBatch* batch) noexcept;
   // The errno of the recvmmsg that ended the thread, or 0. Read it once next() returns null.
   [[nodiscard]] int failed_errno() const noexcept { return failed_errno_.load(std::memory_order_acquire); }
-  // Times the thread found every batch with the consumer and waited (the consumer was the bound).
+  // Times the thread found every slot with the consumer and waited (the consumer was the bound).
   [[nodiscard]] std::uint64_t waits_for_batch() const noexcept {
     return waits_for_batch_.load(std::memory_order_relaxed);
   }
@@ -88,13 +99,18 @@ class ReceiveThread {
   void run() noexcept;
   // Lets the thread start receiving (the first next(), or stop()).
   void release() noexcept;
-  // A free batch, waiting while the consumer holds them all; null once stopping.
-  ReceiveBatch* take_free() noexcept;
+  // Takes back what the consumer returned; while it holds every slot, waits for a batch to come
+  // back. False once stopping.
+  bool wait_for_free_slots() noexcept;
 
   int fd_;
-  std::vector<std::unique_ptr<ReceiveBatch>> batches_;
-  SpscQueue<ReceiveBatch*> filled_;  // this thread → consumer
-  SpscQueue<ReceiveBatch*> free_;    // consumer → this thread
+  std::size_t messages_;  // the most slots one recvmmsg fills
+  ReceiveSlots slots_;
+  std::vector<ReceiveBatch> batches_;  // batches_[i]: the batch whose first slot is i
+  std::size_t next_slot_ = 0;         // this thread's: where the next recvmmsg starts
+  std::size_t slots_in_use_ = 0;      // this thread's: slots filled and not yet given back
+  SpscQueue<ReceiveBatch*> filled_;   // this thread → consumer
+  SpscQueue<ReceiveBatch*> free_;     // consumer → this thread
   std::atomic<bool> go_{false};      // the thread may receive
   bool consumer_asked_ = false;      // the consumer's: it has called next()
   std::atomic<bool> have_consumer_clock_{false};

@@ -24,8 +24,6 @@ namespace sluice {
 namespace {
 
 constexpr std::size_t kGroBytes = 65536;  // a GRO super-datagram is at most 64 KiB
-// Per received message: the GRO segment size and the kernel's drop count.
-constexpr std::size_t kControlBytes = CMSG_SPACE(sizeof(int)) + KernelDrops::kControlBytes;
 __extension__ typedef __int128 Int128;  // picoseconds (under 2^41) times a rate (under 2^37)
 
 // receive_thread and the two settings that only it has.
@@ -37,11 +35,13 @@ void read_receive_thread_settings(SettingsReader& reader, UdpSourceSettings& set
   settings.receive_cpu =
       reader.cores("receive_cpu", "cores of the receive thread (receive_thread: true): 3, 3-5 (-1: not pinned)");
   // 4 (2 MiB with GRO): with many lanes on one host a deeper ring lost packets that this one
-  // did not (PERFORMANCE.md, lanes); a shallower one runs empty and sleeps the receive thread.
+  // did not (PERFORMANCE.md, lanes); a shallower one runs out of free slots and sleeps the
+  // receive thread.
   settings.receive_batches = static_cast<std::size_t>(
       reader.integer("receive_batches", 4,
-                     "recvmmsg batches in the receive thread's ring (receive_thread: true); when the stage's thread "
-                     "holds them all, the socket's buffer takes the stream",
+                     "the receive thread's ring in recvmmsg batches (receive_thread: true): this many times batch "
+                     "message slots, each call filling up to batch of them; when the stage's thread holds them all, "
+                     "the socket's buffer takes the stream",
                      2, 64));
   if (settings.receive_thread) return;
   for (const char* key : {"receive_cpu", "receive_batches"}) {
@@ -159,9 +159,9 @@ void UdpSource::allocate_batches() {
   if (settings_.batch == 0) settings_.batch = default_udp_batch(gro_);
   if (settings_.receive_thread) {
     receiver_ = std::make_unique<ReceiveThread>(socket_.get(), settings_.receive_batches, settings_.batch, slot_bytes_,
-                                                kControlBytes);
+                                                kUdpControlBytes);
   } else {
-    batch_ = std::make_unique<ReceiveBatch>(settings_.batch, slot_bytes_, kControlBytes);
+    slots_ = std::make_unique<ReceiveSlots>(settings_.batch, slot_bytes_, kUdpControlBytes);
   }
 }
 
@@ -349,14 +349,14 @@ bool UdpSource::handle_context(const std::byte* data, std::size_t bytes) noexcep
 }
 
 int UdpSource::receive_batch() noexcept {
-  batch_->rearm();
+  slots_->rearm(0, slots_->count());
   // After a short batch the socket is empty: wait for it first instead of asking recvmmsg for
   // an EAGAIN (one system call less per wake-up at paced rates).
   int received = -1;
   errno = EAGAIN;
   if (!drained_)
     received =
-        ::recvmmsg(socket_.get(), batch_->headers(), static_cast<unsigned>(settings_.batch), MSG_DONTWAIT, nullptr);
+        ::recvmmsg(socket_.get(), slots_->headers(0), static_cast<unsigned>(settings_.batch), MSG_DONTWAIT, nullptr);
   if (received < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
     // Nothing queued: wait for the socket, timed as the stage's wait. (A blocking receive
     // counted its sleep as busy time, and a receiver that kept up read as saturated.)
@@ -368,7 +368,7 @@ int UdpSource::receive_batch() noexcept {
     }
     if (ready > 0) {
       received =
-          ::recvmmsg(socket_.get(), batch_->headers(), static_cast<unsigned>(settings_.batch), MSG_DONTWAIT, nullptr);
+          ::recvmmsg(socket_.get(), slots_->headers(0), static_cast<unsigned>(settings_.batch), MSG_DONTWAIT, nullptr);
     } else if (ready == 0 || errno == EINTR) {
       received = -1;
       errno = EAGAIN;
@@ -399,8 +399,7 @@ StageStatus UdpSource::process() {
     return StageStatus::idle;
   }
   drained_ = static_cast<std::size_t>(received) < settings_.batch;
-  batch_->received = static_cast<std::size_t>(received);
-  handle_batch(*batch_);
+  handle_batch(ReceiveBatch{slots_.get(), 0, static_cast<std::size_t>(received)});
   return check_context_rate();
 }
 

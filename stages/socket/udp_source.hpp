@@ -60,6 +60,10 @@ struct UdpSourceSettings {
 // copies out of them. The socket benchmark gives its bare loop the same.
 std::size_t default_udp_batch(bool gro) noexcept;
 
+// Control-message space the udp stage gives each received message: the GRO segment size and the
+// kernel's drop count (KernelDrops). The socket benchmark's bare loop gives its messages the same.
+inline constexpr std::size_t kUdpControlBytes = CMSG_SPACE(sizeof(int)) + KernelDrops::kControlBytes;
+
 // A single stray timestamp never moves the stream (JumpGuard); datagrams the kernel dropped at
 // the socket are told from a sender's jump by the kernel's own count (KernelDrops). With
 // receive_thread the recvmmsg calls run on a ReceiveThread and the rest on the stage's thread.
@@ -143,7 +147,7 @@ class UdpSource final : public Stage {
   std::uint16_t port_ = 0;
   bool gro_ = false;
   std::size_t slot_bytes_ = 0;
-  std::unique_ptr<ReceiveBatch> batch_;      // receiving on the stage's thread
+  std::unique_ptr<ReceiveSlots> slots_;      // receiving on the stage's thread
   std::unique_ptr<ReceiveThread> receiver_;  // or on a thread of its own (receive_thread: true)
   ReorderWindow window_;
   PacketHistory history_;
@@ -189,7 +193,7 @@ class UdpSource final : public Stage {
   NamedCounter* drop_unknown_type_ = nullptr;
   NamedCounter* drop_wrong_stream_ = nullptr;
   NamedCounter* drop_bad_payload_ = nullptr;
-  // Times the receive thread found every batch with the stage's thread and waited: the stage's
+  // Times the receive thread found every ring slot with the stage's thread and waited: the stage's
   // thread was the bound, and the socket's buffer took the stream meanwhile.
   NamedCounter* receiver_waits_ = nullptr;
 };

@@ -1,5 +1,6 @@
 // ReceiveThread on real loopback UDP sockets: every datagram sent reaches the consumer once and in
-// order, with slow consumers, stops mid-receive and failed receives.
+// order, with slow consumers (a datagram per ring slot however few each call returns), stops
+// mid-receive and failed receives.
 #include "stages/socket/receive_thread.hpp"
 
 #include <fcntl.h>
@@ -16,6 +17,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "loopback_pair.hpp"
 #include "pipeline/clock.hpp"
@@ -114,6 +116,45 @@ TEST(ReceiveThread, ItReceivesNothingBeforeTheConsumerAsks) {
   std::memcpy(&sequence, batch->data(0), sizeof(sequence));
   EXPECT_EQ(sequence, 0U);
   thread.give_back(batch);
+}
+
+// A batch takes only the slots its recvmmsg filled: when each call returns one datagram, a ring
+// of 2 batches of 4 slots holds 8 datagrams before the thread waits, not 2, and the slots a batch
+// gives back take the next datagram (the ring wraps).
+TEST(ReceiveThread, ItsRingHoldsADatagramPerSlotWhenEachCallReturnsOne) {
+  Loopback loopback;
+  ReceiveThread thread(loopback.receiver.get(), 2, 4, kSlot, kControl);
+  thread.start({}, "rx test");
+  EXPECT_EQ(thread.next(std::chrono::milliseconds(0)), nullptr);  // it may receive from here on
+  const auto sequence_of = [](const ReceiveBatch& batch) {
+    std::uint64_t sequence = 0;
+    std::memcpy(&sequence, batch.data(0), sizeof(sequence));
+    return sequence;
+  };
+  std::vector<ReceiveBatch*> held;
+  for (std::uint64_t sequence = 0; sequence < 8; ++sequence) {
+    loopback.send(sequence, sequence + 1);  // the thread waits in recvmmsg: the call returns this one
+    ReceiveBatch* batch = thread.next(std::chrono::seconds(5));
+    ASSERT_NE(batch, nullptr) << "datagram " << sequence << " never came while the consumer held " << held.size()
+                              << " batches of one datagram";
+    ASSERT_EQ(batch->received, 1U);
+    EXPECT_EQ(sequence_of(*batch), sequence);
+    held.push_back(batch);
+  }
+  // Every slot is with the consumer: a ninth datagram stays in the socket.
+  loopback.send(8, 9);
+  for (int i = 0; i < 500 && thread.waits_for_batch() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_GT(thread.waits_for_batch(), 0U) << "the thread never found its ring full";
+  EXPECT_EQ(thread.next(std::chrono::milliseconds(50)), nullptr);
+  thread.give_back(held.front());
+  ReceiveBatch* ninth = thread.next(std::chrono::seconds(5));
+  ASSERT_NE(ninth, nullptr) << "a slot given back did not take the datagram that waited";
+  EXPECT_EQ(sequence_of(*ninth), 8U);
+  EXPECT_EQ(ninth->data(0), held.front()->data(0)) << "the ninth went into the first slot, freed first";
+  for (std::size_t i = 1; i < held.size(); ++i) thread.give_back(held[i]);
+  thread.give_back(ninth);
+  EXPECT_EQ(thread.received_bytes(), 9U * 1000);
+  thread.stop();
 }
 
 TEST(ReceiveThread, StopEndsItWhileItWaitsInAReceive) {
