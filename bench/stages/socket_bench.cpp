@@ -265,8 +265,7 @@ ReceiveResult with_cpu(double packets_per_second, std::size_t payload, const Cpu
 // cache line of what the receive filled, message slot by message slot. The loop never waits for it.
 class BareReader {
  public:
-  explicit BareReader(const bench::BareUdpReceiver& receiver)
-      : receiver_(receiver), thread_([this] { run(); }) {}
+  explicit BareReader(const bench::BareUdpReceiver& receiver) : receiver_(receiver), thread_([this] { run(); }) {}
   BareReader(const BareReader&) = delete;
   BareReader& operator=(const BareReader&) = delete;
   ~BareReader() {
@@ -461,36 +460,19 @@ struct RoundFigures {
   }
 };
 
-// Bare loop, bare loop beside a reader (BareReader), udp stage receiving on its own thread, and
-// the split (receive thread + placing thread) in alternating rounds at the same pace, medians
-// reported. Against the bare loop: the
-// receive core's CPU per GB (/proc/stat) and the receiving thread's own (schedstat); for the split
-// also its placing thread's CPU per GB, which the inline stage's thread spends on its one core.
-// The ratio is what validation, loss accounting and the payloads' way into chunks cost; where the
-// emulator's core is near 100% busy and both receivers have time to spare, the sender bounds the
-// rate and the ratio says little.
-void BM_UdpStageVsBareReceive(benchmark::State& state) {
-  const auto payload = static_cast<std::size_t>(state.range(0));
-  RoundFigures bare;
-  RoundFigures bare_read;  // the bare loop beside a BareReader: pinned as the split is
-  RoundFigures stage;
-  RoundFigures split;
-  std::vector<double> ratios;
-  for (auto _ : state) {
-    for (int round = 0; round < kRounds; ++round) {
-      bare.add(bare_receive(payload, kVsBareRate));
-      bare_read.add(bare_receive(payload, kVsBareRate, true));
-      stage.add(stage_run(payload, kVsBareRate, kMeasureSeconds).receive);
-      const StageResult split_round = stage_run(payload, kVsBareRate, kMeasureSeconds, StageWay::split);
-      split.add(split_round.receive, split_round.place_cpu_seconds_per_gb, split_round.receive_waits_per_second);
-      ratios.push_back(bare.packet_rate.back() > 0 ? stage.packet_rate.back() / bare.packet_rate.back() : 0);
-    }
-  }
-  const double bare_rate = median(bare.packet_rate);
-  if (bare_rate <= 0) {
-    state.SkipWithError("bare receive loop got no packets (emulator did not start?)");
-    return;
-  }
+// The counters of BM_UdpStageVsBareReceive, from each receiver's rounds.
+struct VsBareRounds {
+  const RoundFigures& bare;
+  const RoundFigures& bare_read;
+  const RoundFigures& stage;
+  const RoundFigures& split;
+};
+void report_vs_bare(benchmark::State& state, std::size_t payload, double bare_rate, const VsBareRounds& rounds,
+                    const std::vector<double>& ratios) {
+  const RoundFigures& bare = rounds.bare;
+  const RoundFigures& bare_read = rounds.bare_read;
+  const RoundFigures& stage = rounds.stage;
+  const RoundFigures& split = rounds.split;
   const double stage_rate = median(stage.packet_rate);
   state.counters["bare_Mpps"] = bare_rate / 1e6;
   state.counters["stage_Mpps"] = stage_rate / 1e6;
@@ -534,6 +516,39 @@ void BM_UdpStageVsBareReceive(benchmark::State& state) {
   state.counters["bare_read_sleeps_per_MB"] = median(bare_read.sleeps);
   state.counters["split_vs_bare_read_thread_cpu"] = median(split.thread_cpu) / median(bare_read.thread_cpu);
   state.counters["split_vs_bare_read_cpu"] = median(split.core_cpu) / median(bare_read.core_cpu);
+}
+
+// Bare loop, bare loop beside a reader (BareReader), udp stage receiving on its own thread, and
+// the split (receive thread + placing thread) in alternating rounds at the same pace, medians
+// reported. Against the bare loop: the receive core's CPU per GB (/proc/stat) and the receiving
+// thread's own (schedstat); for the split
+// also its placing thread's CPU per GB, which the inline stage's thread spends on its one core.
+// The ratio is what validation, loss accounting and the payloads' way into chunks cost; where the
+// emulator's core is near 100% busy and both receivers have time to spare, the sender bounds the
+// rate and the ratio says little.
+void BM_UdpStageVsBareReceive(benchmark::State& state) {
+  const auto payload = static_cast<std::size_t>(state.range(0));
+  RoundFigures bare;
+  RoundFigures bare_read;  // the bare loop beside a BareReader: pinned as the split is
+  RoundFigures stage;
+  RoundFigures split;
+  std::vector<double> ratios;
+  for (auto _ : state) {
+    for (int round = 0; round < kRounds; ++round) {
+      bare.add(bare_receive(payload, kVsBareRate));
+      bare_read.add(bare_receive(payload, kVsBareRate, true));
+      stage.add(stage_run(payload, kVsBareRate, kMeasureSeconds).receive);
+      const StageResult split_round = stage_run(payload, kVsBareRate, kMeasureSeconds, StageWay::split);
+      split.add(split_round.receive, split_round.place_cpu_seconds_per_gb, split_round.receive_waits_per_second);
+      ratios.push_back(bare.packet_rate.back() > 0 ? stage.packet_rate.back() / bare.packet_rate.back() : 0);
+    }
+  }
+  const double bare_rate = median(bare.packet_rate);
+  if (bare_rate <= 0) {
+    state.SkipWithError("bare receive loop got no packets (emulator did not start?)");
+    return;
+  }
+  report_vs_bare(state, payload, bare_rate, {bare, bare_read, stage, split}, ratios);
   state.SetLabel(
       (kVsBareRate > 0 ? "paced " + std::to_string(kVsBareRate / 1e9) + " GB/s, " : std::string("unpaced, ")) +
       "rx cpu " + std::to_string(kReceiveCpu) + ", emulator cpu " + std::to_string(kEmulatorCpu) +
@@ -714,7 +729,7 @@ class LandingReceiver {
   std::vector<std::byte> hot_ = std::vector<std::byte>(kBatch * 65536);
   std::size_t shared_batches_ = static_cast<std::size_t>(kReceiveBatches > 0 ? kReceiveBatches : 4);
   std::vector<std::byte> shared_ = std::vector<std::byte>(shared_batches_ * kBatch * 65536);
-  std::uint64_t calls_ = 0;                    // recvmmsg calls that received
+  std::uint64_t calls_ = 0;                     // recvmmsg calls that received
   std::atomic<std::uint64_t> filled_calls_{0};  // calls_, for ring_read's reader
   MemoryRegion ring_{MemoryKind::host, std::size_t{128} << 20};
   std::vector<std::byte> headers_ = std::vector<std::byte>(kSegments * kHeader);

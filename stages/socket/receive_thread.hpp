@@ -107,12 +107,12 @@ class ReceiveThread {
   std::size_t messages_;  // the most slots one recvmmsg fills
   ReceiveSlots slots_;
   std::vector<ReceiveBatch> batches_;  // batches_[i]: the batch whose first slot is i
-  std::size_t next_slot_ = 0;         // this thread's: where the next recvmmsg starts
-  std::size_t slots_in_use_ = 0;      // this thread's: slots filled and not yet given back
-  SpscQueue<ReceiveBatch*> filled_;   // this thread → consumer
-  SpscQueue<ReceiveBatch*> free_;     // consumer → this thread
-  std::atomic<bool> go_{false};      // the thread may receive
-  bool consumer_asked_ = false;      // the consumer's: it has called next()
+  std::size_t next_slot_ = 0;          // this thread's: where the next recvmmsg starts
+  std::size_t slots_in_use_ = 0;       // this thread's: slots filled and not yet given back
+  SpscQueue<ReceiveBatch*> filled_;    // this thread → consumer
+  SpscQueue<ReceiveBatch*> free_;      // consumer → this thread
+  std::atomic<bool> go_{false};        // the thread may receive
+  bool consumer_asked_ = false;        // the consumer's: it has called next()
   std::atomic<bool> have_consumer_clock_{false};
   clockid_t consumer_clock_{};
   std::atomic<bool> stopping_{false};

@@ -24,7 +24,7 @@ namespace sluice {
 namespace {
 
 constexpr std::size_t kGroBytes = 65536;  // a GRO super-datagram is at most 64 KiB
-__extension__ typedef __int128 Int128;  // picoseconds (under 2^41) times a rate (under 2^37)
+__extension__ typedef __int128 Int128;    // picoseconds (under 2^41) times a rate (under 2^37)
 
 // receive_thread and the two settings that only it has.
 void read_receive_thread_settings(SettingsReader& reader, UdpSourceSettings& settings) {

@@ -143,7 +143,8 @@ TEST(ReceiveThread, ItsRingHoldsADatagramPerSlotWhenEachCallReturnsOne) {
   }
   // Every slot is with the consumer: a ninth datagram stays in the socket.
   loopback.send(8, 9);
-  for (int i = 0; i < 500 && thread.waits_for_batch() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  for (int i = 0; i < 500 && thread.waits_for_batch() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   EXPECT_GT(thread.waits_for_batch(), 0U) << "the thread never found its ring full";
   EXPECT_EQ(thread.next(std::chrono::milliseconds(50)), nullptr);
   thread.give_back(held.front());
