@@ -91,6 +91,78 @@ MachineCpu machine_cpu() {
   return result;
 }
 
+// Every stage's time in process() (busy_ns), in the order of metrics_by_lane().
+std::vector<double> stage_busy_ns(const std::vector<std::vector<const StageMetrics*>>& lanes) {
+  std::vector<double> busy;
+  for (const auto& lane : lanes) {
+    for (const StageMetrics* metrics : lane) busy.push_back(static_cast<double>(metrics->busy_ns.load()));
+  }
+  return busy;
+}
+
+// The CPU seconds of each thread of process `pid` (utime + stime from /proc/PID/task/TID/stat),
+// by thread id; empty when the process is gone.
+std::map<long, double> thread_cpu_seconds(pid_t pid) {
+  std::map<long, double> seconds;
+  const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  std::error_code error;
+  for (const auto& task : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", error)) {
+    std::ifstream stat(task.path() / "stat");
+    std::string text;
+    std::getline(stat, text);
+    const std::size_t name_end = text.rfind(')');  // the name may hold spaces and parentheses
+    if (name_end == std::string::npos) continue;
+    std::istringstream fields(text.substr(name_end + 2));
+    std::string field;
+    double user = 0;
+    double system = 0;
+    for (int index = 3; index <= 15 && (fields >> field); ++index) {  // state is field 3, utime 14, stime 15
+      if (index == 14) user = std::strtod(field.c_str(), nullptr);
+      if (index == 15) system = std::strtod(field.c_str(), nullptr);
+    }
+    seconds[std::strtol(task.path().filename().c_str(), nullptr, 10)] = (user + system) / ticks;
+  }
+  return seconds;
+}
+
+// What one window looked at to find its busiest thread: the stages' busy time and, where an
+// emulator feeds the pipeline, its threads' CPU time.
+struct ThreadSample {
+  std::vector<double> stage_ns;
+  std::map<long, double> emulator_seconds;
+};
+
+ThreadSample sample_threads(const std::vector<std::vector<const StageMetrics*>>& lanes, pid_t emulator) {
+  return ThreadSample{stage_busy_ns(lanes), emulator > 0 ? thread_cpu_seconds(emulator) : std::map<long, double>{}};
+}
+
+// Sets `result`'s busiest thread from two samples `wall` seconds apart.
+void find_busiest(const std::vector<std::vector<const StageMetrics*>>& lanes, const ThreadSample& before,
+                  const ThreadSample& after, double wall, Rates& result) {
+  if (wall <= 0) return;
+  std::size_t index = 0;
+  for (const auto& lane : lanes) {
+    for (const StageMetrics* metrics : lane) {
+      // A process() call counts when it returns, so one that began before the window may take it past 1.
+      const double busy = std::min(1.0, (after.stage_ns[index] - before.stage_ns[index]) / 1e9 / wall);
+      if (busy > result.busiest_busy) {
+        result.busiest_busy = busy;
+        result.busiest = metrics->lane() + "'s " + metrics->stage() + " stage";
+      }
+      ++index;
+    }
+  }
+  for (const auto& [thread, seconds] : after.emulator_seconds) {
+    const auto earlier = before.emulator_seconds.find(thread);
+    if (earlier == before.emulator_seconds.end()) continue;
+    const double busy = (seconds - earlier->second) / wall;
+    if (busy > result.busiest_busy) {
+      result.busiest_busy = busy;
+      result.busiest = "the emulator's thread " + std::to_string(thread);
+    }
+  }
+}
+
 Rates rates(double bytes, double samples, double packets, double wall, double cpu) {
   Rates result;
   if (wall <= 0) return result;
@@ -276,6 +348,8 @@ Rates measure_pipeline(const std::string& yaml, Probe probe, double seconds, dou
   while (!finished.load() && total.wall() < warmup) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   const Totals before = totals();
   const MachineCpu machine_before = machine_cpu();
+  const pid_t emulator = feeder ? feeder->pid() : -1;
+  const ThreadSample threads_before = sample_threads(lanes, emulator);
   const Span span;
   while (!finished.load() && (span.wall() < seconds || (totals().bytes <= before.bytes && span.wall() < kPatience))) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -284,6 +358,7 @@ Rates measure_pipeline(const std::string& yaml, Probe probe, double seconds, dou
   const double wall = span.wall();
   const double cpu = span.cpu();
   const MachineCpu machine_after = machine_cpu();
+  const ThreadSample threads_after = sample_threads(lanes, emulator);
   pipeline.request_stop();
   runner.join();
   if (feeder) feeder->stop();
@@ -299,6 +374,7 @@ Rates measure_pipeline(const std::string& yaml, Probe probe, double seconds, dou
   if (const double jiffies = machine_after.total - machine_before.total; jiffies > 0) {
     result.machine_busy = (machine_after.busy - machine_before.busy) / jiffies;
   }
+  find_busiest(lanes, threads_before, threads_after, wall, result);
   return result;
 }
 
@@ -405,14 +481,18 @@ dev_t device_of(const std::string& path) {
 
 std::string percent(double fraction) { return std::to_string(static_cast<int>(fraction * 100 + 0.5)) + "%"; }
 
-// What two lanes share and whether they stand at it: every CPU of the machine (emulator
-// included), one file system both record to, or the volumes each records to, against raw
-// io_uring writes on those file systems (`raw_write` by device, measured alone).
+// What bounds two lanes: every CPU of the machine (emulator included), one thread (a stage or
+// the emulator's) busy all the time, one file system both record to, or the volumes each records
+// to, against raw io_uring writes on those file systems (`raw_write` by device, measured alone).
 std::string two_lane_bound(const Rates& two_lanes, const std::vector<std::vector<std::string>>& lanes,
                            const std::map<dev_t, double>& raw_write) {
   if (two_lanes.machine_busy >= 0.9) {
     return "bound by the CPUs: every CPU busy (all " + std::to_string(std::thread::hardware_concurrency()) + " are " +
            percent(two_lanes.machine_busy) + " busy)";
+  }
+  if (two_lanes.busiest_busy >= 0.9) {
+    return "bound by one thread: " + two_lanes.busiest + " is " + percent(two_lanes.busiest_busy) +
+           " busy (the machine's CPUs " + percent(two_lanes.machine_busy) + ")";
   }
   std::set<dev_t> first;
   for (const auto& directory : lanes.front()) first.insert(device_of(directory));
@@ -700,7 +780,9 @@ void BenchRun::measure_lanes(const Rates& lane_bound, const std::map<dev_t, doub
   result_.notes.push_back("two-lane scaling " + std::to_string(result_.two_lane_scaling).substr(0, 4) + "× on " +
                           std::to_string(std::thread::hardware_concurrency()) + " core(s): " +
                           two_lane_bound(two_lanes, result_.lane_directories, raw_write) + " (CPUs busy: one lane " +
-                          percent(one_lane.machine_busy) + ", two lanes " + percent(two_lanes.machine_busy) + ")");
+                          percent(one_lane.machine_busy) + ", two lanes " + percent(two_lanes.machine_busy) +
+                          "; busiest thread: one lane, " + one_lane.busiest + " " + percent(one_lane.busiest_busy) +
+                          "; two lanes, " + two_lanes.busiest + " " + percent(two_lanes.busiest_busy) + ")");
 }
 
 }  // namespace
@@ -747,7 +829,9 @@ nlohmann::json bench_json(const BenchResult& result) {
                           {"msamples_per_second", rates.samples_per_second / 1e6},
                           {"packets_per_second", rates.packets_per_second},
                           {"cpu_seconds_per_gb", rates.cpu_seconds_per_gb},
-                          {"machine_cpu_busy", rates.machine_busy}};
+                          {"machine_cpu_busy", rates.machine_busy},
+                          {"busiest_thread", rates.busiest},
+                          {"busiest_thread_busy", rates.busiest_busy}};
   };
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& row : result.rows) {

@@ -27,6 +27,10 @@ struct Rates {
   double packets_per_second = 0;  // 0 where the stage has no packets
   double cpu_seconds_per_gb = 0;  // process CPU time (all threads) per GB moved
   double machine_busy = 0;  // pipeline rows: the whole machine's CPUs busy over the window (0–1), emulator included
+  // Pipeline rows: the busiest single thread over the window (0–1), a stage's (its time in
+  // process()) or one of the emulator's (its CPU time), and which ("port0's fft stage").
+  double busiest_busy = 0;
+  std::string busiest;
 };
 
 struct BenchRow {

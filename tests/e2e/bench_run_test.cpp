@@ -93,10 +93,18 @@ TEST(SluiceBench, JsonHasEveryRowWithRatiosFromItsOwnNumbers) {
   EXPECT_NEAR(json["two_lane_scaling"].get<double>(), two / one, 1e-9 * two / one);
   // The lanes' rows say how busy the whole machine was, and the scaling note names what bounds it
   // (or that nothing shared is at its limit).
+  // and which single thread was busiest: a stage of one of its lanes, or one of the emulator's.
   for (const char* lanes : {"lane", "2 lanes"}) {
-    const double busy = row_named(json, lanes)["measured"]["machine_cpu_busy"].get<double>();
+    const auto& measured = row_named(json, lanes)["measured"];
+    const double busy = measured["machine_cpu_busy"].get<double>();
     EXPECT_GT(busy, 0) << lanes;
     EXPECT_LE(busy, 1) << lanes;
+    const auto busiest = measured["busiest_thread"].get<std::string>();
+    EXPECT_TRUE((busiest.rfind("port", 0) == 0 && busiest.ends_with(" stage")) ||
+                busiest.rfind("the emulator's thread ", 0) == 0)
+        << lanes << ": " << busiest;
+    EXPECT_GT(measured["busiest_thread_busy"].get<double>(), 0.05) << lanes;
+    EXPECT_LE(measured["busiest_thread_busy"].get<double>(), 1.05) << lanes;  // clock ticks round
   }
   bool named = false;
   for (const auto& note : json["notes"]) {
