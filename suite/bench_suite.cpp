@@ -155,7 +155,7 @@ void find_busiest(const std::vector<std::vector<const StageMetrics*>>& lanes, co
   for (const auto& [thread, seconds] : after.emulator_seconds) {
     const auto earlier = before.emulator_seconds.find(thread);
     if (earlier == before.emulator_seconds.end()) continue;
-    const double busy = (seconds - earlier->second) / wall;
+    const double busy = std::min(1.0, (seconds - earlier->second) / wall);  // clock ticks round up
     if (busy > result.busiest_busy) {
       result.busiest_busy = busy;
       result.busiest = "the emulator's thread " + std::to_string(thread);

@@ -111,6 +111,7 @@ lanes_yaml() {  # lanes_yaml RATE_GBPS GPUS FILE: the pipeline and its emulator 
     for ((lane = 0; lane < lanes_count; lane++)); do
       echo "    - {address: 127.0.0.1:$((50200 + lane)), stream_id: $((lane + 1))$(lanes_sender_cores "$lane")}"
     done
+    [ "$lanes_senders" -gt 1 ] && echo "  threads_per_stream: $lanes_senders"
     echo "  sample_rate: ${sps}sps"
     echo "  format: ci16"
     echo "  payload: 8972"
@@ -138,16 +139,15 @@ lanes_yaml() {  # lanes_yaml RATE_GBPS GPUS FILE: the pipeline and its emulator 
 }
 
 lanes_send() {  # lanes_send NAME CONFIG SECONDS: every stream, one pinned sender thread each (or SENDER_THREADS)
-  local cpus=() lane threads=()
-  if [ "$lanes_senders" -gt 1 ]; then  # the config's cpus: name each sender thread's core
-    threads=(--set "emulator.threads_per_stream=$lanes_senders")
-  else
+  local cpus=() lane
+  # With several sender threads a stream, the config's threads_per_stream and cpus: place them.
+  if [ "$lanes_senders" = 1 ]; then
     for ((lane = 0; lane < lanes_count; lane++)); do cpus+=(--cpu "$(lanes_sender_cpu "$lane")"); done
   fi
   # shellcheck disable=SC2206  # EMULATOR_EXTRA: more --set arguments, split on spaces
   local extra=(${EMULATOR_EXTRA:-})
   cat /proc/stat > "$out/$1-stat-before.txt"
-  "$pack/bin/sluice-emulator" "$2" --set "emulator.duration=${3}s" "${cpus[@]}" "${threads[@]}" "${extra[@]}" -q \
+  "$pack/bin/sluice-emulator" "$2" --set "emulator.duration=${3}s" "${cpus[@]}" "${extra[@]}" -q \
     2> "$out/$1-emulator.log"
   cat /proc/stat > "$out/$1-stat-after.txt"
 }
