@@ -638,9 +638,11 @@ class StreamSender {
                  plan.samples_per_packet, plan.capture_mode),
         slots_(plan.settings->batch + 1, std::vector<std::byte>(impl.slot_bytes)),
         scratch_(impl.samples_per_packet * plan.sample_bytes),
-        iovs_(2 * plan.settings->batch + 4),
+        iovs_(3 * (2 * plan.settings->batch + 4)),
         messages_(2 * plan.settings->batch + 4) {
     order_.reserve(2 * plan.settings->batch + 4);
+    table_payload_ = plan.settings->transport == Transport::udp && !plan.settings->faults.any() && !stream_.capture &&
+                     impl.period != 0;
     if (plan.settings->context.enabled) {
       context_.emplace(plan.settings->context, plan.settings->streams[index].stream_id, static_cast<double>(plan.rate),
                        plan.samples_per_packet);
@@ -669,9 +671,12 @@ class StreamSender {
   [[nodiscard]] std::uint64_t bytes_sent() const { return bytes_.load(std::memory_order_relaxed); }
 
  private:
+  // A packet to send: its bytes in its slot, or, where `payload` is set, its header and trailer
+  // in the slot around samples that stay in the signal table.
   struct Send {
     std::size_t slot;
     std::size_t bytes;
+    const std::byte* payload = nullptr;
   };
 
   void loop(const std::atomic<bool>* stop) {
@@ -758,7 +763,9 @@ class StreamSender {
       span.time.valid = false;
       span.after_gap = false;
       const auto slot = static_cast<std::size_t>(k - first);
-      order_.push_back(Send{slot, encode(k, span, slots_[slot].data())});
+      const std::byte* payload = nullptr;
+      const std::size_t bytes = encode(k, span, slots_[slot].data(), &payload);
+      order_.push_back(Send{slot, bytes, payload});
     }
   }
 
@@ -824,7 +831,9 @@ class StreamSender {
   }
 
   // Packet k into a slot, framed as the settings say. Returns its bytes.
-  std::size_t encode(std::uint64_t k, const PacketSpan& span, std::byte* buffer) {
+  // With `payload` given, a whole packet of a periodic synthetic signal sent over udp without
+  // faults leaves its samples in the signal table: *payload points at them there.
+  std::size_t encode(std::uint64_t k, const PacketSpan& span, std::byte* buffer, const std::byte** payload = nullptr) {
     PacketFields fields;
     fields.k = k;
     fields.first_sample = span.first_sample;
@@ -841,6 +850,11 @@ class StreamSender {
       ++report_.shifted;
     }
     const std::size_t bytes = encoder_.write(fields, buffer);
+    if (payload != nullptr && table_payload_ && span.count == plan_.samples_per_packet) {
+      const auto& table = encoder_.big_endian_samples() ? impl_.wire_table : impl_.local_table;
+      *payload = table.data() + static_cast<std::size_t>(span.first_sample % impl_.period) * plan_.sample_bytes;
+      return bytes;
+    }
     take_samples(span, encoder_.big_endian_samples(), buffer + encoder_.prefix_bytes());
     return bytes;
   }
@@ -884,9 +898,10 @@ class StreamSender {
       }
       const std::size_t slot = used_slots++;
       std::byte* buffer = slots_[slot].data();
-      std::size_t bytes = encode(k, span, buffer);
+      const std::byte* payload = nullptr;
+      std::size_t bytes = encode(k, span, buffer, &payload);
       if (faults.any()) bytes = damage(k, buffer, bytes);
-      const Send send{slot, bytes};
+      const Send send{slot, bytes, payload};
       if (faults.any() && !held && faults.applies(FaultKind::reorder, index_, k)) {
         held = send;
         ++report_.reordered;
@@ -921,19 +936,37 @@ class StreamSender {
 
   // One message per datagram, or with GSO one message per run of full-size datagrams, which may
   // end with one shorter datagram (the kernel segments at the full size).
+  // A packet's pieces for sendmsg: its slot, or header, samples in the table and trailer.
+  std::size_t packet_iovs(const Send& send, iovec* out) {
+    std::byte* slot = slots_[send.slot].data();
+    if (send.payload == nullptr) {
+      out[0] = {slot, send.bytes};
+      return 1;
+    }
+    const std::size_t prefix = encoder_.prefix_bytes();
+    const std::size_t samples = plan_.samples_per_packet * plan_.sample_bytes;
+    out[0] = {slot, prefix};
+    out[1] = {const_cast<std::byte*>(send.payload), samples};  // sendmsg only reads it
+    if (send.bytes == prefix + samples) return 2;
+    out[2] = {slot + prefix + samples, send.bytes - prefix - samples};
+    return 3;
+  }
+
   void send_udp() {
     std::size_t message_count = 0;
+    std::size_t used_iovs = 0;
     for (std::size_t i = 0; i < order_.size();) {
       std::size_t take = 1;
       while (take < plan_.segments_per_message && i + take < order_.size() &&
              order_[i + take - 1].bytes == impl_.packet_bytes) {
         ++take;
       }
-      for (std::size_t j = 0; j < take; ++j) iovs_[i + j] = {slots_[order_[i + j].slot].data(), order_[i + j].bytes};
+      const std::size_t first_iov = used_iovs;
+      for (std::size_t j = 0; j < take; ++j) used_iovs += packet_iovs(order_[i + j], &iovs_[used_iovs]);
       mmsghdr& message = messages_[message_count++];
       message = {};
-      message.msg_hdr.msg_iov = &iovs_[i];
-      message.msg_hdr.msg_iovlen = take;
+      message.msg_hdr.msg_iov = &iovs_[first_iov];
+      message.msg_hdr.msg_iovlen = used_iovs - first_iov;
       i += take;
     }
     std::size_t done = 0;
@@ -961,6 +994,7 @@ class StreamSender {
   Pacer pacer_;
   FrameEncoder encoder_;
   std::optional<ContextSender> context_;  // udp with a context: section only
+  bool table_payload_ = false;            // whole packets' samples go out from the signal table
   std::vector<std::vector<std::byte>> slots_;
   std::vector<std::byte> scratch_;  // one packet's samples, little-endian
   std::vector<Send> order_;

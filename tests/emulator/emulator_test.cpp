@@ -7,7 +7,10 @@
 #include <sched.h>
 #include <sys/socket.h>
 
+#include "emulator/framing.hpp"
+#include "emulator/signal.hpp"
 #include "pipeline/settings.hpp"
+#include "wire/samples.hpp"
 #include "wire/socket.hpp"
 #include "wire/vita49.hpp"
 #include "wire/vita49_context.hpp"
@@ -259,6 +262,63 @@ TEST(Emulator, EachStreamSendsFromItsOwnPinnedThread) {
       ASSERT_EQ(vita49::decode(std::span<const std::byte>(datagram.data(), 1472), packet), vita49::DecodeStatus::ok);
       EXPECT_EQ(packet.stream_id, stream == 0 ? 7U : 8U);
       EXPECT_EQ(packet.header.packet_count, k % 16);
+    }
+  }
+}
+
+// Every byte of every datagram against the signal: the header, the samples at their stream index
+// (big-endian for VITA-49, the sender's little-endian otherwise) and the trailer, in each udp
+// framing, one datagram a send and several a send (GSO), where the samples leave from the signal
+// table.
+TEST(Emulator, EveryPayloadIsTheSignalAtItsIndexInEachFramingWithAndWithoutGso) {
+  for (const Framing framing : {Framing::vita49, Framing::gnuradio_seq_size, Framing::none}) {
+    for (const bool gso : {false, true}) {
+      SCOPED_TRACE(std::string(to_string(framing)) + (gso ? ", GSO" : ", no GSO"));
+      sockaddr_in address{};
+      const wire::UniqueFd receiver = loopback_receiver(address);
+      const int buffer = 16 << 20;
+      ::setsockopt(receiver.get(), SOL_SOCKET, SO_RCVBUF, &buffer, sizeof(buffer));
+      EmulatorSettings settings;
+      settings.streams = {{wire::to_string(address), 5}};
+      settings.framing = framing;
+      settings.signal.sample_rate = 100e6;
+      settings.signal.tones = {Tone{3.125e6, 0.5}};
+      settings.signal.noise_snr_db = 30;
+      settings.signal.period = 4096;  // the table wraps several times in the packets below
+      settings.count = 200;
+      settings.gso = gso;
+      Emulator emulator(settings);
+      emulator.open();
+      ASSERT_EQ(emulator.run(nullptr, false).packets, 200U);
+
+      const std::size_t per_packet = settings.samples_per_packet();
+      FrameEncoder encoder(framing, 5, SampleFormat::ci16, per_packet, false);
+      const std::size_t prefix = encoder.prefix_bytes();
+      const std::size_t samples_bytes = per_packet * 4;
+      SignalSource signal(settings.signal);
+      std::vector<std::byte> expected(samples_bytes);
+      std::vector<std::byte> wire_order(samples_bytes);
+      std::vector<std::byte> datagram(16384);
+      std::vector<std::byte> header(encoder.packet_bytes(per_packet));
+      for (std::uint64_t k = 0; k < 200; ++k) {
+        const ssize_t got = ::recv(receiver.get(), datagram.data(), datagram.size(), 0);
+        ASSERT_EQ(static_cast<std::size_t>(got), encoder.packet_bytes(per_packet)) << "datagram " << k;
+        signal.fill(k * per_packet, expected);
+        const std::byte* samples = expected.data();
+        if (encoder.big_endian_samples()) {
+          wire::copy_swapped(SampleFormat::ci16, expected.data(), wire_order.data(), samples_bytes);
+          samples = wire_order.data();
+        }
+        ASSERT_EQ(std::memcmp(datagram.data() + prefix, samples, samples_bytes), 0) << "samples of datagram " << k;
+        if (framing == Framing::vita49) {
+          vita49::Packet packet;
+          ASSERT_EQ(vita49::decode(std::span<const std::byte>(datagram.data(), static_cast<std::size_t>(got)), packet),
+                    vita49::DecodeStatus::ok)
+              << "datagram " << k;
+          EXPECT_EQ(packet.header.packet_count, k % 16);
+          EXPECT_TRUE(packet.trailer.valid_data);
+        }
+      }
     }
   }
 }
