@@ -6,12 +6,22 @@ node_mounts=/dev/shm/sluice-node
 node_summary="$out/node-summary.txt"
 : > "$node_summary"
 
-node_volumes() {  # two ext4 volumes, one per lane (each run starts on empty ones)
+# NODE_VOLUMES_PER_LANE (2) ext4 volumes a lane; a lane records over its own (node_lane_dirs).
+# One loop device is one kernel thread copying into /dev/shm: two a lane keep each under 2 GB/s.
+node_per_lane=${NODE_VOLUMES_PER_LANE:-2}
+node_volumes() {  # the volumes, empty (each run starts on new ones)
   bash "$pack/volumes.sh" remove "$node_mounts" > /dev/null
   # /dev/shm is half the RAM by default; 10 s at 2 × 3 GB/s of spectra is 60 GB.
   mount -o remount,size=110G /dev/shm || echo "node: could not grow /dev/shm" >&2
-  mapfile -t node_dirs < <(bash "$pack/volumes.sh" make 2 "${NODE_VOLUME_SIZE:-48G}" ext4 "$node_mounts")
-  [ "${#node_dirs[@]}" -eq 2 ] || { echo "node: volumes.sh made ${#node_dirs[@]} volumes" >&2; status=1; return 1; }
+  local count=$((2 * node_per_lane))
+  mapfile -t node_dirs < <(bash "$pack/volumes.sh" make "$count" "${NODE_VOLUME_SIZE:-$((96 / count))G}" ext4 "$node_mounts")
+  [ "${#node_dirs[@]}" -eq "$count" ] || { echo "node: volumes.sh made ${#node_dirs[@]} volumes" >&2; status=1; return 1; }
+}
+node_lane_dirs() {  # node_lane_dirs LANE [SUFFIX]: the lane's volumes as a YAML list, each with SUFFIX appended
+  local dirs=() k
+  for ((k = 0; k < node_per_lane; k++)); do dirs+=("${node_dirs[$1 * node_per_lane + k]}${2:-}"); done
+  local IFS=,
+  echo "[${dirs[*]}]"
 }
 
 # Cores: the emulator on 14 and 15 (paced_send). On a host of 32 cores or more each node runs on
@@ -42,7 +52,7 @@ node_record_run() {  # node_record_run RATE SECONDS: one two-process run; prints
   local rate=$1 seconds=$2 name="node-${1%%/*}-$2s"
   node_volumes || return
   "${node_storage_cores[@]}" "$pack/bin/sluice" run "$pack/configs/storage_node.yaml" --node storage "${node_load[@]}" "${node_pins_storage[@]}" \
-    --set "lanes.port0.record.directory=${node_dirs[0]}" --set "lanes.port1.record.directory=${node_dirs[1]}" \
+    --set "lanes.port0.record.directory=$(node_lane_dirs 0)" --set "lanes.port1.record.directory=$(node_lane_dirs 1)" \
     --set template.record.preallocate=1GiB --report "$out/$name-storage.json" 2> "$out/$name-storage.log" > /dev/null &
   local storage=$!
   "${node_gpu_cores[@]}" "$pack/bin/sluice" run "$pack/configs/storage_node.yaml" --node gpu "${node_load[@]}" "${node_pins_gpu[@]}" \
@@ -53,11 +63,11 @@ node_record_run() {  # node_record_run RATE SECONDS: one two-process run; prints
   wait $gpu || status=1
   wait $storage || status=1
   # shellcheck disable=SC2046  # emulator_sent's two words are two arguments
-  node_connections=$node_connections python3 - "$out/$name-gpu.json" "$out/$name-storage.json" "$rate" "$seconds" "${node_dirs[@]}" $(emulator_sent "$name") \
+  node_connections=$node_connections python3 - "$out/$name-gpu.json" "$out/$name-storage.json" "$rate" "$seconds" $(emulator_sent "$name") "${node_dirs[@]}" \
     <<'PY' | tee -a "$node_summary"
 import glob, json, os, sys
 gpu, storage = (json.load(open(p)) for p in sys.argv[1:3])
-rate, seconds, dirs, (sent, gbps) = sys.argv[3], sys.argv[4], sys.argv[5:7], sys.argv[7:9]
+rate, seconds, (sent, gbps), dirs = sys.argv[3], sys.argv[4], sys.argv[5:7], sys.argv[7:]
 connections = int(os.environ.get("node_connections", "4"))
 received = lost = link_sent = link_received = on_disk = 0
 rows = []
@@ -103,8 +113,8 @@ template:
   - {name: record, type: record, directory: /tmp, capture_name: raw, overwrite: true, preallocate: 1GiB}
   - {name: sink, type: "null"}
 lanes:
-  - {name: port0, source: {address: 127.0.0.1:50100, stream_id: 1, cpu: 2}, record: {directory: ${node_dirs[0]}, cpu: 3}}
-  - {name: port1, source: {address: 127.0.0.1:50101, stream_id: 2, cpu: 8}, record: {directory: ${node_dirs[1]}, cpu: 9}}
+  - {name: port0, source: {address: 127.0.0.1:50100, stream_id: 1, cpu: 2}, record: {directory: $(node_lane_dirs 0), cpu: 3}}
+  - {name: port1, source: {address: 127.0.0.1:50101, stream_id: 2, cpu: 8}, record: {directory: $(node_lane_dirs 1), cpu: 9}}
 YAML
   "$pack/bin/sluice" run "$raw" --duration 12s --report "$out/node-raw.json" 2> "$out/node-raw.log" > /dev/null &
   local recorder=$!
@@ -120,7 +130,7 @@ YAML
     local started=$(date +%s.%N)
     "$pack/bin/sluice" run "$pack/configs/storage_node_playback.yaml" --node storage \
       --set "lanes.port0.replay.capture=${node_dirs[0]}/raw.sigmf-collection" \
-      --set "lanes.port1.replay.capture=${node_dirs[1]}/raw.sigmf-collection" \
+      --set "lanes.port1.replay.capture=${node_dirs[node_per_lane]}/raw.sigmf-collection" \
       --set "template.replay.pace=$pace" --set pipeline.chunk=16MiB --set pipeline.chunks=32 \
       --report "$out/$name-storage.json" 2> "$out/$name-storage.log" > /dev/null || status=1
     wait $gpu || status=1
