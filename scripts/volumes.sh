@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ext4 or xfs volumes on loop devices over images in DIR (default /dev/shm/sluice-volumes: NVMe stand-ins in RAM):
-#   scripts/volumes.sh make N SIZE [ext4|xfs] [DIR]   prints the N mount points, one a line
+#   scripts/volumes.sh make N SIZE [ext4|xfs] [DIR]   prints the N mount points, one a line (VOLUMES_TOUCH=0: unwritten)
 #   scripts/volumes.sh remove [DIR]                   unmounts, detaches and deletes all it made in DIR
 set -euo pipefail
 
@@ -99,6 +99,13 @@ make_one() {  # make_one DIR INDEX BYTES FS: prints the mount point
   truncate --size "$bytes" "$image" || fail "truncate $image failed"
   fallocate --length "$bytes" "$image" ||
     fail "fallocate $image ($bytes bytes) failed: too little memory or space in $(dirname "$image")"
+  # And written once (VOLUMES_TOUCH=0 skips it): fallocate leaves tmpfs pages unwritten, and a
+  # virtual machine may back its memory only on first write, at a fraction of a drive's rate.
+  if [ "${VOLUMES_TOUCH:-1}" = 1 ]; then
+    dd if=/dev/zero of="$image" bs=64M count=$(((bytes + (64 << 20) - 1) >> 26)) conv=notrunc status=none ||
+      fail "writing $image failed"
+    truncate --size "$bytes" "$image" || fail "truncate $image failed"
+  fi
   loop=$(attach "$image")
   case $filesystem in
     # Inode tables and journal written now, so no background init thread runs during a measurement.

@@ -1,13 +1,13 @@
 # fio on a volume the machine has never written, then on the same volume again (warm): once on
-# an image made by volumes.sh (fallocated) and once on a sparse image (truncate), whose memory
-# the first writes fault in. sluice's record stage warns about the second kind at start.
+# an image fallocated but never written (VOLUMES_TOUCH=0), once on a sparse one (truncate); the
+# first writes fault their memory in. The record stage warns about the sparse kind at start.
 # shellcheck shell=bash disable=SC1091
 source "$pack/modes/record.sh"
 fresh_bytes=${RECORD_FRESH_BYTES:-8G}
-record_make_volumes 1
+VOLUMES_TOUCH=0 record_make_volumes 1
 fresh=$(record_fio "$fresh_bytes" "${record_mounts[0]}/fio-fresh.dat")
 warm=$(record_fio "$fresh_bytes" "${record_mounts[0]}/fio-fresh.dat")
-record_row fresh "fio $fresh_bytes on a new fallocated ext4 volume over /dev/shm, MB/s" "$fresh" "warm $warm" \
+record_row fresh "fio $fresh_bytes on a new fallocated, unwritten ext4 volume over /dev/shm, MB/s" "$fresh" "warm $warm" \
   "$(awk -v a="$fresh" -v b="$warm" 'BEGIN { printf "%.2f", a / b }')"
 rm -f "${record_mounts[0]}/fio-fresh.dat"
 # A sparse image: truncate, mkfs, loop, mount, as a hand-made stand-in volume would be.

@@ -15,14 +15,14 @@ record_table() {
   cp "$record_summary" "$out/record-summary.txt" 2> /dev/null || true
 }
 
-record_make_volumes() {  # record_make_volumes N [SIZE]: N volumes of SIZE (RECORD_VOLUME_SIZE, 17G), made again only
-  # when the last call asked for others; their mount points into record_mounts
-  local want="$1 ${2:-${RECORD_VOLUME_SIZE:-17G}}"
-  if [ "$(cat "$record_volumes.made" 2> /dev/null)" != "$want" ]; then
+record_make_volumes() {  # record_make_volumes N [SIZE]: N volumes of SIZE (RECORD_VOLUME_SIZE, 17G), written once
+  # unless VOLUMES_TOUCH=0, made again only when the last call asked for others; mount points into record_mounts
+  local want="$1 ${2:-${RECORD_VOLUME_SIZE:-17G}}" touched="touch=${VOLUMES_TOUCH:-1}"
+  if [ "$(cat "$record_volumes.made" 2> /dev/null)" != "$want $touched" ]; then
     bash "$pack/volumes.sh" remove "$record_volumes" > /dev/null
     rm -f "$record_volumes.made"
     # shellcheck disable=SC2086  # N and SIZE
-    bash "$pack/volumes.sh" make $want ext4 "$record_volumes" > /dev/null && echo "$want" > "$record_volumes.made" || status=1
+    bash "$pack/volumes.sh" make $want ext4 "$record_volumes" > /dev/null && echo "$want $touched" > "$record_volumes.made" || status=1
   fi
   mapfile -t record_mounts < <(find "$record_volumes/mnt" -mindepth 1 -maxdepth 1 | sort)
 }
