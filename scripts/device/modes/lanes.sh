@@ -26,6 +26,8 @@
 # receive core (receive_cpu) and its own thread, which checks, accounts and copies into chunks (the
 # placing thread), on the lane's light-core set (its link's cores) beside the light stages, which
 # keep those cores 0.15 busy or less: no more cores than without the split. Rows say "split".
+# LANES_SPLIT=2: each placing thread alone on a core of its own (after the receive cores), every
+# lane's light stages on one two-core set: 8 lanes take 28 cores. Rows say "split2".
 # Settings: LANES (8), GPUS (2), LANES_SPLIT (0), LADDER_RATES ("4 4.5 5 5.5 6"), GOAL_RATE (5), SOAK_LANES_SECONDS,
 # SENDER_THREADS (the emulator's threads_per_stream, each on a sender core of its own: 8 lanes
 # with 2 need 34 cores),
@@ -59,7 +61,13 @@ export CUDA_DEVICE_ORDER=PCI_BUS_ID
 # pins; on a host with enough cores they are as laid out above.
 lanes_core() { echo $(($1 % lanes_host_cores)); }
 lanes_rx_cpu() { lanes_core $((2 + $1)); }
+lanes_placers() {  # cores the placing threads take on their own (LANES_SPLIT=2: one a lane)
+  if [ "$lanes_split" = 2 ]; then echo "$lanes_count"; else echo 0; fi
+}
+lanes_placer_cpu() { lanes_core $((2 + lanes_count + $1)); }
+lanes_light_first() { echo $((2 + lanes_count + $(lanes_placers))); }
 lanes_light_total() {  # cores the light stages of every lane take
+  [ "$lanes_split" = 2 ] && { echo 2; return; }  # every lane's light stages on one two-core set
   case $lanes_light in
     stage) echo $((4 * lanes_count)) ;;
     1) echo "$lanes_count" ;;
@@ -67,7 +75,12 @@ lanes_light_total() {  # cores the light stages of every lane take
   esac
 }
 lanes_light_cpus() {  # lanes_light_cpus LANE STAGE: the cores of that light stage (0 link … 3 null)
-  local first=$((2 + lanes_count)) a b
+  local first a b
+  first=$(lanes_light_first)
+  if [ "$lanes_split" = 2 ]; then
+    echo "\"$(lanes_core "$first"),$(lanes_core $((first + 1)))\""
+    return
+  fi
   case $lanes_light in
     stage) lanes_core $((first + 4 * $1 + $2)) ;;
     1) lanes_core $((first + $1)) ;;
@@ -80,9 +93,9 @@ lanes_light_cpus() {  # lanes_light_cpus LANE STAGE: the cores of that light sta
 }
 lanes_light_list() {  # every light core, one per line
   local core
-  for ((core = 0; core < $(lanes_light_total); core++)); do lanes_core $((2 + lanes_count + core)); done | sort -nu
+  for ((core = 0; core < $(lanes_light_total); core++)); do lanes_core $(($(lanes_light_first) + core)); done | sort -nu
 }
-lanes_sender_cpu() { lanes_core $((2 + lanes_count + $(lanes_light_total) + $1)); }
+lanes_sender_cpu() { lanes_core $(($(lanes_light_first) + $(lanes_light_total) + $1)); }
 lanes_senders=${SENDER_THREADS:-1}
 lanes_sender_cores() {  # lanes_sender_cores LANE: ", cpus: [...]", a core for each of the stream's sender threads
   [ "$lanes_senders" -gt 1 ] || return 0
@@ -92,7 +105,9 @@ lanes_sender_cores() {  # lanes_sender_cores LANE: ", cpus: [...]", a core for e
 }
 
 lanes_source_cpus() {  # lanes_source_cpus LANE: where the udp stage's threads run (LANES_SPLIT: two threads)
-  if [ "$lanes_split" = 1 ]; then
+  if [ "$lanes_split" = 2 ]; then
+    echo "receive_thread: true, receive_cpu: $(lanes_rx_cpu "$1"), cpu: $(lanes_placer_cpu "$1")"
+  elif [ "$lanes_split" = 1 ]; then
     echo "receive_thread: true, receive_cpu: $(lanes_rx_cpu "$1"), cpu: $(lanes_light_cpus "$1" 0)"
   else
     echo "cpu: $(lanes_rx_cpu "$1")"
@@ -310,8 +325,8 @@ lanes_dry_pipeline() {  # lanes_dry_pipeline CONFIG GPUS LABEL RATE: what a run 
   {
     echo "# would run: sluice run $config ($(grep -c '^    gpu: ' "$config") lanes with gpu: over $gpus GPUs;" \
       "light cores: $(lanes_light_list | tr '\n' ' ')); emulator senders on cores ${senders[*]}"
-    [ "$lanes_split" = 1 ] && echo "# receive threads (receive_cpu) on cores" \
-      "$(grep -o 'receive_cpu: [0-9]*' "$config" | cut -d' ' -f2 | tr '\n' ' ')and each udp stage's own thread on its light cores"
+    [ "$lanes_split" != 0 ] && echo "# receive threads (receive_cpu) on cores" \
+      "$(grep -o 'receive_cpu: [0-9]*' "$config" | cut -d' ' -f2 | tr '\n' ' ')and each udp stage's own thread on $([ "$lanes_split" = 2 ] && echo 'a core of its own' || echo 'its light cores')"
     if [ "$valid" = 0 ]; then
       head -1 "$out/validate.txt"
       grep -A6 '^  lane0:' "$out/validate.txt"
@@ -401,7 +416,7 @@ lanes_ladder() {
   local rate pipeline_lost=0 loops_lost=0 row
   for rate in ${LADDER_RATES:-4 4.5 5 5.5 6}; do
     if [ "$pipeline_lost" = 0 ]; then
-      row=$(lanes_pipeline "$rate" 10 "$lanes_gpus" "lanes-ladder-$rate" "$([ "$lanes_split" = 1 ] && echo split || echo pipeline)") ||
+      row=$(lanes_pipeline "$rate" 10 "$lanes_gpus" "lanes-ladder-$rate" "$([ "$lanes_split" != 0 ] && echo "split$([ "$lanes_split" = 2 ] && echo 2)" || echo pipeline)") ||
         pipeline_lost=1
       lanes_rows+=("$row")
     fi
@@ -474,7 +489,7 @@ lanes_cores() {  # the same lanes at one rate in each light-core layout of CORES
 }
 
 lanes_summary() {
-  echo "lanes: $lanes_count lanes, GPUS=$lanes_gpus, fft $lanes_fft$([ "$lanes_split" = 1 ] && echo ", receive threads split off (LANES_SPLIT=1)"); checks in lanes-checks.txt"
+  echo "lanes: $lanes_count lanes, GPUS=$lanes_gpus, fft $lanes_fft$([ "$lanes_split" != 0 ] && echo ", receive threads split off (LANES_SPLIT=$lanes_split)"); checks in lanes-checks.txt"
   [ -f "$out/lanes-checks.txt" ] && grep -E "WRONG|!=|drops|samples" "$out/lanes-checks.txt" | tail -$((2 * lanes_count + 6))
   lanes_header
   printf '%s\n' "${lanes_rows[@]}"
