@@ -46,7 +46,8 @@ record_huge_pages() {  # record_huge_pages: SLUICE_HUGE_PAGES for recorder_bench
 }
 
 record_vs_fio() {  # record_vs_fio NAME REPETITIONS: recorder_bench's striped write (one lane over every volume in
-  # record_mounts, depth 8 a volume, 4 MiB, O_DIRECT) against fio with one job per volume at once; one summary row
+  # record_mounts, depth 8 a volume, 4 MiB, O_DIRECT) against fio with one job per volume at once; summary rows:
+  # the medians' ratio, each run's, and the median run's busy, depth and idle
   local name=$1 repetitions=$2 dirs huge
   dirs=$(IFS=:; echo "${record_mounts[*]}")
   huge=$(record_huge_pages)
@@ -54,12 +55,16 @@ record_vs_fio() {  # record_vs_fio NAME REPETITIONS: recorder_bench's striped wr
     "${RECORD_BENCH:-$pack/bin/recorder_bench}" --benchmark_filter=Striped --benchmark_repetitions="$repetitions" \
     --benchmark_out="$out/$name.json" --benchmark_out_format=json >> "$out/record-bench.log" 2>&1 || status=1
   python3 - "$out/$name.json" "$name" "${#record_mounts[@]}" "$huge" <<'PY' >> "$record_summary" || status=1
-import json, sys
+import json, statistics, sys
 runs = [b for b in json.load(open(sys.argv[1]))["benchmarks"] if b.get("run_type") == "iteration"]
 pick = sorted(runs, key=lambda b: b["ratio"])[len(runs) // 2]  # the median run's own figures
 pages = "2 MiB" if sys.argv[4] == "1" else "4 KiB"
+ours = statistics.median(b["recorder_MBps"] for b in runs)
+fio = statistics.median(b["fio_MBps"] for b in runs)
 print(f"{sys.argv[2]:<10} {'recorder, one lane over ' + sys.argv[3] + ' volumes vs fio, ' + pages + ' pages, MB/s':<58} "
-      f"{pick['recorder_MBps']:14.0f} {'fio ' + str(round(pick['fio_MBps'])):>14} {pick['ratio']:7.2f}")
+      f"{ours:14.0f} {'fio ' + str(round(fio)):>14} {ours / fio:7.2f}")
+print(f"{sys.argv[2]:<10} {'the same, each run (recorder / fio)':<58} "
+      f"{' '.join(format(b['ratio'], '.2f') for b in runs):>37}")
 # Busy near 1: the one thread that submits and reaps for every volume bounds the recorder.
 # Writes in the kernel a volume below fio's 8, and time in which some volume has none: chunks
 # go round-robin and leave in order, so the volumes move in step with the slowest.
