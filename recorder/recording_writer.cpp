@@ -73,9 +73,7 @@ std::string RecordingWriter::open_stripes(const std::vector<Pool*>& pools) {
   for (std::uint32_t i = 0; i < settings_.directories.size(); ++i) {
     auto stripe = std::make_unique<Stripe>(error_);
     stripe->index = i;
-    // Twice as many chunks held as written at once: a volume whose writes are done keeps writing
-    // while its chunks wait for an older one on a slower volume.
-    if (std::string why = stripe->ring.open(2 * slots, slots, pools); !why.empty()) note = why;
+    if (std::string why = stripe->ring.open(slots, pools); !why.empty()) note = why;
     stripes_.push_back(std::move(stripe));
   }
   for (auto& stripe : stripes_) {
@@ -183,14 +181,12 @@ void RecordingWriter::take_rotation_error() noexcept {
 bool RecordingWriter::poll(std::chrono::microseconds timeout) noexcept {
   take_rotation_error();
   if (stripes_.empty()) return !failed();
-  // Every ring's completions are taken; one ring is waited on: the next chunk's, when its
-  // volume has as many writes as it may, else the oldest chunk's.
-  const std::size_t next = submitted_ % stripes_.size();
-  const std::size_t waited = stripes_[next]->ring.writes_full() ? next : retired_ % stripes_.size();
+  // Every ring's completions are taken; only the ring of the oldest chunk is waited on.
+  const std::size_t oldest = retired_ % stripes_.size();
   for (std::size_t i = 0; i < stripes_.size(); ++i) {
-    if (i != waited) stripes_[i]->ring.poll(std::chrono::microseconds(0), false);
+    if (i != oldest) stripes_[i]->ring.poll(std::chrono::microseconds(0), false);
   }
-  stripes_[waited]->ring.poll(timeout, true);
+  stripes_[oldest]->ring.poll(timeout, true);
   return !failed();
 }
 

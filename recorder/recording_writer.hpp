@@ -29,7 +29,7 @@ struct RecorderSettings {
   std::uint64_t rotate_bytes = 0;        // start a new file set once a data file would pass this; 0 = never
   std::uint64_t preallocate_bytes =
       1ULL << 30;                        // reserved ahead of the writes (reserve_ahead; a rotating file whole); 0 = off
-  unsigned queue_depth = 8;              // writes in the kernel for the lane, spread over its directories
+  unsigned queue_depth = 8;              // chunks in flight for the lane, spread over its directories
   bool direct = true;                    // O_DIRECT (some filesystems refuse it)
   std::string recorder_name = "sluice";  // core:recorder
 };
@@ -39,14 +39,12 @@ inline std::string collection_path(const RecorderSettings& settings) {
   return collection_path(settings.directories, settings.name);
 }
 
-// Writes in the kernel at once on each directory's ring: the lane's queue depth shared out, at
-// least one. Each ring holds twice as many chunks (written ones wait for older ones elsewhere).
+// Chunks in flight on each directory's ring: the lane's queue depth shared out, at least one.
 inline unsigned slots_per_directory(const RecorderSettings& settings) {
   const auto directories = static_cast<unsigned>(std::max<std::size_t>(settings.directories.size(), 1));
   return std::max(1U, (settings.queue_depth + directories - 1) / directories);
 }
-// Writes a writer with `settings` has in the kernel at most (each with its bounce buffer, if any);
-// it holds twice as many chunks.
+// Chunks a writer with `settings` holds at most.
 inline std::size_t chunks_in_flight(const RecorderSettings& settings) {
   return static_cast<std::size_t>(slots_per_directory(settings)) *
          std::max<std::size_t>(settings.directories.size(), 1);

@@ -3,7 +3,6 @@
 // written buffered, so the data file always holds exactly the recorded bytes.
 #include "recorder/write_ring.hpp"
 
-#include <algorithm>
 #include <cstring>
 
 #include "pipeline/errno_message.hpp"
@@ -41,10 +40,9 @@ void RecorderError::append(const std::string& text) noexcept {
   }
 }
 
-std::string WriteRing::open(unsigned slots, unsigned writing, const std::vector<Pool*>& pools) {
-  ring_ = Uring(writing * 2);  // a chunk is up to two writes
-  slots_.resize(std::max(slots, writing));
-  max_writing_ = std::max(1U, writing);
+std::string WriteRing::open(unsigned slots, const std::vector<Pool*>& pools) {
+  ring_ = Uring(slots * 2);  // a chunk is up to two writes
+  slots_.resize(slots);
   if (std::string why = ring_.register_pools(pools); !why.empty())
     return "fixed buffers off (" + why + "): plain io_uring writes";
   return {};
@@ -59,7 +57,6 @@ bool WriteRing::submit(ChunkPtr chunk, ChunkPtr bounce, FileSet& file, bool dire
   slot.offset = file.next_offset;
   slot.bytes = size;
   slot.failed = false;
-  slot.writing = true;
   slot.buffer_index = ring_.buffer_index(source);
   const std::uint64_t direct_part =
       (!direct || file.unaligned || !aligned(file.next_offset)) ? 0 : size / kBlock * kBlock;
@@ -72,11 +69,9 @@ bool WriteRing::submit(ChunkPtr chunk, ChunkPtr bounce, FileSet& file, bool dire
   file.next_offset += size;
   ++file.outstanding;
   ++in_flight_;
-  ++writing_;
   for (std::size_t op = 0; op < 2; ++op) {
     if (slot.operations[op].length > 0 && !queue(index, op)) return false;
   }
-  if (size == 0) end_write(slot);  // nothing to write: written already
   if (const int result = io_uring_submit(ring_.get()); result < 0) {
     error_->set(-result, errno_message("io_uring_submit", -result));
     return false;
@@ -118,27 +113,23 @@ void WriteRing::complete(std::uint64_t user_data, int result) noexcept {
   Operation& operation = slot.operations[user_data % 2];
   operation.pending = false;
   if (result == -EAGAIN || result == -EINTR) {
-    if (queue(index, user_data % 2)) return;  // normal control flow: try again
-  } else if (result < 0 && is_disk_full(-result) && !operation.retried) {
+    queue(index, user_data % 2);  // normal control flow: try again
+    return;
+  }
+  if (result < 0 && is_disk_full(-result) && !operation.retried) {
     // Preallocation on the volume gives back what it holds, then the write tries once more
     // (also when another write's failure took it back first: several fail at once).
     operation.retried = true;
     release_volume(slot.file->device);
-    if (queue(index, user_data % 2)) return;
-  } else if (result <= 0) {
-    fail_write(slot, operation, result);
-  } else {
-    operation.done += static_cast<std::uint64_t>(result);
-    if (operation.done < operation.length && queue(index, user_data % 2)) return;  // short write: the rest, now
+    queue(index, user_data % 2);
+    return;
   }
-  if (!slot.operations[0].pending && !slot.operations[1].pending) end_write(slot);
-}
-
-void WriteRing::end_write(Slot& slot) noexcept {
-  if (!slot.writing) return;
-  slot.writing = false;
-  --writing_;
-  slot.bounce.reset();
+  if (result <= 0) {
+    fail_write(slot, operation, result);
+    return;
+  }
+  operation.done += static_cast<std::uint64_t>(result);
+  if (operation.done < operation.length) queue(index, user_data % 2);  // short write: the rest, now
 }
 
 void WriteRing::fail_write(Slot& slot, const Operation& operation, int result) noexcept {
@@ -154,6 +145,15 @@ void WriteRing::poll(std::chrono::microseconds timeout, bool wait) noexcept {
   const int submitted = ring_.reap(timeout, wait && in_flight_ > 0,
                                    [this](std::uint64_t user_data, int result) { complete(user_data, result); });
   if (submitted < 0) error_->set(-submitted, errno_message("io_uring_submit", -submitted));
+}
+
+std::size_t WriteRing::writes_in_kernel() const noexcept {
+  std::size_t writing = 0;
+  for (std::size_t i = 0; i < in_flight_; ++i) {
+    const Slot& slot = slots_[(head_ + i) % slots_.size()];
+    if (slot.operations[0].pending || slot.operations[1].pending) ++writing;
+  }
+  return writing;
 }
 
 const WriteRing::Written* WriteRing::written_head() noexcept {
@@ -189,12 +189,10 @@ std::size_t WriteRing::abandon() noexcept {
     Slot& slot = slots_[(head_ + i) % slots_.size()];
     slot.chunk.reset();
     slot.bounce.reset();
-    slot.writing = false;
     if (slot.file != nullptr) --slot.file->outstanding;
     slot.file = nullptr;
   }
   in_flight_ = 0;
-  writing_ = 0;
   written_.reset();
   return dropped;
 }

@@ -1,6 +1,6 @@
 // One volume's writes: an io_uring with the lane's chunks registered as fixed buffers and a
-// ring of slots, each one chunk held. Completions come in any order; chunks leave in the order
-// they were submitted, once their bytes are in the file.
+// ring of slots, each one chunk in flight. Completions come in any order; chunks leave in
+// the order they were submitted, once their bytes are in the file.
 #pragma once
 
 #include <array>
@@ -46,14 +46,11 @@ class WriteRing {
   };
 
   explicit WriteRing(RecorderError& error) : error_(&error) {}
-  // Makes the io_uring for `writing` chunks in the kernel at once, in a ring of `slots` chunks
-  // held (written ones wait there for older chunks on other volumes), and registers `pools`.
-  // Returns a note when fixed buffers are off, else "". Throws naming the failed call.
-  std::string open(unsigned slots, unsigned writing, const std::vector<Pool*>& pools);
+  // Makes the io_uring for `slots` chunks in flight and registers `pools`. Returns a note
+  // when fixed buffers are off, else "". Throws naming the failed call.
+  std::string open(unsigned slots, const std::vector<Pool*>& pools);
 
-  [[nodiscard]] bool has_room() const noexcept { return in_flight_ < slots_.size() && writing_ < max_writing_; }
-  // Whether a slot is free but the kernel already has this ring's most writes.
-  [[nodiscard]] bool writes_full() const noexcept { return in_flight_ < slots_.size() && writing_ >= max_writing_; }
+  [[nodiscard]] bool has_room() const noexcept { return in_flight_ < slots_.size(); }
   [[nodiscard]] std::size_t in_flight() const noexcept { return in_flight_; }
   // Queues the chunk's bytes (from `bounce` when given) at the end of `file`, O_DIRECT where
   // `direct` and aligned, and advances the file's end. False when it failed. Hot path.
@@ -64,7 +61,7 @@ class WriteRing {
   // Whether a write is still in the kernel.
   [[nodiscard]] bool pending() const noexcept { return writes_in_kernel() > 0; }
   // Chunks with a write still in the kernel (the rest of those held are written, or failed).
-  [[nodiscard]] std::size_t writes_in_kernel() const noexcept { return writing_; }
+  [[nodiscard]] std::size_t writes_in_kernel() const noexcept;
   // The oldest chunk when all of its bytes are written, else nothing.
   [[nodiscard]] const Written* written_head() noexcept;
   // The written head leaves the ring (its bounce is released); returns its chunk.
@@ -93,22 +90,17 @@ class WriteRing {
     int buffer_index = -1;
     std::array<Operation, 2> operations{};
     bool failed = false;
-    bool writing = false;  // an operation is in the kernel, or about to go back to it
   };
 
   bool queue(std::size_t slot_index, std::size_t operation_index) noexcept;
   void complete(std::uint64_t user_data, int result) noexcept;
   void fail_write(Slot& slot, const Operation& operation, int result) noexcept;
-  // The slot's write ended (every byte in the file, or failed): its bounce goes back now.
-  void end_write(Slot& slot) noexcept;
 
   RecorderError* error_;
   Uring ring_;
   std::vector<Slot> slots_;
   std::size_t head_ = 0;  // oldest slot in flight
   std::size_t in_flight_ = 0;
-  std::size_t writing_ = 0;  // slots whose write is in the kernel
-  std::size_t max_writing_ = 1;
   std::optional<Written> written_;  // what written_head() points at
 };
 

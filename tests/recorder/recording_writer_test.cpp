@@ -228,58 +228,6 @@ TEST(RecordingWriter, OneVolumeFillsWhileTheOthersHaveRoom) {
   EXPECT_EQ(difference(stripe_bytes(dir.str("roomy"), "cap-port1-"), stripe_truth(0, 1, kChunks)), "");
 }
 
-// A volume keeps its writes going while its written chunks wait to leave in order: a ring holds
-// twice the writes it has in the kernel, and a bounce goes back to its pool when its write ends,
-// not when its chunk leaves.
-TEST(RecordingWriter, WrittenChunksWaitingToLeaveLeaveTheVolumeRoomForMoreWrites) {
-  TempDir dir;
-  recorder::RecorderSettings settings;
-  settings.directories = {dir.str()};
-  settings.name = "room";
-  settings.queue_depth = 2;
-  Pool pool("ramp", PoolSpec{kChunkBytes, 8, MemoryKind::host, 0});
-  Pool bounces("bounce", PoolSpec{kChunkBytes, 8, MemoryKind::host, 0});
-  recorder::RecordingWriter writer(settings, ramp_stream(), "port0");
-  writer.open({&pool, &bounces});
-  std::uint64_t submitted = 0;
-  const auto submit = [&] {
-    ChunkPtr chunk = pool.try_acquire();
-    ChunkPtr bounce = bounces.try_acquire();
-    ASSERT_TRUE(chunk && bounce);
-    const auto bytes = chunk_truth(submitted);
-    std::memcpy(bounce->data, bytes.data(), bytes.size());  // what goes to disk is the bounce's
-    chunk->size = bounce->size = kChunkBytes;
-    chunk->first_sample = submitted * kChunkSamples;
-    chunk->sample_count = kChunkSamples;
-    ++submitted;
-    ASSERT_TRUE(writer.submit(std::move(chunk), std::move(bounce))) << writer.error();
-  };
-  const auto wait_written = [&] {
-    for (int turn = 0; turn < 5000 && writer.writes_in_kernel() > 0; ++turn) writer.poll(std::chrono::milliseconds(1));
-    ASSERT_EQ(writer.writes_in_kernel(), 0U);
-  };
-  submit();
-  submit();
-  EXPECT_FALSE(writer.has_room()) << "two writes in the kernel at io depth 2";
-  wait_written();
-  EXPECT_TRUE(writer.has_room()) << "two written chunks not yet taken held back the next writes";
-  EXPECT_EQ(bounces.available(), 8U) << "bounces of finished writes not given back";
-  submit();
-  submit();
-  wait_written();
-  EXPECT_FALSE(writer.has_room()) << "four chunks held: the ring is full until the oldest leaves";
-  EXPECT_EQ(writer.in_flight(), 4U);
-  for (std::uint64_t k = 0; k < 4; ++k) {
-    ChunkPtr done = writer.take_done();
-    ASSERT_TRUE(done) << "chunk " << k;
-    EXPECT_EQ(done->first_sample, k * kChunkSamples);
-  }
-  EXPECT_TRUE(writer.has_room());
-  writer.finish();
-  ASSERT_FALSE(writer.failed()) << writer.error();
-  EXPECT_EQ(difference(stripe_bytes(dir.str(), "room-port0-"), stripe_truth(0, 1, 4)), "");
-}
-
 TEST(RecordingWriter, TheCollectionForgetsMetasThatAreGone) {
   TempDir dir;
   recorder::RecorderSettings settings;
