@@ -934,8 +934,6 @@ class StreamSender {
     }
   }
 
-  // One message per datagram, or with GSO one message per run of full-size datagrams, which may
-  // end with one shorter datagram (the kernel segments at the full size).
   // A packet's pieces for sendmsg: its slot, or header, samples in the table and trailer.
   std::size_t packet_iovs(const Send& send, iovec* out) {
     std::byte* slot = slots_[send.slot].data();
@@ -952,6 +950,8 @@ class StreamSender {
     return 3;
   }
 
+  // One message per datagram, or with GSO one message per run of full-size datagrams, which may
+  // end with one shorter datagram (the kernel segments at the full size).
   void send_udp() {
     std::size_t message_count = 0;
     std::size_t used_iovs = 0;
