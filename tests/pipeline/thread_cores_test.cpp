@@ -3,27 +3,20 @@
 #include "pipeline/thread_cores.hpp"
 
 #include <gtest/gtest.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
-#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
 
 #include "pipeline/gpu_placement.hpp"
+#include "tests/support/proc_tasks.hpp"
 
 namespace sluice {
 namespace {
 
 // The calling thread's Cpus_allowed_list, as /proc/self/task/TID/status shows it.
 std::vector<int> kernel_cores_of_this_thread() {
-  std::ifstream status("/proc/self/task/" + std::to_string(::syscall(SYS_gettid)) + "/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("Cpus_allowed_list:", 0) == 0)
-      return parse_core_list(line.substr(line.find_first_not_of(" \t", 18))).value_or(std::vector<int>{});
-  }
-  return {};
+  return parse_core_list(test::status_field(test::this_task(), "Cpus_allowed_list")).value_or(std::vector<int>{});
 }
 
 TEST(ThreadCores, AllowedCoresAreTheKernels) { EXPECT_EQ(allowed_cores(), kernel_cores_of_this_thread()); }

@@ -8,24 +8,22 @@
 #include <cmath>
 #include <complex>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <numbers>
 #include <random>
-#include <set>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "pipeline/config.hpp"
+#include "pipeline/gpu_placement.hpp"
 #include "pipeline/runtime.hpp"
 #include "pipeline/thread_cores.hpp"
 #include "stages/fft/fft_stage.hpp"
 #include "stages/fft/window.hpp"
 #include "tests/stages/stage_test_util.hpp"
+#include "tests/support/proc_tasks.hpp"
 #include "tests/support/test_stages.hpp"
 
 #ifndef SLUICE_TEST_FFT_BACKEND
@@ -550,40 +548,6 @@ TEST(FftBackend, FftwThreadsAreRefusedWhereTheyCannotApply) {
   }
 }
 
-// The threads of this process named `name` (pthread_setname_np), by their /proc/self/task entries.
-std::vector<std::string> tasks_named(const std::string& name) {
-  std::vector<std::string> tasks;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream comm(entry.path() / "comm");
-    std::string text;
-    if (std::getline(comm, text) && text == name) tasks.push_back(entry.path());
-  }
-  return tasks;
-}
-
-std::string status_field(const std::string& task, const std::string& field) {  // "Cpus_allowed_list", "State"
-  std::ifstream status(task + "/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind(field + ":", 0) == 0) {
-      const std::size_t value = line.find_first_not_of(" \t", field.size() + 1);
-      return value == std::string::npos ? std::string() : line.substr(value);
-    }
-  }
-  return {};
-}
-
-std::set<int> cpu_list(const std::string& text) {  // "0,2-5" → {0, 2, 3, 4, 5}
-  std::set<int> cpus;
-  std::stringstream parts(text);
-  for (std::string part; std::getline(parts, part, ',');) {
-    const std::size_t dash = part.find('-');
-    const int first = std::stoi(part.substr(0, dash));
-    const int last = dash == std::string::npos ? first : std::stoi(part.substr(dash + 1));
-    for (int cpu = first; cpu <= last; ++cpu) cpus.insert(cpu);
-  }
-  return cpus;
-}
-
 TEST(FftBackend, FftwWorkersArePinnedAndSleepWhenIdle) {
   const std::vector<int> allowed = allowed_cores();
   const auto usable = [&](int core) { return std::find(allowed.begin(), allowed.end(), core) != allowed.end(); };
@@ -591,7 +555,7 @@ TEST(FftBackend, FftwWorkersArePinnedAndSleepWhenIdle) {
   g_format = SampleFormat::ci16;
   std::mt19937 random(3);
   g_feed = {FeedChunk{random_input(g_format, 200'000, random).bytes, 0, {}}};
-  ASSERT_TRUE(tasks_named("fftw worker 1").empty());
+  ASSERT_TRUE(test::tasks_named("fftw worker 1").empty());
   {
     // Named cores: the worker runs on core 1 only, and says so in the stage's note.
     Pipeline pipeline(
@@ -600,9 +564,9 @@ TEST(FftBackend, FftwWorkersArePinnedAndSleepWhenIdle) {
                            "{type: capture}]}]\n",
                            "test.yaml", {}, test_registry()));
     pipeline.start();
-    const std::vector<std::string> workers = tasks_named("fftw worker 1");
+    const std::vector<std::string> workers = test::tasks_named("fftw worker 1");
     ASSERT_EQ(workers.size(), 1U);
-    EXPECT_EQ(status_field(workers[0], "Cpus_allowed_list"), "1");
+    EXPECT_EQ(test::status_field(workers[0], "Cpus_allowed_list"), "1");
     g_captured.clear();
     pipeline.run();
     ASSERT_TRUE(pipeline.failures().empty()) << pipeline.failures()[0].message;
@@ -613,13 +577,13 @@ TEST(FftBackend, FftwWorkersArePinnedAndSleepWhenIdle) {
     EXPECT_NE(notes[0].find("on cores 1"), std::string::npos) << notes[0];
     // Idle (the stream ended, the stage is kept until the pipeline goes): asleep, not spinning.
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    EXPECT_EQ(status_field(workers[0], "State").substr(0, 1), "S") << status_field(workers[0], "State");
+    EXPECT_EQ(test::status_field(workers[0], "State").substr(0, 1), "S") << test::status_field(workers[0], "State");
   }
   // Joined with the stage (the kernel drops a joined thread's /proc entry a moment after the join returns).
-  for (int poll = 0; poll < 100 && !tasks_named("fftw worker 1").empty(); ++poll) {
+  for (int poll = 0; poll < 100 && !test::tasks_named("fftw worker 1").empty(); ++poll) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  EXPECT_TRUE(tasks_named("fftw worker 1").empty());
+  EXPECT_TRUE(test::tasks_named("fftw worker 1").empty());
   {
     // No worker_cpus: the workers keep off the stage's own core.
     Pipeline pipeline(
@@ -627,12 +591,12 @@ TEST(FftBackend, FftwWorkersArePinnedAndSleepWhenIdle) {
                            "threads: 3}, {type: capture}]}]\n",
                            "test.yaml", {}, test_registry()));
     pipeline.start();
-    std::set<int> expected(allowed.begin(), allowed.end());
-    expected.erase(1);
+    std::vector<int> expected = allowed;
+    std::erase(expected, 1);
     for (const char* name : {"fftw worker 1", "fftw worker 2"}) {
-      const std::vector<std::string> workers = tasks_named(name);
+      const std::vector<std::string> workers = test::tasks_named(name);
       ASSERT_EQ(workers.size(), 1U) << name;
-      EXPECT_EQ(cpu_list(status_field(workers[0], "Cpus_allowed_list")), expected) << name;
+      EXPECT_EQ(parse_core_list(test::status_field(workers[0], "Cpus_allowed_list")), expected) << name;
     }
   }
 }

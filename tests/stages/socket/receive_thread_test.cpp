@@ -13,8 +13,6 @@
 #include <array>
 #include <chrono>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,6 +21,7 @@
 #include "pipeline/clock.hpp"
 #include "pipeline/thread_cores.hpp"
 #include "proc_net_udp.hpp"
+#include "tests/support/proc_tasks.hpp"
 #include "wire/socket.hpp"
 
 namespace sluice {
@@ -214,16 +213,8 @@ TEST(ReceiveThread, ItRunsOnTheCoresItIsGiven) {
   // Its entry under /proc/self/task, found by its name, shows the one core it may run on.
   std::string found;
   for (int attempt = 0; attempt < 100 && found.empty(); ++attempt) {
-    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-      std::ifstream comm(task.path() / "comm");
-      std::string name;
-      std::getline(comm, name);
-      if (name != "rx pinned") continue;
-      std::ifstream status(task.path() / "status");
-      for (std::string line; std::getline(status, line);) {
-        if (line.rfind("Cpus_allowed_list:", 0) == 0) found = line.substr(line.find_first_not_of(" \t", 18));
-      }
-    }
+    for (const std::string& task : test::tasks_named("rx pinned"))
+      found = test::status_field(task, "Cpus_allowed_list");
     if (found.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   EXPECT_EQ(found, std::to_string(core));
