@@ -30,6 +30,7 @@
 #include "pipeline/config.hpp"
 #include "pipeline/memory.hpp"
 #include "pipeline/runtime.hpp"
+#include "stages/socket/receive_thread.hpp"
 #include "stages/socket/udp_source.hpp"
 #include "suite/bare_udp.hpp"
 #include "wire/samples.hpp"
@@ -261,8 +262,8 @@ ReceiveResult with_cpu(double packets_per_second, std::size_t payload, const Cpu
 
 // The split's placing thread as a neighbour of the bare loop (VsBare's bare_read), so that the
 // two are pinned alike: on kPlaceCpu it waits for each of the loop's receives the way
-// ReceiveThread::next waits for a batch (spinning 10 us, then naps of 50 us) and reads every
-// cache line of what the receive filled, message slot by message slot. The loop never waits for it.
+// ReceiveThread::next waits for a batch (spinning, then napping) and reads every cache line of
+// what the receive filled, message slot by message slot. The loop never waits for it.
 class BareReader {
  public:
   explicit BareReader(const bench::BareUdpReceiver& receiver) : receiver_(receiver), thread_([this] { run(); }) {}
@@ -288,10 +289,10 @@ class BareReader {
       const std::uint64_t begin = monotonic_ns();
       std::uint64_t calls = 0;
       while ((calls = calls_.load(std::memory_order_acquire)) == seen && !stop_.load(std::memory_order_relaxed)) {
-        if (monotonic_ns() - begin < 10'000) {
+        if (monotonic_ns() - begin < ReceiveThread::kConsumerSpinNs) {
           cpu_relax();
         } else {
-          std::this_thread::sleep_for(std::chrono::microseconds(50));
+          std::this_thread::sleep_for(ReceiveThread::kConsumerNap);
         }
       }
       seen = calls;

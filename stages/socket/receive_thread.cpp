@@ -12,16 +12,6 @@
 #include "pipeline/thread_cores.hpp"
 
 namespace sluice {
-namespace {
-
-// How the consumer waits for a batch: it spins a little, then naps and looks again, and only
-// after a pause in the stream sleeps until woken. While batches flow, the receive thread never
-// pays for a wake-up (a futex call on its core); the naps are paid on the consumer's core.
-constexpr std::uint64_t kConsumerSpinNs = 10'000;
-constexpr auto kConsumerNap = std::chrono::microseconds(50);
-constexpr std::uint64_t kConsumerNapsForNs = 2'000'000;  // then the stream has paused: sleep
-
-}  // namespace
 
 ReceiveSlots::ReceiveSlots(std::size_t count, std::size_t slot_bytes, std::size_t control_bytes)
     : slot_bytes_(slot_bytes),

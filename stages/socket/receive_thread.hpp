@@ -62,6 +62,13 @@ struct ReceiveBatch {
 // order it took them, and learns of a failed receive from failed_errno().
 class ReceiveThread {
  public:
+  // How the consumer waits for a batch in next(): it spins a little, then naps and looks again,
+  // and only after a pause in the stream sleeps until woken. While batches flow, the receive
+  // thread never pays for a wake-up (a futex call on its core); the naps are paid on the consumer's.
+  static constexpr std::uint64_t kConsumerSpinNs = 10'000;
+  static constexpr std::chrono::microseconds kConsumerNap{50};
+  static constexpr std::uint64_t kConsumerNapsForNs = 2'000'000;  // then the stream has paused: sleep
+
   // A ring of `batches` x `messages` slots, recvmmsg calls of up to `messages` messages, on socket
   // `fd` (which the caller keeps open until stop()).
   ReceiveThread(int fd, std::size_t batches, std::size_t messages, std::size_t slot_bytes, std::size_t control_bytes);
