@@ -102,9 +102,8 @@ make_one() {  # make_one DIR INDEX BYTES FS: prints the mount point
   # And written once (VOLUMES_TOUCH=0 skips it): fallocate leaves tmpfs pages unwritten, and a
   # virtual machine may back its memory only on first write, at a fraction of a drive's rate.
   if [ "${VOLUMES_TOUCH:-1}" = 1 ]; then
-    dd if=/dev/zero of="$image" bs=64M count=$(((bytes + (64 << 20) - 1) >> 26)) conv=notrunc status=none ||
+    dd if=/dev/zero of="$image" bs=64M count="$bytes" iflag=count_bytes conv=notrunc status=none ||
       fail "writing $image failed"
-    truncate --size "$bytes" "$image" || fail "truncate $image failed"
   fi
   loop=$(attach "$image")
   case $filesystem in

@@ -8,13 +8,14 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "pipeline/errno_message.hpp"
 #include "stages/socket/udp_source.hpp"
 
 namespace sluice::bench {
 
 BareUdpReceiver::BareUdpReceiver(const std::string& endpoint, int receive_buffer, std::size_t batch)
     : socket_(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) {
-  if (socket_.get() < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+  if (socket_.get() < 0) throw std::runtime_error(errno_message("socket"));
   if (::setsockopt(socket_.get(), SOL_SOCKET, SO_RCVBUFFORCE, &receive_buffer, sizeof(receive_buffer)) != 0) {
     (void)::setsockopt(socket_.get(), SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof(receive_buffer));
   }
@@ -24,13 +25,13 @@ BareUdpReceiver::BareUdpReceiver(const std::string& endpoint, int receive_buffer
   gro_ = ::setsockopt(socket_.get(), SOL_UDP, UDP_GRO, &one, sizeof(one)) == 0;
   // The udp stage's drop count (KernelDrops): the kernel then adds it to every message, here as there.
   if (::setsockopt(socket_.get(), SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof(one)) != 0) {
-    throw std::runtime_error(std::string("setsockopt(SO_RXQ_OVFL): ") + std::strerror(errno));
+    throw std::runtime_error(errno_message("setsockopt(SO_RXQ_OVFL)"));
   }
   const auto parsed = wire::parse_endpoint(endpoint);
   if (!parsed) throw std::runtime_error("not an endpoint: " + endpoint);
   sockaddr_in address = *parsed;
   if (::bind(socket_.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    throw std::runtime_error("bind " + endpoint + ": " + std::strerror(errno));
+    throw std::runtime_error(errno_message("bind " + endpoint));
   }
   socklen_t length = sizeof(address);
   ::getsockname(socket_.get(), reinterpret_cast<sockaddr*>(&address), &length);
