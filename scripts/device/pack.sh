@@ -62,8 +62,6 @@ done
 echo "pack: $packed shared libraries: $(cd .device/lib && echo *)"
 cp -r configs .device/
 cp scripts/device/run.sh scripts/volumes.sh .device/
-# SLUICE_SOURCE_DIR is the pack on the GPU host: tests find scripts/volumes.sh under it too.
-mkdir -p .device/scripts && cp scripts/volumes.sh .device/scripts/
 mkdir -p .device/modes && cp scripts/device/modes/*.sh .device/modes/ 2>/dev/null || true
 # Every packed binary loaded, and fio run, in a chroot with only the host's libraries and the pack.
 scripts/device/check_pack.sh .device "$host_sonames"

@@ -5,10 +5,9 @@
 set -uo pipefail
 pack=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export LD_LIBRARY_PATH="$pack/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
-# The tests that run programs or read configs find them in the pack, not the build tree.
-export SLUICE_BINARY="$pack/bin/sluice" SLUICE_EMULATOR="$pack/bin/sluice-emulator"
-export SLUICE_UDP_RECEIVE_LOOPS="$pack/bin/udp_receive_loops" SLUICE_SOURCE_DIR="$pack"
 export PATH="$pack/bin:$PATH"  # fio, packed by pack.sh, for recorder_bench
+# The tests that run programs find them in the pack, not the build tree; the files they read
+# (configs, scripts/volumes.sh, tests/recorder's validators) in the tree the command runs in.
 export SLUICE_BINARY="$pack/bin/sluice" SLUICE_EMULATOR="$pack/bin/sluice-emulator" SLUICE_SOURCE_DIR="$PWD"
 export SLUICE_UDP_RECEIVE_LOOPS="$pack/bin/udp_receive_loops"
 out=${OUT:-/tmp/out}
