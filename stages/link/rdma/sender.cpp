@@ -237,16 +237,12 @@ bool RdmaSender::post_control(ControlType type, std::string_view text) noexcept 
   return true;
 }
 
-bool RdmaSender::progress() noexcept {
-  if (!qp_) {
-    if (error_.empty()) error_ = "not connected";
-    return false;
-  }
+int RdmaSender::take_completions() noexcept {
   std::array<ibv_wc, kPollBatch> completions{};
   const int count = ibv_poll_cq(cq_.get(), static_cast<int>(completions.size()), completions.data());
   if (count < 0) {
     error_ = "ibv_poll_cq failed";
-    return false;
+    return -1;
   }
   for (int index = 0; index < count; ++index) {
     const ibv_wc& completion = completions[static_cast<std::size_t>(index)];
@@ -254,7 +250,7 @@ bool RdmaSender::progress() noexcept {
       error_ = std::string("write to the receiver failed: ") + ibv_wc_status_str(completion.status) +
                (completion.status == IBV_WC_RETRY_EXC_ERR ? " (the receiver vanished)" : "");
       peer_lost_ = completion.status == IBV_WC_RETRY_EXC_ERR || completion.status == IBV_WC_WR_FLUSH_ERR;
-      return false;
+      return -1;
     }
     if (completion.wr_id == kReceiveTag) {  // the receiver failed and says why
       ControlMessage message{};
@@ -262,10 +258,20 @@ bool RdmaSender::progress() noexcept {
                   std::min<std::size_t>(completion.byte_len, sizeof message));
       error_ = "the receiver failed: " +
                std::string(message.text, std::min<std::size_t>(message.text_bytes, ControlMessage::kTextBytes));
-      return false;
+      return -1;
     }
     completed_ = std::max(completed_, completion.wr_id & ~kControlTag);
   }
+  return count;
+}
+
+bool RdmaSender::progress() noexcept {
+  if (!qp_) {
+    if (error_.empty()) error_ = "not connected";
+    return false;
+  }
+  const int count = take_completions();
+  if (count < 0) return false;
   if (count > 0) return true;
   std::optional<CmEvent> event;
   try {
@@ -275,6 +281,9 @@ bool RdmaSender::progress() noexcept {
     return false;
   }
   if (event && (event->type == RDMA_CM_EVENT_DISCONNECTED || event->type == RDMA_CM_EVENT_DEVICE_REMOVAL)) {
+    // A receiver that fails sends why before it disconnects: its message may have come in since
+    // the completion queue was last read, and says more than the disconnect.
+    if (take_completions() < 0 && !peer_lost_) return false;
     error_ = std::string("receiver ") + (event->type == RDMA_CM_EVENT_DISCONNECTED ? "disconnected" : "device removed");
     peer_lost_ = true;
     return false;

@@ -87,6 +87,9 @@ class RdmaSender {
   void connect(const std::string& where);
   void send_hello(const std::string& where);
   bool progress() noexcept;
+  // Reads the completion queue: how many completions, or -1 with error_ set (a failed write, or
+  // the receiver's error message).
+  int take_completions() noexcept;
   bool post_control(ControlType type, std::string_view text) noexcept;
   bool post_signal() noexcept;
   void disconnect() noexcept;
