@@ -45,7 +45,7 @@ BareUdpReceiver::BareUdpReceiver(const std::string& endpoint, int receive_buffer
   controls_.resize(batch * kUdpControlBytes);
 }
 
-std::size_t BareUdpReceiver::receive_once() {
+std::size_t BareUdpReceiver::receive_once(bool wait) {
   const std::size_t batch = messages_.size();
   for (std::size_t i = 0; i < batch; ++i) {
     iovs_[i] = {buffers_.data() + i * slot_, slot_};
@@ -55,7 +55,8 @@ std::size_t BareUdpReceiver::receive_once() {
     messages_[i].msg_hdr.msg_control = controls_.data() + i * kUdpControlBytes;
     messages_[i].msg_hdr.msg_controllen = kUdpControlBytes;
   }
-  const int got = ::recvmmsg(socket_.get(), messages_.data(), static_cast<unsigned>(batch), MSG_WAITFORONE, nullptr);
+  const int got = ::recvmmsg(socket_.get(), messages_.data(), static_cast<unsigned>(batch),
+                             wait ? MSG_WAITFORONE : MSG_DONTWAIT, nullptr);
   if (got <= 0) return 0;
   std::size_t datagrams = 0;
   for (int i = 0; i < got; ++i) {

@@ -26,9 +26,10 @@ class BareUdpReceiver {
   [[nodiscard]] bool gro() const noexcept { return gro_; }
   [[nodiscard]] std::size_t batch() const noexcept { return messages_.size(); }
 
-  // One recvmmsg: waits at most 10 ms for the first datagram. Returns the datagrams (GRO segments
-  // counted one by one) it received, and adds them to packets()/bytes().
-  std::size_t receive_once();
+  // One recvmmsg: waits at most 10 ms for the first datagram (or, `wait` false, returns at once
+  // when there is none). Returns the datagrams (GRO segments counted one by one) it received,
+  // and adds them to packets()/bytes().
+  std::size_t receive_once(bool wait = true);
 
   // Slot `i` of the batch's receive buffers (each slot_bytes() long), as the last call left it.
   [[nodiscard]] const std::byte* slot(std::size_t i) const noexcept { return buffers_.data() + i * slot_; }

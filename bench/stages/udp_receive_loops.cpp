@@ -30,10 +30,13 @@ struct Loop {
   int cpu = -1;
   std::uint64_t packets = 0;
   std::uint64_t bytes = 0;
+  std::uint64_t spin_ns = 0;  // time spent polling an empty socket
   std::string error;
 };
 
-void run_loop(Loop& loop, sluice::bench::BareUdpReceiver& receiver, double seconds, double idle) {
+// With a `spin` (s), an empty socket is polled that long before a call may block, as the udp
+// stage's receive thread does with receive_spin.
+void run_loop(Loop& loop, sluice::bench::BareUdpReceiver& receiver, double seconds, double idle, double spin) {
   if (loop.cpu >= 0) {
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -47,10 +50,27 @@ void run_loop(Loop& loop, sluice::bench::BareUdpReceiver& receiver, double secon
   std::uint64_t last = 0;
   const auto limit_ns = static_cast<std::uint64_t>(seconds * 1e9);
   const auto idle_ns = static_cast<std::uint64_t>(idle * 1e9);
+  const auto spin_ns = static_cast<std::uint64_t>(spin * 1e9);
+  bool blocking = spin_ns == 0;
+  std::uint64_t empty_since = 0;  // spinning: when the socket was first found empty
   while (!g_stop.load(std::memory_order_relaxed)) {
-    const std::size_t got = receiver.receive_once();
+    if (!blocking && empty_since != 0) {
+      const std::uint64_t now = sluice::monotonic_ns();
+      if (now - empty_since >= spin_ns) {  // the stream has paused: calls may block until it goes on
+        loop.spin_ns += now - empty_since;
+        blocking = true;
+      }
+    }
+    const std::size_t got = receiver.receive_once(blocking);
     const std::uint64_t now = sluice::monotonic_ns();
-    if (got != 0) last = now;
+    if (got != 0) {
+      last = now;
+      if (!blocking && empty_since != 0) loop.spin_ns += now - empty_since;
+      empty_since = 0;
+      blocking = spin_ns == 0;
+    } else if (!blocking && empty_since == 0) {
+      empty_since = now;
+    }
     if (now - start >= limit_ns || (last != 0 && now - last >= idle_ns)) break;
   }
   loop.packets = receiver.packets();
@@ -78,8 +98,11 @@ int print_report(const std::vector<Loop>& loops) {
   nlohmann::json report{{"ports", nlohmann::json::array()}, {"packets", 0}, {"bytes", 0}};
   int status = 0;
   for (const auto& loop : loops) {
-    report["ports"].push_back(
-        {{"port", loop.port}, {"cpu", loop.cpu}, {"packets", loop.packets}, {"bytes", loop.bytes}});
+    report["ports"].push_back({{"port", loop.port},
+                               {"cpu", loop.cpu},
+                               {"packets", loop.packets},
+                               {"bytes", loop.bytes},
+                               {"spin_ns", loop.spin_ns}});
     report["packets"] = report["packets"].get<std::uint64_t>() + loop.packets;
     report["bytes"] = report["bytes"].get<std::uint64_t>() + loop.bytes;
     if (!loop.error.empty()) {
@@ -102,6 +125,7 @@ int main(int argc, char** argv) {
   double seconds = 60;
   double idle = 2;
   std::size_t batch = 0;
+  double spin = 0;
   app.add_option("--port", ports, "a port to receive on (repeat for more loops)")
       ->required()
       ->check(CLI::Range(1, 65535));
@@ -110,6 +134,8 @@ int main(int argc, char** argv) {
   app.add_option("--receive-buffer", buffer_text, "socket receive buffer, as the udp stage's receive_buffer");
   app.add_option("--batch", batch, "datagrams per recvmmsg (0: the udp stage's default)");
   app.add_option("--seconds", seconds, "stop this long after the start")->check(CLI::PositiveNumber);
+  app.add_option("--spin", spin, "poll an empty socket this many seconds before a call may block (receive_spin)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--idle", idle, "stop a loop this long after its last datagram")->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);
@@ -142,7 +168,7 @@ int main(int argc, char** argv) {
                receivers.front()->gro() ? "on" : "off", receivers.front()->batch());
   std::vector<std::thread> threads;
   for (std::size_t i = 0; i < loops.size(); ++i) {
-    threads.emplace_back(run_loop, std::ref(loops[i]), std::ref(*receivers[i]), seconds, idle);
+    threads.emplace_back(run_loop, std::ref(loops[i]), std::ref(*receivers[i]), seconds, idle, spin);
   }
   for (auto& thread : threads) thread.join();
 

@@ -36,9 +36,10 @@ void ReceiveSlots::rearm(std::size_t first, std::size_t count) noexcept {
 }
 
 ReceiveThread::ReceiveThread(int fd, std::size_t batches, std::size_t messages, std::size_t slot_bytes,
-                             std::size_t control_bytes)
+                             std::size_t control_bytes, std::chrono::nanoseconds spin)
     : fd_(fd),
       messages_(messages),
+      spin_(static_cast<std::uint64_t>(std::max<std::int64_t>(0, spin.count()))),
       slots_(batches * messages, slot_bytes, control_bytes),
       batches_(batches * messages),
       filled_(batches * messages),
@@ -72,11 +73,7 @@ void ReceiveThread::run() noexcept {
     const std::size_t first = next_slot_;
     const std::size_t count = std::min({messages_, ring - slots_in_use_, ring - first});
     slots_.rearm(first, count);
-    int received = -1;
-    while (!stopping_.load(std::memory_order_relaxed)) {
-      received = ::recvmmsg(fd_, slots_.headers(first), static_cast<unsigned>(count), MSG_WAITFORONE, nullptr);
-      if (received >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) break;
-    }
+    const int received = receive(first, count);
     if (received < 0) {
       if (!stopping_.load(std::memory_order_relaxed)) failed_errno_.store(errno, std::memory_order_release);
       break;
@@ -93,6 +90,36 @@ void ReceiveThread::run() noexcept {
   final_cpu_ns_.store(thread_cpu_ns(), std::memory_order_relaxed);
   running_.store(false, std::memory_order_release);
   filled_.close();
+}
+
+int ReceiveThread::receive(std::size_t first, std::size_t count) noexcept {
+  bool blocking = spin_ == 0;
+  std::uint64_t empty_since = 0;  // spinning: when this call first found the socket empty
+  while (!stopping_.load(std::memory_order_relaxed)) {
+    if (!blocking && empty_since != 0) {
+      const std::uint64_t now = monotonic_ns();
+      if (now - empty_since >= spin_) {  // the stream has paused: sleep until it goes on
+        add_spin(now - empty_since);
+        empty_since = 0;
+        blocking = true;
+      }
+    }
+    if (blocking) blocking_calls_.store(blocking_calls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    const int received = ::recvmmsg(fd_, slots_.headers(first), static_cast<unsigned>(count),
+                                    blocking ? MSG_WAITFORONE : MSG_DONTWAIT, nullptr);
+    if (received >= 0) {
+      if (empty_since != 0) add_spin(monotonic_ns() - empty_since);
+      return received;
+    }
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return -1;
+    if (!blocking && empty_since == 0) empty_since = monotonic_ns();
+  }
+  if (empty_since != 0) add_spin(monotonic_ns() - empty_since);
+  return -1;
+}
+
+void ReceiveThread::add_spin(std::uint64_t ns) noexcept {
+  spun_ns_.store(spun_ns_.load(std::memory_order_relaxed) + ns, std::memory_order_relaxed);
 }
 
 bool ReceiveThread::wait_for_free_slots() noexcept {

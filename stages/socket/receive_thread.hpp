@@ -60,6 +60,9 @@ struct ReceiveBatch {
 // stream meanwhile: what overflows it is the kernel's drop count, as without this thread. The
 // consumer (the stage's thread) takes batches with next(), gives each back with give_back() in the
 // order it took them, and learns of a failed receive from failed_errno().
+// With a `spin`, a call that finds the socket empty polls it (MSG_DONTWAIT) for up to that long
+// before it blocks: while datagrams keep coming the thread never sleeps, so whoever queues them
+// (the kernel's receive on the NIC's core, or a sender on loopback) never pays to wake it.
 class ReceiveThread {
  public:
   // How the consumer waits for a batch in next(): it spins a little, then naps and looks again,
@@ -70,8 +73,9 @@ class ReceiveThread {
   static constexpr std::uint64_t kConsumerNapsForNs = 2'000'000;  // then the stream has paused: sleep
 
   // A ring of `batches` x `messages` slots, recvmmsg calls of up to `messages` messages, on socket
-  // `fd` (which the caller keeps open until stop()).
-  ReceiveThread(int fd, std::size_t batches, std::size_t messages, std::size_t slot_bytes, std::size_t control_bytes);
+  // `fd` (which the caller keeps open until stop()); an empty socket polled for `spin` first.
+  ReceiveThread(int fd, std::size_t batches, std::size_t messages, std::size_t slot_bytes, std::size_t control_bytes,
+                std::chrono::nanoseconds spin = {});
   ReceiveThread(const ReceiveThread&) = delete;
   ReceiveThread& operator=(const ReceiveThread&) = delete;
   ~ReceiveThread() { stop(); }
@@ -90,6 +94,13 @@ class ReceiveThread {
   [[nodiscard]] std::uint64_t waits_for_batch() const noexcept {
     return waits_for_batch_.load(std::memory_order_relaxed);
   }
+  // recvmmsg calls that were let block: each one with no spin, else each that came after a whole
+  // spin found nothing (the stream paused longer than the spin).
+  [[nodiscard]] std::uint64_t blocking_calls() const noexcept {
+    return blocking_calls_.load(std::memory_order_relaxed);
+  }
+  // Time spent polling an empty socket: CPU time that received nothing.
+  [[nodiscard]] std::uint64_t spin_ns() const noexcept { return spun_ns_.load(std::memory_order_relaxed); }
   // The thread's CPU time (user and system) so far, or in all once it has ended; 0 before
   // start(). Read from any thread while the thread runs or after stop(), not during stop().
   [[nodiscard]] std::uint64_t cpu_ns() const noexcept;
@@ -104,6 +115,10 @@ class ReceiveThread {
 
  private:
   void run() noexcept;
+  // One recvmmsg into slots [first, first + count), spinning first as set: what it returned, or
+  // -1 with errno on a failure, or -1 once stopping.
+  int receive(std::size_t first, std::size_t count) noexcept;
+  void add_spin(std::uint64_t ns) noexcept;
   // Lets the thread start receiving (the first next(), or stop()).
   void release() noexcept;
   // Takes back what the consumer returned; while it holds every slot, waits for a batch to come
@@ -112,6 +127,7 @@ class ReceiveThread {
 
   int fd_;
   std::size_t messages_;  // the most slots one recvmmsg fills
+  std::uint64_t spin_;    // ns an empty socket is polled before a call blocks
   ReceiveSlots slots_;
   std::vector<ReceiveBatch> batches_;  // batches_[i]: the batch whose first slot is i
   std::size_t next_slot_ = 0;          // this thread's: where the next recvmmsg starts
@@ -126,6 +142,8 @@ class ReceiveThread {
   std::atomic<int> failed_errno_{0};
   std::atomic<std::uint64_t> waits_for_batch_{0};
   std::atomic<std::uint64_t> received_bytes_{0};
+  std::atomic<std::uint64_t> blocking_calls_{0};  // this thread writes them, anyone reads
+  std::atomic<std::uint64_t> spun_ns_{0};
   std::atomic<bool> running_{false};
   std::atomic<std::uint64_t> final_cpu_ns_{0};
   std::thread thread_;

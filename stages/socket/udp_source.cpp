@@ -26,7 +26,7 @@ namespace {
 constexpr std::size_t kGroBytes = 65536;  // a GRO super-datagram is at most 64 KiB
 __extension__ typedef __int128 Int128;    // picoseconds (under 2^41) times a rate (under 2^37)
 
-// receive_thread and the two settings that only it has.
+// receive_thread and the settings that only it has.
 void read_receive_thread_settings(SettingsReader& reader, UdpSourceSettings& settings) {
   settings.receive_thread = reader.boolean(
       "receive_thread", false,
@@ -43,8 +43,12 @@ void read_receive_thread_settings(SettingsReader& reader, UdpSourceSettings& set
                      "message slots, each call filling up to batch of them; when the stage's thread holds them all, "
                      "the socket's buffer takes the stream",
                      2, 64));
+  settings.receive_spin = reader.duration(
+      "receive_spin", settings.receive_spin,
+      "the receive thread polls an empty socket this long before it sleeps (receive_thread: true; 0: sleeps at "
+      "once): while the stream flows nobody pays to wake it, and its core is always busy");
   if (settings.receive_thread) return;
-  for (const char* key : {"receive_cpu", "receive_batches"}) {
+  for (const char* key : {"receive_cpu", "receive_batches", "receive_spin"}) {
     if (reader.has(key)) {
       reader.error(key, std::string(key) + " applies to the receive thread, which is off",
                    "set receive_thread: true, or remove it (cpu: pins the stage's own thread)");
@@ -159,7 +163,7 @@ void UdpSource::allocate_batches() {
   if (settings_.batch == 0) settings_.batch = default_udp_batch(gro_);
   if (settings_.receive_thread) {
     receiver_ = std::make_unique<ReceiveThread>(socket_.get(), settings_.receive_batches, settings_.batch, slot_bytes_,
-                                                kUdpControlBytes);
+                                                kUdpControlBytes, settings_.receive_spin);
   } else {
     slots_ = std::make_unique<ReceiveSlots>(settings_.batch, slot_bytes_, kUdpControlBytes);
   }
@@ -185,7 +189,6 @@ void UdpSource::start(StageContext& context) {
   context_packets_ = &context.metrics().counter("context_packets");
   context_changes_ = &context.metrics().counter("context_changes");
   drop_bad_context_ = &context.metrics().drop_counter("bad_context");
-  if (receiver_) receiver_waits_ = &context.metrics().counter("receive_thread_waits");
   locked_ = settings_.stream_id >= 0;
   stream_id_ = locked_ ? static_cast<std::uint32_t>(settings_.stream_id) : 0;
 
@@ -226,12 +229,22 @@ void UdpSource::start(StageContext& context) {
 }
 
 void UdpSource::start_receive_thread(StageContext& context) {
+  receiver_waits_ = &context.metrics().counter("receive_thread_waits");
+  receiver_blocking_calls_ = &context.metrics().counter("receive_thread_blocking_calls");
+  receiver_spin_ns_ = &context.metrics().counter("receive_thread_spin_ns");
   const std::vector<int>& cores = settings_.receive_cpu;
   if (context.cpu() >= 0 && cores.size() == 1 && cores.front() == context.cpu()) {
     // It works, but the receive core then does all the work again, and more.
     const std::string note = "receive_cpu " + std::to_string(cores.front()) +
                              " is also the stage's cpu: the receive thread and the stage's thread take turns on one "
                              "core; give the stage's thread other cores (cpu:), or set receive_thread: false";
+    log::warn("{}: {}", context.stage_name(), note);
+    context.metrics().notes.push_back(note);
+  }
+  if (settings_.receive_spin.count() > 0 && cores.empty()) {
+    const std::string note =
+        "receive_spin without receive_cpu: the receive thread spins on whichever core the scheduler gives it, "
+        "beside other threads; give it a core of its own (receive_cpu:)";
     log::warn("{}: {}", context.stage_name(), note);
     context.metrics().notes.push_back(note);
   }
@@ -403,8 +416,14 @@ StageStatus UdpSource::process() {
   return check_context_rate();
 }
 
+void UdpSource::publish_receive_thread() noexcept {
+  receiver_waits_->set(receiver_->waits_for_batch());
+  receiver_blocking_calls_->set(receiver_->blocking_calls());
+  receiver_spin_ns_->set(receiver_->spin_ns());
+}
+
 StageStatus UdpSource::process_from_thread() noexcept {
-  receiver_waits_->set(receiver_->waits_for_batch());  // the receive thread's count, shown live
+  publish_receive_thread();  // the receive thread's counts, shown live
   ReceiveBatch* batch = nullptr;
   {
     const WaitTimer waiting(context_->metrics());
@@ -429,7 +448,7 @@ void UdpSource::drain_receive_thread() noexcept {
     handle_batch(*batch);
     receiver_->give_back(batch);
   }
-  receiver_waits_->set(receiver_->waits_for_batch());
+  publish_receive_thread();
 }
 
 void UdpSource::handle_batch(const ReceiveBatch& batch) noexcept {

@@ -48,10 +48,12 @@ struct UdpSourceSettings {
   // capture's description carries its frequency and rate; 0: do not wait.
   std::chrono::nanoseconds context_wait{0};
   // A thread of its own makes the receive calls and nothing else; the stage's thread does the
-  // rest (ReceiveThread). receive_cpu: that thread's cores; receive_batches: its ring.
+  // rest (ReceiveThread). receive_cpu: that thread's cores; receive_batches: its ring;
+  // receive_spin: how long it polls an empty socket before it sleeps.
   bool receive_thread = false;
   std::vector<int> receive_cpu;
   std::size_t receive_batches = 4;
+  std::chrono::nanoseconds receive_spin{0};
   PoolSettings pool;
 };
 
@@ -99,6 +101,8 @@ class UdpSource final : public Stage {
   StageStatus process_from_thread() noexcept;
   // The receive thread is stopped: every batch it filled is handled.
   void drain_receive_thread() noexcept;
+  // The receive thread's waits, blocking calls and spin time into the stage's counters.
+  void publish_receive_thread() noexcept;
   // Every message of `batch` from the last receive, then the batch's packets counted.
   void handle_batch(const ReceiveBatch& batch) noexcept;
   // Message `i` of the batch: its kernel drop count, then its datagrams (GRO segments).
@@ -123,7 +127,8 @@ class UdpSource final : public Stage {
   // An IF Context packet (type 4): counted, its values kept; false when it is malformed.
   bool handle_context(const std::byte* data, std::size_t bytes) noexcept;
   void wait_for_context(StageContext& context);
-  // Pins and starts the receive thread, last in start(): from here on it owns the socket's reads.
+  // Registers its counters, pins and starts the receive thread, last in start(): from here on it
+  // owns the socket's reads.
   void start_receive_thread(StageContext& context);
   void handle_gnuradio(const std::byte* data, std::size_t bytes) noexcept;
   // A data packet at `position` (sender's index space): the stream's next one with nothing held
@@ -196,6 +201,8 @@ class UdpSource final : public Stage {
   // Times the receive thread found every ring slot with the stage's thread and waited: the stage's
   // thread was the bound, and the socket's buffer took the stream meanwhile.
   NamedCounter* receiver_waits_ = nullptr;
+  NamedCounter* receiver_blocking_calls_ = nullptr;
+  NamedCounter* receiver_spin_ns_ = nullptr;
 };
 
 void register_udp_source_stage(StageRegistry& registry);

@@ -28,6 +28,10 @@
 # keep those cores 0.15 busy or less: no more cores than without the split. Rows say "split".
 # LANES_SPLIT=2: each placing thread alone on a core of its own (after the receive cores), every
 # lane's light stages on one two-core set: 8 lanes take 28 cores. Rows say "split2".
+# RECEIVE_SPIN_US (with LANES_SPLIT): each receive thread polls an empty socket that many µs before
+# it sleeps (receive_spin), and the bare loops the same (--spin); the receive cores' busy column is
+# then their busy share less the time spent spinning (the report's receive_thread_spin_ns, the
+# loops' spin_ns). Rows say "spin".
 # Settings: LANES (8), GPUS (2), LANES_SPLIT (0), LADDER_RATES ("4 4.5 5 5.5 6"), GOAL_RATE (5), SOAK_LANES_SECONDS,
 # SENDER_THREADS (the emulator's threads_per_stream, each on a sender core of its own: 8 lanes
 # with 2 need 34 cores),
@@ -48,6 +52,11 @@ lanes_light=${LANES_LIGHT_CORES:-2}
 lanes_host_cores=${LANES_HOST_CORES:-$(nproc)}
 lanes_dry=${LANES_DRY_RUN:-0}
 lanes_split=${LANES_SPLIT:-0}
+lanes_spin_us=${RECEIVE_SPIN_US:-0}
+if [ "$lanes_spin_us" != 0 ] && [ "$lanes_split" = 0 ]; then
+  echo "lanes: RECEIVE_SPIN_US needs the udp stages' receive threads: set LANES_SPLIT=1 or 2" >&2
+  exit 2
+fi
 lanes_dir=/tmp/sluice-lanes
 lanes_rows=()
 lanes_gpu_rows=()
@@ -105,10 +114,12 @@ lanes_sender_cores() {  # lanes_sender_cores LANE: ", cpus: [...]", a core for e
 }
 
 lanes_source_cpus() {  # lanes_source_cpus LANE: where the udp stage's threads run (LANES_SPLIT: two threads)
+  local spin=""
+  [ "$lanes_spin_us" != 0 ] && spin=", receive_spin: ${lanes_spin_us}us"
   if [ "$lanes_split" = 2 ]; then
-    echo "receive_thread: true, receive_cpu: $(lanes_rx_cpu "$1"), cpu: $(lanes_placer_cpu "$1")"
+    echo "receive_thread: true, receive_cpu: $(lanes_rx_cpu "$1"), cpu: $(lanes_placer_cpu "$1")$spin"
   elif [ "$lanes_split" = 1 ]; then
-    echo "receive_thread: true, receive_cpu: $(lanes_rx_cpu "$1"), cpu: $(lanes_light_cpus "$1" 0)"
+    echo "receive_thread: true, receive_cpu: $(lanes_rx_cpu "$1"), cpu: $(lanes_light_cpus "$1" 0)$spin"
   else
     echo "cpu: $(lanes_rx_cpu "$1")"
   fi
@@ -167,18 +178,28 @@ lanes_send() {  # lanes_send NAME CONFIG SECONDS: every stream, one pinned sende
   cat /proc/stat > "$out/$1-stat-after.txt"
 }
 
-lanes_rx_busy() {  # lanes_rx_busy NAME: the receive cores' busy shares over NAME's send, "min-max"
+lanes_rx_busy() {  # lanes_rx_busy NAME: the receive cores' busy shares over NAME's send, "min-max"; with
+  # RECEIVE_SPIN_US, less each core's spin (from NAME.json: a report's counters or the loops' ports)
   local cores=() lane
   for ((lane = 0; lane < lanes_count; lane++)); do cores+=("$(lanes_rx_cpu "$lane")"); done
-  python3 - "$out/$1-stat-before.txt" "$out/$1-stat-after.txt" "${cores[@]}" <<'PY'
-import sys
+  python3 - "$out/$1-stat-before.txt" "$out/$1-stat-after.txt" "$out/$1.json" "$lanes_spin_us" "${cores[@]}" <<'PY'
+import json, sys
 def load(path):
     return {l.split()[0]: list(map(int, l.split()[1:9])) for l in open(path) if l.startswith("cpu") and l[3].isdigit()}
 before, after = load(sys.argv[1]), load(sys.argv[2])
+cores = sys.argv[5:]
+spin = [0.0] * len(cores)
+if sys.argv[4] != "0":
+    report = json.load(open(sys.argv[3]))
+    if "ports" in report:
+        spin = [port.get("spin_ns", 0) / 1e9 for port in report["ports"]]
+    else:
+        spin = [lane["stages"][0]["counters"].get("receive_thread_spin_ns", 0) / 1e9 for lane in report["lanes"]]
 shares = []
-for core in sorted(set(sys.argv[3:])):
+for index, core in enumerate(cores):
     d = [a - b for a, b in zip(after[f"cpu{core}"], before[f"cpu{core}"])]
-    shares.append(1 - (d[3] + d[4]) / (sum(d) or 1))
+    seconds = sum(d) / 100  # USER_HZ
+    shares.append(1 - (d[3] + d[4]) / (sum(d) or 1) - (spin[index] / seconds if seconds else 0))
 print(f"{min(shares):.2f}-{max(shares):.2f}")
 PY
 }
@@ -247,6 +268,7 @@ lanes_loops() {  # lanes_loops RATE SECONDS NAME: LANES bare receive loops on th
     printf '%-12s %5s x %4s %s\n' loops "$lanes_count" "$rate" "(dry run)"
     return
   fi
+  [ "$lanes_spin_us" != 0 ] && args+=(--spin "$(awk -v us="$lanes_spin_us" 'BEGIN { print us / 1e6 }')")
   "$pack/bin/udp_receive_loops" "${args[@]}" --receive-buffer 256MiB --seconds "$((seconds + 20))" --idle 1 \
     > "$out/$name.json" 2> "$out/$name.log" &
   local loops=$!
@@ -416,7 +438,7 @@ lanes_ladder() {
   local rate pipeline_lost=0 loops_lost=0 row
   for rate in ${LADDER_RATES:-4 4.5 5 5.5 6}; do
     if [ "$pipeline_lost" = 0 ]; then
-      row=$(lanes_pipeline "$rate" 10 "$lanes_gpus" "lanes-ladder-$rate" "$([ "$lanes_split" != 0 ] && echo "split$([ "$lanes_split" = 2 ] && echo 2)" || echo pipeline)") ||
+      row=$(lanes_pipeline "$rate" 10 "$lanes_gpus" "lanes-ladder-$rate" "$([ "$lanes_split" != 0 ] && echo "split$([ "$lanes_split" = 2 ] && echo 2)$([ "$lanes_spin_us" != 0 ] && echo " spin")" || echo pipeline)") ||
         pipeline_lost=1
       lanes_rows+=("$row")
     fi

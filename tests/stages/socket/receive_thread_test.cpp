@@ -1,6 +1,6 @@
 // ReceiveThread on real loopback UDP sockets: every datagram sent reaches the consumer once and in
 // order, with slow consumers (a datagram per ring slot however few each call returns), stops
-// mid-receive and failed receives.
+// mid-receive and failed receives, with and without a spin before each blocking call.
 #include "stages/socket/receive_thread.hpp"
 
 #include <fcntl.h>
@@ -155,6 +155,65 @@ TEST(ReceiveThread, ItsRingHoldsADatagramPerSlotWhenEachCallReturnsOne) {
   thread.give_back(ninth);
   EXPECT_EQ(thread.received_bytes(), 9U * 1000);
   thread.stop();
+}
+
+// Takes datagrams [from, to) from the thread, checking their order, and gives each batch back.
+void take_in_order(ReceiveThread& thread, std::uint64_t from, std::uint64_t to) {
+  std::uint64_t next = from;
+  while (next < to) {
+    ReceiveBatch* batch = thread.next(std::chrono::seconds(5));
+    ASSERT_NE(batch, nullptr) << "nothing after datagram " << next;
+    for (std::size_t i = 0; i < batch->received; ++i) {
+      std::uint64_t sequence = 0;
+      std::memcpy(&sequence, batch->data(i), sizeof(sequence));
+      ASSERT_EQ(sequence, next);
+      ++next;
+    }
+    thread.give_back(batch);
+  }
+}
+
+// Without a spin every call may sleep in the kernel; with one longer than the stream's pauses
+// (groups of 64 datagrams 0.2 ms apart) the thread polls through them and never blocks.
+TEST(ReceiveThread, WithASpinLongerThanThePausesItNeverBlocks) {
+  for (const auto spin : {std::chrono::nanoseconds(0), std::chrono::nanoseconds(std::chrono::seconds(10))}) {
+    SCOPED_TRACE(spin.count() == 0 ? "no spin" : "10 s spin");
+    Loopback loopback;
+    ReceiveThread thread(loopback.receiver.get(), 2, 4, kSlot, kControl, spin);
+    thread.start({}, "rx spin");
+    std::thread sender([&] { loopback.send(0, 640); });
+    take_in_order(thread, 0, 640);
+    sender.join();
+    thread.stop();
+    EXPECT_EQ(thread.received_bytes(), 640U * 1000);
+    if (spin.count() == 0) {
+      EXPECT_GT(thread.blocking_calls(), 0U);
+      EXPECT_EQ(thread.spin_ns(), 0U);
+    } else {
+      EXPECT_EQ(thread.blocking_calls(), 0U) << "a call blocked within the spin";
+      EXPECT_GT(thread.spin_ns(), 0U) << "the pauses between groups were never counted as spinning";
+    }
+  }
+}
+
+// A pause longer than the spin: the thread polls for the spin, then sleeps in a blocking call
+// (its CPU time stays far below the pause), and the next datagram wakes it.
+TEST(ReceiveThread, AfterASpinThatFindsNothingItSleepsUntilTheNextDatagram) {
+  Loopback loopback;
+  ReceiveThread thread(loopback.receiver.get(), 2, 4, kSlot, kControl, std::chrono::milliseconds(2));
+  thread.start({}, "rx spin");
+  loopback.send(0, 1);
+  take_in_order(thread, 0, 1);
+  const std::uint64_t cpu_before = thread.cpu_ns();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const std::uint64_t cpu_over_pause = thread.cpu_ns() - cpu_before;
+  EXPECT_GE(thread.blocking_calls(), 1U) << "it never gave up spinning";
+  EXPECT_GE(thread.spin_ns(), 2'000'000U) << "it spun less than its spin";
+  EXPECT_LT(cpu_over_pause, 150'000'000U) << "it spun through most of a 300 ms pause";
+  loopback.send(1, 2);
+  take_in_order(thread, 1, 2);
+  thread.stop();
+  EXPECT_EQ(thread.failed_errno(), 0);
 }
 
 TEST(ReceiveThread, StopEndsItWhileItWaitsInAReceive) {

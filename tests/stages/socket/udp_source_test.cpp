@@ -44,12 +44,14 @@ struct UdpRun : test_support::SourceCounts {
   std::uint64_t context_changes = 0;
   std::map<std::string, std::uint64_t> drops;
   std::size_t samples_per_packet = 0;
-  double busy_fraction = 0;           // the stage thread's busy time over its run
-  std::vector<std::string> progress;  // the progress lines after the run
-  std::uint64_t timeline_lost = 0;    // the timeline's last lost_samples for the lane
-  std::string plot;                   // the rates plot (rate_plot_svg)
-  std::uint64_t header_decodes = 0;   // VITA-49 headers decoded whole (UdpSource::header_decodes)
-  double sample_rate = 100e6;         // the emulator's and the stage's
+  double busy_fraction = 0;                  // the stage thread's busy time over its run
+  std::vector<std::string> progress;         // the progress lines after the run
+  std::uint64_t timeline_lost = 0;           // the timeline's last lost_samples for the lane
+  std::string plot;                          // the rates plot (rate_plot_svg)
+  std::uint64_t header_decodes = 0;          // VITA-49 headers decoded whole (UdpSource::header_decodes)
+  std::uint64_t receive_blocking_calls = 0;  // receive_thread: its counters
+  std::uint64_t receive_spin_ns = 0;
+  double sample_rate = 100e6;  // the emulator's and the stage's
 };
 
 constexpr std::uint64_t kStartSeconds = 1'700'000'000;
@@ -126,6 +128,10 @@ void run_udp(emulator::EmulatorSettings settings, UdpRun& run, const std::string
   }
   run.packets = metrics.packets.load();
   run.read_counts(metrics);
+  if (receive_thread != nullptr) {
+    run.receive_blocking_calls = counter(metrics, "receive_thread_blocking_calls");
+    run.receive_spin_ns = counter(metrics, "receive_thread_spin_ns");
+  }
   run.context_packets = counter(metrics, "context_packets");
   run.context_changes = counter(metrics, "context_changes");
   for (const auto& named : metrics.drops()) run.drops[named.name] = named.get();
@@ -1237,13 +1243,35 @@ TEST(UdpSource, AStopEndsTheReceiveThreadWhileItWaitsForDatagrams) {
   test_support::current_capture() = nullptr;
 }
 
+// receive_spin: the receive thread polls through the paced stream's pauses, so it never blocks,
+// and the stream arrives whole; without it the same run's calls block.
+TEST(UdpSource, AReceiveThreadThatSpinsTakesTheWholeStreamWithoutBlocking) {
+  for (const std::string spin : {"", ", receive_spin: 10s"}) {
+    SCOPED_TRACE(spin.empty() ? "no spin" : spin);
+    UdpRun run;
+    run_udp(with_count(3000), run, ", receive_thread: true" + spin);
+    EXPECT_EQ(run.packets, 3000U);
+    EXPECT_EQ(run.lost_packets, 0U);
+    EXPECT_EQ(run.lost_samples, 0U);
+    if (spin.empty()) {
+      EXPECT_GT(run.receive_blocking_calls, 0U);
+      EXPECT_EQ(run.receive_spin_ns, 0U);
+    } else {
+      EXPECT_EQ(run.receive_blocking_calls, 0U);
+      EXPECT_GT(run.receive_spin_ns, 0U);
+    }
+  }
+}
+
 TEST(UdpSource, ReceiveThreadSettingsThatCannotApplyAreErrors) {
   EXPECT_NE(udp_settings_errors(", receive_cpu: 1").find("receive_cpu applies to the receive thread, which is off"),
             std::string::npos);
   EXPECT_NE(udp_settings_errors(", receive_batches: 8").find("set receive_thread: true"), std::string::npos);
   EXPECT_NE(udp_settings_errors(", receive_thread: true, receive_batches: 1").find("receive_batches"),
             std::string::npos);
-  EXPECT_EQ(udp_settings_errors(", receive_thread: true, receive_cpu: 0, receive_batches: 8"), "");
+  EXPECT_NE(udp_settings_errors(", receive_spin: 1ms").find("receive_spin applies to the receive thread, which is off"),
+            std::string::npos);
+  EXPECT_EQ(udp_settings_errors(", receive_thread: true, receive_cpu: 0, receive_batches: 8, receive_spin: 50us"), "");
   // One core for both threads works, but takes turns: the stage's summary says so.
   Pipeline pipeline(load_pipeline_text(
       "pipeline: {chunk: 64KiB, chunks: 8}\n"
@@ -1254,6 +1282,17 @@ TEST(UdpSource, ReceiveThreadSettingsThatCannotApplyAreErrors) {
   const std::vector<std::string>& notes = test_support::source_metrics(pipeline).notes;
   EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& note) {
     return note.find("receive_cpu 0 is also the stage's cpu") != std::string::npos;
+  }));
+  // A spin on an unpinned thread spins beside whatever else the scheduler puts there: said too.
+  Pipeline unpinned(load_pipeline_text(
+      "pipeline: {chunk: 64KiB, chunks: 8}\n"
+      "lanes: [{name: a, stages: [{type: udp, address: 127.0.0.1:0, receive_thread: true, receive_spin: 1ms}, "
+      "{type: null}]}]\n",
+      "t.yaml"));
+  unpinned.start();
+  const std::vector<std::string>& unpinned_notes = test_support::source_metrics(unpinned).notes;
+  EXPECT_TRUE(std::any_of(unpinned_notes.begin(), unpinned_notes.end(), [](const std::string& note) {
+    return note.find("receive_spin without receive_cpu") != std::string::npos;
   }));
   // A core this process may not use fails the start, naming the setting and the call.
   Pipeline nowhere(load_pipeline_text(
