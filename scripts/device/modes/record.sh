@@ -46,12 +46,13 @@ record_huge_pages() {  # record_huge_pages: SLUICE_HUGE_PAGES for recorder_bench
 }
 
 record_vs_fio() {  # record_vs_fio NAME REPETITIONS: recorder_bench's striped write (one lane over every volume in
-  # record_mounts, depth 8 a volume, 4 MiB, O_DIRECT) against fio with one job per volume at once; summary rows:
+  # record_mounts, depth 8 a volume, 4 MiB, O_DIRECT, RECORD_STRIPE_BYTES a volume: 12GiB, about 3 s a side, so that
+  # one stall of a loop device's thread moves a run less) against fio with one job per volume at once; summary rows:
   # the medians' ratio, each run's, and the median run's busy, depth and idle
   local name=$1 repetitions=$2 dirs huge
   dirs=$(IFS=:; echo "${record_mounts[*]}")
   huge=$(record_huge_pages)
-  SLUICE_HUGE_PAGES=$huge SLUICE_BENCH_DIRS=$dirs SLUICE_BENCH_BYTES=${RECORD_STRIPE_BYTES:-4GiB} timeout 400 \
+  SLUICE_HUGE_PAGES=$huge SLUICE_BENCH_DIRS=$dirs SLUICE_BENCH_BYTES=${RECORD_STRIPE_BYTES:-12GiB} timeout 400 \
     "${RECORD_BENCH:-$pack/bin/recorder_bench}" --benchmark_filter=Striped --benchmark_repetitions="$repetitions" \
     --benchmark_out="$out/$name.json" --benchmark_out_format=json >> "$out/record-bench.log" 2>&1 || status=1
   python3 - "$out/$name.json" "$name" "${#record_mounts[@]}" "$huge" <<'PY' >> "$record_summary" || status=1
