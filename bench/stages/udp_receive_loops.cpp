@@ -53,11 +53,12 @@ void run_loop(Loop& loop, sluice::bench::BareUdpReceiver& receiver, double secon
   const auto spin_ns = static_cast<std::uint64_t>(spin * 1e9);
   bool blocking = spin_ns == 0;
   std::uint64_t empty_since = 0;  // spinning: when the socket was first found empty
+  std::uint64_t polled_at = 0;    // and when the latest poll began: the spin ends there
   while (!g_stop.load(std::memory_order_relaxed)) {
     if (!blocking && empty_since != 0) {
-      const std::uint64_t now = sluice::monotonic_ns();
-      if (now - empty_since >= spin_ns) {  // the stream has paused: calls may block until it goes on
-        loop.spin_ns += now - empty_since;
+      polled_at = sluice::monotonic_ns();
+      if (polled_at - empty_since >= spin_ns) {  // the stream has paused: calls may block until it goes on
+        loop.spin_ns += polled_at - empty_since;
         blocking = true;
       }
     }
@@ -65,7 +66,7 @@ void run_loop(Loop& loop, sluice::bench::BareUdpReceiver& receiver, double secon
     const std::uint64_t now = sluice::monotonic_ns();
     if (got != 0) {
       last = now;
-      if (!blocking && empty_since != 0) loop.spin_ns += now - empty_since;
+      if (!blocking && empty_since != 0) loop.spin_ns += polled_at - empty_since;  // not the call that received
       empty_since = 0;
       blocking = spin_ns == 0;
     } else if (!blocking && empty_since == 0) {

@@ -95,11 +95,12 @@ void ReceiveThread::run() noexcept {
 int ReceiveThread::receive(std::size_t first, std::size_t count) noexcept {
   bool blocking = spin_ == 0;
   std::uint64_t empty_since = 0;  // spinning: when this call first found the socket empty
+  std::uint64_t polled_at = 0;    // and when its latest poll began: the spin ends there
   while (!stopping_.load(std::memory_order_relaxed)) {
     if (!blocking && empty_since != 0) {
-      const std::uint64_t now = monotonic_ns();
-      if (now - empty_since >= spin_) {  // the stream has paused: sleep until it goes on
-        add_spin(now - empty_since);
+      polled_at = monotonic_ns();
+      if (polled_at - empty_since >= spin_) {  // the stream has paused: sleep until it goes on
+        add_spin(polled_at - empty_since);
         empty_since = 0;
         blocking = true;
       }
@@ -108,7 +109,7 @@ int ReceiveThread::receive(std::size_t first, std::size_t count) noexcept {
     const int received = ::recvmmsg(fd_, slots_.headers(first), static_cast<unsigned>(count),
                                     blocking ? MSG_WAITFORONE : MSG_DONTWAIT, nullptr);
     if (received >= 0) {
-      if (empty_since != 0) add_spin(monotonic_ns() - empty_since);
+      if (empty_since != 0) add_spin(polled_at - empty_since);  // not the call that received
       return received;
     }
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return -1;
