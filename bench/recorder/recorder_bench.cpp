@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -131,6 +132,12 @@ struct WriteResult {
   double thread_busy = 0;   // the submitting thread's CPU time over the time chunks were written
   double kernel_depth = 0;  // writes in the kernel a volume, averaged over the time chunks were written
   double volume_idle = 0;   // of that time, the fraction in which some volume had no write in the kernel
+  // Of that time, the share the submitting thread spent in take_done() (each chunk's journal
+  // record, a buffered write) and in submit() (io_uring_submit); the longest single call of each.
+  double retire_share = 0;
+  double submit_share = 0;
+  double longest_retire_ms = 0;
+  double longest_submit_ms = 0;
 };
 
 // CPU seconds the calling thread has used.
@@ -169,6 +176,10 @@ WriteResult recorder_write(const std::vector<std::string>& directories, const st
   double depth_seconds = 0;
   double idle_seconds = 0;
   auto sampled = begin;
+  std::uint64_t retire_total_ns = 0;
+  std::uint64_t longest_retire_ns = 0;
+  std::uint64_t submit_total_ns = 0;
+  std::uint64_t longest_submit_ns = 0;
   while (submitted < total || writer.in_flight() > 0) {
     writer.poll(std::chrono::microseconds(0));
     const auto now = std::chrono::steady_clock::now();
@@ -176,7 +187,13 @@ WriteResult recorder_write(const std::vector<std::string>& directories, const st
     depth_seconds += static_cast<double>(writer.writes_in_kernel()) * interval;
     idle_seconds += writer.a_volume_idles() ? interval : 0;
     sampled = now;
-    while (ChunkPtr done = writer.take_done()) {
+    for (;;) {
+      const std::uint64_t retire_begin = monotonic_ns();
+      const ChunkPtr done = writer.take_done();
+      const std::uint64_t retire_ns = monotonic_ns() - retire_begin;
+      retire_total_ns += retire_ns;
+      longest_retire_ns = std::max(longest_retire_ns, retire_ns);
+      if (!done) break;
     }
     if (writer.failed()) throw std::runtime_error(writer.error());
     if (submitted < total && writer.has_room()) {
@@ -188,7 +205,11 @@ WriteResult recorder_write(const std::vector<std::string>& directories, const st
         stamp_pages(chunk->data, sample * 4);
         sample += chunk->sample_count;
         submitted += kChunkBytes;
+        const std::uint64_t submit_begin = monotonic_ns();
         writer.submit(std::move(chunk), nullptr);
+        const std::uint64_t submit_ns = monotonic_ns() - submit_begin;
+        submit_total_ns += submit_ns;
+        longest_submit_ns = std::max(longest_submit_ns, submit_ns);
         continue;
       }
     }
@@ -200,8 +221,15 @@ WriteResult recorder_write(const std::vector<std::string>& directories, const st
   writer.finish();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   if (writer.failed()) throw std::runtime_error(writer.error());
-  return WriteResult{static_cast<double>(total) / seconds, huge, busy,
-                     depth_seconds / writing / static_cast<double>(directories.size()), idle_seconds / writing};
+  return WriteResult{static_cast<double>(total) / seconds,
+                     huge,
+                     busy,
+                     depth_seconds / writing / static_cast<double>(directories.size()),
+                     idle_seconds / writing,
+                     static_cast<double>(retire_total_ns) / 1e9 / writing,
+                     static_cast<double>(submit_total_ns) / 1e9 / writing,
+                     static_cast<double>(longest_retire_ns) / 1e6,
+                     static_cast<double>(longest_submit_ns) / 1e6};
 }
 
 // The record stage itself in a lane: generator (unpaced) → record → null, timed from the
@@ -394,7 +422,9 @@ std::vector<std::string> bench_volumes() {
 // job per volume at once, the same bytes and queue depth a volume. Counters: thread_busy, the
 // submitting thread's CPU time over the writes' wall time (near 1: that thread is the bound);
 // kernel_depth, the writes it kept in the kernel a volume on average (fio keeps its iodepth, 8);
-// volume_idle, the fraction of the time some volume had none (both sampled at every turn).
+// volume_idle, the fraction of the time some volume had none (both sampled at every turn);
+// retire_share and submit_share, the share of that time in take_done() (journal records) and in
+// submit(), and the longest call of each.
 void BM_StripedWriteVsFio(benchmark::State& state) {
   const std::vector<std::string> volumes = bench_volumes();
   if (volumes.empty()) {
@@ -439,6 +469,10 @@ void BM_StripedWriteVsFio(benchmark::State& state) {
   state.counters["thread_busy"] = ours.thread_busy;
   state.counters["kernel_depth"] = ours.kernel_depth;
   state.counters["volume_idle"] = ours.volume_idle;
+  state.counters["retire_share"] = ours.retire_share;
+  state.counters["submit_share"] = ours.submit_share;
+  state.counters["longest_retire_ms"] = ours.longest_retire_ms;
+  state.counters["longest_submit_ms"] = ours.longest_submit_ms;
   state.SetLabel(huge_pages() ? "huge pages both sides" : "4 KiB pages both sides");
 }
 
