@@ -150,6 +150,40 @@ double thread_cpu_seconds() {
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
+// The time spent in the calls it runs: in all, and the longest one.
+struct CallTimes {
+  std::uint64_t total_ns = 0;
+  std::uint64_t longest_ns = 0;
+  template <typename Call>
+  auto operator()(Call&& call) {
+    const std::uint64_t begin = monotonic_ns();
+    auto result = call();
+    const std::uint64_t ns = monotonic_ns() - begin;
+    total_ns += ns;
+    longest_ns = std::max(longest_ns, ns);
+    return result;
+  }
+};
+
+// The stream's next chunk, its samples from `sample` on (advanced past them), each page stamped.
+void fill_next(Chunk& chunk, std::uint64_t& sample) {
+  chunk.size = kChunkBytes;
+  chunk.first_sample = sample;
+  chunk.sample_count = kChunkBytes / 4;
+  stamp_pages(chunk.data, sample * 4);
+  sample += chunk.sample_count;
+}
+
+recorder::RecorderSettings writer_settings(const std::vector<std::string>& directories, const std::string& name,
+                                           unsigned depth) {
+  recorder::RecorderSettings settings;
+  settings.directories = directories;
+  settings.name = name;
+  settings.queue_depth = depth;
+  settings.preallocate_bytes = bench_preallocate(kTotalBytes);
+  return settings;
+}
+
 // The recorder's sustained write: chunks cycle through the writer as fast as it retires them.
 WriteResult recorder_write(const std::vector<std::string>& directories, const std::string& name) {
   const std::uint64_t total = kTotalBytes * directories.size();
@@ -158,14 +192,9 @@ WriteResult recorder_write(const std::vector<std::string>& directories, const st
   for (std::size_t i = 0; i < pool.chunk_count(); ++i)
     std::memset(pool.chunk(i).data, static_cast<int>(i), kChunkBytes);
   const double huge = huge_fraction(pool.region().data(), pool.region().size());
-  recorder::RecorderSettings settings;
-  settings.directories = directories;
-  settings.name = name;
-  settings.queue_depth = depth;
-  settings.preallocate_bytes = bench_preallocate(kTotalBytes);
   StreamInfo stream;
   stream.sample_rate = 1e9;
-  recorder::RecordingWriter writer(settings, stream, "bench");
+  recorder::RecordingWriter writer(writer_settings(directories, name, depth), stream, "bench");
   writer.open({&pool});
   const auto begin = std::chrono::steady_clock::now();
   const double cpu_begin = thread_cpu_seconds();
@@ -176,10 +205,8 @@ WriteResult recorder_write(const std::vector<std::string>& directories, const st
   double depth_seconds = 0;
   double idle_seconds = 0;
   auto sampled = begin;
-  std::uint64_t retire_total_ns = 0;
-  std::uint64_t longest_retire_ns = 0;
-  std::uint64_t submit_total_ns = 0;
-  std::uint64_t longest_submit_ns = 0;
+  CallTimes retiring;
+  CallTimes submitting;
   while (submitted < total || writer.in_flight() > 0) {
     writer.poll(std::chrono::microseconds(0));
     const auto now = std::chrono::steady_clock::now();
@@ -187,29 +214,15 @@ WriteResult recorder_write(const std::vector<std::string>& directories, const st
     depth_seconds += static_cast<double>(writer.writes_in_kernel()) * interval;
     idle_seconds += writer.a_volume_idles() ? interval : 0;
     sampled = now;
-    for (;;) {
-      const std::uint64_t retire_begin = monotonic_ns();
-      const ChunkPtr done = writer.take_done();
-      const std::uint64_t retire_ns = monotonic_ns() - retire_begin;
-      retire_total_ns += retire_ns;
-      longest_retire_ns = std::max(longest_retire_ns, retire_ns);
-      if (!done) break;
+    while (retiring([&] { return writer.take_done(); })) {
     }
     if (writer.failed()) throw std::runtime_error(writer.error());
     if (submitted < total && writer.has_room()) {
       ChunkPtr chunk = pool.try_acquire();
       if (chunk) {
-        chunk->size = kChunkBytes;
-        chunk->first_sample = sample;
-        chunk->sample_count = kChunkBytes / 4;
-        stamp_pages(chunk->data, sample * 4);
-        sample += chunk->sample_count;
+        fill_next(*chunk, sample);
         submitted += kChunkBytes;
-        const std::uint64_t submit_begin = monotonic_ns();
-        writer.submit(std::move(chunk), nullptr);
-        const std::uint64_t submit_ns = monotonic_ns() - submit_begin;
-        submit_total_ns += submit_ns;
-        longest_submit_ns = std::max(longest_submit_ns, submit_ns);
+        submitting([&] { return writer.submit(std::move(chunk), nullptr); });
         continue;
       }
     }
@@ -226,10 +239,10 @@ WriteResult recorder_write(const std::vector<std::string>& directories, const st
                      busy,
                      depth_seconds / writing / static_cast<double>(directories.size()),
                      idle_seconds / writing,
-                     static_cast<double>(retire_total_ns) / 1e9 / writing,
-                     static_cast<double>(submit_total_ns) / 1e9 / writing,
-                     static_cast<double>(longest_retire_ns) / 1e6,
-                     static_cast<double>(longest_submit_ns) / 1e6};
+                     static_cast<double>(retiring.total_ns) / 1e9 / writing,
+                     static_cast<double>(submitting.total_ns) / 1e9 / writing,
+                     static_cast<double>(retiring.longest_ns) / 1e6,
+                     static_cast<double>(submitting.longest_ns) / 1e6};
 }
 
 // The record stage itself in a lane: generator (unpaced) → record → null, timed from the
