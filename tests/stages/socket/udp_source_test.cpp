@@ -1263,6 +1263,19 @@ TEST(UdpSource, AReceiveThreadThatSpinsTakesTheWholeStreamWithoutBlocking) {
   }
 }
 
+// Whether a lane of one udp stage with `settings` (into null), once started, has a note with `text`.
+bool udp_start_notes(const std::string& settings, const std::string& text) {
+  Pipeline pipeline(
+      load_pipeline_text("pipeline: {chunk: 64KiB, chunks: 8}\n"
+                         "lanes: [{name: a, stages: [{type: udp, address: 127.0.0.1:0, " +
+                             settings + "}, {type: null}]}]\n",
+                         "t.yaml"));
+  pipeline.start();
+  const std::vector<std::string>& notes = test_support::source_metrics(pipeline).notes;
+  return std::any_of(notes.begin(), notes.end(),
+                     [&](const std::string& note) { return note.find(text) != std::string::npos; });
+}
+
 TEST(UdpSource, ReceiveThreadSettingsThatCannotApplyAreErrors) {
   EXPECT_NE(udp_settings_errors(", receive_cpu: 1").find("receive_cpu applies to the receive thread, which is off"),
             std::string::npos);
@@ -1273,27 +1286,9 @@ TEST(UdpSource, ReceiveThreadSettingsThatCannotApplyAreErrors) {
             std::string::npos);
   EXPECT_EQ(udp_settings_errors(", receive_thread: true, receive_cpu: 0, receive_batches: 8, receive_spin: 50us"), "");
   // One core for both threads works, but takes turns: the stage's summary says so.
-  Pipeline pipeline(load_pipeline_text(
-      "pipeline: {chunk: 64KiB, chunks: 8}\n"
-      "lanes: [{name: a, stages: [{type: udp, address: 127.0.0.1:0, receive_thread: true, receive_cpu: 0, cpu: 0}, "
-      "{type: null}]}]\n",
-      "t.yaml"));
-  pipeline.start();
-  const std::vector<std::string>& notes = test_support::source_metrics(pipeline).notes;
-  EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& note) {
-    return note.find("receive_cpu 0 is also the stage's cpu") != std::string::npos;
-  }));
+  EXPECT_TRUE(udp_start_notes("receive_thread: true, receive_cpu: 0, cpu: 0", "receive_cpu 0 is also the stage's cpu"));
   // A spin on an unpinned thread spins beside whatever else the scheduler puts there: said too.
-  Pipeline unpinned(load_pipeline_text(
-      "pipeline: {chunk: 64KiB, chunks: 8}\n"
-      "lanes: [{name: a, stages: [{type: udp, address: 127.0.0.1:0, receive_thread: true, receive_spin: 1ms}, "
-      "{type: null}]}]\n",
-      "t.yaml"));
-  unpinned.start();
-  const std::vector<std::string>& unpinned_notes = test_support::source_metrics(unpinned).notes;
-  EXPECT_TRUE(std::any_of(unpinned_notes.begin(), unpinned_notes.end(), [](const std::string& note) {
-    return note.find("receive_spin without receive_cpu") != std::string::npos;
-  }));
+  EXPECT_TRUE(udp_start_notes("receive_thread: true, receive_spin: 1ms", "receive_spin without receive_cpu"));
   // A core this process may not use fails the start, naming the setting and the call.
   Pipeline nowhere(load_pipeline_text(
       "pipeline: {chunk: 64KiB, chunks: 8}\n"
