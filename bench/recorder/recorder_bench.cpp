@@ -437,7 +437,8 @@ std::vector<std::string> bench_volumes() {
 // kernel_depth, the writes it kept in the kernel a volume on average (fio keeps its iodepth, 8);
 // volume_idle, the fraction of the time some volume had none (both sampled at every turn);
 // retire_share and submit_share, the share of that time in take_done() (journal records) and in
-// submit(), and the longest call of each.
+// submit(), and the longest call of each; huge_fraction, the share of the pool the kernel backs
+// with 2 MiB pages (transparent huge pages are advice; fio's buffers are reserved huge pages).
 void BM_StripedWriteVsFio(benchmark::State& state) {
   const std::vector<std::string> volumes = bench_volumes();
   if (volumes.empty()) {
@@ -482,6 +483,7 @@ void BM_StripedWriteVsFio(benchmark::State& state) {
   state.counters["thread_busy"] = ours.thread_busy;
   state.counters["kernel_depth"] = ours.kernel_depth;
   state.counters["volume_idle"] = ours.volume_idle;
+  state.counters["huge_fraction"] = ours.huge_fraction;
   state.counters["retire_share"] = ours.retire_share;
   state.counters["submit_share"] = ours.submit_share;
   state.counters["longest_retire_ms"] = ours.longest_retire_ms;

@@ -73,6 +73,8 @@ print(f"{sys.argv[2]:<10} {'the same run: submitting thread busy; writes in kern
       f"{'busy ' + format(pick.get('thread_busy', -1), '.2f'):>14} {'depth ' + format(pick.get('kernel_depth', -1), '.1f'):>14} {'-':>7}")
 print(f"{sys.argv[2]:<10} {'the same run: share of the time some volume had no write':<58} "
       f"{pick.get('volume_idle', -1):14.2f} {'-':>14} {'-':>7}")
+print(f"{sys.argv[2]:<10} {'the same run: share of the pool on 2 MiB pages (THP; fio: reserved)':<58} "
+      f"{pick.get('huge_fraction', -1):14.2f} {'-':>14} {'-':>7}")
 print(f"{sys.argv[2]:<10} {'the same run: share in take_done (journal) / submit':<58} "
       f"{pick.get('retire_share', -1):14.3f} {pick.get('submit_share', -1):14.3f} {'-':>7}")
 print(f"{sys.argv[2]:<10} {'the same run: longest take_done / submit, ms':<58} "
