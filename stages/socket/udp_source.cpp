@@ -46,7 +46,7 @@ void read_receive_thread_settings(SettingsReader& reader, UdpSourceSettings& set
   settings.receive_spin = reader.duration(
       "receive_spin", settings.receive_spin,
       "the receive thread polls an empty socket this long before it sleeps (receive_thread: true; 0: sleeps at "
-      "once): while the stream flows nobody pays to wake it, and its core is always busy");
+      "once): while the stream flows nobody pays to wake it, and its core shows busy while it polls");
   if (settings.receive_thread) return;
   for (const char* key : {"receive_cpu", "receive_batches", "receive_spin"}) {
     if (reader.has(key)) {
