@@ -17,6 +17,7 @@
 
 #include "pipeline/clock.hpp"
 #include "pipeline/units.hpp"
+#include "stages/socket/receive_thread.hpp"
 #include "suite/bare_udp.hpp"
 
 namespace {
@@ -30,12 +31,12 @@ struct Loop {
   int cpu = -1;
   std::uint64_t packets = 0;
   std::uint64_t bytes = 0;
-  std::uint64_t spin_ns = 0;  // time spent polling an empty socket
+  std::uint64_t spin_ns = 0;  // time spent polling an empty socket (ReceiveSpin::spun_ns)
   std::string error;
 };
 
 // With a `spin` (s), an empty socket is polled that long before a call may block, as the udp
-// stage's receive thread does with receive_spin.
+// stage's receive thread does with receive_spin (the same ReceiveSpin).
 void run_loop(Loop& loop, sluice::bench::BareUdpReceiver& receiver, double seconds, double idle, double spin) {
   if (loop.cpu >= 0) {
     cpu_set_t set;
@@ -50,30 +51,20 @@ void run_loop(Loop& loop, sluice::bench::BareUdpReceiver& receiver, double secon
   std::uint64_t last = 0;
   const auto limit_ns = static_cast<std::uint64_t>(seconds * 1e9);
   const auto idle_ns = static_cast<std::uint64_t>(idle * 1e9);
-  const auto spin_ns = static_cast<std::uint64_t>(spin * 1e9);
-  bool blocking = spin_ns == 0;
-  std::uint64_t empty_since = 0;  // spinning: when the socket was first found empty
-  std::uint64_t polled_at = 0;    // and when the latest poll began: the spin ends there
+  sluice::ReceiveSpin spinning(static_cast<std::uint64_t>(spin * 1e9));
   while (!g_stop.load(std::memory_order_relaxed)) {
-    if (!blocking && empty_since != 0) {
-      polled_at = sluice::monotonic_ns();
-      if (polled_at - empty_since >= spin_ns) {  // the stream has paused: calls may block until it goes on
-        loop.spin_ns += polled_at - empty_since;
-        blocking = true;
-      }
-    }
-    const std::size_t got = receiver.receive_once(blocking);
+    const std::size_t got = receiver.receive_once(spinning.may_block());
     const std::uint64_t now = sluice::monotonic_ns();
     if (got != 0) {
       last = now;
-      if (!blocking && empty_since != 0) loop.spin_ns += polled_at - empty_since;  // not the call that received
-      empty_since = 0;
-      blocking = spin_ns == 0;
-    } else if (!blocking && empty_since == 0) {
-      empty_since = now;
+      spinning.received();
+    } else {
+      spinning.found_empty();
     }
     if (now - start >= limit_ns || (last != 0 && now - last >= idle_ns)) break;
   }
+  spinning.end();
+  loop.spin_ns = spinning.spun_ns();
   loop.packets = receiver.packets();
   loop.bytes = receiver.bytes();
 }

@@ -93,34 +93,30 @@ void ReceiveThread::run() noexcept {
 }
 
 int ReceiveThread::receive(std::size_t first, std::size_t count) noexcept {
-  bool blocking = spin_ == 0;
-  std::uint64_t empty_since = 0;  // spinning: when this call first found the socket empty
-  std::uint64_t polled_at = 0;    // and when its latest poll began: the spin ends there
+  // The sum goes out when it grew (a spin ended): without a spin the line is never written.
+  const auto publish_spin = [this] {
+    if (spin_.spun_ns() != spun_ns_.load(std::memory_order_relaxed))
+      spun_ns_.store(spin_.spun_ns(), std::memory_order_relaxed);
+  };
+  int received = -1;
   while (!stopping_.load(std::memory_order_relaxed)) {
-    if (!blocking && empty_since != 0) {
-      polled_at = monotonic_ns();
-      if (polled_at - empty_since >= spin_) {  // the stream has paused: sleep until it goes on
-        add_spin(polled_at - empty_since);
-        empty_since = 0;
-        blocking = true;
-      }
+    const bool blocking = spin_.may_block();
+    if (blocking) {
+      blocking_calls_.store(blocking_calls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      publish_spin();  // before it sleeps
     }
-    if (blocking) blocking_calls_.store(blocking_calls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    const int received = ::recvmmsg(fd_, slots_.headers(first), static_cast<unsigned>(count),
-                                    blocking ? MSG_WAITFORONE : MSG_DONTWAIT, nullptr);
+    received = ::recvmmsg(fd_, slots_.headers(first), static_cast<unsigned>(count),
+                          blocking ? MSG_WAITFORONE : MSG_DONTWAIT, nullptr);
     if (received >= 0) {
-      if (empty_since != 0) add_spin(polled_at - empty_since);  // not the call that received
-      return received;
+      spin_.received();
+      break;
     }
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return -1;
-    if (!blocking && empty_since == 0) empty_since = monotonic_ns();
+    spin_.found_empty();
   }
-  if (empty_since != 0) add_spin(monotonic_ns() - empty_since);
-  return -1;
-}
-
-void ReceiveThread::add_spin(std::uint64_t ns) noexcept {
-  spun_ns_.store(spun_ns_.load(std::memory_order_relaxed) + ns, std::memory_order_relaxed);
+  if (received < 0) spin_.end();  // stopping
+  publish_spin();
+  return received;
 }
 
 bool ReceiveThread::wait_for_free_slots() noexcept {

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "pipeline/clock.hpp"
 #include "pipeline/spsc_queue.hpp"
 
 namespace sluice {
@@ -48,6 +49,50 @@ struct ReceiveBatch {
   std::size_t received = 0;
   [[nodiscard]] const mmsghdr& message(std::size_t i) const noexcept { return slots->message(first + i); }
   [[nodiscard]] const std::byte* data(std::size_t i) const noexcept { return slots->data(first + i); }
+};
+
+// When a receive loop's next call may block: with a spin, a loop that finds the socket empty
+// polls it that long, then lets its calls block until a datagram comes; the time spent polling
+// (up to the start of the call that received, so that call's copy is not counted) is summed.
+// Header-only, so that the bare loops (bench/) poll exactly as the receive thread does.
+class ReceiveSpin {
+ public:
+  explicit ReceiveSpin(std::uint64_t spin_ns) noexcept : spin_(spin_ns), blocking_(spin_ns == 0) {}
+  // Before each call: whether it may block.
+  bool may_block() noexcept {
+    if (!blocking_ && empty_since_ != 0) {
+      polled_at_ = monotonic_ns();
+      if (polled_at_ - empty_since_ >= spin_) {  // the stream has paused: block until it goes on
+        spun_ += polled_at_ - empty_since_;
+        empty_since_ = 0;
+        blocking_ = true;
+      }
+    }
+    return blocking_;
+  }
+  // After a call that received: the next finds the socket empty afresh.
+  void received() noexcept {
+    if (empty_since_ != 0) spun_ += polled_at_ - empty_since_;
+    empty_since_ = 0;
+    blocking_ = spin_ == 0;
+  }
+  // After a call that found nothing.
+  void found_empty() noexcept {
+    if (!blocking_ && empty_since_ == 0) empty_since_ = monotonic_ns();
+  }
+  // The loop ends mid-spin: what it polled so far counts.
+  void end() noexcept {
+    if (empty_since_ != 0) spun_ += monotonic_ns() - empty_since_;
+    empty_since_ = 0;
+  }
+  [[nodiscard]] std::uint64_t spun_ns() const noexcept { return spun_; }
+
+ private:
+  std::uint64_t spin_;
+  bool blocking_;
+  std::uint64_t empty_since_ = 0;  // polling: when the socket was first found empty
+  std::uint64_t polled_at_ = 0;    // and when the latest poll began
+  std::uint64_t spun_ = 0;
 };
 
 // A thread that does nothing but receive. From the consumer's first next() on (until then the
@@ -118,7 +163,6 @@ class ReceiveThread {
   // One recvmmsg into slots [first, first + count), spinning first as set: what it returned, or
   // -1 with errno on a failure, or -1 once stopping.
   int receive(std::size_t first, std::size_t count) noexcept;
-  void add_spin(std::uint64_t ns) noexcept;
   // Lets the thread start receiving (the first next(), or stop()).
   void release() noexcept;
   // Takes back what the consumer returned; while it holds every slot, waits for a batch to come
@@ -127,7 +171,7 @@ class ReceiveThread {
 
   int fd_;
   std::size_t messages_;  // the most slots one recvmmsg fills
-  std::uint64_t spin_;    // ns an empty socket is polled before a call blocks
+  ReceiveSpin spin_;      // this thread's: whether a call may block, and the time spent polling
   ReceiveSlots slots_;
   std::vector<ReceiveBatch> batches_;  // batches_[i]: the batch whose first slot is i
   std::size_t next_slot_ = 0;          // this thread's: where the next recvmmsg starts
@@ -143,7 +187,7 @@ class ReceiveThread {
   std::atomic<std::uint64_t> waits_for_batch_{0};
   std::atomic<std::uint64_t> received_bytes_{0};
   std::atomic<std::uint64_t> blocking_calls_{0};  // this thread writes them, anyone reads
-  std::atomic<std::uint64_t> spun_ns_{0};
+  std::atomic<std::uint64_t> spun_ns_{0};         // spin_'s sum, for other threads
   std::atomic<bool> running_{false};
   std::atomic<std::uint64_t> final_cpu_ns_{0};
   std::thread thread_;
