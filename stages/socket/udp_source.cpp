@@ -164,9 +164,9 @@ void UdpSource::allocate_batches() {
   if (settings_.receive_thread) {
     receiver_ = std::make_unique<ReceiveThread>(socket_.get(), settings_.receive_batches, settings_.batch, slot_bytes_,
                                                 kUdpControlBytes, settings_.receive_spin);
-  } else {
-    slots_ = std::make_unique<ReceiveSlots>(settings_.batch, slot_bytes_, kUdpControlBytes);
   }
+  // The stage's own receives: every one without a receive thread, the last ones at a stop with it.
+  slots_ = std::make_unique<ReceiveSlots>(settings_.batch, slot_bytes_, kUdpControlBytes);
 }
 
 void UdpSource::start(StageContext& context) {
@@ -394,7 +394,9 @@ int UdpSource::receive_batch() noexcept {
 }
 
 StageStatus UdpSource::process() {
-  if (context_->stop_requested()) {  // stop() takes what a receive thread still holds
+  if (context_->stop_requested()) {
+    if (receiver_) drain_receive_thread();
+    drain_socket();
     while (release_oldest_pending()) {
     }
     assembler_.flush();
@@ -449,6 +451,21 @@ void UdpSource::drain_receive_thread() noexcept {
     receiver_->give_back(batch);
   }
   publish_receive_thread();
+}
+
+void UdpSource::drain_socket() noexcept {
+  int buffer = 0;
+  socklen_t length = sizeof(buffer);
+  if (::getsockopt(socket_.get(), SOL_SOCKET, SO_RCVBUF, &buffer, &length) != 0) return;
+  std::uint64_t taken = 0;
+  while (taken < static_cast<std::uint64_t>(buffer)) {
+    slots_->rearm(0, slots_->count());
+    const int received =
+        ::recvmmsg(socket_.get(), slots_->headers(0), static_cast<unsigned>(settings_.batch), MSG_DONTWAIT, nullptr);
+    if (received <= 0) return;  // empty (or failing: the stream ends here either way)
+    for (int i = 0; i < received; ++i) taken += slots_->message(static_cast<std::size_t>(i)).msg_len;
+    handle_batch(ReceiveBatch{slots_.get(), 0, static_cast<std::size_t>(received)});
+  }
 }
 
 void UdpSource::handle_batch(const ReceiveBatch& batch) noexcept {

@@ -101,6 +101,10 @@ class UdpSource final : public Stage {
   StageStatus process_from_thread() noexcept;
   // The receive thread is stopped: every batch it filled is handled.
   void drain_receive_thread() noexcept;
+  // At a stop: the datagrams the socket still holds (sent before the stop, not yet read by a
+  // source that fell behind) are handled, up to one receive buffer's worth, so that a sender
+  // that goes on does not keep the stage from ending.
+  void drain_socket() noexcept;
   // The receive thread's waits, blocking calls and spin time into the stage's counters.
   void publish_receive_thread() noexcept;
   // Every message of `batch` from the last receive, then the batch's packets counted.
@@ -152,7 +156,7 @@ class UdpSource final : public Stage {
   std::uint16_t port_ = 0;
   bool gro_ = false;
   std::size_t slot_bytes_ = 0;
-  std::unique_ptr<ReceiveSlots> slots_;      // receiving on the stage's thread
+  std::unique_ptr<ReceiveSlots> slots_;      // the stage's own receives (all of them without a receive thread)
   std::unique_ptr<ReceiveThread> receiver_;  // or on a thread of its own (receive_thread: true)
   ReorderWindow window_;
   PacketHistory history_;

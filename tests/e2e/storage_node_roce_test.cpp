@@ -80,6 +80,20 @@ std::vector<std::byte> lane_bytes(const recorder::CaptureLane& lane) {
   return bytes;
 }
 
+// Where a lane's samples went missing on the GPU node: each stage's drops and the source's
+// counters (kernel drops, lost samples), for a failure message.
+std::string losses(const nlohmann::json& report, const std::string& lane_name) {
+  for (const auto& lane : report["lanes"]) {
+    if (lane["name"] != lane_name) continue;
+    std::string text;
+    for (const auto& stage : lane["stages"]) {
+      text += stage["name"].get<std::string>() + ": drops " + stage["drops"].dump() + "; ";
+    }
+    return text + "source counters " + lane["stages"][0]["counters"].dump();
+  }
+  return "no lane " + lane_name + " in the GPU node's report";
+}
+
 // The lanes' link rate together (bytes/s) on the receiving node, from its first stage: the
 // bytes that arrived after each lane's first chunk over the longest lane's time from its first
 // chunk to its last (the lanes overlap; where they do not quite, this understates the rate).
@@ -114,9 +128,10 @@ TEST(StorageNodeRoce, RecordingOnTheStorageNodeIsTheEmulatorsSignal) {
   const std::vector<emulator::LaneCheck> checks =
       emulator::check_capture(emulated.signal, dir.str("storage_node.sigmf-collection"));
   ASSERT_EQ(checks.size(), 2U);
+  const nlohmann::json gpu_report = read_json(dir.str("gpu.json"));
   std::uint64_t recorded = 0;
   for (const emulator::LaneCheck& lane : checks) {
-    EXPECT_EQ(lane.lost, 0U) << lane.lane;
+    EXPECT_EQ(lane.lost, 0U) << lane.lane << ": " << losses(gpu_report, lane.lane);
     EXPECT_GT(lane.samples, 0U) << lane.lane;
     EXPECT_FALSE(lane.mismatch) << lane.lane << ": stream sample " << lane.first_bad
                                 << " differs from the emulator's signal";

@@ -282,6 +282,32 @@ TEST_P(UdpSourceBothWays, FaultsAmongEqualPacketsAreExactWithOneWholeDecodePerOd
 // A stream that trickles in leaves the stage waiting on its socket most of the time, and that
 // time is the stage's wait, not its busy time (a blocking receive used to count as busy, so a
 // receiver that kept up with ease read as saturated).
+// A stop finds the whole stream still in the socket (sent before the stage ever read, as by a
+// sender that finished while the source lagged behind): the stage takes all of it before it
+// ends, so nothing the sender sent before the stop is lost.
+TEST_P(UdpSourceBothWays, AStopTakesWhatTheSocketStillHolds) {
+  UdpRun run;
+  test_support::current_capture() = &run.capture;
+  Pipeline pipeline(udp_to_capture(", stream_id: 1, receive_buffer: 64MiB" + way(), 64));
+  pipeline.start();
+  emulator::EmulatorSettings settings = with_count(3000);
+  settings.streams = {{"127.0.0.1:" + std::to_string(udp_stage(pipeline)->port()), 1}};
+  settings.signal.sample_rate = 100e6;
+  settings.start_seconds = kStartSeconds;
+  settings.rate = 200e6;
+  emulator::Emulator emulator(settings);
+  emulator.open();
+  const emulator::EmulatorReport sent = emulator.run(nullptr, false);
+  pipeline.request_stop();
+  pipeline.run();
+  const StageMetrics& metrics = test_support::source_metrics(pipeline);
+  run.read_counts(metrics);
+  EXPECT_EQ(metrics.packets.load(), sent.packets);
+  EXPECT_EQ(run.lost_samples, 0U);
+  expect_stream(run, settings, sent.packets * settings.samples_per_packet(), {});
+  test_support::current_capture() = nullptr;
+}
+
 TEST_P(UdpSourceBothWays, TimeSpentWaitingForPacketsIsNotBusyTime) {
   auto settings = with_count(200);
   settings.batch = 1;  // one datagram at a time, every 2 ms: the receive always has one to wait for
