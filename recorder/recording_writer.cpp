@@ -1,5 +1,6 @@
-// The recorder of one lane: chunk k goes to stripe k % stripes, into that stripe's current
-// file set through that stripe's ring, and chunks come back in the same order.
+// The recorder of one lane: chunks go to the stripes in turn, a stripe whose volume is writing
+// its share skipped for the next, into that stripe's current file set through that stripe's
+// ring, and chunks come back in the order they came.
 #include "recorder/recording_writer.hpp"
 
 #include <spdlog/spdlog.h>
@@ -69,11 +70,13 @@ std::string RecordingWriter::open(const std::vector<Pool*>& pools) {
 
 std::string RecordingWriter::open_stripes(const std::vector<Pool*>& pools) {
   std::string note;
-  const unsigned slots = slots_per_directory(settings_);
+  const unsigned depth = slots_per_directory(settings_);
+  const auto held = static_cast<unsigned>(chunks_in_flight(settings_));
+  placed_.assign(held, 0);
   for (std::uint32_t i = 0; i < settings_.directories.size(); ++i) {
     auto stripe = std::make_unique<Stripe>(error_);
     stripe->index = i;
-    if (std::string why = stripe->ring.open(slots, pools); !why.empty()) note = why;
+    if (std::string why = stripe->ring.open(depth, held, pools); !why.empty()) note = why;
     stripes_.push_back(std::move(stripe));
   }
   for (auto& stripe : stripes_) {
@@ -93,15 +96,22 @@ void RecordingWriter::start_rotation() {
       [this] { refresh_collection(settings_.directories, settings_.name, true); });
 }
 
-bool RecordingWriter::has_room() const noexcept {
-  return !stripes_.empty() && !failed() && stripes_[submitted_ % stripes_.size()]->ring.has_room();
+RecordingWriter::Stripe* RecordingWriter::next_stripe() const noexcept {
+  if (stripes_.empty() || in_flight_ >= placed_.size()) return nullptr;
+  for (std::size_t i = 0; i < stripes_.size(); ++i) {
+    Stripe& stripe = *stripes_[(turn_ + i) % stripes_.size()];
+    if (stripe.ring.has_room()) return &stripe;
+  }
+  return nullptr;
 }
+
+bool RecordingWriter::has_room() const noexcept { return !failed() && next_stripe() != nullptr; }
 
 bool RecordingWriter::submit(ChunkPtr chunk, ChunkPtr bounce) noexcept {
   if (!has_room()) return false;
   take_rotation_error();
   if (failed()) return false;
-  Stripe& stripe = *stripes_[submitted_ % stripes_.size()];
+  Stripe& stripe = *next_stripe();
   if (!make_room(stripe, *chunk)) return false;
   FileSet& file = *stripe.file;
   if (file.preallocation) {
@@ -112,6 +122,8 @@ bool RecordingWriter::submit(ChunkPtr chunk, ChunkPtr bounce) noexcept {
       ahead = end < settings_.rotate_bytes ? std::min(settings_.preallocate_bytes, settings_.rotate_bytes - end) : 0;
     file.preallocation->claim(end, ahead);
   }
+  placed_[submitted_ % placed_.size()] = stripe.index;
+  turn_ = static_cast<std::uint32_t>((stripe.index + 1) % stripes_.size());
   ++in_flight_;
   ++submitted_;
   return stripe.ring.submit(std::move(chunk), std::move(bounce), file, settings_.direct);
@@ -182,11 +194,11 @@ bool RecordingWriter::poll(std::chrono::microseconds timeout) noexcept {
   take_rotation_error();
   if (stripes_.empty()) return !failed();
   // Every ring's completions are taken; only the ring of the oldest chunk is waited on.
-  const std::size_t oldest = retired_ % stripes_.size();
-  for (std::size_t i = 0; i < stripes_.size(); ++i) {
-    if (i != oldest) stripes_[i]->ring.poll(std::chrono::microseconds(0), false);
+  const Stripe* oldest = in_flight_ > 0 ? &oldest_stripe() : nullptr;
+  for (const auto& stripe : stripes_) {
+    if (stripe.get() != oldest) stripe->ring.poll(std::chrono::microseconds(0), false);
   }
-  stripes_[oldest]->ring.poll(timeout, true);
+  if (oldest != nullptr) oldest_stripe().ring.poll(timeout, true);
   return !failed();
 }
 
@@ -202,7 +214,7 @@ bool RecordingWriter::a_volume_idles() const noexcept {
 
 ChunkPtr RecordingWriter::take_done() noexcept {
   if (in_flight_ == 0) return nullptr;
-  Stripe& stripe = *stripes_[retired_ % stripes_.size()];
+  Stripe& stripe = oldest_stripe();
   const WriteRing::Written* written = stripe.ring.written_head();
   if (written == nullptr) return nullptr;
   FileSet& file = written->file;

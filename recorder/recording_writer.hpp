@@ -23,13 +23,13 @@
 namespace sluice::recorder {
 
 struct RecorderSettings {
-  std::vector<std::string> directories;  // one per drive: a lane's chunks go round-robin across them
+  std::vector<std::string> directories;  // one per drive: a lane's chunks go to them in turn, a busy one skipped
   std::string name = "capture";          // capture base name: NAME.sigmf-collection, NAME-LANE-....sigmf-*
   bool overwrite = false;                // replace an existing capture of this name and lane
   std::uint64_t rotate_bytes = 0;        // start a new file set once a data file would pass this; 0 = never
   std::uint64_t preallocate_bytes =
       1ULL << 30;                        // reserved ahead of the writes (reserve_ahead; a rotating file whole); 0 = off
-  unsigned queue_depth = 8;              // chunks in flight for the lane, spread over its directories
+  unsigned queue_depth = 8;              // writes in the kernel for the lane, shared out over its directories
   bool direct = true;                    // O_DIRECT (some filesystems refuse it)
   std::string recorder_name = "sluice";  // core:recorder
 };
@@ -39,15 +39,18 @@ inline std::string collection_path(const RecorderSettings& settings) {
   return collection_path(settings.directories, settings.name);
 }
 
-// Chunks in flight on each directory's ring: the lane's queue depth shared out, at least one.
+// Writes in the kernel at once on each directory's volume: the lane's queue depth shared out,
+// at least one.
 inline unsigned slots_per_directory(const RecorderSettings& settings) {
   const auto directories = static_cast<unsigned>(std::max<std::size_t>(settings.directories.size(), 1));
   return std::max(1U, (settings.queue_depth + directories - 1) / directories);
 }
-// Chunks a writer with `settings` holds at most.
+// Chunks a writer with `settings` holds at most: its writes in the kernel and, when striped, as
+// many again written on one volume and waiting for an older chunk on another (chunks leave in
+// order), so that a volume ahead of the others goes on writing.
 inline std::size_t chunks_in_flight(const RecorderSettings& settings) {
-  return static_cast<std::size_t>(slots_per_directory(settings)) *
-         std::max<std::size_t>(settings.directories.size(), 1);
+  const std::size_t directories = std::max<std::size_t>(settings.directories.size(), 1);
+  return static_cast<std::size_t>(slots_per_directory(settings)) * directories * (directories > 1 ? 2 : 1);
 }
 
 // Why a recording could not be written into `directory` (it, or the nearest parent that
@@ -111,6 +114,11 @@ class RecordingWriter {
   };
 
   [[nodiscard]] FileSetSpec spec(std::uint32_t stripe) const;
+  // The stripe the next chunk goes to: the next in turn whose volume has a write free, else
+  // none (every volume is writing its share, or the writer holds chunks_in_flight chunks).
+  [[nodiscard]] Stripe* next_stripe() const noexcept;
+  // The stripe holding the oldest chunk not yet taken back.
+  [[nodiscard]] Stripe& oldest_stripe() const noexcept { return *stripes_[placed_[retired_ % placed_.size()]]; }
   std::string open_stripes(const std::vector<Pool*>& pools);
   void start_rotation();
   // Swaps in the stripe's prepared file set; the old one is finished once its writes retire.
@@ -133,8 +141,10 @@ class RecordingWriter {
   SetAside set_aside_;
   std::unique_ptr<CollectionWriter> collection_;
   std::vector<std::unique_ptr<Stripe>> stripes_;
-  std::uint64_t submitted_ = 0;  // chunks submitted: chunk k goes to stripe k % stripes
-  std::uint64_t retired_ = 0;    // chunks taken back, in the same order
+  std::uint64_t submitted_ = 0;        // chunks submitted
+  std::uint64_t retired_ = 0;          // chunks taken back, in the same order
+  std::vector<std::uint32_t> placed_;  // the stripe of each chunk held, by submitted % size
+  std::uint32_t turn_ = 0;             // the stripe first in line for the next chunk
   std::size_t in_flight_ = 0;
   std::uint64_t bytes_written_ = 0;
   std::vector<std::string> bases_;

@@ -3,6 +3,7 @@
 // written buffered, so the data file always holds exactly the recorded bytes.
 #include "recorder/write_ring.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "pipeline/errno_message.hpp"
@@ -40,9 +41,10 @@ void RecorderError::append(const std::string& text) noexcept {
   }
 }
 
-std::string WriteRing::open(unsigned slots, const std::vector<Pool*>& pools) {
-  ring_ = Uring(slots * 2);  // a chunk is up to two writes
-  slots_.resize(slots);
+std::string WriteRing::open(unsigned depth, unsigned capacity, const std::vector<Pool*>& pools) {
+  ring_ = Uring(depth * 2);  // a chunk is up to two writes
+  depth_ = depth;
+  slots_.resize(std::max(depth, capacity));
   if (std::string why = ring_.register_pools(pools); !why.empty())
     return "fixed buffers off (" + why + "): plain io_uring writes";
   return {};

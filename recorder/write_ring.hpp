@@ -46,11 +46,13 @@ class WriteRing {
   };
 
   explicit WriteRing(RecorderError& error) : error_(&error) {}
-  // Makes the io_uring for `slots` chunks in flight and registers `pools`. Returns a note
-  // when fixed buffers are off, else "". Throws naming the failed call.
-  std::string open(unsigned slots, const std::vector<Pool*>& pools);
+  // Makes the io_uring for `depth` chunks' writes in the kernel at once, holds up to `capacity`
+  // chunks (those written wait for the lane's older chunks on other volumes), and registers
+  // `pools`. Returns a note when fixed buffers are off, else "". Throws naming the failed call.
+  std::string open(unsigned depth, unsigned capacity, const std::vector<Pool*>& pools);
 
-  [[nodiscard]] bool has_room() const noexcept { return in_flight_ < slots_.size(); }
+  // Whether another chunk may start now: a slot is free and fewer than `depth` are writing.
+  [[nodiscard]] bool has_room() const noexcept { return in_flight_ < slots_.size() && writes_in_kernel() < depth_; }
   [[nodiscard]] std::size_t in_flight() const noexcept { return in_flight_; }
   // Queues the chunk's bytes (from `bounce` when given) at the end of `file`, O_DIRECT where
   // `direct` and aligned, and advances the file's end. False when it failed. Hot path.
@@ -99,7 +101,8 @@ class WriteRing {
   RecorderError* error_;
   Uring ring_;
   std::vector<Slot> slots_;
-  std::size_t head_ = 0;  // oldest slot in flight
+  std::size_t depth_ = 0;  // chunks writing in the kernel at most
+  std::size_t head_ = 0;   // oldest slot in flight
   std::size_t in_flight_ = 0;
   std::optional<Written> written_;  // what written_head() points at
 };

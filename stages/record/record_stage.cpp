@@ -39,7 +39,10 @@ RecordStage::RecordStage(SettingsReader& reader, const PipelineSettings& pipelin
                    "fallocate data files this far ahead of the writes at first, then as far as the file reaches (up to "
                    "8 GiB), a rotating one whole (0: off)");
   settings_.queue_depth = static_cast<unsigned>(reader.integer(
-      "io_depth", 8, "chunks in flight, shared out over the directories (each its own io_uring)", 1, 4096));
+      "io_depth", 8,
+      "writes in the kernel at once, shared out over the directories (each its own io_uring); striped, the stage "
+      "holds up to twice as many chunks: those written wait for older ones on slower volumes",
+      1, 4096));
   settings_.direct = reader.boolean("direct", true, "write with O_DIRECT (turn off for filesystems that refuse it)");
   if (settings_.directories.empty() && !reader.docs_only()) {
     reader.error("directory", "record needs a directory to write into", "directory: /data/captures");

@@ -4,8 +4,10 @@
 #include "recorder/recording_writer.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -14,6 +16,7 @@
 #include "recorder/capture_reader.hpp"
 #include "recorder/sigmf.hpp"
 #include "tests/stages/record/record_test_support.hpp"
+#include "tests/support/io_throttle.hpp"
 
 namespace sluice {
 namespace {
@@ -33,9 +36,22 @@ StreamInfo ramp_stream() {
   return stream;
 }
 
-// The ramp bytes of chunk `index` (what a generator with signal: ramp sends).
+// The bytes of chunk `index`: what a generator with signal: ramp sends, its first 8 bytes
+// replaced by the index (the ramp repeats every few chunks; the index tells every chunk apart).
 std::vector<std::byte> chunk_truth(std::uint64_t index) {
-  return test::ramp_bytes(SampleFormat::ci16, kRate, index * kChunkSamples, kChunkSamples);
+  std::vector<std::byte> bytes = test::ramp_bytes(SampleFormat::ci16, kRate, index * kChunkSamples, kChunkSamples);
+  std::memcpy(bytes.data(), &index, sizeof(index));
+  return bytes;
+}
+
+// Chunks [0, chunks) one after another: the stream the writer was given.
+std::vector<std::byte> stream_truth(std::uint64_t chunks) {
+  std::vector<std::byte> bytes;
+  for (std::uint64_t index = 0; index < chunks; ++index) {
+    const std::vector<std::byte> chunk = chunk_truth(index);
+    bytes.insert(bytes.end(), chunk.begin(), chunk.end());
+  }
+  return bytes;
 }
 
 // A writer fed with ramp chunks from its own pool, the way the record stage feeds it.
@@ -104,15 +120,41 @@ std::vector<std::byte> stripe_bytes(const std::string& directory, const std::str
   return bytes;
 }
 
-// What stripe `stripe` of `stripes` must hold when chunks [0, chunks) were kept: chunk k lies
-// on stripe k % stripes.
-std::vector<std::byte> stripe_truth(std::uint64_t stripe, std::uint64_t stripes, std::uint64_t chunks) {
-  std::vector<std::byte> bytes;
-  for (std::uint64_t k = stripe; k < chunks; k += stripes) {
-    const auto more = chunk_truth(k);
-    bytes.insert(bytes.end(), more.begin(), more.end());
+// The ramp chunks that `bytes` (one stripe's data files, read from disk) hold, by index, in
+// the order they lie there; a run of bytes that is not the ramp chunk of some index in
+// [0, chunks) after the one before it ends the list with `chunks` (as if past the stream).
+std::vector<std::uint64_t> chunks_on_stripe(const std::vector<std::byte>& bytes, std::uint64_t chunks) {
+  std::vector<std::uint64_t> found;
+  std::uint64_t next = 0;
+  for (std::size_t at = 0; at < bytes.size(); at += kChunkBytes) {
+    const std::vector<std::byte> piece(
+        bytes.begin() + static_cast<std::ptrdiff_t>(at),
+        bytes.begin() + static_cast<std::ptrdiff_t>(std::min(at + kChunkBytes, bytes.size())));
+    while (next < chunks && chunk_truth(next) != piece) ++next;
+    found.push_back(next);
+    if (next == chunks) break;
+    ++next;
   }
-  return bytes;
+  return found;
+}
+
+// The stripes' data files hold chunks [0, chunks) whole, each stripe its chunks in stream order
+// and every chunk on exactly one stripe (which one is the writer's choice: the next in turn
+// whose volume has a write free); "" when they do, else what is wrong.
+std::string stripes_hold(const std::vector<std::vector<std::byte>>& stripes, std::uint64_t chunks) {
+  std::vector<int> copies(chunks, 0);
+  for (std::size_t stripe = 0; stripe < stripes.size(); ++stripe) {
+    if (stripes[stripe].size() % kChunkBytes != 0) return "stripe " + std::to_string(stripe) + " holds a partial chunk";
+    for (const std::uint64_t index : chunks_on_stripe(stripes[stripe], chunks)) {
+      if (index == chunks) return "stripe " + std::to_string(stripe) + " holds bytes out of order or not the ramp's";
+      ++copies[index];
+    }
+  }
+  for (std::uint64_t index = 0; index < chunks; ++index) {
+    if (copies[index] != 1)
+      return "chunk " + std::to_string(index) + " is on " + std::to_string(copies[index]) + " stripes";
+  }
+  return {};
 }
 
 TEST(RecordingWriter, StripesOverFourVolumesEachByteInOrderOnItsOwnVolume) {
@@ -132,17 +174,61 @@ TEST(RecordingWriter, StripesOverFourVolumesEachByteInOrderOnItsOwnVolume) {
   ramp.write(kChunks);
   ASSERT_FALSE(ramp.writer.failed()) << ramp.writer.error();
   EXPECT_EQ(ramp.taken, kChunks);
+  std::vector<std::vector<std::byte>> stripes;
   for (std::uint64_t stripe = 0; stripe < 4; ++stripe) {
-    EXPECT_EQ(stripe_bytes(settings.directories[stripe], "cap-port0-s" + std::to_string(stripe) + "-"),
-              stripe_truth(stripe, 4, kChunks))
-        << "stripe " << stripe;
+    stripes.push_back(stripe_bytes(settings.directories[stripe], "cap-port0-s" + std::to_string(stripe) + "-"));
+    EXPECT_GT(stripes.back().size(), 0U) << "stripe " << stripe;
   }
+  EXPECT_EQ(stripes_hold(stripes, kChunks), "");
   const recorder::Capture capture = recorder::open_capture(recorder::collection_path(settings));
   ASSERT_EQ(capture.lanes.size(), 1U);
   EXPECT_TRUE(capture.lanes[0].complete);
-  EXPECT_EQ(
-      difference(lane_bytes(capture.lanes[0]), test::ramp_bytes(SampleFormat::ci16, kRate, 0, kChunks * kChunkSamples)),
-      "");
+  EXPECT_EQ(difference(lane_bytes(capture.lanes[0]), stream_truth(kChunks)), "");
+}
+
+// One volume's writes held back by the kernel (its write throttle at 4 kB/s: a chunk takes a
+// minute): the chunks whose turn it is go to the other volume meanwhile, up to what the writer
+// may hold (twice its writes in the kernel, striped: those written wait for the held one, since
+// chunks leave in order). Once the throttle is lifted every chunk reaches the disk and the
+// capture reads back as the stream.
+TEST(RecordingWriter, AVolumeWhoseWritesAreHeldBackDoesNotHoldUpTheOther) {
+  TempDir dir;
+  LoopVolume fast(dir, "ext4", "48M", "fast");
+  SLUICE_REQUIRE_MOUNTED(fast);
+  LoopVolume slow(dir, "ext4", "48M", "slow");
+  SLUICE_REQUIRE_MOUNTED(slow);
+  recorder::RecorderSettings settings;
+  settings.directories = {fast.path() + "/cap", slow.path() + "/cap"};
+  settings.name = "cap";
+  settings.queue_depth = 2;  // one write in the kernel a volume
+  settings.preallocate_bytes = 8 << 20;
+  ASSERT_EQ(recorder::chunks_in_flight(settings), 4U);
+  RampWriter ramp(settings, "port0");
+  struct stat status {};
+  ASSERT_EQ(::stat(slow.path().c_str(), &status), 0);
+  test::IoThrottle throttle(status.st_dev, 4096, test::IoThrottle::Direction::write);
+  if (!throttle.ready()) {
+    if (test::in_ci()) FAIL() << "cannot throttle writes in CI: " << throttle.why();
+    GTEST_SKIP() << "cannot throttle writes here (needs root and the blkio/io cgroup controller): " << throttle.why();
+  }
+  constexpr std::uint64_t kChunks = 24;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (std::chrono::steady_clock::now() < until) ramp.step(kChunks);
+  // Chunk 0 on the fast volume and taken back; chunk 1 held on the slow one; chunks 2, 3 and 4
+  // on the fast one (3 and 4 in the slow one's turn), written, waiting behind chunk 1.
+  EXPECT_EQ(ramp.submitted, 5U);
+  EXPECT_EQ(ramp.taken, 1U);
+  throttle.lift();
+  ramp.write(kChunks);
+  ASSERT_FALSE(ramp.writer.failed()) << ramp.writer.error();
+  EXPECT_EQ(ramp.taken, kChunks);
+  const std::vector<std::byte> on_slow = stripe_bytes(settings.directories[1], "cap-port0-s1-");
+  EXPECT_EQ(stripes_hold({stripe_bytes(settings.directories[0], "cap-port0-s0-"), on_slow}, kChunks), "");
+  EXPECT_EQ(chunks_on_stripe(on_slow, kChunks).front(), 1U) << "the held chunk is on the slow volume";
+  const recorder::Capture capture = recorder::open_capture(recorder::collection_path(settings));
+  ASSERT_EQ(capture.lanes.size(), 1U);
+  EXPECT_TRUE(capture.lanes[0].complete);
+  EXPECT_EQ(difference(lane_bytes(capture.lanes[0]), stream_truth(kChunks)), "");
 }
 
 TEST(RecordingWriter, RotatesManyTimesOnEveryStripeAndLosesNothing) {
@@ -156,25 +242,30 @@ TEST(RecordingWriter, RotatesManyTimesOnEveryStripeAndLosesNothing) {
   RampWriter ramp(settings, "port0");
   ramp.write(kChunks);
   ASSERT_FALSE(ramp.writer.failed()) << ramp.writer.error();
-  EXPECT_EQ(ramp.writer.bases().size(), 12U);
+  // Each stripe rotates on its own: every file set but a stripe's last holds exactly rotate_bytes.
+  std::vector<std::vector<std::byte>> stripes;
+  std::size_t file_sets = 0;
   for (std::uint64_t stripe = 0; stripe < 2; ++stripe) {
-    const std::string& directory = settings.directories[stripe];
-    for (int segment = 0; segment < 6; ++segment) {
+    const std::string prefix = "cap-port0-s" + std::to_string(stripe) + "-";
+    stripes.push_back(stripe_bytes(settings.directories[stripe], prefix));
+    const std::size_t sets = (stripes.back().size() + settings.rotate_bytes - 1) / settings.rotate_bytes;
+    file_sets += sets;
+    for (std::size_t segment = 0; segment < sets; ++segment) {
+      const std::string number = std::to_string(segment);
       const std::string data =
-          directory + "/cap-port0-s" + std::to_string(stripe) + "-000" + std::to_string(segment) + ".sigmf-data";
+          settings.directories[stripe] + "/" + prefix + std::string(4 - number.size(), '0') + number + ".sigmf-data";
       ASSERT_TRUE(fs::exists(data)) << data;
-      EXPECT_EQ(fs::file_size(data), settings.rotate_bytes) << data;
+      if (segment + 1 < sets) {
+        EXPECT_EQ(fs::file_size(data), settings.rotate_bytes) << data;
+      }
     }
-    EXPECT_EQ(difference(stripe_bytes(directory, "cap-port0-s" + std::to_string(stripe) + "-"),
-                         stripe_truth(stripe, 2, kChunks)),
-              "");
   }
+  EXPECT_EQ(stripes_hold(stripes, kChunks), "");
+  EXPECT_EQ(ramp.writer.bases().size(), file_sets);
   const recorder::Capture capture = recorder::open_capture(recorder::collection_path(settings));
   ASSERT_EQ(capture.lanes.size(), 1U);
-  EXPECT_EQ(capture.lanes[0].recordings.size(), 12U);
-  EXPECT_EQ(
-      difference(lane_bytes(capture.lanes[0]), test::ramp_bytes(SampleFormat::ci16, kRate, 0, kChunks * kChunkSamples)),
-      "");
+  EXPECT_EQ(capture.lanes[0].recordings.size(), file_sets);
+  EXPECT_EQ(difference(lane_bytes(capture.lanes[0]), stream_truth(kChunks)), "");
 }
 
 // One lane striped over a small tmpfs and a roomy directory, another lane on the roomy one:
@@ -218,14 +309,15 @@ TEST(RecordingWriter, OneVolumeFillsWhileTheOthersHaveRoom) {
   const std::uint64_t chunks_kept = kept.total_bytes / kChunkBytes;
   EXPECT_GT(chunks_kept, 8U);
   EXPECT_LT(chunks_kept, kChunks);
-  // From the data files themselves: a prefix of the stream, chunk k on stripe k % 2.
-  EXPECT_EQ(difference(stripe_bytes(striped.directories[0], "cap-port0-s0-"), stripe_truth(0, 2, chunks_kept)), "");
-  EXPECT_EQ(difference(stripe_bytes(striped.directories[1], "cap-port0-s1-"), stripe_truth(1, 2, chunks_kept)), "");
-  EXPECT_EQ(difference(lane_bytes(kept), test::ramp_bytes(SampleFormat::ci16, kRate, 0, chunks_kept * kChunkSamples)),
+  // From the data files themselves: a prefix of the stream, each chunk on one stripe.
+  EXPECT_EQ(stripes_hold({stripe_bytes(striped.directories[0], "cap-port0-s0-"),
+                          stripe_bytes(striped.directories[1], "cap-port0-s1-")},
+                         chunks_kept),
             "");
+  EXPECT_EQ(difference(lane_bytes(kept), stream_truth(chunks_kept)), "");
   const recorder::CaptureLane& whole = *capture.lane("port1");
   EXPECT_TRUE(whole.complete);
-  EXPECT_EQ(difference(stripe_bytes(dir.str("roomy"), "cap-port1-"), stripe_truth(0, 1, kChunks)), "");
+  EXPECT_EQ(stripes_hold({stripe_bytes(dir.str("roomy"), "cap-port1-")}, kChunks), "");
 }
 
 TEST(RecordingWriter, TheCollectionForgetsMetasThatAreGone) {

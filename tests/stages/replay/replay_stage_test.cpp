@@ -25,6 +25,7 @@
 #include "recorder/capture_reader.hpp"
 #include "tests/stages/record/record_test_support.hpp"
 #include "tests/stages/stage_test_util.hpp"
+#include "tests/support/io_throttle.hpp"
 
 namespace sluice {
 namespace {
@@ -156,83 +157,6 @@ TEST_F(StripedReplay, GivesBackEverySampleInStreamOrder) {
   EXPECT_EQ(next * 4, kBytes);
 }
 
-// Holds back this process's reads from one block device with the kernel's blkio throttle
-// (cgroup v1 blkio.throttle.read_bps_device, or v2 io.max) until lift(): a slow device made
-// by the kernel, not a mock. ready() is false (with why()) where cgroups cannot be written.
-class ReadThrottle {
- public:
-  ReadThrottle(dev_t device, std::uint64_t bytes_per_second) {
-    const std::string number = std::to_string(major(device)) + ":" + std::to_string(minor(device));
-    if (std::filesystem::exists("/sys/fs/cgroup/blkio/cgroup.procs")) {
-      root_ = "/sys/fs/cgroup/blkio";
-      limit_file_ = "blkio.throttle.read_bps_device";
-      limit_ = number + " " + std::to_string(bytes_per_second);
-      unlimited_ = number + " 0";
-    } else if (std::filesystem::exists("/sys/fs/cgroup/cgroup.controllers")) {
-      root_ = "/sys/fs/cgroup";
-      limit_file_ = "io.max";
-      limit_ = number + " rbps=" + std::to_string(bytes_per_second);
-      unlimited_ = number + " rbps=max";
-      if (!write(root_ + "/cgroup.subtree_control", "+io")) return;
-    } else {
-      why_ = "neither /sys/fs/cgroup/blkio (v1) nor a cgroup v2 hierarchy at /sys/fs/cgroup";
-      return;
-    }
-    original_ = root_ + own_group(root_ == "/sys/fs/cgroup" ? "" : "blkio");
-    group_ = root_ + "/sluice-replay-test-" + std::to_string(::getpid());
-    if (::mkdir(group_.c_str(), 0755) != 0) {
-      why_ = "mkdir " + group_ + ": " + std::strerror(errno);
-      group_.clear();
-      return;
-    }
-    ready_ = write(group_ + "/" + limit_file_, limit_) && write(group_ + "/cgroup.procs", std::to_string(::getpid()));
-  }
-  ReadThrottle(const ReadThrottle&) = delete;
-  ReadThrottle& operator=(const ReadThrottle&) = delete;
-  ~ReadThrottle() {
-    if (group_.empty()) return;
-    lift();
-    write(original_ + "/cgroup.procs", std::to_string(::getpid()));
-    ::rmdir(group_.c_str());
-  }
-  void lift() { write(group_ + "/" + limit_file_, unlimited_); }
-  [[nodiscard]] bool ready() const { return ready_; }
-  [[nodiscard]] const std::string& why() const { return why_; }
-
- private:
-  // This process's group in the hierarchy holding `controller` ("" for v2), from /proc/self/cgroup.
-  static std::string own_group(const std::string& controller) {
-    std::ifstream file("/proc/self/cgroup");
-    for (std::string line; std::getline(file, line);) {
-      const std::size_t first = line.find(':');
-      const std::size_t second = line.find(':', first + 1);
-      if (first == std::string::npos || second == std::string::npos) continue;
-      const std::string controllers = line.substr(first + 1, second - first - 1);
-      if (controllers == controller || ("," + controllers + ",").find("," + controller + ",") != std::string::npos) {
-        const std::string path = line.substr(second + 1);
-        return path == "/" ? "" : path;
-      }
-    }
-    return "";
-  }
-  bool write(const std::string& path, const std::string& text) {
-    std::ofstream file(path);
-    file << text << std::flush;
-    if (file) return true;
-    if (why_.empty()) why_ = "cannot write '" + text + "' to " + path;
-    return false;
-  }
-
-  std::string root_;
-  std::string limit_file_;
-  std::string limit_;
-  std::string unlimited_;
-  std::string original_;
-  std::string group_;
-  std::string why_;
-  bool ready_ = false;
-};
-
 // What reached the end of the lane and when (monotonic): the test's own clock on the chunks.
 struct Arrival {
   std::uint64_t at_ns = 0;
@@ -265,7 +189,8 @@ class ArrivalSink final : public Stage {
   StageContext* context_ = nullptr;
 };
 
-// A capture striped over two volumes, chunk k on volume k % 2, replayed at its recorded rate
+// A capture striped over two volumes (chunks alternate between them while neither is busy: the
+// second chunk on the second volume), replayed at its recorded rate
 // (256 KiB chunks of 250 kS/s ci16: 262 ms each) while the second volume's reads are held back
 // for the first 2 s. Started on the first chunk, the pacing clock would make chunk 1 (the
 // second volume's first) late by about 1.5 s; started once the reads ahead are in, every chunk
@@ -298,7 +223,7 @@ TEST(PacedReplay, StaysOnTimeWhenAVolumeIsSlowToStart) {
 
   struct stat status {};
   ASSERT_EQ(::stat(slow.path().c_str(), &status), 0);
-  ReadThrottle throttle(status.st_dev, 4096);
+  test::IoThrottle throttle(status.st_dev, 4096, test::IoThrottle::Direction::read);
   if (!throttle.ready()) {
     if (test::in_ci()) FAIL() << "cannot throttle reads in CI: " << throttle.why();
     GTEST_SKIP() << "cannot throttle reads here (needs root and the blkio/io cgroup controller): " << throttle.why();
