@@ -204,13 +204,8 @@ TEST(RecordingWriter, AVolumeWhoseWritesAreHeldBackDoesNotHoldUpTheOther) {
   settings.preallocate_bytes = 8 << 20;
   ASSERT_EQ(recorder::chunks_in_flight(settings), 4U);
   RampWriter ramp(settings, "port0");
-  struct stat status {};
-  ASSERT_EQ(::stat(slow.path().c_str(), &status), 0);
-  test::IoThrottle throttle(status.st_dev, 4096, test::IoThrottle::Direction::write);
-  if (!throttle.ready()) {
-    if (test::in_ci()) FAIL() << "cannot throttle writes in CI: " << throttle.why();
-    GTEST_SKIP() << "cannot throttle writes here (needs root and the blkio/io cgroup controller): " << throttle.why();
-  }
+  test::IoThrottle throttle(slow.path(), 4096, test::IoThrottle::Direction::write);
+  SLUICE_REQUIRE_THROTTLED(throttle);
   constexpr std::uint64_t kChunks = 24;
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   while (std::chrono::steady_clock::now() < until) ramp.step(kChunks);

@@ -221,13 +221,8 @@ TEST(PacedReplay, StaysOnTimeWhenAVolumeIsSlowToStart) {
   ASSERT_NE(capture.lanes[0].segments[1].data_path.find(slow.path()), std::string::npos)
       << "the recorder put the second chunk on the second volume";
 
-  struct stat status {};
-  ASSERT_EQ(::stat(slow.path().c_str(), &status), 0);
-  test::IoThrottle throttle(status.st_dev, 4096, test::IoThrottle::Direction::read);
-  if (!throttle.ready()) {
-    if (test::in_ci()) FAIL() << "cannot throttle reads in CI: " << throttle.why();
-    GTEST_SKIP() << "cannot throttle reads here (needs root and the blkio/io cgroup controller): " << throttle.why();
-  }
+  test::IoThrottle throttle(slow.path(), 4096, test::IoThrottle::Direction::read);
+  SLUICE_REQUIRE_THROTTLED(throttle);
   {
     std::lock_guard lock(arrivals_mutex);
     arrivals.clear();
