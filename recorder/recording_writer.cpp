@@ -71,7 +71,7 @@ std::string RecordingWriter::open(const std::vector<Pool*>& pools) {
 std::string RecordingWriter::open_stripes(const std::vector<Pool*>& pools) {
   std::string note;
   const unsigned depth = slots_per_directory(settings_);
-  const auto held = static_cast<unsigned>(chunks_in_flight(settings_));
+  const auto held = static_cast<unsigned>(std::max(writes_in_flight(settings_), settings_.held_chunks));
   placed_.assign(held, 0);
   for (std::uint32_t i = 0; i < settings_.directories.size(); ++i) {
     auto stripe = std::make_unique<Stripe>(error_);

@@ -30,6 +30,7 @@ struct RecorderSettings {
   std::uint64_t preallocate_bytes =
       1ULL << 30;                        // reserved ahead of the writes (reserve_ahead; a rotating file whole); 0 = off
   unsigned queue_depth = 8;              // writes in the kernel for the lane, shared out over its directories
+  std::size_t held_chunks = 0;           // chunks the writer may hold (chunks_held()); at least its writes
   bool direct = true;                    // O_DIRECT (some filesystems refuse it)
   std::string recorder_name = "sluice";  // core:recorder
 };
@@ -45,12 +46,19 @@ inline unsigned slots_per_directory(const RecorderSettings& settings) {
   const auto directories = static_cast<unsigned>(std::max<std::size_t>(settings.directories.size(), 1));
   return std::max(1U, (settings.queue_depth + directories - 1) / directories);
 }
-// Chunks a writer with `settings` holds at most: its writes in the kernel and, when striped, as
-// many again written on one volume and waiting for an older chunk on another (chunks leave in
-// order), so that a volume ahead of the others goes on writing.
-inline std::size_t chunks_in_flight(const RecorderSettings& settings) {
-  const std::size_t directories = std::max<std::size_t>(settings.directories.size(), 1);
-  return static_cast<std::size_t>(slots_per_directory(settings)) * directories * (directories > 1 ? 2 : 1);
+// Writes in the kernel at once for the lane: each directory's share, summed.
+inline std::size_t writes_in_flight(const RecorderSettings& settings) {
+  return static_cast<std::size_t>(slots_per_directory(settings)) *
+         std::max<std::size_t>(settings.directories.size(), 1);
+}
+// Chunks a writer may hold when its chunks come from pools of `pool_chunks` or more: its writes
+// in the kernel and, striped, up to as many again written on a volume ahead of the others and
+// waiting for an older chunk on a slower one (chunks leave in order), as far as that leaves the
+// pool half its chunks.
+inline std::size_t chunks_held(const RecorderSettings& settings, std::size_t pool_chunks) {
+  const std::size_t writes = writes_in_flight(settings);
+  if (settings.directories.size() < 2) return writes;
+  return std::max(writes, std::min(2 * writes, pool_chunks / 2));
 }
 
 // Why a recording could not be written into `directory` (it, or the nearest parent that
@@ -115,7 +123,7 @@ class RecordingWriter {
 
   [[nodiscard]] FileSetSpec spec(std::uint32_t stripe) const;
   // The stripe the next chunk goes to: the next in turn whose volume has a write free, else
-  // none (every volume is writing its share, or the writer holds chunks_in_flight chunks).
+  // none (every volume is writing its share, or the writer holds all it may).
   [[nodiscard]] Stripe* next_stripe() const noexcept;
   // The stripe holding the oldest chunk not yet taken back.
   [[nodiscard]] Stripe& oldest_stripe() const noexcept { return *stripes_[placed_[retired_ % placed_.size()]]; }

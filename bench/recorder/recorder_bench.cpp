@@ -188,13 +188,16 @@ recorder::RecorderSettings writer_settings(const std::vector<std::string>& direc
 WriteResult recorder_write(const std::vector<std::string>& directories, const std::string& name) {
   const std::uint64_t total = kTotalBytes * directories.size();
   const unsigned depth = kQueueDepth * static_cast<unsigned>(directories.size());  // kQueueDepth a volume
-  Pool pool("bench", PoolSpec{kChunkBytes, depth * 2, MemoryKind::host, 0});
+  // Room for what the writer may hold (twice its writes, striped) and as much again for the source.
+  Pool pool("bench", PoolSpec{kChunkBytes, depth * 4, MemoryKind::host, 0});
   for (std::size_t i = 0; i < pool.chunk_count(); ++i)
     std::memset(pool.chunk(i).data, static_cast<int>(i), kChunkBytes);
   const double huge = huge_fraction(pool.region().data(), pool.region().size());
   StreamInfo stream;
   stream.sample_rate = 1e9;
-  recorder::RecordingWriter writer(writer_settings(directories, name, depth), stream, "bench");
+  recorder::RecorderSettings settings = writer_settings(directories, name, depth);
+  settings.held_chunks = recorder::chunks_held(settings, pool.chunk_count());
+  recorder::RecordingWriter writer(settings, stream, "bench");
   writer.open({&pool});
   const auto begin = std::chrono::steady_clock::now();
   const double cpu_begin = thread_cpu_seconds();

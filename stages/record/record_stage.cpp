@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdint>
 #include <filesystem>
 #include <stdexcept>
 
@@ -41,7 +42,8 @@ RecordStage::RecordStage(SettingsReader& reader, const PipelineSettings& pipelin
   settings_.queue_depth = static_cast<unsigned>(reader.integer(
       "io_depth", 8,
       "writes in the kernel at once, shared out over the directories (each its own io_uring); striped, the stage "
-      "holds up to twice as many chunks: those written wait for older ones on slower volumes",
+      "holds up to twice as many chunks (those written wait for older ones on slower volumes) where the lane's "
+      "pools keep half their chunks",
       1, 4096));
   settings_.direct = reader.boolean("direct", true, "write with O_DIRECT (turn off for filesystems that refuse it)");
   if (settings_.directories.empty() && !reader.docs_only()) {
@@ -101,12 +103,15 @@ void RecordStage::start(StageContext& context) {
   if (sigaction(SIGXFSZ, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) std::signal(SIGXFSZ, SIG_IGN);
 
   std::size_t device_chunk_bytes = 0;
+  std::size_t fewest_chunks = SIZE_MAX;
   for (Pool* pool : context.lane_pools()) {
     if (pool->memory() == MemoryKind::device) device_chunk_bytes = std::max(device_chunk_bytes, pool->chunk_bytes());
+    fewest_chunks = std::min(fewest_chunks, pool->chunk_count());
   }
+  settings_.held_chunks = recorder::chunks_held(settings_, fewest_chunks);
   if (device_chunk_bytes > 0) {
     // GPU chunks are copied here on this stage's stream, then written like host chunks.
-    const std::size_t bounces = recorder::chunks_in_flight(settings_) + kBounceCopies;
+    const std::size_t bounces = settings_.held_chunks + kBounceCopies;
     bounce_ = &context.create_pool(
         "bounce", PoolSpec{device_chunk_bytes, bounces, MemoryKind::host_pinned, context.cuda_device()});
     // One event more than copies can be unfinished: a fence's event is never recorded again

@@ -111,7 +111,7 @@ Written write_ramp(const recorder::RecorderSettings& settings, const TracepointC
   StreamInfo stream;
   stream.sample_rate = kRate;
   stream.format = SampleFormat::ci16;
-  Pool pool("ramp", PoolSpec{kChunkBytes, 2 * recorder::chunks_in_flight(settings), MemoryKind::host, 0});
+  Pool pool("ramp", PoolSpec{kChunkBytes, 2 * recorder::writes_in_flight(settings), MemoryKind::host, 0});
   recorder::RecordingWriter writer(settings, stream, "port0");
   writer.open({&pool});  // the first reservation is setup's, on this thread
   g_writer_thread = std::this_thread::get_id();

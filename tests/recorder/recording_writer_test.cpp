@@ -54,11 +54,18 @@ std::vector<std::byte> stream_truth(std::uint64_t chunks) {
   return bytes;
 }
 
-// A writer fed with ramp chunks from its own pool, the way the record stage feeds it.
+// `settings` with the chunks a writer may hold when fed from a pool of `pool_chunks`.
+recorder::RecorderSettings holding(recorder::RecorderSettings settings, std::size_t pool_chunks) {
+  settings.held_chunks = recorder::chunks_held(settings, pool_chunks);
+  return settings;
+}
+
+// A writer fed with ramp chunks from its own pool (four times its writes in the kernel), the way
+// the record stage feeds it.
 struct RampWriter {
-  RampWriter(recorder::RecorderSettings settings, const std::string& lane)
-      : pool("ramp", PoolSpec{kChunkBytes, 2 * recorder::chunks_in_flight(settings), MemoryKind::host, 0}),
-        writer(std::move(settings), ramp_stream(), lane) {
+  RampWriter(const recorder::RecorderSettings& settings, const std::string& lane)
+      : pool("ramp", PoolSpec{kChunkBytes, 4 * recorder::writes_in_flight(settings), MemoryKind::host, 0}),
+        writer(holding(settings, pool.chunk_count()), ramp_stream(), lane) {
     writer.open({&pool});
   }
 
@@ -186,6 +193,20 @@ TEST(RecordingWriter, StripesOverFourVolumesEachByteInOrderOnItsOwnVolume) {
   EXPECT_EQ(difference(lane_bytes(capture.lanes[0]), stream_truth(kChunks)), "");
 }
 
+// What a writer may hold: its writes in the kernel (io_depth, rounded up to a share a volume),
+// and striped as many again, as far as that leaves the pool half its chunks.
+TEST(RecordingWriter, AStripedWriterHoldsTwiceItsWritesWhereThePoolHasRoomForThem) {
+  recorder::RecorderSettings settings;
+  settings.queue_depth = 8;
+  settings.directories = {"a"};
+  EXPECT_EQ(recorder::chunks_held(settings, 64), 8U);
+  settings.directories = {"a", "b", "c"};  // 3 a volume
+  EXPECT_EQ(recorder::writes_in_flight(settings), 9U);
+  EXPECT_EQ(recorder::chunks_held(settings, 64), 18U);
+  EXPECT_EQ(recorder::chunks_held(settings, 24), 12U);
+  EXPECT_EQ(recorder::chunks_held(settings, 8), 9U);
+}
+
 // One volume's writes held back by the kernel (its write throttle at 4 kB/s: a chunk takes a
 // minute): the chunks whose turn it is go to the other volume meanwhile, up to what the writer
 // may hold (twice its writes in the kernel, striped: those written wait for the held one, since
@@ -202,7 +223,7 @@ TEST(RecordingWriter, AVolumeWhoseWritesAreHeldBackDoesNotHoldUpTheOther) {
   settings.name = "cap";
   settings.queue_depth = 2;  // one write in the kernel a volume
   settings.preallocate_bytes = 8 << 20;
-  ASSERT_EQ(recorder::chunks_in_flight(settings), 4U);
+  ASSERT_EQ(recorder::chunks_held(settings, 8), 4U);
   RampWriter ramp(settings, "port0");
   test::IoThrottle throttle(slow.path(), 4096, test::IoThrottle::Direction::write);
   SLUICE_REQUIRE_THROTTLED(throttle);
