@@ -174,13 +174,15 @@ void fill_next(Chunk& chunk, std::uint64_t& sample) {
   sample += chunk.sample_count;
 }
 
+// A writer of `depth` writes in the kernel over `directories`, fed from a pool of `pool_chunks`.
 recorder::RecorderSettings writer_settings(const std::vector<std::string>& directories, const std::string& name,
-                                           unsigned depth) {
+                                           unsigned depth, std::size_t pool_chunks) {
   recorder::RecorderSettings settings;
   settings.directories = directories;
   settings.name = name;
   settings.queue_depth = depth;
   settings.preallocate_bytes = bench_preallocate(kTotalBytes);
+  settings.held_chunks = recorder::chunks_held(settings, pool_chunks);
   return settings;
 }
 
@@ -195,9 +197,7 @@ WriteResult recorder_write(const std::vector<std::string>& directories, const st
   const double huge = huge_fraction(pool.region().data(), pool.region().size());
   StreamInfo stream;
   stream.sample_rate = 1e9;
-  recorder::RecorderSettings settings = writer_settings(directories, name, depth);
-  settings.held_chunks = recorder::chunks_held(settings, pool.chunk_count());
-  recorder::RecordingWriter writer(settings, stream, "bench");
+  recorder::RecordingWriter writer(writer_settings(directories, name, depth, pool.chunk_count()), stream, "bench");
   writer.open({&pool});
   const auto begin = std::chrono::steady_clock::now();
   const double cpu_begin = thread_cpu_seconds();
