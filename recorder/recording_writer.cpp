@@ -123,6 +123,8 @@ bool RecordingWriter::submit(ChunkPtr chunk, ChunkPtr bounce) noexcept {
     file.preallocation->claim(end, ahead);
   }
   placed_[submitted_ % placed_.size()] = stripe.index;
+  if (stripe.index != turn_) ++turns_passed_;
+  ++stripe.chunks;
   turn_ = static_cast<std::uint32_t>((stripe.index + 1) % stripes_.size());
   ++in_flight_;
   ++submitted_;

@@ -99,6 +99,12 @@ class RecordingWriter {
   [[nodiscard]] int error_code() const noexcept { return error_.code(); }
   [[nodiscard]] const std::string& error() const { return error_.message(); }
   [[nodiscard]] std::uint64_t bytes_written() const noexcept { return bytes_written_; }
+  // Chunks submitted to directory `directory` (its index in the settings' list).
+  [[nodiscard]] std::uint64_t chunks_to(std::size_t directory) const noexcept {
+    return directory < stripes_.size() ? stripes_[directory]->chunks : 0;
+  }
+  // Chunks that went past the volume whose turn it was, which had all its writes in the kernel.
+  [[nodiscard]] std::uint64_t turns_passed() const noexcept { return turns_passed_; }
 
   // Waits until no write is pending in any ring (each completed or failed). Not hot path.
   void wait_all() noexcept;
@@ -116,6 +122,7 @@ class RecordingWriter {
     explicit Stripe(RecorderError& error) : ring(error) {}
     std::uint32_t index = 0;
     std::uint32_t segment = 0;  // of the next file set to create
+    std::uint64_t chunks = 0;   // submitted to it
     WriteRing ring;
     std::unique_ptr<FileSet> file;
     std::vector<std::unique_ptr<FileSet>> closing;  // rotated out, finished once their last write retires
@@ -153,6 +160,7 @@ class RecordingWriter {
   std::uint64_t retired_ = 0;          // chunks taken back, in the same order
   std::vector<std::uint32_t> placed_;  // the stripe of each chunk held, by submitted % size
   std::uint32_t turn_ = 0;             // the stripe first in line for the next chunk
+  std::uint64_t turns_passed_ = 0;
   std::size_t in_flight_ = 0;
   std::uint64_t bytes_written_ = 0;
   std::vector<std::string> bases_;

@@ -124,6 +124,11 @@ void RecordStage::start(StageContext& context) {
   longest_bounce_us_ = &context.metrics().counter("longest_bounce_us");
   longest_submit_us_ = &context.metrics().counter("longest_submit_us");
   most_bounces_in_flight_ = &context.metrics().counter("most_bounces_in_flight");
+  if (settings_.directories.size() > 1) {
+    for (std::size_t k = 0; k < settings_.directories.size(); ++k)
+      volume_chunks_.push_back(&context.metrics().counter("volume_" + std::to_string(k) + "_chunks"));
+    busy_volume_passed_ = &context.metrics().counter("busy_volume_passed");
+  }
   for (const auto& directory : settings_.directories) {
     if (std::string warning = recorder::fresh_volume_warning(directory); !warning.empty()) {
       log::warn("lane {} stage {}: {}", context.lane_name(), context.stage_name(), warning);
@@ -246,6 +251,8 @@ bool RecordStage::submit(ChunkPtr chunk, ChunkPtr bounce) {
   const bool submitted = writer_->submit(std::move(chunk), std::move(bounce));
   longest_submit_us_->keep_max((monotonic_ns() - began) / 1000);
   if (!submitted) not_recorded_->add();  // refused, so never written
+  for (std::size_t k = 0; k < volume_chunks_.size(); ++k) volume_chunks_[k]->set(writer_->chunks_to(k));
+  if (busy_volume_passed_ != nullptr) busy_volume_passed_->set(writer_->turns_passed());
   return submitted;
 }
 

@@ -53,6 +53,10 @@ class RecordStage final : public Stage {
   NamedCounter* longest_bounce_us_ = nullptr;
   NamedCounter* longest_submit_us_ = nullptr;
   NamedCounter* most_bounces_in_flight_ = nullptr;
+  // Striped: the chunks each volume took ("volume_K_chunks"), and those that went past a volume
+  // whose writes were all in the kernel ("busy_volume_passed"): a volume that falls behind shows.
+  std::vector<NamedCounter*> volume_chunks_;
+  NamedCounter* busy_volume_passed_ = nullptr;
   bool finished_ = false;
   bool join_ = false;            // asked to add lanes to an existing capture
   bool joins_existing_ = false;  // NAME.sigmf-collection existed before this run

@@ -234,6 +234,9 @@ TEST(RecordingWriter, AVolumeWhoseWritesAreHeldBackDoesNotHoldUpTheOther) {
   // on the fast one (3 and 4 in the slow one's turn), written, waiting behind chunk 1.
   EXPECT_EQ(ramp.submitted, 5U);
   EXPECT_EQ(ramp.taken, 1U);
+  EXPECT_EQ(ramp.writer.chunks_to(0), 4U);
+  EXPECT_EQ(ramp.writer.chunks_to(1), 1U);
+  EXPECT_EQ(ramp.writer.turns_passed(), 2U);
   throttle.lift();
   ramp.write(kChunks);
   ASSERT_FALSE(ramp.writer.failed()) << ramp.writer.error();

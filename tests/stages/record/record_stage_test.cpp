@@ -108,7 +108,17 @@ TEST(RecordStage, StripesOneLaneAcrossDirectoriesAndReadsBackInOrder) {
   const std::uint64_t total = 3ULL << 20;
   const std::string stages = "  - {name: rec, type: record, directory: [" + dir.str("d0") + ", " + dir.str("d1") +
                              ", " + dir.str("d2") + "]}\n";
-  ASSERT_EQ(run_pipeline(generator_yaml(stages, total)), std::vector<std::string>{});
+  Pipeline pipeline(load_pipeline_text(generator_yaml(stages, total), "test"));
+  pipeline.start();
+  pipeline.run();
+  ASSERT_TRUE(pipeline.failures().empty()) << pipeline.failures().front().message;
+  // Each volume's chunks are counted, and together they are the lane's (12 of 256 KiB).
+  const StageMetrics& record = *pipeline.metrics_by_lane().at(0).at(1);
+  std::uint64_t counted = 0;
+  for (const auto& counter : record.counters()) {
+    if (counter.name.starts_with("volume_") && counter.name.ends_with("_chunks")) counted += counter.get();
+  }
+  EXPECT_EQ(counted, total / (256 << 10));
   std::uint64_t stored = 0;
   for (int i = 0; i < 3; ++i) {
     const std::string data = dir.str("d" + std::to_string(i) + "/cap-port0-s" + std::to_string(i) + "-0000.sigmf-data");
