@@ -160,7 +160,7 @@ class RecordingWriter {
   std::uint64_t retired_ = 0;          // chunks taken back, in the same order
   std::vector<std::uint32_t> placed_;  // the stripe of each chunk held, by submitted % size
   std::uint32_t turn_ = 0;             // the stripe first in line for the next chunk
-  std::uint64_t turns_passed_ = 0;
+  std::uint64_t turns_passed_ = 0;     // chunks that went past a busy volume (turns_passed())
   std::size_t in_flight_ = 0;
   std::uint64_t bytes_written_ = 0;
   std::vector<std::string> bases_;
