@@ -138,6 +138,7 @@ struct WriteResult {
   double submit_share = 0;
   double longest_retire_ms = 0;
   double longest_submit_ms = 0;
+  double passed_share = 0;  // of the chunks, those that went past a volume with all its writes in the kernel
 };
 
 // CPU seconds the calling thread has used.
@@ -195,9 +196,8 @@ WriteResult recorder_write(const std::vector<std::string>& directories, const st
   for (std::size_t i = 0; i < pool.chunk_count(); ++i)
     std::memset(pool.chunk(i).data, static_cast<int>(i), kChunkBytes);
   const double huge = huge_fraction(pool.region().data(), pool.region().size());
-  StreamInfo stream;
-  stream.sample_rate = 1e9;
-  recorder::RecordingWriter writer(writer_settings(directories, name, depth, pool.chunk_count()), stream, "bench");
+  recorder::RecordingWriter writer(writer_settings(directories, name, depth, pool.chunk_count()),
+                                   StreamInfo{.sample_rate = 1e9}, "bench");
   writer.open({&pool});
   const auto begin = std::chrono::steady_clock::now();
   const double cpu_begin = thread_cpu_seconds();
@@ -245,7 +245,8 @@ WriteResult recorder_write(const std::vector<std::string>& directories, const st
                      static_cast<double>(retiring.total_ns) / 1e9 / writing,
                      static_cast<double>(submitting.total_ns) / 1e9 / writing,
                      static_cast<double>(retiring.longest_ns) / 1e6,
-                     static_cast<double>(submitting.longest_ns) / 1e6};
+                     static_cast<double>(submitting.longest_ns) / 1e6,
+                     static_cast<double>(writer.turns_passed()) * kChunkBytes / static_cast<double>(total)};
 }
 
 // The record stage itself in a lane: generator (unpaced) → record → null, timed from the
@@ -441,7 +442,8 @@ std::vector<std::string> bench_volumes() {
 // volume_idle, the fraction of the time some volume had none (both sampled at every turn);
 // retire_share and submit_share, the share of that time in take_done() (journal records) and in
 // submit(), and the longest call of each; huge_fraction, the share of the pool the kernel backs
-// with 2 MiB pages (transparent huge pages are advice; fio's buffers are reserved huge pages).
+// with 2 MiB pages (transparent huge pages are advice; fio's buffers are reserved huge pages);
+// passed_share, the chunks that went to another volume than the one whose turn it was (busy).
 void BM_StripedWriteVsFio(benchmark::State& state) {
   const std::vector<std::string> volumes = bench_volumes();
   if (volumes.empty()) {
@@ -491,6 +493,7 @@ void BM_StripedWriteVsFio(benchmark::State& state) {
   state.counters["submit_share"] = ours.submit_share;
   state.counters["longest_retire_ms"] = ours.longest_retire_ms;
   state.counters["longest_submit_ms"] = ours.longest_submit_ms;
+  state.counters["passed_share"] = ours.passed_share;
   state.SetLabel(huge_pages() ? "huge pages both sides" : "4 KiB pages both sides");
 }
 

@@ -68,11 +68,14 @@ print(f"{sys.argv[2]:<10} {'the same, each run (recorder / fio)':<58} "
       f"{' '.join(format(b['ratio'], '.2f') for b in runs):>37}")
 # Busy near 1: the one thread that submits and reaps for every volume bounds the recorder.
 # Writes in the kernel a volume below fio's 8, and time in which some volume has none: chunks
-# go round-robin and leave in order, so the volumes move in step with the slowest.
+# leave in order, so a volume far behind the others holds them up; the chunks passed on from a
+# busy volume say how often one was.
 print(f"{sys.argv[2]:<10} {'the same run: submitting thread busy; writes in kernel a volume':<58} "
       f"{'busy ' + format(pick.get('thread_busy', -1), '.2f'):>14} {'depth ' + format(pick.get('kernel_depth', -1), '.1f'):>14} {'-':>7}")
 print(f"{sys.argv[2]:<10} {'the same run: share of the time some volume had no write':<58} "
       f"{pick.get('volume_idle', -1):14.2f} {'-':>14} {'-':>7}")
+print(f"{sys.argv[2]:<10} {'the same run: share of chunks passed on from a busy volume':<58} "
+      f"{pick.get('passed_share', -1):14.2f} {'-':>14} {'-':>7}")
 print(f"{sys.argv[2]:<10} {'the same run: share of the pool on 2 MiB pages (THP; fio: reserved)':<58} "
       f"{pick.get('huge_fraction', -1):14.2f} {'-':>14} {'-':>7}")
 print(f"{sys.argv[2]:<10} {'the same run: share in take_done (journal) / submit':<58} "
