@@ -187,6 +187,13 @@ recorder::RecorderSettings writer_settings(const std::vector<std::string>& direc
   return settings;
 }
 
+// What the bench's chunks claim to be: ci16 at 1 Gsps.
+StreamInfo gigasample_stream() {
+  StreamInfo stream;
+  stream.sample_rate = 1e9;
+  return stream;
+}
+
 // The recorder's sustained write: chunks cycle through the writer as fast as it retires them.
 WriteResult recorder_write(const std::vector<std::string>& directories, const std::string& name) {
   const std::uint64_t total = kTotalBytes * directories.size();
@@ -196,8 +203,8 @@ WriteResult recorder_write(const std::vector<std::string>& directories, const st
   for (std::size_t i = 0; i < pool.chunk_count(); ++i)
     std::memset(pool.chunk(i).data, static_cast<int>(i), kChunkBytes);
   const double huge = huge_fraction(pool.region().data(), pool.region().size());
-  recorder::RecordingWriter writer(writer_settings(directories, name, depth, pool.chunk_count()),
-                                   StreamInfo{.sample_rate = 1e9}, "bench");
+  recorder::RecordingWriter writer(writer_settings(directories, name, depth, pool.chunk_count()), gigasample_stream(),
+                                   "bench");
   writer.open({&pool});
   const auto begin = std::chrono::steady_clock::now();
   const double cpu_begin = thread_cpu_seconds();
