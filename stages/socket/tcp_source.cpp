@@ -261,11 +261,27 @@ StageStatus TcpSource::disconnected() noexcept {
   return StageStatus::idle;
 }
 
-StageStatus TcpSource::process() {
-  if (context_->stop_requested()) {
+void TcpSource::start_drain() noexcept {
+  int buffer = 0;
+  socklen_t length = sizeof(buffer);
+  draining_ = true;
+  drain_left_ = connected_ && ::getsockopt(socket_.get(), SOL_SOCKET, SO_RCVBUF, &buffer, &length) == 0
+                    ? static_cast<std::uint64_t>(buffer)
+                    : 0;
+}
+
+StageStatus TcpSource::drain_next() noexcept {
+  pollfd readable{socket_.get(), POLLIN, 0};
+  if (!connected_ || drain_left_ == 0 || ::poll(&readable, 1, 0) <= 0) {
     assembler_.flush();
     return StageStatus::end_of_stream;
   }
+  return receive_next();
+}
+
+StageStatus TcpSource::process() {
+  if (context_->stop_requested() && !draining_) start_drain();
+  if (draining_) return drain_next();
   if (settings_.mode == TcpMode::server) {
     if (!connected_ || PendingConnections::Clock::now() >= next_sweep_) {
       const StageStatus status = accept_senders();
@@ -284,6 +300,10 @@ StageStatus TcpSource::process() {
     StageStatus status = StageStatus::idle;
     if (!wait_readable(status)) return status;
   }
+  return receive_next();
+}
+
+StageStatus TcpSource::receive_next() noexcept {
   if (settings_.framing == TcpFraming::none) return receive_bare();
 
   std::byte* target = nullptr;
@@ -342,9 +362,10 @@ StageStatus TcpSource::header_received() noexcept {
 }
 
 bool TcpSource::receive(std::byte* target, std::size_t wanted, StageStatus& status) noexcept {
-  const ssize_t got = ::recv(socket_.get(), target, wanted, 0);
+  const ssize_t got = ::recv(socket_.get(), target, wanted, draining_ ? MSG_DONTWAIT : 0);
   if (got > 0) {
     have_ += static_cast<std::size_t>(got);
+    drain_left_ -= std::min(drain_left_, static_cast<std::uint64_t>(got));
     return true;
   }
   if (got == 0 || errno == ECONNRESET || errno == EPIPE || errno == ETIMEDOUT) {

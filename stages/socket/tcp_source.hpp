@@ -71,6 +71,13 @@ class TcpSource final : public Stage {
   // Waits up to 10 ms for the served socket, the listener or a pending connection; true when
   // the served socket is readable, `status` error when poll failed.
   bool wait_readable(StageStatus& status) noexcept;
+  // The connection is readable: the next header or payload bytes (or bare samples), handled.
+  StageStatus receive_next() noexcept;
+  // At a stop: what the sender sent before it is still taken, the bytes its connection holds up
+  // to one receive buffer's worth (a sender that goes on does not keep the stage open), read
+  // without waiting; then the stream ends.
+  void start_drain() noexcept;
+  StageStatus drain_next() noexcept;
   StageStatus disconnected() noexcept;
   StageStatus header_received() noexcept;
   void frame_received() noexcept;
@@ -104,6 +111,8 @@ class TcpSource final : public Stage {
   std::uint64_t valid_frames_ = 0;   // on the current connection: frames with a valid header
   std::uint64_t placed_frames_ = 0;  // of them, those whose samples are in the stream
   bool connected_ = false;
+  bool draining_ = false;         // a stop was asked: what the connection holds is read without waiting
+  std::uint64_t drain_left_ = 0;  // bytes the drain may still take (one receive buffer's worth)
   PacketHistory history_;
   NamedCounter* connections_ = nullptr;
   NamedCounter* disconnects_ = nullptr;

@@ -30,8 +30,10 @@ struct TcpRun : test_support::SourceCounts {
   test_support::Capture capture;
 };
 
+// With `stop_first`, the pipeline is asked to stop as soon as the sender has written its last
+// frame, before the sender closes the connection; otherwise the close ends the stream.
 void run_tcp(emulator::EmulatorSettings settings, bool stage_is_server, TcpRun& run,
-             const std::string& stage_settings = "") {
+             const std::string& stage_settings = "", bool stop_first = false) {
   test_support::current_capture() = &run.capture;
   settings.transport = emulator::Transport::tcp;
   settings.signal.sample_rate = 100e6;
@@ -67,8 +69,12 @@ void run_tcp(emulator::EmulatorSettings settings, bool stage_is_server, TcpRun& 
     sender->open();
   }
   sender->run(nullptr, false);
+  if (stop_first) {
+    pipeline.request_stop();
+    runner.join();
+  }
   sender.reset();  // closes the connection: the stage ends its stream
-  runner.join();
+  if (!stop_first) runner.join();
   const StageMetrics& metrics = test_support::source_metrics(pipeline);
   run.read_counts(metrics);
   run.bad_magic = drops(metrics, "bad_magic");
@@ -111,6 +117,19 @@ TEST(TcpSource, CleanStreamFromAClient) {
     checked += chunk.sample_count;
   }
   EXPECT_EQ(checked, 2000 * run.spp);
+}
+
+// A stop asked the moment the sender has written its last frame, with much of the stream still
+// in the connection's buffers (the sender writes faster than the stage places): the stage reads
+// what the connection holds before it ends, so every frame sent before the stop arrives.
+TEST(TcpSource, AStopTakesWhatTheConnectionStillHolds) {
+  emulator::EmulatorSettings settings;
+  settings.count = 20000;
+  TcpRun run;
+  run_tcp(settings, true, run, ", receive_buffer: 64MiB", true);
+  EXPECT_EQ(run.samples_out, 20000 * run.spp);
+  EXPECT_EQ(run.lost_samples, 0U);
+  EXPECT_TRUE(gaps_of(run, settings.signal, 20000 * run.spp).empty());
 }
 
 TEST(TcpSource, FaultsFromAServerAreCountedExactly) {
