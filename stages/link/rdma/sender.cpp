@@ -200,8 +200,14 @@ SendStatus RdmaSender::send(const void* metadata, std::size_t metadata_bytes, co
   if (signalled) {
     signalled_ = posted_;
     last_signal_ = std::chrono::steady_clock::now();
+    signal_posted();
   }
   return SendStatus::posted;
+}
+
+void RdmaSender::signal_posted() noexcept {
+  if (signals_posted_ == signals_completed_) waiting_since_ = std::chrono::steady_clock::now();
+  ++signals_posted_;
 }
 
 bool RdmaSender::post_signal() noexcept {
@@ -221,6 +227,7 @@ bool RdmaSender::post_signal() noexcept {
   ++work_posted_;
   signalled_ = posted_;
   last_signal_ = std::chrono::steady_clock::now();
+  signal_posted();
   return true;
 }
 
@@ -234,6 +241,7 @@ bool RdmaSender::post_control(ControlType type, std::string_view text) noexcept 
   }
   ++work_posted_;
   signalled_ = posted_;
+  signal_posted();
   return true;
 }
 
@@ -261,6 +269,8 @@ int RdmaSender::take_completions() noexcept {
       return -1;
     }
     completed_ = std::max(completed_, completion.wr_id & ~kControlTag);
+    ++signals_completed_;
+    waiting_since_ = std::chrono::steady_clock::now();
   }
   return count;
 }
@@ -285,6 +295,13 @@ bool RdmaSender::progress() noexcept {
     // the completion queue was last read, and says more than the disconnect.
     if (take_completions() < 0 && !peer_lost_) return false;
     error_ = std::string("receiver ") + (event->type == RDMA_CM_EVENT_DISCONNECTED ? "disconnected" : "device removed");
+    peer_lost_ = true;
+    return false;
+  }
+  if (signals_posted_ > signals_completed_ &&
+      std::chrono::steady_clock::now() - waiting_since_ > options_.stalled_after) {
+    error_ = "no completion from the link for " + std::to_string(options_.stalled_after.count()) +
+             " ms, not even a failed one: its port or route is gone";
     peer_lost_ = true;
     return false;
   }

@@ -23,6 +23,10 @@ struct SenderOptions {
   std::uint32_t signal_every = 4;                    // one payload write in this many is signalled
   std::chrono::milliseconds timeout{2000};           // address/route resolution and connection
   std::chrono::milliseconds heartbeat = kHeartbeat;  // signalled no-op when otherwise idle
+  // A signalled request with no completion at all (not even a failed one) for this long: the
+  // transport itself is stuck (a port or route gone where the adapter never reports a failed
+  // request), and the link is lost. The RC retries (cm.hpp) report a vanished peer far sooner.
+  std::chrono::milliseconds stalled_after{10000};
   std::uint32_t lane = 0;
   std::vector<std::byte> hello;  // first message to the receiver (at most ControlMessage::kTextBytes)
 };
@@ -92,6 +96,8 @@ class RdmaSender {
   int take_completions() noexcept;
   bool post_control(ControlType type, std::string_view text) noexcept;
   bool post_signal() noexcept;
+  // A signalled request was posted: the stall watch starts when it is the only one waiting.
+  void signal_posted() noexcept;
   void disconnect() noexcept;
 
   SenderOptions options_;
@@ -120,6 +126,9 @@ class RdmaSender {
   bool finished_ = false;
   bool peer_lost_ = false;
   std::chrono::steady_clock::time_point last_signal_{};
+  std::uint64_t signals_posted_ = 0;                       // signalled requests posted
+  std::uint64_t signals_completed_ = 0;                    // completions taken (each one a signalled request's)
+  std::chrono::steady_clock::time_point waiting_since_{};  // the last completion, or the post it waits for
 };
 
 }  // namespace sluice::rdma
