@@ -35,6 +35,13 @@ std::string to_string(const sockaddr_in& address) {
   return std::string(text) + ":" + std::to_string(ntohs(address.sin_port));
 }
 
+std::optional<std::uint64_t> receive_buffer_bytes(int fd) noexcept {
+  int bytes = 0;
+  socklen_t length = sizeof(bytes);
+  if (::getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, &length) != 0) return std::nullopt;
+  return static_cast<std::uint64_t>(bytes);
+}
+
 std::string set_receive_buffer(int fd, std::uint64_t bytes) {
   const int wanted = static_cast<int>(std::min<std::uint64_t>(bytes, 1ULL << 30));
   std::string how = "SO_RCVBUFFORCE";
@@ -44,14 +51,11 @@ std::string set_receive_buffer(int fd, std::uint64_t bytes) {
       throw std::runtime_error(errno_message("setsockopt(SO_RCVBUF)"));
     }
   }
-  int obtained = 0;
-  socklen_t length = sizeof(obtained);
-  if (::getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &obtained, &length) != 0) {
-    throw std::runtime_error(errno_message("getsockopt(SO_RCVBUF)"));
-  }
+  const std::optional<std::uint64_t> obtained = receive_buffer_bytes(fd);
+  if (!obtained) throw std::runtime_error(errno_message("getsockopt(SO_RCVBUF)"));
   // The kernel reports double the usable size (it counts bookkeeping).
-  std::string note = "receive buffer " + format_bytes(obtained / 2.0) + " via " + how;
-  if (static_cast<std::uint64_t>(obtained) / 2 < bytes) {
+  std::string note = "receive buffer " + format_bytes(static_cast<double>(*obtained) / 2.0) + " via " + how;
+  if (*obtained / 2 < bytes) {
     note += " (asked " + format_bytes(static_cast<double>(bytes)) + ", capped by the kernel: raise net.core.rmem_max)";
   }
   return note;

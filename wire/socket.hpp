@@ -26,6 +26,9 @@ std::string to_string(const sockaddr_in& address);
 // which says so when the kernel capped the size. Throws std::runtime_error naming the call.
 // On a TCP socket, call it before listen()/connect(): the window scale is fixed then.
 std::string set_receive_buffer(int fd, std::uint64_t bytes);
+// The socket's SO_RCVBUF as the kernel reports it (double the usable size: it counts
+// bookkeeping), or nothing when getsockopt fails.
+std::optional<std::uint64_t> receive_buffer_bytes(int fd) noexcept;
 // "socket: Permission denied" — for errors naming the call: errno now, or a saved one.
 using ::sluice::errno_message;  // pipeline/errno_message.hpp
 

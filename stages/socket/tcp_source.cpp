@@ -262,12 +262,8 @@ StageStatus TcpSource::disconnected() noexcept {
 }
 
 void TcpSource::start_drain() noexcept {
-  int buffer = 0;
-  socklen_t length = sizeof(buffer);
   draining_ = true;
-  drain_left_ = connected_ && ::getsockopt(socket_.get(), SOL_SOCKET, SO_RCVBUF, &buffer, &length) == 0
-                    ? static_cast<std::uint64_t>(buffer)
-                    : 0;
+  drain_left_ = connected_ ? wire::receive_buffer_bytes(socket_.get()).value_or(0) : 0;
 }
 
 StageStatus TcpSource::drain_next() noexcept {

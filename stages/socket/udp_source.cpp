@@ -454,11 +454,9 @@ void UdpSource::drain_receive_thread() noexcept {
 }
 
 void UdpSource::drain_socket() noexcept {
-  int buffer = 0;
-  socklen_t length = sizeof(buffer);
-  if (::getsockopt(socket_.get(), SOL_SOCKET, SO_RCVBUF, &buffer, &length) != 0) return;
+  const std::uint64_t buffer = wire::receive_buffer_bytes(socket_.get()).value_or(0);
   std::uint64_t taken = 0;
-  while (taken < static_cast<std::uint64_t>(buffer)) {
+  while (taken < buffer) {
     slots_->rearm(0, slots_->count());
     const int received =
         ::recvmmsg(socket_.get(), slots_->headers(0), static_cast<unsigned>(settings_.batch), MSG_DONTWAIT, nullptr);
