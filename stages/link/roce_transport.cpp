@@ -20,7 +20,9 @@ namespace {
 constexpr std::chrono::milliseconds kStepTimeout{2000};
 constexpr std::uint32_t kMaxOutstanding = 16;  // chunk writes in flight (see docs/PERFORMANCE.md)
 constexpr std::uint32_t kSignalEvery = 4;
-constexpr std::chrono::milliseconds kFinishPatience{10000};  // the least finish() waits without progress
+// The least time without progress before the link is called lost: a signalled request with
+// no completion at all (stalled_after), and the end of stream's answer (finish()).
+constexpr std::chrono::milliseconds kPatience{10000};
 
 // Waiting for a credit, a completion or an arrival: poll a few rounds (the next event is often
 // microseconds away), then sleep on the CQ's completion channel until the NIC (or the
@@ -57,7 +59,7 @@ void RoceSender::connect(const TransportSettings& settings, std::uint32_t lane, 
   options.signal_every = kSignalEvery;
   options.timeout = std::min(kStepTimeout, settings.connect_timeout);
   options.heartbeat = heartbeat_for(settings);
-  options.stalled_after = std::max(std::chrono::milliseconds(10000), 4 * settings.peer_timeout);
+  options.stalled_after = std::max(kPatience, 4 * settings.peer_timeout);
   options.lane = lane;
   options.hello.assign(hello.begin(), hello.end());
   // The receiver may start later than the sender: retry whole connections until the deadline.
@@ -160,8 +162,8 @@ LinkStatus RoceSender::finish(std::chrono::milliseconds timeout) noexcept {
   if (!sender_) return failure();
   // The end of stream waits for the receiver to drain its ring and answer: over RC a stopped or
   // starved receiver process still acknowledges writes, so only its answer is slow, and a slow
-  // answer is given at least kFinishPatience before the link is called lost.
-  if (!collect() || !sender_->finish(std::max(timeout, kFinishPatience))) return failure();
+  // answer is given at least kPatience before the link is called lost.
+  if (!collect() || !sender_->finish(std::max(timeout, kPatience))) return failure();
   for (ChunkPtr& chunk : in_flight_) chunk.reset();  // finish() saw every write complete
   return LinkStatus::ok;
 }
