@@ -45,6 +45,12 @@ if ((${#missing[@]})); then
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+# tests/recorder/preallocation_test counts the kernel's io_uring tracepoints through tracefs, which
+# some machines leave unmounted: as root, mount it where the kernel offers it.
+if [ "$(id -u)" -eq 0 ] && [ -d /sys/kernel/tracing ] && [ ! -e /sys/kernel/tracing/events ]; then
+  mount -t tracefs nodev /sys/kernel/tracing || echo "sluice setup: could not mount tracefs on /sys/kernel/tracing" >&2
+fi
+
 # The CUDA toolkit is optional: CMake finds it under /usr/local/cuda when it is there.
 cmake -S . -B "$build_dir" -G Ninja "$@" >/dev/null
 cmake --build "$build_dir" -j "$(nproc)" "${targets[@]}"

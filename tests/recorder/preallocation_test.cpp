@@ -78,7 +78,7 @@ class TracepointCounter {
       if (fd_ < 0) why_ = "perf_event_open(io_uring:" + event + "): " + std::strerror(errno);
       return;
     }
-    why_ = "no tracefs with the io_uring:" + event + " event";
+    why_ = "no tracefs with the io_uring:" + event + " event (scripts/setup.sh mounts it as root)";
   }
   TracepointCounter(const TracepointCounter&) = delete;
   TracepointCounter& operator=(const TracepointCounter&) = delete;

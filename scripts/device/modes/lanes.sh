@@ -27,7 +27,8 @@
 # placing thread), on the lane's light-core set (its link's cores) beside the light stages, which
 # keep those cores 0.15 busy or less: no more cores than without the split. Rows say "split".
 # LANES_SPLIT=2: each placing thread alone on a core of its own (after the receive cores), every
-# lane's light stages on one two-core set: 8 lanes take 28 cores. Rows say "split2".
+# lane's light stages on one two-core set: 8 lanes take 28 cores. Rows say "split2". With
+# LANES_LIGHT_SETS=N the light stages take N two-core sets, lane K on set K % N (8 lanes, N=2: 30).
 # RECEIVE_SPIN_US (with LANES_SPLIT): each receive thread polls an empty socket that many µs before
 # it sleeps (receive_spin), and the bare loops the same (--spin); the receive cores' busy column is
 # then their busy share less the time spent spinning (the report's receive_thread_spin_ns, the
@@ -53,6 +54,7 @@ lanes_host_cores=${LANES_HOST_CORES:-$(nproc)}
 lanes_dry=${LANES_DRY_RUN:-0}
 lanes_split=${LANES_SPLIT:-0}
 lanes_spin_us=${RECEIVE_SPIN_US:-0}
+lanes_light_sets=${LANES_LIGHT_SETS:-1}
 if [ "$lanes_spin_us" != 0 ] && [ "$lanes_split" = 0 ]; then
   echo "lanes: RECEIVE_SPIN_US needs the udp stages' receive threads: set LANES_SPLIT=1 or 2" >&2
   exit 2
@@ -76,7 +78,7 @@ lanes_placers() {  # cores the placing threads take on their own (LANES_SPLIT=2:
 lanes_placer_cpu() { lanes_core $((2 + lanes_count + $1)); }
 lanes_light_first() { echo $((2 + lanes_count + $(lanes_placers))); }
 lanes_light_total() {  # cores the light stages of every lane take
-  [ "$lanes_split" = 2 ] && { echo 2; return; }  # every lane's light stages on one two-core set
+  [ "$lanes_split" = 2 ] && { echo $((2 * lanes_light_sets)); return; }  # two-core sets shared by the lanes
   case $lanes_light in
     stage) echo $((4 * lanes_count)) ;;
     1) echo "$lanes_count" ;;
@@ -86,7 +88,8 @@ lanes_light_total() {  # cores the light stages of every lane take
 lanes_light_cpus() {  # lanes_light_cpus LANE STAGE: the cores of that light stage (0 link … 3 null)
   local first a b
   first=$(lanes_light_first)
-  if [ "$lanes_split" = 2 ]; then
+  if [ "$lanes_split" = 2 ]; then  # lane K on set K % LANES_LIGHT_SETS
+    first=$((first + 2 * ($1 % lanes_light_sets)))
     echo "\"$(lanes_core "$first"),$(lanes_core $((first + 1)))\""
     return
   fi
