@@ -17,6 +17,9 @@
 #                  layout of CORES_LAYOUTS ("stage 1 2"): the light stages on a core each, on one
 #                  core per lane, on a two-core set per pair of lanes; receive cores one each
 #                  throughout; the light cores' busy shares and each stage's busy fraction
+#   lanes-topology each core's hyperthread siblings and NUMA node (sysfs), its role in this layout,
+#                  and a LANES_SENDER_CPUS that keeps the sender threads off the siblings of the
+#                  receive and placing cores where the host has cores to spare
 # LANES=16 GPUS=4 runs them on a 64-core four-GPU host.
 # Cores: 0-1 left to the system; receive threads on 2.., one each; then the light stages (link,
 # fft, record, null) by LANES_LIGHT_CORES: 2 (default) each pair of lanes sharing a two-core set
@@ -35,7 +38,9 @@
 # loops' spin_ns). Rows say "spin".
 # Settings: LANES (8), GPUS (2), LANES_SPLIT (0), LADDER_RATES ("4 4.5 5 5.5 6"), GOAL_RATE (5), SOAK_LANES_SECONDS,
 # SENDER_THREADS (the emulator's threads_per_stream, each on a sender core of its own: 8 lanes
-# with 2 need 34 cores),
+# with 2 need 34 cores), LANES_SENDER_CPUS (the sender threads' cores, a space-separated list, in
+# place of the cores after the light ones; `lanes-topology` prints a list that keeps them off the
+# hyperthread siblings of the receive and placing cores),
 # EMULATOR_EXTRA and LANES_EXTRA (more --set
 # arguments for the emulator and for sluice), LANES_FFT (cufft; fftw runs without a GPU, with
 # GPUS=0 and no gpu: keys), LANES_LIGHT_CORES, LANES_AVERAGE (128 spectra a row: 8 lanes at
@@ -107,7 +112,15 @@ lanes_light_list() {  # every light core, one per line
   local core
   for ((core = 0; core < $(lanes_light_total); core++)); do lanes_core $(($(lanes_light_first) + core)); done | sort -nu
 }
-lanes_sender_cpu() { lanes_core $(($(lanes_light_first) + $(lanes_light_total) + $1)); }
+lanes_sender_cpu() {  # sender thread K's core: the next core after the light ones, or LANES_SENDER_CPUS's Kth
+  if [ -n "${LANES_SENDER_CPUS:-}" ]; then
+    local cpus
+    read -r -a cpus <<< "$LANES_SENDER_CPUS"
+    echo "${cpus[$1 % ${#cpus[@]}]}"
+    return
+  fi
+  lanes_core $(($(lanes_light_first) + $(lanes_light_total) + $1))
+}
 lanes_senders=${SENDER_THREADS:-1}
 lanes_sender_cores() {  # lanes_sender_cores LANE: ", cpus: [...]", a core for each of the stream's sender threads
   [ "$lanes_senders" -gt 1 ] || return 0
@@ -534,6 +547,39 @@ lanes_summary() {
   fi
 }
 
+lanes_topology() {  # each core's hyperthread siblings and NUMA node, and a LANES_SENDER_CPUS for this layout
+  local busy=() lane core
+  for ((lane = 0; lane < lanes_count; lane++)); do busy+=("r$(lanes_rx_cpu "$lane")"); done
+  if [ "$(lanes_placers)" != 0 ]; then
+    for ((lane = 0; lane < lanes_count; lane++)); do busy+=("p$(lanes_placer_cpu "$lane")"); done
+  fi
+  for core in $(lanes_light_list); do busy+=("l$core"); done
+  python3 - "$((lanes_count * lanes_senders))" "${busy[@]}" <<'PY'
+import glob, re, sys
+def cpus(text):  # "0-3,8" -> [0, 1, 2, 3, 8]
+    out = []
+    for part in text.strip().split(","):
+        a, _, b = part.partition("-")
+        out += range(int(a), int(b or a) + 1)
+    return out
+siblings, nodes = {}, {}
+for path in glob.glob("/sys/devices/system/cpu/cpu[0-9]*/topology/thread_siblings_list"):
+    cpu = int(re.search(r"cpu([0-9]+)/", path).group(1))
+    siblings[cpu] = [c for c in cpus(open(path).read()) if c != cpu]
+for path in glob.glob("/sys/devices/system/node/node[0-9]*/cpulist"):
+    for cpu in cpus(open(path).read()):
+        nodes[cpu] = int(re.search(r"node([0-9]+)/", path).group(1))
+load = {"r": 1.0, "p": 0.8, "l": 0.4}
+busy = {int(b[1:]): load[b[0]] for b in sys.argv[2:]}
+for cpu in sorted(siblings):
+    role = {1.0: "receive", 0.8: "placing", 0.4: "light"}.get(busy.get(cpu), "-")
+    print(f"cpu {cpu:>3}  node {nodes.get(cpu, '?')}  siblings {','.join(map(str, siblings[cpu])) or '-':<8} {role}")
+free = [c for c in sorted(siblings) if c not in busy and c > 1]
+free.sort(key=lambda c: (sum(busy.get(s, 0) for s in siblings[c]), c))
+print("LANES_SENDER_CPUS=\"" + " ".join(map(str, free[: int(sys.argv[1])])) + "\"")
+PY
+}
+
 case $mode in
   # over 600 s at full size
   lanes) lanes_ladder; lanes_peak_copies; lanes_soak "$lanes_gpus" soak; lanes_soak 1 onegpu; lanes_summary ;;
@@ -541,4 +587,5 @@ case $mode in
   lanes-soak) lanes_peak_copies; lanes_soak "$lanes_gpus" soak; lanes_summary ;;
   lanes-onegpu) lanes_peak_copies; lanes_soak 1 onegpu; lanes_soak "$lanes_gpus" soak; lanes_summary ;;
   lanes-cores) lanes_cores; lanes_summary ;;
+  lanes-topology) lanes_topology ;;
 esac
