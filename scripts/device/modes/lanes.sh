@@ -6,6 +6,8 @@
 #                  to the first loss, each next to LANES bare receive loops on the same cores
 #   lanes-soak     SOAK_LANES_SECONDS (30) at GOAL_RATE (5 GB/s per lane): counts reconciled stage
 #                  to stage, the emulator's samples against the sources', spectra against the tone
+# Every pipeline run samples its sockets' queues (/proc/net/udp, every 0.25 s) into NAME-queues.txt
+# and adds a line to lanes-queues.txt: per lane the deepest queue, when, time spent deep, drops.
 #   lanes-onegpu   what the GPUs past the first add: the soak with every lane on GPU 0, then on GPUS
 #                  GPUs, in one call; per GPU and run the H2D bytes and rate (nvidia-smi dmon's PCIe
 #                  receive counter), the copy-engine busy share (that rate against the GPU's own
@@ -236,6 +238,44 @@ lanes_wait_bound() {  # lanes_wait_bound PID: until every lane's port is bound (
   sleep 2
 }
 
+lanes_queue_sampler() {  # lanes_queue_sampler FILE: every lane socket's queue (/proc/net/udp) each 0.25 s
+  local first last
+  first=$(printf '%04X' 50200)
+  last=$(printf '%04X' $((50200 + lanes_count - 1)))
+  while :; do
+    echo "t $(date +%s.%N)"
+    # local address, tx_queue:rx_queue (bytes charged to the socket, hex), drops
+    awk -v a="$first" -v b="$last" '{ split($2, p, ":"); if (p[2] >= a && p[2] <= b) print p[2], $5, $NF }' /proc/net/udp
+    sleep 0.25
+  done > "$1"
+}
+
+lanes_queue_summary() {  # lanes_queue_summary NAME: per lane the deepest its socket's queue got, when, and its drops
+  python3 - "$out/$1-queues.txt" "$1" <<'PY'
+import sys
+rows, start = [], None
+for line in open(sys.argv[1]):
+    part = line.split()
+    if part[0] == "t":
+        rows.append((float(part[1]), {}))
+    elif rows and len(part) == 3:
+        lane = int(part[0], 16) - 50200
+        queued = int(part[1].split(":")[1], 16)
+        rows[-1][1][lane] = (queued, int(part[2]))
+        if queued and start is None:
+            start = rows[-1][0]
+start = start or (rows[0][0] if rows else 0)
+lanes = sorted({lane for _, sample in rows for lane in sample})
+parts = []
+for lane in lanes:
+    peak, when = max(((s[lane][0], t) for t, s in rows if lane in s), default=(0, start))
+    deep = sum(0.25 for _, s in rows if lane in s and s[lane][0] > 64 << 20)
+    drops = max((s[lane][1] for _, s in rows if lane in s), default=0)
+    parts.append(f"lane{lane} {peak / 1e6:.0f} MB at {when - start:.1f} s, {deep:.1f} s over 64 MB, {drops} drops")
+print(f"{sys.argv[2]}: socket queues (deepest, when after the first datagram queued, time deep, drops): " + "; ".join(parts))
+PY
+}
+
 lanes_pipeline() {  # lanes_pipeline RATE SECONDS GPUS NAME LABEL: one run; prints its row, returns 1 on loss
   local rate=$1 seconds=$2 gpus=$3 name=$4 label=$5
   local config="$out/$name.yaml"
@@ -256,9 +296,12 @@ lanes_pipeline() {  # lanes_pipeline RATE SECONDS GPUS NAME LABEL: one run; prin
     nvidia-smi dmon --gpm-metrics 2 -d 1 > "$out/$name-gpm.txt" 2>&1 &
     samplers+=($!)
   fi
+  lanes_queue_sampler "$out/$name-queues.txt" &
+  samplers+=($!)
   lanes_send "$name" "$config" "$seconds"
-  [ "${#samplers[@]}" -gt 0 ] && kill "${samplers[@]}" 2> /dev/null
+  kill "${samplers[@]}" 2> /dev/null
   wait $pipeline || status=1
+  lanes_queue_summary "$name" >> "$out/lanes-queues.txt"
   local busy
   busy=$(lanes_rx_busy "$name")
   python3 - "$out/$name.json" "$out/$name-emulator.log" "$rate" "$lanes_count" "$busy" "$label" <<'PY'
@@ -529,6 +572,7 @@ lanes_cores() {  # the same lanes at one rate in each light-core layout of CORES
 lanes_summary() {
   echo "lanes: $lanes_count lanes, GPUS=$lanes_gpus, fft $lanes_fft$([ "$lanes_split" != 0 ] && echo ", receive threads split off (LANES_SPLIT=$lanes_split)"); checks in lanes-checks.txt"
   [ -f "$out/lanes-checks.txt" ] && grep -E "WRONG|!=|drops|samples" "$out/lanes-checks.txt" | tail -$((2 * lanes_count + 6))
+  [ -f "$out/lanes-queues.txt" ] && cat "$out/lanes-queues.txt"
   lanes_header
   printf '%s\n' "${lanes_rows[@]}"
   if [ "${#lanes_gpu_rows[@]}" -gt 0 ]; then
