@@ -7,7 +7,8 @@
 #   lanes-soak     SOAK_LANES_SECONDS (30) at GOAL_RATE (5 GB/s per lane): counts reconciled stage
 #                  to stage, the emulator's samples against the sources', spectra against the tone
 # Every pipeline run samples its sockets' queues (/proc/net/udp, every 0.25 s) into NAME-queues.txt
-# and adds a line to lanes-queues.txt: per lane the deepest queue, when, time spent deep, drops.
+# and adds a line to lanes-queues.txt: per lane the deepest queue, when, time spent deep, drops;
+# and every core's /proc/stat line each 0.5 s into NAME-cores.txt.
 #   lanes-onegpu   what the GPUs past the first add: the soak with every lane on GPU 0, then on GPUS
 #                  GPUs, in one call; per GPU and run the H2D bytes and rate (nvidia-smi dmon's PCIe
 #                  receive counter), the copy-engine busy share (that rate against the GPU's own
@@ -297,6 +298,8 @@ lanes_pipeline() {  # lanes_pipeline RATE SECONDS GPUS NAME LABEL: one run; prin
     samplers+=($!)
   fi
   lanes_queue_sampler "$out/$name-queues.txt" &
+  samplers+=($!)
+  while :; do echo "t $(date +%s.%N)"; grep '^cpu[0-9]' /proc/stat; sleep 0.5; done > "$out/$name-cores.txt" &
   samplers+=($!)
   lanes_send "$name" "$config" "$seconds"
   kill "${samplers[@]}" 2> /dev/null
