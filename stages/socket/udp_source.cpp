@@ -11,7 +11,9 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <stdexcept>
+#include <utility>
 
 #include "pipeline/clock.hpp"
 #include "pipeline/config.hpp"
@@ -176,6 +178,7 @@ void UdpSource::start(StageContext& context) {
   samples_per_picosecond_ = settings_.sample_rate / 1e12;
   const sockaddr_in bound = open_socket(context);
   drops_.start(socket_.get(), context.metrics(), gro_);
+  backlog_.start(socket_.get(), context.metrics(), context.stage_name());
   allocate_batches();
   window_.start(settings_.reorder_window, settings_.max_datagram);
 
@@ -402,6 +405,7 @@ StageStatus UdpSource::process() {
     assembler_.flush();
     return StageStatus::end_of_stream;
   }
+  backlog_.sample(monotonic_ns());
   if (receiver_) return process_from_thread();
   const int received = receive_batch();
   if (received == kReceiveFailed) return StageStatus::error;
@@ -809,6 +813,10 @@ void UdpSource::stop() noexcept {
   while (release_oldest_pending()) {
   }
   assembler_.flush();
+  try {
+    if (std::string note = backlog_.note(); !note.empty()) context_->metrics().notes.push_back(std::move(note));
+  } catch (const std::exception&) {  // no memory for the note: the counters still say it
+  }
 }
 
 void register_udp_source_stage(StageRegistry& registry) {

@@ -20,6 +20,7 @@
 #include "stages/socket/packet_history.hpp"
 #include "stages/socket/receive_thread.hpp"
 #include "stages/socket/reorder_window.hpp"
+#include "stages/socket/socket_backlog.hpp"
 #include "wire/socket.hpp"
 #include "wire/vita49.hpp"
 #include "wire/vita49_context.hpp"
@@ -163,6 +164,7 @@ class UdpSource final : public Stage {
   ChunkAssembler assembler_;
   JumpGuard guard_;
   KernelDrops drops_;
+  SocketBacklog backlog_;  // how far behind its sender the stage is, sampled in process()
   vita49::Packet packet_;
   vita49::RepeatDecoder repeat_;
   std::uint64_t header_decodes_ = 0;

@@ -51,7 +51,10 @@ struct UdpRun : test_support::SourceCounts {
   std::uint64_t header_decodes = 0;          // VITA-49 headers decoded whole (UdpSource::header_decodes)
   std::uint64_t receive_blocking_calls = 0;  // receive_thread: its counters
   std::uint64_t receive_spin_ns = 0;
-  double sample_rate = 100e6;  // the emulator's and the stage's
+  std::uint64_t queued_peak = 0;   // socket_queued_peak_bytes
+  std::uint64_t buffer_bytes = 0;  // socket_buffer_bytes
+  std::vector<std::string> notes;  // the stage's notes for the report
+  double sample_rate = 100e6;      // the emulator's and the stage's
 };
 
 constexpr std::uint64_t kStartSeconds = 1'700'000'000;
@@ -132,6 +135,9 @@ void run_udp(emulator::EmulatorSettings settings, UdpRun& run, const std::string
     run.receive_blocking_calls = counter(metrics, "receive_thread_blocking_calls");
     run.receive_spin_ns = counter(metrics, "receive_thread_spin_ns");
   }
+  run.queued_peak = counter(metrics, "socket_queued_peak_bytes");
+  run.buffer_bytes = counter(metrics, "socket_buffer_bytes");
+  run.notes = metrics.notes;
   run.context_packets = counter(metrics, "context_packets");
   run.context_changes = counter(metrics, "context_changes");
   for (const auto& named : metrics.drops()) run.drops[named.name] = named.get();
@@ -305,6 +311,53 @@ TEST_P(UdpSourceBothWays, AStopTakesWhatTheSocketStillHolds) {
   EXPECT_EQ(metrics.packets.load(), sent.packets);
   EXPECT_EQ(run.lost_samples, 0U);
   expect_stream(run, settings, sent.packets * settings.samples_per_packet(), {});
+  test_support::current_capture() = nullptr;
+}
+
+bool has_backlog_note(const std::vector<std::string>& notes) {
+  return std::any_of(notes.begin(), notes.end(),
+                     [](const std::string& note) { return note.find("socket's queue reached") != std::string::npos; });
+}
+
+TEST_P(UdpSourceBothWays, AReaderThatKeepsUpKeepsItsSocketsQueueShallow) {
+  UdpRun run;
+  run_udp(with_count(2000), run, ", receive_buffer: 4MiB" + way());
+  EXPECT_EQ(run.lost_samples, 0U);
+  // The kernel doubles what SO_RCVBUF asks for and drops past that: the limit the queue is weighed against.
+  EXPECT_GE(run.buffer_bytes, 4U << 20) << "the socket was never sampled";
+  EXPECT_LT(run.queued_peak, run.buffer_bytes / 2);
+  EXPECT_FALSE(has_backlog_note(run.notes));
+}
+
+TEST_P(UdpSourceBothWays, ASocketQueueFilledWhileTheStageWasBehindIsMeasuredAndNamed) {
+  UdpRun run;
+  test_support::current_capture() = &run.capture;
+  Pipeline pipeline(udp_to_capture(", stream_id: 1, receive_buffer: 1MiB" + way(), 64));
+  pipeline.start();
+  // Nothing reads before run(): the datagrams wait in the socket, more of them than it holds.
+  emulator::EmulatorSettings settings = with_count(3000);
+  settings.streams = {{"127.0.0.1:" + std::to_string(udp_stage(pipeline)->port()), 1}};
+  settings.signal.sample_rate = 100e6;
+  settings.start_seconds = kStartSeconds;
+  settings.rate = 200e6;
+  emulator::Emulator emulator(settings);
+  emulator.open();
+  const emulator::EmulatorReport sent = emulator.run(nullptr, false);
+  std::thread runner([&] { pipeline.run(); });
+  const StageMetrics& metrics = test_support::source_metrics(pipeline);
+  // Read, and the queue sampled again once empty.
+  EXPECT_TRUE(test_support::wait_for([&] {
+    return metrics.packets.load() > 0 && counter(metrics, "socket_queued_peak_bytes") > 0 &&
+           counter(metrics, "socket_queued_bytes") == 0;
+  }));
+  pipeline.request_stop();
+  runner.join();
+  const std::uint64_t peak = counter(metrics, "socket_queued_peak_bytes");
+  const std::uint64_t limit = counter(metrics, "socket_buffer_bytes");
+  EXPECT_GT(peak, limit / 2);
+  EXPECT_LE(peak, limit + (256U << 10)) << "the kernel goes past its limit by one datagram's buffer at most";
+  EXPECT_LT(metrics.packets.load(), sent.packets) << "the socket was full: the kernel dropped the rest";
+  EXPECT_TRUE(has_backlog_note(metrics.notes));
   test_support::current_capture() = nullptr;
 }
 

@@ -1,0 +1,42 @@
+// How far a socket's reader is behind its sender: the bytes the kernel holds queued for the socket
+// against the most it holds before it drops datagrams, sampled from the reading stage's thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "pipeline/stage.hpp"
+
+namespace sluice {
+
+class SocketBacklog {
+ public:
+  // Samples at most this often: one getsockopt a millisecond, about a microsecond of it.
+  static constexpr std::uint64_t kSampleEveryNs = 1'000'000;
+
+  // Counters (gauges): "socket_queued_bytes" (the last sample), "socket_queued_peak_bytes" (the
+  // most seen) and "socket_buffer_bytes" (where the kernel starts dropping). The kernel counts a
+  // queued datagram's whole buffer (SO_MEMINFO's rmem_alloc: payload, headers and slack) against
+  // the socket's limit (rcvbuf, twice what SO_RCVBUF asked), so both are in its units.
+  void start(int fd, StageMetrics& metrics, std::string stage_name);
+  // Samples the queue when kSampleEveryNs or more has passed since the last sample (the first
+  // call always samples). The first time the queue holds more than half the limit it warns once.
+  void sample(std::uint64_t now_ns) noexcept;
+  // For the report: how full the queue got, when it held more than half the limit; else empty.
+  [[nodiscard]] std::string note() const;
+  [[nodiscard]] std::uint64_t peak_bytes() const noexcept { return peak_; }
+
+ private:
+  int fd_ = -1;
+  std::string stage_name_;
+  std::uint64_t sampled_ns_ = 0;
+  bool sampled_ = false;
+  bool warned_ = false;
+  std::uint64_t peak_ = 0;
+  std::uint64_t limit_ = 0;
+  NamedCounter* queued_counter_ = nullptr;
+  NamedCounter* peak_counter_ = nullptr;
+  NamedCounter* limit_counter_ = nullptr;
+};
+
+}  // namespace sluice
