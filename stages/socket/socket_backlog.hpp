@@ -18,7 +18,7 @@ class SocketBacklog {
   // most seen) and "socket_buffer_bytes" (where the kernel starts dropping). The kernel counts a
   // queued datagram's whole buffer (SO_MEMINFO's rmem_alloc: payload, headers and slack) against
   // the socket's limit (rcvbuf, twice what SO_RCVBUF asked), so both are in its units.
-  void start(int fd, StageMetrics& metrics, std::string stage_name);
+  void start(int fd, StageMetrics& metrics, std::string stage_name);  // stage_name: as the warning names it
   // Samples the queue when kSampleEveryNs or more has passed since the last sample (the first
   // call always samples). The first time the queue holds more than half the limit it warns once.
   void sample(std::uint64_t now_ns) noexcept;

@@ -178,7 +178,7 @@ void UdpSource::start(StageContext& context) {
   samples_per_picosecond_ = settings_.sample_rate / 1e12;
   const sockaddr_in bound = open_socket(context);
   drops_.start(socket_.get(), context.metrics(), gro_);
-  backlog_.start(socket_.get(), context.metrics(), context.stage_name());
+  backlog_.start(socket_.get(), context.metrics(), "lane " + context.lane_name() + " stage " + context.stage_name());
   allocate_batches();
   window_.start(settings_.reorder_window, settings_.max_datagram);
 
