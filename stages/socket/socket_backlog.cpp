@@ -21,9 +21,9 @@ std::string fill_text(std::uint64_t queued, std::uint64_t limit) {
 
 }  // namespace
 
-void SocketBacklog::start(int fd, StageMetrics& metrics, std::string stage_name) {
+void SocketBacklog::start(int fd, StageMetrics& metrics, std::string name) {
   fd_ = fd;
-  stage_name_ = std::move(stage_name);
+  stage_name_ = std::move(name);
   sampled_ = false;
   warned_ = false;
   peak_ = 0;

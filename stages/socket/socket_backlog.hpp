@@ -11,14 +11,15 @@ namespace sluice {
 
 class SocketBacklog {
  public:
-  // Samples at most this often: one getsockopt a millisecond, about a microsecond of it.
+  // Samples at most this often: one getsockopt a millisecond, beside thousands of recvmmsg calls.
   static constexpr std::uint64_t kSampleEveryNs = 1'000'000;
 
   // Counters (gauges): "socket_queued_bytes" (the last sample), "socket_queued_peak_bytes" (the
   // most seen) and "socket_buffer_bytes" (where the kernel starts dropping). The kernel counts a
   // queued datagram's whole buffer (SO_MEMINFO's rmem_alloc: payload, headers and slack) against
   // the socket's limit (rcvbuf, twice what SO_RCVBUF asked), so both are in its units.
-  void start(int fd, StageMetrics& metrics, std::string stage_name);  // stage_name: as the warning names it
+  // `name`: the lane and stage, as the warning names them.
+  void start(int fd, StageMetrics& metrics, std::string name);
   // Samples the queue when kSampleEveryNs or more has passed since the last sample (the first
   // call always samples). The first time the queue holds more than half the limit it warns once.
   void sample(std::uint64_t now_ns) noexcept;
