@@ -285,25 +285,28 @@ TEST_P(UdpSourceBothWays, FaultsAmongEqualPacketsAreExactWithOneWholeDecodePerOd
   EXPECT_EQ(run.header_decodes, 1U + run.sent.corrupted);
 }
 
-// A stream that trickles in leaves the stage waiting on its socket most of the time, and that
-// time is the stage's wait, not its busy time (a blocking receive used to count as busy, so a
-// receiver that kept up with ease read as saturated).
 // A stop finds the whole stream still in the socket (sent before the stage ever read, as by a
 // sender that finished while the source lagged behind): the stage takes all of it before it
 // ends, so nothing the sender sent before the stop is lost.
-TEST_P(UdpSourceBothWays, AStopTakesWhatTheSocketStillHolds) {
-  UdpRun run;
-  test_support::current_capture() = &run.capture;
-  Pipeline pipeline(udp_to_capture(", stream_id: 1, receive_buffer: 64MiB" + way(), 64));
-  pipeline.start();
-  emulator::EmulatorSettings settings = with_count(3000);
+// Sends `settings` (3000 packets at 200 MB/s unless changed) to the started `pipeline`'s udp
+// stage before anything reads it: every datagram waits in the socket, as many as it holds.
+emulator::EmulatorReport send_before_reading(Pipeline& pipeline, emulator::EmulatorSettings& settings) {
   settings.streams = {{"127.0.0.1:" + std::to_string(udp_stage(pipeline)->port()), 1}};
   settings.signal.sample_rate = 100e6;
   settings.start_seconds = kStartSeconds;
   settings.rate = 200e6;
   emulator::Emulator emulator(settings);
   emulator.open();
-  const emulator::EmulatorReport sent = emulator.run(nullptr, false);
+  return emulator.run(nullptr, false);
+}
+
+TEST_P(UdpSourceBothWays, AStopTakesWhatTheSocketStillHolds) {
+  UdpRun run;
+  test_support::current_capture() = &run.capture;
+  Pipeline pipeline(udp_to_capture(", stream_id: 1, receive_buffer: 64MiB" + way(), 64));
+  pipeline.start();
+  emulator::EmulatorSettings settings = with_count(3000);
+  const emulator::EmulatorReport sent = send_before_reading(pipeline, settings);
   pipeline.request_stop();
   pipeline.run();
   const StageMetrics& metrics = test_support::source_metrics(pipeline);
@@ -319,6 +322,8 @@ bool has_backlog_note(const std::vector<std::string>& notes) {
                      [](const std::string& note) { return note.find("socket's queue reached") != std::string::npos; });
 }
 
+// A stage that keeps up with a paced sender finds its socket's queue short of half its limit at
+// every sample, and its report has no backlog note.
 TEST_P(UdpSourceBothWays, AReaderThatKeepsUpKeepsItsSocketsQueueShallow) {
   UdpRun run;
   run_udp(with_count(2000), run, ", receive_buffer: 4MiB" + way());
@@ -329,20 +334,15 @@ TEST_P(UdpSourceBothWays, AReaderThatKeepsUpKeepsItsSocketsQueueShallow) {
   EXPECT_FALSE(has_backlog_note(run.notes));
 }
 
+// A stage that reads only after its socket filled (a 2 MiB limit, more sent than that) measures
+// the queue at its limit, and its report names it.
 TEST_P(UdpSourceBothWays, ASocketQueueFilledWhileTheStageWasBehindIsMeasuredAndNamed) {
   UdpRun run;
   test_support::current_capture() = &run.capture;
   Pipeline pipeline(udp_to_capture(", stream_id: 1, receive_buffer: 1MiB" + way(), 64));
   pipeline.start();
-  // Nothing reads before run(): the datagrams wait in the socket, more of them than it holds.
   emulator::EmulatorSettings settings = with_count(3000);
-  settings.streams = {{"127.0.0.1:" + std::to_string(udp_stage(pipeline)->port()), 1}};
-  settings.signal.sample_rate = 100e6;
-  settings.start_seconds = kStartSeconds;
-  settings.rate = 200e6;
-  emulator::Emulator emulator(settings);
-  emulator.open();
-  const emulator::EmulatorReport sent = emulator.run(nullptr, false);
+  const emulator::EmulatorReport sent = send_before_reading(pipeline, settings);
   std::thread runner([&] { pipeline.run(); });
   const StageMetrics& metrics = test_support::source_metrics(pipeline);
   // Read, and the queue sampled again once empty.
@@ -361,6 +361,9 @@ TEST_P(UdpSourceBothWays, ASocketQueueFilledWhileTheStageWasBehindIsMeasuredAndN
   test_support::current_capture() = nullptr;
 }
 
+// A stream that trickles in leaves the stage waiting on its socket most of the time, and that
+// time is the stage's wait, not its busy time (a blocking receive used to count as busy, so a
+// receiver that kept up with ease read as saturated).
 TEST_P(UdpSourceBothWays, TimeSpentWaitingForPacketsIsNotBusyTime) {
   auto settings = with_count(200);
   settings.batch = 1;  // one datagram at a time, every 2 ms: the receive always has one to wait for
