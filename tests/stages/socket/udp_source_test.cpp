@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -300,21 +301,34 @@ emulator::EmulatorReport send_before_reading(Pipeline& pipeline, emulator::Emula
   return emulator.run(nullptr, false);
 }
 
-TEST_P(UdpSourceBothWays, AStopTakesWhatTheSocketStillHolds) {
+// A started one-lane pipeline (udp → capture) whose udp stage has 3000 packets waiting in its
+// socket, sent before anything read it.
+struct QueuedBeforeReading {
+  explicit QueuedBeforeReading(const std::string& stage_settings) {
+    test_support::current_capture() = &run.capture;
+    pipeline.emplace(udp_to_capture(", stream_id: 1" + stage_settings, 64));
+    pipeline->start();
+    sent = send_before_reading(*pipeline, settings);
+  }
+  QueuedBeforeReading(const QueuedBeforeReading&) = delete;
+  QueuedBeforeReading& operator=(const QueuedBeforeReading&) = delete;
+  ~QueuedBeforeReading() { test_support::current_capture() = nullptr; }
   UdpRun run;
-  test_support::current_capture() = &run.capture;
-  Pipeline pipeline(udp_to_capture(", stream_id: 1, receive_buffer: 64MiB" + way(), 64));
-  pipeline.start();
   emulator::EmulatorSettings settings = with_count(3000);
-  const emulator::EmulatorReport sent = send_before_reading(pipeline, settings);
+  std::optional<Pipeline> pipeline;
+  emulator::EmulatorReport sent;
+};
+
+TEST_P(UdpSourceBothWays, AStopTakesWhatTheSocketStillHolds) {
+  QueuedBeforeReading queued(", receive_buffer: 64MiB" + way());
+  Pipeline& pipeline = *queued.pipeline;
   pipeline.request_stop();
   pipeline.run();
   const StageMetrics& metrics = test_support::source_metrics(pipeline);
-  run.read_counts(metrics);
-  EXPECT_EQ(metrics.packets.load(), sent.packets);
-  EXPECT_EQ(run.lost_samples, 0U);
-  expect_stream(run, settings, sent.packets * settings.samples_per_packet(), {});
-  test_support::current_capture() = nullptr;
+  queued.run.read_counts(metrics);
+  EXPECT_EQ(metrics.packets.load(), queued.sent.packets);
+  EXPECT_EQ(queued.run.lost_samples, 0U);
+  expect_stream(queued.run, queued.settings, queued.sent.packets * queued.settings.samples_per_packet(), {});
 }
 
 bool has_backlog_note(const std::vector<std::string>& notes) {
@@ -337,12 +351,8 @@ TEST_P(UdpSourceBothWays, AReaderThatKeepsUpKeepsItsSocketsQueueShallow) {
 // A stage that reads only after its socket filled (a 2 MiB limit, more sent than that) measures
 // the queue at its limit, and its report names it.
 TEST_P(UdpSourceBothWays, ASocketQueueFilledWhileTheStageWasBehindIsMeasuredAndNamed) {
-  UdpRun run;
-  test_support::current_capture() = &run.capture;
-  Pipeline pipeline(udp_to_capture(", stream_id: 1, receive_buffer: 1MiB" + way(), 64));
-  pipeline.start();
-  emulator::EmulatorSettings settings = with_count(3000);
-  const emulator::EmulatorReport sent = send_before_reading(pipeline, settings);
+  QueuedBeforeReading queued(", receive_buffer: 1MiB" + way());
+  Pipeline& pipeline = *queued.pipeline;
   std::thread runner([&] { pipeline.run(); });
   const StageMetrics& metrics = test_support::source_metrics(pipeline);
   // Read, and the queue sampled again once empty.
@@ -356,9 +366,8 @@ TEST_P(UdpSourceBothWays, ASocketQueueFilledWhileTheStageWasBehindIsMeasuredAndN
   const std::uint64_t limit = counter(metrics, "socket_buffer_bytes");
   EXPECT_GT(peak, limit / 2);
   EXPECT_LE(peak, limit + (256U << 10)) << "the kernel goes past its limit by one datagram's buffer at most";
-  EXPECT_LT(metrics.packets.load(), sent.packets) << "the socket was full: the kernel dropped the rest";
+  EXPECT_LT(metrics.packets.load(), queued.sent.packets) << "the socket was full: the kernel dropped the rest";
   EXPECT_TRUE(has_backlog_note(metrics.notes));
-  test_support::current_capture() = nullptr;
 }
 
 // A stream that trickles in leaves the stage waiting on its socket most of the time, and that
