@@ -24,18 +24,16 @@ std::string fill_text(std::uint64_t queued, std::uint64_t limit) {
 void SocketBacklog::start(int fd, StageMetrics& metrics, std::string name) {
   fd_ = fd;
   stage_name_ = std::move(name);
-  sampled_ = false;
+  sampled_ns_ = 0;
   warned_ = false;
-  peak_ = 0;
-  limit_ = 0;
   queued_counter_ = &metrics.counter("socket_queued_bytes");
   peak_counter_ = &metrics.counter("socket_queued_peak_bytes");
   limit_counter_ = &metrics.counter("socket_buffer_bytes");
+  for (NamedCounter* gauge : {queued_counter_, peak_counter_, limit_counter_}) gauge->set(0);
 }
 
 void SocketBacklog::sample(std::uint64_t now_ns) noexcept {
-  if (fd_ < 0 || (sampled_ && now_ns - sampled_ns_ < kSampleEveryNs)) return;
-  sampled_ = true;
+  if (fd_ < 0 || (sampled_ns_ != 0 && now_ns - sampled_ns_ < kSampleEveryNs)) return;
   sampled_ns_ = now_ns;
   std::uint32_t info[SK_MEMINFO_VARS] = {};
   socklen_t length = sizeof info;
@@ -44,26 +42,26 @@ void SocketBacklog::sample(std::uint64_t now_ns) noexcept {
     return;
   }
   const std::uint64_t queued = info[SK_MEMINFO_RMEM_ALLOC];
-  limit_ = info[SK_MEMINFO_RCVBUF];
+  const std::uint64_t limit = info[SK_MEMINFO_RCVBUF];
   queued_counter_->set(queued);
-  limit_counter_->set(limit_);
-  if (queued > peak_) {
-    peak_ = queued;
-    peak_counter_->set(peak_);
-  }
-  if (!warned_ && limit_ > 0 && 2 * queued > limit_) {
+  limit_counter_->set(limit);
+  peak_counter_->keep_max(queued);
+  if (!warned_ && limit > 0 && 2 * queued > limit) {
     warned_ = true;
     try {
       log::warn("{}: its socket holds {}: the stage is behind its sender, and the kernel drops what does not fit",
-                stage_name_, fill_text(queued, limit_));
+                stage_name_, fill_text(queued, limit));
     } catch (const std::exception&) {  // no memory for the text: the counters still say it
     }
   }
 }
 
 std::string SocketBacklog::note() const {
-  if (limit_ == 0 || 2 * peak_ <= limit_) return {};
-  return "the socket's queue reached " + fill_text(peak_, limit_) +
+  if (peak_counter_ == nullptr) return {};  // never started
+  const std::uint64_t peak = peak_counter_->get();
+  const std::uint64_t limit = limit_counter_->get();
+  if (limit == 0 || 2 * peak <= limit) return {};
+  return "the socket's queue reached " + fill_text(peak, limit) +
          ": the stage fell behind its sender; a larger receive_buffer buys time, a receive thread "
          "on a core of its own (receive_thread, receive_cpu) keeps up";
 }

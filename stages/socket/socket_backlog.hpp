@@ -25,16 +25,12 @@ class SocketBacklog {
   void sample(std::uint64_t now_ns) noexcept;
   // For the report: how full the queue got, when it held more than half the limit; else empty.
   [[nodiscard]] std::string note() const;
-  [[nodiscard]] std::uint64_t peak_bytes() const noexcept { return peak_; }
 
  private:
   int fd_ = -1;
   std::string stage_name_;
-  std::uint64_t sampled_ns_ = 0;
-  bool sampled_ = false;
+  std::uint64_t sampled_ns_ = 0;  // 0: never sampled (the monotonic clock starts at boot)
   bool warned_ = false;
-  std::uint64_t peak_ = 0;
-  std::uint64_t limit_ = 0;
   NamedCounter* queued_counter_ = nullptr;
   NamedCounter* peak_counter_ = nullptr;
   NamedCounter* limit_counter_ = nullptr;
