@@ -286,29 +286,20 @@ TEST_P(UdpSourceBothWays, FaultsAmongEqualPacketsAreExactWithOneWholeDecodePerOd
   EXPECT_EQ(run.header_decodes, 1U + run.sent.corrupted);
 }
 
-// A stop finds the whole stream still in the socket (sent before the stage ever read, as by a
-// sender that finished while the source lagged behind): the stage takes all of it before it
-// ends, so nothing the sender sent before the stop is lost.
-// Sends `settings` (3000 packets at 200 MB/s unless changed) to the started `pipeline`'s udp
-// stage before anything reads it: every datagram waits in the socket, as many as it holds.
-emulator::EmulatorReport send_before_reading(Pipeline& pipeline, emulator::EmulatorSettings& settings) {
-  settings.streams = {{"127.0.0.1:" + std::to_string(udp_stage(pipeline)->port()), 1}};
-  settings.signal.sample_rate = 100e6;
-  settings.start_seconds = kStartSeconds;
-  settings.rate = 200e6;
-  emulator::Emulator emulator(settings);
-  emulator.open();
-  return emulator.run(nullptr, false);
-}
-
-// A started one-lane pipeline (udp → capture) whose udp stage has 3000 packets waiting in its
-// socket, sent before anything read it.
+// A started one-lane pipeline (udp → capture) whose udp stage has 3000 packets (at 200 MB/s)
+// waiting in its socket, as many as it holds, sent before anything read it.
 struct QueuedBeforeReading {
   explicit QueuedBeforeReading(const std::string& stage_settings) {
     test_support::current_capture() = &run.capture;
     pipeline.emplace(udp_to_capture(", stream_id: 1" + stage_settings, 64));
     pipeline->start();
-    sent = send_before_reading(*pipeline, settings);
+    settings.streams = {{"127.0.0.1:" + std::to_string(udp_stage(*pipeline)->port()), 1}};
+    settings.signal.sample_rate = 100e6;
+    settings.start_seconds = kStartSeconds;
+    settings.rate = 200e6;
+    emulator::Emulator emulator(settings);
+    emulator.open();
+    sent = emulator.run(nullptr, false);
   }
   QueuedBeforeReading(const QueuedBeforeReading&) = delete;
   QueuedBeforeReading& operator=(const QueuedBeforeReading&) = delete;
@@ -319,6 +310,9 @@ struct QueuedBeforeReading {
   emulator::EmulatorReport sent;
 };
 
+// A stop finds the whole stream still in the socket (sent before the stage ever read, as by a
+// sender that finished while the source lagged behind): the stage takes all of it before it
+// ends, so nothing the sender sent before the stop is lost.
 TEST_P(UdpSourceBothWays, AStopTakesWhatTheSocketStillHolds) {
   QueuedBeforeReading queued(", receive_buffer: 64MiB" + way());
   Pipeline& pipeline = *queued.pipeline;
