@@ -6,9 +6,6 @@
 #                  to the first loss, each next to LANES bare receive loops on the same cores
 #   lanes-soak     SOAK_LANES_SECONDS (30) at GOAL_RATE (5 GB/s per lane): counts reconciled stage
 #                  to stage, the emulator's samples against the sources', spectra against the tone
-# Every pipeline run samples its sockets' queues (/proc/net/udp, every 0.25 s) into NAME-queues.txt
-# and adds a line to lanes-queues.txt: per lane the deepest queue, when, time spent deep, drops;
-# and every core's /proc/stat line each 0.5 s into NAME-cores.txt.
 #   lanes-onegpu   what the GPUs past the first add: the soak with every lane on GPU 0, then on GPUS
 #                  GPUs, in one call; per GPU and run the H2D bytes and rate (nvidia-smi dmon's PCIe
 #                  receive counter), the copy-engine busy share (that rate against the GPU's own
@@ -23,6 +20,9 @@
 #   lanes-topology each core's hyperthread siblings and NUMA node (sysfs), its role in this layout,
 #                  and a LANES_SENDER_CPUS that keeps the sender threads off the siblings of the
 #                  receive and placing cores where the host has cores to spare
+# Every pipeline run samples its sockets' queues (/proc/net/udp, every 0.25 s) into NAME-queues.txt
+# and adds a line to lanes-queues.txt: per lane the deepest queue, when, time spent deep, drops;
+# and every core's /proc/stat line each 0.5 s into NAME-cores.txt.
 # LANES=16 GPUS=4 runs them on a 64-core four-GPU host.
 # Cores: 0-1 left to the system; receive threads on 2.., one each; then the light stages (link,
 # fft, record, null) by LANES_LIGHT_CORES: 2 (default) each pair of lanes sharing a two-core set
@@ -616,13 +616,13 @@ for path in glob.glob("/sys/devices/system/cpu/cpu[0-9]*/topology/thread_sibling
 for path in glob.glob("/sys/devices/system/node/node[0-9]*/cpulist"):
     for cpu in cpus(open(path).read()):
         nodes[cpu] = int(re.search(r"node([0-9]+)/", path).group(1))
-load = {"r": 1.0, "p": 0.8, "l": 0.4}
-busy = {int(b[1:]): load[b[0]] for b in sys.argv[2:]}
+roles = {"r": ("receive", 1.0), "p": ("placing", 0.8), "l": ("light", 0.4)}  # each role's name and load
+busy = {int(b[1:]): roles[b[0]] for b in sys.argv[2:]}
 for cpu in sorted(siblings):
-    role = {1.0: "receive", 0.8: "placing", 0.4: "light"}.get(busy.get(cpu), "-")
+    role = busy[cpu][0] if cpu in busy else "-"
     print(f"cpu {cpu:>3}  node {nodes.get(cpu, '?')}  siblings {','.join(map(str, siblings[cpu])) or '-':<8} {role}")
 free = [c for c in sorted(siblings) if c not in busy and c > 1]
-free.sort(key=lambda c: (sum(busy.get(s, 0) for s in siblings[c]), c))
+free.sort(key=lambda c: (sum(busy[s][1] for s in siblings[c] if s in busy), c))
 print("LANES_SENDER_CPUS=\"" + " ".join(map(str, free[: int(sys.argv[1])])) + "\"")
 PY
 }
