@@ -76,13 +76,16 @@ TEST_P(ShippedConfigWithEmulator, ReceivesEverythingTheEmulatorSends) {
   const fs::path report = temp_path(GetParam() + ".json");
   // The test starts the emulator below, as the file's comment tells users; one that the file
   // starts itself (autostart, the demo) would send everything twice.
-  Process pipeline({kSluice, "run", config.string(), "--duration", "5s", "--set", "pipeline.progress_interval=100ms",
+  Process pipeline({kSluice, "run", config.string(), "--duration", "60s", "--set", "pipeline.progress_interval=100ms",
                     "--set", "emulator.autostart=false", "--report", report.string()});
   // The first progress line (the only lines with "queues") comes after every stage started
   // (sockets bound); a lane's name alone shows earlier, in the start-up notes of its stages.
   ASSERT_TRUE(pipeline.wait_for_stderr("queues ", std::chrono::seconds(30)));
   auto emulator = run_process({kEmulator, config.string(), "--set", "emulator.duration=2s", "-q"});
   ASSERT_EQ(emulator.exit_code, 0) << emulator.err;
+  // Stopped once the emulator has sent everything, as a user stops it (Ctrl-C drains): a fixed
+  // duration could end the run mid-stream where the emulator was slow to start.
+  pipeline.send_signal(SIGINT);
   auto result = pipeline.wait(std::chrono::seconds(60));
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const auto json = read_json(report);
