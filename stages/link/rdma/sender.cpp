@@ -121,11 +121,29 @@ void RdmaSender::send_hello(const std::string& where) {
     const int count = ibv_poll_cq(cq_.get(), 1, &completion);
     if (count < 0 || std::chrono::steady_clock::now() > deadline)
       throw std::runtime_error(where + ": hello not delivered");
-    if (count == 1 && completion.status != IBV_WC_SUCCESS) {
+    if (count == 0) continue;
+    // A receiver that fails as soon as it has the hello may say why before the hello's
+    // acknowledgement completes here: the connection was made, so keep its reason for the
+    // first send instead of retrying a receiver that is no longer accepting.
+    if (completion.wr_id == kReceiveTag && completion.status == IBV_WC_SUCCESS) {
+      error_ = receiver_failure(completion.byte_len);
+      receiver_failed_ = true;
+      continue;
+    }
+    if (completion.status != IBV_WC_SUCCESS) {
+      if (receiver_failed_) return;
       throw std::runtime_error(where + ": hello not delivered: " + ibv_wc_status_str(completion.status));
     }
-    sent = count == 1 && (completion.wr_id & kControlTag) != 0;
+    sent = (completion.wr_id & kControlTag) != 0;
   }
+}
+
+std::string RdmaSender::receiver_failure(std::uint32_t byte_len) const {
+  ControlMessage message{};
+  std::memcpy(&message, host_area_.data() + host_area_.size() - sizeof(std::uint64_t) - kControlBytes,
+              std::min<std::size_t>(byte_len, sizeof message));
+  return "the receiver failed: " +
+         std::string(message.text, std::min<std::size_t>(message.text_bytes, ControlMessage::kTextBytes));
 }
 
 RdmaSender::~RdmaSender() { disconnect(); }
@@ -149,7 +167,7 @@ std::uint64_t RdmaSender::credits() const noexcept {
 
 SendStatus RdmaSender::send(const void* metadata, std::size_t metadata_bytes, const void* payload,
                             std::size_t payload_bytes, std::uint32_t payload_lkey, std::uint64_t cookie) noexcept {
-  if (!qp_ || finished_) {
+  if (!qp_ || finished_ || receiver_failed_) {
     if (error_.empty()) error_ = "send after the connection ended";
     return SendStatus::failed;
   }
@@ -261,11 +279,7 @@ int RdmaSender::take_completions() noexcept {
       return -1;
     }
     if (completion.wr_id == kReceiveTag) {  // the receiver failed and says why
-      ControlMessage message{};
-      std::memcpy(&message, host_area_.data() + host_area_.size() - sizeof(std::uint64_t) - kControlBytes,
-                  std::min<std::size_t>(completion.byte_len, sizeof message));
-      error_ = "the receiver failed: " +
-               std::string(message.text, std::min<std::size_t>(message.text_bytes, ControlMessage::kTextBytes));
+      error_ = receiver_failure(completion.byte_len);
       return -1;
     }
     completed_ = std::max(completed_, completion.wr_id & ~kControlTag);
@@ -280,6 +294,7 @@ bool RdmaSender::progress() noexcept {
     if (error_.empty()) error_ = "not connected";
     return false;
   }
+  if (receiver_failed_) return false;  // error_ holds the reason it sent during the hello
   const int count = take_completions();
   if (count < 0) return false;
   if (count > 0) return true;
@@ -327,7 +342,7 @@ void RdmaSender::wait(std::chrono::microseconds timeout) noexcept {
 }
 
 bool RdmaSender::finish(std::chrono::milliseconds timeout) noexcept {
-  if (!qp_ || finished_) return false;
+  if (!qp_ || finished_ || receiver_failed_) return false;
   if (!post_control(ControlType::end_of_stream, {})) return false;
   finished_ = true;
   // The end of stream completes after every write before it (RC keeps the order), however

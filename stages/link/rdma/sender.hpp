@@ -94,6 +94,8 @@ class RdmaSender {
   // Reads the completion queue: how many completions, or -1 with error_ set (a failed write, or
   // the receiver's error message).
   int take_completions() noexcept;
+  // The text of the receiver's failure message in the receive buffer.
+  [[nodiscard]] std::string receiver_failure(std::uint32_t byte_len) const;
   bool post_control(ControlType type, std::string_view text) noexcept;
   bool post_signal() noexcept;
   // A signalled request was posted: the stall watch starts when it is the only one waiting.
@@ -125,6 +127,7 @@ class RdmaSender {
   std::uint64_t work_posted_ = 0;  // work requests of any kind, a bound for draining
   bool finished_ = false;
   bool peer_lost_ = false;
+  bool receiver_failed_ = false;  // its failure message came while the hello was in flight
   std::chrono::steady_clock::time_point last_signal_{};
   std::uint64_t signals_posted_ = 0;                       // signalled requests posted
   std::uint64_t signals_completed_ = 0;                    // completions taken (each one a signalled request's)
