@@ -136,6 +136,29 @@ void add_named_counters(std::vector<MetricFamily>& families, const std::vector<c
   families.push_back(std::move(events));
 }
 
+// Each stage thread's wait for a core and the times another thread took its core.
+void add_core_waits(std::vector<MetricFamily>& families, const std::vector<const StageMetrics*>& stages) {
+  MetricFamily waited{"sluice_stage_thread_core_wait_seconds_total",
+                      "Time a stage's thread was ready to run but kept off a core (schedstat run delay), by thread.",
+                      MetricType::Counter,
+                      {}};
+  MetricFamily preempted{"sluice_stage_thread_preemptions_total",
+                         "Times another thread took a stage thread's core (nonvoluntary context switches), by thread.",
+                         MetricType::Counter,
+                         {}};
+  for (const StageMetrics* stage : stages) {
+    for (const CoreWait& thread : stage->threads()) {
+      auto labels = stage_labels(*stage);
+      labels.push_back({"thread", thread.name()});
+      waited.metric.push_back(sample(labels, MetricType::Counter, static_cast<double>(thread.waited_ns()) / 1e9));
+      preempted.metric.push_back(
+          sample(std::move(labels), MetricType::Counter, static_cast<double>(thread.preemptions())));
+    }
+  }
+  families.push_back(std::move(waited));
+  families.push_back(std::move(preempted));
+}
+
 // The log-linear buckets merged at powers of two: group g (buckets 8g..8g+7) holds 2^(g+2) to
 // 2^(g+3) - 1 ns. Buckets from 2^10 ns (about 1 µs) to 2^38 ns (about 275 s); the serializer adds +Inf.
 ClientMetric latency_histogram(const StageMetrics& stage) {
@@ -170,6 +193,7 @@ std::vector<MetricFamily> metric_families(const Pipeline& pipeline) {
   const std::span<const StageFamily> per_stage(kStageFamilies);
   add_stage_families(families, per_stage.first(kCounterFamilies), stages, rates);
   add_named_counters(families, stages);
+  add_core_waits(families, stages);
   add_stage_families(families, per_stage.subspan(kCounterFamilies), stages, rates);
   MetricFamily fill{"sluice_stage_queue_fill_ratio", "Input queue depth over capacity (0..1).", MetricType::Gauge, {}};
   for (const StageMetrics* stage : stages) {

@@ -129,6 +129,10 @@ std::string summary_table(const Pipeline& pipeline) {
                            latency_text(stage->pool_wait_ns.load(std::memory_order_relaxed)));
       }
       for (const auto& note : stage->notes) out << fmt::format("{:<10}   note: {}\n", "", note);
+      for (const CoreWait& thread : stage->threads()) {
+        if (std::string note = core_wait_note(thread); !note.empty())
+          out << fmt::format("{:<10}   note: {}\n", "", note);
+      }
     }
   }
   for (const auto& failure : pipeline.failures()) {
@@ -181,6 +185,18 @@ nlohmann::json stage_report_json(const StageMetrics& stage, const StageDefinitio
   nlohmann::json counters = nlohmann::json::object();
   for (const auto& counter : stage.counters()) counters[counter.name] = counter.get();
   stage_json["counters"] = counters;
+  nlohmann::json threads = nlohmann::json::array();
+  for (const CoreWait& thread : stage.threads()) {
+    threads.push_back({{"name", thread.name()},
+                       {"cores", thread.cores()},
+                       {"seconds", static_cast<double>(thread.lifetime_ns()) / 1e9},
+                       {"core_wait_seconds", static_cast<double>(thread.waited_ns()) / 1e9},
+                       {"core_wait_peak_seconds", static_cast<double>(thread.peak_window_ns()) / 1e9},
+                       {"core_wait_window_seconds", static_cast<double>(CoreWait::kWindowNs) / 1e9},
+                       {"preemptions", thread.preemptions()},
+                       {"note", core_wait_note(thread)}});
+  }
+  stage_json["threads"] = threads;
   return stage_json;
 }
 

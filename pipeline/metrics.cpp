@@ -113,7 +113,16 @@ std::optional<SpectrumSnapshot::Copy> SpectrumSnapshot::read() const {
 }
 
 StageMetrics::StageMetrics(std::string lane, std::string stage, std::string type)
-    : lane_(std::move(lane)), stage_(std::move(stage)), type_(std::move(type)) {}
+    : lane_(std::move(lane)), stage_(std::move(stage)), type_(std::move(type)) {
+  threads_.emplace_back("stage");
+}
+
+CoreWait& StageMetrics::thread(const std::string& name) {
+  for (auto& thread : threads_) {
+    if (thread.name() == name) return thread;
+  }
+  return threads_.emplace_back(name);
+}
 
 NamedCounter& StageMetrics::drop_counter(const std::string& reason) {
   for (auto& counter : drops_) {

@@ -14,6 +14,7 @@
 
 #include "pipeline/chunk.hpp"
 #include "pipeline/clock.hpp"
+#include "pipeline/core_wait.hpp"
 #include "pipeline/memory.hpp"
 
 namespace sluice {
@@ -151,6 +152,12 @@ class StageMetrics {
   // Setup only (allocates): the returned reference stays valid for the metrics' lifetime.
   NamedCounter& drop_counter(const std::string& reason);
   NamedCounter& counter(const std::string& name);
+  // Setup only (allocates): the wait for a core of a thread the stage runs besides its own
+  // (its "stage" thread, which the runtime runs, is there from construction).
+  CoreWait& thread(const std::string& name);
+  [[nodiscard]] CoreWait& stage_thread() { return threads_.front(); }
+  [[nodiscard]] const std::deque<CoreWait>& threads() const { return threads_; }
+  [[nodiscard]] std::deque<CoreWait>& threads() { return threads_; }
 
   FlowCounters in;   // chunks taken from the input queue
   FlowCounters out;  // chunks handed to the output queue (or consumed, for sinks)
@@ -189,6 +196,7 @@ class StageMetrics {
   std::string type_;
   std::deque<NamedCounter> drops_;  // deque: stable addresses for the hot path
   std::deque<NamedCounter> counters_;
+  std::deque<CoreWait> threads_;  // deque: stable addresses, elements never move
 };
 
 inline void StageMetrics::add_pool_wait(std::uint64_t ns) noexcept {

@@ -267,6 +267,7 @@ void Pipeline::run_stage(Lane& lane, std::size_t index) noexcept {
       request_stop();
     }
   }
+  metrics.stage_thread().begin(format_core_list(slot.definition->cores));
   while (!failed) {
     const std::uint64_t begin = monotonic_ns();
     const std::uint64_t waited_before = metrics.wait_ns.load(std::memory_order_relaxed);
@@ -294,6 +295,7 @@ void Pipeline::run_stage(Lane& lane, std::size_t index) noexcept {
     }
   }
   if (slot.output) slot.output->close();
+  metrics.stage_thread().end();
   metrics.stopped_ns = monotonic_ns();
   const FlowCounters& flow = slot.input ? metrics.in : metrics.out;
   log::debug("{}: {} after {} chunks, {}, {} drops", FlowWatch::name(metrics),
@@ -324,6 +326,7 @@ void Pipeline::run(const std::function<void()>& tick) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     sample_queues();
     sample_timeline();
+    sample_core_waits();
     if (log::enabled(log::Level::debug)) watch.check(lanes, started_ns_);
     if (duration.count() > 0 && monotonic_ns() - started_ns_ >= static_cast<std::uint64_t>(duration.count()))
       request_stop();
@@ -334,6 +337,21 @@ void Pipeline::run(const std::function<void()>& tick) {
   }
   finished_ns_ = monotonic_ns();
   sample_timeline();
+}
+
+void Pipeline::sample_core_waits() {
+  const std::uint64_t now = monotonic_ns();
+  if (now - core_waits_sampled_ns_ < CoreWait::kWindowNs) return;
+  core_waits_sampled_ns_ = now;
+  for (auto& lane : lanes_) {
+    for (auto& slot : lane.slots) {
+      for (CoreWait& wait : slot.metrics->threads()) {
+        if (wait.sample()) {
+          log::warn("lane {}, stage {}: {}", lane.resources->name(), slot.definition->name, core_wait_note(wait));
+        }
+      }
+    }
+  }
 }
 
 void Pipeline::sample_timeline() {

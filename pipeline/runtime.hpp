@@ -59,6 +59,9 @@ class Pipeline {
   [[nodiscard]] double elapsed_seconds() const;
   // Samples queue occupancy into each stage's metrics (the runtime does this every tick).
   void sample_queues();
+  // Every stage thread's wait for a core, about once a CoreWait window; a thread's first
+  // noticeable wait is logged as it happens.
+  void sample_core_waits();
 
   // Rates over time, sampled by the monitoring thread about four times a second.
   struct TimelinePoint {
@@ -96,6 +99,7 @@ class Pipeline {
   std::mutex failures_mutex_;
   std::vector<StageFailure> failures_;
   std::uint64_t started_ns_ = 0;
+  std::uint64_t core_waits_sampled_ns_ = 0;  // the run thread's
   std::atomic<std::uint64_t> finished_ns_{0};
   std::vector<TimelinePoint> timeline_;
   // From start() until run() has made the stage threads: the starting thread kept off the cores

@@ -41,7 +41,7 @@ phase "sanitizer builds (beside the suite; log in build-sanitizers.log)"
   nice -n 19 cmake --build build-asan -j "$jobs" --target sluice_unit_tests
   touch "$asan_built"
   cmake -S . -B build-tsan -G Ninja "${tsan_flags[@]}" >/dev/null
-  nice -n 19 cmake --build build-tsan -j "$jobs" --target spsc_queue_test lifecycle_test receive_thread_test
+  nice -n 19 cmake --build build-tsan -j "$jobs" --target spsc_queue_test lifecycle_test receive_thread_test core_wait_test
 ) >build-sanitizers.log 2>&1 &
 sanitizer_builds=$!
 trap 'kill "$sanitizer_builds" 2>/dev/null || true' EXIT
@@ -67,7 +67,7 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 wait "$sanitizer_builds" || sanitizer_builds_failed
 trap - EXIT
 phase "TSan: queue, lifecycle and udp receive thread tests"
-TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan -R "^(SpscQueue|Lifecycle|ReceiveThread)\." -j "$jobs" --output-on-failure
+TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan -R "^(SpscQueue|Lifecycle|ReceiveThread|CoreWait)\." -j "$jobs" --output-on-failure
 
 if [ -x scripts/fuzz.sh ]; then
   phase "fuzz (bounded)"

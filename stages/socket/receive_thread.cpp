@@ -9,6 +9,7 @@
 #include <cerrno>
 
 #include "pipeline/clock.hpp"
+#include "pipeline/gpu_placement.hpp"
 #include "pipeline/thread_cores.hpp"
 
 namespace sluice {
@@ -47,7 +48,9 @@ ReceiveThread::ReceiveThread(int fd, std::size_t batches, std::size_t messages, 
   for (std::size_t i = 0; i < batches_.size(); ++i) batches_[i] = ReceiveBatch{&slots_, i, 0};
 }
 
-void ReceiveThread::start(const std::vector<int>& cores, const std::string& name) {
+void ReceiveThread::start(const std::vector<int>& cores, const std::string& name, CoreWait* core_wait) {
+  core_wait_ = core_wait;
+  cores_text_ = format_core_list(cores);
   stopping_.store(false, std::memory_order_relaxed);
   running_.store(true, std::memory_order_release);
   thread_ = std::thread([this] { run(); });
@@ -66,6 +69,7 @@ void ReceiveThread::start(const std::vector<int>& cores, const std::string& name
 
 void ReceiveThread::run() noexcept {
   go_.wait(false, std::memory_order_acquire);
+  if (core_wait_ != nullptr) core_wait_->begin(cores_text_);
   std::uint64_t bytes = 0;
   const std::size_t ring = slots_.count();
   while (wait_for_free_slots()) {
@@ -88,6 +92,7 @@ void ReceiveThread::run() noexcept {
     filled_.try_push(&batch);  // never full: a batch holds one slot at least
   }
   final_cpu_ns_.store(thread_cpu_ns(), std::memory_order_relaxed);
+  if (core_wait_ != nullptr) core_wait_->end();
   running_.store(false, std::memory_order_release);
   filled_.close();
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "pipeline/clock.hpp"
+#include "pipeline/core_wait.hpp"
 #include "pipeline/spsc_queue.hpp"
 
 namespace sluice {
@@ -126,8 +127,9 @@ class ReceiveThread {
   ~ReceiveThread() { stop(); }
 
   // Starts the thread, pinned to `cores` (empty: not pinned) and named `name` for top -H and
-  // perf. Throws naming pthread_setaffinity_np and its error.
-  void start(const std::vector<int>& cores, const std::string& name);
+  // perf; its wait for a core goes to `core_wait` where given (kept until stop()). Throws
+  // naming pthread_setaffinity_np and its error.
+  void start(const std::vector<int>& cores, const std::string& name, CoreWait* core_wait = nullptr);
   // Consumer: the next filled batch, or null after waiting up to `timeout` (also once the
   // thread has ended: failed or stopped, and every batch it filled taken).
   ReceiveBatch* next(std::chrono::nanoseconds timeout) noexcept;
@@ -190,6 +192,8 @@ class ReceiveThread {
   std::atomic<std::uint64_t> spun_ns_{0};         // spin_'s sum, for other threads
   std::atomic<bool> running_{false};
   std::atomic<std::uint64_t> final_cpu_ns_{0};
+  CoreWait* core_wait_ = nullptr;
+  std::string cores_text_;  // the cores it is pinned to, for core_wait_
   std::thread thread_;
   pthread_t handle_{};
 };

@@ -252,7 +252,7 @@ void UdpSource::start_receive_thread(StageContext& context) {
     context.metrics().notes.push_back(note);
   }
   try {
-    receiver_->start(cores, "rx " + context.lane_name());
+    receiver_->start(cores, "rx " + context.lane_name(), &context.metrics().thread("receive"));
   } catch (const std::runtime_error& error) {
     throw std::runtime_error("receive_cpu " + format_core_list(cores) + ": " + error.what() +
                              " (pick cores this process may use: taskset -cp PID lists them)");

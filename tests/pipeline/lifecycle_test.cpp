@@ -324,5 +324,48 @@ TEST(Lifecycle, ThreadsWithoutACpuSettingKeepOffPinnedCores) {
   EXPECT_EQ(allowed_cores(), before);
 }
 
+// A stage pinned to a core another busy thread also runs on waits for it: the report has the
+// stage thread's wait and preemptions and a note naming the core, and /metrics has the wait.
+TEST(Lifecycle, AStageKeptOffItsCoreByAnotherThreadIsMeasuredAndNamed) {
+  const int core = allowed_cores().front();
+  auto pipeline = make(
+      "pipeline: {chunk: 64KiB, duration: 700ms}\n"
+      "lanes: [{name: a, stages: [{type: generator, cpu: " +
+      std::to_string(core) + "}, {type: null}]}]\n");
+  pipeline->start();
+  std::atomic<bool> done{false};
+  std::thread rival([&] {
+    pin_thread(pthread_self(), {core});
+    while (!done.load(std::memory_order_relaxed)) {
+    }
+  });
+  pipeline->run();
+  done = true;
+  rival.join();
+  ASSERT_TRUE(pipeline->failures().empty()) << pipeline->failures()[0].message;
+  const nlohmann::json report = report_json(*pipeline, 0);
+  const auto& generator = report["lanes"][0]["stages"][0];
+  ASSERT_EQ(generator["threads"].size(), 1U);
+  const auto& thread = generator["threads"][0];
+  EXPECT_EQ(thread["name"], "stage");
+  EXPECT_EQ(thread["cores"], std::to_string(core));
+  // The generator never waits for its sink here, so it and the rival both always want the core.
+  EXPECT_GE(thread["core_wait_seconds"].get<double>(), thread["seconds"].get<double>() / 5) << thread.dump();
+  EXPECT_GT(thread["preemptions"].get<std::uint64_t>(), 0U);
+  EXPECT_GE(thread["core_wait_peak_seconds"].get<double>(), 0.01) << thread.dump();
+  const std::string note = thread["note"];
+  EXPECT_NE(note.find("its stage thread (pinned to cores " + std::to_string(core) + ")"), std::string::npos) << note;
+  EXPECT_NE(summary_table(*pipeline).find("note: " + note), std::string::npos);
+  // The unpinned sink has its figures and never a note: it runs wherever there is room.
+  const auto& sink = report["lanes"][0]["stages"][1]["threads"][0];
+  EXPECT_EQ(sink["cores"], "");
+  EXPECT_EQ(sink["note"], "");
+  const std::string text = prometheus_text(*pipeline);
+  EXPECT_NE(text.find("sluice_stage_thread_core_wait_seconds_total{lane=\"a\",stage=\"generator\",type=\"generator\","
+                      "thread=\"stage\"}"),
+            std::string::npos)
+      << text;
+}
+
 }  // namespace
 }  // namespace sluice

@@ -22,7 +22,9 @@
 #                  receive and placing cores where the host has cores to spare
 # Every pipeline run samples its sockets' queues (/proc/net/udp, every 0.25 s) into NAME-queues.txt
 # and adds a line to lanes-queues.txt: per lane the deepest queue, when, time spent deep, drops;
-# and every core's /proc/stat line each 0.5 s into NAME-cores.txt.
+# and every core's /proc/stat line each 0.5 s into NAME-cores.txt; and a line to
+# lanes-core-waits.txt: per lane how long its receive and placing threads were kept off their
+# cores (the report's threads: run delay, most in one 0.1 s window, preemptions).
 # LANES=16 GPUS=4 runs them on a 64-core four-GPU host.
 # Cores: 0-1 left to the system; receive threads on 2.., one each; then the light stages (link,
 # fft, record, null) by LANES_LIGHT_CORES: 2 (default) each pair of lanes sharing a two-core set
@@ -277,6 +279,20 @@ print(f"{sys.argv[2]}: socket queues (deepest, when after the first datagram que
 PY
 }
 
+lanes_core_waits() {  # lanes_core_waits NAME: per lane its receive and placing threads' waits for their cores
+  python3 - "$out/$1.json" "$1" <<'PY'
+import json, sys
+report = json.load(open(sys.argv[1]))
+parts = []
+for lane in report["lanes"]:
+    for thread in lane["stages"][0].get("threads", []):
+        parts.append(f"{lane['name']} {thread['name']} (cores {thread['cores'] or '-'}) "
+                     f"{thread['core_wait_seconds'] * 1e3:.1f} ms, peak {thread['core_wait_peak_seconds'] * 1e3:.1f} ms, "
+                     f"{thread['preemptions']} preemptions")
+print(f"{sys.argv[2]}: kept off their cores (in all, most in 0.1 s, preemptions): " + "; ".join(parts))
+PY
+}
+
 lanes_pipeline() {  # lanes_pipeline RATE SECONDS GPUS NAME LABEL: one run; prints its row, returns 1 on loss
   local rate=$1 seconds=$2 gpus=$3 name=$4 label=$5
   local config="$out/$name.yaml"
@@ -305,6 +321,7 @@ lanes_pipeline() {  # lanes_pipeline RATE SECONDS GPUS NAME LABEL: one run; prin
   kill "${samplers[@]}" 2> /dev/null
   wait $pipeline || status=1
   lanes_queue_summary "$name" >> "$out/lanes-queues.txt"
+  lanes_core_waits "$name" >> "$out/lanes-core-waits.txt"
   local busy
   busy=$(lanes_rx_busy "$name")
   python3 - "$out/$name.json" "$out/$name-emulator.log" "$rate" "$lanes_count" "$busy" "$label" <<'PY'
@@ -576,6 +593,7 @@ lanes_summary() {
   echo "lanes: $lanes_count lanes, GPUS=$lanes_gpus, fft $lanes_fft$([ "$lanes_split" != 0 ] && echo ", receive threads split off (LANES_SPLIT=$lanes_split)"); checks in lanes-checks.txt"
   [ -f "$out/lanes-checks.txt" ] && grep -E "WRONG|!=|drops|samples" "$out/lanes-checks.txt" | tail -$((2 * lanes_count + 6))
   [ -f "$out/lanes-queues.txt" ] && cat "$out/lanes-queues.txt"
+  [ -f "$out/lanes-core-waits.txt" ] && cat "$out/lanes-core-waits.txt"
   lanes_header
   printf '%s\n' "${lanes_rows[@]}"
   if [ "${#lanes_gpu_rows[@]}" -gt 0 ]; then

@@ -22,6 +22,7 @@
 #include "capture_sink.hpp"
 #include "emulator/emulator.hpp"
 #include "monitor/report.hpp"
+#include "pipeline/thread_cores.hpp"
 #include "proc_net_udp.hpp"
 #include "recorder/capture_reader.hpp"
 #include "recorder/capture_tools.hpp"
@@ -1326,6 +1327,46 @@ TEST(UdpSource, AStopEndsTheReceiveThreadWhileItWaitsForDatagrams) {
   EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::seconds(2));
   EXPECT_TRUE(pipeline.failures().empty());
   test_support::current_capture() = nullptr;
+}
+
+// A receive thread that shares its core with another busy thread (one the test pins there) is
+// kept off it while that one runs: the stage's metrics measure the wait and the report names
+// the thread, its core and what to do.
+TEST(UdpSource, AReceiveThreadKeptOffItsCoreIsMeasuredAndNamed) {
+  const int core = allowed_cores().front();
+  UdpRun run;
+  test_support::current_capture() = &run.capture;
+  // It spins on its empty socket, so it always wants its core.
+  Pipeline pipeline(udp_to_capture(
+      ", stream_id: 1, receive_thread: true, receive_spin: 10s, receive_cpu: [" + std::to_string(core) + "]", 8));
+  pipeline.start();
+  std::atomic<bool> done{false};
+  std::thread rival([&] {
+    pin_thread(pthread_self(), {core});
+    while (!done.load(std::memory_order_relaxed)) {
+    }
+  });
+  std::thread runner([&] { pipeline.run(); });
+  const StageMetrics& metrics = test_support::source_metrics(pipeline);
+  const CoreWait& receive = metrics.threads().back();
+  EXPECT_TRUE(test_support::wait_for([&] { return receive.lifetime_ns() >= 600'000'000U; }));
+  pipeline.request_stop();
+  runner.join();
+  done = true;
+  rival.join();
+  test_support::current_capture() = nullptr;
+  ASSERT_EQ(metrics.threads().size(), 2U);
+  EXPECT_EQ(receive.name(), "receive");
+  EXPECT_EQ(receive.cores(), std::to_string(core));
+  // Two threads that always want one core: each runs about half the time.
+  EXPECT_GE(receive.waited_ns(), receive.lifetime_ns() / 5) << receive.waited_ns() << " of " << receive.lifetime_ns();
+  EXPECT_GT(receive.preemptions(), 0U);
+  const std::string note = core_wait_note(receive);
+  EXPECT_NE(
+      note.find("its receive thread (pinned to cores " + std::to_string(core) + ") was ready to run but kept off"),
+      std::string::npos)
+      << note;
+  EXPECT_NE(summary_table(pipeline).find("note: " + note), std::string::npos);
 }
 
 // receive_spin: the receive thread polls through the paced stream's pauses, so it never blocks,

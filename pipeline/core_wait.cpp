@@ -1,0 +1,130 @@
+#include "pipeline/core_wait.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <span>
+
+#include "pipeline/clock.hpp"
+#include "pipeline/units.hpp"
+
+namespace sluice {
+
+namespace {
+
+// Reads a small /proc file whole into `buffer`; its length, or 0.
+std::size_t read_small(const char* path, std::span<char> buffer) noexcept {
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  std::size_t size = 0;
+  for (;;) {
+    const ssize_t got = ::read(fd, buffer.data() + size, buffer.size() - 1 - size);
+    if (got <= 0) break;
+    size += static_cast<std::size_t>(got);
+    if (size == buffer.size() - 1) break;
+  }
+  ::close(fd);
+  buffer[size] = '\0';
+  return size;
+}
+
+}  // namespace
+
+bool CoreWait::read(int tid, bool self, Reading& reading) noexcept {
+  std::array<char, 64> directory{};
+  if (self) {
+    std::snprintf(directory.data(), directory.size(), "/proc/thread-self");
+  } else {
+    std::snprintf(directory.data(), directory.size(), "/proc/self/task/%d", tid);
+  }
+  std::array<char, 96> path{};
+  std::array<char, 4096> text{};
+  // schedstat: time on a core, time waiting for one (both ns), timeslices.
+  std::snprintf(path.data(), path.size(), "%s/schedstat", directory.data());
+  if (read_small(path.data(), text) == 0) return false;
+  char* end = nullptr;
+  std::strtoull(text.data(), &end, 10);
+  reading.wait_ns = std::strtoull(end, nullptr, 10);
+  std::snprintf(path.data(), path.size(), "%s/status", directory.data());
+  if (read_small(path.data(), text) == 0) return false;
+  const char* field = std::strstr(text.data(), "nonvoluntary_ctxt_switches:");
+  if (field == nullptr) return false;
+  reading.nonvoluntary = std::strtoull(field + std::strlen("nonvoluntary_ctxt_switches:"), nullptr, 10);
+  return true;
+}
+
+void CoreWait::begin(const std::string& cores) noexcept {
+  Reading reading;
+  if (!read(0, true, reading)) return;
+  std::lock_guard lock(mutex_);
+  try {
+    cores_ = cores;
+  } catch (const std::bad_alloc&) {
+    return;
+  }
+  base_ = reading;
+  began_ns_ = window_start_ns_ = monotonic_ns();
+  window_start_wait_ns_ = 0;
+  tid_ = static_cast<int>(::syscall(SYS_gettid));
+}
+
+void CoreWait::update(const Reading& reading, std::uint64_t now_ns) noexcept {
+  const std::uint64_t waited = reading.wait_ns >= base_.wait_ns ? reading.wait_ns - base_.wait_ns : 0;
+  waited_ns_.store(waited, std::memory_order_relaxed);
+  preemptions_.store(reading.nonvoluntary - std::min(reading.nonvoluntary, base_.nonvoluntary),
+                     std::memory_order_relaxed);
+  lifetime_ns_.store(now_ns - began_ns_, std::memory_order_relaxed);
+  const std::uint64_t in_window = waited - std::min(waited, window_start_wait_ns_);
+  if (in_window > peak_window_ns_.load(std::memory_order_relaxed))
+    peak_window_ns_.store(in_window, std::memory_order_relaxed);
+  if (now_ns - window_start_ns_ >= kWindowNs) {
+    window_start_ns_ = now_ns;
+    window_start_wait_ns_ = waited;
+  }
+}
+
+bool CoreWait::sample() noexcept {
+  std::lock_guard lock(mutex_);
+  if (tid_ == 0) return false;
+  Reading reading;
+  if (read(tid_, false, reading)) update(reading, monotonic_ns());
+  if (warned_ || cores_.empty() || peak_window_ns() < kNoticeableNs) return false;
+  warned_ = true;
+  return true;
+}
+
+void CoreWait::end() noexcept {
+  std::lock_guard lock(mutex_);
+  if (tid_ == 0) return;
+  Reading reading;
+  if (read(tid_, true, reading)) update(reading, monotonic_ns());
+  tid_ = 0;
+}
+
+std::string core_wait_note(const CoreWait& wait) {
+  constexpr std::uint64_t kNoticeableNs = CoreWait::kNoticeableNs;
+  if (wait.cores().empty()) return {};  // an unpinned thread waits wherever the scheduler has room
+  const std::uint64_t waited = wait.waited_ns();
+  const bool bursts = wait.peak_window_ns() >= kNoticeableNs;
+  const bool overall = waited >= kNoticeableNs && waited * 200 >= wait.lifetime_ns();
+  if (!bursts && !overall) return {};
+  return fmt::format(
+      "its {} thread (pinned to cores {}) was ready to run but kept off a core for {} in all ({:.2f}% of its {}), "
+      "up to {} in one sampling window of about {}, and lost its core to another thread {} times; a stage kept off its "
+      "core falls behind "
+      "its input: another thread runs on its cores, so keep other threads and processes off them (other stages' "
+      "cpu:, a sender, or isolcpus / a cpuset)",
+      wait.name(), wait.cores(), format_duration(std::chrono::nanoseconds(waited)),
+      wait.lifetime_ns() > 0 ? 100.0 * static_cast<double>(waited) / static_cast<double>(wait.lifetime_ns()) : 0.0,
+      format_duration(std::chrono::nanoseconds(wait.lifetime_ns())),
+      format_duration(std::chrono::nanoseconds(wait.peak_window_ns())),
+      format_duration(std::chrono::nanoseconds(CoreWait::kWindowNs)), wait.preemptions());
+}
+
+}  // namespace sluice

@@ -1,0 +1,81 @@
+// How long a thread waited for a core: the time it was ready to run while the scheduler ran
+// something else where it may run (the kernel's run delay, schedstat's second field), and how
+// often another thread took the core from it (nonvoluntary context switches). A pinned thread
+// that waits here shares its core: a receive thread that does falls behind its socket.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+namespace sluice {
+
+class CoreWait {
+ public:
+  // The window over which the runtime samples every thread (a window closes at the first sample
+  // this long or more after it opened); the most a thread waited within one window is its peak.
+  static constexpr std::uint64_t kWindowNs = 100'000'000;
+  // A wait a stream behind the thread notices: at 5 GB/s, 50 MB queued.
+  static constexpr std::uint64_t kNoticeableNs = 10'000'000;
+
+  // `name`: which of its stage's threads ("stage", "receive").
+  explicit CoreWait(std::string name) : name_(std::move(name)) {}
+  CoreWait(const CoreWait&) = delete;
+  CoreWait& operator=(const CoreWait&) = delete;
+
+  // On the thread itself as it starts: what it has waited so far is left out, and `cores` (the
+  // cores it is pinned to, as the report writes them; empty when not pinned) is kept. Where
+  // /proc cannot be read (or the text not kept) the figures stay 0.
+  void begin(const std::string& cores) noexcept;
+  // From one other thread (the runtime's sampler, about every kWindowNs): brings the figures up
+  // to date while the thread runs; nothing before begin() or after end(). True once: the first
+  // time a pinned thread waited kNoticeableNs or more within one window, for a warning while the
+  // run goes on.
+  bool sample() noexcept;
+  // On the thread itself as it ends: the last figures; later samples do nothing.
+  void end() noexcept;
+
+  [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  // The cores begin() was given; read after the thread began.
+  [[nodiscard]] const std::string& cores() const noexcept { return cores_; }
+  [[nodiscard]] std::uint64_t waited_ns() const noexcept { return waited_ns_.load(std::memory_order_relaxed); }
+  [[nodiscard]] std::uint64_t peak_window_ns() const noexcept {
+    return peak_window_ns_.load(std::memory_order_relaxed);
+  }
+  [[nodiscard]] std::uint64_t preemptions() const noexcept { return preemptions_.load(std::memory_order_relaxed); }
+  // From begin() to end() (or to the last sample while it runs).
+  [[nodiscard]] std::uint64_t lifetime_ns() const noexcept { return lifetime_ns_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Reading {
+    std::uint64_t wait_ns = 0;
+    std::uint64_t nonvoluntary = 0;
+  };
+  // The thread's figures under /proc/thread-self (its own) or /proc/self/task/<tid>: false when
+  // they cannot be read (the thread has ended, or /proc is not mounted).
+  static bool read(int tid, bool self, Reading& reading) noexcept;
+  void update(const Reading& reading, std::uint64_t now_ns) noexcept;
+
+  std::string name_;
+  std::string cores_;
+  std::mutex mutex_;  // a sample and the thread's end
+  int tid_ = 0;       // 0: not begun, or ended
+  Reading base_;
+  std::uint64_t began_ns_ = 0;
+  std::uint64_t window_start_ns_ = 0;
+  std::uint64_t window_start_wait_ns_ = 0;
+  std::atomic<std::uint64_t> waited_ns_{0};
+  std::atomic<std::uint64_t> peak_window_ns_{0};
+  std::atomic<std::uint64_t> preemptions_{0};
+  std::atomic<std::uint64_t> lifetime_ns_{0};
+  bool warned_ = false;
+};
+
+// For the report: when a pinned thread waited long enough for a core that a stream behind it
+// would back up (kNoticeableNs or more in one window, or in all that and 0.5% of its life), what
+// happened and what to do; else empty. An unpinned thread gets none: it runs wherever the
+// scheduler has room, and its figures say how long that took.
+std::string core_wait_note(const CoreWait& wait);
+
+}  // namespace sluice
