@@ -24,7 +24,11 @@
 # and adds a line to lanes-queues.txt: per lane the deepest queue, when, time spent deep, drops;
 # and every core's /proc/stat line each 0.5 s into NAME-cores.txt; and a line to
 # lanes-core-waits.txt: per lane how long its receive and placing threads were kept off their
-# cores (the report's threads: run delay, most in one 0.1 s window, preemptions).
+# cores (the report's threads: run delay, most in one 0.1 s window, preemptions); and one to
+# lanes-vmstat.txt: the page allocator's counts over the run (/proc/vmstat before and after).
+# LANES_PCP_FRACTION sets vm.percpu_pagelist_high_fraction first (8 and up: larger per-core page
+# lists, fewer trips to the zone's lock; 0: the kernel's own sizing), to try whether the loopback's
+# page traffic (allocated on the senders' cores, freed on the receivers') holds the lanes back.
 # LANES=16 GPUS=4 runs them on a 64-core four-GPU host.
 # Cores: 0-1 left to the system; receive threads on 2.., one each; then the light stages (link,
 # fft, record, null) by LANES_LIGHT_CORES: 2 (default) each pair of lanes sharing a two-core set
@@ -62,6 +66,10 @@ lanes_fft=${LANES_FFT:-cufft}
 lanes_light=${LANES_LIGHT_CORES:-2}
 lanes_host_cores=${LANES_HOST_CORES:-$(nproc)}
 lanes_dry=${LANES_DRY_RUN:-0}
+if [ -n "${LANES_PCP_FRACTION:-}" ] && [ "$lanes_dry" != 1 ]; then
+  echo "$LANES_PCP_FRACTION" > /proc/sys/vm/percpu_pagelist_high_fraction
+  echo "lanes: vm.percpu_pagelist_high_fraction = $(cat /proc/sys/vm/percpu_pagelist_high_fraction)"
+fi
 lanes_split=${LANES_SPLIT:-0}
 lanes_spin_us=${RECEIVE_SPIN_US:-0}
 lanes_light_sets=${LANES_LIGHT_SETS:-1}
@@ -293,6 +301,18 @@ print(f"{sys.argv[2]}: kept off their cores (in all, most in 0.1 s, preemptions)
 PY
 }
 
+lanes_vmstat_delta() {  # lanes_vmstat_delta NAME: the page allocator's counts over the run
+  python3 - "$out/$1-vmstat-before.txt" "$out/$1-vmstat-after.txt" "$1" <<'PY'
+import sys
+def load(path):
+    return {key: int(value) for key, value in (line.split() for line in open(path))}
+before, after = load(sys.argv[1]), load(sys.argv[2])
+keys = ["pgalloc_normal", "pgalloc_dma32", "pgfree", "pgfault", "compact_stall", "allocstall_normal",
+        "pgscan_direct", "thp_fault_alloc"]
+print(f"{sys.argv[3]}: over the run: " + ", ".join(f"{key} {after[key] - before[key]}" for key in keys if key in before))
+PY
+}
+
 lanes_pipeline() {  # lanes_pipeline RATE SECONDS GPUS NAME LABEL: one run; prints its row, returns 1 on loss
   local rate=$1 seconds=$2 gpus=$3 name=$4 label=$5
   local config="$out/$name.yaml"
@@ -317,11 +337,14 @@ lanes_pipeline() {  # lanes_pipeline RATE SECONDS GPUS NAME LABEL: one run; prin
   samplers+=($!)
   while :; do echo "t $(date +%s.%N)"; grep '^cpu[0-9]' /proc/stat; sleep 0.5; done > "$out/$name-cores.txt" &
   samplers+=($!)
+  cp /proc/vmstat "$out/$name-vmstat-before.txt"
   lanes_send "$name" "$config" "$seconds"
+  cp /proc/vmstat "$out/$name-vmstat-after.txt"
   kill "${samplers[@]}" 2> /dev/null
   wait $pipeline || status=1
   lanes_queue_summary "$name" >> "$out/lanes-queues.txt"
   lanes_core_waits "$name" >> "$out/lanes-core-waits.txt"
+  lanes_vmstat_delta "$name" >> "$out/lanes-vmstat.txt"
   local busy
   busy=$(lanes_rx_busy "$name")
   python3 - "$out/$name.json" "$out/$name-emulator.log" "$rate" "$lanes_count" "$busy" "$label" <<'PY'
@@ -594,6 +617,7 @@ lanes_summary() {
   [ -f "$out/lanes-checks.txt" ] && grep -E "WRONG|!=|drops|samples" "$out/lanes-checks.txt" | tail -$((2 * lanes_count + 6))
   [ -f "$out/lanes-queues.txt" ] && cat "$out/lanes-queues.txt"
   [ -f "$out/lanes-core-waits.txt" ] && cat "$out/lanes-core-waits.txt"
+  [ -f "$out/lanes-vmstat.txt" ] && cat "$out/lanes-vmstat.txt"
   lanes_header
   printf '%s\n' "${lanes_rows[@]}"
   if [ "${#lanes_gpu_rows[@]}" -gt 0 ]; then
