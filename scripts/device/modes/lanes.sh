@@ -17,6 +17,8 @@
 #                  layout of CORES_LAYOUTS ("stage 1 2"): the light stages on a core each, on one
 #                  core per lane, on a two-core set per pair of lanes; receive cores one each
 #                  throughout; the light cores' busy shares and each stage's busy fraction
+#   lanes-pcp      soaks taking turns, LANES_PCP_ROUNDS (2) each: the kernel's own per-core page
+#                  lists, then larger ones (vm.percpu_pagelist_high_fraction = LANES_PCP_FRACTION, 8)
 #   lanes-topology each core's hyperthread siblings and NUMA node (sysfs), its role in this layout,
 #                  and a LANES_SENDER_CPUS that keeps the sender threads off the siblings of the
 #                  receive and placing cores where the host has cores to spare
@@ -565,6 +567,23 @@ lanes_soak() {  # lanes_soak GPUS LABEL
   lanes_gpu_shares "lanes-$2" "${per_gpu[@]}"
 }
 
+lanes_pcp_set() {  # lanes_pcp_set FRACTION: vm.percpu_pagelist_high_fraction (not in a dry run)
+  [ "$lanes_dry" = 1 ] && return
+  echo "$1" > /proc/sys/vm/percpu_pagelist_high_fraction
+}
+
+lanes_pcp() {  # soaks taking turns: the kernel's per-core page lists, then larger ones
+  local fraction=${LANES_PCP_FRACTION:-8} round saved=0
+  [ "$lanes_dry" = 1 ] || saved=$(cat /proc/sys/vm/percpu_pagelist_high_fraction)
+  for ((round = 1; round <= ${LANES_PCP_ROUNDS:-2}; round++)); do
+    lanes_pcp_set 0
+    lanes_soak "$lanes_gpus" "pcp0-$round"
+    lanes_pcp_set "$fraction"
+    lanes_soak "$lanes_gpus" "pcp$fraction-$round"
+  done
+  lanes_pcp_set "$saved"
+}
+
 lanes_cores_lanes() {  # lanes that fit a core per stage (6 a lane past the system's two), a multiple of GPUS
   local step=$((lanes_gpus > 0 ? lanes_gpus : 1)) fit
   fit=$(((lanes_host_cores - 2) / 6 / step * step))
@@ -676,5 +695,6 @@ case $mode in
   lanes-soak) lanes_peak_copies; lanes_soak "$lanes_gpus" soak; lanes_summary ;;
   lanes-onegpu) lanes_peak_copies; lanes_soak 1 onegpu; lanes_soak "$lanes_gpus" soak; lanes_summary ;;
   lanes-cores) lanes_cores; lanes_summary ;;
+  lanes-pcp) lanes_peak_copies; lanes_pcp; lanes_summary ;;
   lanes-topology) lanes_topology ;;
 esac
