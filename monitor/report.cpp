@@ -363,6 +363,20 @@ std::string rate_plot_svg(const Pipeline& pipeline) {
   return svg.str();
 }
 
+namespace {
+// Each of a stage's threads: its cores and how long it has been kept off them so far.
+nlohmann::json live_threads_json(const StageMetrics& stage) {
+  nlohmann::json threads = nlohmann::json::array();
+  for (const CoreWait& thread : stage.threads()) {
+    threads.push_back({{"name", thread.name()},
+                       {"cores", thread.cores()},
+                       {"core_wait_ns", thread.waited_ns()},
+                       {"preemptions", thread.preemptions()}});
+  }
+  return threads;
+}
+}  // namespace
+
 nlohmann::json live_status_json(const Pipeline& pipeline) {
   nlohmann::json status;
   status["pipeline"] = pipeline.definition().settings.name;
@@ -397,6 +411,7 @@ nlohmann::json live_status_json(const Pipeline& pipeline) {
           {"lost_samples", stage->lost_samples()},
           {"latency_p50_ns", stage->latency.percentile(0.5)},
           {"latency_p99_ns", stage->latency.percentile(0.99)},
+          {"threads", live_threads_json(*stage)},
       });
     }
     status["lanes"].push_back(lane_json);

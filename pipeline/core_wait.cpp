@@ -72,6 +72,12 @@ void CoreWait::begin(const std::string& cores) noexcept {
   began_ns_ = window_start_ns_ = monotonic_ns();
   window_start_wait_ns_ = 0;
   tid_ = static_cast<int>(::syscall(SYS_gettid));
+  began_.store(true, std::memory_order_release);
+}
+
+const std::string& CoreWait::cores() const noexcept {
+  static const std::string kNone;
+  return began_.load(std::memory_order_acquire) ? cores_ : kNone;
 }
 
 void CoreWait::update(const Reading& reading, std::uint64_t now_ns) noexcept {

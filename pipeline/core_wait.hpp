@@ -37,8 +37,8 @@ class CoreWait {
   void end() noexcept;
 
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
-  // The cores begin() was given; read after the thread began.
-  [[nodiscard]] const std::string& cores() const noexcept { return cores_; }
+  // The cores begin() was given (empty until then): safe to read from any thread.
+  [[nodiscard]] const std::string& cores() const noexcept;
   [[nodiscard]] std::uint64_t waited_ns() const noexcept { return waited_ns_.load(std::memory_order_relaxed); }
   [[nodiscard]] std::uint64_t peak_window_ns() const noexcept {
     return peak_window_ns_.load(std::memory_order_relaxed);
@@ -58,9 +58,10 @@ class CoreWait {
   void update(const Reading& reading, std::uint64_t now_ns) noexcept;
 
   std::string name_;
-  std::string cores_;
-  std::mutex mutex_;  // a sample and the thread's end
-  int tid_ = 0;       // 0: not begun, or ended
+  std::string cores_;               // written once, before began_
+  std::atomic<bool> began_{false};  // cores_ is set
+  std::mutex mutex_;                // a sample and the thread's end
+  int tid_ = 0;                     // 0: not begun, or ended
   Reading base_;
   std::uint64_t began_ns_ = 0;
   std::uint64_t window_start_ns_ = 0;

@@ -96,6 +96,10 @@ TEST(Dashboard, ShowsLiveRatesAndTheSpectrumInABrowser) {
     for (const char* stage : {"source", "fft", "sink"}) {
       EXPECT_NE(dom->find("<tr data-stage=\"port0/" + std::string(stage) + "\">"), std::string::npos) << stage;
     }
+    // Each stage row has its pinned threads' time off their cores (the demo pins none: 0).
+    const std::regex off_core(R"re(<tr data-stage="port0/source">(?:(?!</tr>).)*?data-core-wait-ns="([0-9]+)")re");
+    std::smatch waited;
+    EXPECT_TRUE(std::regex_search(*dom, waited, off_core)) << *dom;
     // The spectrum: the demo's 10 MHz tone, 250 Msps / 1024 = 244 kHz per bin.
     const double peak = number(attribute(*dom, "<svg[^>]*class=\"spectrum\"[^>]*>", "data-peak-hz"));
     EXPECT_NEAR(peak, 10e6, 250e6 / 1024) << *dom;
