@@ -2,6 +2,7 @@
 // operations a batch, so that its core costs what the kernel's receive costs.
 #include "stages/socket/receive_thread.hpp"
 
+#include <poll.h>
 #include <pthread.h>
 #include <time.h>
 
@@ -82,7 +83,6 @@ void ReceiveThread::run() noexcept {
       if (!stopping_.load(std::memory_order_relaxed)) failed_errno_.store(errno, std::memory_order_release);
       break;
     }
-    if (received == 0) continue;
     ReceiveBatch& batch = batches_[first];
     batch.received = static_cast<std::size_t>(received);
     for (std::size_t i = 0; i < batch.received; ++i) bytes += batch.message(i).msg_len;
@@ -90,6 +90,7 @@ void ReceiveThread::run() noexcept {
     slots_in_use_ += batch.received;
     next_slot_ = (first + batch.received) % ring;
     filled_.try_push(&batch);  // never full: a batch holds one slot at least
+    calls_.fetch_add(1);       // even: the call's datagrams are in the ring
   }
   final_cpu_ns_.store(thread_cpu_ns(), std::memory_order_relaxed);
   if (core_wait_ != nullptr) core_wait_->end();
@@ -110,13 +111,26 @@ int ReceiveThread::receive(std::size_t first, std::size_t count) noexcept {
       blocking_calls_.store(blocking_calls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       publish_spin();  // before it sleeps
     }
+    if (blocking && wait_outside_calls_) {
+      // Sleep in poll() rather than in the call, so that every call is short: a merge that
+      // waits for this thread's call to end (calls()) never waits for the stream to go on.
+      pollfd readable{fd_, POLLIN, 0};
+      static_cast<void>(::poll(&readable, 1, kPollMs));
+    }
+    calls_.fetch_add(1);  // odd: in a call, which may take datagrams off the socket
     received = ::recvmmsg(fd_, slots_.headers(first), static_cast<unsigned>(count),
-                          blocking ? MSG_WAITFORONE : MSG_DONTWAIT, nullptr);
-    if (received >= 0) {
+                          blocking && !wait_outside_calls_ ? MSG_WAITFORONE : MSG_DONTWAIT, nullptr);
+    if (received > 0) {  // the call stays open until run() has handed its batch on
       spin_.received();
       break;
     }
-    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return -1;
+    const int error = errno;
+    calls_.fetch_add(1);
+    if (received == 0) continue;
+    if (error != EAGAIN && error != EWOULDBLOCK && error != EINTR) {
+      errno = error;
+      return -1;
+    }
     spin_.found_empty();
   }
   if (received < 0) spin_.end();  // stopping

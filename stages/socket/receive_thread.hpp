@@ -126,6 +126,10 @@ class ReceiveThread {
   ReceiveThread& operator=(const ReceiveThread&) = delete;
   ~ReceiveThread() { stop(); }
 
+  // Before start(): wait for datagrams in poll() and take them with non-blocking calls, so that
+  // no call lasts longer than its copying (for a ReceiveMerge of several threads; each poll
+  // counts as a blocking call).
+  void wait_outside_calls() noexcept { wait_outside_calls_ = true; }
   // Starts the thread, pinned to `cores` (empty: not pinned) and named `name` for top -H and
   // perf; its wait for a core goes to `core_wait` where given (kept until stop()). Throws
   // naming pthread_setaffinity_np and its error.
@@ -151,6 +155,10 @@ class ReceiveThread {
   // The thread's CPU time (user and system) so far, or in all once it has ended; 0 before
   // start(). Read from any thread while the thread runs or after stop(), not during stop().
   [[nodiscard]] std::uint64_t cpu_ns() const noexcept;
+  // Odd while the thread is in a recvmmsg call whose datagrams are not yet in the ring, even
+  // between calls: a consumer that found the ring empty and then reads an even count (and the
+  // ring still empty) knows that whatever the thread takes next left the socket after now.
+  [[nodiscard]] std::uint64_t calls() const noexcept { return calls_.load(); }
   // Bytes (whole datagrams, GRO segments summed) the thread has received so far.
   [[nodiscard]] std::uint64_t received_bytes() const noexcept {
     return received_bytes_.load(std::memory_order_relaxed);
@@ -171,7 +179,10 @@ class ReceiveThread {
   // back. False once stopping.
   bool wait_for_free_slots() noexcept;
 
+  static constexpr int kPollMs = 10;  // as the socket's receive timeout: stop() is seen soon
+
   int fd_;
+  bool wait_outside_calls_ = false;
   std::size_t messages_;  // the most slots one recvmmsg fills
   ReceiveSpin spin_;      // this thread's: whether a call may block, and the time spent polling
   ReceiveSlots slots_;
@@ -188,6 +199,7 @@ class ReceiveThread {
   std::atomic<int> failed_errno_{0};
   std::atomic<std::uint64_t> waits_for_batch_{0};
   std::atomic<std::uint64_t> received_bytes_{0};
+  std::atomic<std::uint64_t> calls_{0};           // see calls()
   std::atomic<std::uint64_t> blocking_calls_{0};  // this thread writes them, anyone reads
   std::atomic<std::uint64_t> spun_ns_{0};         // spin_'s sum, for other threads
   std::atomic<bool> running_{false};

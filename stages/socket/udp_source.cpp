@@ -28,6 +28,33 @@ namespace {
 constexpr std::size_t kGroBytes = 65536;  // a GRO super-datagram is at most 64 KiB
 __extension__ typedef __int128 Int128;    // picoseconds (under 2^41) times a rate (under 2^37)
 
+// The merge keys (ReceiveMerge::KeyOf): when the kernel received the message (SO_TIMESTAMPNS),
+// then, for datagrams received at once (a sender's GSO burst that the kernel split, which reach
+// the socket with one time), the first datagram's place in the stream.
+bool received_at(const mmsghdr& message, std::uint64_t& nanoseconds) noexcept {
+  const msghdr& header = message.msg_hdr;
+  for (cmsghdr* control = CMSG_FIRSTHDR(&header); control != nullptr;
+       control = CMSG_NXTHDR(const_cast<msghdr*>(&header), control)) {
+    if (control->cmsg_level == SOL_SOCKET && control->cmsg_type == SCM_TIMESTAMPNS) {
+      timespec received{};
+      std::memcpy(&received, CMSG_DATA(control), sizeof(received));
+      nanoseconds =
+          static_cast<std::uint64_t>(received.tv_sec) * 1'000'000'000ULL + static_cast<std::uint64_t>(received.tv_nsec);
+      return true;
+    }
+  }
+  return false;
+}
+bool vita49_order(const mmsghdr& message, const std::byte* data, std::uint64_t& high, std::uint64_t& low) noexcept {
+  if (!vita49::order_key(std::span<const std::byte>(data, message.msg_len), low)) low = 0;
+  return received_at(message, high);
+}
+bool gnuradio_order(const mmsghdr& message, const std::byte* data, std::uint64_t& high, std::uint64_t& low) noexcept {
+  low = 0;
+  if (message.msg_len >= sizeof low) std::memcpy(&low, data, sizeof low);  // the sink's sequence number
+  return received_at(message, high);
+}
+
 // receive_thread and the settings that only it has.
 void read_receive_thread_settings(SettingsReader& reader, UdpSourceSettings& settings) {
   settings.receive_thread = reader.boolean(
@@ -49,8 +76,28 @@ void read_receive_thread_settings(SettingsReader& reader, UdpSourceSettings& set
       "receive_spin", settings.receive_spin,
       "the receive thread polls an empty socket this long before it sleeps (receive_thread: true; 0: sleeps at "
       "once): while the stream flows nobody pays to wake it, and its core shows busy while it polls");
+  settings.receive_threads = static_cast<std::size_t>(reader.integer(
+      "receive_threads", 1,
+      "receive threads reading the one socket (receive_thread: true), each on the next core of receive_cpu: more "
+      "than one core's worth of the kernel's receive for one stream; the stage puts their datagrams back in the "
+      "order the kernel received them (SO_TIMESTAMPNS, then timestamps or sequence numbers)",
+      1, 16));
+  if (settings.receive_threads > 1 && settings.framing == UdpFraming::none) {
+    reader.error("receive_threads",
+                 "several receive threads need each datagram's place in the stream to keep datagrams the kernel "
+                 "received at once in order, which framing none does not have",
+                 "use framing vita49 or gnuradio_seq, or receive_threads: 1");
+  }
+  if (settings.receive_threads > 1 && !settings.receive_cpu.empty() &&
+      settings.receive_cpu.size() < settings.receive_threads) {
+    reader.error("receive_cpu",
+                 "names " + std::to_string(settings.receive_cpu.size()) + " core(s) for " +
+                     std::to_string(settings.receive_threads) + " receive threads",
+                 "give each receive thread a core of its own, e.g. receive_cpu: 4-" +
+                     std::to_string(3 + settings.receive_threads));
+  }
   if (settings.receive_thread) return;
-  for (const char* key : {"receive_cpu", "receive_batches", "receive_spin"}) {
+  for (const char* key : {"receive_cpu", "receive_batches", "receive_spin", "receive_threads"}) {
     if (reader.has(key)) {
       reader.error(key, std::string(key) + " applies to the receive thread, which is off",
                    "set receive_thread: true, or remove it (cpu: pins the stage's own thread)");
@@ -145,6 +192,14 @@ sockaddr_in UdpSource::open_socket(StageContext& context) {
     throw std::runtime_error(wire::errno_message("getsockname"));
   }
   port_ = ntohs(bound.sin_port);
+  if (settings_.receive_thread && settings_.receive_threads > 1) {
+    // The receive threads' messages are put back in the order the kernel received them.
+    const int one = 1;
+    if (::setsockopt(socket_.get(), SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one)) != 0) {
+      throw std::runtime_error(wire::errno_message("setsockopt(SO_TIMESTAMPNS)") +
+                               " (several receive threads need it: set receive_threads: 1)");
+    }
+  }
   gro_ = false;
   if (settings_.gro) {
     const int one = 1;
@@ -164,8 +219,16 @@ void UdpSource::allocate_batches() {
   slot_bytes_ = gro_ ? kGroBytes : settings_.max_datagram;
   if (settings_.batch == 0) settings_.batch = default_udp_batch(gro_);
   if (settings_.receive_thread) {
-    receiver_ = std::make_unique<ReceiveThread>(socket_.get(), settings_.receive_batches, settings_.batch, slot_bytes_,
-                                                kUdpControlBytes, settings_.receive_spin);
+    std::vector<ReceiveThread*> readers;
+    for (std::size_t k = 0; k < settings_.receive_threads; ++k) {
+      receivers_.push_back(std::make_unique<ReceiveThread>(socket_.get(), settings_.receive_batches, settings_.batch,
+                                                           slot_bytes_, kUdpControlBytes, settings_.receive_spin));
+      readers.push_back(receivers_.back().get());
+      if (settings_.receive_threads > 1) receivers_.back()->wait_outside_calls();
+    }
+    if (readers.size() > 1) {
+      merge_.emplace(std::move(readers), settings_.framing == UdpFraming::vita49 ? &vita49_order : &gnuradio_order);
+    }
   }
   // The stage's own receives: every one without a receive thread, the last ones at a stop with it.
   slots_ = std::make_unique<ReceiveSlots>(settings_.batch, slot_bytes_, kUdpControlBytes);
@@ -228,18 +291,19 @@ void UdpSource::start(StageContext& context) {
   }
   if (settings_.framing == UdpFraming::vita49 && settings_.context_wait.count() > 0) wait_for_context(context);
   last_packet_ns_ = monotonic_ns();
-  if (receiver_) start_receive_thread(context);
+  if (!receivers_.empty()) start_receive_threads(context);
 }
 
-void UdpSource::start_receive_thread(StageContext& context) {
+void UdpSource::start_receive_threads(StageContext& context) {
   receiver_waits_ = &context.metrics().counter("receive_thread_waits");
   receiver_blocking_calls_ = &context.metrics().counter("receive_thread_blocking_calls");
   receiver_spin_ns_ = &context.metrics().counter("receive_thread_spin_ns");
+  if (merge_) merge_holds_ = &context.metrics().counter("receive_merge_holds");
   const std::vector<int>& cores = settings_.receive_cpu;
-  if (context.cpu() >= 0 && cores.size() == 1 && cores.front() == context.cpu()) {
+  if (context.cpu() >= 0 && std::find(cores.begin(), cores.end(), context.cpu()) != cores.end()) {
     // It works, but the receive core then does all the work again, and more.
-    const std::string note = "receive_cpu " + std::to_string(cores.front()) +
-                             " is also the stage's cpu: the receive thread and the stage's thread take turns on one "
+    const std::string note = "receive_cpu " + std::to_string(context.cpu()) +
+                             " is also the stage's cpu: a receive thread and the stage's thread take turns on one "
                              "core; give the stage's thread other cores (cpu:), or set receive_thread: false";
     log::warn("{}: {}", context.stage_name(), note);
     context.metrics().notes.push_back(note);
@@ -251,14 +315,22 @@ void UdpSource::start_receive_thread(StageContext& context) {
     log::warn("{}: {}", context.stage_name(), note);
     context.metrics().notes.push_back(note);
   }
-  try {
-    receiver_->start(cores, "rx " + context.lane_name(), &context.metrics().thread("receive"));
-  } catch (const std::runtime_error& error) {
-    throw std::runtime_error("receive_cpu " + format_core_list(cores) + ": " + error.what() +
-                             " (pick cores this process may use: taskset -cp PID lists them)");
+  for (std::size_t k = 0; k < receivers_.size(); ++k) {
+    // One thread takes the whole set; several take a core of it each.
+    const std::vector<int> own = receivers_.size() == 1 || cores.empty() ? cores : std::vector<int>{cores[k]};
+    const std::string suffix = k == 0 ? "" : " " + std::to_string(k + 1);
+    try {
+      receivers_[k]->start(own, "rx" + suffix + " " + context.lane_name(),
+                           &context.metrics().thread("receive" + suffix));
+    } catch (const std::runtime_error& error) {
+      throw std::runtime_error("receive_cpu " + format_core_list(own) + ": " + error.what() +
+                               " (pick cores this process may use: taskset -cp PID lists them)");
+    }
   }
-  log::info("{}: receive thread on {}", context.stage_name(),
-            cores.empty() ? std::string("any core (receive_cpu not set)") : "cpu " + format_core_list(cores));
+  log::info(
+      "{}: {} on {}", context.stage_name(),
+      receivers_.size() == 1 ? std::string("receive thread") : std::to_string(receivers_.size()) + " receive threads",
+      cores.empty() ? std::string("any core (receive_cpu not set)") : "cpu " + format_core_list(cores));
 }
 
 void UdpSource::wait_for_context(StageContext& context) {
@@ -398,7 +470,7 @@ int UdpSource::receive_batch() noexcept {
 
 StageStatus UdpSource::process() {
   if (context_->stop_requested()) {
-    if (receiver_) drain_receive_thread();
+    if (!receivers_.empty()) drain_receive_threads();
     drain_socket();
     while (release_oldest_pending()) {
     }
@@ -406,7 +478,8 @@ StageStatus UdpSource::process() {
     return StageStatus::end_of_stream;
   }
   backlog_.sample(monotonic_ns());
-  if (receiver_) return process_from_thread();
+  if (merge_) return process_merged();
+  if (!receivers_.empty()) return process_from_thread();
   const int received = receive_batch();
   if (received == kReceiveFailed) return StageStatus::error;
   if (received <= 0) {
@@ -423,9 +496,18 @@ StageStatus UdpSource::process() {
 }
 
 void UdpSource::publish_receive_thread() noexcept {
-  receiver_waits_->set(receiver_->waits_for_batch());
-  receiver_blocking_calls_->set(receiver_->blocking_calls());
-  receiver_spin_ns_->set(receiver_->spin_ns());
+  std::uint64_t waits = 0;
+  std::uint64_t blocking = 0;
+  std::uint64_t spun = 0;
+  for (const auto& receiver : receivers_) {
+    waits += receiver->waits_for_batch();
+    blocking += receiver->blocking_calls();
+    spun += receiver->spin_ns();
+  }
+  receiver_waits_->set(waits);
+  receiver_blocking_calls_->set(blocking);
+  receiver_spin_ns_->set(spun);
+  if (merge_) merge_holds_->set(merge_->holds());
 }
 
 StageStatus UdpSource::process_from_thread() noexcept {
@@ -433,26 +515,61 @@ StageStatus UdpSource::process_from_thread() noexcept {
   ReceiveBatch* batch = nullptr;
   {
     const WaitTimer waiting(context_->metrics());
-    batch = receiver_->next(std::chrono::milliseconds(10));  // process() returns now and then to see stop requests
+    batch = receivers_.front()->next(std::chrono::milliseconds(10));  // process() returns now and then to see stops
   }
-  if (batch == nullptr) {
-    if (const int error = receiver_->failed_errno(); error != 0) {
-      context_->fail(wire::errno_message("recvmmsg (receive thread)", error));
-      return StageStatus::error;
-    }
-    flush_when_quiet();
-    return StageStatus::idle;
-  }
+  if (batch == nullptr) return when_nothing_came();
   handle_batch(*batch);
-  receiver_->give_back(batch);
+  receivers_.front()->give_back(batch);
   return check_context_rate();
 }
 
-void UdpSource::drain_receive_thread() noexcept {
-  receiver_->stop();
-  while (ReceiveBatch* batch = receiver_->next(std::chrono::nanoseconds(0))) {
-    handle_batch(*batch);
-    receiver_->give_back(batch);
+StageStatus UdpSource::process_merged() noexcept {
+  publish_receive_thread();
+  std::optional<ReceiveMerge::Message> message;
+  {
+    const WaitTimer waiting(context_->metrics());
+    message = merge_->next(std::chrono::milliseconds(10));
+  }
+  if (!message) return when_nothing_came();
+  last_packet_ns_ = monotonic_ns();
+  // Up to a batch's worth of messages a call, as from one thread.
+  for (std::size_t handled = 0; message && handled < settings_.batch; ++handled) {
+    handle_message(*message->batch, message->index);
+    static_cast<void>(merge_->done(*message));
+    message = merge_->next(std::chrono::nanoseconds(0));
+  }
+  context_->metrics().packets.fetch_add(batch_packets_, std::memory_order_relaxed);
+  batch_packets_ = 0;
+  return check_context_rate();
+}
+
+StageStatus UdpSource::when_nothing_came() noexcept {
+  for (const auto& receiver : receivers_) {
+    if (const int error = receiver->failed_errno(); error != 0) {
+      context_->fail(wire::errno_message("recvmmsg (receive thread)", error));
+      return StageStatus::error;
+    }
+  }
+  flush_when_quiet();
+  return StageStatus::idle;
+}
+
+void UdpSource::drain_receive_threads() noexcept {
+  for (const auto& receiver : receivers_) receiver->stop();
+  if (merge_) {
+    // Every call is over: the rings hold all there is, and the merge waits for nothing.
+    while (const auto message = merge_->next(std::chrono::nanoseconds(0))) {
+      handle_message(*message->batch, message->index);
+      static_cast<void>(merge_->done(*message));
+    }
+    context_->metrics().packets.fetch_add(batch_packets_, std::memory_order_relaxed);
+    batch_packets_ = 0;
+  } else {
+    ReceiveThread& receiver = *receivers_.front();
+    while (ReceiveBatch* batch = receiver.next(std::chrono::nanoseconds(0))) {
+      handle_batch(*batch);
+      receiver.give_back(batch);
+    }
   }
   publish_receive_thread();
 }
@@ -808,7 +925,7 @@ bool UdpSource::release_oldest_pending() noexcept {
 }
 
 void UdpSource::stop() noexcept {
-  if (receiver_) drain_receive_thread();
+  if (!receivers_.empty()) drain_receive_threads();
   guard_.discard();  // never confirmed: outliers
   while (release_oldest_pending()) {
   }

@@ -18,6 +18,7 @@
 #include "stages/socket/jump_guard.hpp"
 #include "stages/socket/kernel_drops.hpp"
 #include "stages/socket/packet_history.hpp"
+#include "stages/socket/receive_merge.hpp"
 #include "stages/socket/receive_thread.hpp"
 #include "stages/socket/reorder_window.hpp"
 #include "stages/socket/socket_backlog.hpp"
@@ -49,12 +50,13 @@ struct UdpSourceSettings {
   // capture's description carries its frequency and rate; 0: do not wait.
   std::chrono::nanoseconds context_wait{0};
   // A thread of its own makes the receive calls and nothing else; the stage's thread does the
-  // rest (ReceiveThread). receive_cpu: that thread's cores; receive_batches: its ring;
-  // receive_spin: how long it polls an empty socket before it sleeps.
+  // rest (ReceiveThread). receive_cpu: that thread's cores (several threads: one each);
+  // receive_batches: its ring; receive_spin: how long it polls an empty socket before it sleeps.
   bool receive_thread = false;
   std::vector<int> receive_cpu;
   std::size_t receive_batches = 4;
   std::chrono::nanoseconds receive_spin{0};
+  std::size_t receive_threads = 1;  // reading the one socket, merged back into stream order
   PoolSettings pool;
 };
 
@@ -63,9 +65,11 @@ struct UdpSourceSettings {
 // copies out of them. The socket benchmark gives its bare loop the same.
 std::size_t default_udp_batch(bool gro) noexcept;
 
-// Control-message space the udp stage gives each received message: the GRO segment size and the
-// kernel's drop count (KernelDrops). The socket benchmark's bare loop gives its messages the same.
-inline constexpr std::size_t kUdpControlBytes = CMSG_SPACE(sizeof(int)) + KernelDrops::kControlBytes;
+// Control-message space the udp stage gives each received message: the GRO segment size, the
+// kernel's drop count (KernelDrops) and, with several receive threads, the time the kernel
+// received it (SO_TIMESTAMPNS). The socket benchmark's bare loop gives its messages the same.
+inline constexpr std::size_t kUdpControlBytes =
+    CMSG_SPACE(sizeof(int)) + KernelDrops::kControlBytes + CMSG_SPACE(sizeof(timespec));
 
 // A single stray timestamp never moves the stream (JumpGuard); datagrams the kernel dropped at
 // the socket are told from a sender's jump by the kernel's own count (KernelDrops). With
@@ -84,9 +88,12 @@ class UdpSource final : public Stage {
   // VITA-49 datagrams whose header was decoded whole rather than matched against the last
   // accepted one's (vita49::RepeatDecoder), for tests; read it after the stage has stopped.
   [[nodiscard]] std::uint64_t header_decodes() const { return header_decodes_; }
-  // The receive thread (receive_thread: true; else null), whose consumer is the stage's own
-  // thread: their CPU times and the bytes received, for the socket benchmark and tests.
-  [[nodiscard]] const ReceiveThread* receive_thread() const { return receiver_.get(); }
+  // Receive thread k (receive_thread: true; else, or past receive_threads, null), whose consumer
+  // is the stage's own thread: their CPU times and the bytes received, for the socket benchmark
+  // and tests.
+  [[nodiscard]] const ReceiveThread* receive_thread(std::size_t k = 0) const {
+    return k < receivers_.size() ? receivers_[k].get() : nullptr;
+  }
 
  private:
   // Socket, receive buffer, timeout, bind, GRO; returns the bound address.
@@ -100,8 +107,13 @@ class UdpSource final : public Stage {
   // receive_thread: the next batch the receive thread filled, waiting up to 10 ms (timed as the
   // stage's wait), handled and given back; its status as process() returns it.
   StageStatus process_from_thread() noexcept;
-  // The receive thread is stopped: every batch it filled is handled.
-  void drain_receive_thread() noexcept;
+  // receive_threads above 1: the next messages in stream order (ReceiveMerge), up to a batch's
+  // worth, the first waited for up to 10 ms (timed as the stage's wait).
+  StageStatus process_merged() noexcept;
+  // No message came: a receive thread's failure fails the stage; else a quiet stream flushes.
+  StageStatus when_nothing_came() noexcept;
+  // The receive threads are stopped: every batch they filled is handled, in stream order.
+  void drain_receive_threads() noexcept;
   // At a stop: the datagrams the socket still holds (sent before the stop, not yet read by a
   // source that fell behind) are handled, up to one receive buffer's worth, so that a sender
   // that goes on does not keep the stage from ending.
@@ -132,9 +144,9 @@ class UdpSource final : public Stage {
   // An IF Context packet (type 4): counted, its values kept; false when it is malformed.
   bool handle_context(const std::byte* data, std::size_t bytes) noexcept;
   void wait_for_context(StageContext& context);
-  // Registers its counters, pins and starts the receive thread, last in start(): from here on it
-  // owns the socket's reads.
-  void start_receive_thread(StageContext& context);
+  // Registers their counters, pins and starts the receive threads, last in start(): from here on
+  // they own the socket's reads.
+  void start_receive_threads(StageContext& context);
   void handle_gnuradio(const std::byte* data, std::size_t bytes) noexcept;
   // A data packet at `position` (sender's index space): the stream's next one with nothing held
   // goes straight to its chunk; any other through the guard, or after datagrams the kernel
@@ -157,8 +169,10 @@ class UdpSource final : public Stage {
   std::uint16_t port_ = 0;
   bool gro_ = false;
   std::size_t slot_bytes_ = 0;
-  std::unique_ptr<ReceiveSlots> slots_;      // the stage's own receives (all of them without a receive thread)
-  std::unique_ptr<ReceiveThread> receiver_;  // or on a thread of its own (receive_thread: true)
+  std::unique_ptr<ReceiveSlots> slots_;  // the stage's own receives (all of them without a receive thread)
+  // or on threads of their own (receive_thread: true), merged when there are several
+  std::vector<std::unique_ptr<ReceiveThread>> receivers_;
+  std::optional<ReceiveMerge> merge_;
   ReorderWindow window_;
   PacketHistory history_;
   ChunkAssembler assembler_;
@@ -209,6 +223,7 @@ class UdpSource final : public Stage {
   NamedCounter* receiver_waits_ = nullptr;
   NamedCounter* receiver_blocking_calls_ = nullptr;
   NamedCounter* receiver_spin_ns_ = nullptr;
+  NamedCounter* merge_holds_ = nullptr;
 };
 
 void register_udp_source_stage(StageRegistry& registry);

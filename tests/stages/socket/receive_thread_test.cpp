@@ -13,6 +13,7 @@
 #include <array>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "pipeline/clock.hpp"
 #include "pipeline/thread_cores.hpp"
 #include "proc_net_udp.hpp"
+#include "stages/socket/receive_merge.hpp"
 #include "tests/support/proc_tasks.hpp"
 #include "wire/socket.hpp"
 
@@ -96,6 +98,64 @@ TEST(ReceiveThread, EveryDatagramReachesTheConsumerOnceAndInOrderThroughASlowCon
   EXPECT_EQ(thread.next(std::chrono::milliseconds(0)), nullptr);
   EXPECT_EQ(thread.failed_errno(), 0);
   EXPECT_GT(thread.cpu_ns(), 0U) << "its CPU time is kept after it ends";
+}
+
+// The merge's key here: when the kernel received the datagram, then its sequence number.
+bool received_then_sequence(const mmsghdr& message, const std::byte* data, std::uint64_t& high,
+                            std::uint64_t& low) noexcept {
+  std::memcpy(&low, data, sizeof(low));
+  const msghdr& header = message.msg_hdr;
+  for (cmsghdr* control = CMSG_FIRSTHDR(&header); control != nullptr;
+       control = CMSG_NXTHDR(const_cast<msghdr*>(&header), control)) {
+    if (control->cmsg_level == SOL_SOCKET && control->cmsg_type == SCM_TIMESTAMPNS) {
+      timespec received{};
+      std::memcpy(&received, CMSG_DATA(control), sizeof(received));
+      high =
+          static_cast<std::uint64_t>(received.tv_sec) * 1'000'000'000ULL + static_cast<std::uint64_t>(received.tv_nsec);
+      return true;
+    }
+  }
+  return false;
+}
+
+// Three threads reading one socket a datagram a call, spinning, share the stream between them;
+// a ReceiveMerge over them gives every datagram back once, in the order they were sent.
+TEST(ReceiveThread, SeveralOnOneSocketAreMergedBackIntoTheOrderTheSocketQueuedThem) {
+  Loopback loopback;
+  const int one = 1;
+  ASSERT_EQ(::setsockopt(loopback.receiver.get(), SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one)), 0);
+  std::vector<std::unique_ptr<ReceiveThread>> threads;
+  std::vector<ReceiveThread*> readers;
+  for (int k = 0; k < 3; ++k) {
+    threads.push_back(
+        std::make_unique<ReceiveThread>(loopback.receiver.get(), 4, 1, kSlot, kControl, std::chrono::seconds(10)));
+    threads.back()->wait_outside_calls();
+    readers.push_back(threads.back().get());
+  }
+  ReceiveMerge merge(readers, &received_then_sequence);
+  for (auto& thread : threads) thread->start({}, "rx merge test");
+  constexpr std::uint64_t kCount = 6000;
+  std::thread sender([&] { loopback.send(0, kCount); });
+  std::uint64_t next = 0;
+  while (next < kCount) {
+    const auto message = merge.next(std::chrono::seconds(5));
+    ASSERT_TRUE(message) << "nothing after datagram " << next;
+    std::uint64_t sequence = 0;
+    std::memcpy(&sequence, message->batch->data(message->index), sizeof(sequence));
+    ASSERT_EQ(sequence, next);
+    ++next;
+    static_cast<void>(merge.done(*message));
+  }
+  sender.join();
+  for (auto& thread : threads) thread->stop();
+  EXPECT_FALSE(merge.next(std::chrono::milliseconds(0))) << "a datagram more than was sent";
+  EXPECT_EQ(test_support::proc_udp_drops(loopback.port).value(), 0U);
+  std::uint64_t bytes = 0;
+  for (const auto& thread : threads) {
+    EXPECT_GT(thread->received_bytes(), 0U) << "a thread took no datagram: the merge had nothing to merge";
+    bytes += thread->received_bytes();
+  }
+  EXPECT_EQ(bytes, kCount * 1000);
 }
 
 // Before the consumer's first next() the datagrams stay in the socket, as they do for a stage

@@ -206,15 +206,22 @@ emulator::EmulatorSettings with_count(std::uint64_t count) {
   return settings;
 }
 
-// The tests of this suite run twice: receiving on the stage's thread, and on a receive thread of
-// its own (receive_thread: true), which must give the same counts, samples and gaps.
-class UdpSourceBothWays : public ::testing::TestWithParam<bool> {
+// The tests of this suite run three ways: receiving on the stage's thread, on a receive thread
+// of its own (receive_thread: true), and on three receive threads reading the one socket, their
+// datagrams merged back into stream order (receive_threads: 3), which must all give the same
+// counts, samples and gaps.
+class UdpSourceBothWays : public ::testing::TestWithParam<int> {
  protected:
-  [[nodiscard]] std::string way() const { return GetParam() ? ", receive_thread: true" : ""; }
+  [[nodiscard]] std::string way() const {
+    if (GetParam() == 0) return "";
+    return GetParam() == 1 ? ", receive_thread: true" : ", receive_thread: true, receive_threads: 3";
+  }
 };
-INSTANTIATE_TEST_SUITE_P(Receive, UdpSourceBothWays, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& param) {
-                           return param.param ? std::string("receive_thread") : std::string("stage_thread");
+INSTANTIATE_TEST_SUITE_P(Receive, UdpSourceBothWays, ::testing::Values(0, 1, 3),
+                         [](const ::testing::TestParamInfo<int>& param) {
+                           if (param.param == 0) return std::string("stage_thread");
+                           return param.param == 1 ? std::string("receive_thread")
+                                                   : std::string("three_receive_threads");
                          });
 
 TEST(UdpSource, CleanStreamArrivesWholeAndInOrder) {
@@ -1369,6 +1376,46 @@ TEST(UdpSource, AReceiveThreadKeptOffItsCoreIsMeasuredAndNamed) {
   EXPECT_NE(summary_table(pipeline).find("note: " + note), std::string::npos);
 }
 
+// Three receive threads that each take one datagram a call, spinning, share the stream between
+// them datagram by datagram: every one of them receives, and the stage still hands on the
+// stream whole and in order, nothing counted reordered or lost.
+TEST(UdpSource, SeveralReceiveThreadsShareTheStreamAndItsOrderIsKept) {
+  auto settings = with_count(20000);
+  settings.rate = 100e6;
+  UdpRun run;
+  test_support::current_capture() = &run.capture;
+  Pipeline pipeline(
+      udp_to_capture(", stream_id: 1, gro: false, batch: 1, receive_buffer: 128MiB, receive_thread: "
+                     "true, receive_threads: 3, receive_spin: 10s",
+                     64));
+  pipeline.start();
+  UdpSource* stage = udp_stage(pipeline);
+  ASSERT_NE(stage, nullptr);
+  std::thread runner([&] { pipeline.run(); });
+  settings.streams = {{"127.0.0.1:" + std::to_string(stage->port()), 1}};
+  settings.signal.sample_rate = run.sample_rate;
+  settings.start_seconds = kStartSeconds;
+  emulator::Emulator emulator(settings);
+  emulator.open();
+  run.sent = emulator.run(nullptr, false);
+  const StageMetrics& metrics = test_support::source_metrics(pipeline);
+  EXPECT_TRUE(test_support::wait_for([&] { return metrics.packets.load() >= run.sent.packets; }));
+  pipeline.request_stop();
+  runner.join();
+  test_support::current_capture() = nullptr;
+  run.read_counts(metrics);
+  for (std::size_t k = 0; k < 3; ++k) {
+    ASSERT_NE(stage->receive_thread(k), nullptr);
+    EXPECT_GT(stage->receive_thread(k)->received_bytes(), 0U) << "receive thread " << k << " took no datagram";
+  }
+  EXPECT_EQ(stage->receive_thread(3), nullptr);
+  EXPECT_EQ(metrics.packets.load(), 20000U);
+  EXPECT_EQ(run.reordered, 0U);
+  EXPECT_EQ(run.duplicates, 0U);
+  EXPECT_EQ(run.lost_samples, 0U);
+  expect_stream(run, settings, 20000 * settings.samples_per_packet(), {});
+}
+
 // receive_spin: the receive thread polls through the paced stream's pauses, so it never blocks,
 // and the stream arrives whole; without it the same run's calls block.
 TEST(UdpSource, AReceiveThreadThatSpinsTakesTheWholeStreamWithoutBlocking) {
@@ -1411,6 +1458,15 @@ TEST(UdpSource, ReceiveThreadSettingsThatCannotApplyAreErrors) {
   EXPECT_NE(udp_settings_errors(", receive_spin: 1ms").find("receive_spin applies to the receive thread, which is off"),
             std::string::npos);
   EXPECT_EQ(udp_settings_errors(", receive_thread: true, receive_cpu: 0, receive_batches: 8, receive_spin: 50us"), "");
+  // Several receive threads: only on a receive thread, a core each, and on framings that place datagrams.
+  EXPECT_NE(udp_settings_errors(", receive_threads: 2").find("receive_threads applies to the receive thread"),
+            std::string::npos);
+  EXPECT_NE(udp_settings_errors(", receive_thread: true, receive_threads: 3, receive_cpu: 4-5")
+                .find("names 2 core(s) for 3 receive threads"),
+            std::string::npos);
+  EXPECT_NE(udp_settings_errors(", framing: none, receive_thread: true, receive_threads: 2").find("framing none"),
+            std::string::npos);
+  EXPECT_EQ(udp_settings_errors(", receive_thread: true, receive_threads: 2, receive_cpu: 0-1"), "");
   // One core for both threads works, but takes turns: the stage's summary says so.
   EXPECT_TRUE(udp_start_notes("receive_thread: true, receive_cpu: 0, cpu: 0", "receive_cpu 0 is also the stage's cpu"));
   // A spin on an unpinned thread spins beside whatever else the scheduler puts there: said too.
