@@ -525,6 +525,10 @@ StageStatus UdpSource::process_from_thread() noexcept {
 
 StageStatus UdpSource::process_merged() noexcept {
   publish_receive_thread();
+  // The others go on taking the stream: a thread that failed would not show as a pause.
+  for (const auto& receiver : receivers_) {
+    if (receiver->failed_errno() != 0) return when_nothing_came();
+  }
   std::optional<ReceiveMerge::Message> message;
   {
     const WaitTimer waiting(context_->metrics());

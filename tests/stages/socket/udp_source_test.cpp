@@ -1300,10 +1300,14 @@ TEST_P(UdpSourceBothWays, ContextSampleRateMismatchIsAnError) {
 
 // A receive that fails on the receive thread fails the stage with the call and its errno: the
 // stage's socket is replaced under it by a file (dup2), as a descriptor closed by mistake would be.
-TEST(UdpSource, AFailedReceiveOnTheReceiveThreadFailsTheStageWithTheCallAndErrno) {
+// The same with two receive threads on the socket.
+class FailedReceive : public ::testing::TestWithParam<int> {};
+INSTANTIATE_TEST_SUITE_P(Threads, FailedReceive, ::testing::Values(1, 2));
+TEST_P(FailedReceive, OnTheReceiveThreadFailsTheStageWithTheCallAndErrno) {
   UdpRun run;
   test_support::current_capture() = &run.capture;
-  Pipeline pipeline(udp_to_capture(", stream_id: 1, receive_thread: true", 8));
+  Pipeline pipeline(
+      udp_to_capture(", stream_id: 1, receive_thread: true, receive_threads: " + std::to_string(GetParam()), 8));
   pipeline.start();
   UdpSource* stage = udp_stage(pipeline);
   ASSERT_NE(stage, nullptr);
