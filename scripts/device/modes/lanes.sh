@@ -69,7 +69,7 @@ lanes_light=${LANES_LIGHT_CORES:-2}
 lanes_host_cores=${LANES_HOST_CORES:-$(nproc)}
 lanes_dry=${LANES_DRY_RUN:-0}
 if [ -n "${LANES_PCP_FRACTION:-}" ] && [ "$lanes_dry" != 1 ]; then
-  echo "$LANES_PCP_FRACTION" > /proc/sys/vm/percpu_pagelist_high_fraction
+  echo "$LANES_PCP_FRACTION" 2> /dev/null > /proc/sys/vm/percpu_pagelist_high_fraction || status=1
   echo "lanes: vm.percpu_pagelist_high_fraction = $(cat /proc/sys/vm/percpu_pagelist_high_fraction)"
 fi
 lanes_split=${LANES_SPLIT:-0}
@@ -569,7 +569,10 @@ lanes_soak() {  # lanes_soak GPUS LABEL
 
 lanes_pcp_set() {  # lanes_pcp_set FRACTION: vm.percpu_pagelist_high_fraction (not in a dry run)
   [ "$lanes_dry" = 1 ] && return
-  echo "$1" > /proc/sys/vm/percpu_pagelist_high_fraction
+  if ! echo "$1" 2> /dev/null > /proc/sys/vm/percpu_pagelist_high_fraction; then
+    echo "lanes: cannot set vm.percpu_pagelist_high_fraction to $1: the runs after this compare nothing" >&2
+    status=1
+  fi
 }
 
 lanes_pcp() {  # soaks taking turns: the kernel's per-core page lists, then larger ones
