@@ -103,8 +103,9 @@ void print_placement(const LaneDefinition& lane) {
     std::cout << "      " << stage.name << ": ";
     if (!host.gpus.empty()) std::cout << "GPU " << stage.cuda_device << (stage.gpu >= 0 ? " (gpu:)" : "") << ", ";
     std::cout << "cores "
-              << (stage.cores.empty() ? "any" : format_core_list(stage.cores) + " (" + stage.cores_reason + ")")
-              << "\n";
+              << (stage.cores.empty() ? "any" : format_core_list(stage.cores) + " (" + stage.cores_reason + ")");
+    if (const std::string threads = stage.stage->threads_placement(); !threads.empty()) std::cout << "; " << threads;
+    std::cout << "\n";
   }
 }
 

@@ -174,6 +174,7 @@ void log_placement(const LaneDefinition& lane) {
     cores += fmt::format("{}{} {}", cores.empty() ? "" : ", ", stage.name,
                          stage.cores.empty() ? "any" : format_core_list(stage.cores));
     if (stage.cuda_device != gpu.gpu) cores += fmt::format(" GPU {}", stage.cuda_device);
+    if (const std::string threads = stage.stage->threads_placement(); !threads.empty()) cores += " (" + threads + ")";
   }
   if (!cuda_available()) {
     log::info("lane {}: no GPU ({}): host memory; cores: {}", lane.name, cuda_unavailable_reason(), cores);

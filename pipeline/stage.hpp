@@ -191,6 +191,9 @@ class Stage {
   // Load time: the local address ("host:port") this source receives on, whose NIC decides
   // which GPU its lane is nearest (pipeline/gpu_placement.hpp); empty when it has none.
   [[nodiscard]] virtual std::string receive_address() const { return {}; }
+  // Load time: the threads this stage runs besides its own and where ("2 receive threads on
+  // cores 2, 3"), for `sluice validate` and the placement log; empty when it runs none.
+  [[nodiscard]] virtual std::string threads_placement() const { return {}; }
   // Open, allocate, register. Throws an error naming the failed call and its cause.
   virtual void start(StageContext& context) = 0;
   // Move chunks. Never throws.

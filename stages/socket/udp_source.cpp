@@ -172,6 +172,18 @@ UdpSource::UdpSource(SettingsReader& reader, const PipelineSettings& pipeline) {
   if (!wire::parse_endpoint(settings_.address)) reader.error("address", "expected IPv4 host:port", "127.0.0.1:50000");
 }
 
+std::string UdpSource::threads_placement() const {
+  if (!settings_.receive_thread) return {};
+  const std::vector<int>& cores = settings_.receive_cpu;
+  if (settings_.receive_threads == 1) {
+    return "receive thread on " + (cores.empty() ? std::string("any core") : "cores " + format_core_list(cores));
+  }
+  std::string where = cores.empty() ? "any core" : "cores";
+  for (std::size_t k = 0; k < settings_.receive_threads && !cores.empty(); ++k)
+    where += (k == 0 ? " " : ", ") + std::to_string(cores[k]);
+  return std::to_string(settings_.receive_threads) + " receive threads on " + where;
+}
+
 sockaddr_in UdpSource::open_socket(StageContext& context) {
   const auto address = wire::parse_endpoint(settings_.address);
   socket_.reset(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));

@@ -234,6 +234,16 @@ TEST(Cli, ValidatePrintsWhereEachLaneRuns) {
   }
 }
 
+// A stage's own threads are part of where it runs: the udp stage's receive threads and their cores.
+TEST(Cli, ValidatePrintsTheReceiveThreadsAndTheirCores) {
+  auto result = run_process({kSluice, "validate", kSourceDir + "/configs/four_lane_two_gpu.yaml", "--set",
+                             "template.source.receive_thread=true", "--set", "template.source.receive_threads=2",
+                             "--set", "template.source.receive_cpu=0-1"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::regex placed(R"(\n      source: (GPU [01], )?cores [^;\n]*; 2 receive threads on cores 0, 1\n)");
+  EXPECT_TRUE(std::regex_search(result.out, placed)) << result.out;
+}
+
 TEST(Cli, StartFailureExitsOneNamingTheStage) {
   const fs::path config = temp_path("start.yaml");
   std::ofstream(config)
