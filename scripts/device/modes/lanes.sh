@@ -47,6 +47,10 @@
 # it sleeps (receive_spin), and the bare loops the same (--spin); the receive cores' busy column is
 # then their busy share less the time spent spinning (the report's receive_thread_spin_ns, the
 # loops' spin_ns). Rows say "spin".
+# LANES_RX_THREADS (1; with LANES_SPLIT=2): receive threads a lane (receive_threads), the extra
+# ones on the next lanes' receive cores, so that a lane that falls behind borrows a neighbour's
+# slack instead of a core of its own (without RECEIVE_SPIN_US: two threads that poll one core
+# take it from each other).
 # Settings: LANES (8), GPUS (2), LANES_SPLIT (0), LADDER_RATES ("4 4.5 5 5.5 6"), GOAL_RATE (5), SOAK_LANES_SECONDS,
 # SENDER_THREADS (the emulator's threads_per_stream, each on a sender core of its own: 8 lanes
 # with 2 need 34 cores), LANES_SENDER_CPUS (the sender threads' cores, a space-separated list, in
@@ -144,11 +148,17 @@ lanes_sender_cores() {  # lanes_sender_cores LANE: ", cpus: [...]", a core for e
   echo ", cpus: [$(IFS=,; echo "${cores[*]}")]"
 }
 
+lanes_rx_threads=${LANES_RX_THREADS:-1}
+lanes_rx_cpus() {  # lanes_rx_cpus LANE: its receive core, then (LANES_RX_THREADS) the next lanes' ones
+  local cores=() k
+  for ((k = 0; k < lanes_rx_threads; k++)); do cores+=("$(lanes_rx_cpu $((($1 + k) % lanes_count)))"); done
+  if [ "$lanes_rx_threads" = 1 ]; then echo "${cores[0]}"; else echo "[$(IFS=,; echo "${cores[*]}")], receive_threads: $lanes_rx_threads"; fi
+}
 lanes_source_cpus() {  # lanes_source_cpus LANE: where the udp stage's threads run (LANES_SPLIT: two threads)
   local spin=""
   [ "$lanes_spin_us" != 0 ] && spin=", receive_spin: ${lanes_spin_us}us"
   if [ "$lanes_split" = 2 ]; then
-    echo "receive_thread: true, receive_cpu: $(lanes_rx_cpu "$1"), cpu: $(lanes_placer_cpu "$1")$spin"
+    echo "receive_thread: true, receive_cpu: $(lanes_rx_cpus "$1"), cpu: $(lanes_placer_cpu "$1")$spin"
   elif [ "$lanes_split" = 1 ]; then
     echo "receive_thread: true, receive_cpu: $(lanes_rx_cpu "$1"), cpu: $(lanes_light_cpus "$1" 0)$spin"
   else
