@@ -10,7 +10,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -134,12 +136,30 @@ TEST(ReceiveThread, SeveralOnOneSocketAreMergedBackIntoTheOrderTheSocketQueuedTh
   }
   ReceiveMerge merge(readers, &received_then_sequence);
   for (auto& thread : threads) thread->start({}, "rx merge test");
-  constexpr std::uint64_t kCount = 6000;
-  std::thread sender([&] { loopback.send(0, kCount); });
+  // Rounds of datagrams until every thread has taken some (on a busy machine one may not be
+  // scheduled during the first), at most 100 rounds.
+  constexpr std::uint64_t kRound = 2000;
+  std::atomic<std::uint64_t> sent{0};
+  std::atomic<bool> sending{true};
+  std::thread sender([&] {
+    const auto every_thread_took_some = [&] {
+      return std::all_of(threads.begin(), threads.end(), [](const auto& t) { return t->received_bytes() > 0; });
+    };
+    for (int round = 0; round < 100 && (round < 3 || !every_thread_took_some()); ++round) {
+      loopback.send(sent.load(), sent.load() + kRound);
+      sent += kRound;
+    }
+    sending = false;
+  });
   std::uint64_t next = 0;
-  while (next < kCount) {
-    const auto message = merge.next(std::chrono::seconds(5));
-    ASSERT_TRUE(message) << "nothing after datagram " << next;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const bool last_look = !sending.load() && next >= sent.load();
+    const auto message = merge.next(std::chrono::milliseconds(50));
+    if (!message) {
+      if (last_look) break;
+      continue;
+    }
     std::uint64_t sequence = 0;
     std::memcpy(&sequence, message->batch->data(message->index), sizeof(sequence));
     ASSERT_EQ(sequence, next);
@@ -147,6 +167,8 @@ TEST(ReceiveThread, SeveralOnOneSocketAreMergedBackIntoTheOrderTheSocketQueuedTh
     static_cast<void>(merge.done(*message));
   }
   sender.join();
+  const std::uint64_t kCount = sent.load();
+  EXPECT_EQ(next, kCount) << "datagrams sent but never handed on";
   for (auto& thread : threads) thread->stop();
   EXPECT_FALSE(merge.next(std::chrono::milliseconds(0))) << "a datagram more than was sent";
   EXPECT_EQ(test_support::proc_udp_drops(loopback.port).value(), 0U);
