@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "tests/wire/wire_bytes.hpp"
@@ -122,6 +123,45 @@ TEST(Vita49, TruncatedDatagrams) {
   EXPECT_EQ(decode(std::span<const std::byte>(kFullPacket.data(), 3), packet), DecodeStatus::truncated);
   EXPECT_EQ(decode(std::span<const std::byte>(kFullPacket.data(), 32), packet), DecodeStatus::truncated);
   EXPECT_EQ(decode(std::span<const std::byte>(kFullPacket.data(), 0), packet), DecodeStatus::truncated);
+}
+
+// The order key reads the timestamp words wherever the optional fields put them: the hand-made
+// packet's seconds (low 24 bits) above its picoseconds.
+TEST(Vita49, OrderKeyIsTheTimestampWhereverItSits) {
+  std::uint64_t position = 0;
+  ASSERT_TRUE(order_key(kFullPacket, position));
+  EXPECT_EQ(position, (std::uint64_t{0x5F5E1000} & 0xFFFFFF) << 40 | 0x0000000102030405ULL);
+  EXPECT_FALSE(order_key(std::span<const std::byte>(kFullPacket.data(), 20), position)) << "cut inside the timestamp";
+  // Across a second, and over a sample count: the key grows along the stream.
+  std::vector<std::uint64_t> keys;
+  for (const auto& [seconds, picoseconds] : std::vector<std::pair<std::uint32_t, std::uint64_t>>{
+           {1'700'000'000, 999'999'000'000ULL}, {1'700'000'001, 0}, {1'700'000'001, 4'000'000}}) {
+    Packet packet = full_packet();
+    packet.integer_timestamp = seconds;
+    packet.fractional_timestamp = picoseconds;
+    std::vector<std::byte> out(64);
+    out.resize(encode(packet, out));
+    ASSERT_TRUE(order_key(out, position));
+    keys.push_back(position);
+  }
+  EXPECT_LT(keys[0], keys[1]);
+  EXPECT_LT(keys[1], keys[2]);
+  Packet counted = full_packet();
+  counted.header.tsi = Tsi::none;
+  counted.header.tsf = Tsf::sample_count;
+  counted.header.has_class_id = false;
+  counted.fractional_timestamp = 123'456'789;
+  std::vector<std::byte> out(64);
+  out.resize(encode(counted, out));
+  ASSERT_TRUE(order_key(out, position));
+  EXPECT_EQ(position, 123'456'789U);
+  // Without a timestamp there is no key.
+  Packet untimed = full_packet();
+  untimed.header.tsi = Tsi::none;
+  untimed.header.tsf = Tsf::none;
+  out.assign(64, std::byte{0});
+  out.resize(encode(untimed, out));
+  EXPECT_FALSE(order_key(out, position));
 }
 
 TEST(Vita49, SizeFieldThatDisagreesWithTheDatagram) {
