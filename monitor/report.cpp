@@ -130,7 +130,7 @@ std::string summary_table(const Pipeline& pipeline) {
       }
       for (const auto& note : stage->notes) out << fmt::format("{:<10}   note: {}\n", "", note);
       for (const CoreWait& thread : stage->threads()) {
-        if (std::string note = core_wait_note(thread); !note.empty())
+        if (std::string note = core_wait_note(thread, pipeline.core_sharers(thread)); !note.empty())
           out << fmt::format("{:<10}   note: {}\n", "", note);
       }
     }
@@ -146,7 +146,8 @@ namespace {
 
 // One stage's entry in the report: its rates, counts, queue, pool waits, latency, drops and
 // counters, and where it ran.
-nlohmann::json stage_report_json(const StageMetrics& stage, const StageDefinition& definition) {
+nlohmann::json stage_report_json(const Pipeline& pipeline, const StageMetrics& stage,
+                                 const StageDefinition& definition) {
   const StageRates rates = stage_rates(stage);
   nlohmann::json stage_json{
       {"name", stage.stage()},
@@ -194,7 +195,7 @@ nlohmann::json stage_report_json(const StageMetrics& stage, const StageDefinitio
                        {"core_wait_peak_seconds", static_cast<double>(thread.peak_window_ns()) / 1e9},
                        {"core_wait_window_seconds", static_cast<double>(CoreWait::kWindowNs) / 1e9},
                        {"preemptions", thread.preemptions()},
-                       {"note", core_wait_note(thread)}});
+                       {"note", core_wait_note(thread, pipeline.core_sharers(thread))}});
   }
   stage_json["threads"] = threads;
   return stage_json;
@@ -237,7 +238,7 @@ nlohmann::json report_json(const Pipeline& pipeline, int exit_code) {
     lane_json["gpu"] = gpu_json(definition.placement);
     lane_json["stages"] = nlohmann::json::array();
     for (std::size_t stage_index = 0; stage_index < lane.size(); ++stage_index) {
-      lane_json["stages"].push_back(stage_report_json(*lane[stage_index], definition.stages[stage_index]));
+      lane_json["stages"].push_back(stage_report_json(pipeline, *lane[stage_index], definition.stages[stage_index]));
     }
     report["lanes"].push_back(lane_json);
   }

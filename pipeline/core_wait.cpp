@@ -12,6 +12,7 @@
 #include <span>
 
 #include "pipeline/clock.hpp"
+#include "pipeline/gpu_placement.hpp"
 #include "pipeline/units.hpp"
 
 namespace sluice {
@@ -59,12 +60,13 @@ bool CoreWait::read(int tid, bool self, Reading& reading) noexcept {
   return true;
 }
 
-void CoreWait::begin(const std::string& cores) noexcept {
+void CoreWait::begin(const std::vector<int>& cores) noexcept {
   Reading reading;
   if (!read(0, true, reading)) return;
   std::lock_guard lock(mutex_);
   try {
-    cores_ = cores;
+    cores_ = format_core_list(cores);
+    core_list_ = cores;
   } catch (const std::bad_alloc&) {
     return;
   }
@@ -78,6 +80,11 @@ void CoreWait::begin(const std::string& cores) noexcept {
 const std::string& CoreWait::cores() const noexcept {
   static const std::string kNone;
   return began_.load(std::memory_order_acquire) ? cores_ : kNone;
+}
+
+const std::vector<int>& CoreWait::core_list() const noexcept {
+  static const std::vector<int> kNone;
+  return began_.load(std::memory_order_acquire) ? core_list_ : kNone;
 }
 
 void CoreWait::update(const Reading& reading, std::uint64_t now_ns) noexcept {
@@ -113,24 +120,35 @@ void CoreWait::end() noexcept {
   tid_ = 0;
 }
 
-std::string core_wait_note(const CoreWait& wait) {
+std::string core_wait_note(const CoreWait& wait, const std::vector<std::string>& sharers) {
   constexpr std::uint64_t kNoticeableNs = CoreWait::kNoticeableNs;
   if (wait.cores().empty()) return {};  // an unpinned thread waits wherever the scheduler has room
   const std::uint64_t waited = wait.waited_ns();
   const bool bursts = wait.peak_window_ns() >= kNoticeableNs;
   const bool overall = waited >= kNoticeableNs && waited * 200 >= wait.lifetime_ns();
   if (!bursts && !overall) return {};
+  std::string cause;
+  if (sharers.empty()) {
+    cause =
+        "no other thread of this pipeline is pinned there, so another process or an unpinned thread took its "
+        "cores (a sender, a system thread): keep them off (isolcpus, a cpuset, or the sender's cores elsewhere)";
+  } else {
+    std::string names;
+    for (std::size_t i = 0; i < sharers.size() && i < 4; ++i) names += (i == 0 ? "" : ", ") + sharers[i];
+    if (sharers.size() > 4) names += fmt::format(" and {} more", sharers.size() - 4);
+    cause = fmt::format(
+        "it takes turns there with {} ({}), as the cpu: settings ask; give it a core of its own "
+        "where it must keep up",
+        sharers.size() == 1 ? "another thread of this pipeline" : "other threads of this pipeline", names);
+  }
   return fmt::format(
       "its {} thread (pinned to cores {}) was ready to run but kept off a core for {} in all ({:.2f}% of its {}), "
-      "up to {} in one sampling window of about {}, and lost its core to another thread {} times; a stage kept off its "
-      "core falls behind "
-      "its input: another thread runs on its cores, so keep other threads and processes off them (other stages' "
-      "cpu:, a sender, or isolcpus / a cpuset)",
+      "up to {} in one sampling window of about {}, and lost its core to another thread {} times; {}",
       wait.name(), wait.cores(), format_duration(std::chrono::nanoseconds(waited)),
       wait.lifetime_ns() > 0 ? 100.0 * static_cast<double>(waited) / static_cast<double>(wait.lifetime_ns()) : 0.0,
       format_duration(std::chrono::nanoseconds(wait.lifetime_ns())),
       format_duration(std::chrono::nanoseconds(wait.peak_window_ns())),
-      format_duration(std::chrono::nanoseconds(CoreWait::kWindowNs)), wait.preemptions());
+      format_duration(std::chrono::nanoseconds(CoreWait::kWindowNs)), wait.preemptions(), cause);
 }
 
 }  // namespace sluice

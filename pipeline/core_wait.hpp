@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace sluice {
 
@@ -25,9 +26,9 @@ class CoreWait {
   CoreWait& operator=(const CoreWait&) = delete;
 
   // On the thread itself as it starts: what it has waited so far is left out, and `cores` (the
-  // cores it is pinned to, as the report writes them; empty when not pinned) is kept. Where
-  // /proc cannot be read (or the text not kept) the figures stay 0.
-  void begin(const std::string& cores) noexcept;
+  // cores it is pinned to; empty when not pinned) is kept. Where /proc cannot be read (or the
+  // cores not kept) the figures stay 0.
+  void begin(const std::vector<int>& cores) noexcept;
   // From one other thread (the runtime's sampler, about every kWindowNs): brings the figures up
   // to date while the thread runs; nothing before begin() or after end(). True once: the first
   // time a pinned thread waited kNoticeableNs or more within one window, for a warning while the
@@ -37,8 +38,10 @@ class CoreWait {
   void end() noexcept;
 
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
-  // The cores begin() was given (empty until then): safe to read from any thread.
+  // The cores begin() was given, as the report writes them (empty until then), and as a list:
+  // safe to read from any thread.
   [[nodiscard]] const std::string& cores() const noexcept;
+  [[nodiscard]] const std::vector<int>& core_list() const noexcept;
   [[nodiscard]] std::uint64_t waited_ns() const noexcept { return waited_ns_.load(std::memory_order_relaxed); }
   [[nodiscard]] std::uint64_t peak_window_ns() const noexcept {
     return peak_window_ns_.load(std::memory_order_relaxed);
@@ -59,7 +62,8 @@ class CoreWait {
 
   std::string name_;
   std::string cores_;               // written once, before began_
-  std::atomic<bool> began_{false};  // cores_ is set
+  std::vector<int> core_list_;      // the same
+  std::atomic<bool> began_{false};  // cores_ and core_list_ are set
   std::mutex mutex_;                // a sample and the thread's end
   int tid_ = 0;                     // 0: not begun, or ended
   Reading base_;
@@ -75,8 +79,10 @@ class CoreWait {
 
 // For the report: when a pinned thread waited long enough for a core that a stream behind it
 // would back up (kNoticeableNs or more in one window, or in all that and 0.5% of its life), what
-// happened and what to do; else empty. An unpinned thread gets none: it runs wherever the
-// scheduler has room, and its figures say how long that took.
-std::string core_wait_note(const CoreWait& wait);
+// happened and what to do; else empty. `sharers`: the other threads of the pipeline pinned to
+// any of its cores, which take turns with it by the configuration's design; with none, the
+// thread that took its core came from outside the pipeline's cpu: settings. An unpinned thread
+// gets none: it runs wherever the scheduler has room, and its figures say how long that took.
+std::string core_wait_note(const CoreWait& wait, const std::vector<std::string>& sharers);
 
 }  // namespace sluice

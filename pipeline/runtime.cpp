@@ -268,7 +268,7 @@ void Pipeline::run_stage(Lane& lane, std::size_t index) noexcept {
       request_stop();
     }
   }
-  metrics.stage_thread().begin(format_core_list(slot.definition->cores));
+  metrics.stage_thread().begin(slot.definition->cores);
   while (!failed) {
     const std::uint64_t begin = monotonic_ns();
     const std::uint64_t waited_before = metrics.wait_ns.load(std::memory_order_relaxed);
@@ -347,12 +347,35 @@ void Pipeline::sample_core_waits() {
   for (auto& lane : lanes_) {
     for (auto& slot : lane.slots) {
       for (CoreWait& wait : slot.metrics->threads()) {
-        if (wait.sample()) {
-          log::warn("lane {}, stage {}: {}", lane.resources->name(), slot.definition->name, core_wait_note(wait));
+        // Threads the cpu: settings put together take turns by design: the summary notes it.
+        if (!wait.sample()) continue;
+        if (const std::vector<std::string> sharers = core_sharers(wait); sharers.empty()) {
+          log::warn("lane {}, stage {}: {}", lane.resources->name(), slot.definition->name,
+                    core_wait_note(wait, sharers));
         }
       }
     }
   }
+}
+
+std::vector<std::string> Pipeline::core_sharers(const CoreWait& wait) const {
+  std::vector<std::string> sharers;
+  const std::vector<int>& mine = wait.core_list();
+  if (mine.empty()) return sharers;
+  for (const auto& lane : lanes_) {
+    for (const auto& slot : lane.slots) {
+      for (const CoreWait& other : slot.metrics->threads()) {
+        if (&other == &wait) continue;
+        const std::vector<int>& theirs = other.core_list();
+        if (std::any_of(theirs.begin(), theirs.end(),
+                        [&](int core) { return std::find(mine.begin(), mine.end(), core) != mine.end(); })) {
+          sharers.push_back("lane " + lane.resources->name() + " stage " + slot.definition->name +
+                            (other.name() == "stage" ? "" : " " + other.name()));
+        }
+      }
+    }
+  }
+  return sharers;
 }
 
 void Pipeline::sample_timeline() {

@@ -62,6 +62,9 @@ class Pipeline {
   // Every stage thread's wait for a core, about once a CoreWait window; a thread's first
   // noticeable wait is logged as it happens.
   void sample_core_waits();
+  // The other threads of this pipeline pinned to any of `wait`'s cores ("lane a stage fft",
+  // "lane b stage source receive 2"); empty when it is not pinned or shares with none.
+  [[nodiscard]] std::vector<std::string> core_sharers(const CoreWait& wait) const;
 
   // Rates over time, sampled by the monitoring thread about four times a second.
   struct TimelinePoint {

@@ -10,7 +10,6 @@
 #include <cerrno>
 
 #include "pipeline/clock.hpp"
-#include "pipeline/gpu_placement.hpp"
 #include "pipeline/thread_cores.hpp"
 
 namespace sluice {
@@ -51,7 +50,7 @@ ReceiveThread::ReceiveThread(int fd, std::size_t batches, std::size_t messages, 
 
 void ReceiveThread::start(const std::vector<int>& cores, const std::string& name, CoreWait* core_wait) {
   core_wait_ = core_wait;
-  cores_text_ = format_core_list(cores);
+  cores_ = cores;
   stopping_.store(false, std::memory_order_relaxed);
   running_.store(true, std::memory_order_release);
   thread_ = std::thread([this] { run(); });
@@ -70,7 +69,7 @@ void ReceiveThread::start(const std::vector<int>& cores, const std::string& name
 
 void ReceiveThread::run() noexcept {
   go_.wait(false, std::memory_order_acquire);
-  if (core_wait_ != nullptr) core_wait_->begin(cores_text_);
+  if (core_wait_ != nullptr) core_wait_->begin(cores_);
   std::uint64_t bytes = 0;
   const std::size_t ring = slots_.count();
   while (wait_for_free_slots()) {

@@ -205,7 +205,7 @@ class ReceiveThread {
   std::atomic<bool> running_{false};
   std::atomic<std::uint64_t> final_cpu_ns_{0};
   CoreWait* core_wait_ = nullptr;
-  std::string cores_text_;  // the cores it is pinned to, for core_wait_
+  std::vector<int> cores_;  // the cores it is pinned to, for core_wait_
   std::thread thread_;
   pthread_t handle_{};
 };

@@ -367,5 +367,27 @@ TEST(Lifecycle, AStageKeptOffItsCoreByAnotherThreadIsMeasuredAndNamed) {
       << text;
 }
 
+// Two stages the cpu: settings pin to one core take turns there by design: the note names the
+// other one instead of blaming something outside the pipeline.
+TEST(Lifecycle, StagesPinnedToOneCoreAreNamedAsEachOthersRivals) {
+  const std::string core = std::to_string(allowed_cores().front());
+  auto pipeline = make(
+      "pipeline: {chunk: 64KiB, duration: 600ms}\n"
+      "lanes: [{name: a, stages: [{type: generator, cpu: " +
+      core + "}, {type: null}]}, {name: b, stages: [{type: generator, cpu: " + core + "}, {type: null}]}]\n");
+  pipeline->start();
+  pipeline->run();
+  ASSERT_TRUE(pipeline->failures().empty()) << pipeline->failures()[0].message;
+  const nlohmann::json report = report_json(*pipeline, 0);
+  const std::string note_a = report["lanes"][0]["stages"][0]["threads"][0]["note"];
+  const std::string note_b = report["lanes"][1]["stages"][0]["threads"][0]["note"];
+  EXPECT_NE(note_a.find("takes turns there with another thread of this pipeline (lane b stage generator)"),
+            std::string::npos)
+      << note_a;
+  EXPECT_NE(note_b.find("takes turns there with another thread of this pipeline (lane a stage generator)"),
+            std::string::npos)
+      << note_b;
+}
+
 }  // namespace
 }  // namespace sluice

@@ -1372,7 +1372,8 @@ TEST(UdpSource, AReceiveThreadKeptOffItsCoreIsMeasuredAndNamed) {
   // Two threads that always want one core: each runs about half the time.
   EXPECT_GE(receive.waited_ns(), receive.lifetime_ns() / 5) << receive.waited_ns() << " of " << receive.lifetime_ns();
   EXPECT_GT(receive.preemptions(), 0U);
-  const std::string note = core_wait_note(receive);
+  EXPECT_TRUE(pipeline.core_sharers(receive).empty()) << "the rival is no thread of the pipeline";
+  const std::string note = core_wait_note(receive, pipeline.core_sharers(receive));
   EXPECT_NE(
       note.find("its receive thread (pinned to cores " + std::to_string(core) + ") was ready to run but kept off"),
       std::string::npos)
