@@ -31,28 +31,14 @@ __extension__ typedef __int128 Int128;    // picoseconds (under 2^41) times a ra
 // The merge keys (ReceiveMerge::KeyOf): when the kernel received the message (SO_TIMESTAMPNS),
 // then, for datagrams received at once (a sender's GSO burst that the kernel split, which reach
 // the socket with one time), the first datagram's place in the stream.
-bool received_at(const mmsghdr& message, std::uint64_t& nanoseconds) noexcept {
-  const msghdr& header = message.msg_hdr;
-  for (cmsghdr* control = CMSG_FIRSTHDR(&header); control != nullptr;
-       control = CMSG_NXTHDR(const_cast<msghdr*>(&header), control)) {
-    if (control->cmsg_level == SOL_SOCKET && control->cmsg_type == SCM_TIMESTAMPNS) {
-      timespec received{};
-      std::memcpy(&received, CMSG_DATA(control), sizeof(received));
-      nanoseconds =
-          static_cast<std::uint64_t>(received.tv_sec) * 1'000'000'000ULL + static_cast<std::uint64_t>(received.tv_nsec);
-      return true;
-    }
-  }
-  return false;
-}
 bool vita49_order(const mmsghdr& message, const std::byte* data, std::uint64_t& high, std::uint64_t& low) noexcept {
   if (!vita49::order_key(std::span<const std::byte>(data, message.msg_len), low)) low = 0;
-  return received_at(message, high);
+  return kernel_receive_time(message, high);
 }
 bool gnuradio_order(const mmsghdr& message, const std::byte* data, std::uint64_t& high, std::uint64_t& low) noexcept {
   low = 0;
   if (message.msg_len >= sizeof low) std::memcpy(&low, data, sizeof low);  // the sink's sequence number
-  return received_at(message, high);
+  return kernel_receive_time(message, high);
 }
 
 // receive_thread and the settings that only it has.

@@ -106,18 +106,7 @@ TEST(ReceiveThread, EveryDatagramReachesTheConsumerOnceAndInOrderThroughASlowCon
 bool received_then_sequence(const mmsghdr& message, const std::byte* data, std::uint64_t& high,
                             std::uint64_t& low) noexcept {
   std::memcpy(&low, data, sizeof(low));
-  const msghdr& header = message.msg_hdr;
-  for (cmsghdr* control = CMSG_FIRSTHDR(&header); control != nullptr;
-       control = CMSG_NXTHDR(const_cast<msghdr*>(&header), control)) {
-    if (control->cmsg_level == SOL_SOCKET && control->cmsg_type == SCM_TIMESTAMPNS) {
-      timespec received{};
-      std::memcpy(&received, CMSG_DATA(control), sizeof(received));
-      high =
-          static_cast<std::uint64_t>(received.tv_sec) * 1'000'000'000ULL + static_cast<std::uint64_t>(received.tv_nsec);
-      return true;
-    }
-  }
-  return false;
+  return kernel_receive_time(message, high);
 }
 
 // Three threads reading one socket a datagram a call, spinning, share the stream between them;

@@ -53,10 +53,11 @@ struct UdpRun : test_support::SourceCounts {
   std::uint64_t header_decodes = 0;          // VITA-49 headers decoded whole (UdpSource::header_decodes)
   std::uint64_t receive_blocking_calls = 0;  // receive_thread: its counters
   std::uint64_t receive_spin_ns = 0;
-  std::uint64_t queued_peak = 0;   // socket_queued_peak_bytes
-  std::uint64_t buffer_bytes = 0;  // socket_buffer_bytes
-  std::vector<std::string> notes;  // the stage's notes for the report
-  double sample_rate = 100e6;      // the emulator's and the stage's
+  std::vector<std::uint64_t> receive_thread_bytes;  // each receive thread's bytes received
+  std::uint64_t queued_peak = 0;                    // socket_queued_peak_bytes
+  std::uint64_t buffer_bytes = 0;                   // socket_buffer_bytes
+  std::vector<std::string> notes;                   // the stage's notes for the report
+  double sample_rate = 100e6;                       // the emulator's and the stage's
 };
 
 constexpr std::uint64_t kStartSeconds = 1'700'000'000;
@@ -137,6 +138,8 @@ void run_udp(emulator::EmulatorSettings settings, UdpRun& run, const std::string
     run.receive_blocking_calls = counter(metrics, "receive_thread_blocking_calls");
     run.receive_spin_ns = counter(metrics, "receive_thread_spin_ns");
   }
+  for (std::size_t k = 0; stage->receive_thread(k) != nullptr; ++k)
+    run.receive_thread_bytes.push_back(stage->receive_thread(k)->received_bytes());
   run.queued_peak = counter(metrics, "socket_queued_peak_bytes");
   run.buffer_bytes = counter(metrics, "socket_buffer_bytes");
   run.notes = metrics.notes;
@@ -1388,37 +1391,16 @@ TEST(UdpSource, SeveralReceiveThreadsShareTheStreamAndItsOrderIsKept) {
   auto settings = with_count(20000);
   settings.rate = 30e6;  // about a second: long enough for every thread to be scheduled on a busy machine
   UdpRun run;
-  test_support::current_capture() = &run.capture;
-  Pipeline pipeline(
-      udp_to_capture(", stream_id: 1, gro: false, batch: 1, receive_buffer: 128MiB, receive_thread: "
-                     "true, receive_threads: 3, receive_spin: 10s",
-                     64));
-  pipeline.start();
-  UdpSource* stage = udp_stage(pipeline);
-  ASSERT_NE(stage, nullptr);
-  std::thread runner([&] { pipeline.run(); });
-  settings.streams = {{"127.0.0.1:" + std::to_string(stage->port()), 1}};
-  settings.signal.sample_rate = run.sample_rate;
-  settings.start_seconds = kStartSeconds;
-  emulator::Emulator emulator(settings);
-  emulator.open();
-  run.sent = emulator.run(nullptr, false);
-  const StageMetrics& metrics = test_support::source_metrics(pipeline);
-  EXPECT_TRUE(test_support::wait_for([&] { return metrics.packets.load() >= run.sent.packets; }));
-  pipeline.request_stop();
-  runner.join();
-  test_support::current_capture() = nullptr;
-  run.read_counts(metrics);
-  for (std::size_t k = 0; k < 3; ++k) {
-    ASSERT_NE(stage->receive_thread(k), nullptr);
-    EXPECT_GT(stage->receive_thread(k)->received_bytes(), 0U) << "receive thread " << k << " took no datagram";
-  }
-  EXPECT_EQ(stage->receive_thread(3), nullptr);
-  EXPECT_EQ(metrics.packets.load(), 20000U);
+  run_udp(
+      settings, run,
+      ", gro: false, batch: 1, receive_buffer: 128MiB, receive_thread: true, receive_threads: 3, receive_spin: 10s");
+  ASSERT_EQ(run.receive_thread_bytes.size(), 3U);
+  for (std::size_t k = 0; k < 3; ++k) EXPECT_GT(run.receive_thread_bytes[k], 0U) << "receive thread " << k;
+  EXPECT_EQ(run.packets, 20000U);
   EXPECT_EQ(run.reordered, 0U);
   EXPECT_EQ(run.duplicates, 0U);
   EXPECT_EQ(run.lost_samples, 0U);
-  expect_stream(run, settings, 20000 * settings.samples_per_packet(), {});
+  expect_stream(run, settings, 20000 * run.samples_per_packet, {});
 }
 
 // receive_spin: the receive thread polls through the paced stream's pauses, so it never blocks,
