@@ -36,8 +36,9 @@ class ReceiveMerge {
 
   ReceiveMerge(std::vector<ReceiveThread*> readers, KeyOf key_of);
 
-  // The next message in stream order, after waiting up to `timeout` for one (spinning, then
-  // napping); none when no ring has one, or when a thread may still hold an earlier one.
+  // The next message in the socket's queue order, after waiting up to `timeout` for one
+  // (spinning, then napping); none when no ring has one, or when a thread may still hold an
+  // earlier one.
   std::optional<Message> next(std::chrono::nanoseconds timeout) noexcept;
   // Done with the message next() gave last: true when it was its batch's last, which then went
   // back to its thread.
