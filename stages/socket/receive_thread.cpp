@@ -123,13 +123,9 @@ int ReceiveThread::receive(std::size_t first, std::size_t count) noexcept {
       spin_.received();
       break;
     }
-    const int error = errno;
-    calls_.fetch_add(1);
+    calls_.fetch_add(1);  // an atomic add leaves errno as the call set it
     if (received == 0) continue;
-    if (error != EAGAIN && error != EWOULDBLOCK && error != EINTR) {
-      errno = error;
-      return -1;
-    }
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return -1;
     spin_.found_empty();
   }
   if (received < 0) spin_.end();  // stopping

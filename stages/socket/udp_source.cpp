@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <stdexcept>
 #include <utility>
 
@@ -158,16 +159,22 @@ UdpSource::UdpSource(SettingsReader& reader, const PipelineSettings& pipeline) {
   if (!wire::parse_endpoint(settings_.address)) reader.error("address", "expected IPv4 host:port", "127.0.0.1:50000");
 }
 
+std::vector<int> UdpSource::receive_cores(std::size_t k) const {
+  const std::vector<int>& cores = settings_.receive_cpu;
+  return settings_.receive_threads == 1 || cores.empty() ? cores : std::vector<int>{cores[k]};
+}
+
 std::string UdpSource::threads_placement() const {
   if (!settings_.receive_thread) return {};
-  const std::vector<int>& cores = settings_.receive_cpu;
-  if (settings_.receive_threads == 1) {
-    return "receive thread on " + (cores.empty() ? std::string("any core") : "cores " + format_core_list(cores));
+  if (settings_.receive_cpu.empty()) {
+    return settings_.receive_threads == 1 ? "receive thread on any core"
+                                          : std::to_string(settings_.receive_threads) + " receive threads on any core";
   }
-  std::string where = cores.empty() ? "any core" : "cores";
-  for (std::size_t k = 0; k < settings_.receive_threads && !cores.empty(); ++k)
-    where += (k == 0 ? " " : ", ") + std::to_string(cores[k]);
-  return std::to_string(settings_.receive_threads) + " receive threads on " + where;
+  if (settings_.receive_threads == 1) return "receive thread on cores " + format_core_list(receive_cores(0));
+  std::string where;
+  for (std::size_t k = 0; k < settings_.receive_threads; ++k)
+    where += (k == 0 ? "" : ", ") + format_core_list(receive_cores(k));
+  return std::to_string(settings_.receive_threads) + " receive threads on cores " + where;
 }
 
 sockaddr_in UdpSource::open_socket(StageContext& context) {
@@ -314,8 +321,7 @@ void UdpSource::start_receive_threads(StageContext& context) {
     context.metrics().notes.push_back(note);
   }
   for (std::size_t k = 0; k < receivers_.size(); ++k) {
-    // One thread takes the whole set; several take a core of it each.
-    const std::vector<int> own = receivers_.size() == 1 || cores.empty() ? cores : std::vector<int>{cores[k]};
+    const std::vector<int> own = receive_cores(k);
     const std::string suffix = k == 0 ? "" : " " + std::to_string(k + 1);
     try {
       receivers_[k]->start(own, "rx" + suffix + " " + context.lane_name(),
@@ -325,10 +331,7 @@ void UdpSource::start_receive_threads(StageContext& context) {
                                " (pick cores this process may use: taskset -cp PID lists them)");
     }
   }
-  log::info(
-      "{}: {} on {}", context.stage_name(),
-      receivers_.size() == 1 ? std::string("receive thread") : std::to_string(receivers_.size()) + " receive threads",
-      cores.empty() ? std::string("any core (receive_cpu not set)") : "cpu " + format_core_list(cores));
+  log::info("{}: {}{}", context.stage_name(), threads_placement(), cores.empty() ? " (receive_cpu not set)" : "");
 }
 
 void UdpSource::wait_for_context(StageContext& context) {
@@ -533,16 +536,21 @@ StageStatus UdpSource::process_merged() noexcept {
     message = merge_->next(std::chrono::milliseconds(10));
   }
   if (!message) return when_nothing_came();
-  last_packet_ns_ = monotonic_ns();
-  // Up to a batch's worth of messages a call, as from one thread.
-  for (std::size_t handled = 0; message && handled < settings_.batch; ++handled) {
-    handle_message(*message->batch, message->index);
-    static_cast<void>(merge_->done(*message));
-    message = merge_->next(std::chrono::nanoseconds(0));
-  }
-  context_->metrics().packets.fetch_add(batch_packets_, std::memory_order_relaxed);
-  batch_packets_ = 0;
+  handle_merged(*message, settings_.batch);  // a batch's worth a call, as from one thread
   return check_context_rate();
+}
+
+void UdpSource::handle_merged(ReceiveMerge::Message message, std::size_t limit) noexcept {
+  last_packet_ns_ = monotonic_ns();
+  for (std::size_t handled = 1;; ++handled) {
+    handle_message(*message.batch, message.index);
+    static_cast<void>(merge_->done(message));
+    if (handled == limit) break;
+    const auto next = merge_->next(std::chrono::nanoseconds(0));
+    if (!next) break;
+    message = *next;
+  }
+  publish_packets();
 }
 
 StageStatus UdpSource::when_nothing_came() noexcept {
@@ -560,12 +568,9 @@ void UdpSource::drain_receive_threads() noexcept {
   for (const auto& receiver : receivers_) receiver->stop();
   if (merge_) {
     // Every call is over: the rings hold all there is, and the merge waits for nothing.
-    while (const auto message = merge_->next(std::chrono::nanoseconds(0))) {
-      handle_message(*message->batch, message->index);
-      static_cast<void>(merge_->done(*message));
+    if (const auto message = merge_->next(std::chrono::nanoseconds(0))) {
+      handle_merged(*message, std::numeric_limits<std::size_t>::max());
     }
-    context_->metrics().packets.fetch_add(batch_packets_, std::memory_order_relaxed);
-    batch_packets_ = 0;
   } else {
     ReceiveThread& receiver = *receivers_.front();
     while (ReceiveBatch* batch = receiver.next(std::chrono::nanoseconds(0))) {
@@ -592,7 +597,11 @@ void UdpSource::drain_socket() noexcept {
 void UdpSource::handle_batch(const ReceiveBatch& batch) noexcept {
   last_packet_ns_ = monotonic_ns();
   for (std::size_t i = 0; i < batch.received; ++i) handle_message(batch, i);
-  // One atomic add per receive call rather than per packet.
+  publish_packets();
+}
+
+void UdpSource::publish_packets() noexcept {
+  // One atomic add per receive call (or run of merged messages) rather than per packet.
   context_->metrics().packets.fetch_add(batch_packets_, std::memory_order_relaxed);
   batch_packets_ = 0;
 }

@@ -111,6 +111,14 @@ class UdpSource final : public Stage {
   // receive_threads above 1: the next messages in stream order (ReceiveMerge), up to a batch's
   // worth, the first waited for up to 10 ms (timed as the stage's wait).
   StageStatus process_merged() noexcept;
+  // `message` and those after it in queue order that are ready without a wait, up to `limit`
+  // in all, then their packets counted.
+  void handle_merged(ReceiveMerge::Message message, std::size_t limit) noexcept;
+  // The packets handled since the last call into the stage's count.
+  void publish_packets() noexcept;
+  // Receive thread k's cores: the whole receive_cpu set for one thread, its own core of it for
+  // several (empty: not pinned).
+  [[nodiscard]] std::vector<int> receive_cores(std::size_t k) const;
   // No message came: a receive thread's failure fails the stage; else a quiet stream flushes.
   StageStatus when_nothing_came() noexcept;
   // The receive threads are stopped: every batch they filled is handled, in stream order.
