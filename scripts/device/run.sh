@@ -48,6 +48,20 @@ paced_send() {  # paced_send NAME RATE SECONDS: the emulator's two streams at RA
   grep -E '^cpu(2|8|14|15) ' /proc/stat > "$out/$1-stat-after.txt"
 }
 
+udp_bound() {  # udp_bound PID PORT...: until every PORT has a bound UDP socket (60 s at most, or until PID has
+  # ended), then 2 s more for the stages after the sources: a datagram sent before then waits in
+  # the socket, but one the full socket dropped before the stream began is not counted anywhere.
+  local waited port missing
+  for ((waited = 0; waited < 120; waited++)); do
+    missing=0
+    for port in "${@:2}"; do grep -q ":$(printf '%04X' "$port") " /proc/net/udp || missing=1; done
+    [ "$missing" = 0 ] && break
+    kill -0 "$1" 2> /dev/null || return
+    sleep 0.5
+  done
+  sleep 2
+}
+
 emulator_sent() {  # emulator_sent NAME: "PACKETS GB/S" that NAME's emulator says it sent (both ports), "? 0" if it did not
   python3 - "$out/$1-emulator.log" <<'PY'
 import re, sys

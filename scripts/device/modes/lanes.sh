@@ -245,20 +245,10 @@ print(f"{min(shares):.2f}-{max(shares):.2f}")
 PY
 }
 
-lanes_wait_bound() {  # lanes_wait_bound PID: until every lane's port is bound (60 s at most), then 2 s
-  # more for the stages after the sources: a datagram sent before then waits in the socket, but
-  # one the full socket dropped before the stream began is not counted anywhere but here.
-  local lane port waited
-  for ((waited = 0; waited < 120; waited++)); do
-    for ((lane = 0; lane < lanes_count; lane++)); do
-      port=$(printf '%04X' $((50200 + lane)))
-      grep -q ":$port " /proc/net/udp || break
-    done
-    [ "$lane" = "$lanes_count" ] && break
-    kill -0 "$1" 2> /dev/null || return
-    sleep 0.5
-  done
-  sleep 2
+lanes_wait_bound() {  # lanes_wait_bound PID: until every lane's port is bound (run.sh's udp_bound)
+  local ports=() lane
+  for ((lane = 0; lane < lanes_count; lane++)); do ports+=($((50200 + lane))); done
+  udp_bound "$1" "${ports[@]}"
 }
 
 lanes_queue_sampler() {  # lanes_queue_sampler FILE: every lane socket's queue (/proc/net/udp) each 0.25 s

@@ -40,16 +40,12 @@ rx_yaml() {  # rx_yaml RATE THREADS FILE
 }
 
 rx_run() {  # rx_run RATE THREADS ROUND: one run, one row
-  local rate=$1 threads=$2 round=$3 name="rx-$1-t$2-$3" pipeline waited
+  local rate=$1 threads=$2 round=$3 name="rx-$1-t$2-$3" pipeline
   rx_yaml "$rate" "$threads" "$out/$name.yaml"
   "$pack/bin/sluice" run "$out/$name.yaml" --duration "$((rx_seconds + 8))s" --report "$out/$name.json" \
     2> "$out/$name.log" > /dev/null &
   pipeline=$!
-  for ((waited = 0; waited < 120; waited++)); do
-    grep -q ":C31C " /proc/net/udp && break  # 50300
-    sleep 0.5
-  done
-  sleep 2
+  udp_bound $pipeline 50300
   "$pack/bin/sluice-emulator" "$out/$name.yaml" --set "emulator.duration=${rx_seconds}s" -q 2> "$out/$name-emulator.log" ||
     status=1
   wait $pipeline || status=1
