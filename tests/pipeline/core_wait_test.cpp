@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "pipeline/thread_cores.hpp"
+#include "tests/support/core_rival.hpp"
 
 namespace sluice {
 namespace {
@@ -82,25 +83,16 @@ TEST(CoreWait, TwoBusyThreadsOnOneCoreEachWaitWhileTheOtherRuns) {
 TEST(CoreWait, AnUnpinnedThreadHasFiguresButNoNote) {
   const int core = allowed_cores().front();
   CoreWait wait("stage");
-  std::atomic<bool> done{false};
-  std::atomic<bool> rival_pinned{false};
-  std::thread rival([&] {
-    pin_thread(pthread_self(), {core});
-    rival_pinned = true;
-    while (!done.load()) {
-    }
-  });
-  std::thread busy([&] {
-    pin_thread(pthread_self(), {core});  // pinned, but not told so: as a stage the runtime did not pin
-    while (!rival_pinned.load()) {
-    }
-    wait.begin({});
-    spin_for(300ms);
-    wait.end();
-  });
-  busy.join();
-  done = true;
-  rival.join();
+  {
+    const test::CoreRival rival(core);
+    std::thread busy([&] {
+      pin_thread(pthread_self(), {core});  // pinned, but not told so: as a stage the runtime did not pin
+      wait.begin({});
+      spin_for(300ms);
+      wait.end();
+    });
+    busy.join();
+  }
   EXPECT_GE(wait.waited_ns(), 50'000'000U);
   EXPECT_EQ(core_wait_note(wait, {}), "");
 }

@@ -12,6 +12,7 @@
 #include "pipeline/runtime.hpp"
 #include "pipeline/thread_cores.hpp"
 #include "tests/stages/stage_test_util.hpp"
+#include "tests/support/core_rival.hpp"
 #include "tests/support/test_stages.hpp"
 
 namespace sluice {
@@ -333,15 +334,10 @@ TEST(Lifecycle, AStageKeptOffItsCoreByAnotherThreadIsMeasuredAndNamed) {
       "lanes: [{name: a, stages: [{type: generator, cpu: " +
       std::to_string(core) + "}, {type: null}]}]\n");
   pipeline->start();
-  std::atomic<bool> done{false};
-  std::thread rival([&] {
-    pin_thread(pthread_self(), {core});
-    while (!done.load(std::memory_order_relaxed)) {
-    }
-  });
-  pipeline->run();
-  done = true;
-  rival.join();
+  {
+    const test::CoreRival rival(core);
+    pipeline->run();
+  }
   ASSERT_TRUE(pipeline->failures().empty()) << pipeline->failures()[0].message;
   const nlohmann::json report = report_json(*pipeline, 0);
   const auto& generator = report["lanes"][0]["stages"][0];

@@ -27,6 +27,7 @@
 #include "recorder/capture_reader.hpp"
 #include "recorder/capture_tools.hpp"
 #include "recorder/sigmf.hpp"
+#include "tests/support/core_rival.hpp"
 #include "wire/samples.hpp"
 #include "wire/socket.hpp"
 #include "wire/vita49_context.hpp"
@@ -1354,20 +1355,15 @@ TEST(UdpSource, AReceiveThreadKeptOffItsCoreIsMeasuredAndNamed) {
   Pipeline pipeline(udp_to_capture(
       ", stream_id: 1, receive_thread: true, receive_spin: 10s, receive_cpu: [" + std::to_string(core) + "]", 8));
   pipeline.start();
-  std::atomic<bool> done{false};
-  std::thread rival([&] {
-    pin_thread(pthread_self(), {core});
-    while (!done.load(std::memory_order_relaxed)) {
-    }
-  });
-  std::thread runner([&] { pipeline.run(); });
   const StageMetrics& metrics = test_support::source_metrics(pipeline);
   const CoreWait& receive = metrics.threads().back();
-  EXPECT_TRUE(test_support::wait_for([&] { return receive.lifetime_ns() >= 600'000'000U; }));
-  pipeline.request_stop();
-  runner.join();
-  done = true;
-  rival.join();
+  {
+    const test::CoreRival rival(core);
+    std::thread runner([&] { pipeline.run(); });
+    EXPECT_TRUE(test_support::wait_for([&] { return receive.lifetime_ns() >= 600'000'000U; }));
+    pipeline.request_stop();
+    runner.join();
+  }
   test_support::current_capture() = nullptr;
   ASSERT_EQ(metrics.threads().size(), 2U);
   EXPECT_EQ(receive.name(), "receive");
