@@ -72,8 +72,15 @@ lanes_fft=${LANES_FFT:-cufft}
 lanes_light=${LANES_LIGHT_CORES:-2}
 lanes_host_cores=${LANES_HOST_CORES:-$(nproc)}
 lanes_dry=${LANES_DRY_RUN:-0}
+lanes_pcp_set() {  # lanes_pcp_set FRACTION: vm.percpu_pagelist_high_fraction (not in a dry run)
+  [ "$lanes_dry" = 1 ] && return
+  if ! echo "$1" 2> /dev/null > /proc/sys/vm/percpu_pagelist_high_fraction; then
+    echo "lanes: cannot set vm.percpu_pagelist_high_fraction to $1: the runs after this compare nothing" >&2
+    status=1
+  fi
+}
 if [ -n "${LANES_PCP_FRACTION:-}" ] && [ "$lanes_dry" != 1 ]; then
-  echo "$LANES_PCP_FRACTION" 2> /dev/null > /proc/sys/vm/percpu_pagelist_high_fraction || status=1
+  lanes_pcp_set "$LANES_PCP_FRACTION"
   echo "lanes: vm.percpu_pagelist_high_fraction = $(cat /proc/sys/vm/percpu_pagelist_high_fraction)"
 fi
 lanes_split=${LANES_SPLIT:-0}
@@ -565,14 +572,6 @@ lanes_soak() {  # lanes_soak GPUS LABEL
     per_gpu+=($(($1 > gpu ? (lanes_count - gpu + $1 - 1) / $1 : 0)))
   done
   lanes_gpu_shares "lanes-$2" "${per_gpu[@]}"
-}
-
-lanes_pcp_set() {  # lanes_pcp_set FRACTION: vm.percpu_pagelist_high_fraction (not in a dry run)
-  [ "$lanes_dry" = 1 ] && return
-  if ! echo "$1" 2> /dev/null > /proc/sys/vm/percpu_pagelist_high_fraction; then
-    echo "lanes: cannot set vm.percpu_pagelist_high_fraction to $1: the runs after this compare nothing" >&2
-    status=1
-  fi
 }
 
 lanes_pcp() {  # soaks taking turns: the kernel's per-core page lists, then larger ones
