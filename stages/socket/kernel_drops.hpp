@@ -22,9 +22,19 @@ class KernelDrops {
   static constexpr std::uint64_t kGroSegmentsMax = 64;
 
   // Turns the count on for `fd`; throws naming setsockopt and errno. `gro`: the socket receives
-  // coalesced datagrams. Counter: drop reason "socket_overflow", the kernel's count as it is
-  // (datagrams dropped; with GRO a coalesced datagram counts once).
+  // coalesced datagrams. Counters: drop reason "socket_overflow", the kernel's count as it is
+  // (datagrams dropped; with GRO a coalesced datagram counts once), and of those
+  // "dropped_after_last_packet", the ones after the last datagram received (see finish).
   void start(int fd, StageMetrics& metrics, bool gro);
+  // At the stream's end, once the socket is drained: the datagrams the kernel dropped after the
+  // last one received. No later datagram carries their count and no later packet shows where
+  // the stream ended, so they are read off the socket's own drop count (SO_MEMINFO) and counted
+  // under both counters. Returns how many (0 where the count cannot be read).
+  std::uint64_t finish(int fd) noexcept;
+  // Samples in the furthest packet used (0 before any): what one dropped datagram held, at least.
+  [[nodiscard]] std::size_t last_packet_samples() const noexcept { return used_samples_; }
+  // The most datagrams one counted drop holds: 1, or with GRO kGroSegmentsMax.
+  [[nodiscard]] std::uint64_t segments_per_drop() const noexcept { return segments_per_drop_; }
   // Reads the count off one received message (none on it: nothing dropped yet) and counts the
   // datagrams dropped since the previous one. Never allocates.
   void received(const msghdr& header) noexcept;
@@ -40,6 +50,7 @@ class KernelDrops {
     if (have_used_ && position + samples < used_end_) return;
     have_used_ = true;
     used_end_ = position + samples;
+    used_samples_ = samples;
     used_packet_count_ = packet_count;
     count_at_used_ = count_;
   }
@@ -56,8 +67,10 @@ class KernelDrops {
   std::uint32_t count_at_used_ = 0;
   bool have_used_ = false;
   std::uint64_t used_end_ = 0;
+  std::size_t used_samples_ = 0;
   std::optional<std::uint8_t> used_packet_count_;
   NamedCounter* overflow_ = nullptr;
+  NamedCounter* after_last_ = nullptr;
 };
 
 }  // namespace sluice

@@ -473,6 +473,7 @@ StageStatus UdpSource::process() {
   if (context_->stop_requested()) {
     if (!receivers_.empty()) drain_receive_threads();
     drain_socket();
+    note_lost_end();
     while (release_oldest_pending()) {
     }
     assembler_.flush();
@@ -591,6 +592,23 @@ void UdpSource::drain_socket() noexcept {
     if (received <= 0) return;  // empty (or failing: the stream ends here either way)
     for (int i = 0; i < received; ++i) taken += slots_->message(static_cast<std::size_t>(i)).msg_len;
     handle_batch(ReceiveBatch{slots_.get(), 0, static_cast<std::size_t>(received)});
+  }
+}
+
+void UdpSource::note_lost_end() noexcept {
+  const std::uint64_t dropped = drops_.finish(socket_.get());
+  if (dropped == 0) return;
+  const auto least = dropped * drops_.last_packet_samples();
+  try {
+    const std::string note = fmt::format(
+        "the kernel dropped {} datagram(s) after the last one this stage received (its socket was full when the "
+        "stream ended): the stream's end is lost, at least {} samples{}, and with no later packet to show where it "
+        "ended they are not in lost_samples",
+        dropped, least,
+        drops_.segments_per_drop() > 1 ? fmt::format(" (up to {} with GRO)", least * drops_.segments_per_drop()) : "");
+    log::warn("lane {} stage {}: {}", context_->lane_name(), context_->stage_name(), note);
+    context_->metrics().notes.push_back(note);
+  } catch (const std::exception&) {  // no memory for the note: the counters still say it
   }
 }
 

@@ -127,6 +127,8 @@ class UdpSource final : public Stage {
   // source that fell behind) are handled, up to one receive buffer's worth, so that a sender
   // that goes on does not keep the stage from ending.
   void drain_socket() noexcept;
+  // After the drain: datagrams the kernel dropped after the last one received, counted and named.
+  void note_lost_end() noexcept;
   // The receive thread's waits, blocking calls and spin time into the stage's counters.
   void publish_receive_thread() noexcept;
   // Every message of `batch` from the last receive, then the batch's packets counted.

@@ -803,6 +803,61 @@ TEST_P(UdpSourceBothWays, AKernelDropBurstOfCoalescedDatagramsIsLossNotAJump) {
   expect_kernel_burst_is_loss(32, way());
 }
 
+// The stream ends while the stage is behind: the kernel keeps what the socket's small buffer
+// holds and drops the rest, the stream's end. No later datagram carries the kernel's count and
+// no later packet shows where the stream ended, so the stage reads the count off the socket once
+// it has drained it: the kernel's drops (/proc/net/udp), all of them counted, and named as the
+// stream's lost end; every datagram kept is in the capture, and lost_samples stays at what later
+// packets showed (none).
+TEST_P(UdpSourceBothWays, AStreamEndTheKernelDroppedIsCountedAndNamed) {
+  UdpRun run;
+  test_support::current_capture() = &run.capture;
+  Pipeline pipeline(udp_to_capture(", stream_id: 1, receive_buffer: 64KiB" + way(), 64));
+  pipeline.start();  // the socket is bound; nothing takes from it until run()
+  UdpSource* stage = udp_stage(pipeline);
+  ASSERT_NE(stage, nullptr);
+  const auto settings = with_count(0);
+  VitaStream stream(settings, stage->port());
+  const std::uint64_t spp = stream.samples_per_packet();
+  constexpr std::uint64_t kSent = 600;
+  stream.send(0, kSent, 1, 32);  // pauses for the loopback backlog: every drop is the socket's
+  const std::uint64_t dropped = test_support::proc_udp_drops(stage->port()).value();
+  ASSERT_GT(dropped, 0U);
+  ASSERT_LT(dropped, kSent);
+  pipeline.request_stop();
+  pipeline.run();
+  test_support::current_capture() = nullptr;
+
+  const StageMetrics& metrics = test_support::source_metrics(pipeline);
+  EXPECT_EQ(metrics.packets.load(), kSent - dropped);
+  EXPECT_EQ(drops(metrics, "socket_overflow"), dropped) << "the stage's count is the kernel's";
+  EXPECT_EQ(counter(metrics, "dropped_after_last_packet"), dropped);
+  EXPECT_EQ(counter(metrics, "lost_samples"), 0U);
+  std::uint64_t captured = 0;
+  for (const auto& chunk : run.capture.chunks) captured += chunk.sample_count;
+  EXPECT_EQ(captured, (kSent - dropped) * spp);
+  const std::string named = "dropped " + std::to_string(dropped) + " datagram(s) after the last one";
+  const auto note = std::find_if(metrics.notes.begin(), metrics.notes.end(),
+                                 [&](const std::string& text) { return text.find(named) != std::string::npos; });
+  ASSERT_NE(note, metrics.notes.end()) << "no note names the lost end";
+  EXPECT_NE(note->find("at least " + std::to_string(dropped * spp) + " samples"), std::string::npos) << *note;
+}
+
+// A stream that ends with every datagram received has no lost end, and says nothing of one.
+TEST_P(UdpSourceBothWays, AStreamEndThatArrivedHasNoLostEnd) {
+  QueuedBeforeReading queued(", receive_buffer: 64MiB" + way());
+  Pipeline& pipeline = *queued.pipeline;
+  pipeline.request_stop();
+  pipeline.run();
+  const StageMetrics& metrics = test_support::source_metrics(pipeline);
+  EXPECT_EQ(metrics.packets.load(), queued.sent.packets);
+  EXPECT_EQ(counter(metrics, "dropped_after_last_packet"), 0U);
+  EXPECT_EQ(drops(metrics, "socket_overflow"), 0U);
+  EXPECT_TRUE(std::none_of(metrics.notes.begin(), metrics.notes.end(), [](const std::string& text) {
+    return text.find("after the last one") != std::string::npos;
+  }));
+}
+
 TEST(UdpSource, SustainedJumpBackStartsANewSegmentRightAfterTheOldOne) {
   const auto settings = with_shift(1000, 500, 1000, -kHourAt100Msps);
   UdpRun run;
