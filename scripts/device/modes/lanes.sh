@@ -5,7 +5,8 @@
 #                  → null, lane K on GPU K % GPUS; per-lane rates LADDER_RATES (GB/s, 10 s each) up
 #                  to the first loss, each next to LANES bare receive loops on the same cores
 #   lanes-soak     SOAK_LANES_SECONDS (30) at GOAL_RATE (5 GB/s per lane): counts reconciled stage
-#                  to stage, the emulator's samples against the sources', spectra against the tone
+#                  to stage, the emulator's samples against the sources', spectra against the tone;
+#                  LANES_SOAKS (1) soaks in a row, named soak-1 … where more than one
 #   lanes-onegpu   what the GPUs past the first add: the soak with every lane on GPU 0, then on GPUS
 #                  GPUs, in one call; per GPU and run the H2D bytes and rate (nvidia-smi dmon's PCIe
 #                  receive counter), the copy-engine busy share (that rate against the GPU's own
@@ -28,6 +29,16 @@
 # lanes-core-waits.txt: per lane how long its receive and placing threads were kept off their
 # cores (the report's threads: run delay, most in one 0.1 s window, preemptions); and one to
 # lanes-vmstat.txt: the page allocator's counts over the run (/proc/vmstat before and after).
+# Each run also times a memory-bound copy on a core no lane uses (LANES_PROBE_CPU, the host's last):
+# dd from /dev/zero through a 256 MiB buffer each 0.5 s into NAME-probe.txt, and its rates over the
+# run (least, median, most) as a line in lanes-probe.txt, beside the same probe alone for 5 s
+# ("idle") and during the bare loops' runs: a slowdown of the whole machine's memory shows there,
+# where a lane's own slowdown does not.
+# Before its first run a sub-mode warms the kernel's memory where the kernel initialises it lazily
+# (deferred_init=lazy, as in the lent microVMs: a few GB initialised at boot, the rest as it is first
+# asked for): it fills LANES_WARM_GIB (120; at most 0.8 of /dev/shm's room and of MemAvailable) GiB of /dev/shm with fallocate and frees it, timed, so
+# that no run pays for the kernel's initialisation of the pages its sockets take; 0 skips it, and so
+# does a kernel that has initialised that much already.
 # LANES_PCP_FRACTION sets vm.percpu_pagelist_high_fraction first (8 and up: larger per-core page
 # lists, fewer trips to the zone's lock; 0: the kernel's own sizing), to try whether the loopback's
 # page traffic (allocated on the senders' cores, freed on the receivers') holds the lanes back.
@@ -102,6 +113,69 @@ export CUDA_DEVICE_ORDER=PCI_BUS_ID
 # Core numbers wrap at the host's count, so that a tiny run (LANES=2 on a 2-core machine) still
 # pins; on a host with enough cores they are as laid out above.
 lanes_core() { echo $(($1 % lanes_host_cores)); }
+lanes_probe_cpu=${LANES_PROBE_CPU:-$((lanes_host_cores - 1))}
+
+lanes_warm() {  # where the kernel has not yet initialised most of its memory, fill and free tmpfs
+  [ "$lanes_dry" = 1 ] && return
+  local gib=${LANES_WARM_GIB:-120} before after start room memory
+  before=$(lanes_managed_gib)
+  room=$(($(df --output=avail -BG /dev/shm | tail -1 | tr -dc 0-9) * 8 / 10))
+  memory=$(awk '/MemAvailable/ {print int($2 / 1048576 * 0.8)}' /proc/meminfo)
+  gib=$((gib < room ? gib : room))
+  gib=$((gib < memory ? gib : memory))
+  if [ "$gib" = 0 ] || ! grep -q 'deferred_init=lazy' /proc/cmdline || [ "${before%%.*}" -ge "$gib" ]; then
+    echo "warm-up: none (LANES_WARM_GIB=${LANES_WARM_GIB:-120}, room for $gib; kernel command line $(grep -o 'deferred_init=[a-z]*' /proc/cmdline || echo 'without deferred_init')); $before" >> "$out/lanes-warm.txt"
+    return
+  fi
+  start=$(date +%s.%N)
+  if fallocate -l "${gib}G" /dev/shm/lanes-warm; then
+    rm -f /dev/shm/lanes-warm
+    after=$(lanes_managed_gib)
+    echo "warm-up: $gib GiB through /dev/shm in $(python3 -c "print(f'{$(date +%s.%N) - $start:.1f}')") s; before: $before; after: $after" >> "$out/lanes-warm.txt"
+  else
+    rm -f /dev/shm/lanes-warm
+    echo "lanes: the warm-up could not fill $gib GiB of /dev/shm (set LANES_WARM_GIB lower)" | tee -a "$out/lanes-warm.txt" >&2
+    status=1
+  fi
+}
+
+lanes_probe_idle() {  # the copy probe for 5 s with no run: the rate the runs' probes compare with
+  [ "$lanes_dry" = 1 ] && return
+  lanes_copy_probe "$out/idle-probe.txt" &
+  local probe=$!
+  sleep 5
+  kill $probe 2> /dev/null
+  lanes_probe_summary idle >> "$out/lanes-probe.txt"
+}
+
+lanes_managed_gib() {  # the Normal zones' pages the kernel has initialised, against those present
+  awk '/zone +Normal/ {n = 1} /zone +(DMA|DMA32|Movable|Device)/ {n = 0}
+       n && $1 == "present" {p += $2} n && $1 == "managed" {m += $2}
+       END {printf "%.1f of %.1f GiB initialised", m * 4096 / 2^30, p * 4096 / 2^30}' /proc/zoneinfo
+}
+
+lanes_copy_probe() {  # lanes_copy_probe FILE: a memory-bound copy's rate on the probe core, each 0.5 s
+  while :; do
+    echo "$(date +%s.%N) $(taskset -c "$lanes_probe_cpu" dd if=/dev/zero of=/dev/null bs=256M count=4 2>&1 | tail -1)"
+    sleep 0.5
+  done > "$1"
+}
+
+lanes_probe_summary() {  # lanes_probe_summary NAME: the probe's rates over the run
+  python3 - "$out/$1-probe.txt" "$1" "$lanes_probe_cpu" <<'PY'
+import re, statistics, sys
+rates = []
+for line in open(sys.argv[1]):
+    m = re.search(r"copied, [0-9.e-]+ s, ([0-9.]+) ([GM])B/s", line)
+    if m:
+        rates.append(float(m.group(1)) / (1 if m.group(2) == "G" else 1000))
+if rates:
+    print(f"{sys.argv[2]}: memory copy on core {sys.argv[3]} (dd /dev/zero, 256 MiB blocks), {len(rates)} samples: "
+          f"least {min(rates):.2f}, median {statistics.median(rates):.2f}, most {max(rates):.2f} GB/s")
+else:
+    print(f"{sys.argv[2]}: no copy-probe samples")
+PY
+}
 lanes_rx_cpu() { lanes_core $((2 + $1)); }
 lanes_placers() {  # cores the placing threads take on their own (LANES_SPLIT=2: one a lane)
   if [ "$lanes_split" = 2 ]; then echo "$lanes_count"; else echo 0; fi
@@ -346,6 +420,8 @@ lanes_pipeline() {  # lanes_pipeline RATE SECONDS GPUS NAME LABEL: one run; prin
   samplers+=($!)
   while :; do echo "t $(date +%s.%N)"; grep '^cpu[0-9]' /proc/stat; sleep 0.5; done > "$out/$name-cores.txt" &
   samplers+=($!)
+  lanes_copy_probe "$out/$name-probe.txt" &
+  samplers+=($!)
   cp /proc/vmstat "$out/$name-vmstat-before.txt"
   lanes_send "$name" "$config" "$seconds"
   cp /proc/vmstat "$out/$name-vmstat-after.txt"
@@ -354,6 +430,7 @@ lanes_pipeline() {  # lanes_pipeline RATE SECONDS GPUS NAME LABEL: one run; prin
   lanes_queue_summary "$name" >> "$out/lanes-queues.txt"
   lanes_core_waits "$name" >> "$out/lanes-core-waits.txt"
   lanes_vmstat_delta "$name" >> "$out/lanes-vmstat.txt"
+  lanes_probe_summary "$name" >> "$out/lanes-probe.txt"
   local busy
   busy=$(lanes_rx_busy "$name")
   python3 - "$out/$name.json" "$out/$name-emulator.log" "$rate" "$lanes_count" "$busy" "$label" <<'PY'
@@ -384,7 +461,11 @@ lanes_loops() {  # lanes_loops RATE SECONDS NAME: LANES bare receive loops on th
     > "$out/$name.json" 2> "$out/$name.log" &
   local loops=$!
   sleep 1
+  lanes_copy_probe "$out/$name-probe.txt" &
+  local probe=$!
   lanes_send "$name" "$config" "$seconds"
+  kill $probe 2> /dev/null
+  lanes_probe_summary "$name" >> "$out/lanes-probe.txt"
   wait $loops || status=1
   local busy
   busy=$(lanes_rx_busy "$name")
@@ -411,6 +492,11 @@ sent = re.search(r"samples ([0-9]+)", log)
 received = sum(l["stages"][0]["out"]["samples"] + l["stages"][0]["counters"].get("lost_samples", 0) for l in report["lanes"])
 print(f"emulator samples {sent.group(1) if sent else '?'}, sources' samples + lost {received}")
 failed |= not sent or int(sent.group(1)) != received
+# Datagrams the kernel dropped after a lane's last received one: a stream end that no count can place.
+ends = {l["name"]: l["stages"][0]["counters"].get("dropped_after_last_packet", 0) for l in report["lanes"]}
+if any(ends.values()):
+    print("lost stream ends (datagrams the kernel dropped after the last received): " +
+          ", ".join(f"{name} {count}" for name, count in ends.items() if count))
 sps = int(rate * 1e9 / 4)
 for lane in report["lanes"]:
     stages = lane["stages"]
@@ -574,6 +660,12 @@ lanes_soak() {  # lanes_soak GPUS LABEL
   lanes_gpu_shares "lanes-$2" "${per_gpu[@]}"
 }
 
+lanes_soaks() {  # LANES_SOAKS soaks in a row on GPUS GPUs
+  local count=${LANES_SOAKS:-1} k
+  if [ "$count" = 1 ]; then lanes_soak "$lanes_gpus" soak; return; fi
+  for ((k = 1; k <= count; k++)); do lanes_soak "$lanes_gpus" "soak-$k"; done
+}
+
 lanes_pcp() {  # soaks taking turns: the kernel's per-core page lists, then larger ones
   local fraction=${LANES_PCP_FRACTION:-8} round saved=0
   [ "$lanes_dry" = 1 ] || saved=$(cat /proc/sys/vm/percpu_pagelist_high_fraction)
@@ -639,6 +731,8 @@ lanes_summary() {
   [ -f "$out/lanes-queues.txt" ] && cat "$out/lanes-queues.txt"
   [ -f "$out/lanes-core-waits.txt" ] && cat "$out/lanes-core-waits.txt"
   [ -f "$out/lanes-vmstat.txt" ] && cat "$out/lanes-vmstat.txt"
+  [ -f "$out/lanes-probe.txt" ] && cat "$out/lanes-probe.txt"
+  [ -f "$out/lanes-warm.txt" ] && cat "$out/lanes-warm.txt"
   lanes_header
   printf '%s\n' "${lanes_rows[@]}"
   if [ "${#lanes_gpu_rows[@]}" -gt 0 ]; then
@@ -692,11 +786,11 @@ PY
 
 case $mode in
   # over 600 s at full size
-  lanes) lanes_ladder; lanes_peak_copies; lanes_soak "$lanes_gpus" soak; lanes_soak 1 onegpu; lanes_summary ;;
-  lanes-ladder) lanes_ladder; lanes_summary ;;
-  lanes-soak) lanes_peak_copies; lanes_soak "$lanes_gpus" soak; lanes_summary ;;
-  lanes-onegpu) lanes_peak_copies; lanes_soak 1 onegpu; lanes_soak "$lanes_gpus" soak; lanes_summary ;;
-  lanes-cores) lanes_cores; lanes_summary ;;
-  lanes-pcp) lanes_peak_copies; lanes_pcp; lanes_summary ;;
+  lanes) lanes_warm; lanes_probe_idle; lanes_ladder; lanes_peak_copies; lanes_soak "$lanes_gpus" soak; lanes_soak 1 onegpu; lanes_summary ;;
+  lanes-ladder) lanes_warm; lanes_probe_idle; lanes_ladder; lanes_summary ;;
+  lanes-soak) lanes_warm; lanes_probe_idle; lanes_peak_copies; lanes_soaks; lanes_summary ;;
+  lanes-onegpu) lanes_warm; lanes_probe_idle; lanes_peak_copies; lanes_soak 1 onegpu; lanes_soak "$lanes_gpus" soak; lanes_summary ;;
+  lanes-cores) lanes_warm; lanes_probe_idle; lanes_cores; lanes_summary ;;
+  lanes-pcp) lanes_warm; lanes_probe_idle; lanes_peak_copies; lanes_pcp; lanes_summary ;;
   lanes-topology) lanes_topology ;;
 esac
