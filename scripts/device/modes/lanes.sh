@@ -20,6 +20,9 @@
 #                  throughout; the light cores' busy shares and each stage's busy fraction
 #   lanes-pcp      soaks taking turns, LANES_PCP_ROUNDS (2) each: the kernel's own per-core page
 #                  lists, then larger ones (vm.percpu_pagelist_high_fraction = LANES_PCP_FRACTION, 8)
+#   lanes-hog      LANES_HOG_ROUNDS (2) rounds of the bare loops at GOAL_RATE, 10 s, alone and then
+#                  beside a memory-bound copy (dd from /dev/zero, 256 MiB blocks) on each lane's
+#                  placing core: what the lanes' own memory traffic costs a loop's receive core
 #   lanes-topology each core's hyperthread siblings and NUMA node (sysfs), its role in this layout,
 #                  and a LANES_SENDER_CPUS that keeps the sender threads off the siblings of the
 #                  receive and placing cores where the host has cores to spare
@@ -666,6 +669,23 @@ lanes_soaks() {  # LANES_SOAKS soaks in a row on GPUS GPUs
   for ((k = 1; k <= count; k++)); do lanes_soak "$lanes_gpus" "soak-$k"; done
 }
 
+lanes_loops_hog() {  # bare loops taking turns with and without memory traffic on the placing cores
+  local rate=${GOAL_RATE:-5} round lane hogs
+  for ((round = 1; round <= ${LANES_HOG_ROUNDS:-2}; round++)); do
+    lanes_rows+=("$(lanes_loops "$rate" 10 "lanes-loops-plain-$round")")
+    hogs=()
+    if [ "$lanes_dry" != 1 ]; then
+      for ((lane = 0; lane < lanes_count; lane++)); do
+        taskset -c "$(lanes_placer_cpu "$lane")" bash -c 'while :; do dd if=/dev/zero of=/dev/null bs=256M count=4 2> /dev/null; done' &
+        hogs+=($!)
+      done
+    fi
+    lanes_rows+=("$(lanes_loops "$rate" 10 "lanes-loops-hog-$round")")
+    [ "${#hogs[@]}" -gt 0 ] && { pkill -P "$(IFS=,; echo "${hogs[*]}")" dd; kill "${hogs[@]}"; } 2> /dev/null
+    wait "${hogs[@]}" 2> /dev/null
+  done
+}
+
 lanes_pcp() {  # soaks taking turns: the kernel's per-core page lists, then larger ones
   local fraction=${LANES_PCP_FRACTION:-8} round saved=0
   [ "$lanes_dry" = 1 ] || saved=$(cat /proc/sys/vm/percpu_pagelist_high_fraction)
@@ -792,5 +812,6 @@ case $mode in
   lanes-onegpu) lanes_warm; lanes_probe_idle; lanes_peak_copies; lanes_soak 1 onegpu; lanes_soak "$lanes_gpus" soak; lanes_summary ;;
   lanes-cores) lanes_warm; lanes_probe_idle; lanes_cores; lanes_summary ;;
   lanes-pcp) lanes_warm; lanes_probe_idle; lanes_peak_copies; lanes_pcp; lanes_summary ;;
+  lanes-hog) lanes_warm; lanes_probe_idle; lanes_loops_hog; lanes_summary ;;
   lanes-topology) lanes_topology ;;
 esac
