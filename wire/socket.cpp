@@ -43,7 +43,7 @@ std::optional<std::uint64_t> receive_buffer_bytes(int fd) noexcept {
 }
 
 std::string set_receive_buffer(int fd, std::uint64_t bytes) {
-  const int wanted = static_cast<int>(std::min<std::uint64_t>(bytes, 1ULL << 30));
+  const int wanted = static_cast<int>(std::min(bytes, kMaxReceiveBuffer));
   std::string how = "SO_RCVBUFFORCE";
   if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &wanted, sizeof(wanted)) != 0) {
     how = "SO_RCVBUF";
@@ -55,8 +55,13 @@ std::string set_receive_buffer(int fd, std::uint64_t bytes) {
   if (!obtained) throw std::runtime_error(errno_message("getsockopt(SO_RCVBUF)"));
   // The kernel reports double the usable size (it counts bookkeeping).
   std::string note = "receive buffer " + format_bytes(static_cast<double>(*obtained) / 2.0) + " via " + how;
-  if (*obtained / 2 < bytes) {
-    note += " (asked " + format_bytes(static_cast<double>(bytes)) + ", capped by the kernel: raise net.core.rmem_max)";
+  // One byte short is the kernel's own ceiling (INT_MAX / 2), not a cap.
+  if (*obtained / 2 + 1 < std::min(bytes, kMaxReceiveBuffer)) {
+    note += " (asked " + format_bytes(static_cast<double>(bytes)) + ", capped by the kernel";
+    note += how == "SO_RCVBUF" ? " at net.core.rmem_max, since this process may not use SO_RCVBUFFORCE (it needs "
+                                 "CAP_NET_ADMIN): raise it, e.g. sysctl -w net.core.rmem_max=" +
+                                     std::to_string(std::min(bytes, kMaxReceiveBuffer)) + ")"
+                               : ")";
   }
   return note;
 }

@@ -21,9 +21,13 @@ using UniqueFd = sluice::UniqueFd;  // pipeline/unique_fd.hpp
 // "127.0.0.1:50000" → sockaddr_in; nullopt when malformed.
 std::optional<sockaddr_in> parse_endpoint(std::string_view text);
 std::string to_string(const sockaddr_in& address);
-// Sets SO_RCVBUF to `bytes` (SO_RCVBUFFORCE first: it goes past net.core.rmem_max with
-// CAP_NET_ADMIN) and reads back what the kernel granted. Returns a note for the operator,
-// which says so when the kernel capped the size. Throws std::runtime_error naming the call.
+// The most a socket's receive buffer can hold: the kernel keeps twice what SO_RCVBUF asks, in an
+// int, so it caps the ask at INT_MAX / 2 (one byte short of 1 GiB).
+inline constexpr std::uint64_t kMaxReceiveBuffer = 1ULL << 30;
+// Sets SO_RCVBUF to `bytes` (at most kMaxReceiveBuffer; SO_RCVBUFFORCE first: it goes past
+// net.core.rmem_max with CAP_NET_ADMIN) and reads back what the kernel granted. Returns a note
+// for the operator, which says so when the kernel capped the size, and how to lift the cap.
+// Throws std::runtime_error naming the call.
 // On a TCP socket, call it before listen()/connect(): the window scale is fixed then.
 std::string set_receive_buffer(int fd, std::uint64_t bytes);
 // The socket's SO_RCVBUF as the kernel reports it (double the usable size: it counts

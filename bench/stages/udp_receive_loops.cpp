@@ -19,6 +19,7 @@
 #include "pipeline/units.hpp"
 #include "stages/socket/receive_thread.hpp"
 #include "suite/bare_udp.hpp"
+#include "wire/socket.hpp"
 
 namespace {
 
@@ -140,8 +141,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const auto buffer = sluice::parse_bytes(buffer_text);
-  if (!buffer || *buffer == 0 || *buffer > (1ULL << 31) - 1) {
-    std::fprintf(stderr, "udp_receive_loops: --receive-buffer %s: a size from 1 B to 2 GiB, e.g. 256MiB\n",
+  if (!buffer || *buffer == 0 || *buffer > sluice::wire::kMaxReceiveBuffer) {
+    std::fprintf(stderr, "udp_receive_loops: --receive-buffer %s: a size from 1 B to 1 GiB, e.g. 256MiB\n",
                  buffer_text.c_str());
     return 2;
   }

@@ -44,9 +44,10 @@ TcpSource::TcpSource(SettingsReader& reader, const PipelineSettings& pipeline) {
   settings_.max_frame =
       reader.bytes("max_frame", settings_.max_frame, "largest frame payload accepted (framing none: bytes per receive)",
                    64, raw_tcp::kMaxPayloadBytes);
-  settings_.receive_buffer = reader.bytes(
-      "receive_buffer", settings_.receive_buffer,
-      "socket receive buffer (SO_RCVBUF, set before listen/connect so it sizes the window)", 4096, 1ULL << 30);
+  settings_.receive_buffer =
+      reader.bytes("receive_buffer", settings_.receive_buffer,
+                   "socket receive buffer (SO_RCVBUF, set before listen/connect so it sizes the window)", 4096,
+                   wire::kMaxReceiveBuffer);
   settings_.max_jump = reader.duration(
       "max_jump", settings_.max_jump,
       "a frame further than this from the stream (first_sample) is an outlier, unless resync_after agree");

@@ -127,8 +127,9 @@ UdpSource::UdpSource(SettingsReader& reader, const PipelineSettings& pipeline) {
                                    {{"ci16", SampleFormat::ci16}, {"cf32", SampleFormat::cf32}});
   settings_.sample_rate =
       reader.frequency("sample_rate", 100e6, "sample rate (whole Hz); maps timestamps to sample indices", 1, 1e11);
-  settings_.receive_buffer =
-      reader.bytes("receive_buffer", settings_.receive_buffer, "socket receive buffer (SO_RCVBUF)", 4096, 1ULL << 31);
+  settings_.receive_buffer = reader.bytes(
+      "receive_buffer", settings_.receive_buffer,
+      "socket receive buffer (SO_RCVBUF; the kernel holds at most 1 GiB for a socket)", 4096, wire::kMaxReceiveBuffer);
   settings_.batch = static_cast<std::size_t>(reader.integer(
       "batch", 0, "datagrams per recvmmsg (0: about 512 KiB of buffers: 8 with GRO, 64 without)", 0, 1024));
   settings_.gro =

@@ -1160,6 +1160,14 @@ std::string udp_settings_errors(const std::string& settings) {
   return std::string();
 }
 
+// The kernel holds at most 1 GiB for a socket: a larger receive_buffer could have no effect.
+TEST(UdpSource, AReceiveBufferLargerThanASocketHoldsIsAnError) {
+  const std::string errors = udp_settings_errors(", receive_buffer: 2GiB");
+  EXPECT_NE(errors.find("receive_buffer"), std::string::npos) << errors;
+  EXPECT_NE(errors.find("out of range [4.00 KiB, 1.00 GiB]"), std::string::npos) << errors;
+  EXPECT_EQ(udp_settings_errors(", receive_buffer: 1GiB"), "");
+}
+
 TEST(UdpSource, FramingSettingsThatCannotApplyAreErrors) {
   EXPECT_NE(udp_settings_errors(", framing: none, stream_id: 3").find("stream_id applies to framing vita49 only"),
             std::string::npos);
