@@ -20,6 +20,10 @@
 #                  throughout; the light cores' busy shares and each stage's busy fraction
 #   lanes-pcp      soaks taking turns, LANES_PCP_ROUNDS (2) each: the kernel's own per-core page
 #                  lists, then larger ones (vm.percpu_pagelist_high_fraction = LANES_PCP_FRACTION, 8)
+#   lanes-rc       LANES_RC_ROUNDS (3) rounds of the pipeline and then the bare loops on the same
+#                  cores at GOAL_RATE (4 here: a rate the emulator sends both), 10 s each: the receive
+#                  cores' work a packet (busy less spin, over the send) each run, and the ratio of
+#                  the medians; every run's figure is also in lanes-work.txt
 #   lanes-hog      LANES_HOG_ROUNDS (2) rounds of the bare loops at GOAL_RATE, 10 s, alone and then
 #                  beside a memory-bound copy (dd from /dev/zero, 256 MiB blocks) on each lane's
 #                  placing core: what the lanes' own memory traffic costs a loop's receive core
@@ -108,6 +112,7 @@ lanes_dir=/tmp/sluice-lanes
 lanes_rows=()
 lanes_gpu_rows=()
 lanes_cores_rows=()
+lanes_rc_rows=()
 lanes_light_stages=(link fft record sink)
 lanes_average=${LANES_AVERAGE:-128}
 # nvidia-smi numbers GPUs in PCI bus order: so do sluice's gpu: and gpu_stream_test here.
@@ -320,11 +325,17 @@ if sys.argv[4] != "0":
         spin = [port.get("spin_ns", 0) / 1e9 for port in report["ports"]]
     else:
         spin = [lane["stages"][0]["counters"].get("receive_thread_spin_ns", 0) / 1e9 for lane in report["lanes"]]
-shares = []
+shares, work = [], 0.0
 for index, core in enumerate(cores):
     d = [a - b for a, b in zip(after[f"cpu{core}"], before[f"cpu{core}"])]
     seconds = sum(d) / 100  # USER_HZ
     shares.append(1 - (d[3] + d[4]) / (sum(d) or 1) - (spin[index] / seconds if seconds else 0))
+    work += seconds - (d[3] + d[4]) / 100 - spin[index]
+report = json.load(open(sys.argv[3]))
+packets = sum(p["packets"] for p in report["ports"]) if "ports" in report else \
+    sum(lane["stages"][0]["packets"] for lane in report["lanes"])
+with open(sys.argv[3].rsplit("/", 1)[0] + "/lanes-work.txt", "a") as log:  # the receive cores' work a packet
+    print(sys.argv[3].rsplit("/", 1)[1][:-5], f"{work / packets * 1e6 if packets else 0:.4f}", file=log)
 print(f"{min(shares):.2f}-{max(shares):.2f}")
 PY
 }
@@ -686,6 +697,27 @@ lanes_loops_hog() {  # bare loops taking turns with and without memory traffic o
   done
 }
 
+lanes_rc() {  # LANES_RC_ROUNDS rounds of the pipeline and the bare loops at GOAL_RATE: work a packet
+  local rate=${GOAL_RATE:-4} round rounds=${LANES_RC_ROUNDS:-3}
+  for ((round = 1; round <= rounds; round++)); do
+    lanes_rows+=("$(lanes_pipeline "$rate" 10 "$lanes_gpus" "lanes-rc-pipeline-$round" "rc pipeline")")
+    lanes_rows+=("$(lanes_loops "$rate" 10 "lanes-rc-loops-$round")")
+  done
+  [ "$lanes_dry" = 1 ] && return
+  lanes_rc_rows+=("$(python3 - "$out/lanes-work.txt" "$rounds" <<'PY'
+import statistics, sys
+work = dict(line.split() for line in open(sys.argv[1]))
+rounds = range(1, int(sys.argv[2]) + 1)
+pipeline = [float(work.get(f"lanes-rc-pipeline-{r}", 0)) for r in rounds]
+loops = [float(work.get(f"lanes-rc-loops-{r}", 0)) for r in rounds]
+ratio = statistics.median(pipeline) / statistics.median(loops) if min(loops) > 0 else 0
+print(f"receive cores' work a packet (busy less spin, us): pipeline {', '.join(f'{w:.2f}' for w in pipeline)}; "
+      f"loops {', '.join(f'{w:.2f}' for w in loops)}; ratio of medians {ratio:.2f}; per round "
+      + ", ".join(f"{p / l:.2f}" if l else "-" for p, l in zip(pipeline, loops)))
+PY
+)")
+}
+
 lanes_pcp() {  # soaks taking turns: the kernel's per-core page lists, then larger ones
   local fraction=${LANES_PCP_FRACTION:-8} round saved=0
   [ "$lanes_dry" = 1 ] || saved=$(cat /proc/sys/vm/percpu_pagelist_high_fraction)
@@ -753,6 +785,7 @@ lanes_summary() {
   [ -f "$out/lanes-vmstat.txt" ] && cat "$out/lanes-vmstat.txt"
   [ -f "$out/lanes-probe.txt" ] && cat "$out/lanes-probe.txt"
   [ -f "$out/lanes-warm.txt" ] && cat "$out/lanes-warm.txt"
+  [ "${#lanes_rc_rows[@]}" -gt 0 ] && printf '%s\n' "${lanes_rc_rows[@]}"
   lanes_header
   printf '%s\n' "${lanes_rows[@]}"
   if [ "${#lanes_gpu_rows[@]}" -gt 0 ]; then
@@ -812,6 +845,7 @@ case $mode in
   lanes-onegpu) lanes_warm; lanes_probe_idle; lanes_peak_copies; lanes_soak 1 onegpu; lanes_soak "$lanes_gpus" soak; lanes_summary ;;
   lanes-cores) lanes_warm; lanes_probe_idle; lanes_cores; lanes_summary ;;
   lanes-pcp) lanes_warm; lanes_probe_idle; lanes_peak_copies; lanes_pcp; lanes_summary ;;
+  lanes-rc) lanes_warm; lanes_probe_idle; lanes_rc; lanes_summary ;;
   lanes-hog) lanes_warm; lanes_probe_idle; lanes_loops_hog; lanes_summary ;;
   lanes-topology) lanes_topology ;;
 esac
