@@ -112,7 +112,7 @@ lanes_dir=/tmp/sluice-lanes
 lanes_rows=()
 lanes_gpu_rows=()
 lanes_cores_rows=()
-lanes_rc_rows=()
+lanes_work_rows=()
 lanes_light_stages=(link fft record sink)
 lanes_average=${LANES_AVERAGE:-128}
 # nvidia-smi numbers GPUs in PCI bus order: so do sluice's gpu: and gpu_stream_test here.
@@ -695,6 +695,7 @@ lanes_loops_hog() {  # bare loops taking turns with and without memory traffic o
     [ "${#hogs[@]}" -gt 0 ] && { pkill -P "$(IFS=,; echo "${hogs[*]}")" dd; kill "${hogs[@]}"; } 2> /dev/null
     wait "${hogs[@]}" 2> /dev/null
   done
+  lanes_work_ratio lanes-loops-hog lanes-loops-plain "${LANES_HOG_ROUNDS:-2}" "loops beside memory traffic against alone"
 }
 
 lanes_rc() {  # LANES_RC_ROUNDS rounds of the pipeline and the bare loops at GOAL_RATE: work a packet
@@ -703,17 +704,21 @@ lanes_rc() {  # LANES_RC_ROUNDS rounds of the pipeline and the bare loops at GOA
     lanes_rows+=("$(lanes_pipeline "$rate" 10 "$lanes_gpus" "lanes-rc-pipeline-$round" "rc pipeline")")
     lanes_rows+=("$(lanes_loops "$rate" 10 "lanes-rc-loops-$round")")
   done
+  lanes_work_ratio lanes-rc-pipeline lanes-rc-loops "$rounds" "pipeline against loops"
+}
+
+lanes_work_ratio() {  # lanes_work_ratio A B ROUNDS LABEL: runs A-1.. against B-1..: their work a packet
   [ "$lanes_dry" = 1 ] && return
-  lanes_rc_rows+=("$(python3 - "$out/lanes-work.txt" "$rounds" <<'PY'
+  lanes_work_rows+=("$(python3 - "$out/lanes-work.txt" "$@" <<'PY'
 import statistics, sys
 work = dict(line.split() for line in open(sys.argv[1]))
-rounds = range(1, int(sys.argv[2]) + 1)
-pipeline = [float(work.get(f"lanes-rc-pipeline-{r}", 0)) for r in rounds]
-loops = [float(work.get(f"lanes-rc-loops-{r}", 0)) for r in rounds]
-ratio = statistics.median(pipeline) / statistics.median(loops) if min(loops) > 0 else 0
-print(f"receive cores' work a packet (busy less spin, us): pipeline {', '.join(f'{w:.2f}' for w in pipeline)}; "
-      f"loops {', '.join(f'{w:.2f}' for w in loops)}; ratio of medians {ratio:.2f}; per round "
-      + ", ".join(f"{p / l:.2f}" if l else "-" for p, l in zip(pipeline, loops)))
+rounds = range(1, int(sys.argv[4]) + 1)
+first = [float(work.get(f"{sys.argv[2]}-{r}", 0)) for r in rounds]
+second = [float(work.get(f"{sys.argv[3]}-{r}", 0)) for r in rounds]
+ratio = statistics.median(first) / statistics.median(second) if min(second) > 0 else 0
+print(f"{sys.argv[5]}: receive cores' work a packet (busy less spin, us) {', '.join(f'{w:.2f}' for w in first)} "
+      f"against {', '.join(f'{w:.2f}' for w in second)}; ratio of medians {ratio:.2f}; per round "
+      + ", ".join(f"{a / b:.2f}" if b else "-" for a, b in zip(first, second)))
 PY
 )")
 }
@@ -785,7 +790,7 @@ lanes_summary() {
   [ -f "$out/lanes-vmstat.txt" ] && cat "$out/lanes-vmstat.txt"
   [ -f "$out/lanes-probe.txt" ] && cat "$out/lanes-probe.txt"
   [ -f "$out/lanes-warm.txt" ] && cat "$out/lanes-warm.txt"
-  [ "${#lanes_rc_rows[@]}" -gt 0 ] && printf '%s\n' "${lanes_rc_rows[@]}"
+  [ "${#lanes_work_rows[@]}" -gt 0 ] && printf '%s\n' "${lanes_work_rows[@]}"
   lanes_header
   printf '%s\n' "${lanes_rows[@]}"
   if [ "${#lanes_gpu_rows[@]}" -gt 0 ]; then
