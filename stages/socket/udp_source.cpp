@@ -601,12 +601,18 @@ void UdpSource::note_lost_end() noexcept {
   if (dropped == 0) return;
   const auto least = dropped * drops_.last_packet_samples();
   try {
+    // No packet placed: nothing tells how many samples a datagram held.
+    const std::string size =
+        least == 0 ? std::string("of a size no placed packet tells")
+                   : fmt::format("at least {} samples{}", least,
+                                 drops_.segments_per_drop() > 1
+                                     ? fmt::format(" (up to {} with GRO)", least * drops_.segments_per_drop())
+                                     : "");
     const std::string note = fmt::format(
         "the kernel dropped {} datagram(s) after the last one this stage received (its socket was full when the "
-        "stream ended): the stream's end is lost, at least {} samples{}, and with no later packet to show where it "
-        "ended they are not in lost_samples",
-        dropped, least,
-        drops_.segments_per_drop() > 1 ? fmt::format(" (up to {} with GRO)", least * drops_.segments_per_drop()) : "");
+        "stream ended): the stream's end is lost, {}, and with no later packet to show where it ended they are not "
+        "in lost_samples",
+        dropped, size);
     log::warn("lane {} stage {}: {}", context_->lane_name(), context_->stage_name(), note);
     context_->metrics().notes.push_back(note);
   } catch (const std::exception&) {  // no memory for the note: the counters still say it

@@ -809,44 +809,77 @@ TEST_P(UdpSourceBothWays, AKernelDropBurstOfCoalescedDatagramsIsLossNotAJump) {
   expect_kernel_burst_is_loss(32, way());
 }
 
-// The stream ends while the stage is behind: the kernel keeps what the socket's small buffer
-// holds and drops the rest, the stream's end. No later datagram carries the kernel's count and
-// no later packet shows where the stream ended, so the stage reads the count off the socket once
-// it has drained it: the kernel's drops (/proc/net/udp), all of them counted, and named as the
-// stream's lost end; every datagram kept is in the capture, and lost_samples stays at what later
+// A stream that ends while nothing reads its socket: the kernel keeps what the socket's small
+// buffer holds and drops the rest, the stream's end; then the stage is stopped and takes what was
+// kept. `settings`: the stage's. The kernel's drop count comes from /proc/net/udp.
+struct LostEnd {
+  static constexpr std::uint64_t kSent = 600;
+  UdpRun run;
+  std::optional<Pipeline> pipeline;
+  std::uint64_t dropped = 0;
+  std::uint64_t samples_per_packet = 0;
+
+  explicit LostEnd(const std::string& settings) {
+    test_support::current_capture() = &run.capture;
+    pipeline.emplace(udp_to_capture(settings + ", receive_buffer: 64KiB", 64));
+    pipeline->start();  // the socket is bound; nothing takes from it until run()
+    UdpSource* stage = udp_stage(*pipeline);
+    EXPECT_NE(stage, nullptr);
+    if (stage == nullptr) return;
+    VitaStream stream(with_count(0), stage->port());  // stream id 1
+    samples_per_packet = stream.samples_per_packet();
+    stream.send(0, kSent, 1, 32);  // pauses for the loopback backlog: every drop is the socket's
+    dropped = test_support::proc_udp_drops(stage->port()).value();
+    pipeline->request_stop();
+    pipeline->run();
+    test_support::current_capture() = nullptr;
+  }
+  [[nodiscard]] const StageMetrics& metrics() const { return test_support::source_metrics(*pipeline); }
+  // The note that names the lost end, or empty.
+  [[nodiscard]] std::string note() const {
+    const std::string named = "dropped " + std::to_string(dropped) + " datagram(s) after the last one";
+    for (const std::string& text : metrics().notes)
+      if (text.find(named) != std::string::npos) return text;
+    return {};
+  }
+};
+
+// No later datagram carries the kernel's count of the lost end and no later packet shows where
+// the stream ended, so the stage reads the count off the socket once it has drained it: the
+// kernel's drops, all of them counted, and named as the stream's lost end with the samples they
+// held at least; every datagram kept is in the capture, and lost_samples stays at what later
 // packets showed (none).
 TEST_P(UdpSourceBothWays, AStreamEndTheKernelDroppedIsCountedAndNamed) {
-  UdpRun run;
-  test_support::current_capture() = &run.capture;
-  Pipeline pipeline(udp_to_capture(", stream_id: 1, receive_buffer: 64KiB" + way(), 64));
-  pipeline.start();  // the socket is bound; nothing takes from it until run()
-  UdpSource* stage = udp_stage(pipeline);
-  ASSERT_NE(stage, nullptr);
-  const auto settings = with_count(0);
-  VitaStream stream(settings, stage->port());
-  const std::uint64_t spp = stream.samples_per_packet();
-  constexpr std::uint64_t kSent = 600;
-  stream.send(0, kSent, 1, 32);  // pauses for the loopback backlog: every drop is the socket's
-  const std::uint64_t dropped = test_support::proc_udp_drops(stage->port()).value();
-  ASSERT_GT(dropped, 0U);
-  ASSERT_LT(dropped, kSent);
-  pipeline.request_stop();
-  pipeline.run();
-  test_support::current_capture() = nullptr;
-
-  const StageMetrics& metrics = test_support::source_metrics(pipeline);
-  EXPECT_EQ(metrics.packets.load(), kSent - dropped);
-  EXPECT_EQ(drops(metrics, "socket_overflow"), dropped) << "the stage's count is the kernel's";
-  EXPECT_EQ(counter(metrics, "dropped_after_last_packet"), dropped);
+  const LostEnd end(", stream_id: 1" + way());
+  ASSERT_GT(end.dropped, 0U);
+  ASSERT_LT(end.dropped, LostEnd::kSent);
+  const StageMetrics& metrics = end.metrics();
+  EXPECT_EQ(metrics.packets.load(), LostEnd::kSent - end.dropped);
+  EXPECT_EQ(drops(metrics, "socket_overflow"), end.dropped) << "the stage's count is the kernel's";
+  EXPECT_EQ(counter(metrics, "dropped_after_last_packet"), end.dropped);
   EXPECT_EQ(counter(metrics, "lost_samples"), 0U);
   std::uint64_t captured = 0;
-  for (const auto& chunk : run.capture.chunks) captured += chunk.sample_count;
-  EXPECT_EQ(captured, (kSent - dropped) * spp);
-  const std::string named = "dropped " + std::to_string(dropped) + " datagram(s) after the last one";
-  const auto note = std::find_if(metrics.notes.begin(), metrics.notes.end(),
-                                 [&](const std::string& text) { return text.find(named) != std::string::npos; });
-  ASSERT_NE(note, metrics.notes.end()) << "no note names the lost end";
-  EXPECT_NE(note->find("at least " + std::to_string(dropped * spp) + " samples"), std::string::npos) << *note;
+  for (const auto& chunk : end.run.capture.chunks) captured += chunk.sample_count;
+  EXPECT_EQ(captured, (LostEnd::kSent - end.dropped) * end.samples_per_packet);
+  const std::string note = end.note();
+  ASSERT_FALSE(note.empty()) << "no note names the lost end";
+  EXPECT_NE(note.find("at least " + std::to_string(end.dropped * end.samples_per_packet) + " samples"),
+            std::string::npos)
+      << note;
+}
+
+// Where no packet was placed (every one kept was another stream's), nothing tells what a dropped
+// datagram held: the lost end is still counted and named, without a sample count.
+TEST(UdpSource, ALostEndAfterNoPlacedPacketIsNamedWithoutASize) {
+  const LostEnd end(", stream_id: 2");
+  ASSERT_GT(end.dropped, 0U);
+  const StageMetrics& metrics = end.metrics();
+  EXPECT_EQ(drops(metrics, "wrong_stream_id"), LostEnd::kSent - end.dropped);
+  EXPECT_EQ(counter(metrics, "dropped_after_last_packet"), end.dropped);
+  const std::string note = end.note();
+  ASSERT_FALSE(note.empty()) << "no note names the lost end";
+  EXPECT_NE(note.find("of a size no placed packet tells"), std::string::npos) << note;
+  EXPECT_EQ(note.find("at least"), std::string::npos) << note;
 }
 
 TEST(UdpSource, SustainedJumpBackStartsANewSegmentRightAfterTheOldOne) {
