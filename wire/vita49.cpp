@@ -51,26 +51,17 @@ std::size_t prefix_words(const Header& header) {
 
 bool order_key(std::span<const std::byte> datagram, std::uint64_t& position) noexcept {
   if (datagram.size() < 4) return false;
-  const std::uint32_t word0 = load_be32(datagram.data());
-  if ((word0 >> 28) > static_cast<unsigned>(PacketType::ext_context)) return false;
-  Header header;
-  header.type = static_cast<PacketType>(word0 >> 28);
-  header.has_class_id = (word0 >> 27 & 1U) != 0;
-  header.tsi = static_cast<Tsi>(word0 >> 22 & 3U);
-  header.tsf = static_cast<Tsf>(word0 >> 20 & 3U);
-  if ((header.tsi == Tsi::none && header.tsf == Tsf::none) || datagram.size() < prefix_words(header) * 4) return false;
-  const std::byte* cursor = datagram.data() + 4 + (has_stream_id(header.type) ? 4 : 0) + (header.has_class_id ? 8 : 0);
-  std::uint64_t integer = 0;
-  if (header.tsi != Tsi::none) {
-    integer = load_be32(cursor);
-    cursor += 4;
-  }
-  const std::uint64_t fractional =
-      header.tsf != Tsf::none ? std::uint64_t{load_be32(cursor)} << 32 | load_be32(cursor + 4) : 0;
+  // The first datagram's own size: a GRO buffer holds several, one after another.
+  const std::size_t declared = std::size_t{load_be32(datagram.data()) & 0xFFFFU} * 4;
+  Packet packet;
+  if (decode_prefix(datagram, declared, packet) != DecodeStatus::ok) return false;
+  const Header& header = packet.header;
+  if (header.tsi == Tsi::none && header.tsf == Tsf::none) return false;
   // Picoseconds stay under 2^40; counts grow on their own.
   constexpr std::uint64_t kPicosecondBits = 40;
-  position =
-      header.tsf == Tsf::real_time || header.tsf == Tsf::none ? integer << kPicosecondBits | fractional : fractional;
+  position = header.tsf == Tsf::real_time || header.tsf == Tsf::none
+                 ? std::uint64_t{packet.integer_timestamp} << kPicosecondBits | packet.fractional_timestamp
+                 : packet.fractional_timestamp;
   return true;
 }
 

@@ -115,13 +115,13 @@ DecodeStatus decode_any(std::span<const std::byte> datagram, Packet& out);
 // the size; `payload` and `trailer` are left empty (the trailer is not read).
 DecodeStatus decode_prefix(std::span<const std::byte> prefix, std::size_t datagram_bytes, Packet& out);
 
-// The trailer word's indicator bits (and the word itself, as `raw`).
-// A datagram's place among its stream's neighbours, from its timestamp words alone (no other
-// check): a real-time timestamp's seconds (their low 24 bits) above its picoseconds, else its
-// fractional count. It grows along the stream for months; false without a timestamp, or when
-// the datagram is too short for its header.
+// A datagram's place among its stream's neighbours, from its timestamp words (decode_prefix on
+// the first datagram of a GRO buffer): a real-time timestamp's seconds (their low 24 bits) above
+// its picoseconds, else its fractional count. It grows along the stream for months; false
+// without a timestamp, or when the header does not decode.
 bool order_key(std::span<const std::byte> datagram, std::uint64_t& position) noexcept;
 
+// The trailer word's indicator bits (and the word itself, as `raw`).
 inline Trailer parse_trailer(std::uint32_t word) noexcept {
   const auto bit = [word](unsigned position) { return (word >> position & 1U) != 0; };
   Trailer trailer;
