@@ -65,7 +65,6 @@ void CoreWait::begin(const std::vector<int>& cores) noexcept {
   if (!read(0, true, reading)) return;
   std::lock_guard lock(mutex_);
   try {
-    cores_ = format_core_list(cores);
     core_list_ = cores;
   } catch (const std::bad_alloc&) {
     return;
@@ -77,10 +76,7 @@ void CoreWait::begin(const std::vector<int>& cores) noexcept {
   began_.store(true, std::memory_order_release);
 }
 
-const std::string& CoreWait::cores() const noexcept {
-  static const std::string kNone;
-  return began_.load(std::memory_order_acquire) ? cores_ : kNone;
-}
+std::string CoreWait::cores() const { return format_core_list(core_list()); }
 
 const std::vector<int>& CoreWait::core_list() const noexcept {
   static const std::vector<int> kNone;
@@ -107,7 +103,7 @@ bool CoreWait::sample() noexcept {
   if (tid_ == 0) return false;
   Reading reading;
   if (read(tid_, false, reading)) update(reading, monotonic_ns());
-  if (warned_ || cores_.empty() || peak_window_ns() < kNoticeableNs) return false;
+  if (warned_ || core_list_.empty() || peak_window_ns() < kNoticeableNs) return false;
   warned_ = true;
   return true;
 }
@@ -122,7 +118,7 @@ void CoreWait::end() noexcept {
 
 std::string core_wait_note(const CoreWait& wait, const std::vector<std::string>& sharers) {
   constexpr std::uint64_t kNoticeableNs = CoreWait::kNoticeableNs;
-  if (wait.cores().empty()) return {};  // an unpinned thread waits wherever the scheduler has room
+  if (wait.core_list().empty()) return {};  // an unpinned thread waits wherever the scheduler has room
   const std::uint64_t waited = wait.waited_ns();
   const bool bursts = wait.peak_window_ns() >= kNoticeableNs;
   const bool overall = waited >= kNoticeableNs && waited * 200 >= wait.lifetime_ns();

@@ -38,10 +38,10 @@ class CoreWait {
   void end() noexcept;
 
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
-  // The cores begin() was given, as the report writes them (empty until then), and as a list:
+  // The cores begin() was given (empty until then), as a list and as the report writes them:
   // safe to read from any thread.
-  [[nodiscard]] const std::string& cores() const noexcept;
   [[nodiscard]] const std::vector<int>& core_list() const noexcept;
+  [[nodiscard]] std::string cores() const;
   [[nodiscard]] std::uint64_t waited_ns() const noexcept { return waited_ns_.load(std::memory_order_relaxed); }
   [[nodiscard]] std::uint64_t peak_window_ns() const noexcept {
     return peak_window_ns_.load(std::memory_order_relaxed);
@@ -61,9 +61,8 @@ class CoreWait {
   void update(const Reading& reading, std::uint64_t now_ns) noexcept;
 
   std::string name_;
-  std::string cores_;               // written once, before began_
-  std::vector<int> core_list_;      // the same
-  std::atomic<bool> began_{false};  // cores_ and core_list_ are set
+  std::vector<int> core_list_;      // written once, before began_
+  std::atomic<bool> began_{false};  // core_list_ is set
   std::mutex mutex_;                // a sample and the thread's end
   int tid_ = 0;                     // 0: not begun, or ended
   Reading base_;
