@@ -318,9 +318,9 @@ def load(path):
     return {l.split()[0]: list(map(int, l.split()[1:9])) for l in open(path) if l.startswith("cpu") and l[3].isdigit()}
 before, after = load(sys.argv[1]), load(sys.argv[2])
 cores = sys.argv[5:]
+report = json.load(open(sys.argv[3]))
 spin = [0.0] * len(cores)
 if sys.argv[4] != "0":
-    report = json.load(open(sys.argv[3]))
     if "ports" in report:
         spin = [port.get("spin_ns", 0) / 1e9 for port in report["ports"]]
     else:
@@ -331,7 +331,6 @@ for index, core in enumerate(cores):
     seconds = sum(d) / 100  # USER_HZ
     shares.append(1 - (d[3] + d[4]) / (sum(d) or 1) - (spin[index] / seconds if seconds else 0))
     work += seconds - (d[3] + d[4]) / 100 - spin[index]
-report = json.load(open(sys.argv[3]))
 packets = sum(p["packets"] for p in report["ports"]) if "ports" in report else \
     sum(lane["stages"][0]["packets"] for lane in report["lanes"])
 with open(sys.argv[3].rsplit("/", 1)[0] + "/lanes-work.txt", "a") as log:  # the receive cores' work a packet
