@@ -7,6 +7,8 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <stdexcept>
 #include <thread>
@@ -88,6 +90,21 @@ void TcpConnection::adopt(wire::UniqueFd fd, std::chrono::milliseconds peer_time
 
 void TcpConnection::shutdown() noexcept {
   if (fd_.valid()) ::shutdown(fd_.get(), SHUT_RDWR);
+}
+
+void TcpConnection::linger() noexcept {
+  if (!fd_.valid() || ::shutdown(fd_.get(), SHUT_WR) != 0) return;
+  const std::uint64_t deadline = monotonic_ns() + to_ns(peer_timeout_);
+  std::array<std::byte, 4096> unread{};
+  for (;;) {
+    const ssize_t got = ::recv(fd_.get(), unread.data(), unread.size(), MSG_DONTWAIT);
+    if (got == 0) return;  // the peer closed: nothing is left unread
+    if (got > 0 || errno == EINTR) continue;
+    const std::uint64_t now = monotonic_ns();
+    if (errno != EAGAIN || now >= deadline) return;
+    pollfd wait{fd_.get(), POLLIN, 0};
+    ::poll(&wait, 1, static_cast<int>(std::max<std::uint64_t>(1, (deadline - now) / 1'000'000)));
+  }
 }
 
 bool TcpConnection::send(const Header& header, std::span<const std::byte> first,

@@ -71,6 +71,11 @@ class TcpConnection {
   // The body of an error frame whose header was just read.
   std::string read_error_text(const Header& header, const std::atomic<bool>& stop) noexcept;
   void shutdown() noexcept;
+  // After the stream's end was read and acknowledged: sends our FIN and reads (discarding) what
+  // the peer still sends until it closes too, for up to peer_timeout. Closing with anything
+  // unread (a heartbeat) would make the kernel reset the connection, and a reset discards an
+  // acknowledgement not yet delivered (one a lossy path must send again).
+  void linger() noexcept;
   void close() noexcept { fd_.reset(); }
 
  private:

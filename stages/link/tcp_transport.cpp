@@ -481,6 +481,20 @@ void TcpReceiver::abort(std::string_view reason) noexcept {
 }
 
 void TcpReceiver::close() noexcept {
+  bool ended = false;
+  {
+    std::lock_guard lock(mutex_);
+    ended = !streams_.empty() && ends_ == streams_.size();
+  }
+  if (ended) {
+    // Every reader stopped at its end frame: let the sender take the acknowledgements and close
+    // first, so that closing here never resets a connection whose acknowledgement is in flight.
+    for (auto& stream : streams_) {
+      if (!stream) continue;
+      if (stream->reader.joinable()) stream->reader.join();
+      stream->connection.linger();
+    }
+  }
   stop_.store(true, std::memory_order_release);
   for (auto& stream : streams_) {
     if (stream) stream->connection.shutdown();

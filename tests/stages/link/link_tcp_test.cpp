@@ -2,12 +2,16 @@
 // table and order arrive; credits stop the sender while the receiver holds its ring;
 // failures, silence and a closed peer are reported on the other side.
 #include <gtest/gtest.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <array>
+#include <cstring>
 #include <future>
 #include <thread>
+#include <vector>
 
 #include "pipeline/chunk_wire.hpp"
 #include "pipeline/clock.hpp"
@@ -261,6 +265,62 @@ TEST(TcpLink, SenderRetriesUntilTheReceiverListens) {
   receiver.accept();
   connected.get();
   EXPECT_EQ(sender.slot_count(), 2U);
+}
+
+// A connected loopback pair: `client` connected to `server`, the peer of a TcpConnection.
+struct TcpPair {
+  wire::UniqueFd client;
+  wire::UniqueFd server;
+  TcpPair() {
+    wire::UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof(address);
+    EXPECT_EQ(::bind(listener.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+    EXPECT_EQ(::listen(listener.get(), 1), 0);
+    EXPECT_EQ(::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&address), &length), 0);
+    client.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    EXPECT_EQ(::connect(client.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+    server.reset(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  }
+};
+
+// The receiving end of a link has sent its last bytes (the end's acknowledgement) while the
+// peer, not reading yet, holds them back and has sent a heartbeat it never read. Closing then
+// would reset the connection and discard what was not yet delivered; linger() sends a FIN, reads
+// the heartbeat and waits for the peer's close, so every byte arrives and then the end.
+TEST(TcpConnection, LingerDeliversWhatIsInFlightBeforeTheConnectionCloses) {
+  TcpPair pair;
+  const std::array<std::byte, 16> heartbeat{};
+  ASSERT_EQ(::send(pair.client.get(), heartbeat.data(), heartbeat.size(), 0), 16);
+  // Until the server's send queue is full: its tail waits there, not yet delivered.
+  const std::vector<std::byte> block(1 << 20, std::byte{7});
+  std::size_t sent = 0;
+  for (ssize_t n = 0; sent < (64U << 20) && n >= 0; sent += static_cast<std::size_t>(std::max<ssize_t>(n, 0))) {
+    n = ::send(pair.server.get(), block.data(), block.size(), MSG_DONTWAIT);
+  }
+  int queued = 0;
+  ASSERT_EQ(::ioctl(pair.server.get(), SIOCOUTQ, &queued), 0);
+  ASSERT_GT(queued, 0) << "nothing waits in the server's send queue";
+  TcpFailure failure;
+  TcpConnection connection(failure);
+  connection.adopt(std::move(pair.server), 2000ms);
+  std::thread closing([&] {
+    connection.linger();
+    connection.close();
+  });
+  std::this_thread::sleep_for(50ms);  // the server is lingering before the client reads
+  std::vector<std::byte> got(64 * 1024);
+  std::size_t received = 0;
+  ssize_t n = 0;
+  while ((n = ::recv(pair.client.get(), got.data(), got.size(), 0)) > 0) received += static_cast<std::size_t>(n);
+  const int error = n < 0 ? errno : 0;
+  pair.client.reset();  // the client closes once it has read the end
+  closing.join();
+  EXPECT_EQ(error, 0) << "the client's read failed: " << std::strerror(error);
+  EXPECT_EQ(received, sent);
+  EXPECT_FALSE(failure.failed()) << failure.text();
 }
 
 TEST(LinkHello, StreamInfoCrossesIntactAndGarbageIsRefused) {
