@@ -13,6 +13,20 @@
 
 namespace sluice::bench {
 
+std::size_t datagrams_in(const mmsghdr& message) noexcept {
+  const msghdr& header = message.msg_hdr;
+  std::size_t segment = message.msg_len;
+  for (cmsghdr* control = CMSG_FIRSTHDR(&header); control != nullptr;
+       control = CMSG_NXTHDR(const_cast<msghdr*>(&header), control)) {
+    if (control->cmsg_level == SOL_UDP && control->cmsg_type == UDP_GRO) {
+      int size = 0;
+      std::memcpy(&size, CMSG_DATA(control), sizeof(size));
+      segment = static_cast<std::size_t>(size);
+    }
+  }
+  return segment == 0 ? 1 : (message.msg_len + segment - 1) / segment;
+}
+
 BareUdpReceiver::BareUdpReceiver(const std::string& endpoint, int receive_buffer, std::size_t batch)
     : socket_(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) {
   if (socket_.get() < 0) throw std::runtime_error(errno_message("socket"));
@@ -60,19 +74,8 @@ std::size_t BareUdpReceiver::receive_once(bool wait) {
   if (got <= 0) return 0;
   std::size_t datagrams = 0;
   for (int i = 0; i < got; ++i) {
-    const msghdr& header = messages_[static_cast<std::size_t>(i)].msg_hdr;
-    const std::size_t bytes = messages_[static_cast<std::size_t>(i)].msg_len;
-    std::size_t segment = bytes;
-    for (cmsghdr* control = CMSG_FIRSTHDR(&header); control != nullptr;
-         control = CMSG_NXTHDR(const_cast<msghdr*>(&header), control)) {
-      if (control->cmsg_level == SOL_UDP && control->cmsg_type == UDP_GRO) {
-        int size = 0;
-        std::memcpy(&size, CMSG_DATA(control), sizeof(size));
-        segment = static_cast<std::size_t>(size);
-      }
-    }
-    datagrams += segment == 0 ? 1 : (bytes + segment - 1) / segment;
-    bytes_ += bytes;
+    datagrams += datagrams_in(messages_[static_cast<std::size_t>(i)]);
+    bytes_ += messages_[static_cast<std::size_t>(i)].msg_len;
   }
   packets_ += datagrams;
   return datagrams;

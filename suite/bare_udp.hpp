@@ -14,6 +14,10 @@
 
 namespace sluice::bench {
 
+// The datagrams one received message holds: its GRO segments (the UDP_GRO control message's
+// segment size), or 1 without one.
+[[nodiscard]] std::size_t datagrams_in(const mmsghdr& message) noexcept;
+
 class BareUdpReceiver {
  public:
   // Binds `endpoint` ("127.0.0.1:0" for any free port) with the udp stage's socket settings:
@@ -23,6 +27,8 @@ class BareUdpReceiver {
   BareUdpReceiver(const std::string& endpoint, int receive_buffer, std::size_t batch);
 
   [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
+  // The bound socket, for a receive thread of the udp stage's own (udp_receive_loops --handoff).
+  [[nodiscard]] int fd() const noexcept { return socket_.get(); }
   [[nodiscard]] bool gro() const noexcept { return gro_; }
   [[nodiscard]] std::size_t batch() const noexcept { return messages_.size(); }
 

@@ -51,6 +51,29 @@ TEST(UdpReceiveLoops, CountsEveryDatagramTheEmulatorSentToEachPort) {
   EXPECT_EQ(report["bytes"].get<std::uint64_t>(), bytes_first + bytes_second);
 }
 
+// --handoff runs the udp stage's receive thread and a taking thread: every datagram still counts
+// once, whatever the taking thread does with each batch. The ring is the smallest, so that the
+// receive thread keeps running out of free slots and the socket takes the stream meanwhile.
+TEST(UdpReceiveLoops, EachHandoffCountsEveryDatagram) {
+  for (const std::string handoff : {"pass", "read", "copy"}) {
+    SCOPED_TRACE(handoff);
+    const std::uint16_t port = testing::free_udp_port();
+    testing::Process loops({kLoops, "--port", std::to_string(port), "--handoff", handoff, "--placer-cpu", "-1",
+                            "--ring", "2", "--seconds", "60", "--idle", "1"});
+    ASSERT_TRUE(loops.wait_for_stderr("1 loops ready", 10s)) << loops.stderr_so_far();
+    const auto sent = run_process({kEmulator, "--to", "127.0.0.1:" + std::to_string(port), "--set",
+                                   "emulator.count=2000", "--set", "emulator.rate=200MB/s", "-q"});
+    ASSERT_EQ(sent.exit_code, 0) << sent.err;
+    const auto result = loops.wait(30s);
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    const auto report = nlohmann::json::parse(result.out);
+    EXPECT_EQ(report["handoff"], handoff);
+    EXPECT_EQ(report["ring"], 2);
+    EXPECT_EQ(report["packets"], 2000) << result.out;
+    EXPECT_EQ(report["bytes"].get<std::uint64_t>() % 2000, 0U) << result.out;
+  }
+}
+
 TEST(UdpReceiveLoops, UsageErrorsExitWithTwoAndSayWhy) {
   const std::string port = std::to_string(testing::free_udp_port());
   const auto cpus = run_process({kLoops, "--port", port, "--port", port, "--cpu", "0"});
@@ -59,6 +82,15 @@ TEST(UdpReceiveLoops, UsageErrorsExitWithTwoAndSayWhy) {
   const auto buffer = run_process({kLoops, "--port", port, "--receive-buffer", "lots"});
   EXPECT_EQ(buffer.exit_code, 2);
   EXPECT_NE(buffer.err.find("--receive-buffer lots"), std::string::npos) << buffer.err;
+  const auto handoff = run_process({kLoops, "--port", port, "--handoff", "steal"});
+  EXPECT_EQ(handoff.exit_code, 2);
+  EXPECT_NE(handoff.err.find("one of none, pass, read, copy"), std::string::npos) << handoff.err;
+  const auto placer = run_process({kLoops, "--port", port, "--handoff", "copy"});
+  EXPECT_EQ(placer.exit_code, 2);
+  EXPECT_NE(placer.err.find("one --placer-cpu per --port"), std::string::npos) << placer.err;
+  const auto stray = run_process({kLoops, "--port", port, "--placer-cpu", "1"});
+  EXPECT_EQ(stray.exit_code, 2);
+  EXPECT_NE(stray.err.find("applies to --handoff"), std::string::npos) << stray.err;
   const auto missing = run_process({kLoops});
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.err.find("--port"), std::string::npos) << missing.err;

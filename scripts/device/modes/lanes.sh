@@ -27,6 +27,13 @@
 #   lanes-hog      LANES_HOG_ROUNDS (2) rounds of the bare loops at GOAL_RATE, 10 s, alone and then
 #                  beside a memory-bound copy (dd from /dev/zero, 256 MiB blocks) on each lane's
 #                  placing core: what the lanes' own memory traffic costs a loop's receive core
+#   lanes-handoff  LANES_HANDOFF_ROUNDS (2) rounds at GOAL_RATE (4), 10 s each, of the bare loops,
+#                  then the udp stage's receive thread with a thread on each placing core that takes
+#                  its batches and gives them back (pass), loads every line first (read) or copies
+#                  them into a chunk with streamed stores (copy), then the pipeline (LANES_SPLIT=2):
+#                  what each part of the placing thread's work costs the receive core, a packet
+#   lanes-membw    the kernel clearing 256 MiB buffers (dd) on 1, 2, 4 … cores at once: the host's
+#                  memory write rate (lanes-membw.txt)
 #   lanes-topology each core's hyperthread siblings and NUMA node (sysfs), its role in this layout,
 #                  and a LANES_SENDER_CPUS that keeps the sender threads off the siblings of the
 #                  receive and placing cores where the host has cores to spare
@@ -459,14 +466,21 @@ sys.exit(1 if lost or drops or not sent else 0)
 PY
 }
 
-lanes_loops() {  # lanes_loops RATE SECONDS NAME: LANES bare receive loops on the receive cores; its row
-  local rate=$1 seconds=$2 name=$3 args=() lane
+lanes_loops() {  # lanes_loops RATE SECONDS NAME [HANDOFF]: LANES bare receive loops on the receive cores; its
+  # row. HANDOFF (pass, read, copy): the udp stage's receive thread there instead, and a thread on each
+  # lane's placing core taking its batches (udp_receive_loops --handoff)
+  local rate=$1 seconds=$2 name=$3 handoff=${4:-none} args=() lane
   local config="$out/$name.yaml"
   lanes_yaml "$rate" 0 "$config"
-  for ((lane = 0; lane < lanes_count; lane++)); do args+=(--port $((50200 + lane)) --cpu "$(lanes_rx_cpu "$lane")"); done
+  for ((lane = 0; lane < lanes_count; lane++)); do
+    args+=(--port $((50200 + lane)) --cpu "$(lanes_rx_cpu "$lane")")
+    [ "$handoff" != none ] && args+=(--placer-cpu "$(lanes_placer_cpu "$lane")")
+  done
+  [ "$handoff" != none ] && args+=(--handoff "$handoff")
   if [ "$lanes_dry" = 1 ]; then
     echo "# would run: udp_receive_loops ${args[*]} --receive-buffer 256MiB, then lanes_send $name" >&2
-    printf '%-12s %5s x %4s %s\n' loops "$lanes_count" "$rate" "(dry run)"
+    printf '%-12s %5s x %4s %s\n' "$([ "$handoff" = none ] && echo loops || echo "loops $handoff")" "$lanes_count" \
+      "$rate" "(dry run)"
     return
   fi
   [ "$lanes_spin_us" != 0 ] && args+=(--spin "$(awk -v us="$lanes_spin_us" 'BEGIN { print us / 1e6 }')")
@@ -482,13 +496,14 @@ lanes_loops() {  # lanes_loops RATE SECONDS NAME: LANES bare receive loops on th
   wait $loops || status=1
   local busy
   busy=$(lanes_rx_busy "$name")
-  python3 - "$out/$name.json" "$out/$name-emulator.log" "$rate" "$lanes_count" "$busy" <<'PY'
+  python3 - "$out/$name.json" "$out/$name-emulator.log" "$rate" "$lanes_count" "$busy" "$handoff" <<'PY'
 import json, re, sys
 received = json.load(open(sys.argv[1]))["packets"]
+label = "loops" if sys.argv[6] == "none" else f"loops {sys.argv[6]}"
 sent = re.search(r"sent ([0-9]+) packets .*?([0-9.]+) ([GM])B/s", open(sys.argv[2]).read())
 lost = int(sent.group(1)) - received if sent else -1
 gbps = float(sent.group(2)) / (1 if sent.group(3) == "G" else 1000) if sent else 0
-print(f"{'loops':<12} {sys.argv[4]:>5} x {sys.argv[3]:>4} {gbps:>8.2f} {sent.group(1) if sent else '?':>12} "
+print(f"{label:<12} {sys.argv[4]:>5} x {sys.argv[3]:>4} {gbps:>8.2f} {sent.group(1) if sent else '?':>12} "
       f"{str(lost) + ' pkts':>12} {'-':>7} {sys.argv[5]:>10}")
 sys.exit(1 if lost != 0 else 0)
 PY
@@ -706,6 +721,48 @@ lanes_rc() {  # LANES_RC_ROUNDS rounds of the pipeline and the bare loops at GOA
   lanes_work_ratio lanes-rc-pipeline lanes-rc-loops "$rounds" "pipeline against loops"
 }
 
+lanes_handoff() {  # LANES_HANDOFF_ROUNDS rounds of the bare loops, the handoff steps and the pipeline at GOAL_RATE
+  local rate=${GOAL_RATE:-4} round rounds=${LANES_HANDOFF_ROUNDS:-2} step
+  if [ "$lanes_split" != 2 ]; then
+    echo "lanes: lanes-handoff takes its placing cores from LANES_SPLIT=2's layout: set LANES_SPLIT=2" >&2
+    status=1
+    return
+  fi
+  for ((round = 1; round <= rounds; round++)); do
+    for step in none pass read copy; do
+      lanes_rows+=("$(lanes_loops "$rate" 10 "lanes-handoff-$step-$round" "$step")")
+    done
+    lanes_rows+=("$(lanes_pipeline "$rate" 10 "$lanes_gpus" "lanes-handoff-pipeline-$round" "hf pipeline")")
+  done
+  for step in pass read copy pipeline; do
+    lanes_work_ratio "lanes-handoff-$step" lanes-handoff-none "$rounds" "$step against the bare loops"
+  done
+}
+
+lanes_membw() {  # the kernel clearing 256 MiB buffers (dd from /dev/zero) on 1, 2, 4 … cores at once: the
+  # host's memory write rate, against which the probes' slowdowns read as a share of what is left
+  local k core pids=() max=$((lanes_host_cores - 2))
+  [ "$lanes_dry" = 1 ] && { echo "# would run: dd on 1, 2, 4 … $max cores at once" >&2; return; }
+  for ((k = 1; k <= max; k *= 2)); do
+    pids=()
+    for ((core = 2; core < 2 + k; core++)); do
+      taskset -c "$core" dd if=/dev/zero of=/dev/null bs=256M count=16 2> "$out/membw-$k-$core.txt" &
+      pids+=($!)
+    done
+    wait "${pids[@]}"
+    python3 - "$k" "$out"/membw-"$k"-*.txt <<'PY' | tee -a "$out/lanes-membw.txt"
+import re, sys
+rates = []
+for path in sys.argv[2:]:
+    m = re.search(r"copied, [0-9.e-]+ s, ([0-9.]+) ([GM])B/s", open(path).read())
+    rates.append(float(m.group(1)) / (1 if m.group(2) == "G" else 1000) if m else 0)
+print(f"memory write (dd /dev/zero, 256 MiB blocks) on {sys.argv[1]} cores at once: {sum(rates):.1f} GB/s in all, "
+      f"{min(rates):.2f}-{max(rates):.2f} each")
+PY
+    rm -f "$out"/membw-"$k"-*.txt
+  done
+}
+
 lanes_work_ratio() {  # lanes_work_ratio A B ROUNDS LABEL: runs A-1.. against B-1..: their work a packet
   [ "$lanes_dry" = 1 ] && return
   lanes_work_rows+=("$(python3 - "$out/lanes-work.txt" "$@" <<'PY'
@@ -851,5 +908,7 @@ case $mode in
   lanes-pcp) lanes_warm; lanes_probe_idle; lanes_peak_copies; lanes_pcp; lanes_summary ;;
   lanes-rc) lanes_warm; lanes_probe_idle; lanes_rc; lanes_summary ;;
   lanes-hog) lanes_warm; lanes_probe_idle; lanes_loops_hog; lanes_summary ;;
-  lanes-topology) lanes_topology ;;
+  lanes-handoff) lanes_warm; lanes_probe_idle; lanes_handoff; lanes_summary ;;
+  lanes-membw) lanes_warm; lanes_membw ;;
+  lanes-topology) lanes_topology | tee "$out/lanes-topology.txt" ;;
 esac
