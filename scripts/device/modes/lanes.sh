@@ -520,11 +520,24 @@ sent = re.search(r"samples ([0-9]+)", log)
 received = sum(l["stages"][0]["out"]["samples"] + l["stages"][0]["counters"].get("lost_samples", 0) for l in report["lanes"])
 print(f"emulator samples {sent.group(1) if sent else '?'}, sources' samples + lost {received}")
 failed |= not sent or int(sent.group(1)) != received
-# Datagrams the kernel dropped after a lane's last received one: a stream end that no count can place.
+# Datagrams the kernel dropped after a lane's last received one: a stream end that no count can
+# place; each lane's note gives the samples they held, at least and (GRO) at most.
 ends = {l["name"]: l["stages"][0]["counters"].get("dropped_after_last_packet", 0) for l in report["lanes"]}
 if any(ends.values()):
     print("lost stream ends (datagrams the kernel dropped after the last received): " +
           ", ".join(f"{name} {count}" for name, count in ends.items() if count))
+    least = most = 0
+    for lane in report["lanes"]:
+        for note in lane["stages"][0].get("notes", []):
+            held = re.search(r"the stream's end is lost, at least ([0-9]+) samples(?: \(up to ([0-9]+) with GRO\))?", note)
+            if held:
+                least += int(held.group(1))
+                most += int(held.group(2) or held.group(1))
+    if sent:
+        short = int(sent.group(1)) - received
+        within = least <= short <= most
+        print(f"the sources fell {short} samples short of the emulator; the lost ends held {least} to {most}: "
+              + ("the lost ends account for it" if within else "NOT accounted for by the lost ends"))
 sps = int(rate * 1e9 / 4)
 for lane in report["lanes"]:
     stages = lane["stages"]
