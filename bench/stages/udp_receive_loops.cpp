@@ -5,8 +5,8 @@
 // ring of --ring batches) on --cpu, and a second thread on --placer-cpu takes each batch as the
 // stage's placing thread does, doing only part of that thread's work: `pass` gives it straight
 // back, `read` first loads every cache line of it, `copy` first copies it into a chunk-sized
-// buffer with the stage's streamed stores. Each step's receive core cost, against the bare loop's,
-// says what that part of the stage's work costs the receive core (run.sh lanes-handoff).
+// buffer with the stage's streamed stores (as a plain copy: without the stage's byte swap). Each step's receive core
+// cost, against the bare loop's, says what that part of the stage's work costs the receive core (run.sh lanes-handoff).
 #include <sched.h>
 
 #include <CLI/CLI.hpp>
@@ -113,7 +113,7 @@ void run_handoff(Loop& loop, sluice::bench::BareUdpReceiver& receiver, Handoff h
     loop.error = error.what();
     return;
   }
-  constexpr std::size_t kChunkBytes = 16 << 20;  // as large as the lanes' chunks, so it never stays in cache
+  constexpr std::size_t kChunkBytes = 16 << 20;  // a lane's chunk size (run.sh lanes)
   std::vector<std::byte> chunk(handoff == Handoff::copy ? kChunkBytes + 65536 : 0);
   std::size_t offset = 0;
   std::uint64_t sum = 0;
