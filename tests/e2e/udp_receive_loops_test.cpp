@@ -5,6 +5,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "tests/support/free_port.hpp"
 #include "tests/support/process.hpp"
@@ -74,26 +75,22 @@ TEST(UdpReceiveLoops, EachHandoffCountsEveryDatagram) {
   }
 }
 
+// Runs udp_receive_loops with `args`: it must exit 2 and say `why`.
+void expect_usage_error(std::vector<std::string> args, const std::string& why) {
+  args.insert(args.begin(), kLoops);
+  const auto result = run_process(args);
+  EXPECT_EQ(result.exit_code, 2) << why;
+  EXPECT_NE(result.err.find(why), std::string::npos) << result.err;
+}
+
 TEST(UdpReceiveLoops, UsageErrorsExitWithTwoAndSayWhy) {
   const std::string port = std::to_string(testing::free_udp_port());
-  const auto cpus = run_process({kLoops, "--port", port, "--port", port, "--cpu", "0"});
-  EXPECT_EQ(cpus.exit_code, 2);
-  EXPECT_NE(cpus.err.find("one --cpu per --port"), std::string::npos) << cpus.err;
-  const auto buffer = run_process({kLoops, "--port", port, "--receive-buffer", "lots"});
-  EXPECT_EQ(buffer.exit_code, 2);
-  EXPECT_NE(buffer.err.find("--receive-buffer lots"), std::string::npos) << buffer.err;
-  const auto handoff = run_process({kLoops, "--port", port, "--handoff", "steal"});
-  EXPECT_EQ(handoff.exit_code, 2);
-  EXPECT_NE(handoff.err.find("one of none, pass, read, copy"), std::string::npos) << handoff.err;
-  const auto placer = run_process({kLoops, "--port", port, "--handoff", "copy"});
-  EXPECT_EQ(placer.exit_code, 2);
-  EXPECT_NE(placer.err.find("one --placer-cpu per --port"), std::string::npos) << placer.err;
-  const auto stray = run_process({kLoops, "--port", port, "--placer-cpu", "1"});
-  EXPECT_EQ(stray.exit_code, 2);
-  EXPECT_NE(stray.err.find("applies to --handoff"), std::string::npos) << stray.err;
-  const auto missing = run_process({kLoops});
-  EXPECT_EQ(missing.exit_code, 2);
-  EXPECT_NE(missing.err.find("--port"), std::string::npos) << missing.err;
+  expect_usage_error({"--port", port, "--port", port, "--cpu", "0"}, "one --cpu per --port");
+  expect_usage_error({"--port", port, "--receive-buffer", "lots"}, "--receive-buffer lots");
+  expect_usage_error({"--port", port, "--handoff", "steal"}, "one of none, pass, read, copy");
+  expect_usage_error({"--port", port, "--handoff", "copy"}, "one --placer-cpu per --port");
+  expect_usage_error({"--port", port, "--placer-cpu", "1"}, "applies to --handoff");
+  expect_usage_error({}, "--port");
 }
 
 }  // namespace
