@@ -763,16 +763,24 @@ lanes_membw() {  # the kernel clearing 256 MiB buffers (dd from /dev/zero) on 1,
       pids+=($!)
     done
     wait "${pids[@]}"
-    python3 - "$k" "$out"/membw-"$k"-*.txt <<'PY' | tee -a "$out/lanes-membw.txt"
+    python3 - "$k" "$out"/membw-"$k"-*.txt <<'PY' > "$out/membw-$k.txt" || status=1
 import re, sys
-rates = []
+rates, failed = [], []
 for path in sys.argv[2:]:
-    m = re.search(r"copied, [0-9.e-]+ s, ([0-9.]+) ([GM])B/s", open(path).read())
-    rates.append(float(m.group(1)) / (1 if m.group(2) == "G" else 1000) if m else 0)
+    text = open(path).read()
+    m = re.search(r"copied, [0-9.e-]+ s, ([0-9.]+) ([GM])B/s", text)
+    if m:
+        rates.append(float(m.group(1)) / (1 if m.group(2) == "G" else 1000))
+    else:
+        failed.append(f"{path.rsplit('-', 1)[1][:-4]}: {text.strip() or 'no output'}")
+if failed:
+    print(f"memory write on {sys.argv[1]} cores at once: dd failed on core " + "; ".join(failed))
+    sys.exit(1)
 print(f"memory write (dd /dev/zero, 256 MiB blocks) on {sys.argv[1]} cores at once: {sum(rates):.1f} GB/s in all, "
       f"{min(rates):.2f}-{max(rates):.2f} each")
 PY
-    rm -f "$out"/membw-"$k"-*.txt
+    tee -a "$out/lanes-membw.txt" < "$out/membw-$k.txt"
+    rm -f "$out"/membw-"$k"-*.txt "$out/membw-$k.txt"
   done
 }
 
