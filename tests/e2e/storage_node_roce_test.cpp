@@ -48,6 +48,26 @@ std::string config_without_fft(const test::TempDir& dir, const std::string& name
   return path;
 }
 
+// Pins stream K's emulator sender thread to core K - 1 in the config at `path` (returned). On
+// loopback a datagram is queued on the sending core's backlog, so a sender that moves between
+// cores can deliver a burst after later ones: past the udp stage's reorder window, which the
+// stage rightly counts as lost and late. A pinned sender keeps its stream in order.
+std::string pin_senders(const std::string& path) {
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  for (const int stream : {1, 2}) {
+    const std::string id = "stream_id: " + std::to_string(stream) + "}";
+    const auto at = text.find(id, text.find("\nemulator:"));
+    EXPECT_NE(at, std::string::npos) << id << " in " << path;
+    if (at != std::string::npos)
+      text.replace(at, id.size(),
+                   "stream_id: " + std::to_string(stream) + ", cpu: " + std::to_string(stream - 1) + "}");
+  }
+  std::ofstream(path) << text;
+  return path;
+}
+
 // `sluice run CONFIG --node NAME` with the link stage `link` switched to roce on rxe0's
 // address (both lanes), records in memory-backed files without O_DIRECT, and `extra`.
 std::vector<std::string> roce_node(const std::string& config, const std::string& name, const std::string& link,
@@ -111,7 +131,8 @@ double link_rate(const nlohmann::json& report) {
 TEST(StorageNodeRoce, RecordingOnTheStorageNodeIsTheEmulatorsSignal) {
   SLUICE_SKIP_OUTSIDE_VM();
   test::TempDir dir;
-  const std::string config = config_without_fft(dir, "storage_node.yaml", {"50120", "50121", "7100", "7101"});
+  const std::string config =
+      pin_senders(config_without_fft(dir, "storage_node.yaml", {"50120", "50121", "7100", "7101"}));
   testing::Process storage(roce_node(config, "storage", "to_storage", dir, {}));
   const auto gpu =
       testing::run_process(roce_node(config, "gpu", "to_storage", dir,
