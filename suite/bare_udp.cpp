@@ -5,7 +5,6 @@
 #include <sys/time.h>
 
 #include <cerrno>
-#include <cstring>
 #include <stdexcept>
 
 #include "pipeline/errno_message.hpp"
@@ -14,16 +13,7 @@
 namespace sluice::bench {
 
 std::size_t datagrams_in(const mmsghdr& message) noexcept {
-  const msghdr& header = message.msg_hdr;
-  std::size_t segment = message.msg_len;
-  for (cmsghdr* control = CMSG_FIRSTHDR(&header); control != nullptr;
-       control = CMSG_NXTHDR(const_cast<msghdr*>(&header), control)) {
-    if (control->cmsg_level == SOL_UDP && control->cmsg_type == UDP_GRO) {
-      int size = 0;
-      std::memcpy(&size, CMSG_DATA(control), sizeof(size));
-      segment = static_cast<std::size_t>(size);
-    }
-  }
+  const std::size_t segment = udp_gro_segment(message.msg_hdr);
   return segment == 0 ? 1 : (message.msg_len + segment - 1) / segment;
 }
 

@@ -100,6 +100,19 @@ std::size_t default_udp_batch(bool gro) noexcept {
   return gro ? 8 : 64;
 }
 
+std::size_t udp_gro_segment(const msghdr& header) noexcept {
+  std::size_t segment = 0;
+  for (cmsghdr* control = CMSG_FIRSTHDR(&header); control != nullptr;
+       control = CMSG_NXTHDR(const_cast<msghdr*>(&header), control)) {
+    if (control->cmsg_level == SOL_UDP && control->cmsg_type == UDP_GRO) {
+      int size = 0;
+      std::memcpy(&size, CMSG_DATA(control), sizeof(size));
+      if (size > 0) segment = static_cast<std::size_t>(size);
+    }
+  }
+  return segment;
+}
+
 UdpSource::UdpSource(SettingsReader& reader, const PipelineSettings& pipeline) {
   settings_.address = reader.string("address", settings_.address, "host:port to bind (loopback by default)");
   settings_.framing =
@@ -654,17 +667,8 @@ void UdpSource::handle_message(const ReceiveBatch& batch, std::size_t i) noexcep
   const std::size_t length = batch.message(i).msg_len;
   const std::byte* data = batch.data(i);
   drops_.received(header);  // datagrams dropped right before this one
-  std::size_t segment = length;
-  if (gro_) {
-    for (cmsghdr* control = CMSG_FIRSTHDR(&header); control != nullptr;
-         control = CMSG_NXTHDR(const_cast<msghdr*>(&header), control)) {
-      if (control->cmsg_level == SOL_UDP && control->cmsg_type == UDP_GRO) {
-        int size = 0;
-        std::memcpy(&size, CMSG_DATA(control), sizeof(size));
-        if (size > 0) segment = static_cast<std::size_t>(size);
-      }
-    }
-  }
+  const std::size_t coalesced = gro_ ? udp_gro_segment(header) : 0;
+  const std::size_t segment = coalesced != 0 ? coalesced : length;
   if ((header.msg_flags & MSG_TRUNC) != 0) {
     ++batch_packets_;
     drop_truncated_->add();

@@ -71,6 +71,10 @@ std::size_t default_udp_batch(bool gro) noexcept;
 inline constexpr std::size_t kUdpControlBytes =
     CMSG_SPACE(sizeof(int)) + KernelDrops::kControlBytes + CMSG_SPACE(sizeof(timespec));
 
+// The segment size of a received message that GRO coalesced (its UDP_GRO control message), or 0
+// for one without it: the stage and the bare loop split such a message into datagrams alike.
+std::size_t udp_gro_segment(const msghdr& header) noexcept;
+
 // A single stray timestamp never moves the stream (JumpGuard); datagrams the kernel dropped at
 // the socket are told from a sender's jump by the kernel's own count (KernelDrops). With
 // receive_thread the recvmmsg calls run on a ReceiveThread and the rest on the stage's thread.
