@@ -34,11 +34,15 @@ constexpr std::size_t kSampleBytes = 4;  // ci16
 #define SLUICE_SKIP_OUTSIDE_VM() \
   if (!kInVm) GTEST_SKIP() << "needs rxe0: runs inside the Soft-RoCE VM (ctest -R vm_storage_node)"
 
+std::string file_text(const fs::path& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
 // A shipped config with free ports and without its fft stage, written into `dir`.
 std::string config_without_fft(const test::TempDir& dir, const std::string& name,
                                const std::vector<std::string>& ports) {
-  std::ifstream in(fs::path(kSourceDir) / "configs" / name);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text = file_text(fs::path(kSourceDir) / "configs" / name);
   text = std::regex_replace(text, std::regex("  - name: fft\n(    .*\n)+"), "");
   for (const std::string& port : ports) {
     text = std::regex_replace(text, std::regex("\\b" + port + "\\b"), std::to_string(testing::free_tcp_port()));
@@ -53,9 +57,7 @@ std::string config_without_fft(const test::TempDir& dir, const std::string& name
 // cores can deliver a burst after later ones: past the udp stage's reorder window, which the
 // stage rightly counts as lost and late. A pinned sender keeps its stream in order.
 std::string pin_senders(const std::string& path) {
-  std::ifstream in(path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  in.close();
+  std::string text = file_text(path);
   for (const int stream : {1, 2}) {
     const std::string id = "stream_id: " + std::to_string(stream) + "}";
     const auto at = text.find(id, text.find("\nemulator:"));
