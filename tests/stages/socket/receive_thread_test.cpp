@@ -133,6 +133,9 @@ TEST(ReceiveThread, SeveralOnOneSocketAreMergedBackIntoTheOrderTheSocketQueuedTh
   std::atomic<std::uint64_t> handed{0};
   std::atomic<bool> sending{true};
   std::thread sender([&] {
+    // On loopback a datagram waits on the sending core's backlog: a sender that moves to another
+    // core can have its later datagrams queued on the socket first. Pinned, it queues them in order.
+    pin_thread(pthread_self(), {allowed_cores().front()}, "sender");
     const auto every_thread_took_some = [&] {
       return std::all_of(threads.begin(), threads.end(), [](const auto& t) { return t->received_bytes() > 0; });
     };
