@@ -132,6 +132,8 @@ std::string summary_table(const Pipeline& pipeline) {
       for (const CoreWait& thread : stage->threads()) {
         if (std::string note = core_wait_note(thread, pipeline.core_sharers(thread)); !note.empty())
           out << fmt::format("{:<10}   note: {}\n", "", note);
+        if (std::string note = core_steal_note(thread); !note.empty())
+          out << fmt::format("{:<10}   note: {}\n", "", note);
       }
     }
   }
@@ -195,7 +197,9 @@ nlohmann::json stage_report_json(const Pipeline& pipeline, const StageMetrics& s
                        {"core_wait_peak_seconds", static_cast<double>(thread.peak_window_ns()) / 1e9},
                        {"core_wait_window_seconds", static_cast<double>(CoreWait::kWindowNs) / 1e9},
                        {"preemptions", thread.preemptions()},
-                       {"note", core_wait_note(thread, pipeline.core_sharers(thread))}});
+                       {"stolen_seconds", static_cast<double>(thread.stolen_ns()) / 1e9},
+                       {"note", core_wait_note(thread, pipeline.core_sharers(thread))},
+                       {"steal_note", core_steal_note(thread)}});
   }
   stage_json["threads"] = threads;
   return stage_json;

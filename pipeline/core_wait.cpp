@@ -7,8 +7,12 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <fstream>
+#include <map>
 #include <span>
 
 #include "pipeline/clock.hpp"
@@ -60,15 +64,59 @@ bool CoreWait::read(int tid, bool self, Reading& reading) noexcept {
   return true;
 }
 
+std::optional<std::uint64_t> steal_ticks(std::string_view proc_stat, const std::vector<int>& cores) {
+  std::map<int, std::uint64_t> steal;  // per core line ("cpu7 ..."), not the sum line ("cpu ...")
+  for (std::size_t at = 0; at < proc_stat.size();) {
+    const std::size_t end = std::min(proc_stat.find('\n', at), proc_stat.size());
+    const std::string line(proc_stat.substr(at, end - at));
+    at = end + 1;
+    int core = -1;
+    int label = 0;
+    if (std::sscanf(line.c_str(), "cpu%d%n", &core, &label) != 1 || core < 0) continue;
+    std::array<std::uint64_t, 8> fields{};  // user nice system idle iowait irq softirq steal
+    const char* cursor = line.c_str() + label;
+    bool whole = true;
+    for (std::uint64_t& field : fields) {
+      char* after = nullptr;
+      field = std::strtoull(cursor, &after, 10);
+      if (after == cursor) whole = false;
+      cursor = after;
+    }
+    if (whole) steal[core] = fields[7];
+  }
+  std::uint64_t sum = 0;
+  for (const int core : cores) {
+    const auto found = steal.find(core);
+    if (found == steal.end()) return std::nullopt;
+    sum += found->second;
+  }
+  return sum;
+}
+
+std::optional<std::uint64_t> CoreWait::read_steal(const std::vector<int>& cores) noexcept {
+  if (cores.empty()) return std::nullopt;
+  try {
+    // The per-core lines come first; the interrupt counts after them can be long.
+    std::ifstream file("/proc/stat");
+    std::string text;
+    for (std::string line; std::getline(file, line) && line.starts_with("cpu");) text += line + '\n';
+    return steal_ticks(text, cores);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
 void CoreWait::begin(const std::vector<int>& cores) noexcept {
   Reading reading;
   if (!read(0, true, reading)) return;
+  const std::optional<std::uint64_t> steal = read_steal(cores);
   std::lock_guard lock(mutex_);
   try {
     core_list_ = cores;
   } catch (const std::bad_alloc&) {
     return;
   }
+  base_steal_ = steal;
   base_ = reading;
   began_ns_ = window_start_ns_ = monotonic_ns();
   window_start_wait_ns_ = 0;
@@ -113,6 +161,13 @@ void CoreWait::end() noexcept {
   if (tid_ == 0) return;
   Reading reading;
   if (read(tid_, true, reading)) update(reading, monotonic_ns());
+  if (base_steal_) {
+    const std::optional<std::uint64_t> steal = read_steal(core_list_);
+    const long ticks_per_second = ::sysconf(_SC_CLK_TCK);
+    if (steal && *steal >= *base_steal_ && ticks_per_second > 0)
+      stolen_ns_.store((*steal - *base_steal_) * 1'000'000'000ULL / static_cast<std::uint64_t>(ticks_per_second),
+                       std::memory_order_relaxed);
+  }
   tid_ = 0;
 }
 
@@ -145,6 +200,25 @@ std::string core_wait_note(const CoreWait& wait, const std::vector<std::string>&
       format_duration(std::chrono::nanoseconds(wait.lifetime_ns())),
       format_duration(std::chrono::nanoseconds(wait.peak_window_ns())),
       format_duration(std::chrono::nanoseconds(CoreWait::kWindowNs)), wait.preemptions(), cause);
+}
+
+std::string core_steal_note(const std::string& name, const std::string& cores, std::size_t core_count,
+                            std::uint64_t stolen_ns, std::uint64_t lifetime_ns) {
+  if (core_count == 0 || lifetime_ns == 0 || stolen_ns < CoreWait::kNoticeableNs) return {};
+  const double share =
+      static_cast<double>(stolen_ns) / (static_cast<double>(lifetime_ns) * static_cast<double>(core_count));
+  if (share < 0.01) return {};
+  return fmt::format(
+      "the hypervisor stole {} from its {} thread's cores ({}: {:.1f}% of their time over its {}, /proc/stat's steal): "
+      "this machine is a virtual machine whose vCPUs wait for the host's cores, and a stream behind the thread backs "
+      "up "
+      "while its vCPU waits; ask for dedicated (pinned) vCPUs, or run where the host does not share its cores",
+      format_duration(std::chrono::nanoseconds(stolen_ns)), name, cores, 100.0 * share,
+      format_duration(std::chrono::nanoseconds(lifetime_ns)));
+}
+
+std::string core_steal_note(const CoreWait& wait) {
+  return core_steal_note(wait.name(), wait.cores(), wait.core_list().size(), wait.stolen_ns(), wait.lifetime_ns());
 }
 
 }  // namespace sluice

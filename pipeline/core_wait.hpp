@@ -1,13 +1,18 @@
 // How long a thread waited for a core: the time it was ready to run while the scheduler ran
 // something else where it may run (the kernel's run delay, schedstat's second field), and how
 // often another thread took the core from it (nonvoluntary context switches). A pinned thread
-// that waits here shares its core: a receive thread that does falls behind its socket.
+// that waits here shares its core: a receive thread that does falls behind its socket. On a
+// virtual machine its core can also be taken from outside: the hypervisor's steal time on the
+// cores a thread is pinned to (/proc/stat) is the time their vCPUs were ready to run while the
+// host ran other work, which the guest's scheduler never sees as a wait.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace sluice {
@@ -49,6 +54,9 @@ class CoreWait {
   [[nodiscard]] std::uint64_t preemptions() const noexcept { return preemptions_.load(std::memory_order_relaxed); }
   // From begin() to end() (or to the last sample while it runs).
   [[nodiscard]] std::uint64_t lifetime_ns() const noexcept { return lifetime_ns_.load(std::memory_order_relaxed); }
+  // The hypervisor's steal time on the thread's cores from begin() to end(), summed over them: 0
+  // for an unpinned thread, until end(), or where /proc/stat cannot be read.
+  [[nodiscard]] std::uint64_t stolen_ns() const noexcept { return stolen_ns_.load(std::memory_order_relaxed); }
 
  private:
   struct Reading {
@@ -58,6 +66,8 @@ class CoreWait {
   // The thread's figures under /proc/thread-self (its own) or /proc/self/task/<tid>: false when
   // they cannot be read (the thread has ended, or /proc is not mounted).
   static bool read(int tid, bool self, Reading& reading) noexcept;
+  // The steal time of `cores` so far, in /proc/stat's ticks: nullopt where it cannot be read.
+  static std::optional<std::uint64_t> read_steal(const std::vector<int>& cores) noexcept;
   void update(const Reading& reading, std::uint64_t now_ns) noexcept;
 
   std::string name_;
@@ -73,8 +83,21 @@ class CoreWait {
   std::atomic<std::uint64_t> peak_window_ns_{0};
   std::atomic<std::uint64_t> preemptions_{0};
   std::atomic<std::uint64_t> lifetime_ns_{0};
+  std::optional<std::uint64_t> base_steal_;  // at begin(), for a pinned thread
+  std::atomic<std::uint64_t> stolen_ns_{0};
   bool warned_ = false;
 };
+
+// The steal field (the eighth number, in USER_HZ ticks) of each of `cores` in `proc_stat` (the
+// text of /proc/stat), summed; nullopt when a core has no line or its line is shorter.
+std::optional<std::uint64_t> steal_ticks(std::string_view proc_stat, const std::vector<int>& cores);
+
+// For the report: when the hypervisor stole a noticeable share of a pinned thread's cores
+// (kNoticeableNs or more, and 1% or more of their time over its life), what that means and what
+// to do; else empty.
+std::string core_steal_note(const std::string& name, const std::string& cores, std::size_t core_count,
+                            std::uint64_t stolen_ns, std::uint64_t lifetime_ns);
+std::string core_steal_note(const CoreWait& wait);
 
 // For the report: when a pinned thread waited long enough for a core that a stream behind it
 // would back up (kNoticeableNs or more in one window, or in all that and 0.5% of its life), what

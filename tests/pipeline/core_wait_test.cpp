@@ -4,9 +4,15 @@
 
 #include <gtest/gtest.h>
 #include <pthread.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #include "pipeline/thread_cores.hpp"
@@ -122,6 +128,67 @@ TEST(CoreWait, NothingIsReadBeforeTheThreadBeginsOrAfterItEnds) {
   std::this_thread::sleep_for(20ms);
   EXPECT_FALSE(wait.sample());  // the thread has ended: its tid may belong to another thread by now
   EXPECT_EQ(wait.lifetime_ns(), lifetime);
+}
+
+// /proc/stat's per-core lines as the kernel writes them (the sum line first, then cpu0, cpu1 …, then
+// the interrupt counts): the eighth number of each is its steal.
+constexpr std::string_view kProcStat =
+    "cpu  1000 0 500 90000 10 0 20 300 0 0\n"
+    "cpu0 100 0 50 9000 1 0 2 7 0 0\n"
+    "cpu1 200 0 60 8000 1 0 3 11 0 0\n"
+    "cpu10 300 0 70 7000 1 0 4 13 0 0\n"
+    "intr 123456 0 1 2 3\n"
+    "ctxt 99\n";
+
+TEST(CoreWait, StealTicksAreEachCoresEighthFieldSummed) {
+  EXPECT_EQ(steal_ticks(kProcStat, {0}), 7U);
+  EXPECT_EQ(steal_ticks(kProcStat, {1, 10}), 24U) << "cpu1 is not cpu10, nor the sum line";
+  EXPECT_EQ(steal_ticks(kProcStat, {}), 0U);
+  EXPECT_EQ(steal_ticks(kProcStat, {2}), std::nullopt) << "a core with no line";
+  EXPECT_EQ(steal_ticks("cpu0 1 2 3 4 5 6 7\n", {0}), std::nullopt) << "a line without a steal field";
+}
+
+TEST(CoreWait, AThreadsCoresStealIsReadFromTheKernelAtItsStartAndEnd) {
+  const int core = allowed_cores().front();
+  const auto read_steal = [&] {
+    std::ifstream file("/proc/stat");
+    const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    return steal_ticks(text, {core});
+  };
+  const auto before = read_steal();
+  ASSERT_TRUE(before.has_value()) << "this kernel's /proc/stat has no steal field for core " << core;
+  CoreWait wait("receive");
+  std::thread busy([&] {
+    pin_thread(pthread_self(), {core});
+    wait.begin({core});
+    spin_for(200ms);
+    wait.end();
+  });
+  busy.join();
+  const auto after = read_steal();
+  ASSERT_TRUE(after.has_value());
+  // Within what the kernel counted on that core around the thread's life (ticks to ns).
+  const auto tick_ns = 1'000'000'000ULL / static_cast<std::uint64_t>(::sysconf(_SC_CLK_TCK));
+  EXPECT_LE(wait.stolen_ns(), (*after - *before) * tick_ns);
+  EXPECT_EQ(wait.stolen_ns() % tick_ns, 0U) << "whole ticks";
+  CoreWait unpinned("stage");
+  std::thread([&] {
+    unpinned.begin({});
+    spin_for(20ms);
+    unpinned.end();
+  }).join();
+  EXPECT_EQ(unpinned.stolen_ns(), 0U);
+}
+
+TEST(CoreWait, TheStealNoteNamesTheHypervisorOnlyForANoticeableShare) {
+  // 30 ms of two cores' 1 s: 1.5%, noticeable.
+  const std::string note = core_steal_note("receive", "2-3", 2, 30'000'000, 1'000'000'000);
+  EXPECT_NE(note.find("hypervisor stole 30.00 ms from its receive thread's cores (2-3: 1.5%"), std::string::npos)
+      << note;
+  EXPECT_NE(note.find("dedicated (pinned) vCPUs"), std::string::npos) << note;
+  EXPECT_EQ(core_steal_note("receive", "2", 1, 9'000'000, 100'000'000), "") << "under 10 ms";
+  EXPECT_EQ(core_steal_note("receive", "2", 1, 50'000'000, 10'000'000'000), "") << "under 1% of the time";
+  EXPECT_EQ(core_steal_note("stage", "", 0, 50'000'000, 1'000'000'000), "") << "unpinned";
 }
 
 }  // namespace

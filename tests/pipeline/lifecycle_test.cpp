@@ -349,6 +349,10 @@ TEST(Lifecycle, AStageKeptOffItsCoreByAnotherThreadIsMeasuredAndNamed) {
   EXPECT_GE(thread["core_wait_seconds"].get<double>(), thread["seconds"].get<double>() / 5) << thread.dump();
   EXPECT_GT(thread["preemptions"].get<std::uint64_t>(), 0U);
   EXPECT_GE(thread["core_wait_peak_seconds"].get<double>(), 0.01) << thread.dump();
+  // The hypervisor's steal on its core: a share of the run at most (0 on bare metal), with its note.
+  EXPECT_GE(thread["stolen_seconds"].get<double>(), 0.0) << thread.dump();
+  EXPECT_LE(thread["stolen_seconds"].get<double>(), thread["seconds"].get<double>() + 0.02) << thread.dump();
+  EXPECT_TRUE(thread["steal_note"].is_string()) << thread.dump();
   const std::string note = thread["note"];
   EXPECT_NE(note.find("its stage thread (pinned to cores " + std::to_string(core) + ")"), std::string::npos) << note;
   EXPECT_NE(summary_table(*pipeline).find("note: " + note), std::string::npos);
