@@ -13,7 +13,7 @@ cmake --build "$build" -j "$(nproc)" ${SLUICE_DEVICE_TARGETS:+--target $SLUICE_D
 rm -rf .device && mkdir -p .device/bin .device/lib
 while IFS= read -r binary; do
   strip -o ".device/bin/$(basename "$binary")" "$binary"
-done < <(find "$build" -type f -perm -u+x \( -name '*_test' -o -name '*_probe' -o -name '*_bench' -o -name sluice -o -name sluice-emulator -o -name udp_receive_loops \))
+done < <(find "$build" -type f -perm -u+x \( -name '*_test' -o -name '*_probe' -o -name '*_bench' -o -name sluice -o -name sluice-emulator -o -name udp_receive_loops -o -name core_pairs \))
 # recorder_bench compares against fio; run.sh puts .device/bin first on PATH.
 cp "$(command -v fio)" .device/bin/fio
 
