@@ -27,22 +27,38 @@
 #   lanes-hog      LANES_HOG_ROUNDS (2) rounds of the bare loops at GOAL_RATE, 10 s, alone and then
 #                  beside a memory-bound copy (dd from /dev/zero, 256 MiB blocks) on each lane's
 #                  placing core: what the lanes' own memory traffic costs a loop's receive core
+#   lanes-busy     LANES_BUSY_ROUNDS (2) rounds of the bare loops at GOAL_RATE, 10 s, alone and then
+#                  beside a CPU loop (no memory traffic) on every core past the receive cores that
+#                  no sender and not the probe takes: whether the hypervisor steals more from the
+#                  receive cores (lanes-steal.txt) when the VM keeps more of its vCPUs busy
 #   lanes-handoff  LANES_HANDOFF_ROUNDS (2) rounds at GOAL_RATE (4), 10 s each, of the bare loops,
 #                  then the udp stage's receive thread with a thread on each placing core that takes
 #                  its batches and gives them back (pass), loads every line first (read) or copies
 #                  them into a chunk with streamed stores (copy), then the pipeline (LANES_SPLIT=2):
 #                  what each part of the placing thread's work costs the receive core, a packet
+#   lanes-ab       LANES_AB_ROUNDS (2) rounds at GOAL_RATE (4), 10 s each, of the bare loops, the
+#                  pipeline from another build (LANES_AB_BIN: a directory with its sluice and
+#                  udp_receive_loops) and the pipeline from this pack, on the same cores: a change's
+#                  effect on the receive cores' work a packet, against the build before it, in one
+#                  call; LANES_AB_STEP (pass, read or copy; LANES_SPLIT=2) times that handoff step of
+#                  each build's udp_receive_loops too
 #   lanes-membw    the kernel clearing 256 MiB buffers (dd) on 1, 2, 4 … cores at once: the host's
 #                  memory write rate (lanes-membw.txt)
 #   lanes-topology each core's hyperthread siblings and NUMA node (sysfs), its role in this layout,
 #                  and a LANES_SENDER_CPUS that keeps the sender threads off the siblings of the
-#                  receive and placing cores where the host has cores to spare
+#                  receive and placing cores where the host has cores to spare; the CPU's model and
+#                  caches (lscpu); a cache line's round trip between every pair of cores and the
+#                  groups of cores that share a cache (core_pairs: lanes-core-pairs.txt and .json)
 # Every pipeline run samples its sockets' queues (/proc/net/udp, every 0.25 s) into NAME-queues.txt
 # and adds a line to lanes-queues.txt: per lane the deepest queue, when, time spent deep, drops;
 # and every core's /proc/stat line each 0.5 s into NAME-cores.txt; and a line to
 # lanes-core-waits.txt: per lane how long its receive and placing threads were kept off their
 # cores (the report's threads: run delay, most in one 0.1 s window, preemptions); and one to
 # lanes-vmstat.txt: the page allocator's counts over the run (/proc/vmstat before and after).
+# Every run (pipeline or loops) adds a line to lanes-steal.txt: the share of the receive cores' time
+# (mean, most) and of every core's that the hypervisor stole over the send (/proc/stat's steal: a
+# vCPU ready to run while the host ran other work; the lent hosts are VMs), and each ratio of
+# lanes-rc, lanes-handoff and lanes-ab names the steal of each round's runs beside it.
 # Each run also times a memory-bound copy on a core no lane uses (LANES_PROBE_CPU, the host's last):
 # dd from /dev/zero through a 256 MiB buffer each 0.5 s into NAME-probe.txt, and its rates over the
 # run (least, median, most) as a line in lanes-probe.txt, beside the same probe alone for 5 s
@@ -108,6 +124,7 @@ if [ -n "${LANES_PCP_FRACTION:-}" ] && [ "$lanes_dry" != 1 ]; then
   lanes_pcp_set "$LANES_PCP_FRACTION"
   echo "lanes: vm.percpu_pagelist_high_fraction = $(cat /proc/sys/vm/percpu_pagelist_high_fraction)"
 fi
+lanes_bin=$pack/bin  # sluice and udp_receive_loops; lanes-ab switches it to LANES_AB_BIN and back
 lanes_split=${LANES_SPLIT:-0}
 lanes_spin_us=${RECEIVE_SPIN_US:-0}
 lanes_light_sets=${LANES_LIGHT_SETS:-1}
@@ -342,6 +359,14 @@ packets = sum(p["packets"] for p in report["ports"]) if "ports" in report else \
     sum(lane["stages"][0]["packets"] for lane in report["lanes"])
 with open(sys.argv[3].rsplit("/", 1)[0] + "/lanes-work.txt", "a") as log:  # the receive cores' work a packet
     print(sys.argv[3].rsplit("/", 1)[1][:-5], f"{work / packets * 1e6 if packets else 0:.4f}", file=log)
+# The hypervisor's steal (the 8th field): time a vCPU wanted to run and the host ran something else.
+def steal(names):
+    deltas = [[a - b for a, b in zip(after[n], before[n])] for n in names]
+    return [d[7] / (sum(d) or 1) for d in deltas]
+receive, every = steal([f"cpu{core}" for core in cores]), steal(sorted(after))
+with open(sys.argv[3].rsplit("/", 1)[0] + "/lanes-steal.txt", "a") as log:
+    print(sys.argv[3].rsplit("/", 1)[1][:-5], f"{sum(receive) / len(receive):.4f} {max(receive):.4f}",
+          f"{sum(every) / len(every):.4f}", file=log)
 print(f"{min(shares):.2f}-{max(shares):.2f}")
 PY
 }
@@ -391,6 +416,7 @@ PY
 }
 
 lanes_core_waits() {  # lanes_core_waits NAME: per lane its receive and placing threads' waits for their cores
+  # and the hypervisor's steal on them
   python3 - "$out/$1.json" "$1" <<'PY'
 import json, sys
 report = json.load(open(sys.argv[1]))
@@ -399,8 +425,9 @@ for lane in report["lanes"]:
     for thread in lane["stages"][0].get("threads", []):
         parts.append(f"{lane['name']} {thread['name']} (cores {thread['cores'] or '-'}) "
                      f"{thread['core_wait_seconds'] * 1e3:.1f} ms, peak {thread['core_wait_peak_seconds'] * 1e3:.1f} ms, "
-                     f"{thread['preemptions']} preemptions")
-print(f"{sys.argv[2]}: kept off their cores (in all, most in 0.1 s, preemptions): " + "; ".join(parts))
+                     f"{thread['preemptions']} preemptions, stolen {thread.get('stolen_seconds', 0) * 1e3:.0f} ms")
+print(f"{sys.argv[2]}: kept off their cores (in all, most in 0.1 s, preemptions, the hypervisor's steal on "
+      "their cores): " + "; ".join(parts))
 PY
 }
 
@@ -424,7 +451,7 @@ lanes_pipeline() {  # lanes_pipeline RATE SECONDS GPUS NAME LABEL: one run; prin
   rm -rf "$lanes_dir"
   # shellcheck disable=SC2206  # LANES_EXTRA: more --set arguments, split on spaces
   local extra=(${LANES_EXTRA:-})
-  "$pack/bin/sluice" run "$config" "${extra[@]}" --duration "$((seconds + 8))s" --report "$out/$name.json" \
+  "$lanes_bin/sluice" run "$config" "${extra[@]}" --duration "$((seconds + 8))s" --report "$out/$name.json" \
     2> "$out/$name.log" > /dev/null &
   local pipeline=$!
   lanes_wait_bound $pipeline
@@ -484,7 +511,7 @@ lanes_loops() {  # lanes_loops RATE SECONDS NAME [HANDOFF]: LANES bare receive l
     return
   fi
   [ "$lanes_spin_us" != 0 ] && args+=(--spin "$(awk -v us="$lanes_spin_us" 'BEGIN { print us / 1e6 }')")
-  "$pack/bin/udp_receive_loops" "${args[@]}" --receive-buffer 256MiB --seconds "$((seconds + 20))" --idle 1 \
+  "$lanes_bin/udp_receive_loops" "${args[@]}" --receive-buffer 256MiB --seconds "$((seconds + 20))" --idle 1 \
     > "$out/$name.json" 2> "$out/$name.log" &
   local loops=$!
   sleep 1
@@ -725,6 +752,30 @@ lanes_loops_hog() {  # bare loops taking turns with and without memory traffic o
   lanes_work_ratio lanes-loops-hog lanes-loops-plain "${LANES_HOG_ROUNDS:-2}" "loops beside memory traffic against alone"
 }
 
+lanes_loops_busy() {  # bare loops taking turns alone and beside busy cores: does the hypervisor steal more
+  # from the receive cores when the VM keeps more of its vCPUs busy?
+  local rate=${GOAL_RATE:-4} round core spinners senders=() lane
+  for ((lane = 0; lane < lanes_count * lanes_senders; lane++)); do senders+=("$(lanes_sender_cpu "$lane")"); done
+  for ((round = 1; round <= ${LANES_BUSY_ROUNDS:-2}; round++)); do
+    lanes_rows+=("$(lanes_loops "$rate" 10 "lanes-busy-alone-$round")")
+    spinners=()
+    if [ "$lanes_dry" != 1 ]; then
+      # A plain CPU loop (no memory traffic) on every core past the receive cores that no sender
+      # and not the probe takes: the placing and light cores the pipeline would keep busy, and more.
+      for ((core = 2 + lanes_count; core < lanes_host_cores; core++)); do
+        [ "$core" = "$lanes_probe_cpu" ] && continue
+        [[ " ${senders[*]} " == *" $core "* ]] && continue
+        taskset -c "$core" bash -c 'while :; do :; done' &
+        spinners+=($!)
+      done
+    fi
+    lanes_rows+=("$(lanes_loops "$rate" 10 "lanes-busy-spin-$round")")
+    [ "${#spinners[@]}" -gt 0 ] && kill "${spinners[@]}" 2> /dev/null
+    wait "${spinners[@]}" 2> /dev/null
+  done
+  lanes_work_ratio lanes-busy-spin lanes-busy-alone "${LANES_BUSY_ROUNDS:-2}" "loops beside busy cores against alone"
+}
+
 lanes_rc() {  # LANES_RC_ROUNDS rounds of the pipeline and the bare loops at GOAL_RATE: work a packet
   local rate=${GOAL_RATE:-4} round rounds=${LANES_RC_ROUNDS:-3}
   for ((round = 1; round <= rounds; round++)); do
@@ -750,6 +801,36 @@ lanes_handoff() {  # LANES_HANDOFF_ROUNDS rounds of the bare loops, the handoff 
   for step in pass read copy pipeline; do
     lanes_work_ratio "lanes-handoff-$step" lanes-handoff-none "$rounds" "$step against the bare loops"
   done
+}
+
+lanes_ab() {  # LANES_AB_ROUNDS rounds of the pipeline built from LANES_AB_BIN and from this pack, and the
+  # bare loops, at GOAL_RATE; with LANES_AB_STEP a handoff step of each build's udp_receive_loops too
+  local rate=${GOAL_RATE:-4} round rounds=${LANES_AB_ROUNDS:-2} step=${LANES_AB_STEP:-} base=${LANES_AB_BIN:-}
+  if [ -z "$base" ] || { [ "$lanes_dry" != 1 ] && [ ! -x "$base/sluice" ]; }; then
+    echo "lanes: lanes-ab needs LANES_AB_BIN, a directory with the other build's sluice and udp_receive_loops" >&2
+    status=1
+    return
+  fi
+  if [ -n "$step" ] && [ "$lanes_split" != 2 ]; then
+    echo "lanes: LANES_AB_STEP takes its placing cores from LANES_SPLIT=2's layout: set LANES_SPLIT=2" >&2
+    status=1
+    return
+  fi
+  for ((round = 1; round <= rounds; round++)); do
+    lanes_rows+=("$(lanes_loops "$rate" 10 "lanes-ab-loops-$round")")
+    lanes_bin=$base
+    lanes_rows+=("$(lanes_pipeline "$rate" 10 "$lanes_gpus" "lanes-ab-base-$round" "ab base")")
+    [ -n "$step" ] && lanes_rows+=("$(lanes_loops "$rate" 10 "lanes-ab-base-$step-$round" "$step")")
+    lanes_bin=$pack/bin
+    lanes_rows+=("$(lanes_pipeline "$rate" 10 "$lanes_gpus" "lanes-ab-this-$round" "ab this")")
+    [ -n "$step" ] && lanes_rows+=("$(lanes_loops "$rate" 10 "lanes-ab-this-$step-$round" "$step")")
+  done
+  lanes_work_ratio lanes-ab-this lanes-ab-base "$rounds" "this build's pipeline against the base build's"
+  lanes_work_ratio lanes-ab-base lanes-ab-loops "$rounds" "base build's pipeline against the bare loops"
+  lanes_work_ratio lanes-ab-this lanes-ab-loops "$rounds" "this build's pipeline against the bare loops"
+  if [ -n "$step" ]; then
+    lanes_work_ratio "lanes-ab-this-$step" "lanes-ab-base-$step" "$rounds" "this build's $step against the base build's"
+  fi
 }
 
 lanes_membw() {  # the kernel clearing 256 MiB buffers (dd from /dev/zero) on 1, 2, 4 … cores at once: the
@@ -787,15 +868,19 @@ PY
 lanes_work_ratio() {  # lanes_work_ratio A B ROUNDS LABEL: runs A-1.. against B-1..: their work a packet
   [ "$lanes_dry" = 1 ] && return
   lanes_work_rows+=("$(python3 - "$out/lanes-work.txt" "$@" <<'PY'
-import statistics, sys
+import os, statistics, sys
 work = dict(line.split() for line in open(sys.argv[1]))
+steal_path = sys.argv[1].rsplit("/", 1)[0] + "/lanes-steal.txt"
+steal = {line.split()[0]: float(line.split()[1]) for line in open(steal_path)} if os.path.exists(steal_path) else {}
 rounds = range(1, int(sys.argv[4]) + 1)
 first = [float(work.get(f"{sys.argv[2]}-{r}", 0)) for r in rounds]
 second = [float(work.get(f"{sys.argv[3]}-{r}", 0)) for r in rounds]
 ratio = statistics.median(first) / statistics.median(second) if min(second) > 0 else 0
+stolen = lambda name: ", ".join(f"{steal[f'{name}-{r}']:.3f}" if f"{name}-{r}" in steal else "-" for r in rounds)
 print(f"{sys.argv[5]}: receive cores' work a packet (busy less spin, us) {', '.join(f'{w:.2f}' for w in first)} "
       f"against {', '.join(f'{w:.2f}' for w in second)}; ratio of medians {ratio:.2f}; per round "
-      + ", ".join(f"{a / b:.2f}" if b else "-" for a, b in zip(first, second)))
+      + ", ".join(f"{a / b:.2f}" if b else "-" for a, b in zip(first, second))
+      + f"; the hypervisor's steal on the receive cores {stolen(sys.argv[2])} against {stolen(sys.argv[3])}")
 PY
 )")
 }
@@ -866,6 +951,11 @@ lanes_summary() {
   [ -f "$out/lanes-core-waits.txt" ] && cat "$out/lanes-core-waits.txt"
   [ -f "$out/lanes-vmstat.txt" ] && cat "$out/lanes-vmstat.txt"
   [ -f "$out/lanes-probe.txt" ] && cat "$out/lanes-probe.txt"
+  if [ -f "$out/lanes-steal.txt" ]; then
+    echo "the hypervisor's steal (/proc/stat: a vCPU ready to run while the host ran other work), a share of each"
+    echo "core's time over the send: run, receive cores' mean, their most, every core's mean"
+    cat "$out/lanes-steal.txt"
+  fi
   [ -f "$out/lanes-warm.txt" ] && cat "$out/lanes-warm.txt"
   [ "${#lanes_work_rows[@]}" -gt 0 ] && printf '%s\n' "${lanes_work_rows[@]}"
   lanes_header
@@ -884,6 +974,23 @@ lanes_summary() {
     printf '%-20s%6s%7s%7s%7s%8s%8s%8s%8s%12s%7s\n' layout lanes cores mean max link fft record sink lost drops
     printf '%s\n' "${lanes_cores_rows[@]}"
   fi
+}
+
+lanes_caches() {  # the CPU's model and caches (lscpu, sysfs), and a cache line's round trip between every
+  # pair of cores past the system's two with the groups of cores that share a cache (core_pairs)
+  local index
+  if [ "$lanes_dry" = 1 ]; then
+    echo "# would run: lscpu; core_pairs --cores 2-$((lanes_host_cores - 1)) --json $out/lanes-core-pairs.json" >&2
+    return
+  fi
+  {
+    lscpu | grep -E '^(Model name|Vendor ID|Socket|Core|Thread|NUMA node|L1d|L2|L3)'
+    for index in /sys/devices/system/cpu/cpu2/cache/index*; do
+      echo "cpu 2 cache: L$(cat "$index/level") $(cat "$index/type") $(cat "$index/size"), shared with cpus $(cat "$index/shared_cpu_list")"
+    done
+  } | tee "$out/lanes-caches.txt"
+  "$pack/bin/core_pairs" --cores "2-$((lanes_host_cores - 1))" --json "$out/lanes-core-pairs.json" \
+    | tee "$out/lanes-core-pairs.txt" || status=1
 }
 
 lanes_topology() {  # each core's hyperthread siblings and NUMA node, and a LANES_SENDER_CPUS for this layout
@@ -929,7 +1036,9 @@ case $mode in
   lanes-pcp) lanes_warm; lanes_probe_idle; lanes_peak_copies; lanes_pcp; lanes_summary ;;
   lanes-rc) lanes_warm; lanes_probe_idle; lanes_rc; lanes_summary ;;
   lanes-hog) lanes_warm; lanes_probe_idle; lanes_loops_hog; lanes_summary ;;
+  lanes-busy) lanes_warm; lanes_probe_idle; lanes_loops_busy; lanes_summary ;;
   lanes-handoff) lanes_warm; lanes_probe_idle; lanes_handoff; lanes_summary ;;
+  lanes-ab) lanes_warm; lanes_probe_idle; lanes_ab; lanes_summary ;;
   lanes-membw) lanes_warm; lanes_membw ;;
-  lanes-topology) lanes_topology | tee "$out/lanes-topology.txt" ;;
+  lanes-topology) lanes_topology | tee "$out/lanes-topology.txt"; lanes_caches ;;
 esac
