@@ -40,9 +40,9 @@ ReceiveThread::ReceiveThread(int fd, std::size_t batches, std::size_t messages, 
                              std::size_t control_bytes, std::chrono::nanoseconds spin)
     : fd_(fd),
       messages_(messages),
-      spin_(static_cast<std::uint64_t>(std::max<std::int64_t>(0, spin.count()))),
       slots_(batches * messages, slot_bytes, control_bytes),
       batches_(batches * messages),
+      spin_(static_cast<std::uint64_t>(std::max<std::int64_t>(0, spin.count()))),
       filled_(batches * messages),
       free_(batches * messages) {
   for (std::size_t i = 0; i < batches_.size(); ++i) batches_[i] = ReceiveBatch{&slots_, i, 0};
@@ -98,17 +98,22 @@ void ReceiveThread::run() noexcept {
 }
 
 int ReceiveThread::receive(std::size_t first, std::size_t count) noexcept {
-  // The sum goes out when it grew (a spin ended): without a spin the line is never written.
-  const auto publish_spin = [this] {
-    if (spin_.spun_ns() != spun_ns_.load(std::memory_order_relaxed))
-      spun_ns_.store(spin_.spun_ns(), std::memory_order_relaxed);
+  // The sum goes out before a call that may sleep, at the end, and otherwise once it has grown
+  // by kSpinPublishNs: spins between datagrams end on most calls at a high rate, and a store on
+  // each would take the line from any core that reads the counts. Without a spin it is never written.
+  const auto publish_spin = [this](bool now) {
+    const std::uint64_t spun = spin_.spun_ns();
+    if (spun != published_spin_ns_ && (now || spun - published_spin_ns_ >= kSpinPublishNs)) {
+      spun_ns_.store(spun, std::memory_order_relaxed);
+      published_spin_ns_ = spun;
+    }
   };
   int received = -1;
   while (!stopping_.load(std::memory_order_relaxed)) {
     const bool blocking = spin_.may_block();
     if (blocking) {
       blocking_calls_.store(blocking_calls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-      publish_spin();  // before it sleeps
+      publish_spin(true);  // before it sleeps
     }
     if (blocking && wait_outside_calls_) {
       // Sleep in poll() rather than in the call, so that every call is short: a merge that
@@ -129,7 +134,7 @@ int ReceiveThread::receive(std::size_t first, std::size_t count) noexcept {
     spin_.found_empty();
   }
   if (received < 0) spin_.end();  // stopping
-  publish_spin();
+  publish_spin(received < 0);
   return received;
 }
 

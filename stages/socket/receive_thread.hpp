@@ -150,7 +150,8 @@ class ReceiveThread {
   [[nodiscard]] std::uint64_t blocking_calls() const noexcept {
     return blocking_calls_.load(std::memory_order_relaxed);
   }
-  // Time spent polling an empty socket: CPU time that received nothing.
+  // Time spent polling an empty socket: CPU time that received nothing. While the thread runs it
+  // may lag by up to a millisecond; exact once the thread has ended, and before each call that may sleep.
   [[nodiscard]] std::uint64_t spin_ns() const noexcept { return spun_ns_.load(std::memory_order_relaxed); }
   // The thread's CPU time (user and system) so far, or in all once it has ended; 0 before
   // start(). Read from any thread while the thread runs or after stop(), not during stop().
@@ -179,33 +180,43 @@ class ReceiveThread {
   // back. False once stopping.
   bool wait_for_free_slots() noexcept;
 
-  static constexpr int kPollMs = 10;  // as the socket's receive timeout: stop() is seen soon
+  static constexpr int kPollMs = 10;                          // as the socket's receive timeout: stop() is seen soon
+  static constexpr std::uint64_t kSpinPublishNs = 1'000'000;  // see receive()
 
+  // The members fall in groups by who writes them and how often, each group on cache lines of its
+  // own: a line this thread writes on every call and the consumer reads would move between their
+  // cores on every batch, and the kernel's copy of the next datagrams would wait for it.
+  // Set before start(), then only read (the consumer reads the slots through every batch).
   int fd_;
   bool wait_outside_calls_ = false;
   std::size_t messages_;  // the most slots one recvmmsg fills
-  ReceiveSpin spin_;      // this thread's: whether a call may block, and the time spent polling
   ReceiveSlots slots_;
   std::vector<ReceiveBatch> batches_;  // batches_[i]: the batch whose first slot is i
-  std::size_t next_slot_ = 0;          // this thread's: where the next recvmmsg starts
-  std::size_t slots_in_use_ = 0;       // this thread's: slots filled and not yet given back
-  SpscQueue<ReceiveBatch*> filled_;    // this thread → consumer
-  SpscQueue<ReceiveBatch*> free_;      // consumer → this thread
-  std::atomic<bool> go_{false};        // the thread may receive
-  bool consumer_asked_ = false;        // the consumer's: it has called next()
-  std::atomic<bool> have_consumer_clock_{false};
-  clockid_t consumer_clock_{};
-  std::atomic<bool> stopping_{false};
-  std::atomic<int> failed_errno_{0};
-  std::atomic<std::uint64_t> waits_for_batch_{0};
-  std::atomic<std::uint64_t> received_bytes_{0};
-  std::atomic<std::uint64_t> calls_{0};           // see calls()
-  std::atomic<std::uint64_t> blocking_calls_{0};  // this thread writes them, anyone reads
-  std::atomic<std::uint64_t> spun_ns_{0};         // spin_'s sum, for other threads
-  std::atomic<bool> running_{false};
-  std::atomic<std::uint64_t> final_cpu_ns_{0};
   CoreWait* core_wait_ = nullptr;
   std::vector<int> cores_;  // the cores it is pinned to, for core_wait_
+  // This thread's, written on every call; calls_ and received_bytes_ are read by a merge or a test.
+  alignas(kCacheLine) ReceiveSpin spin_;  // whether a call may block, and the time spent polling
+  std::size_t next_slot_ = 0;             // where the next recvmmsg starts
+  std::size_t slots_in_use_ = 0;          // slots filled and not yet given back
+  std::uint64_t published_spin_ns_ = 0;   // spin_'s sum as spun_ns_ last showed it
+  std::atomic<std::uint64_t> received_bytes_{0};
+  std::atomic<std::uint64_t> calls_{0};  // see calls()
+  SpscQueue<ReceiveBatch*> filled_;      // this thread → consumer
+  SpscQueue<ReceiveBatch*> free_;        // consumer → this thread
+  // The consumer's.
+  alignas(kCacheLine) bool consumer_asked_ = false;  // it has called next()
+  std::atomic<bool> have_consumer_clock_{false};
+  clockid_t consumer_clock_{};
+  // Written now and then: at the start and the stop, when the ring is full, when the time spun
+  // has grown by kSpinPublishNs or a call may sleep.
+  alignas(kCacheLine) std::atomic<bool> go_{false};  // the thread may receive
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> running_{false};
+  std::atomic<int> failed_errno_{0};
+  std::atomic<std::uint64_t> waits_for_batch_{0};
+  std::atomic<std::uint64_t> blocking_calls_{0};  // this thread writes them, anyone reads
+  std::atomic<std::uint64_t> spun_ns_{0};         // spin_'s sum, for other threads
+  std::atomic<std::uint64_t> final_cpu_ns_{0};
   std::thread thread_;
   pthread_t handle_{};
 };

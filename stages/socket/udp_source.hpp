@@ -133,8 +133,11 @@ class UdpSource final : public Stage {
   void drain_socket() noexcept;
   // After the drain: datagrams the kernel dropped after the last one received, counted and named.
   void note_lost_end() noexcept;
-  // The receive thread's waits, blocking calls and spin time into the stage's counters.
+  // The receive thread's waits, blocking calls and spin time into the stage's counters: at once,
+  // or (after a batch) when kPublishReceiveThreadNs have passed since the last time.
   void publish_receive_thread() noexcept;
+  void publish_receive_thread_now_and_then() noexcept;
+  static constexpr std::uint64_t kPublishReceiveThreadNs = 10'000'000;
   // Every message of `batch` from the last receive, then the batch's packets counted.
   void handle_batch(const ReceiveBatch& batch) noexcept;
   // Message `i` of the batch: its kernel drop count, then its datagrams (GRO segments).
@@ -203,6 +206,7 @@ class UdpSource final : public Stage {
   bool timed_ = true;
   std::uint64_t origin_ = 0;  // epoch index of stream index 0 (modulo 2^64 after a backward resync)
   std::uint64_t last_packet_ns_ = 0;
+  std::uint64_t published_receive_thread_ns_ = 0;  // last_packet_ns_ when the counts last went out
   std::uint8_t next_count_ = 0;
   std::uint64_t untimed_next_ = 0;
   std::uint64_t rate_ = 0;
