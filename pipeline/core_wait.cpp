@@ -210,9 +210,9 @@ std::string core_steal_note(const std::string& name, const std::string& cores, s
   if (share < 0.01) return {};
   return fmt::format(
       "the hypervisor stole {} from its {} thread's cores ({}: {:.1f}% of their time over its {}, /proc/stat's steal): "
-      "this machine is a virtual machine whose vCPUs wait for the host's cores, and a stream behind the thread backs "
-      "up "
-      "while its vCPU waits; ask for dedicated (pinned) vCPUs, or run where the host does not share its cores",
+      "this machine is a virtual machine whose vCPUs wait for the host's cores, "
+      "and a stream behind the thread backs up while its vCPU waits; "
+      "ask for dedicated (pinned) vCPUs, or run where the host does not share its cores",
       format_duration(std::chrono::nanoseconds(stolen_ns)), name, cores, 100.0 * share,
       format_duration(std::chrono::nanoseconds(lifetime_ns)));
 }
