@@ -136,7 +136,8 @@ void add_named_counters(std::vector<MetricFamily>& families, const std::vector<c
   families.push_back(std::move(events));
 }
 
-// Each stage thread's wait for a core and the times another thread took its core.
+// Each stage thread's wait for a core, the times another thread took its core, and the hypervisor's
+// steal on its cores.
 void add_core_waits(std::vector<MetricFamily>& families, const std::vector<const StageMetrics*>& stages) {
   MetricFamily waited{"sluice_stage_thread_core_wait_seconds_total",
                       "Time a stage's thread was ready to run but kept off a core (schedstat run delay), by thread.",
@@ -146,17 +147,24 @@ void add_core_waits(std::vector<MetricFamily>& families, const std::vector<const
                          "Times another thread took a stage thread's core (nonvoluntary context switches), by thread.",
                          MetricType::Counter,
                          {}};
+  MetricFamily stolen{"sluice_stage_thread_stolen_seconds_total",
+                      "The hypervisor's steal on a pinned stage thread's cores (/proc/stat), by thread: time their "
+                      "vCPUs were ready to run while the host ran other work.",
+                      MetricType::Counter,
+                      {}};
   for (const StageMetrics* stage : stages) {
     for (const CoreWait& thread : stage->threads()) {
       auto labels = stage_labels(*stage);
       labels.push_back({"thread", thread.name()});
       waited.metric.push_back(sample(labels, MetricType::Counter, static_cast<double>(thread.waited_ns()) / 1e9));
+      stolen.metric.push_back(sample(labels, MetricType::Counter, static_cast<double>(thread.stolen_ns()) / 1e9));
       preempted.metric.push_back(
           sample(std::move(labels), MetricType::Counter, static_cast<double>(thread.preemptions())));
     }
   }
   families.push_back(std::move(waited));
   families.push_back(std::move(preempted));
+  families.push_back(std::move(stolen));
 }
 
 // The log-linear buckets merged at powers of two: group g (buckets 8g..8g+7) holds 2^(g+2) to

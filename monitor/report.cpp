@@ -369,14 +369,16 @@ std::string rate_plot_svg(const Pipeline& pipeline) {
 }
 
 namespace {
-// Each of a stage's threads: its cores and how long it has been kept off them so far.
+// Each of a stage's threads: its cores, how long it has been kept off them so far, and the
+// hypervisor's steal on them.
 nlohmann::json live_threads_json(const StageMetrics& stage) {
   nlohmann::json threads = nlohmann::json::array();
   for (const CoreWait& thread : stage.threads()) {
     threads.push_back({{"name", thread.name()},
                        {"cores", thread.cores()},
                        {"core_wait_ns", thread.waited_ns()},
-                       {"preemptions", thread.preemptions()}});
+                       {"preemptions", thread.preemptions()},
+                       {"stolen_ns", thread.stolen_ns()}});
   }
   return threads;
 }

@@ -64,7 +64,7 @@ bool CoreWait::read(int tid, bool self, Reading& reading) noexcept {
   return true;
 }
 
-std::optional<std::uint64_t> steal_ticks(std::string_view proc_stat, const std::vector<int>& cores) {
+std::map<int, std::uint64_t> parse_core_steal(std::string_view proc_stat) {
   std::map<int, std::uint64_t> steal;  // per core line ("cpu7 ..."), not the sum line ("cpu ...")
   for (std::size_t at = 0; at < proc_stat.size();) {
     const std::size_t end = std::min(proc_stat.find('\n', at), proc_stat.size());
@@ -84,6 +84,22 @@ std::optional<std::uint64_t> steal_ticks(std::string_view proc_stat, const std::
     }
     if (whole) steal[core] = fields[7];
   }
+  return steal;
+}
+
+std::map<int, std::uint64_t> read_core_steal() noexcept {
+  try {
+    // The per-core lines come first; the interrupt counts after them can be long.
+    std::ifstream file("/proc/stat");
+    std::string text;
+    for (std::string line; std::getline(file, line) && line.starts_with("cpu");) text += line + '\n';
+    return parse_core_steal(text);
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
+std::optional<std::uint64_t> steal_ticks(const std::map<int, std::uint64_t>& steal, const std::vector<int>& cores) {
   std::uint64_t sum = 0;
   for (const int core : cores) {
     const auto found = steal.find(core);
@@ -93,23 +109,28 @@ std::optional<std::uint64_t> steal_ticks(std::string_view proc_stat, const std::
   return sum;
 }
 
-std::optional<std::uint64_t> CoreWait::read_steal(const std::vector<int>& cores) noexcept {
-  if (cores.empty()) return std::nullopt;
-  try {
-    // The per-core lines come first; the interrupt counts after them can be long.
-    std::ifstream file("/proc/stat");
-    std::string text;
-    for (std::string line; std::getline(file, line) && line.starts_with("cpu");) text += line + '\n';
-    return steal_ticks(text, cores);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
+std::optional<std::uint64_t> steal_ticks(std::string_view proc_stat, const std::vector<int>& cores) {
+  return steal_ticks(parse_core_steal(proc_stat), cores);
+}
+
+void CoreWait::take_steal(const std::map<int, std::uint64_t>& steal) noexcept {
+  if (!base_steal_) return;
+  const std::optional<std::uint64_t> now = steal_ticks(steal, core_list_);
+  const long ticks_per_second = ::sysconf(_SC_CLK_TCK);
+  if (!now || *now < *base_steal_ || ticks_per_second <= 0) return;
+  stolen_ns_.store((*now - *base_steal_) * 1'000'000'000ULL / static_cast<std::uint64_t>(ticks_per_second),
+                   std::memory_order_relaxed);
+}
+
+bool steal_noticeable(std::uint64_t stolen_ns, std::uint64_t lifetime_ns, std::size_t core_count) noexcept {
+  if (core_count == 0 || lifetime_ns == 0 || stolen_ns < CoreWait::kNoticeableNs) return false;
+  return static_cast<double>(stolen_ns) >= 0.01 * static_cast<double>(lifetime_ns) * static_cast<double>(core_count);
 }
 
 void CoreWait::begin(const std::vector<int>& cores) noexcept {
   Reading reading;
   if (!read(0, true, reading)) return;
-  const std::optional<std::uint64_t> steal = read_steal(cores);
+  const std::optional<std::uint64_t> steal = cores.empty() ? std::nullopt : steal_ticks(read_core_steal(), cores);
   std::lock_guard lock(mutex_);
   try {
     core_list_ = cores;
@@ -161,14 +182,17 @@ void CoreWait::end() noexcept {
   if (tid_ == 0) return;
   Reading reading;
   if (read(tid_, true, reading)) update(reading, monotonic_ns());
-  if (base_steal_) {
-    const std::optional<std::uint64_t> steal = read_steal(core_list_);
-    const long ticks_per_second = ::sysconf(_SC_CLK_TCK);
-    if (steal && *steal >= *base_steal_ && ticks_per_second > 0)
-      stolen_ns_.store((*steal - *base_steal_) * 1'000'000'000ULL / static_cast<std::uint64_t>(ticks_per_second),
-                       std::memory_order_relaxed);
-  }
+  if (base_steal_) take_steal(read_core_steal());
   tid_ = 0;
+}
+
+bool CoreWait::sample_steal(const std::map<int, std::uint64_t>& steal) noexcept {
+  std::lock_guard lock(mutex_);
+  if (tid_ == 0) return false;
+  take_steal(steal);
+  if (warned_steal_ || !steal_noticeable(stolen_ns(), lifetime_ns(), core_list_.size())) return false;
+  warned_steal_ = true;
+  return true;
 }
 
 std::string core_wait_note(const CoreWait& wait, const std::vector<std::string>& sharers) {
@@ -204,10 +228,9 @@ std::string core_wait_note(const CoreWait& wait, const std::vector<std::string>&
 
 std::string core_steal_note(const std::string& name, const std::string& cores, std::size_t core_count,
                             std::uint64_t stolen_ns, std::uint64_t lifetime_ns) {
-  if (core_count == 0 || lifetime_ns == 0 || stolen_ns < CoreWait::kNoticeableNs) return {};
+  if (!steal_noticeable(stolen_ns, lifetime_ns, core_count)) return {};
   const double share =
       static_cast<double>(stolen_ns) / (static_cast<double>(lifetime_ns) * static_cast<double>(core_count));
-  if (share < 0.01) return {};
   return fmt::format(
       "the hypervisor stole {} from its {} thread's cores ({}: {:.1f}% of their time over its {}, /proc/stat's steal): "
       "this machine is a virtual machine whose vCPUs wait for the host's cores, "

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -41,6 +42,10 @@ class CoreWait {
   bool sample() noexcept;
   // On the thread itself as it ends: the last figures; later samples do nothing.
   void end() noexcept;
+  // From the sampler, with every core's steal now (read_core_steal()): brings stolen_ns() up to
+  // date while the thread runs. True once: the first time the steal is noticeable
+  // (steal_noticeable()), for a warning while the run goes on.
+  bool sample_steal(const std::map<int, std::uint64_t>& steal) noexcept;
 
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
   // The cores begin() was given (empty until then), as a list and as the report writes them:
@@ -54,8 +59,9 @@ class CoreWait {
   [[nodiscard]] std::uint64_t preemptions() const noexcept { return preemptions_.load(std::memory_order_relaxed); }
   // From begin() to end() (or to the last sample while it runs).
   [[nodiscard]] std::uint64_t lifetime_ns() const noexcept { return lifetime_ns_.load(std::memory_order_relaxed); }
-  // The hypervisor's steal time on the thread's cores from begin() to end(), summed over them: 0
-  // for an unpinned thread, until end(), or where /proc/stat cannot be read.
+  // The hypervisor's steal time on the thread's cores from begin() to end() (or to the last
+  // sample_steal() while it runs), summed over them: 0 for an unpinned thread, or where /proc/stat
+  // cannot be read.
   [[nodiscard]] std::uint64_t stolen_ns() const noexcept { return stolen_ns_.load(std::memory_order_relaxed); }
 
  private:
@@ -66,8 +72,8 @@ class CoreWait {
   // The thread's figures under /proc/thread-self (its own) or /proc/self/task/<tid>: false when
   // they cannot be read (the thread has ended, or /proc is not mounted).
   static bool read(int tid, bool self, Reading& reading) noexcept;
-  // The steal time of `cores` so far, in /proc/stat's ticks: nullopt where it cannot be read.
-  static std::optional<std::uint64_t> read_steal(const std::vector<int>& cores) noexcept;
+  // The steal of its cores in `steal` (ticks) since begin() into stolen_ns_.
+  void take_steal(const std::map<int, std::uint64_t>& steal) noexcept;
   void update(const Reading& reading, std::uint64_t now_ns) noexcept;
 
   std::string name_;
@@ -86,15 +92,23 @@ class CoreWait {
   std::optional<std::uint64_t> base_steal_;  // at begin(), for a pinned thread
   std::atomic<std::uint64_t> stolen_ns_{0};
   bool warned_ = false;
+  bool warned_steal_ = false;
 };
 
-// The steal field (the eighth number, in USER_HZ ticks) of each of `cores` in `proc_stat` (the
-// text of /proc/stat), summed; nullopt when a core has no line or its line is shorter.
+// Each core's steal (the eighth number of its line, in USER_HZ ticks) in `proc_stat`, the text of
+// /proc/stat; a line without one is left out.
+std::map<int, std::uint64_t> parse_core_steal(std::string_view proc_stat);
+// The same from the kernel's /proc/stat: empty where it cannot be read.
+std::map<int, std::uint64_t> read_core_steal() noexcept;
+// The steal of `cores` in `steal`, summed; nullopt when a core is missing.
+std::optional<std::uint64_t> steal_ticks(const std::map<int, std::uint64_t>& steal, const std::vector<int>& cores);
 std::optional<std::uint64_t> steal_ticks(std::string_view proc_stat, const std::vector<int>& cores);
 
-// For the report: when the hypervisor stole a noticeable share of a pinned thread's cores
-// (kNoticeableNs or more, and 1% or more of their time over its life), what that means and what
-// to do; else empty.
+// Whether the hypervisor stole a noticeable share of a pinned thread's `core_count` cores:
+// kNoticeableNs or more, and 1% or more of their time over its life.
+bool steal_noticeable(std::uint64_t stolen_ns, std::uint64_t lifetime_ns, std::size_t core_count) noexcept;
+
+// For the report: when the steal is noticeable, what it means and what to do; else empty.
 std::string core_steal_note(const std::string& name, const std::string& cores, std::size_t core_count,
                             std::uint64_t stolen_ns, std::uint64_t lifetime_ns);
 std::string core_steal_note(const CoreWait& wait);

@@ -5,6 +5,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "pipeline/clock.hpp"
@@ -344,15 +345,26 @@ void Pipeline::sample_core_waits() {
   const std::uint64_t now = monotonic_ns();
   if (now - core_waits_sampled_ns_ < CoreWait::kWindowNs) return;
   core_waits_sampled_ns_ = now;
+  // Every core's steal, read once for all the pinned threads (none read where none is pinned).
+  std::map<int, std::uint64_t> steal;
+  bool read_steal = false;
   for (auto& lane : lanes_) {
     for (auto& slot : lane.slots) {
       for (CoreWait& wait : slot.metrics->threads()) {
         // Threads the cpu: settings put together take turns by design: the summary notes it.
-        if (!wait.sample()) continue;
-        if (const std::vector<std::string> sharers = core_sharers(wait); sharers.empty()) {
-          log::warn("lane {}, stage {}: {}", lane.resources->name(), slot.definition->name,
-                    core_wait_note(wait, sharers));
+        if (wait.sample()) {
+          if (const std::vector<std::string> sharers = core_sharers(wait); sharers.empty()) {
+            log::warn("lane {}, stage {}: {}", lane.resources->name(), slot.definition->name,
+                      core_wait_note(wait, sharers));
+          }
         }
+        if (wait.core_list().empty()) continue;
+        if (!read_steal) {
+          steal = read_core_steal();
+          read_steal = true;
+        }
+        if (wait.sample_steal(steal))
+          log::warn("lane {}, stage {}: {}", lane.resources->name(), slot.definition->name, core_steal_note(wait));
       }
     }
   }

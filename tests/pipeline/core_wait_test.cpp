@@ -10,6 +10,7 @@
 #include <chrono>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -178,6 +179,39 @@ TEST(CoreWait, AThreadsCoresStealIsReadFromTheKernelAtItsStartAndEnd) {
     unpinned.end();
   }).join();
   EXPECT_EQ(unpinned.stolen_ns(), 0U);
+}
+
+// While the thread runs, each sample brings its stolen time up to date from every core's steal, and
+// says once when it has become noticeable. The kernel's own figures, with 300 ms (at the kernel's
+// tick rate) added to the thread's core as a hypervisor would have stolen them.
+TEST(CoreWait, EachSampleCountsTheStealSinceTheThreadBeganAndWarnsOnce) {
+  const int core = allowed_cores().front();
+  CoreWait wait("receive");
+  std::atomic<bool> done{false};
+  std::atomic<bool> began{false};
+  std::thread busy([&] {
+    pin_thread(pthread_self(), {core});
+    wait.begin({core});
+    began = true;
+    while (!done) spin_for(1ms);
+    wait.end();
+  });
+  while (!began) std::this_thread::sleep_for(1ms);
+  std::this_thread::sleep_for(100ms);
+  static_cast<void>(wait.sample());  // brings its life up to date
+  const auto ticks_per_second = static_cast<std::uint64_t>(::sysconf(_SC_CLK_TCK));
+  const auto tick_ns = 1'000'000'000ULL / ticks_per_second;
+  std::map<int, std::uint64_t> steal = read_core_steal();
+  ASSERT_TRUE(steal.contains(core));
+  const std::uint64_t real_before = wait.stolen_ns();
+  steal[core] += ticks_per_second * 3 / 10;
+  EXPECT_TRUE(wait.sample_steal(steal)) << "300 ms of about 100 ms of life is noticeable";
+  EXPECT_GE(wait.stolen_ns(), real_before + 300'000'000ULL - tick_ns);
+  EXPECT_EQ(wait.stolen_ns() % tick_ns, 0U);
+  EXPECT_FALSE(wait.sample_steal(steal)) << "it warns once";
+  done = true;
+  busy.join();
+  EXPECT_FALSE(wait.sample_steal(steal)) << "nothing after the thread ended";
 }
 
 TEST(CoreWait, TheStealNoteNamesTheHypervisorOnlyForANoticeableShare) {

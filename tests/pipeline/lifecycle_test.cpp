@@ -353,6 +353,10 @@ TEST(Lifecycle, AStageKeptOffItsCoreByAnotherThreadIsMeasuredAndNamed) {
   EXPECT_GE(thread["stolen_seconds"].get<double>(), 0.0) << thread.dump();
   EXPECT_LE(thread["stolen_seconds"].get<double>(), thread["seconds"].get<double>() + 0.02) << thread.dump();
   EXPECT_TRUE(thread["steal_note"].is_string()) << thread.dump();
+  // The dashboard's live status has the same figures for the thread.
+  const auto live = live_status_json(*pipeline)["lanes"][0]["stages"][0]["threads"][0];
+  EXPECT_EQ(live["core_wait_ns"].get<double>() / 1e9, thread["core_wait_seconds"].get<double>()) << live.dump();
+  EXPECT_EQ(live["stolen_ns"].get<double>() / 1e9, thread["stolen_seconds"].get<double>()) << live.dump();
   const std::string note = thread["note"];
   EXPECT_NE(note.find("its stage thread (pinned to cores " + std::to_string(core) + ")"), std::string::npos) << note;
   EXPECT_NE(summary_table(*pipeline).find("note: " + note), std::string::npos);
@@ -362,6 +366,10 @@ TEST(Lifecycle, AStageKeptOffItsCoreByAnotherThreadIsMeasuredAndNamed) {
   EXPECT_EQ(sink["note"], "");
   const std::string text = prometheus_text(*pipeline);
   EXPECT_NE(text.find("sluice_stage_thread_core_wait_seconds_total{lane=\"a\",stage=\"generator\",type=\"generator\","
+                      "thread=\"stage\"}"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("sluice_stage_thread_stolen_seconds_total{lane=\"a\",stage=\"generator\",type=\"generator\","
                       "thread=\"stage\"}"),
             std::string::npos)
       << text;
