@@ -72,6 +72,8 @@ std::map<int, std::uint64_t> parse_core_steal(std::string_view proc_stat) {
     at = end + 1;
     int core = -1;
     int label = 0;
+    // The digits must follow "cpu" at once: %d would skip the sum line's spaces and read its first field.
+    if (line.size() < 4 || !line.starts_with("cpu") || line[3] < '0' || line[3] > '9') continue;
     if (std::sscanf(line.c_str(), "cpu%d%n", &core, &label) != 1 || core < 0) continue;
     std::array<std::uint64_t, 8> fields{};  // user nice system idle iowait irq softirq steal
     const char* cursor = line.c_str() + label;
@@ -107,10 +109,6 @@ std::optional<std::uint64_t> steal_ticks(const std::map<int, std::uint64_t>& ste
     sum += found->second;
   }
   return sum;
-}
-
-std::optional<std::uint64_t> steal_ticks(std::string_view proc_stat, const std::vector<int>& cores) {
-  return steal_ticks(parse_core_steal(proc_stat), cores);
 }
 
 void CoreWait::take_steal(const std::map<int, std::uint64_t>& steal) noexcept {

@@ -102,7 +102,6 @@ std::map<int, std::uint64_t> parse_core_steal(std::string_view proc_stat);
 std::map<int, std::uint64_t> read_core_steal() noexcept;
 // The steal of `cores` in `steal`, summed; nullopt when a core is missing.
 std::optional<std::uint64_t> steal_ticks(const std::map<int, std::uint64_t>& steal, const std::vector<int>& cores);
-std::optional<std::uint64_t> steal_ticks(std::string_view proc_stat, const std::vector<int>& cores);
 
 // Whether the hypervisor stole a noticeable share of a pinned thread's `core_count` cores:
 // kNoticeableNs or more, and 1% or more of their time over its life.

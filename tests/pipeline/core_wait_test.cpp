@@ -142,11 +142,13 @@ constexpr std::string_view kProcStat =
     "ctxt 99\n";
 
 TEST(CoreWait, StealTicksAreEachCoresEighthFieldSummed) {
-  EXPECT_EQ(steal_ticks(kProcStat, {0}), 7U);
-  EXPECT_EQ(steal_ticks(kProcStat, {1, 10}), 24U) << "cpu1 is not cpu10, nor the sum line";
-  EXPECT_EQ(steal_ticks(kProcStat, {}), 0U);
-  EXPECT_EQ(steal_ticks(kProcStat, {2}), std::nullopt) << "a core with no line";
-  EXPECT_EQ(steal_ticks("cpu0 1 2 3 4 5 6 7\n", {0}), std::nullopt) << "a line without a steal field";
+  const auto steal = parse_core_steal(kProcStat);
+  EXPECT_EQ(steal.size(), 3U) << "cpu0, cpu1, cpu10: not the sum line";
+  EXPECT_EQ(steal_ticks(steal, {0}), 7U);
+  EXPECT_EQ(steal_ticks(steal, {1, 10}), 24U) << "cpu1 is not cpu10";
+  EXPECT_EQ(steal_ticks(steal, {}), 0U);
+  EXPECT_EQ(steal_ticks(steal, {2}), std::nullopt) << "a core with no line";
+  EXPECT_TRUE(parse_core_steal("cpu0 1 2 3 4 5 6 7\n").empty()) << "a line without a steal field";
 }
 
 TEST(CoreWait, AThreadsCoresStealIsReadFromTheKernelAtItsStartAndEnd) {
@@ -154,7 +156,7 @@ TEST(CoreWait, AThreadsCoresStealIsReadFromTheKernelAtItsStartAndEnd) {
   const auto read_steal = [&] {
     std::ifstream file("/proc/stat");
     const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-    return steal_ticks(text, {core});
+    return steal_ticks(parse_core_steal(text), {core});
   };
   const auto before = read_steal();
   ASSERT_TRUE(before.has_value()) << "this kernel's /proc/stat has no steal field for core " << core;
