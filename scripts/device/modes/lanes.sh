@@ -332,7 +332,8 @@ lanes_send() {  # lanes_send NAME CONFIG SECONDS: every stream, one pinned sende
   cat /proc/stat > "$out/$1-stat-after.txt"
 }
 
-lanes_rx_busy() {  # lanes_rx_busy NAME: the receive cores' busy shares over NAME's send, "min-max"; with
+lanes_rx_busy() {  # lanes_rx_busy NAME: the receive cores' busy shares over NAME's send, "min-max", and
+  # the mean of their steal (a line in lanes-steal.txt too); with
   # RECEIVE_SPIN_US, less each core's spin (from NAME.json: a report's counters or the loops' ports)
   local cores=() lane
   for ((lane = 0; lane < lanes_count; lane++)); do cores+=("$(lanes_rx_cpu "$lane")"); done
@@ -367,7 +368,8 @@ receive, every = steal([f"cpu{core}" for core in cores]), steal(sorted(after))
 with open(sys.argv[3].rsplit("/", 1)[0] + "/lanes-steal.txt", "a") as log:
     print(sys.argv[3].rsplit("/", 1)[1][:-5], f"{sum(receive) / len(receive):.4f} {max(receive):.4f}",
           f"{sum(every) / len(every):.4f}", file=log)
-print(f"{min(shares):.2f}-{max(shares):.2f}")
+# The rows' last two columns: the receive cores' busy shares, and the mean of their steal.
+print(f"{min(shares):.2f}-{max(shares):.2f} {sum(receive) / len(receive):>8.1%}")
 PY
 }
 
@@ -697,7 +699,9 @@ lanes_gpu_header() {
   printf '%-14s%4s%6s%9s%9s%10s%11s%8s%7s%8s%10s\n' run gpu lanes "GB/s in" "H2D GB" "H2D GB/s" "copy GB/s" engine SM "SMs" "D2H MB/s"
 }
 
-lanes_header() { printf '%-12s %5s   %4s %8s %12s %12s %7s %10s\n' run lanes GB/s "sent GB/s" "sent pkts" lost drops "rx busy"; }  # GB/s: per lane
+lanes_header() {  # GB/s: per lane; rx steal: the hypervisor's, the receive cores' mean (lanes-steal.txt)
+  printf '%-12s %5s   %4s %8s %12s %12s %7s %10s %8s\n' run lanes GB/s "sent GB/s" "sent pkts" lost drops "rx busy" "rx steal"
+}
 
 lanes_ladder() {
   local rate pipeline_lost=0 loops_lost=0 row
