@@ -6,8 +6,8 @@
 # host and 16 lanes on a 64-core four-GPU host.
 #   lanes_dry_run_test.sh SLUICE SOURCE_DIR
 set -uo pipefail
-sluice=$1
-source_dir=$2
+sluice=$(realpath "$1")  # linked into the pack from elsewhere: a relative path would point nowhere
+source_dir=$(realpath "$2")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/pack/bin" "$work/pack/modes"
