@@ -738,46 +738,46 @@ lanes_soaks() {  # LANES_SOAKS soaks in a row on GPUS GPUs
   for ((k = 1; k <= count; k++)); do lanes_soak "$lanes_gpus" "soak-$k"; done
 }
 
-lanes_loops_hog() {  # bare loops taking turns with and without memory traffic on the placing cores
-  local rate=${GOAL_RATE:-5} round lane hogs
-  for ((round = 1; round <= ${LANES_HOG_ROUNDS:-2}; round++)); do
-    lanes_rows+=("$(lanes_loops "$rate" 10 "lanes-loops-plain-$round")")
-    hogs=()
+lanes_loops_beside() {  # lanes_loops_beside ALONE BESIDE ROUNDS RATE COMMAND CORE...: ROUNDS rounds of the
+  # bare loops at RATE, alone (ALONE-R) and then beside COMMAND run over and over on each CORE (BESIDE-R)
+  local alone=$1 beside=$2 rounds=$3 rate=$4 command=$5 round core pids
+  shift 5
+  for ((round = 1; round <= rounds; round++)); do
+    lanes_rows+=("$(lanes_loops "$rate" 10 "$alone-$round")")
+    pids=()
     if [ "$lanes_dry" != 1 ]; then
-      for ((lane = 0; lane < lanes_count; lane++)); do
-        taskset -c "$(lanes_placer_cpu "$lane")" bash -c 'while :; do dd if=/dev/zero of=/dev/null bs=256M count=4 2> /dev/null; done' &
-        hogs+=($!)
+      for core in "$@"; do
+        taskset -c "$core" bash -c "while :; do $command; done" &
+        pids+=($!)
       done
     fi
-    lanes_rows+=("$(lanes_loops "$rate" 10 "lanes-loops-hog-$round")")
-    [ "${#hogs[@]}" -gt 0 ] && { pkill -P "$(IFS=,; echo "${hogs[*]}")" dd; kill "${hogs[@]}"; } 2> /dev/null
-    wait "${hogs[@]}" 2> /dev/null
+    lanes_rows+=("$(lanes_loops "$rate" 10 "$beside-$round")")
+    [ "${#pids[@]}" -gt 0 ] && { pkill -P "$(IFS=,; echo "${pids[*]}")"; kill "${pids[@]}"; } 2> /dev/null
+    wait "${pids[@]}" 2> /dev/null
   done
-  lanes_work_ratio lanes-loops-hog lanes-loops-plain "${LANES_HOG_ROUNDS:-2}" "loops beside memory traffic against alone"
+}
+
+lanes_loops_hog() {  # bare loops taking turns with and without memory traffic on the placing cores
+  local rounds=${LANES_HOG_ROUNDS:-2} lane cores=()
+  for ((lane = 0; lane < lanes_count; lane++)); do cores+=("$(lanes_placer_cpu "$lane")"); done
+  lanes_loops_beside lanes-loops-plain lanes-loops-hog "$rounds" "${GOAL_RATE:-5}" \
+    "dd if=/dev/zero of=/dev/null bs=256M count=4 2> /dev/null" "${cores[@]}"
+  lanes_work_ratio lanes-loops-hog lanes-loops-plain "$rounds" "loops beside memory traffic against alone"
 }
 
 lanes_loops_busy() {  # bare loops taking turns alone and beside busy cores: does the hypervisor steal more
   # from the receive cores when the VM keeps more of its vCPUs busy?
-  local rate=${GOAL_RATE:-4} round core spinners senders=() lane
+  local rounds=${LANES_BUSY_ROUNDS:-2} core cores=() senders=() lane
   for ((lane = 0; lane < lanes_count * lanes_senders; lane++)); do senders+=("$(lanes_sender_cpu "$lane")"); done
-  for ((round = 1; round <= ${LANES_BUSY_ROUNDS:-2}; round++)); do
-    lanes_rows+=("$(lanes_loops "$rate" 10 "lanes-busy-alone-$round")")
-    spinners=()
-    if [ "$lanes_dry" != 1 ]; then
-      # A plain CPU loop (no memory traffic) on every core past the receive cores that no sender
-      # and not the probe takes: the placing and light cores the pipeline would keep busy, and more.
-      for ((core = 2 + lanes_count; core < lanes_host_cores; core++)); do
-        [ "$core" = "$lanes_probe_cpu" ] && continue
-        [[ " ${senders[*]} " == *" $core "* ]] && continue
-        taskset -c "$core" bash -c 'while :; do :; done' &
-        spinners+=($!)
-      done
-    fi
-    lanes_rows+=("$(lanes_loops "$rate" 10 "lanes-busy-spin-$round")")
-    [ "${#spinners[@]}" -gt 0 ] && kill "${spinners[@]}" 2> /dev/null
-    wait "${spinners[@]}" 2> /dev/null
+  # A plain CPU loop (no memory traffic) on every core past the receive cores that no sender and
+  # not the probe takes: the placing and light cores the pipeline would keep busy, and more.
+  for ((core = 2 + lanes_count; core < lanes_host_cores; core++)); do
+    [ "$core" = "$lanes_probe_cpu" ] && continue
+    [[ " ${senders[*]} " == *" $core "* ]] && continue
+    cores+=("$core")
   done
-  lanes_work_ratio lanes-busy-spin lanes-busy-alone "${LANES_BUSY_ROUNDS:-2}" "loops beside busy cores against alone"
+  lanes_loops_beside lanes-busy-alone lanes-busy-spin "$rounds" "${GOAL_RATE:-4}" ":" "${cores[@]}"
+  lanes_work_ratio lanes-busy-spin lanes-busy-alone "$rounds" "loops beside busy cores against alone"
 }
 
 lanes_rc() {  # LANES_RC_ROUNDS rounds of the pipeline and the bare loops at GOAL_RATE: work a packet
