@@ -7,7 +7,7 @@
 // back, `read` first loads every cache line of it, `copy` first copies it into a chunk-sized
 // buffer with the stage's streamed stores (as a plain copy: without the stage's byte swap). Each step's receive core
 // cost, against the bare loop's, says what that part of the stage's work costs the receive core (run.sh lanes-handoff).
-#include <sched.h>
+#include <pthread.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "pipeline/clock.hpp"
+#include "pipeline/thread_cores.hpp"
 #include "pipeline/units.hpp"
 #include "stages/socket/receive_thread.hpp"
 #include "stages/socket/udp_source.hpp"
@@ -51,14 +52,16 @@ struct Loop {
   std::string error;
 };
 
+// Pins the calling thread to `cpu` (-1: left unpinned); false, with the error in `loop`, when it cannot.
 bool pin_self(Loop& loop, int cpu) {
   if (cpu < 0) return true;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(static_cast<unsigned>(cpu), &set);
-  if (::sched_setaffinity(0, sizeof(set), &set) == 0) return true;
-  loop.error = "cannot pin to CPU " + std::to_string(cpu);
-  return false;
+  try {
+    sluice::pin_thread(pthread_self(), {cpu}, "CPU " + std::to_string(cpu));
+  } catch (const std::exception& error) {
+    loop.error = error.what();
+    return false;
+  }
+  return true;
 }
 
 // With a `spin` (s), an empty socket is polled that long before a call may block, as the udp
