@@ -4,6 +4,7 @@
 #include <linux/sock_diag.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <exception>
 #include <utility>
 
@@ -12,6 +13,9 @@
 
 namespace sluice {
 namespace {
+
+// A receive thread that worked this share of the flow or more had no time to spare.
+constexpr double kReceiveCoreBound = 0.9;
 
 std::string fill_text(std::uint64_t queued, std::uint64_t limit) {
   return fmt::format("{} of the {} the kernel holds before it drops datagrams ({:.0f}%)",
@@ -56,14 +60,44 @@ void SocketBacklog::sample(std::uint64_t now_ns) noexcept {
   }
 }
 
-std::string SocketBacklog::note() const {
+std::string behind_sender_advice(const ReceiveWork& work) {
+  if (work.threads == 0) {
+    return "the stage fell behind its sender; a larger receive_buffer buys time, a receive thread "
+           "on a core of its own (receive_thread, receive_cpu) keeps up";
+  }
+  const std::uint64_t worked = work.cpu_ns > work.spin_ns ? work.cpu_ns - work.spin_ns : 0;
+  const double share = work.flow_ns == 0 ? 0.0
+                                         : static_cast<double>(worked) /
+                                               (static_cast<double>(work.flow_ns) * static_cast<double>(work.threads));
+  const std::string threads = work.threads == 1 ? "its receive thread" : "its receive threads";
+  if (share >= kReceiveCoreBound) {
+    return fmt::format(
+        "{} worked {:.0f}% of the flow (CPU time less spin): the receive core could not keep up with the "
+        "stream. A core that nothing else shares helps (a VM's vCPU may share a physical core with another; "
+        "ask for dedicated cores), as do more receive threads on cores of their own (receive_threads, "
+        "receive_cpu) or a lower rate a socket",
+        threads, 100.0 * std::min(share, 1.0));
+  }
+  const std::string worked_text =
+      work.flow_ns == 0 ? std::string() : fmt::format(", worked {:.0f}% of the flow,", 100.0 * share);
+  if (work.waits != 0) {
+    return fmt::format(
+        "{}{} waited {} for a free ring slot while the stage's own thread, which places the datagrams "
+        "into chunks, held every slot: give that thread a core of its own (cpu:)",
+        threads, worked_text, work.waits == 1 ? std::string("once") : fmt::format("{} times", work.waits));
+  }
+  return fmt::format(
+      "{}{} never waited for a ring slot: it was kept off its core at times (the threads' core-wait and "
+      "steal notes say how long) or a burst outran it; a larger receive_buffer buys time",
+      threads, worked_text);
+}
+
+std::string SocketBacklog::note(const ReceiveWork& work) const {
   if (peak_counter_ == nullptr) return {};  // never started
   const std::uint64_t peak = peak_counter_->get();
   const std::uint64_t limit = limit_counter_->get();
   if (limit == 0 || 2 * peak <= limit) return {};
-  return "the socket's queue reached " + fill_text(peak, limit) +
-         ": the stage fell behind its sender; a larger receive_buffer buys time, a receive thread "
-         "on a core of its own (receive_thread, receive_cpu) keeps up";
+  return "the socket's queue reached " + fill_text(peak, limit) + ": " + behind_sender_advice(work);
 }
 
 }  // namespace sluice

@@ -2,12 +2,27 @@
 // against the most it holds before it drops datagrams, sampled from the reading stage's thread.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "pipeline/stage.hpp"
 
 namespace sluice {
+
+// What a udp stage's receive threads did over the stream, for the advice in the queue's note.
+struct ReceiveWork {
+  std::size_t threads = 0;    // receive threads (0: the stage's own thread receives)
+  std::uint64_t cpu_ns = 0;   // their CPU time, summed
+  std::uint64_t spin_ns = 0;  // of it, polling an empty socket (receive_spin)
+  std::uint64_t waits = 0;    // times one found every ring slot with the stage's thread
+  std::uint64_t flow_ns = 0;  // the stream's span: first chunk to last
+};
+
+// What to do about a socket that fell behind its sender, from what its readers did: a receive
+// thread that worked through the flow is the bound; one that waited for ring slots was held up by
+// the stage's own thread; one that did neither lost its core at times or met a burst.
+[[nodiscard]] std::string behind_sender_advice(const ReceiveWork& work);
 
 class SocketBacklog {
  public:
@@ -23,8 +38,9 @@ class SocketBacklog {
   // Samples the queue when kSampleEveryNs or more has passed since the last sample (the first
   // call always samples). The first time the queue holds more than half the limit it warns once.
   void sample(std::uint64_t now_ns) noexcept;
-  // For the report: how full the queue got, when it held more than half the limit; else empty.
-  [[nodiscard]] std::string note() const;
+  // For the report: how full the queue got, when it held more than half the limit, and what to do
+  // about it (behind_sender_advice); else empty.
+  [[nodiscard]] std::string note(const ReceiveWork& work) const;
 
  private:
   int fd_ = -1;

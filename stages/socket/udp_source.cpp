@@ -317,6 +317,7 @@ void UdpSource::start_receive_threads(StageContext& context) {
   receiver_waits_ = &context.metrics().counter("receive_thread_waits");
   receiver_blocking_calls_ = &context.metrics().counter("receive_thread_blocking_calls");
   receiver_spin_ns_ = &context.metrics().counter("receive_thread_spin_ns");
+  receiver_cpu_ns_ = &context.metrics().counter("receive_thread_cpu_ns");
   if (merge_) merge_holds_ = &context.metrics().counter("receive_merge_holds");
   const std::vector<int>& cores = settings_.receive_cpu;
   if (context.cpu() >= 0 && std::find(cores.begin(), cores.end(), context.cpu()) != cores.end()) {
@@ -515,15 +516,35 @@ void UdpSource::publish_receive_thread() noexcept {
   std::uint64_t waits = 0;
   std::uint64_t blocking = 0;
   std::uint64_t spun = 0;
+  std::uint64_t cpu = 0;
   for (const auto& receiver : receivers_) {
     waits += receiver->waits_for_batch();
     blocking += receiver->blocking_calls();
     spun += receiver->spin_ns();
+    cpu += receiver->cpu_ns();
   }
   receiver_waits_->set(waits);
   receiver_blocking_calls_->set(blocking);
   receiver_spin_ns_->set(spun);
+  receiver_cpu_ns_->set(cpu);
   if (merge_) merge_holds_->set(merge_->holds());
+}
+
+ReceiveWork UdpSource::receive_work() const noexcept {
+  ReceiveWork work;
+  work.threads = receivers_.size();
+  if (work.threads == 0) return work;
+  work.cpu_ns = receiver_cpu_ns_->get();
+  work.spin_ns = receiver_spin_ns_->get();
+  work.waits = receiver_waits_->get();
+  // The span from the first chunk to the last, widened by one chunk's share: the first chunk's
+  // datagrams came before it began.
+  const FlowCounters& out = context_->metrics().out;
+  const std::uint64_t chunks = out.chunks.load(std::memory_order_relaxed);
+  const std::uint64_t first = out.first_ns.load(std::memory_order_relaxed);
+  const std::uint64_t last = out.last_ns.load(std::memory_order_relaxed);
+  if (chunks >= 2 && last > first) work.flow_ns = (last - first) / (chunks - 1) * chunks;
+  return work;
 }
 
 StageStatus UdpSource::process_from_thread() noexcept {
@@ -980,7 +1001,8 @@ void UdpSource::stop() noexcept {
   }
   assembler_.flush();
   try {
-    if (std::string note = backlog_.note(); !note.empty()) context_->metrics().notes.push_back(std::move(note));
+    if (std::string note = backlog_.note(receive_work()); !note.empty())
+      context_->metrics().notes.push_back(std::move(note));
   } catch (const std::exception&) {  // no memory for the note: the counters still say it
   }
 }

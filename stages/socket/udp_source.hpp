@@ -136,6 +136,8 @@ class UdpSource final : public Stage {
   // The receive thread's waits, blocking calls and spin time into the stage's counters: at once,
   // or (after a batch) when kPublishReceiveThreadNs have passed since the last time.
   void publish_receive_thread() noexcept;
+  // What the receive threads did over the stream, for the socket queue's note.
+  [[nodiscard]] ReceiveWork receive_work() const noexcept;
   void publish_receive_thread_now_and_then() noexcept;
   static constexpr std::uint64_t kPublishReceiveThreadNs = 10'000'000;
   // Every message of `batch` from the last receive, then the batch's packets counted.
@@ -242,6 +244,7 @@ class UdpSource final : public Stage {
   NamedCounter* receiver_waits_ = nullptr;
   NamedCounter* receiver_blocking_calls_ = nullptr;
   NamedCounter* receiver_spin_ns_ = nullptr;
+  NamedCounter* receiver_cpu_ns_ = nullptr;  // the receive threads' CPU time, spin included
   NamedCounter* merge_holds_ = nullptr;
 };
 

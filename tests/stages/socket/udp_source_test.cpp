@@ -343,10 +343,14 @@ TEST_P(UdpSourceBothWays, AStopTakesWhatTheSocketStillHolds) {
   expect_stream(queued.run, queued.settings, queued.sent.packets * queued.settings.samples_per_packet(), {});
 }
 
-bool has_backlog_note(const std::vector<std::string>& notes) {
-  return std::any_of(notes.begin(), notes.end(),
-                     [](const std::string& note) { return note.find("socket's queue reached") != std::string::npos; });
+std::string backlog_note(const std::vector<std::string>& notes) {
+  const auto found = std::find_if(notes.begin(), notes.end(), [](const std::string& note) {
+    return note.find("socket's queue reached") != std::string::npos;
+  });
+  return found == notes.end() ? std::string() : *found;
 }
+
+bool has_backlog_note(const std::vector<std::string>& notes) { return !backlog_note(notes).empty(); }
 
 // A stage that keeps up with a paced sender finds its socket's queue short of half its limit at
 // every sample, and its report has no backlog note.
@@ -380,6 +384,18 @@ TEST_P(UdpSourceBothWays, ASocketQueueFilledWhileTheStageWasBehindIsMeasuredAndN
   EXPECT_LE(peak, limit + (256U << 10)) << "the kernel goes past its limit by one datagram's buffer at most";
   EXPECT_LT(metrics.packets.load(), queued.sent.packets) << "the socket was full: the kernel dropped the rest";
   EXPECT_TRUE(has_backlog_note(metrics.notes));
+  // The advice fits the stage: a receive thread where it has none, and where it has them, what
+  // they did.
+  const std::string note = backlog_note(metrics.notes);
+  if (GetParam() == 0) {
+    EXPECT_NE(note.find("a receive thread on a core of its own"), std::string::npos) << note;
+  } else {
+    EXPECT_EQ(note.find("a receive thread on a core of its own"), std::string::npos) << note;
+    EXPECT_NE(note.find(GetParam() == 1 ? "): its receive thread" : "): its receive threads"), std::string::npos)
+        << note;
+    EXPECT_GT(counter(metrics, "receive_thread_cpu_ns"), 0U) << "the receive threads' CPU time is counted";
+    EXPECT_GE(counter(metrics, "receive_thread_cpu_ns"), counter(metrics, "receive_thread_spin_ns"));
+  }
 }
 
 // A stream that trickles in leaves the stage waiting on its socket most of the time, and that
