@@ -75,6 +75,44 @@ StageRates stage_rates(const StageMetrics& metrics) {
   return rates;
 }
 
+std::optional<double> receive_ns_per_datagram(const StageMetrics& metrics) {
+  const NamedCounter* cpu = nullptr;
+  const NamedCounter* spin = nullptr;
+  for (const auto& counter : metrics.counters()) {
+    if (counter.name == "receive_thread_cpu_ns") cpu = &counter;
+    if (counter.name == "receive_thread_spin_ns") spin = &counter;
+  }
+  const std::uint64_t datagrams = metrics.packets.load(std::memory_order_relaxed);
+  if (cpu == nullptr || datagrams == 0) return std::nullopt;
+  const std::uint64_t spun = spin == nullptr ? 0 : spin->get();
+  const std::uint64_t worked = cpu->get() > spun ? cpu->get() - spun : 0;
+  return static_cast<double>(worked) / static_cast<double>(datagrams);
+}
+
+std::vector<std::string> slower_receive_core_notes(const std::vector<const StageMetrics*>& stages) {
+  std::vector<std::optional<double>> work;
+  std::vector<double> known;
+  for (const StageMetrics* stage : stages) {
+    work.push_back(receive_ns_per_datagram(*stage));
+    if (work.back()) known.push_back(*work.back());
+  }
+  std::vector<std::string> notes(stages.size());
+  if (known.size() < 3) return notes;
+  std::sort(known.begin(), known.end());
+  const std::size_t middle = known.size() / 2;
+  const double median = known.size() % 2 == 1 ? known[middle] : (known[middle - 1] + known[middle]) / 2;
+  if (median <= 0) return notes;
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    if (!work[i] || *work[i] < kSlowerReceiveCore * median) continue;
+    notes[i] = fmt::format(
+        "its receive threads worked {:.2f} µs a datagram, {:.2f}× the median of the run's {} udp stages with "
+        "receive threads ({:.2f} µs): its receive core does the same work slower (a physical core shared with "
+        "another vCPU or thread, interrupts on it, or its memory on another node)",
+        *work[i] / 1e3, *work[i] / median, known.size(), median / 1e3);
+  }
+  return notes;
+}
+
 std::vector<std::string> progress_lines(const Pipeline& pipeline) {
   std::vector<std::string> lines;
   for (const auto& lane : pipeline.metrics_by_lane()) {
@@ -109,7 +147,12 @@ std::string summary_table(const Pipeline& pipeline) {
   out << fmt::format("run {:.2f} s\n", pipeline.elapsed_seconds());
   out << fmt::format("{:<10} {:<12} {:<10} {:>10} {:>10} {:>8} {:>9} {:>12} {:>8} {:>6} {:>9} {:>9}\n", "lane", "stage",
                      "type", "GB/s", "Msamp/s", "flow s", "chunks", "bytes", "drops", "busy%", "lat p50", "lat p99");
-  for (const auto& lane : pipeline.metrics_by_lane()) {
+  const auto lanes = pipeline.metrics_by_lane();
+  std::vector<const StageMetrics*> stages;
+  for (const auto& lane : lanes) stages.insert(stages.end(), lane.begin(), lane.end());
+  const std::vector<std::string> slower = slower_receive_core_notes(stages);
+  std::size_t index = 0;
+  for (const auto& lane : lanes) {
     for (const StageMetrics* stage : lane) {
       const StageRates rates = stage_rates(*stage);
       out << fmt::format("{:<10} {:<12} {:<10} {:>10.3f} {:>10.2f} {:>8.2f} {:>9} {:>12} {:>8} {:>6.1f} {:>9} {:>9}\n",
@@ -129,6 +172,8 @@ std::string summary_table(const Pipeline& pipeline) {
                            latency_text(stage->pool_wait_ns.load(std::memory_order_relaxed)));
       }
       for (const auto& note : stage->notes) out << fmt::format("{:<10}   note: {}\n", "", note);
+      if (!slower[index].empty()) out << fmt::format("{:<10}   note: {}\n", "", slower[index]);
+      ++index;
       for (const CoreWait& thread : stage->threads()) {
         if (std::string note = core_wait_note(thread, pipeline.core_sharers(thread)); !note.empty())
           out << fmt::format("{:<10}   note: {}\n", "", note);
@@ -148,9 +193,12 @@ namespace {
 
 // One stage's entry in the report: its rates, counts, queue, pool waits, latency, drops and
 // counters, and where it ran.
-nlohmann::json stage_report_json(const Pipeline& pipeline, const StageMetrics& stage,
-                                 const StageDefinition& definition) {
+nlohmann::json stage_report_json(const Pipeline& pipeline, const StageMetrics& stage, const StageDefinition& definition,
+                                 const std::string& slower_note) {
   const StageRates rates = stage_rates(stage);
+  std::vector<std::string> notes = stage.notes;
+  if (!slower_note.empty()) notes.push_back(slower_note);
+  const std::optional<double> receive_work = receive_ns_per_datagram(stage);
   nlohmann::json stage_json{
       {"name", stage.stage()},
       {"type", stage.type()},
@@ -178,7 +226,8 @@ nlohmann::json stage_report_json(const Pipeline& pipeline, const StageMetrics& s
         {"p99", stage.latency.percentile(0.99)},
         {"p999", stage.latency.percentile(0.999)},
         {"max", stage.latency.max()}}},
-      {"notes", stage.notes},
+      {"notes", notes},
+      {"receive_ns_per_datagram", receive_work ? nlohmann::json(*receive_work) : nlohmann::json()},
       {"gpu", definition.cuda_device},
       {"cores", format_core_list(definition.cores)},
   };
@@ -234,6 +283,10 @@ nlohmann::json report_json(const Pipeline& pipeline, int exit_code) {
   report["timeline"] = timeline_json(pipeline);
   report["lanes"] = nlohmann::json::array();
   const auto lanes = pipeline.metrics_by_lane();
+  std::vector<const StageMetrics*> stages;
+  for (const auto& lane : lanes) stages.insert(stages.end(), lane.begin(), lane.end());
+  const std::vector<std::string> slower = slower_receive_core_notes(stages);
+  std::size_t index = 0;
   for (std::size_t lane_index = 0; lane_index < lanes.size(); ++lane_index) {
     const auto& lane = lanes[lane_index];
     const LaneDefinition& definition = pipeline.definition().lanes[lane_index];
@@ -242,7 +295,8 @@ nlohmann::json report_json(const Pipeline& pipeline, int exit_code) {
     lane_json["gpu"] = gpu_json(definition.placement);
     lane_json["stages"] = nlohmann::json::array();
     for (std::size_t stage_index = 0; stage_index < lane.size(); ++stage_index) {
-      lane_json["stages"].push_back(stage_report_json(pipeline, *lane[stage_index], definition.stages[stage_index]));
+      lane_json["stages"].push_back(
+          stage_report_json(pipeline, *lane[stage_index], definition.stages[stage_index], slower[index++]));
     }
     report["lanes"].push_back(lane_json);
   }

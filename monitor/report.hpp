@@ -3,6 +3,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,18 @@ struct StageRates {
   std::uint64_t samples = 0;
 };
 StageRates stage_rates(const StageMetrics& metrics);
+
+// A udp stage's receive threads' work a datagram: their CPU time less their spin
+// (receive_thread_cpu_ns, receive_thread_spin_ns) over the datagrams the stage took; nullopt for
+// a stage without receive threads or without datagrams.
+std::optional<double> receive_ns_per_datagram(const StageMetrics& metrics);
+// A receive core this many times slower a datagram than the median of the run's is named.
+inline constexpr double kSlowerReceiveCore = 1.25;
+// One entry per stage, in order: a note for each whose receive work a datagram is
+// kSlowerReceiveCore or more times the median of every stage that has one (three stages or more,
+// so that a median says what the others did), else empty. The lanes do the same work a datagram,
+// so a lane far above the others has a slower or shared core.
+std::vector<std::string> slower_receive_core_notes(const std::vector<const StageMetrics*>& stages);
 
 // Where progress goes: redrawn in place on a terminal, periodic log lines off one, or nowhere (-q).
 enum class ProgressOutput { none, terminal, log };

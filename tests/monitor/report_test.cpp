@@ -61,5 +61,55 @@ TEST(StageRates, BusyShareWhileDataFlowedIgnoresTheWaitForTheSender) {
   EXPECT_NEAR(stage_rates(single).busy_fraction, 0.25, 1e-12);
 }
 
+// A udp stage with receive threads (StageMetrics is neither copied nor moved) that took
+// `datagrams` datagrams for `cpu_ns` of their CPU time, `spin_ns` of it polling.
+struct Receiving {
+  Receiving(std::uint64_t datagrams, std::uint64_t cpu_ns, std::uint64_t spin_ns) {
+    metrics.packets = datagrams;
+    metrics.counter("receive_thread_cpu_ns").set(cpu_ns);
+    metrics.counter("receive_thread_spin_ns").set(spin_ns);
+  }
+  StageMetrics metrics{"lane", "source", "udp"};
+};
+
+// Work a datagram is the receive threads' CPU time less their spin; a stage without receive
+// threads, or without datagrams, has none.
+TEST(ReceiveWork, IsCpuTimeLessSpinADatagram) {
+  const Receiving lane(1'000'000, 30'000'000'000, 10'000'000'000);
+  ASSERT_TRUE(receive_ns_per_datagram(lane.metrics));
+  EXPECT_DOUBLE_EQ(*receive_ns_per_datagram(lane.metrics), 20'000.0);
+  EXPECT_FALSE(receive_ns_per_datagram(StageMetrics("lane0", "source", "udp")));
+  EXPECT_FALSE(receive_ns_per_datagram(Receiving(0, 1'000'000, 0).metrics));
+}
+
+// Lanes at one rate do the same work a datagram: the one whose receive core took 1.5 times the
+// others' median is named, with its figure and the median; the others and a stage without receive
+// threads are not.
+TEST(ReceiveWork, ALaneFarAboveTheMedianIsNamed) {
+  const Receiving a(1'000'000, 1'300'000'000, 0);
+  const Receiving b(1'000'000, 1'400'000'000, 0);
+  const Receiving c(1'000'000, 1'350'000'000, 0);
+  const Receiving slow(1'000'000, 2'600'000'000, 600'000'000);  // 2.0 µs of work
+  const StageMetrics fft("lane0", "fft", "fft");
+  const auto notes = slower_receive_core_notes({&a.metrics, &fft, &b.metrics, &slow.metrics, &c.metrics});
+  ASSERT_EQ(notes.size(), 5U);
+  for (const std::size_t quiet : {0U, 1U, 2U, 4U}) EXPECT_TRUE(notes[quiet].empty()) << notes[quiet];
+  // The median of 1.30, 1.35, 1.40 and 2.00 µs is 1.375.
+  EXPECT_NE(notes[3].find("2.00 µs a datagram, 1.45× the median of the run's 4 udp stages"), std::string::npos)
+      << notes[3];
+  EXPECT_NE(notes[3].find("(1.38 µs)"), std::string::npos) << notes[3];
+}
+
+// Below 1.25 times the median nothing is named, and two stages give no median to go by.
+TEST(ReceiveWork, NothingIsNamedBelowTheBoundOrWithFewerThanThreeStages) {
+  const Receiving a(1'000'000, 1'000'000'000, 0);
+  const Receiving b(1'000'000, 1'000'000'000, 0);
+  const Receiving c(1'000'000, 1'240'000'000, 0);
+  for (const auto& note : slower_receive_core_notes({&a.metrics, &b.metrics, &c.metrics}))
+    EXPECT_TRUE(note.empty()) << note;
+  const Receiving d(1'000'000, 3'000'000'000, 0);
+  for (const auto& note : slower_receive_core_notes({&a.metrics, &d.metrics})) EXPECT_TRUE(note.empty()) << note;
+}
+
 }  // namespace
 }  // namespace sluice

@@ -396,6 +396,17 @@ TEST_P(UdpSourceBothWays, ASocketQueueFilledWhileTheStageWasBehindIsMeasuredAndN
     EXPECT_GT(counter(metrics, "receive_thread_cpu_ns"), 0U) << "the receive threads' CPU time is counted";
     EXPECT_GE(counter(metrics, "receive_thread_cpu_ns"), counter(metrics, "receive_thread_spin_ns"));
   }
+  // The report carries the receive threads' work a datagram, where there are receive threads.
+  const nlohmann::json stage = report_json(pipeline, 0)["lanes"][0]["stages"][0];
+  if (GetParam() == 0) {
+    EXPECT_TRUE(stage["receive_ns_per_datagram"].is_null()) << stage.dump();
+  } else {
+    const double expected =
+        static_cast<double>(counter(metrics, "receive_thread_cpu_ns") - counter(metrics, "receive_thread_spin_ns")) /
+        static_cast<double>(metrics.packets.load());
+    EXPECT_GT(expected, 0.0);
+    EXPECT_DOUBLE_EQ(stage["receive_ns_per_datagram"].get<double>(), expected) << stage.dump();
+  }
 }
 
 // A stream that trickles in leaves the stage waiting on its socket most of the time, and that
