@@ -1,24 +1,28 @@
 #!/usr/bin/env python3
 """The hypervisor's steal on the receive cores against whether a run lost, as an SVG strip chart.
 
-Reads a CSV with the columns kind (pipeline or loops), receive_steal (a share of the receive
-cores' time over the send, from lanes-steal.txt) and lost (0 for a lossless run), as
-docs/figures/steal_16_lanes.csv holds for 16-lane runs on the 4-GPU host, and writes one row of
-dots per group: the pipeline runs that lost, those that did not, and the bare loops.
+Reads a CSV with the columns kind (pipeline, loops, or loops_busy: the loops beside a CPU loop on
+every spare core), receive_steal (a share of the receive cores' time over the send, from
+lanes-steal.txt) and lost (0 for a lossless run), as docs/figures/steal_16_lanes.csv holds for
+16-lane runs on the 4-GPU host, and writes one row of dots per group: the pipeline runs that
+lost, those that did not, the bare loops, and the bare loops beside busy cores.
 
     python3 scripts/plot_steal.py docs/figures/steal_16_lanes.csv docs/figures/steal_16_lanes.svg
 """
 import csv
 import sys
 
-WIDTH, HEIGHT = 720, 250
+WIDTH, HEIGHT = 720, 300
 LEFT, RIGHT, TOP, ROW = 190, 30, 40, 50
-GROUPS = [("pipeline, lost", "#c0392b"), ("pipeline, lossless", "#2e86c1"), ("bare loops, lossless", "#7f8c8d")]
+GROUPS = [("pipeline, lost", "#c0392b"), ("pipeline, lossless", "#2e86c1"), ("bare loops, lossless", "#7f8c8d"),
+          ("loops beside busy cores", "#8e44ad")]
 
 
 def group_of(row):
     if row["kind"] == "loops":
         return 2
+    if row["kind"] == "loops_busy":
+        return 3
     return 0 if int(row["lost"]) != 0 else 1
 
 

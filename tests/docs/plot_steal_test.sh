@@ -24,5 +24,10 @@ if ! grep -q "pipeline, lost ($lost)" "$work/steal.svg"; then
   echo "FAIL: the lost group does not hold the CSV's $lost lossy pipeline runs"
   failed=1
 fi
+busy=$(awk -F, 'NR > 1 && $3 == "loops_busy"' "$figures/steal_16_lanes.csv" | wc -l)
+if ! grep -q "loops beside busy cores ($busy)" "$work/steal.svg"; then
+  echo "FAIL: the busy-cores group does not hold the CSV's $busy runs of the loops beside busy cores"
+  failed=1
+fi
 [ "$failed" = 0 ] && echo "ok: $dots runs, $lost lossy pipeline runs"
 exit $failed
