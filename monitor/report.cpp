@@ -94,6 +94,9 @@ std::vector<std::string> slower_receive_core_notes(const std::vector<const Stage
   std::vector<double> known;
   for (const StageMetrics* stage : stages) {
     work.push_back(receive_ns_per_datagram(*stage));
+    // A stage whose receive threads did little has its figure set by their start, not by the stream.
+    if (work.back() && *work.back() * static_cast<double>(stage->packets.load()) < kLeastReceiveWorkNs)
+      work.back().reset();
     if (work.back()) known.push_back(*work.back());
   }
   std::vector<std::string> notes(stages.size());
@@ -105,7 +108,7 @@ std::vector<std::string> slower_receive_core_notes(const std::vector<const Stage
   for (std::size_t i = 0; i < stages.size(); ++i) {
     if (!work[i] || *work[i] < kSlowerReceiveCore * median) continue;
     notes[i] = fmt::format(
-        "its receive threads worked {:.2f} µs a datagram, {:.2f}× the median of the run's {} udp stages with "
+        "its receive work, {:.2f} µs a datagram, is {:.2f}× the median of the run's {} udp stages with "
         "receive threads ({:.2f} µs): its receive core does the same work slower (a physical core shared with "
         "another vCPU or thread, interrupts on it, or its memory on another node)",
         *work[i] / 1e3, *work[i] / median, known.size(), median / 1e3);

@@ -49,10 +49,13 @@ StageRates stage_rates(const StageMetrics& metrics);
 std::optional<double> receive_ns_per_datagram(const StageMetrics& metrics);
 // A receive core this many times slower a datagram than the median of the run's is named.
 inline constexpr double kSlowerReceiveCore = 1.25;
+// Stages whose receive threads worked less than this in all are left out of the comparison.
+inline constexpr double kLeastReceiveWorkNs = 100e6;
 // One entry per stage, in order: a note for each whose receive work a datagram is
-// kSlowerReceiveCore or more times the median of every stage that has one (three stages or more,
-// so that a median says what the others did), else empty. The lanes do the same work a datagram,
-// so a lane far above the others has a slower or shared core.
+// kSlowerReceiveCore or more times the median of the stages that have one and worked
+// kLeastReceiveWorkNs or more (three such stages or more, so that a median says what the others
+// did), else empty. The lanes do the same work a datagram, so a lane far above the others has a
+// slower or shared core.
 std::vector<std::string> slower_receive_core_notes(const std::vector<const StageMetrics*>& stages);
 
 // Where progress goes: redrawn in place on a terminal, periodic log lines off one, or nowhere (-q).
