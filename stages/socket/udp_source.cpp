@@ -271,6 +271,7 @@ void UdpSource::start(StageContext& context) {
   drop_unknown_type_ = &context.metrics().drop_counter("unknown_type");
   drop_wrong_stream_ = &context.metrics().drop_counter("wrong_stream_id");
   drop_bad_payload_ = &context.metrics().drop_counter("bad_payload");
+  received_messages_ = &context.metrics().counter("received_messages");
   context_packets_ = &context.metrics().counter("context_packets");
   context_changes_ = &context.metrics().counter("context_changes");
   drop_bad_context_ = &context.metrics().drop_counter("bad_context");
@@ -370,6 +371,7 @@ void UdpSource::wait_for_context(StageContext& context) {
     const ssize_t length = ::recv(socket_.get(), datagram.data(), datagram.size(), 0);
     if (length < 0) throw std::runtime_error(wire::errno_message("recv"));
     ++batch_packets_;
+    ++batch_messages_;
     handle_context(datagram.data(), static_cast<std::size_t>(length));
   }
   if (mismatched_rate_ != 0) {
@@ -671,7 +673,9 @@ void UdpSource::handle_batch(const ReceiveBatch& batch) noexcept {
 void UdpSource::publish_packets() noexcept {
   // One atomic add per receive call (or run of merged messages) rather than per packet.
   context_->metrics().packets.fetch_add(batch_packets_, std::memory_order_relaxed);
+  received_messages_->add(batch_messages_);
   batch_packets_ = 0;
+  batch_messages_ = 0;
 }
 
 void UdpSource::flush_when_quiet() noexcept {
@@ -696,6 +700,7 @@ void UdpSource::handle_message(const ReceiveBatch& batch, std::size_t i) noexcep
   const msghdr& header = batch.message(i).msg_hdr;
   const std::size_t length = batch.message(i).msg_len;
   const std::byte* data = batch.data(i);
+  ++batch_messages_;
   drops_.received(header);  // datagrams dropped right before this one
   const std::size_t coalesced = gro_ ? udp_gro_segment(header) : 0;
   const std::size_t segment = coalesced != 0 ? coalesced : length;

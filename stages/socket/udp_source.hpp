@@ -224,6 +224,10 @@ class UdpSource final : public Stage {
   std::uint64_t last_epoch_index_ = 0;
   bool have_last_time_ = false;
   std::uint64_t batch_packets_ = 0;
+  // The kernel's messages behind them: with UDP_GRO one message holds a run of datagrams, so
+  // packets over messages is the kernel's merge factor, which sets a receive call's cost a datagram.
+  std::uint64_t batch_messages_ = 0;
+  NamedCounter* received_messages_ = nullptr;
   bool drained_ = false;              // the last receive returned less than a batch: the socket was empty
   std::size_t datagram_samples_ = 0;  // gnuradio framings: the first datagram's, which all share
   vita49::ContextPacket context_packet_;

@@ -43,6 +43,7 @@ struct UdpRun : test_support::SourceCounts {
   emulator::EmulatorReport sent;
   test_support::Capture capture;
   std::uint64_t packets = 0;
+  std::uint64_t received_messages = 0;  // the kernel's messages (a GRO message holds several datagrams)
   std::uint64_t context_packets = 0;
   std::uint64_t context_changes = 0;
   std::map<std::string, std::uint64_t> drops;
@@ -134,6 +135,7 @@ void run_udp(emulator::EmulatorSettings settings, UdpRun& run, const std::string
     EXPECT_GT(receive_thread->cpu_ns(), 0U);
   }
   run.packets = metrics.packets.load();
+  run.received_messages = counter(metrics, "received_messages");
   run.read_counts(metrics);
   if (receive_thread != nullptr) {
     run.receive_blocking_calls = counter(metrics, "receive_thread_blocking_calls");
@@ -442,6 +444,19 @@ TEST_P(UdpSourceBothWays, GsoCoalescedDatagramsAreSplitBackIntoPackets) {
   EXPECT_EQ(run.lost_samples, 0U);
   expect_stream(run, settings, 4000 * run.samples_per_packet, {});
   EXPECT_EQ(run.header_decodes, 1U);  // the segments of a coalesced datagram too
+  // The kernel handed them over merged: fewer messages than datagrams, each of them counted.
+  EXPECT_GT(run.received_messages, 0U);
+  EXPECT_LT(run.received_messages, run.packets);
+}
+
+// Without GRO every datagram is a message of its own.
+TEST_P(UdpSourceBothWays, WithoutGroEachDatagramIsAMessage) {
+  auto settings = with_count(2000);
+  settings.gso = true;
+  UdpRun run;
+  run_udp(settings, run, ", gro: false" + way());
+  EXPECT_EQ(run.packets, 2000U);
+  EXPECT_EQ(run.received_messages, run.packets);
 }
 
 TEST_P(UdpSourceBothWays, JumboCf32Datagrams) {
