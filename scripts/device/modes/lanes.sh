@@ -54,7 +54,10 @@
 # and every core's /proc/stat line each 0.5 s into NAME-cores.txt; and a line to
 # lanes-core-waits.txt: per lane how long its receive and placing threads were kept off their
 # cores (the report's threads: run delay, most in one 0.1 s window, preemptions); and one to
-# lanes-vmstat.txt: the page allocator's counts over the run (/proc/vmstat before and after).
+# lanes-vmstat.txt: the page allocator's counts over the run (/proc/vmstat before and after); and
+# one to lanes-receive.txt: per lane its receive threads' work a datagram (the report's
+# receive_ns_per_datagram), the datagrams a kernel message (packets over received_messages: GRO's
+# merge factor), and the lanes the report names as slower than the run's median.
 # Every run (pipeline or loops) adds a line to lanes-steal.txt: the share of the receive cores' time
 # (mean, most) and of every core's that the hypervisor stole over the send (/proc/stat's steal: a
 # vCPU ready to run while the host ran other work; the lent hosts are VMs), and each ratio of
@@ -433,6 +436,23 @@ print(f"{sys.argv[2]}: kept off their cores (in all, most in 0.1 s, preemptions,
 PY
 }
 
+lanes_receive_work() {  # lanes_receive_work NAME: per lane its receive work a datagram and datagrams a message
+  python3 - "$out/$1.json" "$1" <<'PY'
+import json, sys
+report = json.load(open(sys.argv[1]))
+parts, named = [], []
+for lane in report["lanes"]:
+    stage = lane["stages"][0]
+    work = stage.get("receive_ns_per_datagram")
+    messages = stage["counters"].get("received_messages", 0)
+    merged = f"{stage['packets'] / messages:.1f}" if messages else "-"
+    parts.append(f"{lane['name']} {work / 1e3:.2f} us, {merged}" if work is not None else f"{lane['name']} -, {merged}")
+    named += [lane["name"] for note in stage.get("notes", []) if "the median of the run's" in note]
+print(f"{sys.argv[2]}: receive work a datagram (CPU less spin) and datagrams a kernel message: " + "; ".join(parts) +
+      (f"; named slower: {', '.join(named)}" if named else ""))
+PY
+}
+
 lanes_vmstat_delta() {  # lanes_vmstat_delta NAME: the page allocator's counts over the run
   python3 - "$out/$1-vmstat-before.txt" "$out/$1-vmstat-after.txt" "$1" <<'PY'
 import sys
@@ -478,6 +498,7 @@ lanes_pipeline() {  # lanes_pipeline RATE SECONDS GPUS NAME LABEL: one run; prin
   wait $pipeline || status=1
   lanes_queue_summary "$name" >> "$out/lanes-queues.txt"
   lanes_core_waits "$name" >> "$out/lanes-core-waits.txt"
+  lanes_receive_work "$name" >> "$out/lanes-receive.txt"
   lanes_vmstat_delta "$name" >> "$out/lanes-vmstat.txt"
   lanes_probe_summary "$name" >> "$out/lanes-probe.txt"
   local busy
@@ -953,6 +974,7 @@ lanes_summary() {
   [ -f "$out/lanes-checks.txt" ] && grep -E "WRONG|!=|drops|samples" "$out/lanes-checks.txt" | tail -$((2 * lanes_count + 6))
   [ -f "$out/lanes-queues.txt" ] && cat "$out/lanes-queues.txt"
   [ -f "$out/lanes-core-waits.txt" ] && cat "$out/lanes-core-waits.txt"
+  [ -f "$out/lanes-receive.txt" ] && cat "$out/lanes-receive.txt"
   [ -f "$out/lanes-vmstat.txt" ] && cat "$out/lanes-vmstat.txt"
   [ -f "$out/lanes-probe.txt" ] && cat "$out/lanes-probe.txt"
   if [ -f "$out/lanes-steal.txt" ]; then
