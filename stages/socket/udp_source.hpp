@@ -133,13 +133,13 @@ class UdpSource final : public Stage {
   void drain_socket() noexcept;
   // After the drain: datagrams the kernel dropped after the last one received, counted and named.
   void note_lost_end() noexcept;
-  // The receive thread's waits, blocking calls and spin time into the stage's counters: at once,
-  // or (after a batch) when kPublishReceiveThreadNs have passed since the last time.
+  // The receive thread's waits, blocking calls, spin and CPU time into the stage's counters: at
+  // once, or (after a batch) when kPublishReceiveThreadNs have passed since the last time.
   void publish_receive_thread() noexcept;
-  // What the receive threads did over the stream, for the socket queue's note.
-  [[nodiscard]] ReceiveWork receive_work() const noexcept;
   void publish_receive_thread_now_and_then() noexcept;
   static constexpr std::uint64_t kPublishReceiveThreadNs = 10'000'000;
+  // What the receive threads did over the stream, for the socket queue's note.
+  [[nodiscard]] ReceiveWork receive_work() const noexcept;
   // Every message of `batch` from the last receive, then the batch's packets counted.
   void handle_batch(const ReceiveBatch& batch) noexcept;
   // Message `i` of the batch: its kernel drop count, then its datagrams (GRO segments).
