@@ -57,7 +57,10 @@
 # lanes-vmstat.txt: the page allocator's counts over the run (/proc/vmstat before and after); and
 # one to lanes-receive.txt: per lane its receive threads' work a datagram (the report's
 # receive_ns_per_datagram), the datagrams a kernel message (packets over received_messages: GRO's
-# merge factor), and the lanes the report names as slower than the run's median.
+# merge factor), and the lanes the report names as slower than the run's median; and the interrupts
+# each receive core took over the send (/proc/interrupts before and after: the kernel here may not
+# account interrupt time apart, so /proc/stat shows it as the interrupted thread's), naming the
+# sources on a core that took more than ten times the receive cores' median.
 # Every run (pipeline or loops) adds a line to lanes-steal.txt: the share of the receive cores' time
 # (mean, most) and of every core's that the hypervisor stole over the send (/proc/stat's steal: a
 # vCPU ready to run while the host ran other work; the lent hosts are VMs), and each ratio of
@@ -453,6 +456,41 @@ print(f"{sys.argv[2]}: receive work a datagram (CPU less spin) and datagrams a k
 PY
 }
 
+lanes_interrupts() {  # lanes_interrupts NAME: the interrupts each receive core took over the run, and from what
+  local cores=() lane
+  for ((lane = 0; lane < lanes_count; lane++)); do cores+=("$(lanes_rx_cpu "$lane")"); done
+  python3 - "$out/$1-interrupts-before.txt" "$out/$1-interrupts-after.txt" "$1" "${cores[@]}" <<'PY'
+import statistics, sys
+def load(path):
+    lines = open(path).read().splitlines()
+    cpus = [int(word[3:]) for word in lines[0].split()]
+    counts = {}
+    for line in lines[1:]:
+        name, _, rest = line.partition(":")
+        words = rest.split()
+        values = [int(word) for word in words[:len(cpus)] if word.isdigit()]
+        if len(values) == len(cpus):
+            label = " ".join(words[len(cpus):]) or name.strip()
+            counts[name.strip() + " " + label] = dict(zip(cpus, values))
+    return counts
+before, after = load(sys.argv[1]), load(sys.argv[2])
+cores = [int(core) for core in sys.argv[4:]]
+totals, tops = {}, {}
+for core in cores:
+    per_source = {key: after[key].get(core, 0) - before.get(key, {}).get(core, 0) for key in after}
+    totals[core] = sum(per_source.values())
+    tops[core] = sorted(per_source.items(), key=lambda item: -item[1])[:2]
+typical = statistics.median(totals.values())
+parts = []
+for core in cores:
+    text = f"core {core} {totals[core]}"
+    if totals[core] > max(1000, 10 * typical):  # far above the other receive cores: name the sources
+        text += " (" + ", ".join(f"{key.split()[0]} {' '.join(key.split()[-2:])} {count}" for key, count in tops[core] if count) + ")"
+    parts.append(text)
+print(f"{sys.argv[3]}: interrupts on the receive cores over the run (median {typical:.0f}): " + "; ".join(parts))
+PY
+}
+
 lanes_vmstat_delta() {  # lanes_vmstat_delta NAME: the page allocator's counts over the run
   python3 - "$out/$1-vmstat-before.txt" "$out/$1-vmstat-after.txt" "$1" <<'PY'
 import sys
@@ -492,13 +530,16 @@ lanes_pipeline() {  # lanes_pipeline RATE SECONDS GPUS NAME LABEL: one run; prin
   lanes_copy_probe "$out/$name-probe.txt" &
   samplers+=($!)
   cp /proc/vmstat "$out/$name-vmstat-before.txt"
+  cp /proc/interrupts "$out/$name-interrupts-before.txt"
   lanes_send "$name" "$config" "$seconds"
+  cp /proc/interrupts "$out/$name-interrupts-after.txt"
   cp /proc/vmstat "$out/$name-vmstat-after.txt"
   kill "${samplers[@]}" 2> /dev/null
   wait $pipeline || status=1
   lanes_queue_summary "$name" >> "$out/lanes-queues.txt"
   lanes_core_waits "$name" >> "$out/lanes-core-waits.txt"
   lanes_receive_work "$name" >> "$out/lanes-receive.txt"
+  lanes_interrupts "$name" >> "$out/lanes-receive.txt"
   lanes_vmstat_delta "$name" >> "$out/lanes-vmstat.txt"
   lanes_probe_summary "$name" >> "$out/lanes-probe.txt"
   local busy
