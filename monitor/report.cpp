@@ -89,6 +89,29 @@ std::optional<double> receive_ns_per_datagram(const StageMetrics& metrics) {
   return static_cast<double>(worked) / static_cast<double>(datagrams);
 }
 
+namespace {
+
+// A stage's first pinned receive thread, or none.
+const CoreWait* receive_thread_of(const StageMetrics& stage) {
+  for (const CoreWait& thread : stage.threads()) {
+    if (thread.name() == "receive" && !thread.core_list().empty()) return &thread;
+  }
+  return nullptr;
+}
+
+double median_of(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t middle = values.size() / 2;
+  return values.size() % 2 == 1 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
+}
+
+}  // namespace
+
+std::string receive_interrupts_text(std::uint64_t interrupts, double median, const std::string& top) {
+  return fmt::format("; its receive core took {} interrupts over the run, the compared cores' median {:.0f}{}",
+                     interrupts, median, top.empty() ? std::string() : ", the most from " + top);
+}
+
 std::vector<std::string> slower_receive_core_notes(const std::vector<const StageMetrics*>& stages) {
   std::vector<std::optional<double>> work;
   std::vector<double> known;
@@ -101,10 +124,14 @@ std::vector<std::string> slower_receive_core_notes(const std::vector<const Stage
   }
   std::vector<std::string> notes(stages.size());
   if (known.size() < 3) return notes;
-  std::sort(known.begin(), known.end());
-  const std::size_t middle = known.size() / 2;
-  const double median = known.size() % 2 == 1 ? known[middle] : (known[middle - 1] + known[middle]) / 2;
+  const double median = median_of(known);
   if (median <= 0) return notes;
+  // The compared stages' receive cores' interrupts: one taking far more is a cause to name.
+  std::vector<double> interrupts;
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const CoreWait* thread = work[i] ? receive_thread_of(*stages[i]) : nullptr;
+    if (thread != nullptr) interrupts.push_back(static_cast<double>(thread->interrupts()));
+  }
   for (std::size_t i = 0; i < stages.size(); ++i) {
     if (!work[i] || *work[i] < kSlowerReceiveCore * median) continue;
     notes[i] = fmt::format(
@@ -112,6 +139,8 @@ std::vector<std::string> slower_receive_core_notes(const std::vector<const Stage
         "receive threads ({:.2f} µs): its receive core does the same work slower (a physical core shared with "
         "another vCPU or thread, interrupts on it, or its memory on another node)",
         *work[i] / 1e3, *work[i] / median, known.size(), median / 1e3);
+    if (const CoreWait* thread = receive_thread_of(*stages[i]); thread != nullptr && !interrupts.empty())
+      notes[i] += receive_interrupts_text(thread->interrupts(), median_of(interrupts), thread->top_interrupt_source());
   }
   return notes;
 }
@@ -194,6 +223,26 @@ std::string summary_table(const Pipeline& pipeline) {
 
 namespace {
 
+// Where each of a stage's threads ran and what kept it from its cores.
+nlohmann::json threads_json(const Pipeline& pipeline, const StageMetrics& stage) {
+  nlohmann::json threads = nlohmann::json::array();
+  for (const CoreWait& thread : stage.threads()) {
+    threads.push_back({{"name", thread.name()},
+                       {"cores", thread.cores()},
+                       {"seconds", static_cast<double>(thread.lifetime_ns()) / 1e9},
+                       {"core_wait_seconds", static_cast<double>(thread.waited_ns()) / 1e9},
+                       {"core_wait_peak_seconds", static_cast<double>(thread.peak_window_ns()) / 1e9},
+                       {"core_wait_window_seconds", static_cast<double>(CoreWait::kWindowNs) / 1e9},
+                       {"preemptions", thread.preemptions()},
+                       {"stolen_seconds", static_cast<double>(thread.stolen_ns()) / 1e9},
+                       {"interrupts", thread.interrupts()},
+                       {"interrupts_top", thread.top_interrupt_source()},
+                       {"note", core_wait_note(thread, pipeline.core_sharers(thread))},
+                       {"steal_note", core_steal_note(thread)}});
+  }
+  return threads;
+}
+
 // One stage's entry in the report: its rates, counts, queue, pool waits, latency, drops and
 // counters, and where it ran.
 nlohmann::json stage_report_json(const Pipeline& pipeline, const StageMetrics& stage, const StageDefinition& definition,
@@ -240,20 +289,7 @@ nlohmann::json stage_report_json(const Pipeline& pipeline, const StageMetrics& s
   nlohmann::json counters = nlohmann::json::object();
   for (const auto& counter : stage.counters()) counters[counter.name] = counter.get();
   stage_json["counters"] = counters;
-  nlohmann::json threads = nlohmann::json::array();
-  for (const CoreWait& thread : stage.threads()) {
-    threads.push_back({{"name", thread.name()},
-                       {"cores", thread.cores()},
-                       {"seconds", static_cast<double>(thread.lifetime_ns()) / 1e9},
-                       {"core_wait_seconds", static_cast<double>(thread.waited_ns()) / 1e9},
-                       {"core_wait_peak_seconds", static_cast<double>(thread.peak_window_ns()) / 1e9},
-                       {"core_wait_window_seconds", static_cast<double>(CoreWait::kWindowNs) / 1e9},
-                       {"preemptions", thread.preemptions()},
-                       {"stolen_seconds", static_cast<double>(thread.stolen_ns()) / 1e9},
-                       {"note", core_wait_note(thread, pipeline.core_sharers(thread))},
-                       {"steal_note", core_steal_note(thread)}});
-  }
-  stage_json["threads"] = threads;
+  stage_json["threads"] = threads_json(pipeline, stage);
   return stage_json;
 }
 

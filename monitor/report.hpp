@@ -56,7 +56,12 @@ inline constexpr double kLeastReceiveWorkNs = 100e6;
 // kLeastReceiveWorkNs or more (three such stages or more, so that a median says what the others
 // did), else empty. The lanes do the same work a datagram, so a lane far above the others has a
 // slower or shared core.
+// The receive threads' interrupts (CoreWait::interrupts()) on their cores join the note where the
+// stages have pinned receive threads.
 std::vector<std::string> slower_receive_core_notes(const std::vector<const StageMetrics*>& stages);
+// The note's words on interrupts: a receive core's count against the compared cores' median, and
+// the source of most of them ("" where none).
+std::string receive_interrupts_text(std::uint64_t interrupts, double median, const std::string& top);
 
 // Where progress goes: redrawn in place on a terminal, periodic log lines off one, or nowhere (-q).
 enum class ProgressOutput { none, terminal, log };

@@ -12,8 +12,10 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <span>
+#include <sstream>
 
 #include "pipeline/clock.hpp"
 #include "pipeline/gpu_placement.hpp"
@@ -111,6 +113,87 @@ std::optional<std::uint64_t> steal_ticks(const std::map<int, std::uint64_t>& ste
   return sum;
 }
 
+std::map<int, std::map<std::string, std::uint64_t>> parse_interrupts(std::string_view proc_interrupts) {
+  std::map<int, std::map<std::string, std::uint64_t>> by_core;
+  const std::size_t header_end = std::min(proc_interrupts.find('\n'), proc_interrupts.size());
+  std::vector<int> cpus;
+  {
+    std::istringstream header{std::string(proc_interrupts.substr(0, header_end))};
+    for (std::string word; header >> word;) {
+      if (word.starts_with("CPU")) cpus.push_back(std::atoi(word.c_str() + 3));
+    }
+  }
+  if (cpus.empty()) return by_core;
+  for (std::size_t at = header_end + 1; at < proc_interrupts.size();) {
+    const std::size_t end = std::min(proc_interrupts.find('\n', at), proc_interrupts.size());
+    const std::string_view line = proc_interrupts.substr(at, end - at);
+    at = end + 1;
+    const std::size_t colon = line.find(':');
+    if (colon == std::string_view::npos) continue;
+    std::string label(line.substr(0, colon));
+    label.erase(0, label.find_first_not_of(' '));
+    std::istringstream rest{std::string(line.substr(colon + 1))};
+    std::vector<std::uint64_t> counts;
+    std::string word;
+    while (counts.size() < cpus.size() && rest >> word) {
+      if (word.find_first_not_of("0123456789") != std::string::npos) break;
+      counts.push_back(std::strtoull(word.c_str(), nullptr, 10));
+    }
+    if (counts.size() < cpus.size()) continue;
+    // The description's last word names the device or what it is ("nvme0q1", "interrupts").
+    std::string description;
+    while (rest >> word) description = word;
+    const std::string source = description.empty() ? label : label + " " + description;
+    for (std::size_t i = 0; i < cpus.size(); ++i) by_core[cpus[i]][source] += counts[i];
+  }
+  return by_core;
+}
+
+std::map<std::string, std::uint64_t> read_core_interrupts(const std::vector<int>& cores) noexcept {
+  try {
+    std::ifstream file("/proc/interrupts");
+    const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    const auto by_core = parse_interrupts(text);
+    std::map<std::string, std::uint64_t> sum;
+    for (const int core : cores) {
+      const auto found = by_core.find(core);
+      if (found == by_core.end()) return {};
+      for (const auto& [source, count] : found->second) sum[source] += count;
+    }
+    return sum;
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
+std::string CoreWait::top_interrupt_source() const {
+  if (interrupts() == 0) return {};  // the acquire pairs with end()'s release: the name is written
+  return top_interrupt_source_;
+}
+
+void CoreWait::take_interrupts() noexcept {
+  if (base_interrupts_.empty()) return;
+  const std::map<std::string, std::uint64_t> now = read_core_interrupts(core_list_);
+  std::uint64_t total = 0;
+  std::uint64_t most = 0;
+  const std::string* top = nullptr;
+  for (const auto& [source, count] : now) {
+    const auto before = base_interrupts_.find(source);
+    const std::uint64_t base = before == base_interrupts_.end() ? 0 : before->second;
+    const std::uint64_t taken = count > base ? count - base : 0;
+    total += taken;
+    if (taken > most) {
+      most = taken;
+      top = &source;
+    }
+  }
+  try {
+    if (top != nullptr) top_interrupt_source_ = fmt::format("{} ({})", *top, most);
+  } catch (const std::exception&) {  // no memory for the name: the count still says it
+  }
+  interrupts_.store(total, std::memory_order_release);
+}
+
 void CoreWait::take_steal(const std::map<int, std::uint64_t>& steal) noexcept {
   if (!base_steal_) return;
   const std::optional<std::uint64_t> now = steal_ticks(steal, core_list_);
@@ -129,12 +212,15 @@ void CoreWait::begin(const std::vector<int>& cores) noexcept {
   Reading reading;
   if (!read(0, true, reading)) return;
   const std::optional<std::uint64_t> steal = cores.empty() ? std::nullopt : steal_ticks(read_core_steal(), cores);
+  std::map<std::string, std::uint64_t> interrupts;
+  if (!cores.empty()) interrupts = read_core_interrupts(cores);
   std::lock_guard lock(mutex_);
   try {
     core_list_ = cores;
   } catch (const std::bad_alloc&) {
     return;
   }
+  base_interrupts_ = std::move(interrupts);
   base_steal_ = steal;
   base_ = reading;
   began_ns_ = window_start_ns_ = monotonic_ns();
@@ -181,6 +267,7 @@ void CoreWait::end() noexcept {
   Reading reading;
   if (read(tid_, true, reading)) update(reading, monotonic_ns());
   if (base_steal_) take_steal(read_core_steal());
+  take_interrupts();
   tid_ = 0;
 }
 

@@ -63,6 +63,11 @@ class CoreWait {
   // sample_steal() while it runs), summed over them: 0 for an unpinned thread, or where /proc/stat
   // cannot be read.
   [[nodiscard]] std::uint64_t stolen_ns() const noexcept { return stolen_ns_.load(std::memory_order_relaxed); }
+  // The interrupts the thread's cores took from begin() to end(), summed over them, and the source
+  // of the most ("" where none): set at end(), 0 before and for an unpinned thread. On a kernel
+  // that does not account interrupt time apart, /proc/stat shows their time as the thread's own.
+  [[nodiscard]] std::uint64_t interrupts() const noexcept { return interrupts_.load(std::memory_order_acquire); }
+  [[nodiscard]] std::string top_interrupt_source() const;
 
  private:
   struct Reading {
@@ -74,6 +79,8 @@ class CoreWait {
   static bool read(int tid, bool self, Reading& reading) noexcept;
   // The steal of its cores in `steal` (ticks) since begin() into stolen_ns_.
   void take_steal(const std::map<int, std::uint64_t>& steal) noexcept;
+  // The interrupts its cores took since begin() into interrupts_ and top_interrupt_source_.
+  void take_interrupts() noexcept;
   void update(const Reading& reading, std::uint64_t now_ns) noexcept;
 
   std::string name_;
@@ -91,6 +98,9 @@ class CoreWait {
   std::atomic<std::uint64_t> lifetime_ns_{0};
   std::optional<std::uint64_t> base_steal_;  // at begin(), for a pinned thread
   std::atomic<std::uint64_t> stolen_ns_{0};
+  std::map<std::string, std::uint64_t> base_interrupts_;  // at begin(), per source, for a pinned thread
+  std::atomic<std::uint64_t> interrupts_{0};
+  std::string top_interrupt_source_;  // written at end(), before interrupts_
   bool warned_ = false;
   bool warned_steal_ = false;
 };
@@ -102,6 +112,15 @@ std::map<int, std::uint64_t> parse_core_steal(std::string_view proc_stat);
 std::map<int, std::uint64_t> read_core_steal() noexcept;
 // The steal of `cores` in `steal`, summed; nullopt when a core is missing.
 std::optional<std::uint64_t> steal_ticks(const std::map<int, std::uint64_t>& steal, const std::vector<int>& cores);
+
+// Each core's interrupts by source from `proc_interrupts`, the text of /proc/interrupts: its first
+// line names the CPUs, each other line a source (its number or name, a count for each CPU, then
+// what it is); a source is named by its label and description ("24 nvme0q1"). Lines with fewer
+// counts than CPUs (ERR, MIS) are left out.
+std::map<int, std::map<std::string, std::uint64_t>> parse_interrupts(std::string_view proc_interrupts);
+// The interrupts of `cores`, by source, summed over them, from the kernel's /proc/interrupts:
+// empty where it cannot be read.
+std::map<std::string, std::uint64_t> read_core_interrupts(const std::vector<int>& cores) noexcept;
 
 // Whether the hypervisor stole a noticeable share of a pinned thread's `core_count` cores:
 // kNoticeableNs or more, and 1% or more of their time over its life.

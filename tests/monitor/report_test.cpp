@@ -114,5 +114,16 @@ TEST(ReceiveWork, NothingIsNamedBelowTheBoundOrWithFewerThanThreeStages) {
   for (const auto& note : slower_receive_core_notes({&a.metrics, &d.metrics})) EXPECT_TRUE(note.empty()) << note;
 }
 
+// What the note says of a slower receive core's interrupts: its count, the compared cores' median,
+// and the source of most, where there is one.
+TEST(ReceiveWork, TheInterruptsTextGivesTheCountTheMedianAndTheSource) {
+  EXPECT_EQ(receive_interrupts_text(120'000, 2'500, "57 mlx5_comp3 (118000)"),
+            "; its receive core took 120000 interrupts over the run, the compared cores' median 2500, the most "
+            "from 57 mlx5_comp3 (118000)");
+  EXPECT_EQ(receive_interrupts_text(0, 0, ""),
+            "; its receive core took 0 interrupts over the run, the compared "
+            "cores' median 0");
+}
+
 }  // namespace
 }  // namespace sluice

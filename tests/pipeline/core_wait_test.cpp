@@ -227,5 +227,56 @@ TEST(CoreWait, TheStealNoteNamesTheHypervisorOnlyForANoticeableShare) {
   EXPECT_EQ(core_steal_note("stage", "", 0, 50'000'000, 1'000'000'000), "") << "unpinned";
 }
 
+// /proc/interrupts as the kernel writes it: a header naming the CPUs (CPU 2 offline here), a count
+// for each, then what the source is; ERR and MIS have one count and are left out.
+TEST(CoreInterrupts, AreEachCoresCountsBySource) {
+  const std::string text =
+      "           CPU0       CPU1       CPU3       \n"
+      "  24:          1          0          5  IO-APIC   5-edge      ACPI:Ged\n"
+      "  40:          7          0          0  PCI-MSIX-0000:00:05.0   0-edge      nvme0q0\n"
+      " LOC:        100        200        300   Local timer interrupts\n"
+      " ERR:          0\n"
+      " MIS:          0\n";
+  const auto by_core = parse_interrupts(text);
+  ASSERT_EQ(by_core.size(), 3U);
+  EXPECT_FALSE(by_core.contains(2));
+  EXPECT_EQ(by_core.at(3).at("24 ACPI:Ged"), 5U);
+  EXPECT_EQ(by_core.at(0).at("40 nvme0q0"), 7U);
+  EXPECT_EQ(by_core.at(1).at("LOC interrupts"), 200U);
+  EXPECT_EQ(by_core.at(0).size(), 3U) << "ERR and MIS are not a core's";
+  EXPECT_TRUE(parse_interrupts("no header\n").empty());
+}
+
+// A pinned thread busy for 300 ms has its core's interrupts counted from its start to its end:
+// the timer's at least, as the kernel's /proc/interrupts counted them on that core meanwhile.
+TEST(CoreInterrupts, APinnedThreadsCoresAreReadAtItsStartAndEnd) {
+  const int core = allowed_cores().front();
+  CoreWait wait("receive");
+  std::map<std::string, std::uint64_t> before;
+  std::map<std::string, std::uint64_t> after;
+  std::thread([&] {
+    pin_thread(pthread_self(), {core});
+    before = read_core_interrupts({core});
+    wait.begin({core});
+    spin_for(300ms);
+    wait.end();
+    after = read_core_interrupts({core});
+  }).join();
+  ASSERT_FALSE(before.empty()) << "/proc/interrupts could not be read";
+  std::uint64_t kernel_count = 0;
+  for (const auto& [source, count] : after) kernel_count += count - (before.contains(source) ? before.at(source) : 0);
+  EXPECT_GT(wait.interrupts(), 0U) << "a busy core takes the timer's interrupts at least";
+  EXPECT_LE(wait.interrupts(), kernel_count);
+  EXPECT_FALSE(wait.top_interrupt_source().empty());
+  CoreWait unpinned("stage");
+  std::thread([&] {
+    unpinned.begin({});
+    spin_for(20ms);
+    unpinned.end();
+  }).join();
+  EXPECT_EQ(unpinned.interrupts(), 0U);
+  EXPECT_EQ(unpinned.top_interrupt_source(), "");
+}
+
 }  // namespace
 }  // namespace sluice

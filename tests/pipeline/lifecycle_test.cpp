@@ -353,6 +353,9 @@ TEST(Lifecycle, AStageKeptOffItsCoreByAnotherThreadIsMeasuredAndNamed) {
   EXPECT_GE(thread["stolen_seconds"].get<double>(), 0.0) << thread.dump();
   EXPECT_LE(thread["stolen_seconds"].get<double>(), thread["seconds"].get<double>() + 0.02) << thread.dump();
   EXPECT_TRUE(thread["steal_note"].is_string()) << thread.dump();
+  // The interrupts its pinned core took over the run, the timer's at least, and their main source.
+  EXPECT_GT(thread["interrupts"].get<std::uint64_t>(), 0U) << thread.dump();
+  EXPECT_FALSE(thread["interrupts_top"].get<std::string>().empty()) << thread.dump();
   // The dashboard's live status has the same figures for the thread.
   const auto live = live_status_json(*pipeline)["lanes"][0]["stages"][0]["threads"][0];
   EXPECT_EQ(live["core_wait_ns"].get<double>() / 1e9, thread["core_wait_seconds"].get<double>()) << live.dump();
