@@ -30,6 +30,15 @@ void spin_for(std::chrono::milliseconds length) {
   }
 }
 
+// A thread that begins and ends `wait` unpinned, busy 20 ms between.
+void run_unpinned(CoreWait& wait) {
+  std::thread([&] {
+    wait.begin({});
+    spin_for(20ms);
+    wait.end();
+  }).join();
+}
+
 TEST(CoreWait, TwoBusyThreadsOnOneCoreEachWaitWhileTheOtherRuns) {
   const int core = allowed_cores().front();
   CoreWait first("stage");
@@ -175,11 +184,7 @@ TEST(CoreWait, AThreadsCoresStealIsReadFromTheKernelAtItsStartAndEnd) {
   EXPECT_LE(wait.stolen_ns(), (*after - *before) * tick_ns);
   EXPECT_EQ(wait.stolen_ns() % tick_ns, 0U) << "whole ticks";
   CoreWait unpinned("stage");
-  std::thread([&] {
-    unpinned.begin({});
-    spin_for(20ms);
-    unpinned.end();
-  }).join();
+  run_unpinned(unpinned);
   EXPECT_EQ(unpinned.stolen_ns(), 0U);
 }
 
@@ -269,11 +274,7 @@ TEST(CoreInterrupts, APinnedThreadsCoresAreReadAtItsStartAndEnd) {
   EXPECT_LE(wait.interrupts(), kernel_count);
   EXPECT_FALSE(wait.top_interrupt_source().empty());
   CoreWait unpinned("stage");
-  std::thread([&] {
-    unpinned.begin({});
-    spin_for(20ms);
-    unpinned.end();
-  }).join();
+  run_unpinned(unpinned);
   EXPECT_EQ(unpinned.interrupts(), 0U);
   EXPECT_EQ(unpinned.top_interrupt_source(), "");
 }
