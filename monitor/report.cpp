@@ -179,12 +179,9 @@ std::string summary_table(const Pipeline& pipeline) {
   out << fmt::format("run {:.2f} s\n", pipeline.elapsed_seconds());
   out << fmt::format("{:<10} {:<12} {:<10} {:>10} {:>10} {:>8} {:>9} {:>12} {:>8} {:>6} {:>9} {:>9}\n", "lane", "stage",
                      "type", "GB/s", "Msamp/s", "flow s", "chunks", "bytes", "drops", "busy%", "lat p50", "lat p99");
-  const auto lanes = pipeline.metrics_by_lane();
-  std::vector<const StageMetrics*> stages;
-  for (const auto& lane : lanes) stages.insert(stages.end(), lane.begin(), lane.end());
-  const std::vector<std::string> slower = slower_receive_core_notes(stages);
+  const std::vector<std::string> slower = slower_receive_core_notes(pipeline.metrics());  // in lane order
   std::size_t index = 0;
-  for (const auto& lane : lanes) {
+  for (const auto& lane : pipeline.metrics_by_lane()) {
     for (const StageMetrics* stage : lane) {
       const StageRates rates = stage_rates(*stage);
       out << fmt::format("{:<10} {:<12} {:<10} {:>10.3f} {:>10.2f} {:>8.2f} {:>9} {:>12} {:>8} {:>6.1f} {:>9} {:>9}\n",
@@ -322,9 +319,7 @@ nlohmann::json report_json(const Pipeline& pipeline, int exit_code) {
   report["timeline"] = timeline_json(pipeline);
   report["lanes"] = nlohmann::json::array();
   const auto lanes = pipeline.metrics_by_lane();
-  std::vector<const StageMetrics*> stages;
-  for (const auto& lane : lanes) stages.insert(stages.end(), lane.begin(), lane.end());
-  const std::vector<std::string> slower = slower_receive_core_notes(stages);
+  const std::vector<std::string> slower = slower_receive_core_notes(pipeline.metrics());  // in lane order
   std::size_t index = 0;
   for (std::size_t lane_index = 0; lane_index < lanes.size(); ++lane_index) {
     const auto& lane = lanes[lane_index];
