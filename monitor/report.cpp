@@ -62,7 +62,7 @@ StageRates stage_rates(const StageMetrics& metrics) {
   rates.busy_flowing_fraction = rates.busy_fraction;
   if (rates.chunks >= 2 && last_ns > first_ns && rates.bytes > first_bytes) {
     rates.flow_seconds = static_cast<double>(last_ns - first_ns) / 1e9;
-    const double span = rates.flow_seconds * static_cast<double>(rates.chunks) / static_cast<double>(rates.chunks - 1);
+    const double span = flow_work_span_ns(rates.chunks, first_ns, last_ns) / 1e9;
     rates.busy_flowing_fraction = std::min(1.0, static_cast<double>(metrics.busy_ns.load()) / 1e9 / span);
     rates.bytes_per_second = static_cast<double>(rates.bytes - first_bytes) / rates.flow_seconds;
     rates.samples_per_second =

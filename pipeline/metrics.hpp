@@ -103,6 +103,14 @@ struct NamedCounter {
   [[nodiscard]] std::uint64_t get() const noexcept { return value.load(std::memory_order_relaxed); }
 };
 
+// The span the work on a flow took, in ns: from its first chunk to its last, widened by one
+// chunk's share, since the first chunk's work came before its stamp; 0 with fewer than two chunks.
+[[nodiscard]] inline double flow_work_span_ns(std::uint64_t chunks, std::uint64_t first_ns,
+                                              std::uint64_t last_ns) noexcept {
+  if (chunks < 2 || last_ns <= first_ns) return 0;
+  return static_cast<double>(last_ns - first_ns) * static_cast<double>(chunks) / static_cast<double>(chunks - 1);
+}
+
 struct FlowCounters {
   std::atomic<std::uint64_t> bytes{0};
   std::atomic<std::uint64_t> chunks{0};

@@ -16,7 +16,7 @@ struct ReceiveWork {
   std::uint64_t cpu_ns = 0;   // their CPU time, summed
   std::uint64_t spin_ns = 0;  // of it, polling an empty socket (receive_spin)
   std::uint64_t waits = 0;    // times one found every ring slot with the stage's thread
-  std::uint64_t flow_ns = 0;  // the stream's span: first chunk to last
+  std::uint64_t flow_ns = 0;  // the span its work took (flow_work_span_ns)
 };
 
 // What to do about a socket that fell behind its sender, from what its readers did: a receive

@@ -539,13 +539,10 @@ ReceiveWork UdpSource::receive_work() const noexcept {
   work.cpu_ns = receiver_cpu_ns_->get();
   work.spin_ns = receiver_spin_ns_->get();
   work.waits = receiver_waits_->get();
-  // The span from the first chunk to the last, widened by one chunk's share: the first chunk's
-  // datagrams came before it began.
   const FlowCounters& out = context_->metrics().out;
-  const std::uint64_t chunks = out.chunks.load(std::memory_order_relaxed);
-  const std::uint64_t first = out.first_ns.load(std::memory_order_relaxed);
-  const std::uint64_t last = out.last_ns.load(std::memory_order_relaxed);
-  if (chunks >= 2 && last > first) work.flow_ns = (last - first) / (chunks - 1) * chunks;
+  work.flow_ns = static_cast<std::uint64_t>(flow_work_span_ns(out.chunks.load(std::memory_order_relaxed),
+                                                              out.first_ns.load(std::memory_order_relaxed),
+                                                              out.last_ns.load(std::memory_order_relaxed)));
   return work;
 }
 
