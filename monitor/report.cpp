@@ -132,6 +132,7 @@ std::vector<std::string> slower_receive_core_notes(const std::vector<const Stage
     const CoreWait* thread = work[i] ? receive_thread_of(*stages[i]) : nullptr;
     if (thread != nullptr) interrupts.push_back(static_cast<double>(thread->interrupts()));
   }
+  const double interrupts_median = interrupts.empty() ? 0 : median_of(interrupts);
   for (std::size_t i = 0; i < stages.size(); ++i) {
     if (!work[i] || *work[i] < kSlowerReceiveCore * median) continue;
     notes[i] = fmt::format(
@@ -140,7 +141,7 @@ std::vector<std::string> slower_receive_core_notes(const std::vector<const Stage
         "another vCPU or thread, interrupts on it, or its memory on another node)",
         *work[i] / 1e3, *work[i] / median, known.size(), median / 1e3);
     if (const CoreWait* thread = receive_thread_of(*stages[i]); thread != nullptr && !interrupts.empty())
-      notes[i] += receive_interrupts_text(thread->interrupts(), median_of(interrupts), thread->top_interrupt_source());
+      notes[i] += receive_interrupts_text(thread->interrupts(), interrupts_median, thread->top_interrupt_source());
   }
   return notes;
 }
