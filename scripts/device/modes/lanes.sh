@@ -215,6 +215,10 @@ else:
 PY
 }
 lanes_rx_cpu() { lanes_core $((2 + $1)); }
+lanes_rx_cores() {  # every lane's receive core, in lane order
+  local lane
+  for ((lane = 0; lane < lanes_count; lane++)); do lanes_rx_cpu "$lane"; done
+}
 lanes_placers() {  # cores the placing threads take on their own (LANES_SPLIT=2: one a lane)
   if [ "$lanes_split" = 2 ]; then echo "$lanes_count"; else echo 0; fi
 }
@@ -341,8 +345,8 @@ lanes_send() {  # lanes_send NAME CONFIG SECONDS: every stream, one pinned sende
 lanes_rx_busy() {  # lanes_rx_busy NAME: the receive cores' busy shares over NAME's send, "min-max", and
   # the mean of their steal (a line in lanes-steal.txt too); with
   # RECEIVE_SPIN_US, less each core's spin (from NAME.json: a report's counters or the loops' ports)
-  local cores=() lane
-  for ((lane = 0; lane < lanes_count; lane++)); do cores+=("$(lanes_rx_cpu "$lane")"); done
+  local cores
+  mapfile -t cores < <(lanes_rx_cores)
   python3 - "$out/$1-stat-before.txt" "$out/$1-stat-after.txt" "$out/$1.json" "$lanes_spin_us" "${cores[@]}" <<'PY'
 import json, sys
 def load(path):
@@ -457,8 +461,8 @@ PY
 }
 
 lanes_interrupts() {  # lanes_interrupts NAME: the interrupts each receive core took over the run, and from what
-  local cores=() lane
-  for ((lane = 0; lane < lanes_count; lane++)); do cores+=("$(lanes_rx_cpu "$lane")"); done
+  local cores
+  mapfile -t cores < <(lanes_rx_cores)
   python3 - "$out/$1-interrupts-before.txt" "$out/$1-interrupts-after.txt" "$1" "${cores[@]}" <<'PY'
 import statistics, sys
 def load(path):
