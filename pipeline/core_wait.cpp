@@ -113,17 +113,20 @@ std::optional<std::uint64_t> steal_ticks(const std::map<int, std::uint64_t>& ste
   return sum;
 }
 
-std::map<int, std::map<std::string, std::uint64_t>> parse_interrupts(std::string_view proc_interrupts) {
-  std::map<int, std::map<std::string, std::uint64_t>> by_core;
+std::map<std::string, std::uint64_t> parse_interrupts(std::string_view proc_interrupts, const std::vector<int>& cores) {
   const std::size_t header_end = std::min(proc_interrupts.find('\n'), proc_interrupts.size());
   std::vector<int> cpus;
-  {
-    std::istringstream header{std::string(proc_interrupts.substr(0, header_end))};
-    for (std::string word; header >> word;) {
-      if (word.starts_with("CPU")) cpus.push_back(std::atoi(word.c_str() + 3));
-    }
+  std::istringstream header{std::string(proc_interrupts.substr(0, header_end))};
+  for (std::string word; header >> word;) {
+    if (word.starts_with("CPU")) cpus.push_back(std::atoi(word.c_str() + 3));
   }
-  if (cpus.empty()) return by_core;
+  std::vector<std::size_t> columns;  // each of `cores`' column among a line's counts
+  for (const int core : cores) {
+    const auto found = std::find(cpus.begin(), cpus.end(), core);
+    if (found == cpus.end()) return {};
+    columns.push_back(static_cast<std::size_t>(found - cpus.begin()));
+  }
+  std::map<std::string, std::uint64_t> sum;
   for (std::size_t at = header_end + 1; at < proc_interrupts.size();) {
     const std::size_t end = std::min(proc_interrupts.find('\n', at), proc_interrupts.size());
     const std::string_view line = proc_interrupts.substr(at, end - at);
@@ -143,24 +146,17 @@ std::map<int, std::map<std::string, std::uint64_t>> parse_interrupts(std::string
     // The description's last word names the device or what it is ("nvme0q1", "interrupts").
     std::string description;
     while (rest >> word) description = word;
-    const std::string source = description.empty() ? label : label + " " + description;
-    for (std::size_t i = 0; i < cpus.size(); ++i) by_core[cpus[i]][source] += counts[i];
+    std::uint64_t& total = sum[description.empty() ? label : label + " " + description];
+    for (const std::size_t column : columns) total += counts[column];
   }
-  return by_core;
+  return sum;
 }
 
 std::map<std::string, std::uint64_t> read_core_interrupts(const std::vector<int>& cores) noexcept {
   try {
     std::ifstream file("/proc/interrupts");
     const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-    const auto by_core = parse_interrupts(text);
-    std::map<std::string, std::uint64_t> sum;
-    for (const int core : cores) {
-      const auto found = by_core.find(core);
-      if (found == by_core.end()) return {};
-      for (const auto& [source, count] : found->second) sum[source] += count;
-    }
-    return sum;
+    return parse_interrupts(text, cores);
   } catch (const std::exception&) {
     return {};
   }

@@ -113,13 +113,13 @@ std::map<int, std::uint64_t> read_core_steal() noexcept;
 // The steal of `cores` in `steal`, summed; nullopt when a core is missing.
 std::optional<std::uint64_t> steal_ticks(const std::map<int, std::uint64_t>& steal, const std::vector<int>& cores);
 
-// Each core's interrupts by source from `proc_interrupts`, the text of /proc/interrupts: its first
-// line names the CPUs, each other line a source (its number or name, a count for each CPU, then
-// what it is); a source is named by its label and description ("24 nvme0q1"). Lines with fewer
-// counts than CPUs (ERR, MIS) are left out.
-std::map<int, std::map<std::string, std::uint64_t>> parse_interrupts(std::string_view proc_interrupts);
-// The interrupts of `cores`, by source, summed over them, from the kernel's /proc/interrupts:
-// empty where it cannot be read.
+// The interrupts of `cores`, by source, summed over them, from `proc_interrupts`, the text of
+// /proc/interrupts: its first line names the CPUs, each other line a source (its number or name, a
+// count for each CPU, then what it is); a source is named by its label and description
+// ("24 nvme0q1"). Lines with fewer counts than CPUs (ERR, MIS) are left out; empty where a core
+// has no column. Only those cores' counts are kept: on a host of many CPUs the table is large.
+std::map<std::string, std::uint64_t> parse_interrupts(std::string_view proc_interrupts, const std::vector<int>& cores);
+// The same from the kernel's /proc/interrupts: empty where it cannot be read.
 std::map<std::string, std::uint64_t> read_core_interrupts(const std::vector<int>& cores) noexcept;
 
 // Whether the hypervisor stole a noticeable share of a pinned thread's `core_count` cores:

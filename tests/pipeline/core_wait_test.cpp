@@ -242,14 +242,17 @@ TEST(CoreInterrupts, AreEachCoresCountsBySource) {
       " LOC:        100        200        300   Local timer interrupts\n"
       " ERR:          0\n"
       " MIS:          0\n";
-  const auto by_core = parse_interrupts(text);
-  ASSERT_EQ(by_core.size(), 3U);
-  EXPECT_FALSE(by_core.contains(2));
-  EXPECT_EQ(by_core.at(3).at("24 ACPI:Ged"), 5U);
-  EXPECT_EQ(by_core.at(0).at("40 nvme0q0"), 7U);
-  EXPECT_EQ(by_core.at(1).at("LOC interrupts"), 200U);
-  EXPECT_EQ(by_core.at(0).size(), 3U) << "ERR and MIS are not a core's";
-  EXPECT_TRUE(parse_interrupts("no header\n").empty());
+  EXPECT_TRUE(parse_interrupts(text, {2}).empty()) << "CPU 2 has no column";
+  EXPECT_TRUE(parse_interrupts(text, {0, 2}).empty());
+  EXPECT_EQ(parse_interrupts(text, {3}).at("24 ACPI:Ged"), 5U);
+  EXPECT_EQ(parse_interrupts(text, {0}).at("40 nvme0q0"), 7U);
+  EXPECT_EQ(parse_interrupts(text, {1}).at("LOC interrupts"), 200U);
+  EXPECT_EQ(parse_interrupts(text, {0}).size(), 3U) << "ERR and MIS are not a core's";
+  // Several cores: each source summed over them.
+  const auto both = parse_interrupts(text, {1, 3});
+  EXPECT_EQ(both.at("24 ACPI:Ged"), 5U);
+  EXPECT_EQ(both.at("LOC interrupts"), 500U);
+  EXPECT_TRUE(parse_interrupts("no header\n", {0}).empty());
 }
 
 // A pinned thread busy for 300 ms has its core's interrupts counted from its start to its end:
