@@ -2,6 +2,7 @@
 // operations a batch, so that its core costs what the kernel's receive costs.
 #include "stages/socket/receive_thread.hpp"
 
+#include <linux/sock_diag.h>
 #include <poll.h>
 #include <pthread.h>
 #include <time.h>
@@ -34,6 +35,30 @@ ReceiveSlots::ReceiveSlots(std::size_t count, std::size_t slot_bytes, std::size_
 
 void ReceiveSlots::rearm(std::size_t first, std::size_t count) noexcept {
   for (std::size_t i = first; i < first + count; ++i) headers_[i].msg_hdr.msg_controllen = control_bytes_;
+}
+
+void ReceiveStandby::check(int fd) noexcept {
+  if (raised()) return;
+  const std::uint64_t now = monotonic_ns();
+  if (now - checked_ns_ < kCheckNs) return;
+  checked_ns_ = now;
+  std::uint32_t info[SK_MEMINFO_VARS] = {};
+  socklen_t length = sizeof(info);
+  if (::getsockopt(fd, SOL_SOCKET, SO_MEMINFO, info, &length) != 0 ||
+      length < sizeof(std::uint32_t) * (SK_MEMINFO_RMEM_ALLOC + 1) || info[SK_MEMINFO_RMEM_ALLOC] < above_) {
+    return;
+  }
+  {
+    const std::lock_guard lock(mutex_);
+    raised_.store(true, std::memory_order_release);
+  }
+  raises_.fetch_add(1, std::memory_order_relaxed);
+  woken_.notify_all();
+}
+
+bool ReceiveStandby::wait(std::chrono::milliseconds timeout) noexcept {
+  std::unique_lock lock(mutex_);
+  return woken_.wait_for(lock, timeout, [this] { return raised(); });
 }
 
 ReceiveThread::ReceiveThread(int fd, std::size_t batches, std::size_t messages, std::size_t slot_bytes,
@@ -90,6 +115,7 @@ void ReceiveThread::run() noexcept {
     next_slot_ = (first + batch.received) % ring;
     filled_.try_push(&batch);  // never full: a batch holds one slot at least
     calls_.fetch_add(1);       // even: the call's datagrams are in the ring
+    if (watched_ != nullptr && batch.received == count) watched_->check(fd_);
   }
   final_cpu_ns_.store(thread_cpu_ns(), std::memory_order_relaxed);
   if (core_wait_ != nullptr) core_wait_->end();
@@ -110,7 +136,11 @@ int ReceiveThread::receive(std::size_t first, std::size_t count) noexcept {
   };
   int received = -1;
   while (!stopping_.load(std::memory_order_relaxed)) {
-    const bool blocking = spin_.may_block();
+    if (standby_ != nullptr && !standby_->raised()) {
+      static_cast<void>(standby_->wait(std::chrono::milliseconds(kPollMs)));  // then stop() is seen
+      continue;
+    }
+    const bool blocking = standby_ == nullptr && spin_.may_block();
     if (blocking) {
       blocking_calls_.store(blocking_calls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       publish_spin(true);  // before it sleeps
@@ -131,6 +161,10 @@ int ReceiveThread::receive(std::size_t first, std::size_t count) noexcept {
     calls_.fetch_add(1);  // an atomic add leaves errno as the call set it
     if (received == 0) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return -1;
+    if (standby_ != nullptr && errno != EINTR) {
+      standby_->lower();  // the backlog is gone: stand by again
+      continue;
+    }
     spin_.found_empty();
   }
   if (received < 0) spin_.end();  // stopping

@@ -8,8 +8,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -96,6 +98,40 @@ class ReceiveSpin {
   std::uint64_t spun_ = 0;
 };
 
+// The signal between a socket's first receive thread and its standby threads (the udp stage's
+// receive_standby). Once a socket's queue is longer than the caches hold, each datagram costs its
+// receiver more (the kernel copies it from memory, not from cache), so a receiver that falls
+// behind falls further behind. The first thread raises the signal after a call that filled every
+// slot it offered, when the socket still holds `above` bytes or more (SO_MEMINFO's receive
+// allocation, looked at no more often than every kCheckNs); a standby thread receives while it is
+// raised and lowers it when a call of its own finds the socket empty. Standby threads wait on a
+// condition variable, so that while the first thread keeps up they cost no core time.
+class ReceiveStandby {
+ public:
+  explicit ReceiveStandby(std::uint64_t above_bytes) noexcept : above_(above_bytes) {}
+  ReceiveStandby(const ReceiveStandby&) = delete;
+  ReceiveStandby& operator=(const ReceiveStandby&) = delete;
+  [[nodiscard]] bool raised() const noexcept { return raised_.load(std::memory_order_acquire); }
+  // The first thread, after a call that filled what it offered: raises the signal when socket
+  // `fd` holds `above` bytes or more.
+  void check(int fd) noexcept;
+  // A standby thread found the socket empty.
+  void lower() noexcept { raised_.store(false, std::memory_order_release); }
+  // A standby thread: waits up to `timeout` for the signal; whether it is raised.
+  bool wait(std::chrono::milliseconds timeout) noexcept;
+  // Times the signal was raised.
+  [[nodiscard]] std::uint64_t raises() const noexcept { return raises_.load(std::memory_order_relaxed); }
+
+ private:
+  static constexpr std::uint64_t kCheckNs = 50'000;
+  std::uint64_t above_;
+  std::uint64_t checked_ns_ = 0;  // the first thread's
+  alignas(kCacheLine) std::atomic<bool> raised_{false};
+  std::atomic<std::uint64_t> raises_{0};
+  std::mutex mutex_;
+  std::condition_variable woken_;
+};
+
 // A thread that does nothing but receive. From the consumer's first next() on (until then the
 // socket keeps what arrives, as for a stage that receives itself) it fills the free slots after
 // the last filled one, up to a batch of them, with one blocking recvmmsg (MSG_WAITFORONE; the
@@ -130,6 +166,12 @@ class ReceiveThread {
   // no call lasts longer than its copying (for a ReceiveMerge of several threads; each poll
   // counts as a blocking call).
   void wait_outside_calls() noexcept { wait_outside_calls_ = true; }
+  // Before start(): this is the socket's first thread, which raises `standby` when it falls
+  // behind (ReceiveStandby::check).
+  void watch_for_standby(ReceiveStandby* standby) noexcept { watched_ = standby; }
+  // Before start(): this thread stands by, receiving only while `standby` is raised (no spin, no
+  // blocking call: it waits on the signal, and lowers it when a call finds the socket empty).
+  void stand_by(ReceiveStandby* standby) noexcept { standby_ = standby; }
   // Starts the thread, pinned to `cores` (empty: not pinned) and named `name` for top -H and
   // perf; its wait for a core goes to `core_wait` where given (kept until stop()). Throws
   // naming pthread_setaffinity_np and its error.
@@ -193,7 +235,9 @@ class ReceiveThread {
   ReceiveSlots slots_;
   std::vector<ReceiveBatch> batches_;  // batches_[i]: the batch whose first slot is i
   CoreWait* core_wait_ = nullptr;
-  std::vector<int> cores_;  // the cores it is pinned to, for core_wait_
+  std::vector<int> cores_;             // the cores it is pinned to, for core_wait_
+  ReceiveStandby* watched_ = nullptr;  // see watch_for_standby()
+  ReceiveStandby* standby_ = nullptr;  // see stand_by()
   // This thread's, written on every call; calls_ and received_bytes_ are read by a merge or a test.
   alignas(kCacheLine) ReceiveSpin spin_;  // whether a call may block, and the time spent polling
   std::size_t next_slot_ = 0;             // where the next recvmmsg starts

@@ -42,6 +42,40 @@ bool gnuradio_order(const mmsghdr& message, const std::byte* data, std::uint64_t
   return kernel_receive_time(message, high);
 }
 
+// receive_standby and receive_standby_above (after receive_threads and receive_buffer).
+void read_receive_standby_settings(SettingsReader& reader, UdpSourceSettings& settings) {
+  settings.receive_standby = static_cast<std::size_t>(reader.integer(
+      "receive_standby", 0,
+      "of the receive threads, the last this many stand by: they receive only while the socket holds "
+      "receive_standby_above or more (the first thread has fallen behind), until they find it empty; spare receive "
+      "capacity on cores that do other work, at no cost while the first thread keeps up",
+      0, 15));
+  settings.receive_standby_above = reader.bytes(
+      "receive_standby_above", settings.receive_standby_above,
+      "the socket's queue (its receive allocation, SO_MEMINFO) at which the first receive thread wakes the standby "
+      "threads: a queue longer than the caches hold costs more a datagram to receive",
+      64ULL << 10, wire::kMaxReceiveBuffer);
+  const std::size_t standby = settings.receive_standby;
+  if (standby > 0 && standby >= settings.receive_threads) {
+    reader.error("receive_standby",
+                 std::to_string(standby) + " of " + std::to_string(settings.receive_threads) +
+                     " receive thread(s) would stand by, and none would take the stream until the socket backs up",
+                 "keep one receiving: receive_threads: " + std::to_string(standby + 1));
+  }
+  if (standby == 0 && reader.has("receive_standby_above")) {
+    reader.error("receive_standby_above",
+                 "receive_standby_above applies to standby receive threads, and there are none",
+                 "set receive_standby: 1 with receive_threads: 2, or remove it");
+  }
+  if (standby > 0 && settings.receive_standby_above >= settings.receive_buffer) {
+    reader.error("receive_standby_above",
+                 "receive_standby_above (" + format_bytes(static_cast<double>(settings.receive_standby_above)) +
+                     ") is not below receive_buffer (" + format_bytes(static_cast<double>(settings.receive_buffer)) +
+                     "): the socket would be past half full before the standby threads woke",
+                 "lower it, e.g. to a sixteenth of receive_buffer");
+  }
+}
+
 // receive_thread and the settings that only it has.
 void read_receive_thread_settings(SettingsReader& reader, UdpSourceSettings& settings) {
   settings.receive_thread = reader.boolean(
@@ -83,8 +117,10 @@ void read_receive_thread_settings(SettingsReader& reader, UdpSourceSettings& set
                  "give each receive thread a core of its own, e.g. receive_cpu: 4-" +
                      std::to_string(3 + settings.receive_threads));
   }
+  read_receive_standby_settings(reader, settings);
   if (settings.receive_thread) return;
-  for (const char* key : {"receive_cpu", "receive_batches", "receive_spin", "receive_threads"}) {
+  for (const char* key : {"receive_cpu", "receive_batches", "receive_spin", "receive_threads", "receive_standby",
+                          "receive_standby_above"}) {
     if (reader.has(key)) {
       reader.error(key, std::string(key) + " applies to the receive thread, which is off",
                    "set receive_thread: true, or remove it (cpu: pins the stage's own thread)");
@@ -181,14 +217,22 @@ std::vector<int> UdpSource::receive_cores(std::size_t k) const {
 std::string UdpSource::threads_placement() const {
   if (!settings_.receive_thread) return {};
   if (settings_.receive_cpu.empty()) {
-    return settings_.receive_threads == 1 ? "receive thread on any core"
-                                          : std::to_string(settings_.receive_threads) + " receive threads on any core";
+    return settings_.receive_threads == 1
+               ? "receive thread on any core"
+               : std::to_string(settings_.receive_threads) + " receive threads on any core" + standby_placement();
   }
   if (settings_.receive_threads == 1) return "receive thread on cores " + format_core_list(receive_cores(0));
   std::string where;
   for (std::size_t k = 0; k < settings_.receive_threads; ++k)
     where += (k == 0 ? "" : ", ") + format_core_list(receive_cores(k));
-  return std::to_string(settings_.receive_threads) + " receive threads on cores " + where;
+  return std::to_string(settings_.receive_threads) + " receive threads on cores " + where + standby_placement();
+}
+
+std::string UdpSource::standby_placement() const {
+  if (settings_.receive_standby == 0) return {};
+  return ", the last " +
+         (settings_.receive_standby == 1 ? std::string() : std::to_string(settings_.receive_standby) + " ") +
+         "standing by until the socket holds " + format_bytes(static_cast<double>(settings_.receive_standby_above));
 }
 
 sockaddr_in UdpSource::open_socket(StageContext& context) {
@@ -244,6 +288,12 @@ void UdpSource::allocate_batches() {
                                                            slot_bytes_, kUdpControlBytes, settings_.receive_spin));
       readers.push_back(receivers_.back().get());
       if (settings_.receive_threads > 1) receivers_.back()->wait_outside_calls();
+    }
+    if (settings_.receive_standby > 0) {
+      standby_ = std::make_unique<ReceiveStandby>(settings_.receive_standby_above);
+      receivers_.front()->watch_for_standby(standby_.get());
+      for (std::size_t k = settings_.receive_threads - settings_.receive_standby; k < receivers_.size(); ++k)
+        receivers_[k]->stand_by(standby_.get());
     }
     if (readers.size() > 1) {
       merge_.emplace(std::move(readers), settings_.framing == UdpFraming::vita49 ? &vita49_order : &gnuradio_order);
@@ -320,6 +370,10 @@ void UdpSource::start_receive_threads(StageContext& context) {
   receiver_spin_ns_ = &context.metrics().counter("receive_thread_spin_ns");
   receiver_cpu_ns_ = &context.metrics().counter("receive_thread_cpu_ns");
   if (merge_) merge_holds_ = &context.metrics().counter("receive_merge_holds");
+  if (standby_) {
+    standby_raises_ = &context.metrics().counter("receive_standby_raises");
+    standby_bytes_ = &context.metrics().counter("receive_standby_bytes");
+  }
   const std::vector<int>& cores = settings_.receive_cpu;
   if (context.cpu() >= 0 && std::find(cores.begin(), cores.end(), context.cpu()) != cores.end()) {
     // It works, but the receive core then does all the work again, and more.
@@ -530,6 +584,13 @@ void UdpSource::publish_receive_thread() noexcept {
   receiver_spin_ns_->set(spun);
   receiver_cpu_ns_->set(cpu);
   if (merge_) merge_holds_->set(merge_->holds());
+  if (standby_) {
+    std::uint64_t bytes = 0;
+    for (std::size_t k = receivers_.size() - settings_.receive_standby; k < receivers_.size(); ++k)
+      bytes += receivers_[k]->received_bytes();
+    standby_raises_->set(standby_->raises());
+    standby_bytes_->set(bytes);
+  }
 }
 
 ReceiveWork UdpSource::receive_work() const noexcept {

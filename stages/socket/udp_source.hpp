@@ -57,6 +57,10 @@ struct UdpSourceSettings {
   std::size_t receive_batches = 4;
   std::chrono::nanoseconds receive_spin{0};
   std::size_t receive_threads = 1;  // reading the one socket, merged back into stream order
+  // The last receive_standby of them receive only while the socket holds receive_standby_above
+  // bytes or more, until they find it empty (ReceiveStandby).
+  std::size_t receive_standby = 0;
+  std::uint64_t receive_standby_above = 16ULL << 20;
   PoolSettings pool;
 };
 
@@ -123,6 +127,8 @@ class UdpSource final : public Stage {
   // Receive thread k's cores: the whole receive_cpu set for one thread, its own core of it for
   // several (empty: not pinned).
   [[nodiscard]] std::vector<int> receive_cores(std::size_t k) const;
+  // threads_placement()'s words for the standby threads, or nothing without them.
+  [[nodiscard]] std::string standby_placement() const;
   // No message came: a receive thread's failure fails the stage; else a quiet stream flushes.
   StageStatus when_nothing_came() noexcept;
   // The receive threads are stopped: every batch they filled is handled, in stream order.
@@ -190,7 +196,9 @@ class UdpSource final : public Stage {
   bool gro_ = false;
   std::size_t slot_bytes_ = 0;
   std::unique_ptr<ReceiveSlots> slots_;  // the stage's own receives (all of them without a receive thread)
-  // or on threads of their own (receive_thread: true), merged when there are several
+  // or on threads of their own (receive_thread: true), merged when there are several; the
+  // standby threads' signal (receive_standby) outlives them
+  std::unique_ptr<ReceiveStandby> standby_;
   std::vector<std::unique_ptr<ReceiveThread>> receivers_;
   std::optional<ReceiveMerge> merge_;
   ReorderWindow window_;
@@ -250,6 +258,8 @@ class UdpSource final : public Stage {
   NamedCounter* receiver_spin_ns_ = nullptr;
   NamedCounter* receiver_cpu_ns_ = nullptr;  // the receive threads' CPU time, spin included
   NamedCounter* merge_holds_ = nullptr;
+  NamedCounter* standby_raises_ = nullptr;  // receive_standby: times the standby threads were woken
+  NamedCounter* standby_bytes_ = nullptr;   // and what they received
 };
 
 void register_udp_source_stage(StageRegistry& registry);

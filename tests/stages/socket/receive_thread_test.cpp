@@ -337,6 +337,53 @@ TEST(ReceiveThread, StopEndsItWhileItWaitsForABatchAndKeepsWhatItFilled) {
   EXPECT_EQ(thread.next(std::chrono::milliseconds(0)), nullptr);
 }
 
+// The first thread's check raises the signal only once the socket holds the mark: a short queue
+// leaves it down, a long one raises it (counted once while it stays up), and a standby waiter
+// sees it at once; a standby thread's lowering puts it down again.
+TEST(ReceiveStandby, TheSocketsQueueAtTheMarkRaisesItAndAWaiterSeesIt) {
+  Loopback loopback;
+  ReceiveStandby standby(256U << 10);
+  loopback.send(0, 10);  // 10 datagrams: a few KiB held, under the mark
+  standby.check(loopback.receiver.get());
+  EXPECT_FALSE(standby.raised());
+  EXPECT_FALSE(standby.wait(std::chrono::milliseconds(1)));
+  loopback.send(10, 1000);                                      // about a MiB held with the kernel's overhead
+  std::this_thread::sleep_for(std::chrono::microseconds(100));  // past the check's interval
+  standby.check(loopback.receiver.get());
+  EXPECT_TRUE(standby.raised());
+  EXPECT_TRUE(standby.wait(std::chrono::milliseconds(0)));
+  standby.check(loopback.receiver.get());
+  EXPECT_EQ(standby.raises(), 1U);
+  standby.lower();
+  EXPECT_FALSE(standby.raised());
+}
+
+// A standby thread takes nothing while the signal is down, even with datagrams waiting; once it
+// is raised it receives them, lowers the signal when it finds the socket empty, and a stop ends
+// it while it stands by.
+TEST(ReceiveStandby, AStandbyThreadReceivesOnlyWhileTheSignalIsUp) {
+  Loopback loopback;
+  ReceiveStandby standby(1);
+  ReceiveThread thread(loopback.receiver.get(), 2, 4, kSlot, kControl);
+  thread.wait_outside_calls();
+  thread.stand_by(&standby);
+  thread.start({}, "rx standby");
+  loopback.send(0, 4);
+  EXPECT_EQ(thread.next(std::chrono::milliseconds(50)), nullptr) << "it received while standing by";
+  EXPECT_EQ(thread.received_bytes(), 0U);
+  std::this_thread::sleep_for(std::chrono::microseconds(100));
+  standby.check(loopback.receiver.get());  // the mark is a byte: anything held raises it
+  ASSERT_TRUE(standby.raised());
+  take_in_order(thread, 0, 4);
+  EXPECT_TRUE([&] {
+    for (int i = 0; i < 500 && standby.raised(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    return !standby.raised();
+  }()) << "an empty socket did not lower the signal";
+  EXPECT_LT(timed([&] { thread.stop(); }), std::chrono::milliseconds(1000));
+  EXPECT_EQ(thread.failed_errno(), 0);
+  EXPECT_EQ(thread.blocking_calls(), 0U) << "a standby thread waits on the signal, not in a call";
+}
+
 // The socket's descriptor is replaced by a file under the running thread (dup2): its next
 // recvmmsg fails for real, and the thread ends with that errno.
 TEST(ReceiveThread, AFailedReceiveEndsItWithItsErrno) {

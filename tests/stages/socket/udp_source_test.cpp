@@ -56,6 +56,8 @@ struct UdpRun : test_support::SourceCounts {
   std::uint64_t receive_blocking_calls = 0;  // receive_thread: its counters
   std::uint64_t receive_spin_ns = 0;
   std::vector<std::uint64_t> receive_thread_bytes;  // each receive thread's bytes received
+  std::uint64_t standby_raises = 0;                 // receive_standby: receive_standby_raises
+  std::uint64_t standby_bytes = 0;                  // and receive_standby_bytes
   std::uint64_t queued_peak = 0;                    // socket_queued_peak_bytes
   std::uint64_t buffer_bytes = 0;                   // socket_buffer_bytes
   std::vector<std::string> notes;                   // the stage's notes for the report
@@ -143,6 +145,8 @@ void run_udp(emulator::EmulatorSettings settings, UdpRun& run, const std::string
   }
   for (std::size_t k = 0; stage->receive_thread(k) != nullptr; ++k)
     run.receive_thread_bytes.push_back(stage->receive_thread(k)->received_bytes());
+  run.standby_raises = counter(metrics, "receive_standby_raises");
+  run.standby_bytes = counter(metrics, "receive_standby_bytes");
   run.queued_peak = counter(metrics, "socket_queued_peak_bytes");
   run.buffer_bytes = counter(metrics, "socket_buffer_bytes");
   run.notes = metrics.notes;
@@ -303,7 +307,8 @@ TEST_P(UdpSourceBothWays, FaultsAmongEqualPacketsAreExactWithOneWholeDecodePerOd
 // A started one-lane pipeline (udp → capture) whose udp stage has 3000 packets (at 200 MB/s)
 // waiting in its socket, as many as it holds, sent before anything read it.
 struct QueuedBeforeReading {
-  explicit QueuedBeforeReading(const std::string& stage_settings) {
+  explicit QueuedBeforeReading(const std::string& stage_settings, std::uint64_t count = 3000) {
+    settings.count = count;
     test_support::current_capture() = &run.capture;
     pipeline.emplace(udp_to_capture(", stream_id: 1" + stage_settings, 64));
     pipeline->start();
@@ -1528,6 +1533,54 @@ TEST(UdpSource, SeveralReceiveThreadsShareTheStreamAndItsOrderIsKept) {
   expect_stream(run, settings, 20000 * run.samples_per_packet, {});
 }
 
+// A socket that backs up (the whole stream queued before the stage reads, 4 to 5 times
+// receive_standby_above) wakes the standby receive thread: it takes part of the backlog, and the
+// stream is still handed on whole and in order.
+TEST(UdpSource, AStandbyReceiveThreadTakesPartOfABacklogAndTheStreamStaysWhole) {
+  QueuedBeforeReading queued(
+      ", receive_buffer: 64MiB, receive_thread: true, receive_threads: 2, receive_standby: 1, "
+      "receive_standby_above: 4MiB",
+      12000);
+  Pipeline& pipeline = *queued.pipeline;
+  std::thread runner([&] { pipeline.run(); });
+  const StageMetrics& metrics = test_support::source_metrics(pipeline);
+  EXPECT_TRUE(test_support::wait_for([&] { return metrics.packets.load() >= queued.sent.packets; }))
+      << metrics.packets.load() << " of " << queued.sent.packets;
+  pipeline.request_stop();
+  runner.join();
+  queued.run.read_counts(metrics);
+  EXPECT_GE(counter(metrics, "receive_standby_raises"), 1U);
+  const ReceiveThread* standby = udp_stage(pipeline)->receive_thread(1);
+  ASSERT_NE(standby, nullptr);
+  EXPECT_GT(standby->received_bytes(), 0U) << "the standby thread took none of the backlog";
+  EXPECT_EQ(counter(metrics, "receive_standby_bytes"), standby->received_bytes());
+  EXPECT_LT(standby->received_bytes(), udp_stage(pipeline)->receive_thread(0)->received_bytes() * 4)
+      << "the first thread receives all the time";
+  EXPECT_EQ(metrics.packets.load(), queued.sent.packets);
+  EXPECT_EQ(queued.run.reordered, 0U);
+  EXPECT_EQ(queued.run.duplicates, 0U);
+  EXPECT_EQ(queued.run.lost_samples, 0U);
+  expect_stream(queued.run, queued.settings, queued.sent.packets * queued.settings.samples_per_packet(), {});
+}
+
+// A paced stream whose whole size stays under receive_standby_above never wakes the standby
+// thread: the first thread takes every datagram, and the standby thread none.
+TEST(UdpSource, AStandbyReceiveThreadSleepsWhileTheSocketStaysShort) {
+  auto settings = with_count(2000);
+  UdpRun run;
+  run_udp(settings, run,
+          ", receive_buffer: 64MiB, receive_thread: true, receive_threads: 2, receive_standby: 1, "
+          "receive_standby_above: 16MiB");
+  EXPECT_LT(run.packets * settings.payload, 16U << 20) << "the stream must fit under the mark";
+  EXPECT_EQ(run.packets, 2000U);
+  EXPECT_EQ(run.lost_samples, 0U);
+  ASSERT_EQ(run.receive_thread_bytes.size(), 2U);
+  EXPECT_GT(run.receive_thread_bytes[0], 0U);
+  EXPECT_EQ(run.receive_thread_bytes[1], 0U);
+  EXPECT_EQ(run.standby_raises, 0U);
+  EXPECT_EQ(run.standby_bytes, 0U);
+}
+
 // receive_spin: the receive thread polls through the paced stream's pauses, so it never blocks,
 // and the stream arrives whole; without it the same run's calls block.
 TEST(UdpSource, AReceiveThreadThatSpinsTakesTheWholeStreamWithoutBlocking) {
@@ -1579,6 +1632,26 @@ TEST(UdpSource, ReceiveThreadSettingsThatCannotApplyAreErrors) {
   EXPECT_NE(udp_settings_errors(", framing: none, receive_thread: true, receive_threads: 2").find("framing none"),
             std::string::npos);
   EXPECT_EQ(udp_settings_errors(", receive_thread: true, receive_threads: 2, receive_cpu: 0-1"), "");
+  // Standby threads: one receive thread at least takes the stream, the mark only with them and
+  // below the socket's buffer, and only on a receive thread.
+  EXPECT_NE(
+      udp_settings_errors(", receive_thread: true, receive_standby: 1").find("1 of 1 receive thread(s) would stand by"),
+      std::string::npos);
+  EXPECT_NE(
+      udp_settings_errors(", receive_thread: true, receive_threads: 2, receive_standby: 2").find("receive_threads: 3"),
+      std::string::npos);
+  EXPECT_NE(udp_settings_errors(", receive_thread: true, receive_threads: 2, receive_standby_above: 1MiB")
+                .find("there are none"),
+            std::string::npos);
+  EXPECT_NE(udp_settings_errors(", receive_thread: true, receive_threads: 2, receive_standby: 1, receive_buffer: 8MiB, "
+                                "receive_standby_above: 8MiB")
+                .find("is not below receive_buffer"),
+            std::string::npos);
+  EXPECT_NE(udp_settings_errors(", receive_standby: 1").find("receive_standby applies to the receive thread"),
+            std::string::npos);
+  EXPECT_EQ(udp_settings_errors(", receive_thread: true, receive_threads: 2, receive_standby: 1, "
+                                "receive_standby_above: 1MiB, receive_cpu: 0-1"),
+            "");
   // One core for both threads works, but takes turns: the stage's summary says so.
   EXPECT_TRUE(udp_start_notes("receive_thread: true, receive_cpu: 0, cpu: 0", "receive_cpu 0 is also the stage's cpu"));
   // A spin on an unpinned thread spins beside whatever else the scheduler puts there: said too.
