@@ -57,7 +57,8 @@
 # lanes-vmstat.txt: the page allocator's counts over the run (/proc/vmstat before and after); and
 # one to lanes-receive.txt: per lane its receive threads' work a datagram (the report's
 # receive_ns_per_datagram), the datagrams a kernel message (packets over received_messages: GRO's
-# merge factor), and the lanes the report names as slower than the run's median; and the interrupts
+# merge factor), with LANES_STANDBY what each standby thread received and how often it was woken,
+# and the lanes the report names as slower than the run's median; and the interrupts
 # each receive core took over the send (/proc/interrupts before and after: the kernel here may not
 # account interrupt time apart, so /proc/stat shows it as the interrupted thread's), naming the
 # sources on a core that took more than ten times the receive cores' median.
@@ -98,6 +99,10 @@
 # ones on the next lanes' receive cores, so that a lane that falls behind borrows a neighbour's
 # slack instead of a core of its own (without RECEIVE_SPIN_US: two threads that poll one core
 # take it from each other).
+# LANES_STANDBY=1 (with LANES_SPLIT=2): each lane's udp stage gets a second receive thread that
+# stands by (receive_standby: 1) on a core of its lane's light set, the lanes of a set taking its
+# two cores in turn: it receives only while the socket's queue is past receive_standby_above (the
+# stage's default; LANES_EXTRA may set it), until it finds the socket empty. Rows say "standby".
 # Settings: LANES (8), GPUS (2), LANES_SPLIT (0), LADDER_RATES ("4 4.5 5 5.5 6"), GOAL_RATE (5), SOAK_LANES_SECONDS,
 # SENDER_THREADS (the emulator's threads_per_stream, each on a sender core of its own: 8 lanes
 # with 2 need 34 cores), LANES_SENDER_CPUS (the sender threads' cores, a space-separated list, in
@@ -277,10 +282,22 @@ lanes_rx_cpus() {  # lanes_rx_cpus LANE: its receive core, then (LANES_RX_THREAD
   for ((k = 0; k < lanes_rx_threads; k++)); do cores+=("$(lanes_rx_cpu $((($1 + k) % lanes_count)))"); done
   if [ "$lanes_rx_threads" = 1 ]; then echo "${cores[0]}"; else echo "[$(IFS=,; echo "${cores[*]}")], receive_threads: $lanes_rx_threads"; fi
 }
+lanes_standby=${LANES_STANDBY:-0}
+if [ "$lanes_standby" = 1 ] && { [ "$lanes_split" != 2 ] || [ "$lanes_rx_threads" != 1 ]; }; then
+  echo "lanes: LANES_STANDBY=1 needs LANES_SPLIT=2 and one receive thread a lane (LANES_RX_THREADS=1)" >&2
+  exit 2
+fi
+lanes_standby_cpus() {  # lanes_standby_cpus LANE: its receive core and a standby thread's on its light set
+  local first
+  first=$(($(lanes_light_first) + 2 * ($1 % lanes_light_sets) + ($1 / lanes_light_sets) % 2))
+  echo "[$(lanes_rx_cpu "$1"),$(lanes_core "$first")], receive_threads: 2, receive_standby: 1"
+}
 lanes_source_cpus() {  # lanes_source_cpus LANE: where the udp stage's threads run (LANES_SPLIT: two threads)
   local spin=""
   [ "$lanes_spin_us" != 0 ] && spin=", receive_spin: ${lanes_spin_us}us"
-  if [ "$lanes_split" = 2 ]; then
+  if [ "$lanes_split" = 2 ] && [ "$lanes_standby" = 1 ]; then
+    echo "receive_thread: true, receive_cpu: $(lanes_standby_cpus "$1"), cpu: $(lanes_placer_cpu "$1")$spin"
+  elif [ "$lanes_split" = 2 ]; then
     echo "receive_thread: true, receive_cpu: $(lanes_rx_cpus "$1"), cpu: $(lanes_placer_cpu "$1")$spin"
   elif [ "$lanes_split" = 1 ]; then
     echo "receive_thread: true, receive_cpu: $(lanes_rx_cpu "$1"), cpu: $(lanes_light_cpus "$1" 0)$spin"
@@ -453,7 +470,11 @@ for lane in report["lanes"]:
     work = stage.get("receive_ns_per_datagram")
     messages = stage["counters"].get("received_messages", 0)
     merged = f"{stage['packets'] / messages:.1f}" if messages else "-"
-    parts.append(f"{lane['name']} {work / 1e3:.2f} us, {merged}" if work is not None else f"{lane['name']} -, {merged}")
+    part = f"{lane['name']} {work / 1e3:.2f} us, {merged}" if work is not None else f"{lane['name']} -, {merged}"
+    if "receive_standby_raises" in stage["counters"]:  # LANES_STANDBY: what its standby thread took, in how many wakes
+        part += (f", standby {stage['counters']['receive_standby_bytes'] / 1e6:.0f} MB in "
+                 f"{stage['counters']['receive_standby_raises']} wakes")
+    parts.append(part)
     named += [lane["name"] for note in stage.get("notes", []) if "the median of the run's" in note]
 print(f"{sys.argv[2]}: receive work a datagram (CPU less spin) and datagrams a kernel message: " + "; ".join(parts) +
       (f"; named slower: {', '.join(named)}" if named else ""))
@@ -773,7 +794,7 @@ lanes_ladder() {
   local rate pipeline_lost=0 loops_lost=0 row
   for rate in ${LADDER_RATES:-4 4.5 5 5.5 6}; do
     if [ "$pipeline_lost" = 0 ]; then
-      row=$(lanes_pipeline "$rate" 10 "$lanes_gpus" "lanes-ladder-$rate" "$([ "$lanes_split" != 0 ] && echo "split$([ "$lanes_split" = 2 ] && echo 2)$([ "$lanes_spin_us" != 0 ] && echo " spin")" || echo pipeline)") ||
+      row=$(lanes_pipeline "$rate" 10 "$lanes_gpus" "lanes-ladder-$rate" "$([ "$lanes_split" != 0 ] && echo "split$([ "$lanes_split" = 2 ] && echo 2)$([ "$lanes_spin_us" != 0 ] && echo " spin")$([ "$lanes_standby" = 1 ] && echo " standby")" || echo pipeline)") ||
         pipeline_lost=1
       lanes_rows+=("$row")
     fi
