@@ -66,16 +66,19 @@ std::string behind_sender_advice(const ReceiveWork& work) {
            "on a core of its own (receive_thread, receive_cpu) keeps up";
   }
   const std::uint64_t worked = work.cpu_ns > work.spin_ns ? work.cpu_ns - work.spin_ns : 0;
+  const std::size_t receiving = std::max<std::size_t>(1, work.threads - std::min(work.standby, work.threads));
   const double share = work.flow_ns == 0 ? 0.0
                                          : static_cast<double>(worked) /
-                                               (static_cast<double>(work.flow_ns) * static_cast<double>(work.threads));
-  const std::string threads = work.threads == 1 ? "its receive thread" : "its receive threads";
+                                               (static_cast<double>(work.flow_ns) * static_cast<double>(receiving));
+  const std::string threads = work.standby > 0 ? fmt::format("its receive threads ({} standing by)", work.standby)
+                                               : (work.threads == 1 ? "its receive thread" : "its receive threads");
   if (share >= kReceiveCoreBound) {
     return fmt::format(
         "{} worked {:.0f}% of the flow (CPU time less spin): the receive core could not keep up with the "
         "stream. A core that nothing else shares helps (a VM's vCPU may share a physical core with another; "
-        "ask for dedicated cores), as do more receive threads on cores of their own (receive_threads, "
-        "receive_cpu) or a lower rate a socket",
+        "ask for dedicated cores), as do more receive threads (receive_threads, receive_cpu): on cores of "
+        "their own, or standing by on cores with room to spare until the socket backs up (receive_standby); "
+        "or a lower rate a socket",
         threads, 100.0 * std::min(share, 1.0));
   }
   const std::string worked_text =

@@ -17,10 +17,12 @@ struct ReceiveWork {
   std::uint64_t spin_ns = 0;  // of it, polling an empty socket (receive_spin)
   std::uint64_t waits = 0;    // times one found every ring slot with the stage's thread
   std::uint64_t flow_ns = 0;  // the span its work took (flow_work_span_ns)
+  std::size_t standby = 0;    // of the threads, those standing by (receive_standby)
 };
 
 // What to do about a socket that fell behind its sender, from what its readers did: a receive
-// thread that worked through the flow is the bound; one that waited for ring slots was held up by
+// thread that worked through the flow is the bound (standby threads' work counts toward the
+// threads that always receive, whose cores it relieved); one that waited for ring slots was held up by
 // the stage's own thread; one that did neither lost its core at times or met a burst.
 [[nodiscard]] std::string behind_sender_advice(const ReceiveWork& work);
 

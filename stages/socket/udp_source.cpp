@@ -597,6 +597,7 @@ ReceiveWork UdpSource::receive_work() const noexcept {
   ReceiveWork work;
   work.threads = receivers_.size();
   if (work.threads == 0) return work;
+  work.standby = settings_.receive_standby;
   work.cpu_ns = receiver_cpu_ns_->get();
   work.spin_ns = receiver_spin_ns_->get();
   work.waits = receiver_waits_->get();

@@ -55,6 +55,23 @@ TEST(BehindSenderAdvice, SeveralThreadsShareTheFlow) {
   EXPECT_TRUE(has(bound, "could not keep up")) << bound;
 }
 
+// Standby threads relieve the thread that always receives: their work counts toward its core,
+// so a first thread near the bound with a standby thread's help is still the bound, and the
+// advice names them.
+TEST(BehindSenderAdvice, StandbyThreadsWorkCountsTowardTheReceivingThread) {
+  const std::string bound = behind_sender_advice(ReceiveWork{
+      .threads = 2, .cpu_ns = 19 * kSecond, .spin_ns = 0, .waits = 0, .flow_ns = 20 * kSecond, .standby = 1});
+  EXPECT_TRUE(has(bound, "its receive threads (1 standing by) worked 95% of the flow")) << bound;
+  EXPECT_TRUE(has(bound, "could not keep up")) << bound;
+  const std::string short_of_it = behind_sender_advice(ReceiveWork{
+      .threads = 2, .cpu_ns = 12 * kSecond, .spin_ns = 0, .waits = 0, .flow_ns = 20 * kSecond, .standby = 1});
+  EXPECT_TRUE(has(short_of_it, "(1 standing by), worked 60% of the flow, never waited")) << short_of_it;
+  // Without standby threads the same advice names them as a way out.
+  const std::string one = behind_sender_advice(
+      ReceiveWork{.threads = 1, .cpu_ns = 19 * kSecond, .spin_ns = 0, .waits = 0, .flow_ns = 20 * kSecond});
+  EXPECT_TRUE(has(one, "receive_standby")) << one;
+}
+
 // A stream too short to have a span (fewer than two chunks) gives no share to quote.
 TEST(BehindSenderAdvice, NoSpanQuotesNoShare) {
   const std::string advice = behind_sender_advice(ReceiveWork{.threads = 1, .cpu_ns = kSecond});
