@@ -42,6 +42,12 @@
 #                  effect on the receive cores' work a packet, against the build before it, in one
 #                  call; LANES_AB_STEP (pass, read or copy; LANES_SPLIT=2) times that handoff step of
 #                  each build's udp_receive_loops too
+#   lanes-standby  LANES_STANDBY_ROUNDS (2) rounds of two soaks at GOAL_RATE (SOAK_LANES_SECONDS),
+#                  taking turns: one receive thread a lane (standby-off-R), then a second standing by
+#                  on the lane's light set (LANES_STANDBY=1, standby-on-R), the order swapped every
+#                  other round; with LANES_STANDBY_HOG_CPUS (a space-separated list of cores) a
+#                  memory-bound copy (dd from /dev/zero, 256 MiB blocks) runs over and over on each of
+#                  them through every soak, standing in for a neighbour that loads the host's memory
 #   lanes-membw    the kernel clearing 256 MiB buffers (dd) on 1, 2, 4 … cores at once: the host's
 #                  memory write rate (lanes-membw.txt)
 #   lanes-topology each core's hyperthread siblings and NUMA node (sysfs), its role in this layout,
@@ -825,30 +831,61 @@ lanes_soaks() {  # LANES_SOAKS soaks in a row on GPUS GPUs
   for ((k = 1; k <= count; k++)); do lanes_soak "$lanes_gpus" "soak-$k"; done
 }
 
+lanes_beside_pids=()
+lanes_beside_start() {  # lanes_beside_start COMMAND CORE...: COMMAND over and over on each CORE (not in a dry run)
+  local command=$1 core
+  shift
+  lanes_beside_pids=()
+  [ "$lanes_dry" = 1 ] && return
+  for core in "$@"; do
+    taskset -c "$core" bash -c "while :; do $command; done" &
+    lanes_beside_pids+=($!)
+  done
+}
+lanes_beside_stop() {  # ends what lanes_beside_start started
+  [ "${#lanes_beside_pids[@]}" -gt 0 ] || return 0
+  { pkill -P "$(IFS=,; echo "${lanes_beside_pids[*]}")"; kill "${lanes_beside_pids[@]}"; } 2> /dev/null
+  wait "${lanes_beside_pids[@]}" 2> /dev/null
+  lanes_beside_pids=()
+}
+lanes_memory_hog="dd if=/dev/zero of=/dev/null bs=256M count=4 2> /dev/null"  # the kernel clearing 256 MiB, 4 times
+
 lanes_loops_beside() {  # lanes_loops_beside ALONE BESIDE ROUNDS RATE COMMAND CORE...: ROUNDS rounds of the
   # bare loops at RATE, alone (ALONE-R) and then beside COMMAND run over and over on each CORE (BESIDE-R)
-  local alone=$1 beside=$2 rounds=$3 rate=$4 command=$5 round core pids
+  local alone=$1 beside=$2 rounds=$3 rate=$4 command=$5 round
   shift 5
   for ((round = 1; round <= rounds; round++)); do
     lanes_rows+=("$(lanes_loops "$rate" 10 "$alone-$round")")
-    pids=()
-    if [ "$lanes_dry" != 1 ]; then
-      for core in "$@"; do
-        taskset -c "$core" bash -c "while :; do $command; done" &
-        pids+=($!)
-      done
-    fi
+    lanes_beside_start "$command" "$@"
     lanes_rows+=("$(lanes_loops "$rate" 10 "$beside-$round")")
-    [ "${#pids[@]}" -gt 0 ] && { pkill -P "$(IFS=,; echo "${pids[*]}")"; kill "${pids[@]}"; } 2> /dev/null
-    wait "${pids[@]}" 2> /dev/null
+    lanes_beside_stop
+  done
+}
+
+lanes_standby_ab() {  # soaks taking turns without and with a standby receive thread a lane
+  local rounds=${LANES_STANDBY_ROUNDS:-2} round order way hog=()
+  if [ "$lanes_split" != 2 ] || [ "$lanes_rx_threads" != 1 ]; then
+    echo "lanes-standby needs LANES_SPLIT=2 and LANES_RX_THREADS=1" >&2
+    status=1
+    return
+  fi
+  read -r -a hog <<< "${LANES_STANDBY_HOG_CPUS:-}"
+  for ((round = 1; round <= rounds; round++)); do
+    order="off on"
+    [ $((round % 2)) = 0 ] && order="on off"  # each way goes first in every other round
+    for way in $order; do
+      lanes_standby=$([ "$way" = on ] && echo 1 || echo 0)
+      [ "${#hog[@]}" -gt 0 ] && lanes_beside_start "$lanes_memory_hog" "${hog[@]}"
+      lanes_soak "$lanes_gpus" "standby-$way-$round"
+      lanes_beside_stop
+    done
   done
 }
 
 lanes_loops_hog() {  # bare loops taking turns with and without memory traffic on the placing cores
   local rounds=${LANES_HOG_ROUNDS:-2} lane cores=()
   for ((lane = 0; lane < lanes_count; lane++)); do cores+=("$(lanes_placer_cpu "$lane")"); done
-  lanes_loops_beside lanes-loops-plain lanes-loops-hog "$rounds" "${GOAL_RATE:-5}" \
-    "dd if=/dev/zero of=/dev/null bs=256M count=4 2> /dev/null" "${cores[@]}"
+  lanes_loops_beside lanes-loops-plain lanes-loops-hog "$rounds" "${GOAL_RATE:-5}" "$lanes_memory_hog" "${cores[@]}"
   lanes_work_ratio lanes-loops-hog lanes-loops-plain "$rounds" "loops beside memory traffic against alone"
 }
 
@@ -1127,6 +1164,7 @@ case $mode in
   lanes-cores) lanes_warm; lanes_probe_idle; lanes_cores; lanes_summary ;;
   lanes-pcp) lanes_warm; lanes_probe_idle; lanes_peak_copies; lanes_pcp; lanes_summary ;;
   lanes-rc) lanes_warm; lanes_probe_idle; lanes_rc; lanes_summary ;;
+  lanes-standby) lanes_warm; lanes_probe_idle; lanes_standby_ab; lanes_summary ;;
   lanes-hog) lanes_warm; lanes_probe_idle; lanes_loops_hog; lanes_summary ;;
   lanes-busy) lanes_warm; lanes_probe_idle; lanes_loops_busy; lanes_summary ;;
   lanes-handoff) lanes_warm; lanes_probe_idle; lanes_handoff; lanes_summary ;;
