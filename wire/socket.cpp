@@ -1,14 +1,16 @@
-// Endpoint parsing and error text for socket setup.
+// Endpoint parsing, error text and timestamp readiness for socket setup.
 #include "wire/socket.hpp"
 
 #include <arpa/inet.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <stdexcept>
+#include <thread>
 
 #include "pipeline/units.hpp"
 
@@ -64,6 +66,64 @@ std::string set_receive_buffer(int fd, std::uint64_t bytes) {
                                : ")";
   }
   return note;
+}
+
+namespace {
+
+std::int64_t realtime_ns() noexcept {
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+}
+
+// One datagram sent to the pair's receiver and taken a millisecond later: whether its stamp
+// came before the receive call (at arrival) rather than during it.
+bool stamped_on_arrival(int receiver, int sender) noexcept {
+  constexpr char kProbe = 0;
+  if (::send(sender, &kProbe, sizeof(kProbe), 0) != 1) return false;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  char byte = 0;
+  iovec iov{&byte, sizeof(byte)};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(timespec))] = {};
+  msghdr message{};
+  message.msg_iov = &iov;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof(control);
+  const std::int64_t before_call = realtime_ns();
+  if (::recvmsg(receiver, &message, MSG_DONTWAIT) != 1) return false;
+  for (cmsghdr* item = CMSG_FIRSTHDR(&message); item != nullptr; item = CMSG_NXTHDR(&message, item)) {
+    if (item->cmsg_level != SOL_SOCKET || item->cmsg_type != SCM_TIMESTAMPNS) continue;
+    timespec stamp{};
+    std::memcpy(&stamp, CMSG_DATA(item), sizeof(stamp));
+    const std::int64_t stamped = static_cast<std::int64_t>(stamp.tv_sec) * 1'000'000'000 + stamp.tv_nsec;
+    return stamped < before_call;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool wait_for_arrival_timestamps(std::chrono::milliseconds limit) {
+  UniqueFd receiver(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  UniqueFd sender(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!receiver.valid() || !sender.valid()) return false;
+  const int one = 1;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  if (::setsockopt(receiver.get(), SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one)) != 0 ||
+      ::bind(receiver.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 ||
+      ::getsockname(receiver.get(), reinterpret_cast<sockaddr*>(&address), &length) != 0 ||
+      ::connect(sender.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
+    return false;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  do {
+    if (stamped_on_arrival(receiver.get(), sender.get())) return true;
+  } while (std::chrono::steady_clock::now() < deadline);
+  return false;
 }
 
 }  // namespace sluice::wire

@@ -1,10 +1,11 @@
 // Small socket helpers shared by the emulator and the socket stages: an owning fd and
-// "host:port" parsing for IPv4 endpoints.
+// "host:port" parsing for IPv4 endpoints, receive buffers, and waiting for arrival timestamps.
 #pragma once
 
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -33,6 +34,13 @@ std::string set_receive_buffer(int fd, std::uint64_t bytes);
 // The socket's SO_RCVBUF as the kernel reports it (double the usable size: it counts
 // bookkeeping), or nothing when getsockopt fails.
 std::optional<std::uint64_t> receive_buffer_bytes(int fd) noexcept;
+// Waits up to `limit` until the kernel stamps datagrams as they arrive (SO_TIMESTAMPNS), as
+// seen on a private loopback pair; whether it does. The kernel switches its arrival stamps on
+// some time after the first socket asks for them (net_enable_timestamp defers it to a work
+// item), and until then stamps a datagram when a receive call takes it: datagrams queued
+// meanwhile carry the order they were taken in, not the order they came in. Call it after the
+// socket that needs the stamps has asked for them, which keeps them on.
+bool wait_for_arrival_timestamps(std::chrono::milliseconds limit);
 // "socket: Permission denied" — for errors naming the call: errno now, or a saved one.
 using ::sluice::errno_message;  // pipeline/errno_message.hpp
 

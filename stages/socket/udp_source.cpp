@@ -262,6 +262,13 @@ sockaddr_in UdpSource::open_socket(StageContext& context) {
       throw std::runtime_error(wire::errno_message("setsockopt(SO_TIMESTAMPNS)") +
                                " (several receive threads need it: set receive_threads: 1)");
     }
+    if (!wire::wait_for_arrival_timestamps(std::chrono::seconds(1))) {
+      const std::string unstamped =
+          "the kernel did not stamp datagrams as they arrive (SO_TIMESTAMPNS) within 1 s: the receive threads' first "
+          "datagrams may be handed on in the order the threads took them, and counted reordered";
+      log::warn("{}: {}", context.stage_name(), unstamped);
+      context.metrics().notes.push_back(unstamped);
+    }
   }
   gro_ = false;
   if (settings_.gro) {

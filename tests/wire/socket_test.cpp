@@ -1,16 +1,22 @@
 // set_receive_buffer on real UDP sockets: what the kernel grants, and a note that says whether it
 // capped the ask and, where the cap is net.core.rmem_max, how to lift it. The second test takes
 // CAP_NET_ADMIN from one thread (capabilities are per thread), as a process run without it has.
+// wait_for_arrival_timestamps: once it says yes, a socket's queued datagrams carry the times they
+// arrived.
 #include "wire/socket.hpp"
 
 #include <gtest/gtest.h>
 #include <linux/capability.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <time.h>
 
+#include <chrono>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace sluice::wire {
 namespace {
@@ -66,6 +72,53 @@ TEST(ReceiveBuffer, ACapAtRmemMaxIsNamedWithTheSysctlThatLiftsIt) {
   EXPECT_TRUE(contains(note, "via SO_RCVBUF (asked")) << note;
   EXPECT_TRUE(contains(note, "capped by the kernel at net.core.rmem_max")) << note;
   EXPECT_TRUE(contains(note, "sysctl -w net.core.rmem_max=" + std::to_string(asked))) << note;
+}
+
+// A socket that asks for SO_TIMESTAMPNS and then waits: a burst queued at once and taken 5 ms
+// later carries stamps from before the receive calls, in the order the datagrams were queued
+// (until the kernel's stamps are on, a datagram is stamped as a call takes it).
+TEST(ArrivalTimestamps, OnceOnQueuedDatagramsCarryTheTimesTheyArrived) {
+  UniqueFd receiver = udp_socket();
+  UniqueFd sender = udp_socket();
+  const int one = 1;
+  ASSERT_EQ(::setsockopt(receiver.get(), SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one)), 0);
+  sockaddr_in address = *parse_endpoint("127.0.0.1:0");
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(::bind(receiver.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(::getsockname(receiver.get(), reinterpret_cast<sockaddr*>(&address), &length), 0);
+  ASSERT_EQ(::connect(sender.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_TRUE(wait_for_arrival_timestamps(std::chrono::seconds(1)));
+  constexpr int kBurst = 32;
+  for (int i = 0; i < kBurst; ++i) ASSERT_EQ(::send(sender.get(), &i, sizeof(i), 0), static_cast<ssize_t>(sizeof(i)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  const std::int64_t taken_after = static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+  std::vector<std::int64_t> stamps;
+  for (int i = 0; i < kBurst; ++i) {
+    int value = -1;
+    iovec iov{&value, sizeof(value)};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(timespec))] = {};
+    msghdr message{};
+    message.msg_iov = &iov;
+    message.msg_iovlen = 1;
+    message.msg_control = control;
+    message.msg_controllen = sizeof(control);
+    ASSERT_EQ(::recvmsg(receiver.get(), &message, MSG_DONTWAIT), static_cast<ssize_t>(sizeof(value)));
+    EXPECT_EQ(value, i);
+    const cmsghdr* item = CMSG_FIRSTHDR(&message);
+    ASSERT_NE(item, nullptr);
+    ASSERT_EQ(item->cmsg_type, SCM_TIMESTAMPNS);
+    timespec stamp{};
+    std::memcpy(&stamp, CMSG_DATA(item), sizeof(stamp));
+    stamps.push_back(static_cast<std::int64_t>(stamp.tv_sec) * 1'000'000'000 + stamp.tv_nsec);
+  }
+  for (int i = 0; i < kBurst; ++i) {
+    EXPECT_LT(stamps[static_cast<std::size_t>(i)], taken_after) << "datagram " << i << " was stamped when it was taken";
+    if (i > 0) {
+      EXPECT_LE(stamps[static_cast<std::size_t>(i) - 1], stamps[static_cast<std::size_t>(i)]);
+    }
+  }
 }
 
 }  // namespace

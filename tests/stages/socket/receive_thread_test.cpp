@@ -115,6 +115,7 @@ TEST(ReceiveThread, SeveralOnOneSocketAreMergedBackIntoTheOrderTheSocketQueuedTh
   Loopback loopback;
   const int one = 1;
   ASSERT_EQ(::setsockopt(loopback.receiver.get(), SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one)), 0);
+  ASSERT_TRUE(wire::wait_for_arrival_timestamps(std::chrono::seconds(1)));  // as the udp stage waits
   std::vector<std::unique_ptr<ReceiveThread>> threads;
   std::vector<ReceiveThread*> readers;
   for (int k = 0; k < 3; ++k) {
@@ -382,6 +383,47 @@ TEST(ReceiveStandby, AStandbyThreadReceivesOnlyWhileTheSignalIsUp) {
   EXPECT_LT(timed([&] { thread.stop(); }), std::chrono::milliseconds(1000));
   EXPECT_EQ(thread.failed_errno(), 0);
   EXPECT_EQ(thread.blocking_calls(), 0U) << "a standby thread waits on the signal, not in a call";
+}
+
+// A backlog queued before the consumer asks wakes the standby thread as soon as the first thread
+// finds the socket past the mark: both take datagrams, and a ReceiveMerge over them hands every
+// one on once, in the order they were sent.
+TEST(ReceiveStandby, AStandbyThreadDrainsABacklogBesideTheFirstAndTheMergeKeepsOrder) {
+  Loopback loopback;
+  const int one = 1;
+  ASSERT_EQ(::setsockopt(loopback.receiver.get(), SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one)), 0);
+  ASSERT_TRUE(wire::wait_for_arrival_timestamps(std::chrono::seconds(1)));  // as the udp stage waits
+  ReceiveStandby standby(256U << 10);
+  ReceiveThread first(loopback.receiver.get(), 4, 4, kSlot, kControl, std::chrono::seconds(10));
+  ReceiveThread second(loopback.receiver.get(), 4, 4, kSlot, kControl, std::chrono::seconds(10));
+  first.wait_outside_calls();
+  second.wait_outside_calls();
+  first.watch_for_standby(&standby);
+  second.stand_by(&standby);
+  ReceiveMerge merge({&first, &second}, &received_then_sequence);
+  first.start({}, "rx first");
+  second.start({}, "rx standby");
+  constexpr std::uint64_t kCount = 2000;  // a few MiB held: far past the mark, short of the buffer
+  loopback.send(0, kCount);
+  std::uint64_t next = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (next < kCount && std::chrono::steady_clock::now() < deadline) {
+    const auto message = merge.next(std::chrono::milliseconds(50));
+    if (!message) continue;
+    std::uint64_t sequence = 0;
+    std::memcpy(&sequence, message->batch->data(message->index), sizeof(sequence));
+    ASSERT_EQ(sequence, next) << "handed on out of order";
+    ++next;
+    static_cast<void>(merge.done(*message));
+  }
+  first.stop();
+  second.stop();
+  EXPECT_EQ(next, kCount);
+  EXPECT_FALSE(merge.next(std::chrono::milliseconds(0))) << "a datagram more than was sent";
+  EXPECT_EQ(test_support::proc_udp_drops(loopback.port).value(), 0U);
+  EXPECT_GE(standby.raises(), 1U);
+  EXPECT_GT(second.received_bytes(), 0U) << "the standby thread took none of the backlog";
+  EXPECT_EQ(first.received_bytes() + second.received_bytes(), kCount * 1000);
 }
 
 // The socket's descriptor is replaced by a file under the running thread (dup2): its next
