@@ -67,7 +67,7 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 wait "$sanitizer_builds" || sanitizer_builds_failed
 trap - EXIT
 phase "TSan: queue, lifecycle and udp receive thread tests"
-TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan -R "^(SpscQueue|Lifecycle|ReceiveThread|CoreWait)\." -j "$jobs" --output-on-failure
+TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan -R "^(SpscQueue|Lifecycle|ReceiveThread|ReceiveStandby|CoreWait)\." -j "$jobs" --output-on-failure
 
 if [ -x scripts/fuzz.sh ]; then
   phase "fuzz (bounded)"
