@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <sys/socket.h>
@@ -341,14 +342,29 @@ TEST(ReceiveThread, StopEndsItWhileItWaitsForABatchAndKeepsWhatItFilled) {
 // The first thread's check raises the signal only once the socket holds the mark: a short queue
 // leaves it down, a long one raises it (counted once while it stays up), and a standby waiter
 // sees it at once; a standby thread's lowering puts it down again.
+// Waits up to 5 s until socket `fd` holds `bytes` or more (SO_MEMINFO's receive allocation): on a
+// busy machine the kernel may queue loopback datagrams well after the send returned.
+bool wait_until_queued(int fd, std::uint32_t bytes) {
+  for (int i = 0; i < 5000; ++i) {
+    std::uint32_t info[SK_MEMINFO_VARS] = {};
+    socklen_t length = sizeof(info);
+    if (::getsockopt(fd, SOL_SOCKET, SO_MEMINFO, info, &length) == 0 && info[SK_MEMINFO_RMEM_ALLOC] >= bytes)
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
 TEST(ReceiveStandby, TheSocketsQueueAtTheMarkRaisesItAndAWaiterSeesIt) {
   Loopback loopback;
   ReceiveStandby standby(256U << 10);
   loopback.send(0, 10);  // 10 datagrams: a few KiB held, under the mark
+  ASSERT_TRUE(wait_until_queued(loopback.receiver.get(), 10 * 1000));
   standby.check(loopback.receiver.get());
   EXPECT_FALSE(standby.raised());
   EXPECT_FALSE(standby.wait(std::chrono::milliseconds(1)));
-  loopback.send(10, 1000);                                      // about a MiB held with the kernel's overhead
+  loopback.send(10, 1000);  // about a MiB held with the kernel's overhead
+  ASSERT_TRUE(wait_until_queued(loopback.receiver.get(), 256U << 10));
   std::this_thread::sleep_for(std::chrono::microseconds(100));  // past the check's interval
   standby.check(loopback.receiver.get());
   EXPECT_TRUE(standby.raised());
@@ -370,11 +386,12 @@ TEST(ReceiveStandby, AStandbyThreadReceivesOnlyWhileTheSignalIsUp) {
   thread.stand_by(&standby);
   thread.start({}, "rx standby");
   loopback.send(0, 4);
+  ASSERT_TRUE(wait_until_queued(loopback.receiver.get(), 4 * 1000));
   EXPECT_EQ(thread.next(std::chrono::milliseconds(50)), nullptr) << "it received while standing by";
   EXPECT_EQ(thread.received_bytes(), 0U);
   std::this_thread::sleep_for(std::chrono::microseconds(100));
   standby.check(loopback.receiver.get());  // the mark is a byte: anything held raises it
-  ASSERT_TRUE(standby.raised());
+  ASSERT_EQ(standby.raises(), 1U);         // (the thread may take all and lower it again at once)
   take_in_order(thread, 0, 4);
   EXPECT_TRUE([&] {
     for (int i = 0; i < 500 && standby.raised(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
