@@ -68,6 +68,26 @@ std::string set_receive_buffer(int fd, std::uint64_t bytes) {
   return note;
 }
 
+ssize_t receive_stamped(int fd, void* buffer, std::size_t size, std::int64_t& stamp_ns) noexcept {
+  stamp_ns = 0;
+  iovec iov{buffer, size};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(timespec))] = {};
+  msghdr message{};
+  message.msg_iov = &iov;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof(control);
+  const ssize_t received = ::recvmsg(fd, &message, MSG_DONTWAIT);
+  if (received < 0) return received;
+  for (cmsghdr* item = CMSG_FIRSTHDR(&message); item != nullptr; item = CMSG_NXTHDR(&message, item)) {
+    if (item->cmsg_level != SOL_SOCKET || item->cmsg_type != SCM_TIMESTAMPNS) continue;
+    timespec stamp{};
+    std::memcpy(&stamp, CMSG_DATA(item), sizeof(stamp));
+    stamp_ns = static_cast<std::int64_t>(stamp.tv_sec) * 1'000'000'000 + stamp.tv_nsec;
+  }
+  return received;
+}
+
 namespace {
 
 std::int64_t realtime_ns() noexcept {
@@ -83,23 +103,9 @@ bool stamped_on_arrival(int receiver, int sender) noexcept {
   if (::send(sender, &kProbe, sizeof(kProbe), 0) != 1) return false;
   std::this_thread::sleep_for(std::chrono::milliseconds(1));
   char byte = 0;
-  iovec iov{&byte, sizeof(byte)};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(timespec))] = {};
-  msghdr message{};
-  message.msg_iov = &iov;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof(control);
+  std::int64_t stamped = 0;
   const std::int64_t before_call = realtime_ns();
-  if (::recvmsg(receiver, &message, MSG_DONTWAIT) != 1) return false;
-  for (cmsghdr* item = CMSG_FIRSTHDR(&message); item != nullptr; item = CMSG_NXTHDR(&message, item)) {
-    if (item->cmsg_level != SOL_SOCKET || item->cmsg_type != SCM_TIMESTAMPNS) continue;
-    timespec stamp{};
-    std::memcpy(&stamp, CMSG_DATA(item), sizeof(stamp));
-    const std::int64_t stamped = static_cast<std::int64_t>(stamp.tv_sec) * 1'000'000'000 + stamp.tv_nsec;
-    return stamped < before_call;
-  }
-  return false;
+  return receive_stamped(receiver, &byte, sizeof(byte), stamped) == 1 && stamped != 0 && stamped < before_call;
 }
 
 }  // namespace

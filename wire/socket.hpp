@@ -3,9 +3,11 @@
 #pragma once
 
 #include <netinet/in.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -34,6 +36,9 @@ std::string set_receive_buffer(int fd, std::uint64_t bytes);
 // The socket's SO_RCVBUF as the kernel reports it (double the usable size: it counts
 // bookkeeping), or nothing when getsockopt fails.
 std::optional<std::uint64_t> receive_buffer_bytes(int fd) noexcept;
+// Takes one datagram (MSG_DONTWAIT) into `buffer`: its length, or -1 with errno; `stamp_ns` its
+// SO_TIMESTAMPNS stamp in nanoseconds of the system clock, 0 where it has none.
+ssize_t receive_stamped(int fd, void* buffer, std::size_t size, std::int64_t& stamp_ns) noexcept;
 // Waits up to `limit` until the kernel stamps datagrams as they arrive (SO_TIMESTAMPNS), as
 // seen on a private loopback pair; whether it does. The kernel switches its arrival stamps on
 // some time after the first socket asks for them (net_enable_timestamp defers it to a work

@@ -97,21 +97,11 @@ TEST(ArrivalTimestamps, OnceOnQueuedDatagramsCarryTheTimesTheyArrived) {
   std::vector<std::int64_t> stamps;
   for (int i = 0; i < kBurst; ++i) {
     int value = -1;
-    iovec iov{&value, sizeof(value)};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(timespec))] = {};
-    msghdr message{};
-    message.msg_iov = &iov;
-    message.msg_iovlen = 1;
-    message.msg_control = control;
-    message.msg_controllen = sizeof(control);
-    ASSERT_EQ(::recvmsg(receiver.get(), &message, MSG_DONTWAIT), static_cast<ssize_t>(sizeof(value)));
+    std::int64_t stamp = 0;
+    ASSERT_EQ(receive_stamped(receiver.get(), &value, sizeof(value), stamp), static_cast<ssize_t>(sizeof(value)));
     EXPECT_EQ(value, i);
-    const cmsghdr* item = CMSG_FIRSTHDR(&message);
-    ASSERT_NE(item, nullptr);
-    ASSERT_EQ(item->cmsg_type, SCM_TIMESTAMPNS);
-    timespec stamp{};
-    std::memcpy(&stamp, CMSG_DATA(item), sizeof(stamp));
-    stamps.push_back(static_cast<std::int64_t>(stamp.tv_sec) * 1'000'000'000 + stamp.tv_nsec);
+    ASSERT_NE(stamp, 0) << "datagram " << i << " came without a stamp";
+    stamps.push_back(stamp);
   }
   for (int i = 0; i < kBurst; ++i) {
     EXPECT_LT(stamps[static_cast<std::size_t>(i)], taken_after) << "datagram " << i << " was stamped when it was taken";
