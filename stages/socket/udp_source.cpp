@@ -56,6 +56,7 @@ void read_receive_standby_settings(SettingsReader& reader, UdpSourceSettings& se
       "threads: a queue longer than the caches hold costs more a datagram to receive",
       64ULL << 10, wire::kMaxReceiveBuffer);
   const std::size_t standby = settings.receive_standby;
+  if (!settings.receive_thread) return;  // the caller names every receive-thread key as one that cannot apply
   if (standby > 0 && standby >= settings.receive_threads) {
     reader.error("receive_standby",
                  std::to_string(standby) + " of " + std::to_string(settings.receive_threads) +

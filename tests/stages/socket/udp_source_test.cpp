@@ -1647,8 +1647,9 @@ TEST(UdpSource, ReceiveThreadSettingsThatCannotApplyAreErrors) {
                                 "receive_standby_above: 8MiB")
                 .find("is not below receive_buffer"),
             std::string::npos);
-  EXPECT_NE(udp_settings_errors(", receive_standby: 1").find("receive_standby applies to the receive thread"),
-            std::string::npos);
+  const std::string off = udp_settings_errors(", receive_standby: 1");
+  EXPECT_NE(off.find("receive_standby applies to the receive thread"), std::string::npos) << off;
+  EXPECT_EQ(off.find("would stand by"), std::string::npos) << "one error for one key: " << off;
   EXPECT_EQ(udp_settings_errors(", receive_thread: true, receive_threads: 2, receive_standby: 1, "
                                 "receive_standby_above: 1MiB, receive_cpu: 0-1"),
             "");
