@@ -107,7 +107,8 @@
 # take it from each other).
 # LANES_STANDBY=1 (with LANES_SPLIT=2): each lane's udp stage gets a second receive thread that
 # stands by (receive_standby: 1) on a core of its lane's light set, the lanes of a set taking its
-# two cores in turn: it receives only while the socket's queue is past receive_standby_above (the
+# two cores in turn (LANES_STANDBY_CPUS, a space-separated list: lane K's on its K % n-th core
+# instead): it receives only while the socket's queue is past receive_standby_above (the
 # stage's default; LANES_EXTRA may set it), until it finds the socket empty. Rows say "standby".
 # Settings: LANES (8), GPUS (2), LANES_SPLIT (0), LADDER_RATES ("4 4.5 5 5.5 6"), GOAL_RATE (5), SOAK_LANES_SECONDS,
 # SENDER_THREADS (the emulator's threads_per_stream, each on a sender core of its own: 8 lanes
@@ -293,10 +294,15 @@ if [ "$lanes_standby" = 1 ] && { [ "$lanes_split" != 2 ] || [ "$lanes_rx_threads
   echo "lanes: LANES_STANDBY=1 needs LANES_SPLIT=2 and one receive thread a lane (LANES_RX_THREADS=1)" >&2
   exit 2
 fi
-lanes_standby_cpus() {  # lanes_standby_cpus LANE: its receive core and a standby thread's on its light set
-  local first
-  first=$(($(lanes_light_first) + 2 * ($1 % lanes_light_sets) + ($1 / lanes_light_sets) % 2))
-  echo "[$(lanes_rx_cpu "$1"),$(lanes_core "$first")], receive_threads: 2, receive_standby: 1"
+lanes_standby_cpus() {  # lanes_standby_cpus LANE: its receive core and a standby thread's (LANES_STANDBY_CPUS, else its light set)
+  local standby cpus
+  if [ -n "${LANES_STANDBY_CPUS:-}" ]; then
+    read -r -a cpus <<< "$LANES_STANDBY_CPUS"
+    standby=${cpus[$1 % ${#cpus[@]}]}
+  else
+    standby=$(lanes_core $(($(lanes_light_first) + 2 * ($1 % lanes_light_sets) + ($1 / lanes_light_sets) % 2)))
+  fi
+  echo "[$(lanes_rx_cpu "$1"),$standby], receive_threads: 2, receive_standby: 1"
 }
 lanes_source_cpus() {  # lanes_source_cpus LANE: where the udp stage's threads run (LANES_SPLIT: two threads)
   local spin=""
