@@ -2,6 +2,7 @@
 #include "wire/socket.hpp"
 
 #include <arpa/inet.h>
+#include <linux/sock_diag.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -42,6 +43,18 @@ std::optional<std::uint64_t> receive_buffer_bytes(int fd) noexcept {
   socklen_t length = sizeof(bytes);
   if (::getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, &length) != 0) return std::nullopt;
   return static_cast<std::uint64_t>(bytes);
+}
+
+std::optional<ReceiveMemory> receive_memory(int fd) noexcept {
+  std::uint32_t info[SK_MEMINFO_VARS] = {};
+  socklen_t length = sizeof(info);
+  if (::getsockopt(fd, SOL_SOCKET, SO_MEMINFO, info, &length) != 0 ||
+      length < sizeof(std::uint32_t) * (SK_MEMINFO_RCVBUF + 1)) {
+    return std::nullopt;
+  }
+  ReceiveMemory memory{info[SK_MEMINFO_RMEM_ALLOC], info[SK_MEMINFO_RCVBUF], std::nullopt};
+  if (length >= sizeof(std::uint32_t) * (SK_MEMINFO_DROPS + 1)) memory.drops = info[SK_MEMINFO_DROPS];
+  return memory;
 }
 
 std::string set_receive_buffer(int fd, std::uint64_t bytes) {

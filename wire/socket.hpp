@@ -36,6 +36,16 @@ std::string set_receive_buffer(int fd, std::uint64_t bytes);
 // The socket's SO_RCVBUF as the kernel reports it (double the usable size: it counts
 // bookkeeping), or nothing when getsockopt fails.
 std::optional<std::uint64_t> receive_buffer_bytes(int fd) noexcept;
+// A socket's receive queue as the kernel counts it (SO_MEMINFO): `queued`, the buffers its
+// datagrams take (payload, headers and slack), against `limit`, the most it holds before it drops;
+// `drops`, the datagrams it dropped so far (modulo 2^32), where the kernel reports them.
+struct ReceiveMemory {
+  std::uint64_t queued = 0;
+  std::uint64_t limit = 0;
+  std::optional<std::uint32_t> drops;
+};
+// nullopt when getsockopt fails.
+std::optional<ReceiveMemory> receive_memory(int fd) noexcept;
 // Takes one datagram (MSG_DONTWAIT) into `buffer`: its length, or -1 with errno; `stamp_ns` its
 // SO_TIMESTAMPNS stamp in nanoseconds of the system clock, 0 where it has none.
 ssize_t receive_stamped(int fd, void* buffer, std::size_t size, std::int64_t& stamp_ns) noexcept;

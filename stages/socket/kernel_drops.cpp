@@ -1,8 +1,6 @@
 // The SO_RXQ_OVFL count of a UDP socket, read per received message, and the loss-or-jump test.
 #include "stages/socket/kernel_drops.hpp"
 
-#include <linux/sock_diag.h>
-
 #include <cstring>
 #include <stdexcept>
 
@@ -24,17 +22,13 @@ void KernelDrops::start(int fd, StageMetrics& metrics, bool gro) {
 }
 
 std::uint64_t KernelDrops::finish(int fd) noexcept {
-  std::uint32_t info[SK_MEMINFO_VARS] = {};
-  socklen_t length = sizeof(info);
-  if (::getsockopt(fd, SOL_SOCKET, SO_MEMINFO, info, &length) != 0 ||
-      length < sizeof(std::uint32_t) * (SK_MEMINFO_DROPS + 1)) {
-    return 0;
-  }
-  const std::uint32_t dropped = info[SK_MEMINFO_DROPS] - count_;  // modulo 2^32, as the kernel counts
+  const std::optional<wire::ReceiveMemory> memory = wire::receive_memory(fd);
+  if (!memory || !memory->drops) return 0;
+  const std::uint32_t dropped = *memory->drops - count_;  // modulo 2^32, as the kernel counts
   if (dropped == 0) return 0;
   overflow_->add(dropped);
   after_last_->add(dropped);
-  count_ = info[SK_MEMINFO_DROPS];
+  count_ = *memory->drops;
   return dropped;
 }
 

@@ -2,7 +2,6 @@
 // operations a batch, so that its core costs what the kernel's receive costs.
 #include "stages/socket/receive_thread.hpp"
 
-#include <linux/sock_diag.h>
 #include <poll.h>
 #include <pthread.h>
 #include <time.h>
@@ -12,6 +11,7 @@
 
 #include "pipeline/clock.hpp"
 #include "pipeline/thread_cores.hpp"
+#include "wire/socket.hpp"
 
 namespace sluice {
 
@@ -42,12 +42,8 @@ void ReceiveStandby::check(int fd) noexcept {
   const std::uint64_t now = monotonic_ns();
   if (now - checked_ns_ < kCheckNs) return;
   checked_ns_ = now;
-  std::uint32_t info[SK_MEMINFO_VARS] = {};
-  socklen_t length = sizeof(info);
-  if (::getsockopt(fd, SOL_SOCKET, SO_MEMINFO, info, &length) != 0 ||
-      length < sizeof(std::uint32_t) * (SK_MEMINFO_RMEM_ALLOC + 1) || info[SK_MEMINFO_RMEM_ALLOC] < above_) {
-    return;
-  }
+  const std::optional<wire::ReceiveMemory> memory = wire::receive_memory(fd);
+  if (!memory || memory->queued < above_) return;
   {
     const std::lock_guard lock(mutex_);
     raised_.store(true, std::memory_order_release);

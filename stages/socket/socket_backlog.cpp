@@ -1,15 +1,13 @@
 // A socket's receive queue against its limit, from SO_MEMINFO.
 #include "stages/socket/socket_backlog.hpp"
 
-#include <linux/sock_diag.h>
-#include <sys/socket.h>
-
 #include <algorithm>
 #include <exception>
 #include <utility>
 
 #include "pipeline/log.hpp"
 #include "pipeline/units.hpp"
+#include "wire/socket.hpp"
 
 namespace sluice {
 namespace {
@@ -39,14 +37,10 @@ void SocketBacklog::start(int fd, StageMetrics& metrics, std::string name) {
 void SocketBacklog::sample(std::uint64_t now_ns) noexcept {
   if (fd_ < 0 || (sampled_ns_ != 0 && now_ns - sampled_ns_ < kSampleEveryNs)) return;
   sampled_ns_ = now_ns;
-  std::uint32_t info[SK_MEMINFO_VARS] = {};
-  socklen_t length = sizeof info;
-  if (::getsockopt(fd_, SOL_SOCKET, SO_MEMINFO, info, &length) != 0 ||
-      length < sizeof(std::uint32_t) * (SK_MEMINFO_RCVBUF + 1)) {
-    return;
-  }
-  const std::uint64_t queued = info[SK_MEMINFO_RMEM_ALLOC];
-  const std::uint64_t limit = info[SK_MEMINFO_RCVBUF];
+  const std::optional<wire::ReceiveMemory> memory = wire::receive_memory(fd_);
+  if (!memory) return;
+  const std::uint64_t queued = memory->queued;
+  const std::uint64_t limit = memory->limit;
   queued_counter_->set(queued);
   limit_counter_->set(limit);
   peak_counter_->keep_max(queued);

@@ -5,7 +5,6 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <sys/socket.h>
@@ -346,10 +345,7 @@ TEST(ReceiveThread, StopEndsItWhileItWaitsForABatchAndKeepsWhatItFilled) {
 // busy machine the kernel may queue loopback datagrams well after the send returned.
 bool wait_until_queued(int fd, std::uint32_t bytes) {
   for (int i = 0; i < 5000; ++i) {
-    std::uint32_t info[SK_MEMINFO_VARS] = {};
-    socklen_t length = sizeof(info);
-    if (::getsockopt(fd, SOL_SOCKET, SO_MEMINFO, info, &length) == 0 && info[SK_MEMINFO_RMEM_ALLOC] >= bytes)
-      return true;
+    if (const auto memory = wire::receive_memory(fd); memory && memory->queued >= bytes) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return false;
