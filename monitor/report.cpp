@@ -76,12 +76,8 @@ StageRates stage_rates(const StageMetrics& metrics) {
 }
 
 std::optional<double> receive_ns_per_datagram(const StageMetrics& metrics) {
-  const NamedCounter* cpu = nullptr;
-  const NamedCounter* spin = nullptr;
-  for (const auto& counter : metrics.counters()) {
-    if (counter.name == "receive_thread_cpu_ns") cpu = &counter;
-    if (counter.name == "receive_thread_spin_ns") spin = &counter;
-  }
+  const NamedCounter* cpu = metrics.find_counter("receive_thread_cpu_ns");
+  const NamedCounter* spin = metrics.find_counter("receive_thread_spin_ns");
   const std::uint64_t datagrams = metrics.packets.load(std::memory_order_relaxed);
   if (cpu == nullptr || datagrams == 0) return std::nullopt;
   const std::uint64_t spun = spin == nullptr ? 0 : spin->get();

@@ -142,11 +142,16 @@ NamedCounter& StageMetrics::counter(const std::string& name) {
   return counter;
 }
 
-std::uint64_t StageMetrics::lost_samples() const {
+const NamedCounter* StageMetrics::find_counter(std::string_view name) const {
   for (const auto& counter : counters_) {
-    if (counter.name == "lost_samples") return counter.get();
+    if (counter.name == name) return &counter;
   }
-  return 0;
+  return nullptr;
+}
+
+std::uint64_t StageMetrics::lost_samples() const {
+  const NamedCounter* lost = find_counter("lost_samples");
+  return lost == nullptr ? 0 : lost->get();
 }
 
 std::uint64_t StageMetrics::total_drops() const {

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pipeline/chunk.hpp"
@@ -189,6 +190,8 @@ class StageMetrics {
   [[nodiscard]] std::uint64_t total_drops() const;
   // The "lost_samples" counter (samples a source never received), 0 where the stage has none.
   [[nodiscard]] std::uint64_t lost_samples() const;
+  // The counter named `name`, or null where the stage has none.
+  [[nodiscard]] const NamedCounter* find_counter(std::string_view name) const;
   [[nodiscard]] const std::deque<NamedCounter>& drops() const { return drops_; }
   [[nodiscard]] const std::deque<NamedCounter>& counters() const { return counters_; }
   // Queue occupancy of this stage's input, sampled by the runtime (0 for sources).
