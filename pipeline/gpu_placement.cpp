@@ -13,7 +13,6 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <set>
 
 #include "pipeline/cuda_glue.hpp"
 
@@ -121,8 +120,8 @@ std::string interface_holding(const std::string& address) {
   return {};
 }
 
-std::optional<std::vector<int>> parse_core_list(const std::string& text) {
-  std::set<int> cores;
+std::optional<std::vector<int>> parse_core_sequence(const std::string& text) {
+  std::vector<int> cores;
   std::size_t start = 0;
   while (start <= text.size()) {
     const std::size_t comma = std::min(text.find(',', start), text.size());
@@ -131,10 +130,18 @@ std::optional<std::vector<int>> parse_core_list(const std::string& text) {
     const auto first = parse_int(part.substr(0, dash));
     const auto last = dash == std::string_view::npos ? first : parse_int(part.substr(dash + 1));
     if (!first || !last || *first < 0 || *last < *first || *last > kMaxCore) return std::nullopt;
-    for (int core = *first; core <= *last; ++core) cores.insert(core);
+    for (int core = *first; core <= *last; ++core) cores.push_back(core);
     start = comma + 1;
   }
-  return std::vector<int>(cores.begin(), cores.end());
+  return cores;
+}
+
+std::optional<std::vector<int>> parse_core_list(const std::string& text) {
+  auto cores = parse_core_sequence(text);
+  if (!cores) return std::nullopt;
+  std::sort(cores->begin(), cores->end());
+  cores->erase(std::unique(cores->begin(), cores->end()), cores->end());
+  return cores;
 }
 
 std::string format_core_list(const std::vector<int>& cores) {

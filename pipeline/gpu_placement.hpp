@@ -46,6 +46,9 @@ std::string normalise_pci_bus_id(std::string bus_id);
 
 // Core lists as sysfs and `cpu:` write them: "3", "3-5", "3,7,9-10". Nullopt on bad text.
 std::optional<std::vector<int>> parse_core_list(const std::string& text);
+// The same text as a sequence: the cores in the order written (a range ascending), repeats kept,
+// for lists whose order means something (a core for each thread in turn).
+std::optional<std::vector<int>> parse_core_sequence(const std::string& text);
 std::string format_core_list(const std::vector<int>& cores);  // "3-5,7"; "" for none
 
 // What one lane asks for: the NIC its source receives on ("" when unknown) and a GPU

@@ -328,6 +328,14 @@ std::vector<std::string> SettingsReader::strings(std::string_view key, std::vect
 }
 
 std::vector<int> SettingsReader::cores(std::string_view key, std::string_view doc, int maximum) {
+  return read_cores(key, doc, maximum, false);
+}
+
+std::vector<int> SettingsReader::core_sequence(std::string_view key, std::string_view doc, int maximum) {
+  return read_cores(key, doc, maximum, true);
+}
+
+std::vector<int> SettingsReader::read_cores(std::string_view key, std::string_view doc, int maximum, bool in_order) {
   document(key, "cores", "-1 (not pinned)", doc);
   if (docs_only()) return {};
   auto found = find(key);
@@ -340,14 +348,21 @@ std::vector<int> SettingsReader::cores(std::string_view key, std::string_view do
       text += (i == 0 ? "" : ",") + (found->node[i].IsScalar() ? found->node[i].Scalar() : std::string("?"));
     }
   }
-  const auto cores = parse_core_list(text);
+  const auto cores = in_order ? parse_core_sequence(text) : parse_core_list(text);
   if (!cores || cores->empty()) {
     error_at(*found, "expected cores like 3, 3-5, 3,7,9-10 or a list of them, got '" + text + "'",
              "-1 leaves the thread unpinned");
     return {};
   }
-  if (cores->back() > maximum) {
-    error_at(*found, "core " + std::to_string(cores->back()) + " is out of range [0, " + std::to_string(maximum) + "]");
+  const int highest = *std::max_element(cores->begin(), cores->end());
+  if (highest > maximum) {
+    error_at(*found, "core " + std::to_string(highest) + " is out of range [0, " + std::to_string(maximum) + "]");
+    return {};
+  }
+  for (auto core = cores->begin(); in_order && core != cores->end(); ++core) {
+    if (std::find(cores->begin(), core, *core) == core) continue;
+    error_at(*found, "core " + std::to_string(*core) + " is named twice in '" + text + "'",
+             "the cores are taken in the order written, one for each thread: name each once");
     return {};
   }
   return *cores;

@@ -107,6 +107,9 @@ class SettingsReader {
   std::vector<std::string> strings(std::string_view key, std::vector<std::string> fallback, std::string_view doc);
   // A set of cores: 3, "3-5", "3,7,9-10" or a list of those; -1 or absent: none (empty).
   std::vector<int> cores(std::string_view key, std::string_view doc, int maximum = 4095);
+  // The same forms in the order written, each core once (an error names a repeat): a core for
+  // each of several threads in turn.
+  std::vector<int> core_sequence(std::string_view key, std::string_view doc, int maximum = 4095);
 
   // One of a fixed set of words; the error lists them.
   template <typename Enum>
@@ -154,6 +157,7 @@ class SettingsReader {
   T scalar(std::string_view key, T fallback, std::string_view doc, std::string_view type, std::string default_text,
            std::string_view expected, Parse parse);
   void error_at(const Found& found, const std::string& message, const std::string& hint = {});
+  std::vector<int> read_cores(std::string_view key, std::string_view doc, int maximum, bool in_order);
 
   std::vector<SettingsLayer> layers_;
   const ConfigSource* source_ = nullptr;

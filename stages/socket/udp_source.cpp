@@ -83,8 +83,10 @@ void read_receive_thread_settings(SettingsReader& reader, UdpSourceSettings& set
       "receive_thread", false,
       "receive on a thread of its own that makes only the recvmmsg calls (on receive_cpu); the stage's thread "
       "(on cpu:) checks, accounts and copies: the receive core does the kernel's work alone");
-  settings.receive_cpu =
-      reader.cores("receive_cpu", "cores of the receive thread (receive_thread: true): 3, 3-5 (-1: not pinned)");
+  settings.receive_cpu = reader.core_sequence(
+      "receive_cpu",
+      "cores of the receive thread (receive_thread: true): 3, 3-5 (-1: not pinned); with receive_threads, a core "
+      "for each thread in the order written ([6, 0]: the first thread on 6, the second on 0)");
   // 4 (2 MiB with GRO): with many lanes on one host a deeper ring lost packets that this one
   // did not (PERFORMANCE.md, lanes); a shallower one runs out of free slots and sleeps the
   // receive thread.
@@ -100,7 +102,8 @@ void read_receive_thread_settings(SettingsReader& reader, UdpSourceSettings& set
       "once): while the stream flows nobody pays to wake it, and its core shows busy while it polls");
   settings.receive_threads = static_cast<std::size_t>(reader.integer(
       "receive_threads", 1,
-      "receive threads reading the one socket (receive_thread: true), each on the next core of receive_cpu: more "
+      "receive threads reading the one socket (receive_thread: true), each on the next core of receive_cpu as written: "
+      "more "
       "than one core's worth of the kernel's receive for one stream; the stage puts their datagrams back in the "
       "order the kernel received them (SO_TIMESTAMPNS, then timestamps or sequence numbers)",
       1, 16));
@@ -211,8 +214,10 @@ UdpSource::UdpSource(SettingsReader& reader, const PipelineSettings& pipeline) {
 }
 
 std::vector<int> UdpSource::receive_cores(std::size_t k) const {
-  const std::vector<int>& cores = settings_.receive_cpu;
-  return settings_.receive_threads == 1 || cores.empty() ? cores : std::vector<int>{cores[k]};
+  std::vector<int> cores = settings_.receive_cpu;
+  if (settings_.receive_threads > 1 && !cores.empty()) return {cores[k]};
+  std::sort(cores.begin(), cores.end());  // one thread: the set, in any order written
+  return cores;
 }
 
 std::string UdpSource::threads_placement() const {

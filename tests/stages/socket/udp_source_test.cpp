@@ -28,6 +28,7 @@
 #include "recorder/capture_tools.hpp"
 #include "recorder/sigmf.hpp"
 #include "tests/support/core_rival.hpp"
+#include "tests/support/proc_tasks.hpp"
 #include "wire/samples.hpp"
 #include "wire/socket.hpp"
 #include "wire/vita49_context.hpp"
@@ -1514,6 +1515,36 @@ TEST(UdpSource, AReceiveThreadKeptOffItsCoreIsMeasuredAndNamed) {
   EXPECT_NE(summary_table(pipeline).find("note: " + note), std::string::npos);
 }
 
+// With several receive threads, receive_cpu gives each thread its core in the order written, so
+// that a layout can put the thread that always receives on one core and a standby thread on
+// another, whichever number is lower: [high, low] pins the first thread to high.
+TEST(UdpSource, SeveralReceiveThreadsTakeTheirCoresInTheOrderWritten) {
+  const std::vector<int> cores = allowed_cores();
+  ASSERT_GE(cores.size(), 2U) << "the test needs two cores this process may use";
+  const std::string low = std::to_string(cores[0]);
+  const std::string high = std::to_string(cores[1]);
+  Pipeline pipeline(load_pipeline_text(
+      "pipeline: {chunk: 64KiB, chunks: 8}\n"
+      "lanes: [{name: a, stages: [{type: udp, address: 127.0.0.1:0, receive_thread: true, receive_threads: 2, "
+      "receive_standby: 1, receive_cpu: [" +
+          high + ", " + low + "]}, {type: null}]}]\n",
+      "t.yaml"));
+  EXPECT_NE(pipeline.definition().lanes[0].stages[0].stage->threads_placement().find(
+                "2 receive threads on cores " + high + ", " + low + ", the last standing by"),
+            std::string::npos);
+  pipeline.start();
+  std::thread runner([&] { pipeline.run(); });
+  const std::vector<std::string> first = test::tasks_named("rx a");
+  const std::vector<std::string> second = test::tasks_named("rx 2 a");
+  ASSERT_EQ(first.size(), 1U);
+  ASSERT_EQ(second.size(), 1U);
+  EXPECT_EQ(test::status_field(first[0], "Cpus_allowed_list"), high);
+  EXPECT_EQ(test::status_field(second[0], "Cpus_allowed_list"), low);
+  pipeline.request_stop();
+  runner.join();
+  EXPECT_TRUE(pipeline.failures().empty());
+}
+
 // Three receive threads that each take one datagram a call, spinning, share the stream between
 // them datagram by datagram: every one of them receives, and the stage still hands on the
 // stream whole and in order, nothing counted reordered or lost.
@@ -1632,6 +1663,16 @@ TEST(UdpSource, ReceiveThreadSettingsThatCannotApplyAreErrors) {
   EXPECT_NE(udp_settings_errors(", framing: none, receive_thread: true, receive_threads: 2").find("framing none"),
             std::string::npos);
   EXPECT_EQ(udp_settings_errors(", receive_thread: true, receive_threads: 2, receive_cpu: 0-1"), "");
+  // Their cores are taken in the order written, so a core named twice is an error; one thread
+  // pins to the set, in any order.
+  EXPECT_NE(udp_settings_errors(", receive_thread: true, receive_threads: 2, receive_cpu: [1, 1]")
+                .find("core 1 is named twice in '1,1'"),
+            std::string::npos);
+  EXPECT_NE(udp_settings_errors(", receive_thread: true, receive_threads: 2, receive_cpu: \"0-1,1\"")
+                .find("core 1 is named twice"),
+            std::string::npos);
+  EXPECT_EQ(udp_settings_errors(", receive_thread: true, receive_threads: 2, receive_cpu: [1, 0]"), "");
+  EXPECT_EQ(udp_settings_errors(", receive_thread: true, receive_cpu: \"1,0\""), "");
   // Standby threads: one receive thread at least takes the stream, the mark only with them and
   // below the socket's buffer, and only on a receive thread.
   EXPECT_NE(
