@@ -76,7 +76,8 @@
 # dd from /dev/zero through a 256 MiB buffer each 0.5 s into NAME-probe.txt, and its rates over the
 # run (least, median, most) as a line in lanes-probe.txt, beside the same probe alone for 5 s
 # ("idle") and during the bare loops' runs: a slowdown of the whole machine's memory shows there,
-# where a lane's own slowdown does not.
+# where a lane's own slowdown does not. LANES_PROBE_CPU=off leaves the probe out (its core free for
+# a layout that needs every core).
 # Before its first run a sub-mode warms the kernel's memory where the kernel initialises it lazily
 # (deferred_init=lazy, as in the lent microVMs: a few GB initialised at boot, the rest as it is first
 # asked for): it fills LANES_WARM_GIB (120; at most 0.8 of /dev/shm's room and of MemAvailable) GiB of /dev/shm with fallocate and frees it, timed, so
@@ -205,6 +206,7 @@ lanes_managed_gib() {  # the Normal zones' pages the kernel has initialised, aga
 }
 
 lanes_copy_probe() {  # lanes_copy_probe FILE: a memory-bound copy's rate on the probe core, each 0.5 s
+  [ "$lanes_probe_cpu" = off ] && return
   while :; do
     echo "$(date +%s.%N) $(taskset -c "$lanes_probe_cpu" dd if=/dev/zero of=/dev/null bs=256M count=4 2>&1 | tail -1)"
     sleep 0.5
@@ -212,6 +214,7 @@ lanes_copy_probe() {  # lanes_copy_probe FILE: a memory-bound copy's rate on the
 }
 
 lanes_probe_summary() {  # lanes_probe_summary NAME: the probe's rates over the run
+  [ "$lanes_probe_cpu" = off ] && return
   python3 - "$out/$1-probe.txt" "$1" "$lanes_probe_cpu" <<'PY'
 import re, statistics, sys
 rates = []
