@@ -129,6 +129,7 @@ int validate(const RunOptions& options) {
       std::cout << "\n";
       print_placement(lane);
     }
+    for (const std::string& line : shared_busy_cores(definition)) std::cout << "  warning: " << line << "\n";
     return kExitOk;
   } catch (const ConfigException& error) {
     print_config_errors(error);

@@ -186,6 +186,37 @@ void log_placement(const LaneDefinition& lane) {
 }
 }  // namespace
 
+std::vector<std::string> shared_busy_cores(const PipelineDefinition& definition) {
+  struct Pinned {
+    std::vector<std::string> threads;
+    bool always = false;  // one of them always runs (not standing by)
+  };
+  std::map<int, Pinned> alone_on;  // core → the busy threads pinned to it alone
+  for (const auto& lane : definition.lanes) {
+    for (const auto& stage : lane.stages) {
+      if (!stage.stage) continue;
+      for (const BusyThread& thread : stage.stage->busy_threads()) {
+        if (thread.cores.size() != 1) continue;
+        Pinned& pinned = alone_on[thread.cores.front()];
+        pinned.threads.push_back(lane.name + " " + stage.name + "'s " + thread.name);
+        pinned.always = pinned.always || !thread.standby;
+      }
+    }
+  }
+  std::vector<std::string> lines;
+  for (const auto& [core, pinned] : alone_on) {
+    const std::vector<std::string>& threads = pinned.threads;
+    if (threads.size() < 2 || !pinned.always) continue;
+    std::string names;
+    for (const auto& name : threads) names += (names.empty() ? "" : ", ") + name;
+    lines.push_back(fmt::format(
+        "core {} carries {} receive threads pinned there alone ({}): while one runs the others wait and their "
+        "sockets fill; give each a core of its own (receive_cpu)",
+        core, threads.size(), names));
+  }
+  return lines;
+}
+
 // Every stage's cores settled first, then the starting thread narrowed to the cores no cpu:
 // setting takes: what stages start in start() and the unpinned stage threads inherit it.
 void Pipeline::keep_off_pinned_cores() {
@@ -245,6 +276,7 @@ void Pipeline::start() {
   }
   // Once every stage started, so that a lane's name first shows in the log when its sockets are bound.
   for (const auto& lane : definition_.lanes) log_placement(lane);
+  for (const std::string& line : shared_busy_cores(definition_)) log::warn("{}", line);
 }
 
 void Pipeline::record_failure(const Slot& slot, const std::string& lane, std::string message) {

@@ -27,6 +27,11 @@ class PipelineError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Load time: a line for each core that a busy thread (Stage::busy_threads) that always runs
+// shares with another, each pinned to it alone, naming them; empty when none does. Standby
+// threads alone may share a core: they sleep until their stages fall behind.
+std::vector<std::string> shared_busy_cores(const PipelineDefinition& definition);
+
 struct StageFailure {
   std::string lane;
   std::string stage;

@@ -179,6 +179,14 @@ struct StageHalves {
   std::unique_ptr<Stage> receiving;
 };
 
+// A thread a stage runs besides its own that wants its core whenever data flows (a receive
+// thread), and the cores it is pinned to (empty: not pinned).
+struct BusyThread {
+  std::string name;  // "receive thread", "receive thread 2", "standby receive thread"
+  std::vector<int> cores;
+  bool standby = false;  // asleep until its stage falls behind
+};
+
 class Stage {
  public:
   virtual ~Stage() = default;
@@ -194,6 +202,9 @@ class Stage {
   // Load time: the threads this stage runs besides its own and where ("2 receive threads on
   // cores 2, 3"), for `sluice validate` and the placement log; empty when it runs none.
   [[nodiscard]] virtual std::string threads_placement() const { return {}; }
+  // Load time: its threads besides its own that want a core whenever data flows (receive
+  // threads), for the check that no two of a pipeline's are pinned to one core alone.
+  [[nodiscard]] virtual std::vector<BusyThread> busy_threads() const { return {}; }
   // Open, allocate, register. Throws an error naming the failed call and its cause.
   virtual void start(StageContext& context) = 0;
   // Move chunks. Never throws.

@@ -234,6 +234,18 @@ std::string UdpSource::threads_placement() const {
   return std::to_string(settings_.receive_threads) + " receive threads on cores " + where + standby_placement();
 }
 
+std::vector<BusyThread> UdpSource::busy_threads() const {
+  std::vector<BusyThread> threads;
+  if (!settings_.receive_thread) return threads;
+  for (std::size_t k = 0; k < settings_.receive_threads; ++k) {
+    const bool standby = k >= settings_.receive_threads - settings_.receive_standby;
+    std::string name = standby ? "standby receive thread" : "receive thread";
+    if (!standby && k > 0) name += " " + std::to_string(k + 1);
+    threads.push_back(BusyThread{std::move(name), receive_cores(k), standby});
+  }
+  return threads;
+}
+
 std::string UdpSource::standby_placement() const {
   if (settings_.receive_standby == 0) return {};
   return ", the last " +

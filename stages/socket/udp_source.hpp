@@ -87,6 +87,7 @@ class UdpSource final : public Stage {
   UdpSource(SettingsReader& reader, const PipelineSettings& pipeline);
   [[nodiscard]] std::string receive_address() const override { return settings_.address; }
   [[nodiscard]] std::string threads_placement() const override;
+  [[nodiscard]] std::vector<BusyThread> busy_threads() const override;
   void start(StageContext& context) override;
   StageStatus process() override;
   void stop() noexcept override;

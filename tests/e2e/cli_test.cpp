@@ -242,6 +242,23 @@ TEST(Cli, ValidatePrintsTheReceiveThreadsAndTheirCores) {
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const std::regex placed(R"(\n      source: (GPU [01], )?cores [^;\n]*; 2 receive threads on cores 0, 1\n)");
   EXPECT_TRUE(std::regex_search(result.out, placed)) << result.out;
+  // Every lane's first thread on core 0 and second on core 1: each core is named, with its threads.
+  for (const char* core : {"0", "1"}) {
+    EXPECT_NE(result.out.find(std::string("\n  warning: core ") + core +
+                              " carries 4 receive threads pinned there alone (port0 source's receive thread"),
+              std::string::npos)
+        << result.out;
+  }
+  // One core a lane: nothing to warn about.
+  std::vector<std::string> apart = {kSluice, "validate", kSourceDir + "/configs/four_lane_two_gpu.yaml", "--set",
+                                    "template.source.receive_thread=true"};
+  for (int lane = 0; lane < 4; ++lane) {
+    apart.insert(apart.end(),
+                 {"--set", "lanes.port" + std::to_string(lane) + ".source.receive_cpu=" + std::to_string(lane)});
+  }
+  result = run_process(apart);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out.find("warning:"), std::string::npos) << result.out;
 }
 
 TEST(Cli, StartFailureExitsOneNamingTheStage) {

@@ -1545,6 +1545,39 @@ TEST(UdpSource, SeveralReceiveThreadsTakeTheirCoresInTheOrderWritten) {
   EXPECT_TRUE(pipeline.failures().empty());
 }
 
+// Receive threads that always run each need a core: a load-time warning names every core that
+// one shares with another receive thread, each pinned there alone. Standby threads alone may
+// share one; threads pinned to a set of cores can move.
+TEST(UdpSource, ReceiveThreadsPinnedToOneCoreAloneAreNamed) {
+  const auto shared = [](const std::string& a, const std::string& b) {
+    return shared_busy_cores(load_pipeline_text(
+        "lanes: [{name: a, stages: [{type: udp, address: 127.0.0.1:0, receive_thread: true" + a +
+            "}, {type: null}]}, {name: b, stages: [{type: udp, address: 127.0.0.1:0, receive_thread: true" + b +
+            "}, {type: null}]}]\n",
+        "t.yaml"));
+  };
+  const std::vector<std::string> both = shared(", receive_cpu: 1", ", receive_cpu: 1");
+  ASSERT_EQ(both.size(), 1U);
+  EXPECT_NE(both[0].find("core 1 carries 2 receive threads pinned there alone (a udp's receive thread, b udp's "
+                         "receive thread)"),
+            std::string::npos)
+      << both[0];
+  EXPECT_NE(both[0].find("give each a core of its own (receive_cpu)"), std::string::npos) << both[0];
+  EXPECT_TRUE(shared(", receive_cpu: 1", ", receive_cpu: 2").empty());
+  EXPECT_TRUE(shared(", receive_cpu: 0-1", ", receive_cpu: 0-1").empty()) << "a set lets each move";
+  const std::string standby = ", receive_threads: 2, receive_standby: 1, receive_cpu: ";
+  EXPECT_TRUE(shared(standby + "[0, 2]", standby + "[1, 2]").empty()) << "two standby threads";
+  const std::vector<std::string> beside = shared(standby + "[0, 1]", ", receive_cpu: 1");
+  ASSERT_EQ(beside.size(), 1U);
+  EXPECT_NE(beside[0].find("(a udp's standby receive thread, b udp's receive thread)"), std::string::npos) << beside[0];
+  const std::vector<std::string> two = shared(", receive_threads: 2, receive_cpu: [3, 0]", ", receive_cpu: 0");
+  ASSERT_EQ(two.size(), 1U);
+  EXPECT_NE(two[0].find("core 0 carries 2 receive threads pinned there alone (a udp's receive thread 2, b udp's "
+                        "receive thread)"),
+            std::string::npos)
+      << two[0];
+}
+
 // Three receive threads that each take one datagram a call, spinning, share the stream between
 // them datagram by datagram: every one of them receives, and the stage still hands on the
 // stream whole and in order, nothing counted reordered or lost.
