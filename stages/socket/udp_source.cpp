@@ -102,10 +102,9 @@ void read_receive_thread_settings(SettingsReader& reader, UdpSourceSettings& set
       "once): while the stream flows nobody pays to wake it, and its core shows busy while it polls");
   settings.receive_threads = static_cast<std::size_t>(reader.integer(
       "receive_threads", 1,
-      "receive threads reading the one socket (receive_thread: true), each on the next core of receive_cpu as written: "
-      "more "
-      "than one core's worth of the kernel's receive for one stream; the stage puts their datagrams back in the "
-      "order the kernel received them (SO_TIMESTAMPNS, then timestamps or sequence numbers)",
+      "receive threads reading the one socket (receive_thread: true), each on the next core of receive_cpu as "
+      "written: more than one core's worth of the kernel's receive for one stream; the stage puts their datagrams "
+      "back in the order the kernel received them (SO_TIMESTAMPNS, then timestamps or sequence numbers)",
       1, 16));
   if (settings.receive_threads > 1 && settings.framing == UdpFraming::none) {
     reader.error("receive_threads",

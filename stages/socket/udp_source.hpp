@@ -50,8 +50,9 @@ struct UdpSourceSettings {
   // capture's description carries its frequency and rate; 0: do not wait.
   std::chrono::nanoseconds context_wait{0};
   // A thread of its own makes the receive calls and nothing else; the stage's thread does the
-  // rest (ReceiveThread). receive_cpu: that thread's cores (several threads: one each, in the order written);
-  // receive_batches: its ring; receive_spin: how long it polls an empty socket before it sleeps.
+  // rest (ReceiveThread). receive_cpu: that thread's cores (several threads: one each, in the
+  // order written); receive_batches: its ring; receive_spin: how long it polls an empty socket
+  // before it sleeps.
   bool receive_thread = false;
   std::vector<int> receive_cpu;
   std::size_t receive_batches = 4;
