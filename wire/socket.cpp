@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "pipeline/clock.hpp"
 #include "pipeline/units.hpp"
 
 namespace sluice::wire {
@@ -81,7 +82,20 @@ std::string set_receive_buffer(int fd, std::uint64_t bytes) {
   return note;
 }
 
-ssize_t receive_stamped(int fd, void* buffer, std::size_t size, std::int64_t& stamp_ns) noexcept {
+bool kernel_receive_time(const msghdr& header, std::uint64_t& nanoseconds) noexcept {
+  for (cmsghdr* control = CMSG_FIRSTHDR(&header); control != nullptr;
+       control = CMSG_NXTHDR(const_cast<msghdr*>(&header), control)) {
+    if (control->cmsg_level == SOL_SOCKET && control->cmsg_type == SCM_TIMESTAMPNS) {
+      timespec received{};
+      std::memcpy(&received, CMSG_DATA(control), sizeof(received));
+      nanoseconds = to_ns(received);
+      return true;
+    }
+  }
+  return false;
+}
+
+ssize_t receive_stamped(int fd, void* buffer, std::size_t size, std::uint64_t& stamp_ns) noexcept {
   stamp_ns = 0;
   iovec iov{buffer, size};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(timespec))] = {};
@@ -91,22 +105,16 @@ ssize_t receive_stamped(int fd, void* buffer, std::size_t size, std::int64_t& st
   message.msg_control = control;
   message.msg_controllen = sizeof(control);
   const ssize_t received = ::recvmsg(fd, &message, MSG_DONTWAIT);
-  if (received < 0) return received;
-  for (cmsghdr* item = CMSG_FIRSTHDR(&message); item != nullptr; item = CMSG_NXTHDR(&message, item)) {
-    if (item->cmsg_level != SOL_SOCKET || item->cmsg_type != SCM_TIMESTAMPNS) continue;
-    timespec stamp{};
-    std::memcpy(&stamp, CMSG_DATA(item), sizeof(stamp));
-    stamp_ns = static_cast<std::int64_t>(stamp.tv_sec) * 1'000'000'000 + stamp.tv_nsec;
-  }
+  if (received >= 0 && !kernel_receive_time(message, stamp_ns)) stamp_ns = 0;
   return received;
 }
 
 namespace {
 
-std::int64_t realtime_ns() noexcept {
+std::uint64_t realtime_ns() noexcept {
   timespec now{};
   ::clock_gettime(CLOCK_REALTIME, &now);
-  return static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+  return to_ns(now);
 }
 
 // One datagram sent to the pair's receiver and taken a millisecond later: whether its stamp
@@ -116,8 +124,8 @@ bool stamped_on_arrival(int receiver, int sender) noexcept {
   if (::send(sender, &kProbe, sizeof(kProbe), 0) != 1) return false;
   std::this_thread::sleep_for(std::chrono::milliseconds(1));
   char byte = 0;
-  std::int64_t stamped = 0;
-  const std::int64_t before_call = realtime_ns();
+  std::uint64_t stamped = 0;
+  const std::uint64_t before_call = realtime_ns();
   return receive_stamped(receiver, &byte, sizeof(byte), stamped) == 1 && stamped != 0 && stamped < before_call;
 }
 

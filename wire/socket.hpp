@@ -3,6 +3,7 @@
 #pragma once
 
 #include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -46,9 +47,12 @@ struct ReceiveMemory {
 };
 // nullopt when getsockopt fails.
 std::optional<ReceiveMemory> receive_memory(int fd) noexcept;
+// When the kernel received a message (its SO_TIMESTAMPNS control message), in nanoseconds of
+// the system clock; false when the message carries none.
+bool kernel_receive_time(const msghdr& header, std::uint64_t& nanoseconds) noexcept;
 // Takes one datagram (MSG_DONTWAIT) into `buffer`: its length, or -1 with errno; `stamp_ns` its
-// SO_TIMESTAMPNS stamp in nanoseconds of the system clock, 0 where it has none.
-ssize_t receive_stamped(int fd, void* buffer, std::size_t size, std::int64_t& stamp_ns) noexcept;
+// kernel_receive_time, 0 where it has none.
+ssize_t receive_stamped(int fd, void* buffer, std::size_t size, std::uint64_t& stamp_ns) noexcept;
 // Waits up to `limit` until the kernel stamps datagrams as they arrive (SO_TIMESTAMPNS), as
 // seen on a private loopback pair; whether it does. The kernel switches its arrival stamps on
 // some time after the first socket asks for them (net_enable_timestamp defers it to a work

@@ -1,27 +1,10 @@
 #include "stages/socket/receive_merge.hpp"
 
-#include <cstring>
-#include <ctime>
 #include <thread>
 
 #include "pipeline/clock.hpp"
 
 namespace sluice {
-
-bool kernel_receive_time(const mmsghdr& message, std::uint64_t& nanoseconds) noexcept {
-  const msghdr& header = message.msg_hdr;
-  for (cmsghdr* control = CMSG_FIRSTHDR(&header); control != nullptr;
-       control = CMSG_NXTHDR(const_cast<msghdr*>(&header), control)) {
-    if (control->cmsg_level == SOL_SOCKET && control->cmsg_type == SCM_TIMESTAMPNS) {
-      timespec received{};
-      std::memcpy(&received, CMSG_DATA(control), sizeof(received));
-      nanoseconds =
-          static_cast<std::uint64_t>(received.tv_sec) * 1'000'000'000ULL + static_cast<std::uint64_t>(received.tv_nsec);
-      return true;
-    }
-  }
-  return false;
-}
 
 ReceiveMerge::ReceiveMerge(std::vector<ReceiveThread*> readers, KeyOf key_of)
     : readers_(std::move(readers)), key_of_(key_of), heads_(readers_.size()), watches_(readers_.size()) {}

@@ -18,10 +18,6 @@
 
 namespace sluice {
 
-// When the kernel received `message` (its SO_TIMESTAMPNS control message), in nanoseconds of
-// the system clock; false when the message carries none.
-bool kernel_receive_time(const mmsghdr& message, std::uint64_t& nanoseconds) noexcept;
-
 class ReceiveMerge {
  public:
   // A message's place in the socket's queue as (high, low), compared in that order; false when

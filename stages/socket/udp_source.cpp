@@ -34,12 +34,12 @@ __extension__ typedef __int128 Int128;    // picoseconds (under 2^41) times a ra
 // the socket with one time), the first datagram's place in the stream.
 bool vita49_order(const mmsghdr& message, const std::byte* data, std::uint64_t& high, std::uint64_t& low) noexcept {
   if (!vita49::order_key(std::span<const std::byte>(data, message.msg_len), low)) low = 0;
-  return kernel_receive_time(message, high);
+  return wire::kernel_receive_time(message.msg_hdr, high);
 }
 bool gnuradio_order(const mmsghdr& message, const std::byte* data, std::uint64_t& high, std::uint64_t& low) noexcept {
   low = 0;
   if (message.msg_len >= sizeof low) std::memcpy(&low, data, sizeof low);  // the sink's sequence number
-  return kernel_receive_time(message, high);
+  return wire::kernel_receive_time(message.msg_hdr, high);
 }
 
 // receive_standby and receive_standby_above (after receive_threads and receive_buffer).

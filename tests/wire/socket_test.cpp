@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "pipeline/clock.hpp"
+
 namespace sluice::wire {
 namespace {
 
@@ -93,11 +95,11 @@ TEST(ArrivalTimestamps, OnceOnQueuedDatagramsCarryTheTimesTheyArrived) {
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
   timespec now{};
   ::clock_gettime(CLOCK_REALTIME, &now);
-  const std::int64_t taken_after = static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
-  std::vector<std::int64_t> stamps;
+  const std::uint64_t taken_after = to_ns(now);
+  std::vector<std::uint64_t> stamps;
   for (int i = 0; i < kBurst; ++i) {
     int value = -1;
-    std::int64_t stamp = 0;
+    std::uint64_t stamp = 0;
     ASSERT_EQ(receive_stamped(receiver.get(), &value, sizeof(value), stamp), static_cast<ssize_t>(sizeof(value)));
     EXPECT_EQ(value, i);
     ASSERT_NE(stamp, 0) << "datagram " << i << " came without a stamp";

@@ -106,7 +106,7 @@ TEST(ReceiveThread, EveryDatagramReachesTheConsumerOnceAndInOrderThroughASlowCon
 bool received_then_sequence(const mmsghdr& message, const std::byte* data, std::uint64_t& high,
                             std::uint64_t& low) noexcept {
   std::memcpy(&low, data, sizeof(low));
-  return kernel_receive_time(message, high);
+  return wire::kernel_receive_time(message.msg_hdr, high);
 }
 
 // Three threads reading one socket a datagram a call, spinning, share the stream between them;
