@@ -237,7 +237,7 @@ std::vector<BusyThread> UdpSource::busy_threads() const {
   std::vector<BusyThread> threads;
   if (!settings_.receive_thread) return threads;
   for (std::size_t k = 0; k < settings_.receive_threads; ++k) {
-    const bool standby = k >= settings_.receive_threads - settings_.receive_standby;
+    const bool standby = k >= first_standby_thread();
     std::string name = standby ? "standby receive thread" : "receive thread";
     if (!standby && k > 0) name += " " + std::to_string(k + 1);
     threads.push_back(BusyThread{std::move(name), receive_cores(k), standby});
@@ -316,8 +316,7 @@ void UdpSource::allocate_batches() {
     if (settings_.receive_standby > 0) {
       standby_ = std::make_unique<ReceiveStandby>(settings_.receive_standby_above);
       receivers_.front()->watch_for_standby(standby_.get());
-      for (std::size_t k = settings_.receive_threads - settings_.receive_standby; k < receivers_.size(); ++k)
-        receivers_[k]->stand_by(standby_.get());
+      for (std::size_t k = first_standby_thread(); k < receivers_.size(); ++k) receivers_[k]->stand_by(standby_.get());
     }
     if (readers.size() > 1) {
       merge_.emplace(std::move(readers), settings_.framing == UdpFraming::vita49 ? &vita49_order : &gnuradio_order);
@@ -610,8 +609,7 @@ void UdpSource::publish_receive_thread() noexcept {
   if (merge_) merge_holds_->set(merge_->holds());
   if (standby_) {
     std::uint64_t bytes = 0;
-    for (std::size_t k = receivers_.size() - settings_.receive_standby; k < receivers_.size(); ++k)
-      bytes += receivers_[k]->received_bytes();
+    for (std::size_t k = first_standby_thread(); k < receivers_.size(); ++k) bytes += receivers_[k]->received_bytes();
     standby_raises_->set(standby_->raises());
     standby_bytes_->set(bytes);
   }

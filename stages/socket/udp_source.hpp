@@ -129,6 +129,10 @@ class UdpSource final : public Stage {
   // Receive thread k's cores: the whole receive_cpu set for one thread, its own core of it for
   // several (empty: not pinned).
   [[nodiscard]] std::vector<int> receive_cores(std::size_t k) const;
+  // The first standby receive thread's number: the last receive_standby of them stand by.
+  [[nodiscard]] std::size_t first_standby_thread() const noexcept {
+    return settings_.receive_threads - settings_.receive_standby;
+  }
   // threads_placement()'s words for the standby threads, or nothing without them.
   [[nodiscard]] std::string standby_placement() const;
   // No message came: a receive thread's failure fails the stage; else a quiet stream flushes.
