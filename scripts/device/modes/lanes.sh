@@ -247,11 +247,12 @@ lanes_light_total() {  # cores the light stages of every lane take
     *) echo $(((lanes_count + 1) / 2 * 2)) ;;
   esac
 }
+lanes_light_set_first() { echo $(($(lanes_light_first) + 2 * ($1 % lanes_light_sets))); }  # LANE (split 2): its set's first core
 lanes_light_cpus() {  # lanes_light_cpus LANE STAGE: the cores of that light stage (0 link … 3 null)
   local first a b
   first=$(lanes_light_first)
   if [ "$lanes_split" = 2 ]; then  # lane K on set K % LANES_LIGHT_SETS
-    first=$((first + 2 * ($1 % lanes_light_sets)))
+    first=$(lanes_light_set_first "$1")
     echo "\"$(lanes_core "$first"),$(lanes_core $((first + 1)))\""
     return
   fi
@@ -303,7 +304,7 @@ lanes_standby_cpus() {  # lanes_standby_cpus LANE: its receive core and a standb
     read -r -a cpus <<< "$LANES_STANDBY_CPUS"
     standby=${cpus[$1 % ${#cpus[@]}]}
   else
-    standby=$(lanes_core $(($(lanes_light_first) + 2 * ($1 % lanes_light_sets) + ($1 / lanes_light_sets) % 2)))
+    standby=$(lanes_core $(($(lanes_light_set_first "$1") + ($1 / lanes_light_sets) % 2)))
   fi
   echo "[$(lanes_rx_cpu "$1"),$standby], receive_threads: 2, receive_standby: 1"
 }
